@@ -1,0 +1,65 @@
+// Command-line parsing for `zt` subcommands: --name value, --name=value,
+// boolean --name, positionals, and "--" ending option parsing (the rest is
+// kept verbatim, e.g. the command `zt launch` runs).
+//
+//   zt::cli::Flags flags("zt config check");
+//   flags.Int("world-size", 1, "data-parallel size used to resolve batch sizes");
+//   flags.Bool("print", "print the resolved config");
+//   if (auto st = flags.Parse(args); !st.ok()) { ... exit 2 ... }
+//   int world = flags.GetInt("world-size");
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zt::cli {
+
+class Flags {
+ public:
+  explicit Flags(std::string command) : command_(std::move(command)) {}
+
+  void Int(const std::string& name, long long default_value, const std::string& help);
+  void Double(const std::string& name, double default_value, const std::string& help);
+  void String(const std::string& name, const std::string& default_value, const std::string& help);
+  void Bool(const std::string& name, const std::string& help);
+  // A flag that may be given several times (--set a=1 --set b=2).
+  void Repeated(const std::string& name, const std::string& help);
+
+  // Unknown flags, missing values and unparsable numbers are InvalidArgument
+  // with a "did you mean" where a known flag is close.
+  absl::Status Parse(const std::vector<std::string>& args);
+
+  long long GetInt(const std::string& name) const;
+  double GetDouble(const std::string& name) const;
+  const std::string& GetString(const std::string& name) const;
+  bool GetBool(const std::string& name) const;
+  const std::vector<std::string>& GetRepeated(const std::string& name) const;
+  bool WasSet(const std::string& name) const;
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Everything after a literal "--".
+  const std::vector<std::string>& rest() const { return rest_; }
+  bool help_requested() const { return help_requested_; }
+  std::string Usage(const std::string& synopsis) const;
+
+ private:
+  enum class Kind { kInt, kDouble, kString, kBool, kRepeated };
+  struct Spec {
+    Kind kind;
+    std::string help;
+    std::string default_text;
+  };
+  std::string command_;
+  std::map<std::string, Spec> specs_;
+  std::vector<std::string> order_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> repeated_;
+  std::vector<std::string> positional_;
+  std::vector<std::string> rest_;
+  bool help_requested_ = false;
+};
+
+}  // namespace zt::cli

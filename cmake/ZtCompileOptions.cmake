@@ -1,0 +1,34 @@
+# Compile settings for our own targets. Third-party headers come in as SYSTEM
+# includes, so -Werror applies to our code only.
+
+set(_zt_sanitize_flags "")
+if(ZT_SANITIZE STREQUAL "address")
+  set(_zt_sanitize_flags -fsanitize=address -fno-omit-frame-pointer)
+elseif(ZT_SANITIZE STREQUAL "undefined")
+  set(_zt_sanitize_flags -fsanitize=undefined -fno-sanitize-recover=undefined)
+elseif(ZT_SANITIZE STREQUAL "thread")
+  set(_zt_sanitize_flags -fsanitize=thread)
+elseif(NOT ZT_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "ZT_SANITIZE='${ZT_SANITIZE}': use address, undefined, thread or leave it empty.")
+endif()
+
+# zt_target_defaults(<target> [TORCH]): warnings, sanitizers and, for targets that
+# include LibTorch, the shared precompiled header.
+function(zt_target_defaults target)
+  cmake_parse_arguments(ARG "TORCH" "" "" ${ARGN})
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror ${_zt_sanitize_flags})
+  target_link_options(${target} PRIVATE ${_zt_sanitize_flags})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  if(ARG_TORCH AND ZT_USE_PCH)
+    target_precompile_headers(${target} REUSE_FROM zt_torch_pch)
+  endif()
+endfunction()
+
+# One precompiled LibTorch header shared by every target that uses LibTorch:
+# <torch/torch.h> costs ~20 s per translation unit on a 2-core machine.
+if(ZT_USE_PCH)
+  add_library(zt_torch_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch_anchor.cc)
+  target_link_libraries(zt_torch_pch PUBLIC torch absl::status)
+  target_compile_options(zt_torch_pch PRIVATE -Wall -Wextra -Werror ${_zt_sanitize_flags})
+  target_precompile_headers(zt_torch_pch PRIVATE ${PROJECT_SOURCE_DIR}/cmake/torch_pch.h)
+endif()

@@ -1,0 +1,107 @@
+// zt::comm::ProcessGroup: the collectives ZeRO needs, on flat buffers.
+//
+// Contract (every backend):
+//  * Collective calls must be issued in the same order on every rank of the
+//    group, from one thread at a time. Each call returns at once; the
+//    returned Work completes asynchronously. Many may be in flight.
+//  * Tensors must be contiguous, on the backend's device, and stay alive and
+//    untouched until the Work has completed.
+//  * Uneven splits: for AllGather/ReduceScatter over a flat tensor of L
+//    elements, rank r owns [ShardBegin(L, n, r), ShardEnd(L, n, r)) with shards
+//    of ceil(L / n) elements (the last ones shorter, possibly empty).
+//  * Errors (peer died, timeout, bad argument) surface from Work::Wait as a
+//    Status naming the collective and, when known, the peer rank. A dead or
+//    silent peer becomes an error within the group's timeout, never a hang.
+//  * Every backend counts payload bytes it sends and receives per collective
+//    kind (stats()), so benchmarks can compare against analytic volumes.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+
+namespace zt::comm {
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+enum class CollectiveKind { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
+inline constexpr int kNumCollectiveKinds = 5;
+const char* ToString(CollectiveKind kind);
+
+struct CollectiveCounters {
+  int64_t calls = 0;
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+};
+
+struct CommStats {
+  std::array<CollectiveCounters, kNumCollectiveKinds> by_kind{};
+  const CollectiveCounters& operator[](CollectiveKind k) const { return by_kind[static_cast<int>(k)]; }
+  int64_t total_bytes_sent() const;
+  int64_t total_bytes_received() const;
+};
+
+// Rank r's shard of a flat buffer of `numel` elements split over `world` ranks.
+inline int64_t ShardSize(int64_t numel, int world) { return (numel + world - 1) / world; }
+inline int64_t ShardBegin(int64_t numel, int world, int rank) {
+  int64_t b = ShardSize(numel, world) * rank;
+  return b < numel ? b : numel;
+}
+inline int64_t ShardEnd(int64_t numel, int world, int rank) {
+  int64_t e = ShardSize(numel, world) * (rank + 1);
+  return e < numel ? e : numel;
+}
+
+// Handle to an asynchronous collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the collective finished or `timeout` passed. Returns OK,
+  // DeadlineExceeded (names the collective and what it waited for), or the
+  // collective's error. Calling Wait again returns the same result.
+  virtual absl::Status Wait(std::chrono::milliseconds timeout) = 0;
+  // Waits with the group's default timeout.
+  virtual absl::Status Wait() = 0;
+  virtual bool IsCompleted() = 0;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;
+  // Default deadline for Work::Wait() and for the backend's own transfers.
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  // Every rank contributes `shard` (its ShardBegin..ShardEnd slice of `flat`'s
+  // numel); afterwards `flat` holds all shards in rank order. `shard` may be a
+  // view of `flat` at this rank's offset (in place, no copy).
+  virtual std::unique_ptr<Work> AllGather(const at::Tensor& shard, const at::Tensor& flat) = 0;
+
+  // Element-wise reduction of `flat` across ranks; this rank receives its
+  // slice into `shard`. kSum and kAvg only. `flat` is not modified.
+  virtual std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
+                                              ReduceOp op) = 0;
+
+  // In-place element-wise reduction of `tensor` across ranks.
+  virtual std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) = 0;
+
+  // Copies `tensor` from `root` into every rank's `tensor` (in place).
+  virtual std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) = 0;
+
+  virtual std::unique_ptr<Work> Barrier() = 0;
+
+  // Snapshot of this rank's counters since creation or the last ResetStats().
+  virtual CommStats stats() const = 0;
+  virtual void ResetStats() = 0;
+};
+
+}  // namespace zt::comm

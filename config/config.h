@@ -1,0 +1,272 @@
+// zt::Config: a DeepSpeed-style ds_config.json as typed, validated C++ values.
+//
+// Every field carries the default documented in docs/config_reference.md; the
+// schema table in config/schema.cc is the single source of those defaults,
+// of the parser's checks and of the generated reference page. This header
+// has no JSON dependency so the engine can include it cheaply.
+//
+// Usage:
+//   zt::ParseOptions opts;  opts.world_size = 4;
+//   absl::StatusOr<zt::Config> cfg = zt::LoadConfigFile("ds_config.json", opts);
+//   if (!cfg.ok()) { std::cerr << cfg.status().message(); return 2; }
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zt {
+
+enum class OffloadDevice { kNone, kCpu, kNvme };
+enum class DType { kFloat32, kFloat16, kBFloat16 };
+enum class OptimizerType { kAdam, kAdamW, kAdagrad, kLion, kSGD };
+enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle, kLRRangeTest };
+enum class WarmupType { kLog, kLinear };
+enum class TagValidation { kIgnore, kWarn, kFail };
+
+// Batch sizes as written (nullopt: absent or "auto") and as resolved for a
+// data-parallel world size: train_batch == micro_batch * accumulation_steps * world_size.
+struct BatchConfig {
+  std::optional<int64_t> train_batch_size;
+  std::optional<int64_t> train_micro_batch_size_per_gpu;
+  std::optional<int64_t> gradient_accumulation_steps;
+
+  int64_t train_batch = 0;
+  int64_t micro_batch = 0;
+  int64_t accumulation_steps = 0;
+  int world_size = 0;
+};
+
+// Applies DeepSpeed's derivation rules (docs/config_reference.md, "Batch size")
+// to the written values of `batch` for `world_size` ranks and fills the
+// resolved fields. Errors name the keys and print the equation with numbers.
+absl::Status ResolveBatch(BatchConfig& batch, int world_size);
+
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  double loss_scale = 0.0;  // 0: dynamic scaling; > 0: static scale.
+  int initial_scale_power = 16;
+  int loss_scale_window = 1000;
+  int hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+  bool dynamic() const { return loss_scale == 0.0; }
+};
+
+struct Bf16Config {
+  bool enabled = false;
+};
+
+// One struct for every optimizer type; fields a type does not use keep their
+// defaults. Defaults depend on the type (e.g. Lion betas 0.9/0.99) and are
+// filled by the parser.
+struct OptimizerConfig {
+  bool present = false;  // an "optimizer" block was given
+  OptimizerType type = OptimizerType::kAdamW;
+  double lr = 1e-3;
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  // DeepSpeed semantics: "Adam" decouples weight decay unless adam_w_mode is
+  // false; "AdamW" always does. This is the resolved meaning.
+  bool adam_w_mode = true;
+  bool torch_adam = false;
+  // SGD
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  // Adagrad
+  double initial_accumulator_value = 0.0;
+};
+
+struct SchedulerConfig {
+  SchedulerType type = SchedulerType::kNone;
+  // WarmupLR, WarmupDecayLR
+  double warmup_min_lr = 0.0;
+  double warmup_max_lr = 1e-3;
+  int64_t warmup_num_steps = 1000;
+  WarmupType warmup_type = WarmupType::kLog;
+  // WarmupDecayLR, WarmupCosineLR (required there)
+  int64_t total_num_steps = 0;
+  // WarmupCosineLR
+  double warmup_min_ratio = 0.0;
+  double cos_min_ratio = 1e-4;
+  // OneCycle (cycle_min_lr / cycle_max_lr required there)
+  double cycle_min_lr = 0.0;
+  double cycle_max_lr = 0.0;
+  double decay_lr_rate = 0.0;
+  int64_t cycle_first_step_size = 2000;
+  int64_t cycle_second_step_size = 2000;  // defaults to cycle_first_step_size
+  int64_t cycle_first_stair_count = 0;
+  int64_t cycle_second_stair_count = 0;   // defaults to cycle_first_stair_count
+  int64_t decay_step_size = 0;
+  bool cycle_momentum = true;
+  double cycle_min_mom = 0.8;
+  double cycle_max_mom = 0.9;
+  double decay_mom_rate = 0.0;
+  // LRRangeTest
+  double lr_range_test_min_lr = 1e-3;
+  int64_t lr_range_test_step_size = 2000;
+  double lr_range_test_step_rate = 1.0;
+  bool lr_range_test_staircase = false;
+};
+
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  bool pin_memory = false;
+  int buffer_count = 4;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;
+};
+
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::kNone;
+  std::string nvme_path;
+  bool pin_memory = false;
+  int buffer_count = 5;
+  int64_t buffer_size = 100000000;
+  int64_t max_in_cpu = 1000000000;
+};
+
+struct ZeroConfig {
+  int stage = 0;
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;  // elements
+  bool allgather_partitions = true;
+  int64_t allgather_bucket_size = 500000000;
+  bool overlap_comm = false;  // resolved: default true for stage 3, false otherwise
+  bool load_from_fp32_weights = true;
+  bool elastic_checkpoint = false;
+  bool round_robin_gradients = false;
+  int64_t sub_group_size = 1000000000;
+  int64_t prefetch_bucket_size = 50000000;
+  int64_t param_persistence_threshold = 100000;
+  int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
+  int64_t max_live_parameters = 1000000000;
+  int64_t max_reuse_distance = 1000000000;
+  bool gather_16bit_weights_on_model_save = false;
+  bool ignore_unused_parameters = true;
+  OffloadOptimizerConfig offload_optimizer;
+  OffloadParamConfig offload_param;
+};
+
+struct AioConfig {
+  int64_t block_size = 1048576;
+  int queue_depth = 8;
+  int intra_op_parallelism = 1;  // DeepSpeed's older name: thread_count
+  bool single_submit = false;
+  bool overlap_events = true;
+};
+
+struct ActivationCheckpointingConfig {
+  bool partition_activations = false;
+  bool cpu_checkpointing = false;
+  bool contiguous_memory_optimization = false;
+  std::optional<int64_t> number_checkpoints;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+};
+
+struct CheckpointConfig {
+  TagValidation tag_validation = TagValidation::kWarn;
+  bool load_universal = false;
+  bool use_node_local_storage = false;
+};
+
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;
+  std::string job_name = "DeepSpeedJobName";
+};
+
+struct Config {
+  BatchConfig batch;
+  int steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  double gradient_clipping = 0.0;  // 0: off
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::optional<DType> communication_data_type;  // nullopt: the model's dtype
+  std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype
+  bool zero_allow_untested_optimizer = false;
+  bool zero_force_ds_cpu_optimizer = true;
+  bool dump_state = false;
+  bool memory_breakdown = false;
+
+  Fp16Config fp16;
+  Bf16Config bf16;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  ZeroConfig zero;
+  AioConfig aio;
+  ActivationCheckpointingConfig activation_checkpointing;
+  CheckpointConfig checkpoint;
+  MonitorConfig tensorboard;
+  MonitorConfig csv_monitor;
+
+  // The text the config was parsed from (checkpoints store it as ds_config).
+  std::string source_json;
+  // Human-readable notes from parsing: which value each "auto" became,
+  // deprecated spellings that were mapped. The parser also logs them.
+  std::vector<std::string> notes;
+};
+
+// One problem found in a config file. `path` is the JSON path of the key
+// ("zero_optimization.offload_param.device"), "" for the document itself.
+struct ConfigError {
+  std::string path;
+  std::string message;
+};
+
+struct ParseOptions {
+  int world_size = 1;          // data-parallel size used to resolve batch sizes
+  std::string source_name;     // shown in messages, e.g. the file path
+  // Values for keys written as "auto" (JSON path -> JSON text), e.g. from a
+  // command line: {"optimizer.params.lr", "3e-4"}. Keys without an entry
+  // resolve to their documented default or derived value.
+  std::map<std::string, std::string> auto_values;
+};
+
+struct ParseResult {
+  std::optional<Config> config;    // set exactly when errors is empty
+  std::vector<ConfigError> errors; // every problem in the file, in document order
+  std::vector<std::string> notes;
+  // InvalidArgument listing all errors (one per line) or OK.
+  absl::Status status() const;
+};
+
+// Parses and validates a whole document, collecting every error.
+ParseResult ParseConfig(std::string_view json_text, const ParseOptions& options);
+
+// Reads `path` and parses it. Missing/unreadable files are NotFound/
+// PermissionDenied naming the path; invalid content is InvalidArgument with
+// all errors, each prefixed by the path.
+absl::StatusOr<Config> LoadConfigFile(const std::string& path, const ParseOptions& options);
+
+// The fully resolved config as JSON (every default filled in, canonical key
+// names); re-parsing it yields an equal Config.
+std::string ConfigToJson(const Config& config, int indent = 2);
+
+// docs/config_reference.md, generated from the schema table.
+std::string ConfigReferenceMarkdown();
+
+std::string_view ToString(OffloadDevice v);
+std::string_view ToString(DType v);
+std::string_view ToString(OptimizerType v);
+std::string_view ToString(SchedulerType v);
+
+}  // namespace zt

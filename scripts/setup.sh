@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what zerotorch needs on Debian bookworm (as root, or with sudo
+# available), then configures and builds into build/. Idempotent: when every
+# package is present it skips apt entirely, and the build is incremental.
+#
+# Environment: ZT_BUILD_DIR (default build), ZT_BUILD_TYPE (RelWithDebInfo),
+#              ZT_CMAKE_ARGS (extra cmake arguments), ZT_JOBS (default nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev libgloo-dev liburing-dev libabsl-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas0-openmp   # LibTorch calls libblas.so.3; OpenBLAS is ~8x faster than the reference BLAS
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# OpenBLAS registers itself as the libblas.so.3 alternative; say which one is live.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+echo "setup: libblas.so.3 -> ${blas:-unknown}"
+
+BUILD_DIR=${ZT_BUILD_DIR:-build}
+JOBS=${ZT_JOBS:-$(nproc)}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${ZT_BUILD_TYPE:-RelWithDebInfo}" ${ZT_CMAKE_ARGS:-}
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS"

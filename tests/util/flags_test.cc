@@ -1,0 +1,55 @@
+#include "apps/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace zt::cli {
+namespace {
+
+Flags MakeFlags() {
+  Flags f("zt test");
+  f.Int("world-size", 1, "ranks");
+  f.Double("lr", 1e-3, "learning rate");
+  f.String("out", "x", "output");
+  f.Bool("print", "print it");
+  f.Repeated("set", "override");
+  return f;
+}
+
+TEST(Flags, ParsesAllForms) {
+  Flags f = MakeFlags();
+  ASSERT_TRUE(f.Parse({"a.json", "--world-size", "4", "--lr=0.5", "--print", "--set", "a=1",
+                       "--set=b=2", "b.json", "--", "cmd", "--print"})
+                  .ok());
+  EXPECT_EQ(f.GetInt("world-size"), 4);
+  EXPECT_DOUBLE_EQ(f.GetDouble("lr"), 0.5);
+  EXPECT_EQ(f.GetString("out"), "x");
+  EXPECT_TRUE(f.GetBool("print"));
+  EXPECT_EQ(f.GetRepeated("set"), (std::vector<std::string>{"a=1", "b=2"}));
+  EXPECT_EQ(f.positional(), (std::vector<std::string>{"a.json", "b.json"}));
+  EXPECT_EQ(f.rest(), (std::vector<std::string>{"cmd", "--print"}));
+  EXPECT_TRUE(f.WasSet("world-size"));
+  EXPECT_FALSE(f.WasSet("out"));
+}
+
+TEST(Flags, UnderscoreSpellingAccepted) {
+  Flags f = MakeFlags();
+  ASSERT_TRUE(f.Parse({"--world_size=3"}).ok());
+  EXPECT_EQ(f.GetInt("world-size"), 3);
+}
+
+TEST(Flags, UnknownFlagSuggestsNearest) {
+  Flags f = MakeFlags();
+  absl::Status st = f.Parse({"--wrold-size", "2"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("did you mean --world-size"), std::string::npos) << st.message();
+}
+
+TEST(Flags, BadNumbersAndMissingValues) {
+  EXPECT_FALSE(MakeFlags().Parse({"--world-size", "four"}).ok());
+  EXPECT_FALSE(MakeFlags().Parse({"--lr", "1e-3x"}).ok());
+  EXPECT_FALSE(MakeFlags().Parse({"--out"}).ok());
+  EXPECT_FALSE(MakeFlags().Parse({"--print=maybe"}).ok());
+}
+
+}  // namespace
+}  // namespace zt::cli

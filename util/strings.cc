@@ -1,0 +1,62 @@
+// Implementation of util/strings.h.
+#include "util/strings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace zt {
+
+std::string HumanBytes(double bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  double v = bytes;
+  while (std::fabs(v) >= 1024.0 && unit < 5) {
+    v /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrFormat("%.0f B", v);
+  return absl::StrFormat("%.3g %s", v, kUnits[unit]);
+}
+
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+namespace {
+std::string Normalize(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out.push_back(c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+}  // namespace
+
+std::string NearestName(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = 1 << 30;
+  const std::string norm_word = Normalize(word);
+  for (const std::string& c : candidates) {
+    int d = Normalize(c) == norm_word ? 0 : EditDistance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
+  return best_distance <= limit ? best : std::string();
+}
+
+}  // namespace zt

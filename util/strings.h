@@ -1,0 +1,21 @@
+// Small string helpers used for user-facing messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zt {
+
+// "1.5 GiB", "512 B": binary units, three significant digits.
+std::string HumanBytes(double bytes);
+
+// Levenshtein distance (insert/delete/substitute, each cost 1), case-sensitive.
+int EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is plausibly a misspelling (distance
+// at most max(2, |word|/3), or differing only in case/'-' vs '_'); else "".
+std::string NearestName(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace zt
