@@ -1,0 +1,50 @@
+// Implementation of util/system_info.h (Linux only: reads /proc).
+#include "util/system_info.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace zt {
+
+std::string LoadedBlasLibrary() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::string found;
+  while (std::getline(maps, line)) {
+    auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    std::string base = path.substr(path.rfind('/') + 1);
+    if (base.find("openblas") != std::string::npos || base.find("mkl_rt") != std::string::npos ||
+        base.find("blis") != std::string::npos) {
+      return path;
+    }
+    if (base.rfind("libblas.so", 0) == 0) found = path + " (reference BLAS)";
+  }
+  return found.empty() ? "none loaded" : found;
+}
+
+std::string CpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string SystemInfoLine() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  return absl::StrCat("cpu: ", CpuModel(), " | cores: ", sysconf(_SC_NPROCESSORS_ONLN),
+                      " | OMP_NUM_THREADS: ", omp ? omp : "unset", " | BLAS: ", LoadedBlasLibrary());
+}
+
+}  // namespace zt
