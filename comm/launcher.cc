@@ -469,16 +469,13 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   env["GROUP_RANK"] = std::to_string(options.node_rank);
   env["NODE_RANK"] = std::to_string(options.node_rank);
   env["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
+  std::string omp_note;
   if (!env.count("OMP_NUM_THREADS") && !options.extra_env.count("OMP_NUM_THREADS")) {
     int cores = UsableCores();
     int threads = std::max(1, cores / options.nproc_per_node);
     env["OMP_NUM_THREADS"] = std::to_string(threads);
-    if (options.print_notes) {
-      WriteAll(options.err_fd,
-               absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads,
-                            " per rank (", cores, " cores / ", options.nproc_per_node,
-                            " ranks). Set OMP_NUM_THREADS to choose.\n"));
-    }
+    omp_note = absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads, " per rank (", cores,
+                            " cores / ", options.nproc_per_node, " ranks). Set OMP_NUM_THREADS to choose.\n");
   }
 
   // Look the command up in the PATH the ranks will have.
@@ -489,6 +486,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     path_env = it2->second;
   }
   ZT_ASSIGN_OR_RETURN(std::string exec_path, ResolveCommand(options.command[0], path_env));
+  if (options.print_notes && !omp_note.empty()) WriteAll(options.err_fd, omp_note);
   CStringArray argv;
   argv.strings = options.command;
   argv.Seal();
