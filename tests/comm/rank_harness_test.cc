@@ -199,7 +199,8 @@ TEST(RankHarness, MayFailRanksDoNotFailOrStopTheRun) {
   std::remove(pid_file.c_str());
   EXPECT_FALSE(strict.ok());
   EXPECT_TRUE(absl::StrContains(strict.failure, "rank 2 (pid ")) << strict.Summary();
-  EXPECT_TRUE(absl::StrContains(strict.failure, "killed by signal 9 (SIGKILL); stopped ranks 0, 1")) << strict.Summary();
+  EXPECT_TRUE(absl::StrContains(strict.failure, "killed by signal 9 (SIGKILL); stopped ranks 0, 1"))
+      << strict.Summary();
   EXPECT_EQ(strict.exit_codes[0], 128 + SIGTERM) << strict.Summary();
 }
 
