@@ -1,0 +1,390 @@
+// Implementation of engine/engine.h: wires the config, the flat parameter
+// groups, the gradient reducer, the sharded optimizer, the scheduler and the
+// loss scaler into DeepSpeed's training-step semantics.
+#include "engine/engine.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/strings.h"
+#include "zero/flat_group.h"
+#include "zero/grad_reducer.h"
+#include "zero/layout.h"
+#include "zero/sharded_optimizer.h"
+
+namespace zt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
+  if (!d) return std::nullopt;
+  switch (*d) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kBFloat16: return at::kBFloat16;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Engine::Engine() = default;
+
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model,
+                                                       Config config,
+                                                       std::shared_ptr<comm::ProcessGroup> group,
+                                                       EngineOptions options) {
+  std::unique_ptr<Engine> engine(new Engine());
+  try {
+    ZT_RETURN_IF_ERROR(engine->Init(std::move(model), std::move(config), std::move(group), options));
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("Engine::Create: LibTorch error: ", e.what_without_backtrace()));
+  }
+  return engine;
+}
+
+absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config config,
+                          std::shared_ptr<comm::ProcessGroup> group, EngineOptions options) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: the model is null");
+  if (group == nullptr) return absl::InvalidArgumentError("Engine::Create: the process group is null");
+  module_ = std::move(model);
+  config_ = std::move(config);
+  pg_ = std::move(group);
+  options_ = options;
+  stage_ = config_.zero.stage;
+
+  absl::Status batch = ResolveBatch(config_.batch, pg_->size());
+  if (!batch.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the config's batch sizes do not fit a data-parallel world of ", pg_->size(), " ranks: ",
+        batch.message()));
+  }
+  if (stage_ == 3) {
+    return absl::UnimplementedError(
+        "zero_optimization.stage 3 is not implemented in this version of zerotorch; use stage 0, 1 or 2");
+  }
+  if (config_.zero.offload_optimizer.device != OffloadDevice::kNone ||
+      config_.zero.offload_param.device != OffloadDevice::kNone) {
+    return absl::UnimplementedError(
+        "zero_optimization.offload_optimizer / offload_param are not implemented in this version of "
+        "zerotorch; set their device to \"none\"");
+  }
+  if (!config_.optimizer.present) {
+    return absl::InvalidArgumentError(
+        "the config has no \"optimizer\" block; add one, e.g. "
+        "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}");
+  }
+
+  const at::ScalarType dtype = config_.fp16.enabled   ? at::kHalf
+                               : config_.bf16.enabled ? at::kBFloat16
+                                                      : at::kFloat;
+  if (dtype != at::kFloat) module_->to(dtype);
+
+  // Trainable parameters, each once (tied weights appear under several names).
+  std::unordered_set<const void*> seen;
+  std::vector<zero::ParamInfo> infos;
+  for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    if (!p.device().is_cpu()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "parameter '", item.key(), "' is on ", p.device().str(),
+          "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
+    }
+    if (!at::isFloatingType(p.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' is not floating point"));
+    }
+    params_.push_back(p);
+    param_names_.push_back(item.key());
+    zero::ParamInfo info;
+    info.name = item.key();
+    info.shape = p.sizes().vec();
+    info.numel = p.numel();
+    infos.push_back(std::move(info));
+  }
+  if (params_.empty()) {
+    return absl::InvalidArgumentError("the model has no trainable parameters (requires_grad is false everywhere)");
+  }
+
+  const int partitions = stage_ >= 1 ? pg_->size() : 1;
+  const int partition = stage_ >= 1 ? pg_->rank() : 0;
+  zero::Layout layout = zero::PlanLayout(infos, config_.zero.reduce_bucket_size, partitions);
+  for (const zero::GroupLayout& gl : layout.groups) {
+    groups_.push_back(zero::FlattenParams(gl, params_, partition, /*sharded=*/stage_ >= 1));
+  }
+  ZT_RETURN_IF_ERROR(BroadcastInitialState());
+
+  const at::ScalarType grad_dtype = ToScalarType(config_.grad_accum_dtype).value_or(dtype);
+  for (zero::FlatGroup& g : groups_) {
+    if (stage_ <= 1) {
+      zero::AttachFlatGrads(g, params_);
+      if (stage_ == 1) g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+    } else {
+      g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
+    }
+  }
+
+  optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
+
+  zero::GradReducerOptions ro;
+  ro.stage = stage_;
+  ro.overlap_comm = config_.zero.overlap_comm;
+  ro.prescale_gradients = config_.prescale_gradients;
+  ro.gradient_predivide_factor = config_.gradient_predivide_factor;
+  ro.comm_dtype = ToScalarType(config_.communication_data_type);
+  reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ro);
+
+  scheduler_ = MakeLrScheduler(config_.scheduler, config_.optimizer.lr);
+  scaler_ = config_.fp16.enabled ? LossScaler(config_.fp16) : LossScaler::Disabled();
+
+  last_event_ = log_window_start_ = Clock::now();
+  if (pg_->rank() == 0) {
+    const ModelStateBytes m = memory();
+    ZT_LOG(INFO) << absl::StrFormat(
+        "engine: ZeRO stage %d, %d ranks, %s, %d parameters in %d groups (%d elements), batch %d = "
+        "micro %d x accumulation %d x ranks %d; model states per rank %s",
+        stage_, pg_->size(), c10::toString(dtype), params_.size(), groups_.size(), layout.total_numel(),
+        config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps,
+        pg_->size(), HumanBytes(static_cast<double>(m.model_states())));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::CheckWork(std::unique_ptr<comm::Work> work, const char* what) {
+  absl::Status st = work->Wait();
+  if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat(what, ": ", st.message())));
+}
+
+absl::Status Engine::BroadcastInitialState() {
+  if (pg_->size() == 1) return absl::OkStatus();
+  at::NoGradGuard no_grad;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (zero::FlatGroup& g : groups_) works.push_back(pg_->Broadcast(g.params, 0));
+  // Buffers and frozen parameters are not in any group: send them one by one.
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (original, contiguous copy)
+  auto send = [&](const at::Tensor& t) {
+    if (!t.defined() || t.numel() == 0) return;
+    at::Tensor c = t.is_contiguous() ? t : t.contiguous();
+    works.push_back(pg_->Broadcast(c, 0));
+    if (!c.is_same(t)) copies.emplace_back(t, c);
+  };
+  for (const auto& b : module_->named_buffers(/*recurse=*/true)) send(b.value());
+  for (const auto& p : module_->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) send(p.value());
+  }
+  for (auto& w : works) {
+    absl::Status st = w->Wait();
+    if (!st.ok()) {
+      return absl::Status(st.code(),
+                          absl::StrCat("broadcasting rank 0's initial parameters failed: ", st.message()));
+    }
+  }
+  for (auto& [orig, c] : copies) {
+    at::Tensor o = orig;
+    o.copy_(c);
+  }
+  return absl::OkStatus();
+}
+
+bool Engine::IsAccumulationBoundary() const {
+  return (micro_steps_ + 1) % config_.batch.accumulation_steps == 0;
+}
+
+double Engine::lr() const { return scheduler_->Lr(global_steps_ - skipped_steps_); }
+
+void Engine::Backward(const at::Tensor& loss) {
+  if (!loss.defined() || loss.numel() != 1) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(
+        "Engine::Backward needs a scalar loss, got ",
+        loss.defined() ? absl::StrCat("a tensor of shape ", c10::str(loss.sizes())) : "an undefined tensor")));
+  }
+  if (!loss.requires_grad()) {
+    throw Error(absl::InvalidArgumentError(
+        "Engine::Backward: the loss does not require grad (computed under NoGradGuard, or detached?)"));
+  }
+  const auto t0 = Clock::now();
+  timers_.forward += Seconds(last_event_, t0);
+  last_step_loss_ = loss.detach().to(at::kDouble).item<double>();
+  window_loss_sum_ += last_step_loss_;
+  ++window_loss_count_;
+
+  reducer_->BeginBackward(IsAccumulationBoundary());
+  const double factor = scaler_.scale() / static_cast<double>(config_.batch.accumulation_steps);
+  try {
+    at::Tensor scaled = factor == 1.0 ? loss : loss * factor;
+    scaled.backward();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(absl::InternalError(absl::StrCat("backward failed: ", e.what())));
+  }
+  const auto t1 = Clock::now();
+  reducer_->FinishBackward();
+  const auto t2 = Clock::now();
+  timers_.backward += Seconds(t0, t1);
+  timers_.reduce += Seconds(t1, t2);
+  last_event_ = t2;
+}
+
+void Engine::Step() {
+  const auto t0 = Clock::now();
+  if (!IsAccumulationBoundary()) {
+    ++micro_steps_;
+    last_event_ = Clock::now();
+    return;
+  }
+  if (stage_ == 2) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].grad().defined()) {
+        throw Error(absl::FailedPreconditionError(absl::StrCat(
+            "parameter '", param_names_[i],
+            "' holds a gradient the engine never reduced: call engine.Backward(loss) instead of "
+            "loss.backward()")));
+      }
+    }
+  }
+  OptimizerStep();
+  ++micro_steps_;
+  const auto t1 = Clock::now();
+  timers_.step += Seconds(t0, t1);
+  last_event_ = t1;
+  MaybeLog(Seconds(t0, t1));
+}
+
+void Engine::OptimizerStep() {
+  const bool sharded = stage_ >= 1 && pg_->size() > 1;
+  bool overflow = false;
+  if (scaler_.enabled()) {
+    const bool local = optimizer_->LocalHasNonFinite();
+    if (sharded) {
+      at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
+      CheckWork(pg_->AllReduce(flag, comm::ReduceOp::kMax), "agreeing on fp16 overflow");
+      overflow = flag.item<float>() > 0.0f;
+    } else {
+      overflow = local;
+    }
+  }
+
+  if (overflow) {
+    const double old_scale = scaler_.scale();
+    ++skipped_steps_;
+    reducer_->ZeroGrads();
+    ThrowIfError(scaler_.Update(true));
+    if (pg_->rank() == 0) {
+      ZT_LOG(WARNING) << absl::StrFormat(
+          "step %d: fp16 gradient overflow, skipping the step (loss scale %g -> %g, %d skipped so far)",
+          global_steps_ + 1, old_scale, scaler_.scale(), skipped_steps_);
+    }
+  } else {
+    double multiplier = 1.0 / scaler_.scale();
+    if (config_.gradient_clipping > 0.0) {
+      double sq = optimizer_->LocalGradSquaredNorm();
+      if (sharded) {
+        at::Tensor t = at::full({1}, sq, at::kDouble);
+        CheckWork(pg_->AllReduce(t, comm::ReduceOp::kSum), "computing the global gradient norm");
+        sq = t.item<double>();
+      }
+      const double norm = std::sqrt(sq) / scaler_.scale();
+      last_grad_norm_ = norm;
+      const double coef = config_.gradient_clipping / (norm + 1e-6);
+      if (coef < 1.0) multiplier *= coef;
+    }
+    const int64_t applied = global_steps_ - skipped_steps_;
+    ops::StepHyper hyper;
+    hyper.lr = scheduler_->Lr(applied);
+    hyper.momentum = scheduler_->Momentum(applied);
+    optimizer_->Step(multiplier, hyper);
+    if (sharded) GatherParams();
+    reducer_->ZeroGrads();
+    ThrowIfError(scaler_.Update(false));
+  }
+  ++global_steps_;
+  global_samples_ += config_.batch.train_batch;
+  log_window_samples_ += config_.batch.train_batch;
+}
+
+void Engine::GatherParams() {
+  std::vector<std::unique_ptr<comm::Work>> works;
+  works.reserve(groups_.size());
+  for (zero::FlatGroup& g : groups_) works.push_back(pg_->AllGather(g.OwnedParams(), g.params));
+  for (auto& w : works) CheckWork(std::move(w), "all-gathering updated parameters");
+}
+
+double Engine::TrainBatch(const std::function<at::Tensor(int64_t)>& micro_loss) {
+  double sum = 0.0;
+  const int64_t gas = config_.batch.accumulation_steps;
+  for (int64_t i = 0; i < gas; ++i) {
+    at::Tensor loss = micro_loss(i);
+    Backward(loss);
+    sum += last_step_loss_;
+    Step();
+  }
+  return sum / static_cast<double>(gas);
+}
+
+ModelStateBytes Engine::memory() const {
+  ModelStateBytes m;
+  for (const zero::FlatGroup& g : groups_) {
+    m.params += static_cast<int64_t>(g.params.nbytes());
+    if (g.grads.defined()) {
+      m.grads += static_cast<int64_t>(g.grads.nbytes());
+    } else if (g.grad_shard.defined()) {
+      m.grads += static_cast<int64_t>(g.grad_shard.nbytes());
+    }
+  }
+  if (optimizer_) {
+    m.master = optimizer_->master_bytes();
+    m.optimizer_state = optimizer_->state_bytes();
+  }
+  if (reducer_) m.peak_buckets = reducer_->peak_bucket_bytes();
+  return m;
+}
+
+void Engine::MaybeLog(double /*step_seconds*/) {
+  if (pg_->rank() != 0 || config_.steps_per_print <= 0 || global_steps_ % config_.steps_per_print != 0) return;
+  const auto now = Clock::now();
+  const double elapsed = Seconds(log_window_start_, now);
+  const double loss = window_loss_count_ > 0 ? window_loss_sum_ / static_cast<double>(window_loss_count_) : 0.0;
+  const ModelStateBytes m = memory();
+  std::string line = absl::StrFormat(
+      "step %d | loss %.6g | lr %.4g | loss scale %g | %.1f samples/s | model states %s "
+      "(params %s, grads %s, master %s, optimizer %s)",
+      global_steps_, loss, scheduler_->Lr(std::max<int64_t>(0, global_steps_ - skipped_steps_ - 1)), scaler_.scale(),
+      elapsed > 0 ? static_cast<double>(log_window_samples_) / elapsed : 0.0,
+      HumanBytes(static_cast<double>(m.model_states())), HumanBytes(static_cast<double>(m.params)),
+      HumanBytes(static_cast<double>(m.grads)), HumanBytes(static_cast<double>(m.master)),
+      HumanBytes(static_cast<double>(m.optimizer_state)));
+  if (skipped_steps_ > 0) absl::StrAppend(&line, absl::StrFormat(" | skipped %d", skipped_steps_));
+  if (config_.wall_clock_breakdown) {
+    const double n = static_cast<double>(config_.steps_per_print);
+    absl::StrAppend(&line, absl::StrFormat(
+                               " | per step: forward %.1f ms, backward %.1f ms, reduce %.1f ms, step %.1f ms",
+                               1e3 * timers_.forward / n, 1e3 * timers_.backward / n,
+                               1e3 * timers_.reduce / n, 1e3 * timers_.step / n));
+  }
+  ZT_LOG(INFO) << line;
+  timers_ = Timers();
+  window_loss_sum_ = 0.0;
+  window_loss_count_ = 0;
+  log_window_samples_ = 0;
+  log_window_start_ = now;
+}
+
+}  // namespace zt

@@ -1,0 +1,157 @@
+// zt::Engine: data-parallel training with ZeRO stages 0-2, the C++
+// counterpart of deepspeed.initialize(...).
+//
+//   auto pg = zt::ValueOrThrow(zt::comm::InitProcessGroup(env, {}));
+//   auto engine = zt::ValueOrThrow(zt::Engine::Create(model, config, pg));
+//   for (auto& batch : loader) {             // one micro-batch per iteration
+//     auto loss = loss_fn(model->forward(batch.x), batch.y);
+//     engine->Backward(loss);
+//     engine->Step();                         // optimizer step at the boundary
+//   }
+//
+// Contract:
+//  * Every rank creates the engine with the same model architecture and
+//    config, and calls Backward/Step the same number of times: they run
+//    collectives that must match across ranks.
+//  * Create broadcasts rank 0's parameters and buffers, converts the model to
+//    bf16/fp16 when the config enables them, and re-points every trainable
+//    parameter into a flat buffer (the Parameter objects stay the same).
+//  * Use Engine::Backward, not loss.backward(): it applies loss scaling and
+//    gradient accumulation and drives the reduction.
+//  * Backward and Step throw zt::Error on communication failures (a dead
+//    peer, a timeout) and on fp16 overflow at the minimum loss scale.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "absl/status/statusor.h"
+#include "comm/process_group.h"
+#include "config/config.h"
+#include "engine/loss_scaler.h"
+#include "engine/lr_scheduler.h"
+#include "ops/shard_optimizer.h"
+
+namespace zt {
+
+namespace zero {
+struct FlatGroup;
+class GradReducer;
+class ShardedOptimizer;
+}  // namespace zero
+
+// Bytes of model state this rank holds (what the ZeRO formulas count).
+struct ModelStateBytes {
+  int64_t params = 0;           // flat parameter buffers (model dtype, padding included)
+  int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (stage 2)
+  int64_t master = 0;           // fp32 master copy (0 when it aliases fp32 parameters)
+  int64_t optimizer_state = 0;  // exp_avg, exp_avg_sq, ...
+  int64_t peak_buckets = 0;     // largest temporary communication buffers held at once
+  int64_t model_states() const { return params + grads + master + optimizer_state; }
+};
+
+struct EngineOptions {
+  // Implementation of the optimizer kernels (the reference path is for tests).
+  ops::Impl optimizer_impl = ops::Impl::kFast;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<torch::nn::Module> model,
+                                                        Config config,
+                                                        std::shared_ptr<comm::ProcessGroup> group,
+                                                        EngineOptions options = {});
+  template <typename ModuleType>
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(torch::nn::ModuleHolder<ModuleType> model,
+                                                        Config config,
+                                                        std::shared_ptr<comm::ProcessGroup> group,
+                                                        EngineOptions options = {}) {
+    return Create(model.ptr(), std::move(config), std::move(group), options);
+  }
+
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  torch::nn::Module& module() { return *module_; }
+  const Config& config() const { return config_; }
+  comm::ProcessGroup& process_group() { return *pg_; }
+
+  // Runs backward on `loss` (a scalar from this rank's micro-batch) with the
+  // loss scale and 1/gradient_accumulation_steps applied.
+  void Backward(const at::Tensor& loss);
+  // At the accumulation boundary: reduces what is left, checks overflow,
+  // clips, steps the optimizer and scheduler, gathers updated parameters.
+  // Elsewhere it only advances the micro-step counter.
+  void Step();
+  // Runs gradient_accumulation_steps micro-steps: loss = micro_loss(i),
+  // Backward, Step. Returns the mean loss of this rank's micro-batches.
+  double TrainBatch(const std::function<at::Tensor(int64_t micro_step)>& micro_loss);
+
+  // True when the next Step() is an optimizer step.
+  bool IsAccumulationBoundary() const;
+  int64_t global_steps() const { return global_steps_; }      // optimizer steps incl. skipped
+  int64_t global_samples() const { return global_samples_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  double lr() const;           // lr of the next optimizer step
+  double loss_scale() const { return scaler_.scale(); }
+  // Global gradient L2 norm of the last applied step (only computed when
+  // gradient_clipping is on; nullopt otherwise).
+  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
+  ModelStateBytes memory() const;
+
+  // Parameters the engine trains, in model order, with their names.
+  const std::vector<std::string>& param_names() const { return param_names_; }
+
+ private:
+  Engine();
+  absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
+                    std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);
+  absl::Status BroadcastInitialState();
+  void OptimizerStep();
+  void GatherParams();
+  void MaybeLog(double step_seconds);
+  void CheckWork(std::unique_ptr<comm::Work> work, const char* what);
+
+  std::shared_ptr<torch::nn::Module> module_;
+  Config config_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  EngineOptions options_;
+  int stage_ = 0;
+
+  std::vector<at::Tensor> params_;  // trainable, deduplicated, model order
+  std::vector<std::string> param_names_;
+  std::vector<zero::FlatGroup> groups_;
+  std::unique_ptr<zero::GradReducer> reducer_;
+  std::unique_ptr<zero::ShardedOptimizer> optimizer_;
+  std::unique_ptr<LrScheduler> scheduler_;
+  LossScaler scaler_ = LossScaler::Disabled();
+
+  int64_t micro_steps_ = 0;
+  int64_t global_steps_ = 0;
+  int64_t global_samples_ = 0;
+  int64_t skipped_steps_ = 0;
+  std::optional<double> last_grad_norm_;
+
+  // Logging and wall_clock_breakdown.
+  double window_loss_sum_ = 0.0;
+  int64_t window_loss_count_ = 0;
+  double last_step_loss_ = 0.0;
+  std::chrono::steady_clock::time_point log_window_start_;
+  int64_t log_window_samples_ = 0;
+  std::chrono::steady_clock::time_point last_event_;
+  struct Timers {
+    double forward = 0, backward = 0, reduce = 0, step = 0;
+  } timers_;
+};
+
+}  // namespace zt

@@ -1,0 +1,51 @@
+// Implementation of zero/flat_group.h.
+#include "zero/flat_group.h"
+
+#include <ATen/ATen.h>
+
+#include "util/status.h"
+
+namespace zt::zero {
+
+at::Tensor FlatGroup::OwnedParams() const {
+  return params.narrow(0, owned_begin(), owned_end() - owned_begin());
+}
+
+at::Tensor FlatGroup::OwnedGrads() const { return sharded ? grad_shard : grads; }
+
+at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot, const at::Tensor& like) {
+  return flat.narrow(0, slot.offset, slot.numel).view(like.sizes());
+}
+
+FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>& all_params,
+                        int partition, bool sharded) {
+  FlatGroup g;
+  g.layout = layout;
+  g.partition = partition;
+  g.sharded = sharded;
+  ZT_CHECK(!layout.slots.empty());
+  const at::Tensor& first = all_params.at(static_cast<size_t>(layout.slots.front().param_index));
+  g.params = at::zeros({layout.padded_numel}, first.options().requires_grad(false));
+  at::NoGradGuard no_grad;
+  for (const ParamSlot& slot : layout.slots) {
+    const at::Tensor& p = all_params.at(static_cast<size_t>(slot.param_index));
+    ZT_CHECK_MSG(p.scalar_type() == first.scalar_type(), "parameters of one group must share a dtype");
+    at::Tensor view = SlotView(g.params, slot, p);
+    view.copy_(p.detach());
+    // set_data swaps the storage under the same Variable: the module, the
+    // autograd graph and any user handle keep pointing at this parameter.
+    at::Tensor param = p;
+    param.set_data(view);
+  }
+  return g;
+}
+
+void AttachFlatGrads(FlatGroup& group, const std::vector<at::Tensor>& all_params) {
+  group.grads = at::zeros({group.layout.padded_numel}, group.params.options());
+  for (const ParamSlot& slot : group.layout.slots) {
+    at::Tensor param = all_params.at(static_cast<size_t>(slot.param_index));
+    param.mutable_grad() = SlotView(group.grads, slot, param);
+  }
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,254 @@
+// Implementation of zero/grad_reducer.h.
+#include "zero/grad_reducer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_format.h"
+#include "util/error.h"
+#include "util/status.h"
+
+namespace zt::zero {
+
+// Shared between the reducer and its hooks, so a hook that outlives the
+// reducer (the module outlives the engine) does nothing.
+struct GradReducer::HookState {
+  std::mutex mu;
+  GradReducer* reducer = nullptr;
+};
+
+// Runs after AccumulateGrad has added this backward's gradient into .grad.
+class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
+ public:
+  PostHook(std::shared_ptr<HookState> state, int param_index)
+      : state_(std::move(state)), param_index_(param_index) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->reducer != nullptr) state_->reducer->OnGradReady(param_index_);
+    return outputs;
+  }
+
+ private:
+  std::shared_ptr<HookState> state_;
+  int param_index_;
+};
+
+GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params,
+                         std::shared_ptr<comm::ProcessGroup> group, GradReducerOptions options)
+    : groups_(groups),
+      params_(std::move(params)),
+      pg_(std::move(group)),
+      options_(options),
+      hook_state_(std::make_shared<HookState>()) {
+  ZT_CHECK(options_.stage >= 0 && options_.stage <= 2);
+  where_.assign(params_.size(), {-1, -1});
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& slots = groups_[g].layout.slots;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      where_[static_cast<size_t>(slots[s].param_index)] = {static_cast<int>(g), static_cast<int>(s)};
+    }
+  }
+  ready_.assign(params_.size(), 0);
+  pending_.assign(groups_.size(), 0);
+  complete_.assign(groups_.size(), 0);
+  buckets_.resize(groups_.size());
+  shard_has_data_.assign(groups_.size(), 0);
+
+  hook_state_->reducer = this;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (where_[i].first < 0) continue;  // not trained (not in any group)
+    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    ZT_CHECK_MSG(acc != nullptr, "parameter %zu has no gradient accumulator", i);
+    acc->add_post_hook(std::make_unique<PostHook>(hook_state_, static_cast<int>(i)));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+GradReducer::~GradReducer() {
+  {
+    std::lock_guard<std::mutex> lock(hook_state_->mu);
+    hook_state_->reducer = nullptr;
+  }
+  // Collectives still in flight reference our tensors: wait for them (bounded
+  // by the group's timeout) before the buffers go away.
+  for (InFlight& f : inflight_) (void)f.work->Wait();
+}
+
+void GradReducer::BeginBackward(bool reduce) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZT_CHECK_MSG(!active_, "BeginBackward called twice without FinishBackward");
+  active_ = true;
+  reduce_ = options_.stage == 2 || reduce;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(complete_.begin(), complete_.end(), 0);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    pending_[g] = static_cast<int>(groups_[g].layout.slots.size());
+  }
+  next_launch_ = 0;
+}
+
+void GradReducer::TrackTemp(int64_t delta_bytes) {
+  temp_bytes_ += delta_bytes;
+  peak_temp_bytes_ = std::max(peak_temp_bytes_, temp_bytes_);
+}
+
+at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
+  at::Tensor& bucket = buckets_[static_cast<size_t>(group_index)];
+  if (!bucket.defined()) {
+    const FlatGroup& g = groups_[static_cast<size_t>(group_index)];
+    bucket = at::zeros({g.layout.padded_numel}, g.params.options());
+    TrackTemp(static_cast<int64_t>(bucket.nbytes()));
+  }
+  return bucket;
+}
+
+void GradReducer::OnGradReady(int param_index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto [g, s] = where_[static_cast<size_t>(param_index)];
+  if (g < 0) return;
+  FlatGroup& group = groups_[static_cast<size_t>(g)];
+  const ParamSlot& slot = group.layout.slots[static_cast<size_t>(s)];
+  at::Tensor& param = params_[static_cast<size_t>(param_index)];
+  at::Tensor& grad = param.mutable_grad();
+  at::NoGradGuard no_grad;
+
+  if (options_.stage == 2) {
+    // Outside Engine::Backward there is nowhere to put the gradient; it stays
+    // in .grad and the engine reports the misuse at Step.
+    if (!active_ || !grad.defined()) return;
+    at::Tensor bucket = EnsureBucketLocked(g);
+    SlotView(bucket, slot, param).copy_(grad);
+    grad.reset();  // frees it: stage 2 keeps only the reduced shard
+  } else {
+    // Stages 0/1: .grad should be our view, accumulated in place by autograd.
+    // If user code replaced it (e.g. zero_grad(set_to_none)), fold it back.
+    at::Tensor view = SlotView(group.grads, slot, param);
+    if (grad.defined() && !grad.is_same(view) && grad.data_ptr() != view.data_ptr()) {
+      view.add_(grad);
+      grad = view;
+    } else if (!grad.defined()) {
+      grad = view;
+    }
+  }
+  if (!active_ || !reduce_ || ready_[static_cast<size_t>(param_index)]) return;
+  ready_[static_cast<size_t>(param_index)] = 1;
+  if (--pending_[static_cast<size_t>(g)] == 0) {
+    complete_[static_cast<size_t>(g)] = 1;
+    if (options_.overlap_comm) LaunchReadyLocked();
+  }
+}
+
+void GradReducer::LaunchReadyLocked() {
+  while (next_launch_ < static_cast<int>(groups_.size()) && complete_[static_cast<size_t>(next_launch_)]) {
+    LaunchLocked(next_launch_++);
+  }
+}
+
+void GradReducer::LaunchLocked(int group_index) {
+  FlatGroup& group = groups_[static_cast<size_t>(group_index)];
+  const int world = pg_->size();
+  at::NoGradGuard no_grad;
+
+  at::Tensor input = options_.stage == 2 ? EnsureBucketLocked(group_index) : group.grads;
+  if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
+    input = input.to(*options_.comm_dtype);
+    TrackTemp(static_cast<int64_t>(input.nbytes()));
+  }
+  if (options_.prescale_gradients) {
+    input.div_(static_cast<double>(world));
+  } else if (options_.gradient_predivide_factor != 1.0) {
+    input.mul_(1.0 / options_.gradient_predivide_factor);
+  }
+
+  InFlight f;
+  f.group = group_index;
+  f.input = input;
+  if (options_.stage == 0) {
+    f.output = input;
+    f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
+  } else {
+    const bool direct = options_.stage == 2 && !shard_has_data_[static_cast<size_t>(group_index)] &&
+                        input.scalar_type() == group.grad_shard.scalar_type() &&
+                        group.grad_shard.is_contiguous();
+    f.output = direct ? group.grad_shard
+                      : at::empty({group.layout.shard_numel}, input.options());
+    if (!direct) TrackTemp(static_cast<int64_t>(f.output.nbytes()));
+    f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
+  }
+  inflight_.push_back(std::move(f));
+  if (options_.stage == 2 && static_cast<int>(inflight_.size()) > options_.max_inflight_groups) {
+    FinalizeOldestLocked();
+  }
+}
+
+void GradReducer::FinalizeOldestLocked() {
+  InFlight f = std::move(inflight_.front());
+  inflight_.pop_front();
+  FlatGroup& group = groups_[static_cast<size_t>(f.group)];
+  absl::Status st = f.work->Wait();
+  if (!st.ok()) {
+    throw Error(absl::Status(st.code(), absl::StrFormat("reducing gradients of parameter group %d "
+                                                        "(%d parameters) failed: %s",
+                                                        f.group, group.layout.slots.size(),
+                                                        st.message())));
+  }
+  at::NoGradGuard no_grad;
+  const int world = pg_->size();
+  if (!options_.prescale_gradients && options_.gradient_predivide_factor != world) {
+    f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
+  }
+
+  int64_t freed = 0;
+  if (!f.input.is_same(group.grads) && !f.input.is_same(buckets_[static_cast<size_t>(f.group)])) {
+    freed += static_cast<int64_t>(f.input.nbytes());  // a comm-dtype cast
+  }
+  if (options_.stage == 0) {
+    if (!f.output.is_same(group.grads)) group.grads.copy_(f.output);
+  } else {
+    const bool direct = f.output.is_same(group.grad_shard);
+    if (!direct) {
+      freed += static_cast<int64_t>(f.output.nbytes());
+      if (options_.stage == 2 && shard_has_data_[static_cast<size_t>(f.group)]) {
+        group.grad_shard.add_(f.output);
+      } else {
+        group.grad_shard.copy_(f.output);
+      }
+    }
+    if (options_.stage == 2) {
+      shard_has_data_[static_cast<size_t>(f.group)] = 1;
+      at::Tensor& bucket = buckets_[static_cast<size_t>(f.group)];
+      freed += static_cast<int64_t>(bucket.nbytes());
+      bucket = at::Tensor();
+    }
+  }
+  TrackTemp(-freed);
+}
+
+void GradReducer::FinishBackward() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZT_CHECK_MSG(active_, "FinishBackward without BeginBackward");
+  active_ = false;
+  if (!reduce_) return;
+  // Groups with parameters that got no gradient (unused in this forward)
+  // still take part, with zeros, so all ranks run the same collectives.
+  std::fill(complete_.begin(), complete_.end(), 1);
+  LaunchReadyLocked();
+  while (!inflight_.empty()) FinalizeOldestLocked();
+}
+
+void GradReducer::ZeroGrads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  at::NoGradGuard no_grad;
+  for (FlatGroup& g : groups_) {
+    if (g.grads.defined()) g.grads.zero_();
+    if (g.grad_shard.defined() && !g.grads.defined()) g.grad_shard.zero_();
+  }
+  std::fill(shard_has_data_.begin(), shard_has_data_.end(), 0);
+}
+
+}  // namespace zt::zero

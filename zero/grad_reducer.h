@@ -1,0 +1,110 @@
+// GradReducer: averages gradients across data-parallel ranks, group by group.
+//
+//  stage 0: all-reduce each group's full flat gradient buffer;
+//  stage 1: at the accumulation boundary, reduce-scatter each group's full
+//           buffer so this rank holds the average of its shard;
+//  stage 2: on every backward, copy gradients into a per-group bucket as
+//           autograd produces them, free the parameter's .grad, and
+//           reduce-scatter the bucket into this rank's accumulated shard.
+//
+// With overlap_comm a group is launched from an autograd post-hook the moment
+// its last gradient is accumulated, while backward keeps running. Groups are
+// always launched in index order (a later group that finishes early waits
+// for its predecessors), so every rank issues the same collectives in the
+// same order no matter how autograd schedules work. Parameters that received
+// no gradient count as zero.
+//
+// Scaling follows DeepSpeed: with prescale_gradients the buffer is divided by
+// the world size before the sum; otherwise it is divided by
+// gradient_predivide_factor before and multiplied by factor / world after.
+//
+// Threading: BeginBackward/FinishBackward/ZeroGrads run on the training
+// thread; hooks run on autograd's thread; a mutex orders them.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "comm/process_group.h"
+#include "zero/flat_group.h"
+
+namespace zt::zero {
+
+struct GradReducerOptions {
+  int stage = 0;
+  bool overlap_comm = false;
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  std::optional<at::ScalarType> comm_dtype;  // nullopt: the gradients' dtype
+  int max_inflight_groups = 2;               // stage 2: bounds bucket memory
+};
+
+class GradReducer {
+ public:
+  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params,
+              std::shared_ptr<comm::ProcessGroup> group, GradReducerOptions options);
+  ~GradReducer();
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  // Call before running backward. `reduce`: whether this backward's gradients
+  // are reduced now (stage 2 always; stages 0/1 at the accumulation boundary).
+  void BeginBackward(bool reduce);
+  // Call after backward returned: launches the groups the hooks did not,
+  // waits for all, applies post-scaling. Throws zt::Error naming the group on
+  // a communication failure.
+  void FinishBackward();
+  // Clears gradient storage after an optimizer step (or a skipped one).
+  void ZeroGrads();
+
+  // Largest temporary communication memory held at once (buckets, casts).
+  int64_t peak_bucket_bytes() const { return peak_temp_bytes_; }
+
+ private:
+  struct InFlight {
+    int group = 0;
+    std::unique_ptr<comm::Work> work;
+    at::Tensor input;   // what was sent (may be a temporary)
+    at::Tensor output;  // where the reduced values landed
+  };
+  struct HookState;
+  class PostHook;
+
+  void OnGradReady(int param_index);
+  void LaunchReadyLocked();
+  void LaunchLocked(int group_index);
+  void FinalizeOldestLocked();
+  void TrackTemp(int64_t delta_bytes);
+  at::Tensor EnsureBucketLocked(int group_index);
+
+  std::vector<FlatGroup>& groups_;
+  std::vector<at::Tensor> params_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  GradReducerOptions options_;
+  std::shared_ptr<HookState> hook_state_;
+  std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
+
+  // param index -> (group, slot)
+  std::vector<std::pair<int, int>> where_;
+
+  std::mutex mu_;
+  bool active_ = false;
+  bool reduce_ = false;
+  std::vector<char> ready_;           // per parameter, this backward
+  std::vector<int> pending_;          // per group: parameters not yet ready
+  std::vector<char> complete_;        // per group
+  int next_launch_ = 0;
+  std::deque<InFlight> inflight_;
+  std::vector<at::Tensor> buckets_;    // stage 2: per-group flat gradient copies
+  std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps
+  int64_t temp_bytes_ = 0;
+  int64_t peak_temp_bytes_ = 0;
+};
+
+}  // namespace zt::zero
