@@ -116,17 +116,24 @@ void BenchStream(benchmark::State& state, int64_t n, int threads) {
   SetCounters(state, n);
 }
 
-// Console output as usual, plus each run's wall seconds per iteration for
-// the ratio table (the median over --benchmark_repetitions when given).
+// Console output as usual, plus each benchmark's wall seconds per step for
+// the ratio table: the "median" aggregate when --benchmark_repetitions is
+// given, else the median of the iteration runs seen.
 class RecordingReporter : public benchmark::ConsoleReporter {
  public:
   RecordingReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
 
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Iteration && !run.error_occurred && run.iterations > 0) {
-        seconds_[run.benchmark_name()].push_back(run.real_accumulated_time /
-                                                 static_cast<double>(run.iterations));
+      if (run.error_occurred) continue;
+      // What the console prints, converted from the run's display unit.
+      const double seconds =
+          run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+      const std::string name = run.run_name.str();
+      if (run.run_type == Run::RT_Iteration) {
+        runs_[name].push_back(seconds);
+      } else if (run.aggregate_name == "median") {
+        medians_[name] = seconds;
       }
     }
     ConsoleReporter::ReportRuns(runs);
@@ -134,8 +141,9 @@ class RecordingReporter : public benchmark::ConsoleReporter {
 
   // Median seconds per step of the named benchmark; 0 if it did not run.
   double MedianSeconds(const std::string& name) const {
-    auto it = seconds_.find(name);
-    if (it == seconds_.end() || it->second.empty()) return 0.0;
+    if (auto it = medians_.find(name); it != medians_.end()) return it->second;
+    auto it = runs_.find(name);
+    if (it == runs_.end() || it->second.empty()) return 0.0;
     std::vector<double> v = it->second;
     std::sort(v.begin(), v.end());
     const size_t mid = v.size() / 2;
@@ -143,7 +151,8 @@ class RecordingReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  std::map<std::string, std::vector<double>> seconds_;
+  std::map<std::string, std::vector<double>> runs_;
+  std::map<std::string, double> medians_;
 };
 
 std::string Name(const std::string& what, int64_t n, int threads) {
