@@ -8,7 +8,10 @@
 //
 //   auto opt = zt::ops::MakeShardOptimizer(config.optimizer);
 //   zt::ops::ShardState state = opt->InitState(master_shard);
-//   opt->Step(master_shard, grad_shard, state, {.lr = scheduler_lr});
+//   zt::ops::StepHyper hyper;  // ({.lr = x} trips -Wmissing-field-initializers)
+//   hyper.lr = scheduler->Lr(steps_taken);
+//   hyper.momentum = scheduler->Momentum(steps_taken);
+//   opt->Step(master_shard, grad_shard, state, hyper);
 //
 // Thread-safety: a ShardOptimizer is immutable after creation; Step mutates
 // only the tensors passed to it. Step may use intra-op threads (at::parallel_for).
