@@ -8,10 +8,21 @@
 //
 //   auto opt = zt::ops::MakeShardOptimizer(config.optimizer);
 //   zt::ops::ShardState state = opt->InitState(master_shard);
-//   opt->Step(master_shard, grad_shard, state, {.lr = scheduler_lr});
+//   zt::ops::StepHyper hyper;  // ({.lr = x} trips -Wmissing-field-initializers)
+//   hyper.lr = scheduler->Lr(steps_taken);
+//   hyper.momentum = scheduler->Momentum(steps_taken);
+//   opt->Step(master_shard, grad_shard, state, hyper);
 //
 // Thread-safety: a ShardOptimizer is immutable after creation; Step mutates
 // only the tensors passed to it. Step may use intra-op threads (at::parallel_for).
+//
+// Errors: a config the optimizers cannot run (negative lr, beta outside [0, 1),
+// nesterov without momentum, ...) makes MakeShardOptimizer throw zt::Error
+// (InvalidArgument, naming the "optimizer.params" key); ValidateOptimizerConfig
+// returns the same Status without throwing. Step throws zt::Error
+// (InvalidArgument / FailedPrecondition) for tensors that break its contract
+// (dtype, device, size, missing state) and leaves everything unchanged then.
+// Update formulas and DeepSpeed semantics: docs/optimizers.md.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +33,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/status.h"
 #include "config/config.h"
 
 namespace zt::ops {
@@ -30,8 +42,12 @@ namespace zt::ops {
 struct StepHyper {
   double lr = 0.0;
   // OneCycle momentum cycling: replaces Adam/AdamW/Lion beta1 or SGD momentum
-  // for this step when set.
+  // for this step when set. Adagrad has no momentum and ignores it.
   std::optional<double> momentum;
+  // Replaces Adam/AdamW/Lion beta2 for this step when set. DeepSpeed's OneCycle
+  // with cycle_momentum writes betas = (momentum, 0.99) into the optimizer,
+  // so its beta2 is 0.99 whatever the config said (LrScheduler::Beta2).
+  std::optional<double> beta2;
 };
 
 // Optimizer state for one shard. Tensor names follow torch.optim / DeepSpeed
@@ -42,6 +58,10 @@ struct ShardState {
   std::map<std::string, at::Tensor> tensors;
 };
 
+// kFast: one fused, vectorised pass over memory per step, split across
+// intra-op threads (ops/kernels.h). kReference: the textbook formula per
+// element in double precision, single-threaded; tests compare against it.
+// Both run on CPU tensors only.
 enum class Impl { kFast, kReference };
 
 class ShardOptimizer {
@@ -61,5 +81,9 @@ class ShardOptimizer {
 // adam_w_mode, momentum, ...).
 std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config,
                                                    Impl impl = Impl::kFast);
+
+// OK if MakeShardOptimizer accepts `config`; otherwise InvalidArgument naming
+// the key and the accepted range.
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
 
 }  // namespace zt::ops

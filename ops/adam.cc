@@ -1,0 +1,97 @@
+// Adam and AdamW on a flat fp32 shard, with DeepSpeed's adam_w_mode meaning:
+// decoupled weight decay (AdamW) for type AdamW, and for type Adam unless
+// adam_w_mode is false (then L2 decay folded into the gradient, torch.optim.Adam).
+#include <cmath>
+
+#include "ops/kernels.h"
+#include "ops/optimizer_common.h"
+
+namespace zt::ops::internal {
+namespace {
+
+// The textbook update in double per element, straight from torch.optim's
+// documentation; the fast kernel must agree with it.
+void ReferenceAdam(float* p, const float* g, float* m, float* v, int64_t n,
+                   const kernels::AdamCoeffs& c) {
+  for (int64_t i = 0; i < n; ++i) {
+    double param = p[i];
+    double grad = g[i];
+    if (c.decoupled) {
+      param *= 1.0 - c.lr * c.weight_decay;
+    } else {
+      grad += c.weight_decay * param;
+    }
+    const double exp_avg = c.beta1 * m[i] + (1.0 - c.beta1) * grad;
+    const double exp_avg_sq = c.beta2 * v[i] + (1.0 - c.beta2) * grad * grad;
+    const double denom = std::sqrt(exp_avg_sq) / std::sqrt(c.bias_correction2) + c.eps;
+    param -= (c.lr / c.bias_correction1) * exp_avg / denom;
+    m[i] = static_cast<float>(exp_avg);
+    v[i] = static_cast<float>(exp_avg_sq);
+    p[i] = static_cast<float>(param);
+  }
+}
+
+class AdamOptimizer final : public ShardOptimizer {
+ public:
+  AdamOptimizer(const OptimizerConfig& config, Impl impl)
+      : config_(config),
+        impl_(impl),
+        decoupled_(config.type == OptimizerType::kAdamW || config.adam_w_mode) {}
+
+  OptimizerType type() const override { return config_.type; }
+
+  ShardState InitState(const at::Tensor& params) const override {
+    ShardState state;
+    state.tensors["exp_avg"] = ZerosLikeParams(params);
+    state.tensors["exp_avg_sq"] = ZerosLikeParams(params);
+    return state;
+  }
+
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
+            const StepHyper& hyper) const override {
+    const char* name = OptimizerName(config_.type);
+    CheckStepArgs(name, params, grads, hyper);
+    float* m = StateTensor(name, state, "exp_avg", params).data_ptr<float>();
+    float* v = StateTensor(name, state, "exp_avg_sq", params).data_ptr<float>();
+    float* p = params.data_ptr<float>();
+    const float* g = grads.data_ptr<float>();
+
+    state.step += 1;
+    kernels::AdamCoeffs c;
+    c.lr = hyper.lr;
+    c.beta1 = hyper.momentum.value_or(config_.betas[0]);
+    c.beta2 = hyper.beta2.value_or(config_.betas[1]);
+    c.eps = config_.eps;
+    c.weight_decay = config_.weight_decay;
+    c.decoupled = decoupled_;
+    if (config_.bias_correction) {
+      // With a cycled beta1 this uses the current beta, like torch.optim and
+      // DeepSpeed's CPU Adam (they recompute beta^step from the group's betas).
+      const double t = static_cast<double>(state.step);
+      c.bias_correction1 = 1.0 - std::pow(c.beta1, t);
+      c.bias_correction2 = 1.0 - std::pow(c.beta2, t);
+    }
+
+    const int64_t n = params.numel();
+    if (impl_ == Impl::kReference) {
+      ReferenceAdam(p, g, m, v, n, c);
+      return;
+    }
+    ForEachChunk(n, [&](int64_t begin, int64_t end) {
+      kernels::AdamStep(p + begin, g + begin, m + begin, v + begin, end - begin, c);
+    });
+  }
+
+ private:
+  OptimizerConfig config_;
+  Impl impl_;
+  bool decoupled_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config, Impl impl) {
+  return std::make_unique<AdamOptimizer>(config, impl);
+}
+
+}  // namespace zt::ops::internal

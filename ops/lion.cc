@@ -1,0 +1,68 @@
+// Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms") on
+// a flat fp32 shard, as DeepSpeed's FusedLion / CPU Lion compute it: sign of
+// an interpolated momentum, decoupled weight decay, no bias correction.
+#include "ops/kernels.h"
+#include "ops/optimizer_common.h"
+
+namespace zt::ops::internal {
+namespace {
+
+void ReferenceLion(float* p, const float* g, float* m, int64_t n, const kernels::LionCoeffs& c) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double param = p[i];
+    const double grad = g[i];
+    const double exp_avg = m[i];
+    const double u = c.beta1 * exp_avg + (1.0 - c.beta1) * grad;
+    const double sign = u > 0.0 ? 1.0 : (u < 0.0 ? -1.0 : 0.0);
+    p[i] = static_cast<float>(param * (1.0 - c.lr * c.weight_decay) - c.lr * sign);
+    m[i] = static_cast<float>(c.beta2 * exp_avg + (1.0 - c.beta2) * grad);
+  }
+}
+
+class LionOptimizer final : public ShardOptimizer {
+ public:
+  LionOptimizer(const OptimizerConfig& config, Impl impl) : config_(config), impl_(impl) {}
+
+  OptimizerType type() const override { return OptimizerType::kLion; }
+
+  ShardState InitState(const at::Tensor& params) const override {
+    ShardState state;
+    state.tensors["exp_avg"] = ZerosLikeParams(params);
+    return state;
+  }
+
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
+            const StepHyper& hyper) const override {
+    CheckStepArgs("Lion", params, grads, hyper);
+    float* m = StateTensor("Lion", state, "exp_avg", params).data_ptr<float>();
+    float* p = params.data_ptr<float>();
+    const float* g = grads.data_ptr<float>();
+    state.step += 1;
+    kernels::LionCoeffs c;
+    c.lr = hyper.lr;
+    c.beta1 = hyper.momentum.value_or(config_.betas[0]);
+    c.beta2 = hyper.beta2.value_or(config_.betas[1]);
+    c.weight_decay = config_.weight_decay;
+
+    const int64_t n = params.numel();
+    if (impl_ == Impl::kReference) {
+      ReferenceLion(p, g, m, n, c);
+      return;
+    }
+    ForEachChunk(n, [&](int64_t begin, int64_t end) {
+      kernels::LionStep(p + begin, g + begin, m + begin, end - begin, c);
+    });
+  }
+
+ private:
+  OptimizerConfig config_;
+  Impl impl_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config, Impl impl) {
+  return std::make_unique<LionOptimizer>(config, impl);
+}
+
+}  // namespace zt::ops::internal

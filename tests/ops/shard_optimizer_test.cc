@@ -1,0 +1,407 @@
+// Shard optimizers: the fast kernels against the double-precision reference
+// at sizes that leave vector and thread tails, the sharding property (halves
+// updated separately equal the whole, bit for bit), per-step momentum/beta2
+// overrides, weight-decay modes, bias correction, and argument errors.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ops/shard_optimizer.h"
+#include "util/error.h"
+
+namespace zt::ops {
+namespace {
+
+StepHyper LrOnly(double lr) {
+  StepHyper h;
+  h.lr = lr;
+  return h;
+}
+
+struct Case {
+  std::string name;
+  OptimizerConfig config;
+  double lr;
+};
+
+OptimizerConfig Adam(bool adam_w_mode, double weight_decay, bool bias_correction = true) {
+  OptimizerConfig c;
+  c.type = OptimizerType::kAdam;
+  c.adam_w_mode = adam_w_mode;
+  c.weight_decay = weight_decay;
+  c.bias_correction = bias_correction;
+  return c;
+}
+
+OptimizerConfig Sgd(double momentum, double dampening, bool nesterov, double weight_decay) {
+  OptimizerConfig c;
+  c.type = OptimizerType::kSGD;
+  c.momentum = momentum;
+  c.dampening = dampening;
+  c.nesterov = nesterov;
+  c.weight_decay = weight_decay;
+  return c;
+}
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  cases.push_back({"AdamL2", Adam(false, 0.05), 1e-2});
+  cases.push_back({"AdamDecoupled", Adam(true, 0.05), 1e-2});
+  OptimizerConfig adamw = Adam(true, 0.1);
+  adamw.type = OptimizerType::kAdamW;
+  cases.push_back({"AdamW", adamw, 3e-3});
+  cases.push_back({"AdamNoBiasCorrection", Adam(true, 0.01, false), 1e-3});
+  cases.push_back({"SgdPlain", Sgd(0.0, 0.0, false, 0.0), 0.1});
+  cases.push_back({"SgdMomentumDecay", Sgd(0.9, 0.0, false, 1e-2), 0.05});
+  cases.push_back({"SgdDampening", Sgd(0.9, 0.3, false, 0.0), 0.05});
+  cases.push_back({"SgdNesterov", Sgd(0.8, 0.0, true, 1e-3), 0.05});
+  OptimizerConfig adagrad;
+  adagrad.type = OptimizerType::kAdagrad;
+  adagrad.eps = 1e-10;
+  adagrad.weight_decay = 0.01;
+  adagrad.initial_accumulator_value = 0.1;
+  cases.push_back({"Adagrad", adagrad, 0.05});
+  OptimizerConfig lion;
+  lion.type = OptimizerType::kLion;
+  lion.betas = {0.9, 0.99};
+  lion.weight_decay = 0.1;
+  cases.push_back({"Lion", lion, 1e-4});
+  return cases;
+}
+
+// Fast and reference differ only in the rounding inside one update (float
+// with coefficients rounded to float, vs double per element), so elements
+// agree to a few float ulps of the terms that formed them:
+//   |fast - ref| <= 1e-6 * |ref| + 2e-6 * scale,
+// scale = max(max|ref|, max|grad|) bounds those terms (a momentum that
+// cancels to near zero was formed from gradient-sized terms).
+// Ill-conditioned elements are the exception: where Adam's L2-decayed
+// gradient g + wd * p cancels to ~eps, one float ulp of wd * p changes the
+// update by up to 2 lr, and the difference then carries into later steps.
+// At most one element in 10^5 may exceed the bound above, and each such
+// element must still lie within `outlier_bound`. (Measured: 1 of 2^20 for
+// Adam with L2 decay, none elsewhere.)
+void ExpectClose(const at::Tensor& fast, const at::Tensor& ref, double grad_scale,
+                 double outlier_bound, const std::string& what) {
+  ASSERT_EQ(fast.numel(), ref.numel()) << what;
+  const auto f = fast.contiguous();
+  const auto r = ref.contiguous();
+  const float* a = f.data_ptr<float>();
+  const float* b = r.data_ptr<float>();
+  double scale = grad_scale;
+  for (int64_t i = 0; i < r.numel(); ++i) scale = std::max(scale, std::abs(double{b[i]}));
+  int64_t outliers = 0;
+  int64_t worst = -1;
+  double worst_diff = 0.0;
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    const double diff = std::abs(double{a[i]} - double{b[i]});
+    if (!(diff <= 1e-6 * std::abs(double{b[i]}) + 2e-6 * scale)) {
+      ++outliers;
+      if (!(diff <= worst_diff)) {
+        worst_diff = diff;
+        worst = i;
+      }
+    }
+  }
+  const int64_t allowed = r.numel() / 100000;
+  EXPECT_LE(outliers, allowed) << what << ": " << outliers << " elements off; worst at " << worst
+                               << ": fast " << (worst >= 0 ? a[worst] : 0.f) << " vs reference "
+                               << (worst >= 0 ? b[worst] : 0.f);
+  EXPECT_LE(worst_diff, outlier_bound) << what << ": element " << worst << " is off by "
+                                       << worst_diff;
+}
+
+void ExpectBitEqual(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  EXPECT_TRUE(torch::equal(a, b)) << what << ": max |diff| "
+                                  << (a - b).abs().max().item<float>();
+}
+
+// Runs `steps` steps of `c` on a random shard of `n` elements with both
+// implementations, the same gradients, and compares params and every state
+// tensor after each step.
+void CompareFastToReference(const Case& c, int64_t n, int steps) {
+  SCOPED_TRACE(c.name + " n=" + std::to_string(n));
+  torch::manual_seed(1234 + n);
+  const auto fast = MakeShardOptimizer(c.config, Impl::kFast);
+  const auto ref = MakeShardOptimizer(c.config, Impl::kReference);
+  at::Tensor p_fast = torch::randn({n});
+  const at::Tensor p_initial = p_fast.clone();
+  at::Tensor p_ref = p_fast.clone();
+  ShardState s_fast = fast->InitState(p_fast);
+  ShardState s_ref = ref->InitState(p_ref);
+  for (int step = 1; step <= steps; ++step) {
+    // Varying gradient scales exercise both large and tiny second moments.
+    const at::Tensor g = torch::randn({n}) * (0.1 * step);
+    fast->Step(p_fast, g, s_fast, LrOnly(c.lr));
+    ref->Step(p_ref, g, s_ref, LrOnly(c.lr));
+    ASSERT_EQ(s_fast.step, step);
+    ASSERT_EQ(s_ref.step, step);
+    const double grad_scale = g.abs().max().item<double>();
+    // An ill-conditioned element's update is off by at most 2 lr per step.
+    ExpectClose(p_fast, p_ref, grad_scale, 2.0 * c.lr * step,
+                "params after step " + std::to_string(step));
+    ASSERT_EQ(s_fast.tensors.size(), s_ref.tensors.size());
+    for (const auto& [name, t] : s_ref.tensors) {
+      ExpectClose(s_fast.tensors.at(name), t, grad_scale, 1e-4 * grad_scale,
+                  name + " after step " + std::to_string(step));
+    }
+  }
+  // The update actually moved the parameters (guards against a no-op pair).
+  EXPECT_FALSE(torch::equal(p_fast, p_initial));
+}
+
+TEST(ShardOptimizer, FastMatchesReferenceAtTailSizes) {
+  for (const Case& c : AllCases()) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{4099}, int64_t{1} << 20}) {
+      CompareFastToReference(c, n, /*steps=*/5);
+    }
+  }
+}
+
+// Three intra-op threads split 2^20 + 5 elements into chunks whose starts are
+// not multiples of the vector width, so every chunk has a head and a tail.
+TEST(ShardOptimizer, FastMatchesReferenceWithOddThreadChunks) {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(3);
+  for (const Case& c : AllCases()) CompareFastToReference(c, (int64_t{1} << 20) + 5, 3);
+  at::set_num_threads(saved);
+}
+
+// An element-wise optimizer updating two shards separately must produce
+// exactly what it produces on the whole tensor: this is what lets each ZeRO
+// rank update only its partition. Bit equality holds because each element's
+// arithmetic is the same whatever the chunking (no FMA contraction, IEEE sqrt).
+TEST(ShardOptimizer, TwoShardsEqualTheWhole) {
+  for (const Case& c : AllCases()) {
+    for (int64_t n : {int64_t{4099}, (int64_t{1} << 20) + 3}) {
+      SCOPED_TRACE(c.name + " n=" + std::to_string(n));
+      torch::manual_seed(7);
+      const auto opt = MakeShardOptimizer(c.config, Impl::kFast);
+      const int64_t split = n / 2 + 1;  // unequal, unaligned halves
+      at::Tensor whole = torch::randn({n});
+      at::Tensor lo = whole.slice(0, 0, split).clone();
+      at::Tensor hi = whole.slice(0, split, n).clone();
+      ShardState s_whole = opt->InitState(whole);
+      ShardState s_lo = opt->InitState(lo);
+      ShardState s_hi = opt->InitState(hi);
+      for (int step = 0; step < 4; ++step) {
+        const at::Tensor g = torch::randn({n});
+        opt->Step(whole, g, s_whole, LrOnly(c.lr));
+        opt->Step(lo, g.slice(0, 0, split).contiguous(), s_lo, LrOnly(c.lr));
+        opt->Step(hi, g.slice(0, split, n).contiguous(), s_hi, LrOnly(c.lr));
+      }
+      ExpectBitEqual(torch::cat({lo, hi}), whole, "params");
+      for (const auto& [name, t] : s_whole.tensors) {
+        ExpectBitEqual(torch::cat({s_lo.tensors.at(name), s_hi.tensors.at(name)}), t, name);
+      }
+    }
+  }
+}
+
+// Runs 3 steps and returns the parameters.
+at::Tensor RunSteps(const OptimizerConfig& config, const StepHyper& hyper, Impl impl) {
+  torch::manual_seed(99);
+  const auto opt = MakeShardOptimizer(config, impl);
+  at::Tensor p = torch::randn({1031});
+  ShardState s = opt->InitState(p);
+  for (int i = 0; i < 3; ++i) opt->Step(p, torch::randn({1031}), s, hyper);
+  return p;
+}
+
+// StepHyper::momentum must act exactly like configuring that beta1 / SGD
+// momentum, and StepHyper::beta2 like configuring beta2.
+TEST(ShardOptimizer, MomentumAndBeta2OverridesReplaceConfig) {
+  for (Impl impl : {Impl::kFast, Impl::kReference}) {
+    for (OptimizerType type : {OptimizerType::kAdam, OptimizerType::kAdamW, OptimizerType::kLion}) {
+      OptimizerConfig base;
+      base.type = type;
+      base.weight_decay = 0.01;
+      base.betas = {0.9, 0.999};
+      OptimizerConfig wanted = base;
+      wanted.betas = {0.85, 0.99};
+      StepHyper hyper = LrOnly(1e-3);
+      hyper.momentum = 0.85;
+      hyper.beta2 = 0.99;
+      ExpectBitEqual(RunSteps(base, hyper, impl), RunSteps(wanted, LrOnly(1e-3), impl),
+                     std::string("beta overrides, type ") + std::to_string(static_cast<int>(type)));
+      EXPECT_FALSE(torch::equal(RunSteps(base, LrOnly(1e-3), impl), RunSteps(wanted, LrOnly(1e-3), impl)));
+    }
+    OptimizerConfig sgd = Sgd(0.9, 0.1, false, 0.0);
+    OptimizerConfig sgd_wanted = Sgd(0.5, 0.1, false, 0.0);
+    StepHyper hyper = LrOnly(0.1);
+    hyper.momentum = 0.5;
+    ExpectBitEqual(RunSteps(sgd, hyper, impl), RunSteps(sgd_wanted, LrOnly(0.1), impl), "SGD momentum");
+    EXPECT_FALSE(torch::equal(RunSteps(sgd, LrOnly(0.1), impl), RunSteps(sgd_wanted, LrOnly(0.1), impl)));
+
+    // Adagrad has no momentum; the override is ignored.
+    OptimizerConfig adagrad;
+    adagrad.type = OptimizerType::kAdagrad;
+    StepHyper adagrad_hyper = LrOnly(0.1);
+    adagrad_hyper.momentum = 0.5;
+    ExpectBitEqual(RunSteps(adagrad, adagrad_hyper, impl), RunSteps(adagrad, LrOnly(0.1), impl),
+                   "Adagrad ignores momentum");
+  }
+}
+
+// SGD configured without momentum but driven by a momentum schedule gets a
+// buffer lazily, initialised from the gradient of its first momentum step,
+// as torch.optim.SGD does when momentum becomes non-zero.
+TEST(ShardOptimizer, SgdCreatesMomentumBufferOnFirstMomentumStep) {
+  const auto opt = MakeShardOptimizer(Sgd(0.0, 0.0, false, 0.0), Impl::kFast);
+  at::Tensor p = torch::zeros({5});
+  ShardState s = opt->InitState(p);
+  EXPECT_EQ(s.tensors.count("momentum_buffer"), 0u);
+  opt->Step(p, torch::ones({5}), s, LrOnly(0.1));  // plain step: p = -0.1
+  EXPECT_EQ(s.tensors.count("momentum_buffer"), 0u);
+  StepHyper hyper = LrOnly(0.1);
+  hyper.momentum = 0.9;
+  opt->Step(p, torch::full({5}, 2.0f), s, hyper);  // buf = g = 2; p = -0.1 - 0.1 * 2 = -0.3
+  ASSERT_EQ(s.tensors.count("momentum_buffer"), 1u);
+  EXPECT_TRUE(torch::allclose(s.tensors.at("momentum_buffer"), torch::full({5}, 2.0f)));
+  EXPECT_TRUE(torch::allclose(p, torch::full({5}, -0.3f)));
+  opt->Step(p, torch::full({5}, 1.0f), s, hyper);  // buf = 0.9 * 2 + 1 = 2.8; p = -0.58
+  EXPECT_TRUE(torch::allclose(s.tensors.at("momentum_buffer"), torch::full({5}, 2.8f)));
+  EXPECT_TRUE(torch::allclose(p, torch::full({5}, -0.58f)));
+}
+
+// One step on a single element, worked by hand: p = 1, g = 0.5, lr = 0.1,
+// weight_decay = 0.1, betas (0.9, 0.999), eps 1e-8, step 1.
+TEST(ShardOptimizer, AdamWeightDecayModesAndBiasCorrectionByHand) {
+  auto one_step = [](OptimizerConfig config) {
+    config.lr = 0.1;
+    config.weight_decay = 0.1;
+    config.betas = {0.9, 0.999};
+    config.eps = 1e-8;
+    at::Tensor p = torch::ones({1});
+    const auto opt = MakeShardOptimizer(config, Impl::kReference);
+    ShardState s = opt->InitState(p);
+    opt->Step(p, torch::full({1}, 0.5f), s, LrOnly(0.1));
+    return double{p.item<float>()};
+  };
+  // L2 (Adam, adam_w_mode false): g' = 0.5 + 0.1 * 1 = 0.6; m = 0.1 * 0.6 = 0.06;
+  // v = 0.001 * 0.36 = 3.6e-4; bc1 = 0.1, bc2 = 0.001;
+  // denom = sqrt(3.6e-4) / sqrt(1e-3) + 1e-8 = 0.6 + 1e-8;
+  // p = 1 - (0.1 / 0.1) * 0.06 / (0.6 + 1e-8) = 0.9 + 1.7e-9.
+  EXPECT_NEAR(one_step(Adam(false, 0.1)), 0.9, 1e-7);
+  // Decoupled (Adam with adam_w_mode true, or AdamW): p = 1 * (1 - 0.1 * 0.1) = 0.99;
+  // m = 0.05; v = 2.5e-4; denom = sqrt(2.5e-4) / sqrt(1e-3) + 1e-8 = 0.5 + 1e-8;
+  // p = 0.99 - 1 * 0.05 / 0.5 = 0.89.
+  EXPECT_NEAR(one_step(Adam(true, 0.1)), 0.89, 1e-7);
+  OptimizerConfig adamw = Adam(false, 0.1);  // AdamW ignores adam_w_mode = false
+  adamw.type = OptimizerType::kAdamW;
+  EXPECT_NEAR(one_step(adamw), 0.89, 1e-7);
+  // No bias correction: denom = sqrt(2.5e-4) + 1e-8 = 0.0158113983;
+  // p = 0.99 - 0.1 * 0.05 / 0.0158113983 = 0.99 - 0.3162275667 = 0.6737724333.
+  EXPECT_NEAR(one_step(Adam(true, 0.1, false)), 0.6737724333, 1e-6);
+}
+
+TEST(ShardOptimizer, StateNamesFollowTorch) {
+  const at::Tensor p = torch::zeros({3});
+  auto names = [&](const OptimizerConfig& c) {
+    std::vector<std::string> out;
+    for (const auto& [name, t] : MakeShardOptimizer(c)->InitState(p).tensors) {
+      EXPECT_EQ(t.numel(), 3);
+      out.push_back(name);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(Adam(true, 0.0)), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  EXPECT_EQ(names(Sgd(0.9, 0.0, false, 0.0)), (std::vector<std::string>{"momentum_buffer"}));
+  EXPECT_EQ(names(Sgd(0.0, 0.0, false, 0.0)), (std::vector<std::string>{}));
+  OptimizerConfig adagrad;
+  adagrad.type = OptimizerType::kAdagrad;
+  adagrad.initial_accumulator_value = 0.25;
+  EXPECT_EQ(names(adagrad), (std::vector<std::string>{"sum"}));
+  EXPECT_TRUE(torch::equal(MakeShardOptimizer(adagrad)->InitState(p).tensors.at("sum"),
+                           torch::full({3}, 0.25f)));
+  OptimizerConfig lion;
+  lion.type = OptimizerType::kLion;
+  EXPECT_EQ(names(lion), (std::vector<std::string>{"exp_avg"}));
+}
+
+template <typename Fn>
+void ExpectError(absl::StatusCode code, const std::string& fragment, Fn fn) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error mentioning '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShardOptimizer, RejectsBadConfigNamingTheKey) {
+  OptimizerConfig c = Adam(true, 0.0);
+  c.betas = {0.9, 1.0};
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.betas",
+              [&] { MakeShardOptimizer(c); });
+  c = Adam(true, -0.1);
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.weight_decay",
+              [&] { MakeShardOptimizer(c); });
+  c = Adam(true, 0.0);
+  c.lr = -1.0;
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.lr",
+              [&] { MakeShardOptimizer(c); });
+  c = Sgd(0.9, 0.1, true, 0.0);
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.nesterov",
+              [&] { MakeShardOptimizer(c); });
+  c = Sgd(0.0, 0.0, true, 0.0);
+  EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
+  c.type = OptimizerType::kAdagrad;
+  c.nesterov = false;
+  c.initial_accumulator_value = -1.0;
+  ExpectError(absl::StatusCode::kInvalidArgument, "initial_accumulator_value",
+              [&] { MakeShardOptimizer(c); });
+  EXPECT_TRUE(ValidateOptimizerConfig(Adam(false, 0.01)).ok());
+}
+
+TEST(ShardOptimizer, RejectsBadTensorsAndLeavesStateUntouched) {
+  const auto opt = MakeShardOptimizer(Adam(true, 0.0));
+  at::Tensor p = torch::zeros({8});
+  ShardState s = opt->InitState(p);
+  at::Tensor g = torch::ones({8});
+  at::Tensor g_double = torch::ones({8}, torch::kDouble);
+  ExpectError(absl::StatusCode::kInvalidArgument, "grads must be a contiguous float32",
+              [&] { opt->Step(p, g_double, s, LrOnly(0.1)); });
+  at::Tensor g_short = torch::ones({7});
+  ExpectError(absl::StatusCode::kInvalidArgument, "7",
+              [&] { opt->Step(p, g_short, s, LrOnly(0.1)); });
+  at::Tensor strided = torch::zeros({16}).slice(0, 0, 16, 2);
+  ExpectError(absl::StatusCode::kInvalidArgument, "non-contiguous",
+              [&] { opt->Step(strided, g, s, LrOnly(0.1)); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "lr",
+              [&] { opt->Step(p, g, s, LrOnly(std::nan(""))); });
+  StepHyper bad_momentum = LrOnly(0.1);
+  bad_momentum.momentum = 1.5;
+  ExpectError(absl::StatusCode::kInvalidArgument, "momentum",
+              [&] { opt->Step(p, g, s, bad_momentum); });
+  ShardState missing = s;
+  missing.tensors.erase("exp_avg_sq");
+  ExpectError(absl::StatusCode::kFailedPrecondition, "exp_avg_sq",
+              [&] { opt->Step(p, g, missing, LrOnly(0.1)); });
+  ShardState wrong_size = opt->InitState(torch::zeros({9}));
+  ExpectError(absl::StatusCode::kFailedPrecondition, "8 elements",
+              [&] { opt->Step(p, g, wrong_size, LrOnly(0.1)); });
+  EXPECT_EQ(s.step, 0);
+  EXPECT_EQ(missing.step, 0);
+  EXPECT_TRUE(torch::equal(p, torch::zeros({8})));
+  EXPECT_TRUE(torch::equal(s.tensors.at("exp_avg"), torch::zeros({8})));
+}
+
+TEST(ShardOptimizer, EmptyShardIsANoOpStep) {
+  for (const Case& c : AllCases()) {
+    const auto opt = MakeShardOptimizer(c.config);
+    at::Tensor p = torch::zeros({0});
+    ShardState s = opt->InitState(p);
+    opt->Step(p, torch::zeros({0}), s, LrOnly(c.lr));
+    EXPECT_EQ(s.step, 1) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace zt::ops
