@@ -1,8 +1,9 @@
 // zt::Config: a DeepSpeed-style ds_config.json as typed, validated C++ values.
 //
 // Every field carries the default documented in docs/config_reference.md; the
-// schema table in config/schema.cc is the single source of those defaults,
-// of the parser's checks and of the generated reference page. This header
+// key table in config/schema_*.cc is the single source of those defaults, of
+// the parser's checks and of the generated reference page (a test checks that
+// the initializers below agree with it). This header
 // has no JSON dependency so the engine can include it cheaply.
 //
 // Usage:
@@ -32,7 +33,8 @@ enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kO
 enum class WarmupType { kLog, kLinear };
 enum class TagValidation { kIgnore, kWarn, kFail };
 
-// Batch sizes as written (nullopt: absent or "auto") and as resolved for a
+// Batch sizes as written (nullopt: absent, or "auto" without a value in
+// ParseOptions::auto_values) and as resolved for a
 // data-parallel world size: train_batch == micro_batch * accumulation_steps * world_size.
 struct BatchConfig {
   std::optional<int64_t> train_batch_size;

@@ -81,6 +81,33 @@ std::string TrailingCommaHint(std::string_view text, size_t offset) {
   return "";
 }
 
+// Offset of the first bracket nested deeper than `limit`, or npos. Configs
+// are a few levels deep; a pathological file must not exhaust memory or the
+// stack in the (recursive) JSON value code.
+size_t TooDeep(std::string_view text, int limit) {
+  int depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {  // skip strings, honouring escapes
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      size_t end = text.find("*/", i + 2);
+      i = end == std::string_view::npos ? text.size() : end + 1;
+    } else if (c == '{' || c == '[') {
+      if (++depth > limit) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+constexpr int kMaxDepth = 64;
+
 }  // namespace
 
 std::string JoinPath(std::string_view parent, std::string_view key) {
@@ -106,6 +133,12 @@ std::pair<int, int> LineColumn(std::string_view text, size_t offset) {
 
 JsonDocument ParseJsonText(std::string_view text) {
   JsonDocument doc;
+  if (size_t deep = TooDeep(text, kMaxDepth); deep != std::string_view::npos) {
+    auto [line, column] = LineColumn(text, deep);
+    doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column,
+                                           ": nested more than ", kMaxDepth, " levels deep")});
+    return doc;
+  }
   std::vector<Frame> stack;
   int next_order = 0;
   auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) -> bool {

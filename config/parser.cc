@@ -339,15 +339,29 @@ void Parser::ReportUnknownKey(const std::string& canonical_parent, const std::st
     return;
   }
   // A real key in the wrong place, e.g. "aio" inside zero_optimization.
+  std::vector<const KeySpec*> elsewhere;
   for (const KeySpec& row : schema_.keys()) {
     if (row.name() != key || row.parent() == canonical_parent) continue;
-    if (row.parent().empty()) {
-      Error(written, absl::StrCat("unknown key here: \"", key, "\" is a top-level key; move it out of \"",
-                                  written_parent, "\""));
-    } else {
-      Error(written, absl::StrCat("unknown key here: \"", key, "\" belongs inside \"", row.parent(),
-                                  "\" (did you mean \"", row.path, "\"?)"));
-    }
+    bool seen = false;
+    for (const KeySpec* other : elsewhere) seen = seen || other->parent() == row.parent();
+    if (!seen) elsewhere.push_back(&row);
+  }
+  if (elsewhere.size() == 1 && elsewhere[0]->parent().empty()) {
+    Error(written, absl::StrCat("unknown key here: \"", key, "\" is a top-level key; move it out of \"",
+                                written_parent, "\""));
+    return;
+  }
+  if (elsewhere.size() == 1) {
+    Error(written, absl::StrCat("unknown key here: \"", key, "\" belongs inside \"", elsewhere[0]->parent(),
+                                "\" (did you mean \"", elsewhere[0]->path, "\"?)"));
+    return;
+  }
+  if (!elsewhere.empty()) {
+    std::vector<std::string> parents;
+    for (const KeySpec* row : elsewhere) parents.push_back(absl::StrCat("\"", row->parent(), "\""));
+    Error(written, absl::StrCat("unknown key here: \"", key, "\" is a key of ", absl::StrJoin(parents, ", "),
+                                written_parent.empty() ? ", not a top-level key"
+                                                       : absl::StrCat(", not of \"", written_parent, "\"")));
     return;
   }
   if (canonical_parent.empty()) {

@@ -319,9 +319,50 @@ TEST(Parser, MalformedJsonHasLineAndColumn) {
   EXPECT_NE(trailing.errors[0].message.find("line 1, column 13"), std::string::npos) << trailing.errors[0].message;
   EXPECT_NE(trailing.errors[0].message.find("no comma after the last element"), std::string::npos);
 
-  ParseResult unterminated = Parse("{\n\"fp16\": {\"enabled\": tru}\n}");
-  ASSERT_EQ(unterminated.errors.size(), 1u);
-  EXPECT_NE(unterminated.errors[0].message.find("line 2, column"), std::string::npos) << unterminated.errors[0].message;
+  ParseResult bad_literal = Parse("{\n\"fp16\": {\"enabled\": tru}\n}");
+  ASSERT_EQ(bad_literal.errors.size(), 1u);
+  EXPECT_NE(bad_literal.errors[0].message.find("line 2, column 21: syntax error while parsing value - invalid literal"),
+            std::string::npos)
+      << bad_literal.errors[0].message;
+
+  // Pathological nesting is refused before it can exhaust the stack.
+  ParseResult deep = Parse(R"({"train_batch_size": 1, "x": )" + std::string(100000, '[') + std::string(100000, ']') +
+                           "}");
+  ASSERT_EQ(deep.errors.size(), 1u);
+  EXPECT_NE(deep.errors[0].message.find("line 1, column 93: nested more than 64 levels deep"), std::string::npos)
+      << deep.errors[0].message;
+}
+
+// Mangled versions of real configs: never a crash, always either a config
+// or at least one error with a message.
+TEST(Parser, MangledConfigsNeverCrash) {
+  std::vector<std::string> sources;
+  for (const char* name : {"hf_zero3_auto.json", "ds_zero_infinity.json", "ds_one_cycle.json", "ds_cifar.json"}) {
+    sources.push_back(testing::ReadFile(std::string(ZT_SOURCE_DIR "/tests/config/data/") + name));
+  }
+  const std::string alphabet = "{}[]\",:0123456789.eE-+ truefalsnul\"auto\"";
+  uint64_t state = 42;
+  auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  int parsed_ok = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = sources[round % sources.size()];
+    for (int edits = 1 + next(4); edits > 0; --edits) {
+      size_t at = next(text.size());
+      switch (next(3)) {
+        case 0: text.erase(at, 1 + next(8)); break;
+        case 1: text.insert(at, 1, alphabet[next(alphabet.size())]); break;
+        default: text[at] = alphabet[next(alphabet.size())]; break;
+      }
+    }
+    ParseResult r = Parse(text, 1 + static_cast<int>(next(8)));
+    ASSERT_NE(r.config.has_value(), !r.errors.empty()) << text;
+    for (const ConfigError& e : r.errors) ASSERT_FALSE(e.message.empty()) << text;
+    parsed_ok += r.config.has_value();
+  }
+  EXPECT_GT(parsed_ok, 0);  // some edits keep a valid config (e.g. in a string)
 }
 
 TEST(Parser, WorldSizeMustBePositive) {
