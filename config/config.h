@@ -1,8 +1,9 @@
 // zt::Config: a DeepSpeed-style ds_config.json as typed, validated C++ values.
 //
 // Every field carries the default documented in docs/config_reference.md; the
-// schema table in config/schema.cc is the single source of those defaults,
-// of the parser's checks and of the generated reference page. This header
+// key table in config/schema_*.cc is the single source of those defaults, of
+// the parser's checks and of the generated reference page (a test checks that
+// the initializers below agree with it). This header
 // has no JSON dependency so the engine can include it cheaply.
 //
 // Usage:
@@ -32,7 +33,8 @@ enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kO
 enum class WarmupType { kLog, kLinear };
 enum class TagValidation { kIgnore, kWarn, kFail };
 
-// Batch sizes as written (nullopt: absent or "auto") and as resolved for a
+// Batch sizes as written (nullopt: absent, or "auto" without a value in
+// ParseOptions::auto_values) and as resolved for a
 // data-parallel world size: train_batch == micro_batch * accumulation_steps * world_size.
 struct BatchConfig {
   std::optional<int64_t> train_batch_size;
@@ -67,8 +69,8 @@ struct Bf16Config {
 };
 
 // One struct for every optimizer type; fields a type does not use keep their
-// defaults. Defaults depend on the type (e.g. Lion betas 0.9/0.99) and are
-// filled by the parser.
+// defaults. Defaults depend on the type (e.g. Adagrad lr 1e-2 and eps 1e-10,
+// as DeepSpeed's CPU Adagrad) and are filled by the parser.
 struct OptimizerConfig {
   bool present = false;  // an "optimizer" block was given
   OptimizerType type = OptimizerType::kAdamW;
@@ -221,7 +223,8 @@ struct Config {
   // The text the config was parsed from (checkpoints store it as ds_config).
   std::string source_json;
   // Human-readable notes from parsing: which value each "auto" became,
-  // deprecated spellings that were mapped. The parser also logs them.
+  // deprecated spellings that were mapped, keys accepted without effect.
+  // The parser does not log; callers print them (`zt config check` does).
   std::vector<std::string> notes;
 };
 
@@ -237,7 +240,9 @@ struct ParseOptions {
   std::string source_name;     // shown in messages, e.g. the file path
   // Values for keys written as "auto" (JSON path -> JSON text), e.g. from a
   // command line: {"optimizer.params.lr", "3e-4"}. Keys without an entry
-  // resolve to their documented default or derived value.
+  // resolve to their documented default or derived value. An entry naming no
+  // config key is an error; an entry for a key the file sets to a value
+  // (not "auto") is ignored with a note: the file wins.
   std::map<std::string, std::string> auto_values;
 };
 
@@ -245,7 +250,9 @@ struct ParseResult {
   std::optional<Config> config;    // set exactly when errors is empty
   std::vector<ConfigError> errors; // every problem in the file, in document order
   std::vector<std::string> notes;
-  // InvalidArgument listing all errors (one per line) or OK.
+  std::string source_name;         // ParseOptions::source_name
+  // InvalidArgument listing all errors, one per line as
+  // "<source_name>: <path>: <message>", or OK.
   absl::Status status() const;
 };
 
@@ -264,9 +271,19 @@ std::string ConfigToJson(const Config& config, int indent = 2);
 // docs/config_reference.md, generated from the schema table.
 std::string ConfigReferenceMarkdown();
 
+// The field-by-field differences between two configs, as JSON paths
+// ("zero_optimization.stage", "train_batch_size"); empty when they are equal.
+// Compares every resolved value; ignores source_json, notes and the batch
+// sizes as written (only the resolved ones count).
+std::vector<std::string> ConfigDifferences(const Config& a, const Config& b);
+inline bool ConfigsEqual(const Config& a, const Config& b) { return ConfigDifferences(a, b).empty(); }
+
+// Canonical spellings, as written in JSON ("cpu", "bf16", "AdamW", "WarmupLR").
 std::string_view ToString(OffloadDevice v);
 std::string_view ToString(DType v);
 std::string_view ToString(OptimizerType v);
-std::string_view ToString(SchedulerType v);
+std::string_view ToString(SchedulerType v);  // kNone: "none"
+std::string_view ToString(WarmupType v);
+std::string_view ToString(TagValidation v);
 
 }  // namespace zt

@@ -1,0 +1,199 @@
+// Checks that span several keys (fp16 vs bf16, offload vs stage, optimizer
+// and scheduler consistency) and batch-size resolution. Each error names the
+// key to change, as the user wrote it, and the values involved.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "config/parser.h"
+
+namespace zt::config_internal {
+namespace {
+
+std::string Num(double v) { return ShowValue(Json(v)); }
+
+}  // namespace
+
+void Parser::CheckCombinations() {
+  CheckPrecision();
+  CheckZero();
+  CheckOptimizer();
+  CheckScheduler();
+  CheckActivationCheckpointing();
+}
+
+void Parser::CheckPrecision() {
+  const Config& c = config_;
+  if (c.fp16.enabled && c.bf16.enabled) {
+    Error(Written("bf16.enabled"), absl::StrCat("fp16 and bf16 cannot both be enabled (", Written("fp16.enabled"),
+                                                " is true too); keep one: bf16 needs no loss scaling"));
+  }
+  if (c.fp16.enabled && c.fp16.dynamic()) {
+    double initial = std::ldexp(1.0, c.fp16.initial_scale_power);
+    if (c.fp16.min_loss_scale > initial) {
+      Error(Written("fp16.min_loss_scale"),
+            absl::StrCat(Num(c.fp16.min_loss_scale), " is above the initial scale 2^", c.fp16.initial_scale_power,
+                         " = ", Num(initial), "; lower min_loss_scale or raise initial_scale_power"));
+    }
+  }
+}
+
+void Parser::CheckZero() {
+  if (Failed("zero_optimization.stage")) return;
+  const ZeroConfig& z = config_.zero;
+  const std::string stage = absl::StrCat("zero_optimization.stage is ", z.stage);
+  const OffloadOptimizerConfig& oo = z.offload_optimizer;
+  const OffloadParamConfig& op = z.offload_param;
+  if (oo.device != OffloadDevice::kNone && z.stage == 0) {
+    Error(Written("zero_optimization.offload_optimizer.device"),
+          absl::StrCat("optimizer offload needs ZeRO stage 1, 2 or 3; ", stage));
+  }
+  if (op.device != OffloadDevice::kNone && z.stage != 3) {
+    Error(Written("zero_optimization.offload_param.device"),
+          absl::StrCat("parameter offload needs ZeRO stage 3; ", stage,
+                       " (at stage 1 or 2 offload the optimizer instead: offload_optimizer)"));
+  }
+  if (oo.device == OffloadDevice::kNvme && oo.nvme_path.empty() &&
+      !Failed("zero_optimization.offload_optimizer.nvme_path")) {
+    Error(Written("zero_optimization.offload_optimizer.nvme_path"),
+          "missing: device \"nvme\" needs nvme_path, a directory on a local NVMe drive");
+  }
+  if (op.device == OffloadDevice::kNvme && op.nvme_path.empty() && !Failed("zero_optimization.offload_param.nvme_path")) {
+    Error(Written("zero_optimization.offload_param.nvme_path"),
+          "missing: device \"nvme\" needs nvme_path, a directory on a local NVMe drive");
+  }
+  if (oo.ratio < 1.0) {
+    if (z.stage != 3) {
+      Error(Written("zero_optimization.offload_optimizer.ratio"),
+            absl::StrCat("partial offload (ratio ", Num(oo.ratio), " < 1) needs ZeRO stage 3, as in DeepSpeed; ",
+                         stage));
+    } else if (oo.device == OffloadDevice::kNone) {
+      Error(Written("zero_optimization.offload_optimizer.ratio"),
+            "a ratio below 1 needs an offload device: set offload_optimizer.device to \"cpu\" or \"nvme\"");
+    }
+  }
+}
+
+void Parser::CheckOptimizer() {
+  const OptimizerConfig& o = config_.optimizer;
+  if (!o.present) return;
+  if (o.type == OptimizerType::kAdamW && IsExplicit("optimizer.params.adam_w_mode") && !o.adam_w_mode) {
+    Error(Written("optimizer.params.adam_w_mode"),
+          "false contradicts type \"AdamW\", which always decouples weight decay; for L2 regularization use "
+          "type \"Adam\" with adam_w_mode false");
+  }
+  if (o.type == OptimizerType::kSGD && o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
+    Error(Written("optimizer.params.nesterov"),
+          absl::StrCat("Nesterov momentum needs momentum > 0 and dampening 0 (got momentum ", Num(o.momentum),
+                       ", dampening ", Num(o.dampening), ")"));
+  }
+}
+
+void Parser::CheckScheduler() {
+  const SchedulerConfig& s = config_.scheduler;
+  if (!scheduler_type_) return;
+  const bool has_total = s.type == SchedulerType::kWarmupDecayLR || s.type == SchedulerType::kWarmupCosineLR;
+  if (has_total && IsExplicit("scheduler.params.total_num_steps") && !Failed("scheduler.params.warmup_num_steps") &&
+      s.total_num_steps < s.warmup_num_steps) {
+    Error(Written("scheduler.params.total_num_steps"),
+          absl::StrCat(s.total_num_steps, " is below warmup_num_steps ", s.warmup_num_steps,
+                       ": the schedule would end before its warm-up; raise total_num_steps or lower "
+                       "warmup_num_steps"));
+  }
+  if (s.type == SchedulerType::kOneCycle) {
+    if (IsExplicit("scheduler.params.cycle_min_lr") && IsExplicit("scheduler.params.cycle_max_lr") &&
+        s.cycle_min_lr > s.cycle_max_lr) {
+      Error(Written("scheduler.params.cycle_max_lr"),
+            absl::StrCat(Num(s.cycle_max_lr), " is below cycle_min_lr ", Num(s.cycle_min_lr),
+                         "; the cycle rises from cycle_min_lr to cycle_max_lr"));
+    }
+    if (s.cycle_momentum && s.cycle_min_mom > s.cycle_max_mom) {
+      Error(Written("scheduler.params.cycle_min_mom"),
+            absl::StrCat(Num(s.cycle_min_mom), " is above cycle_max_mom ", Num(s.cycle_max_mom),
+                         "; momentum falls from cycle_max_mom to cycle_min_mom"));
+    }
+  }
+}
+
+void Parser::CheckActivationCheckpointing() {
+  const ActivationCheckpointingConfig& a = config_.activation_checkpointing;
+  if (a.cpu_checkpointing && !a.partition_activations) {
+    Error(Written("activation_checkpointing.cpu_checkpointing"),
+          "cpu_checkpointing moves the partitioned activations to the CPU, so it needs partition_activations: "
+          "true (DeepSpeed silently ignores it otherwise)");
+  }
+  if (a.contiguous_memory_optimization && !a.partition_activations) {
+    Error(Written("activation_checkpointing.contiguous_memory_optimization"),
+          "contiguous_memory_optimization packs partitioned activations, so it needs partition_activations: "
+          "true (as in DeepSpeed)");
+  }
+}
+
+void Parser::ResolveBatchSizes() {
+  static const char* kKeys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                                "gradient_accumulation_steps"};
+  for (const char* key : kKeys) {
+    if (Failed(key)) return;  // the equation would only repeat that error
+  }
+  std::optional<int64_t> values[3];
+  bool is_auto[3] = {false, false, false};
+  std::string auto_written[3];
+  bool any_auto = false;
+  for (int i = 0; i < 3; ++i) {
+    auto given = batch_written_.find(kKeys[i]);
+    if (given != batch_written_.end()) values[i] = given->second;
+    for (const AutoKey& a : autos_) {
+      if (a.spec->path != kKeys[i]) continue;
+      is_auto[i] = true;
+      auto_written[i] = a.written;
+      if (std::optional<std::string> text = AutoValueText(*a.spec, a.written)) {
+        Json parsed = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+        absl::StatusOr<Json> checked = CheckValue(*a.spec, parsed.is_discarded() ? Json(*text) : parsed);
+        if (!checked.ok()) {
+          Error(a.written, absl::StrCat("\"auto\" was given the value ", *text, ", which ", checked.status().message()));
+          return;
+        }
+        values[i] = checked->get<int64_t>();
+        is_auto[i] = false;
+        Note(a.written, absl::StrCat("\"auto\" -> ", *values[i], " (given)"));
+      } else {
+        any_auto = true;
+      }
+    }
+  }
+  // Hugging Face templates leave every batch key "auto"; with nothing to
+  // derive from, one sample per rank and step is the honest minimum.
+  bool micro_fallback = false;
+  if (any_auto && !values[0] && !values[1]) {
+    values[1] = 1;
+    micro_fallback = true;
+  }
+  BatchConfig& b = config_.batch;
+  b.train_batch_size = values[0];
+  b.train_micro_batch_size_per_gpu = values[1];
+  b.gradient_accumulation_steps = values[2];
+  absl::Status status = ResolveBatch(b, options_.world_size);
+  if (!status.ok()) {
+    // Name train_batch_size unless the file only has the other keys.
+    std::string path = kKeys[0];
+    for (const char* key : kKeys) {
+      if (doc_.key_order.count(path) == 0 && doc_.key_order.count(key)) path = key;
+    }
+    Error(path, std::string(status.message()));
+    return;
+  }
+  if (micro_fallback) b.train_micro_batch_size_per_gpu.reset();  // derived, not written
+  const std::string equation = absl::StrCat("train_batch_size ", b.train_batch, " = micro ", b.micro_batch,
+                                            " * gas ", b.accumulation_steps, " * world ", b.world_size);
+  const int64_t resolved[3] = {b.train_batch, b.micro_batch, b.accumulation_steps};
+  for (int i = 0; i < 3; ++i) {
+    if (!is_auto[i]) continue;
+    std::string why = equation;
+    if (i == 1 && micro_fallback) {
+      why = absl::StrCat("nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N to choose; ",
+                         equation);
+    }
+    Note(auto_written[i], absl::StrCat("\"auto\" -> ", resolved[i], " (", why, ")"));
+  }
+}
+
+}  // namespace zt::config_internal

@@ -1,0 +1,202 @@
+// Key table, part 3: zero_optimization with offload_optimizer and
+// offload_param. Names, aliases and defaults follow DeepSpeed's
+// deepspeed/runtime/zero/config.py and offload_config.py.
+#include "config/schema.h"
+
+namespace zt::config_internal {
+namespace {
+
+const char* kZ = "zero_optimization";
+
+std::vector<EnumChoice> Devices() {
+  return Choices({OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme});
+}
+
+void AddOffloadKeys(std::vector<KeySpec>& keys) {
+  auto add = [&](const char* section, KeySpec spec) {
+    spec.section = section;
+    keys.push_back(std::move(spec));
+  };
+  const char* so = "zero_optimization.offload_optimizer";
+  const std::string o = "zero_optimization.offload_optimizer.";
+  add(so, ObjectKey(so, "Optimizer-state offload."));
+  add(so, EnumKey(o + "device", ZT_ENUM_FIELD(zero.offload_optimizer.device), Devices(), "none",
+                  "Where optimizer states live and the optimizer step runs."));
+  add(so, StringKey(o + "nvme_path", ZT_FIELD(zero.offload_optimizer.nvme_path), nullptr,
+                    "Directory for the swap files; required with device \"nvme\".")
+              .Nullable());
+  add(so, BoolKey(o + "pin_memory", ZT_FIELD(zero.offload_optimizer.pin_memory), false,
+                  "Use page-locked host buffers (faster copies, less memory for everything else)."));
+  add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
+                 "NVMe swap buffers; at least the states per parameter (Adam: 4).")
+              .AtLeast(1));
+  add(so, BoolKey(o + "pipeline_read", ZT_FIELD(zero.offload_optimizer.pipeline_read), false,
+                  "Read the next sub-group from NVMe while the current one is updated."));
+  add(so, BoolKey(o + "pipeline_write", ZT_FIELD(zero.offload_optimizer.pipeline_write), false,
+                  "Write the previous sub-group to NVMe while the current one is updated."));
+  add(so, BoolKey(o + "fast_init", ZT_FIELD(zero.offload_optimizer.fast_init), false,
+                  "Initialize NVMe-offloaded optimizer state without a round trip through the swap files."));
+  add(so, FloatKey(o + "ratio", ZT_FIELD(zero.offload_optimizer.ratio), 1.0,
+                   "Fraction of the optimizer state that is offloaded; below 1 needs stage 3.")
+              .Above(0)
+              .AtMost(1));
+  add(so, BoolKey(o + "super_offload", {}, false, "DeepSpeed's Superchip offload")
+              .Unsupported("use device \"cpu\""));
+  add(so, BoolKey(o + "convert_grad_on_cpu", {}, true,
+                  "Where DeepSpeed's Superchip offload converts gradients; accepted, no effect.")
+              .NoEffect());
+  add(so, FloatKey(o + "cpuadam_cores_perc", {}, 0.8,
+                   "Share of cores DeepSpeed's Superchip offload gives CPU Adam; accepted, no effect.")
+              .Range(0, 1)
+              .NoEffect());
+
+  const char* sp = "zero_optimization.offload_param";
+  const std::string p = "zero_optimization.offload_param.";
+  add(sp, ObjectKey(sp, "Parameter offload (stage 3)."));
+  add(sp, EnumKey(p + "device", ZT_ENUM_FIELD(zero.offload_param.device), Devices(), "none",
+                  "Where partitioned parameters live between uses."));
+  add(sp, StringKey(p + "nvme_path", ZT_FIELD(zero.offload_param.nvme_path), nullptr,
+                    "Directory for the swap files; required with device \"nvme\".")
+              .Nullable());
+  add(sp, BoolKey(p + "pin_memory", ZT_FIELD(zero.offload_param.pin_memory), false,
+                  "Use page-locked host buffers."));
+  add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), 5,
+                 "NVMe swap buffers for parameters.")
+              .AtLeast(1));
+  add(sp, IntKey(p + "buffer_size", ZT_FIELD(zero.offload_param.buffer_size), 100000000,
+                 "Elements per NVMe swap buffer; must hold the largest parameter.")
+              .AtLeast(1));
+  add(sp, IntKey(p + "max_in_cpu", ZT_FIELD(zero.offload_param.max_in_cpu), 1000000000,
+                 "Parameter elements kept in CPU memory when offloading to NVMe.")
+              .AtLeast(0));
+}
+
+}  // namespace
+
+void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy) {
+  auto add = [&](KeySpec spec) {
+    spec.section = kZ;
+    keys.push_back(std::move(spec));
+  };
+  const std::string z = "zero_optimization.";
+  add(ObjectKey(kZ, "ZeRO partitioning."));
+  add(IntKey(z + "stage", ZT_FIELD(zero.stage), 0,
+             "0: data parallel; 1: partition optimizer states; 2: and gradients; 3: and parameters.")
+          .Range(0, 3));
+  add(BoolKey(z + "contiguous_gradients", ZT_FIELD(zero.contiguous_gradients), true,
+              "Copy gradients into one contiguous buffer as they are produced (less fragmentation)."));
+  add(BoolKey(z + "reduce_scatter", ZT_FIELD(zero.reduce_scatter), true,
+              "Average gradients with reduce-scatter (false: all-reduce, then keep the local part)."));
+  add(IntKey(z + "reduce_bucket_size", ZT_FIELD(zero.reduce_bucket_size), 500000000,
+             "Gradient elements reduced per bucket.")
+          .AtLeast(1));
+  add(BoolKey(z + "allgather_partitions", ZT_FIELD(zero.allgather_partitions), true,
+              "Gather updated partitions with all-gather (false: one broadcast per rank)."));
+  add(IntKey(z + "allgather_bucket_size", ZT_FIELD(zero.allgather_bucket_size), 500000000,
+             "Parameter elements all-gathered per bucket.")
+          .AtLeast(1));
+  add(BoolKey(z + "overlap_comm", ZT_FIELD(zero.overlap_comm), false,
+              "Overlap gradient reduction with the backward pass (uses more memory for buckets).")
+          .Derived(+[](const Config& c) -> Json { return c.zero.stage == 3; }, "true at stage 3, else false"));
+  add(BoolKey(z + "load_from_fp32_weights", ZT_FIELD(zero.load_from_fp32_weights), true,
+              "On load, restore master weights from the checkpoint's fp32 copy (not from the 16-bit "
+              "model weights)."));
+  add(BoolKey(z + "elastic_checkpoint", ZT_FIELD(zero.elastic_checkpoint), false,
+              "Stage 1/2: save optimizer state so it can be loaded at another world size."));
+  add(BoolKey(z + "round_robin_gradients", ZT_FIELD(zero.round_robin_gradients), false,
+              "Stage 1/2 with CPU offload: spread gradient copies across ranks round-robin."));
+  add(IntKey(z + "sub_group_size", ZT_FIELD(zero.sub_group_size), 1000000000,
+             "Stage 3: parameter elements per optimizer sub-group (the unit swapped to NVMe).")
+          .AtLeast(1));
+  add(IntKey(z + "stage3_prefetch_bucket_size", ZT_FIELD(zero.prefetch_bucket_size), 50000000,
+             "Stage 3: parameter elements fetched ahead of use (0: no prefetch).")
+          .AtLeast(0)
+          .Alias("prefetch_bucket_size"));
+  add(IntKey(z + "stage3_param_persistence_threshold", ZT_FIELD(zero.param_persistence_threshold), 100000,
+             "Stage 3: parameters with fewer elements stay gathered on every rank.")
+          .AtLeast(0)
+          .Alias("param_persistence_threshold"));
+  add(IntKey(z + "stage3_model_persistence_threshold", ZT_FIELD(zero.model_persistence_threshold),
+             INT64_MAX, "Stage 3: cap on the total elements kept gathered by the persistence threshold.")
+          .AtLeast(0)
+          .Alias("model_persistence_threshold")
+          .DefaultText("unlimited (9223372036854775807)"));
+  add(IntKey(z + "stage3_max_live_parameters", ZT_FIELD(zero.max_live_parameters), 1000000000,
+             "Stage 3: gathered parameter elements allowed before the oldest are released.")
+          .AtLeast(0)
+          .Alias("max_live_parameters"));
+  add(IntKey(z + "stage3_max_reuse_distance", ZT_FIELD(zero.max_reuse_distance), 1000000000,
+             "Stage 3: keep a parameter gathered if it is used again within this many elements.")
+          .AtLeast(0)
+          .Alias("max_reuse_distance"));
+  add(BoolKey(z + "stage3_gather_16bit_weights_on_model_save",
+              ZT_FIELD(zero.gather_16bit_weights_on_model_save), false,
+              "Stage 3: gather the full 16-bit weights when saving the model.")
+          .Alias("gather_16bit_weights_on_model_save"));
+  add(BoolKey(z + "ignore_unused_parameters", ZT_FIELD(zero.ignore_unused_parameters), true,
+              "Stage 1/2: tolerate parameters that get no gradient (false: report them as an error)."));
+
+  // DeepSpeed keys that only tune its Python implementation.
+  add(BoolKey(z + "use_multi_rank_bucket_allreduce", {}, true,
+              "DeepSpeed's bucket-merging all-reduce; accepted, no effect.")
+          .NoEffect());
+  add(BoolKey(z + "memory_efficient_linear", {}, true,
+              "DeepSpeed replaces torch.nn.Linear at stage 3; accepted, no effect.")
+          .NoEffect());
+  add(BoolKey(z + "override_module_apply", {}, true,
+              "DeepSpeed patches nn.Module.apply at stage 3; accepted, no effect.")
+          .NoEffect());
+  add(BoolKey(z + "log_trace_cache_warnings", {}, false,
+              "DeepSpeed's stage-3 trace-cache logging; accepted, no effect.")
+          .NoEffect());
+  add(BoolKey(z + "enable_sanity_checks", {}, false, "DeepSpeed's internal checks; accepted, no effect.")
+          .NoEffect());
+
+  // DeepSpeed features zerotorch does not implement: only the "off" value.
+  add(IntKey(z + "zero_hpz_partition_size", {}, 1, "ZeRO++ hierarchical partitioning (hpZ)")
+          .Unsupported("leave it at 1"));
+  add(BoolKey(z + "zero_quantized_weights", {}, false, "ZeRO++ quantized weight all-gather (qwZ)")
+          .Unsupported("leave it false"));
+  add(BoolKey(z + "zero_quantized_nontrainable_weights", {}, false, "ZeRO++ quantized frozen weights")
+          .Unsupported("leave it false"));
+  add(BoolKey(z + "zero_quantized_gradients", {}, false, "ZeRO++ quantized gradient reduction (qgZ)")
+          .Unsupported("leave it false"));
+  add(IntKey(z + "mics_shard_size", {}, -1, "MiCS sharding groups").Unsupported("leave it at -1"));
+  add(BoolKey(z + "mics_hierarchical_params_gather", {}, false, "MiCS hierarchical all-gather")
+          .Unsupported("leave it false"));
+  add(BoolKey(z + "legacy_stage1", {}, false, "DeepSpeed's old stage-1 implementation")
+          .Unsupported("leave it false"));
+  add(BoolKey(z + "pipeline_loading_checkpoint", {}, false, "loading checkpoints for pipeline parallelism")
+          .Unsupported("leave it false"));
+  add(IntKey(z + "stage3_module_granularity_threshold", {}, 0, "fetching small modules as one unit")
+          .Alias("module_granularity_threshold")
+          .Unsupported("leave it at 0"));
+  add(BoolKey(z + "stage3_use_all_reduce_for_fetch_params", {}, false, "all-reduce instead of all-gather to fetch parameters")
+          .Alias("use_all_reduce_for_fetch_params")
+          .Unsupported("leave it false"));
+  add(BoolKey(z + "stage3_allgather_sequential", {}, false, "per-parameter all-gather without buckets")
+          .Alias("allgather_sequential")
+          .Unsupported("leave it false"));
+  add(FeatureBlock(z + "zeropp_loco_param", "LoCo error feedback for ZeRO++ quantized gradients",
+                   "zerotorch does not quantize gradients"));
+  add(FeatureBlock(z + "zenflow", "ZenFlow asynchronous offloaded updates",
+                   "use offload_optimizer with device \"cpu\""));
+  add(FeatureBlock(z + "leaf_module", "modules gathered as one stage-3 unit",
+                   "mark sharding units in the model code instead"));
+
+  AddOffloadKeys(keys);
+
+  legacy.push_back({"zero_optimization.stage3_gather_fp16_weights_on_model_save",
+                    "zero_optimization.stage3_gather_16bit_weights_on_model_save", "same value", true});
+  legacy.push_back({"zero_optimization.cpu_offload", "zero_optimization.offload_optimizer.device",
+                    "true -> \"cpu\", false -> \"none\"", false});
+  legacy.push_back({"zero_optimization.cpu_offload_param", "zero_optimization.offload_param.device",
+                    "true -> \"cpu\", false -> \"none\"", false});
+  legacy.push_back({"zero_optimization.cpu_offload_use_pin_memory",
+                    "zero_optimization.offload_optimizer.pin_memory and zero_optimization.offload_param.pin_memory",
+                    "the value goes to both, unless a block sets pin_memory itself", false});
+  legacy.push_back({"zero_optimization", "zero_optimization.stage",
+                    "`\"zero_optimization\": true` -> stage 1, false -> stage 0", false});
+}
+
+}  // namespace zt::config_internal

@@ -1,0 +1,166 @@
+// Every preset in configs/ and every real-world fixture in tests/config/data/
+// is accepted; each round-trips through ConfigToJson to an equal Config; and
+// docs/config_reference.md is exactly what the key table generates.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/config/config_test_util.h"
+
+namespace zt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> JsonFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".json") out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Values the HF templates leave to the trainer; a launcher passes them in.
+std::map<std::string, std::string> TrainerAutoValues() {
+  return {{"scheduler.params.total_num_steps", "2000"}, {"train_micro_batch_size_per_gpu", "4"}};
+}
+
+void ExpectRoundTrip(const Config& config, int world_size, const std::string& name) {
+  const std::string printed = ConfigToJson(config);
+  ParseResult again = testing::Parse(printed, world_size);
+  ASSERT_TRUE(again.config) << name << ": the printed config does not re-parse:\n"
+                            << testing::ErrorsText(again) << printed;
+  EXPECT_TRUE(again.notes.empty()) << name << ": the printed config should need no notes: " << again.notes[0];
+  std::vector<std::string> diff = ConfigDifferences(config, *again.config);
+  EXPECT_TRUE(diff.empty()) << name << ": round trip changed " << ::testing::PrintToString(diff);
+  EXPECT_EQ(ConfigToJson(*again.config), printed) << name;
+}
+
+TEST(Presets, EveryPresetIsAcceptedAndRoundTrips) {
+  std::vector<std::string> files = JsonFiles(ZT_SOURCE_DIR "/configs");
+  ASSERT_GE(files.size(), 11u);
+  for (const std::string& file : files) {
+    for (int world : {1, 2}) {
+      ParseOptions options;
+      options.world_size = world;
+      absl::StatusOr<Config> config = LoadConfigFile(file, options);
+      ASSERT_TRUE(config.ok()) << config.status();
+      EXPECT_TRUE(config->notes.empty()) << file << ": presets should need no notes: " << config->notes[0];
+      ExpectRoundTrip(*config, world, file);
+    }
+  }
+}
+
+TEST(Presets, SmallEnoughForATwoCoreMachine) {
+  for (const std::string& file : JsonFiles(ZT_SOURCE_DIR "/configs")) {
+    absl::StatusOr<Config> config = LoadConfigFile(file, ParseOptions{});
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_LE(config->batch.micro_batch, 16) << file;
+    EXPECT_TRUE(config->optimizer.present) << file;
+  }
+}
+
+TEST(Presets, CoverTheStagesAndVariants) {
+  auto load = [](const std::string& name) {
+    absl::StatusOr<Config> c = LoadConfigFile(ZT_SOURCE_DIR "/configs/" + name, ParseOptions{});
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.value_or(Config{});
+  };
+  for (int stage = 0; stage <= 3; ++stage) EXPECT_EQ(load("zero" + std::to_string(stage) + ".json").zero.stage, stage);
+  EXPECT_EQ(load("zero2_offload_cpu.json").zero.offload_optimizer.device, OffloadDevice::kCpu);
+  Config z3cpu = load("zero3_offload_cpu.json");
+  EXPECT_EQ(z3cpu.zero.offload_param.device, OffloadDevice::kCpu);
+  EXPECT_EQ(z3cpu.zero.offload_optimizer.device, OffloadDevice::kCpu);
+  Config nvme = load("zero3_offload_nvme.json");
+  EXPECT_EQ(nvme.zero.offload_param.device, OffloadDevice::kNvme);
+  EXPECT_EQ(nvme.zero.offload_optimizer.device, OffloadDevice::kNvme);
+  EXPECT_EQ(nvme.zero.offload_param.nvme_path, "/tmp/zerotorch_nvme");
+  EXPECT_TRUE(load("zero2_bf16.json").bf16.enabled);
+  EXPECT_TRUE(load("zero3_bf16.json").bf16.enabled);
+  EXPECT_TRUE(load("zero2_fp16.json").fp16.enabled);
+  EXPECT_TRUE(load("zero3_activation_checkpointing.json").activation_checkpointing.partition_activations);
+}
+
+TEST(RealWorldConfigs, DeepSpeedAndHuggingFaceExamplesAreAccepted) {
+  std::vector<std::string> files = JsonFiles(ZT_SOURCE_DIR "/tests/config/data");
+  ASSERT_GE(files.size(), 10u);
+  for (const std::string& file : files) {
+    ParseOptions options;
+    options.world_size = 4;
+    options.auto_values = TrainerAutoValues();
+    options.source_name = file;
+    ParseResult result = ParseConfig(testing::ReadFile(file), options);
+    ASSERT_TRUE(result.config) << result.status();
+    ExpectRoundTrip(*result.config, 4, file);
+  }
+}
+
+TEST(RealWorldConfigs, ResolvedValuesMatchTheirSource) {
+  ParseOptions options;
+  options.world_size = 2;
+  absl::StatusOr<Config> cifar = LoadConfigFile(ZT_SOURCE_DIR "/tests/config/data/ds_cifar.json", options);
+  ASSERT_TRUE(cifar.ok()) << cifar.status();
+  EXPECT_EQ(cifar->zero.stage, 2);
+  EXPECT_EQ(cifar->zero.offload_optimizer.device, OffloadDevice::kCpu);  // legacy cpu_offload
+  EXPECT_EQ(cifar->fp16.initial_scale_power, 15);
+  EXPECT_EQ(cifar->batch.micro_batch, 2);
+  EXPECT_DOUBLE_EQ(cifar->optimizer.betas[0], 0.8);
+
+  absl::StatusOr<Config> infinity = LoadConfigFile(ZT_SOURCE_DIR "/tests/config/data/ds_zero_infinity.json", options);
+  ASSERT_TRUE(infinity.ok()) << infinity.status();
+  EXPECT_EQ(infinity->aio.intra_op_parallelism, 2);  // legacy thread_count
+  EXPECT_DOUBLE_EQ(infinity->fp16.loss_scale, 1024);
+  EXPECT_FALSE(infinity->fp16.dynamic());
+  EXPECT_EQ(infinity->zero.max_reuse_distance, 100000000);
+
+  absl::StatusOr<Config> bf16 = LoadConfigFile(ZT_SOURCE_DIR "/tests/config/data/hf_zero3_bf16_auto.json", options);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_FALSE(bf16->bf16.enabled);  // "auto" without a value: the default
+}
+
+TEST(RealWorldConfigs, UnsupportedFeaturesInRealConfigsAreNamed) {
+  // DeepSpeed's CIFAR example as published keeps fp16 master weights.
+  std::string cifar = testing::ReadFile(ZT_SOURCE_DIR "/tests/config/data/ds_cifar.json");
+  size_t at = cifar.find("\"fp16_master_weights_and_grads\": false");
+  ASSERT_NE(at, std::string::npos);
+  cifar.replace(at, std::string("\"fp16_master_weights_and_grads\": false").size(),
+                "\"fp16_master_weights_and_grads\": true");
+  ParseResult r = testing::Parse(cifar);
+  ASSERT_EQ(r.errors.size(), 1u) << testing::ErrorsText(r);
+  EXPECT_EQ(r.errors[0].path, "fp16.fp16_master_weights_and_grads");
+
+  // The ZeRO++ tutorial's config: three unsupported keys, all reported.
+  ParseResult zeropp = testing::Parse(R"({"train_batch_size": 8, "zero_optimization": {
+      "stage": 3, "reduce_bucket_size": 10000000, "reduce_scatter": false,
+      "zero_quantized_weights": true, "zero_hpz_partition_size": 16, "zero_quantized_gradients": true,
+      "contiguous_gradients": true, "overlap_comm": true}})");
+  std::vector<std::string> paths;
+  for (const ConfigError& e : zeropp.errors) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"zero_optimization.zero_quantized_weights",
+                                             "zero_optimization.zero_hpz_partition_size",
+                                             "zero_optimization.zero_quantized_gradients"}))
+      << testing::ErrorsText(zeropp);
+}
+
+TEST(Reference, CommittedDocMatchesTheKeyTable) {
+  const std::string committed = testing::ReadFile(ZT_SOURCE_DIR "/docs/config_reference.md");
+  EXPECT_TRUE(committed == ConfigReferenceMarkdown())
+      << "docs/config_reference.md is out of date with the key table in config/schema_*.cc; regenerate it with:\n"
+         "  build/bin/zt config reference > docs/config_reference.md";
+}
+
+TEST(Reference, ListsEveryKeyWithItsDefault) {
+  const std::string doc = ConfigReferenceMarkdown();
+  for (const char* needle :
+       {"| `zero_optimization.stage` | int, in 0..3 | 0 |", "| `zero_optimization.reduce_bucket_size` | int, >= 1 | 5e8 |",
+        "`optimizer.params.lr` (Adagrad) | float, >= 0 | 0.01 |", "| `fp16.hysteresis` | int, >= 1 | 2 |",
+        "| `zero_optimization.overlap_comm` | bool | true at stage 3, else false |",
+        "| `zero_optimization.cpu_offload` |", "| `pipeline` | off |", "## Batch size", "## Legacy spellings",
+        "## Not supported", "Also accepted as `prefetch_bucket_size`"}) {
+    EXPECT_NE(doc.find(needle), std::string::npos) << needle;
+  }
+}
+
+}  // namespace
+}  // namespace zt
