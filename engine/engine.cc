@@ -309,7 +309,13 @@ void Engine::OptimizerStep() {
     const int64_t applied = global_steps_ - skipped_steps_;
     ops::StepHyper hyper;
     hyper.lr = scheduler_->Lr(applied);
-    hyper.momentum = scheduler_->Momentum(applied);
+    // DeepSpeed's OneCycle cycles momentum through the optimizer's betas, so
+    // only optimizers with betas see it.
+    const OptimizerType type = config_.optimizer.type;
+    if (type == OptimizerType::kAdam || type == OptimizerType::kAdamW || type == OptimizerType::kLion) {
+      hyper.momentum = scheduler_->Momentum(applied);
+      hyper.beta2 = scheduler_->Beta2(applied);
+    }
     optimizer_->Step(multiplier, hyper);
     if (sharded) GatherParams();
     reducer_->ZeroGrads();

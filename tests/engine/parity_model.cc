@@ -67,7 +67,7 @@ class ReferenceOptimizer {
     }
   }
 
-  void Step(double lr, std::optional<double> momentum) {
+  void Step(double lr, std::optional<double> momentum, std::optional<double> beta2) {
     if (lion_) {
       torch::NoGradGuard ng;
       for (size_t i = 0; i < params_.size(); ++i) {
@@ -76,6 +76,7 @@ class ReferenceOptimizer {
         ops::StepHyper h;
         h.lr = lr;
         h.momentum = momentum;
+        h.beta2 = beta2;
         lion_->Step(flat, params_[i].grad().contiguous().view({-1}), lion_state_[i], h);
       }
       return;
@@ -85,11 +86,9 @@ class ReferenceOptimizer {
       o.set_lr(lr);
       if (momentum) {
         if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
-          a->betas({*momentum, std::get<1>(a->betas())});
+          a->betas({*momentum, beta2.value_or(std::get<1>(a->betas()))});
         } else if (auto* b = dynamic_cast<torch::optim::AdamOptions*>(&o)) {
-          b->betas({*momentum, std::get<1>(b->betas())});
-        } else if (auto* s = dynamic_cast<torch::optim::SGDOptions*>(&o)) {
-          s->momentum(*momentum);
+          b->betas({*momentum, beta2.value_or(std::get<1>(b->betas()))});
         }
       }
     }
@@ -145,7 +144,10 @@ void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(
       }
     }
     if (config.gradient_clipping > 0) torch::nn::utils::clip_grad_norm_(opt_params, config.gradient_clipping);
-    opt.Step(sched->Lr(s), sched->Momentum(s));
+    const OptimizerType t = config.optimizer.type;
+    const bool has_betas = t == OptimizerType::kAdam || t == OptimizerType::kAdamW || t == OptimizerType::kLion;
+    opt.Step(sched->Lr(s), has_betas ? sched->Momentum(s) : std::nullopt,
+             has_betas ? sched->Beta2(s) : std::nullopt);
     if (bf16) {
       torch::NoGradGuard ng;
       for (size_t i = 0; i < model_params.size(); ++i) model_params[i].copy_(opt_params[i]);
