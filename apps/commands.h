@@ -9,5 +9,6 @@
 namespace zt::cli {
 
 int RunConfigCommand(const std::vector<std::string>& args);
+int RunLaunchCommand(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

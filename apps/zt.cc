@@ -17,6 +17,7 @@ struct Command {
 const Command kCommands[] = {
     {"config", "check DeepSpeed-style JSON configs, print them resolved or the key reference",
      zt::cli::RunConfigCommand},
+    {"launch", "start the ranks of a distributed job on this node", zt::cli::RunLaunchCommand},
 };
 
 void PrintUsage(FILE* out) {

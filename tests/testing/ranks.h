@@ -23,6 +23,11 @@
 //
 // Contract: RunRanks never hangs: after `timeout` every rank still running is
 // killed (SIGTERM, then SIGKILL) and the result says which ranks timed out.
+// The first rank to fail (non-zero exit or a signal) that is not in
+// may_fail_ranks stops the others the same way. Defaults per call:
+// MASTER_ADDR=127.0.0.1, a fresh free MASTER_PORT, OMP_NUM_THREADS=1 (extra_env
+// overrides any of them). Output is captured, never printed; Summary() shows the
+// tail of each failing rank's output. One RunRanks at a time per process.
 #pragma once
 
 #include <chrono>
@@ -61,6 +66,13 @@ struct RankRunResult {
   std::vector<bool> timed_out;        // per rank
   std::vector<std::string> outputs;   // per rank: stdout+stderr, captured
   double seconds = 0.0;               // wall time of the whole run
+  std::string worker;                 // the worker's name, for Summary()
+  std::vector<int> may_fail_ranks;    // as in RankRunOptions
+  // What went wrong as a whole: the launcher's account of the first failure
+  // ("rank 1 (pid 4242) exited with code 1; stopped ranks 0, 2"), a timeout, or
+  // why the ranks could not be started. Empty when every rank outside
+  // may_fail_ranks exited 0 and nothing timed out.
+  std::string failure;
   // True when every rank not in may_fail_ranks exited 0 within the timeout.
   bool ok() const { return ok_; }
   // Exit codes, timeouts and each failing rank's output, for test messages.

@@ -1,0 +1,136 @@
+// `zt launch`: starts this node's ranks of a distributed job (comm/launcher.h)
+// with torchrun's environment variables. Flags are checked here, before any
+// process starts; the launcher library does the process work.
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "comm/launcher.h"
+
+namespace zt::cli {
+namespace {
+
+constexpr char kSynopsis[] =
+    "--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] "
+    "[--timeout S] -- COMMAND ARGS...";
+
+constexpr char kDescription[] =
+    "\nStarts N ranks of COMMAND on this node with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+    "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GROUP_RANK/NODE_RANK set (torchrun's\n"
+    "names) and OMP_NUM_THREADS = cores / N unless already set. Each output line is\n"
+    "prefixed with \"[rank R] \". SIGINT/SIGTERM are forwarded to the ranks. When a\n"
+    "rank fails, the others are stopped and zt launch exits with that rank's code\n"
+    "(128 + signal for a signal, 124 at --timeout).\n"
+    "\nSeveral nodes: run zt launch on each node with the same --nnodes, --master-addr\n"
+    "(an address of node 0) and --master-port, and --node-rank 0..M-1.\n";
+
+absl::Status BadFlag(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat("zt launch: ", message, "\nusage: zt launch ", kSynopsis));
+}
+
+absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
+  if (!flags.positional().empty()) {
+    return BadFlag(absl::StrCat("unexpected argument '", flags.positional().front(),
+                                "' before '--'; put the command to run after '--'"));
+  }
+  if (flags.rest().empty()) {
+    return BadFlag("missing the command to run: end the options with '--' and give the command after it");
+  }
+  long long nproc = flags.GetInt("nproc-per-node");
+  long long nnodes = flags.GetInt("nnodes");
+  long long node_rank = flags.GetInt("node-rank");
+  long long port = flags.GetInt("master-port");
+  if (!flags.WasSet("nproc-per-node")) {
+    return BadFlag("--nproc-per-node N is required: the number of ranks to start on this node");
+  }
+  if (nproc < 1 || nproc > 4096) return BadFlag(absl::StrCat("--nproc-per-node must be in [1, 4096], got ", nproc));
+  if (nnodes < 1 || nnodes > 65536) return BadFlag(absl::StrCat("--nnodes must be in [1, 65536], got ", nnodes));
+  if (node_rank < 0 || node_rank >= nnodes) {
+    return BadFlag(absl::StrCat("--node-rank must be in [0, ", nnodes - 1, "] with --nnodes ", nnodes, ", got ",
+                                node_rank));
+  }
+  if (flags.WasSet("master-port") && (port < 1 || port > 65535)) {
+    return BadFlag(absl::StrCat("--master-port must be in [1, 65535], got ", port,
+                                " (leave it out on a single node to pick a free port)"));
+  }
+  if (nnodes > 1) {
+    if (!flags.WasSet("master-addr")) {
+      return BadFlag(absl::StrCat("--nnodes ", nnodes, " needs --master-addr: an address of node 0 that every node "
+                                  "can reach (the same on every node)"));
+    }
+    if (!flags.WasSet("master-port")) {
+      return BadFlag(absl::StrCat("--nnodes ", nnodes, " needs --master-port: a free TCP port on node 0, the same "
+                                  "on every node (for example --master-port 29500)"));
+    }
+  }
+  double timeout = flags.GetDouble("timeout");
+  if (!(timeout >= 0 && timeout <= 1e9)) {
+    return BadFlag(absl::StrCat("--timeout must be a number of seconds >= 0 (0: no limit), got ", timeout));
+  }
+  double grace = flags.GetDouble("kill-grace");
+  if (!(grace >= 0 && grace <= 3600)) {
+    return BadFlag(absl::StrCat("--kill-grace must be in [0, 3600] seconds, got ", grace));
+  }
+
+  o->nproc_per_node = static_cast<int>(nproc);
+  o->nnodes = static_cast<int>(nnodes);
+  o->node_rank = static_cast<int>(node_rank);
+  if (flags.WasSet("master-addr")) o->master_addr = flags.GetString("master-addr");
+  o->master_port = static_cast<int>(port);
+  o->command = flags.rest();
+  o->prefix_output = !flags.GetBool("no-prefix");
+  if (timeout > 0) {
+    o->timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(timeout * 1000.0)));
+  }
+  o->kill_grace = std::chrono::milliseconds(static_cast<long long>(std::ceil(grace * 1000.0)));
+  return comm::ValidateLaunchOptions(*o);
+}
+
+}  // namespace
+
+int RunLaunchCommand(const std::vector<std::string>& args) {
+  Flags flags("zt launch");
+  flags.Int("nproc-per-node", 0, "ranks to start on this node; required");
+  flags.Int("nnodes", 1, "number of nodes, each running zt launch");
+  flags.Int("node-rank", 0, "this node's index in [0, nnodes)");
+  flags.String("master-addr", "", "address of node 0, where rank 0 hosts the rendezvous (default 127.0.0.1)");
+  flags.Int("master-port", 0, "TCP port on node 0 for the rendezvous; 0 picks a free one (single node only)");
+  flags.Double("timeout", 0, "stop every rank after this many seconds and exit 124 (0: no limit)");
+  flags.Double("kill-grace", 5, "seconds between SIGTERM and SIGKILL when stopping ranks");
+  flags.Bool("no-prefix", "do not prefix output lines with [rank R]");
+  if (absl::Status st = flags.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s%s", flags.Usage(kSynopsis).c_str(), kDescription);
+    return 0;
+  }
+  comm::LaunchOptions options;
+  if (absl::Status st = ToOptions(flags, &options); !st.ok()) {
+    std::string message(st.message());
+    if (message.rfind("zt launch: ", 0) != 0) message = absl::StrCat("zt launch: ", message);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    return 2;
+  }
+  std::fflush(stdout);  // nothing buffered may reach the ranks' output late
+  absl::StatusOr<comm::LaunchResult> result = comm::Launch(options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "zt launch: %s\n", std::string(result.status().message()).c_str());
+    // Shell conventions: 127 command not found, 126 found but not executable.
+    switch (result.status().code()) {
+      case absl::StatusCode::kNotFound: return 127;
+      case absl::StatusCode::kPermissionDenied:
+      case absl::StatusCode::kFailedPrecondition: return 126;
+      case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kUnavailable: return 2;
+      default: return 1;
+    }
+  }
+  if (result->exit_code != 0) std::fprintf(stderr, "zt launch: %s\n", result->failure.c_str());
+  return result->exit_code > 255 ? 255 : result->exit_code;
+}
+
+}  // namespace zt::cli
