@@ -100,8 +100,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     }
     cv_.notify_one();
     std::weak_ptr<Impl> weak = weak_from_this();
+    // Wait() allows the transfer timeout plus the time a failure diagnosis
+    // takes, so the worker's own, more specific error normally arrives first.
     return std::make_unique<AsyncWork>(
-        std::move(state), options_.timeout,
+        std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
         [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
           if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
         });
@@ -160,6 +162,14 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       }
     }
     workers_.clear();
+    if (heartbeat_) {
+      heartbeat_->AnnounceLeaving();
+      if (rank_ == 0 && size_ > 1) {
+        heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
+            options_.timeout, std::max<std::chrono::milliseconds>(std::chrono::seconds(10),
+                                                                  options_.heartbeat_interval * 5)));
+      }
+    }
     if (exited) heartbeat_.reset();
   }
 
@@ -184,6 +194,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     std::shared_ptr<WorkState> state;
     Fn fn;
   };
+
+  std::chrono::milliseconds DiagnosisBudget() const {
+    return options_.heartbeat_interval * 3 / 2 + std::chrono::seconds(3);
+  }
 
   absl::Status NotStarted(const CollectiveInfo& info) const {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -254,7 +268,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (failing_) {
-        failure_cv_.wait_for(lock, options_.heartbeat_interval * 2 + std::chrono::seconds(5),
+        failure_cv_.wait_for(lock, DiagnosisBudget() + std::chrono::seconds(2),
                              [&] { return !failure_.ok(); });
         if (state != nullptr) {
           state->Complete(absl::Status(
@@ -269,8 +283,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     if (heartbeat_) heartbeat_->PostAbort(std::string(status.message()));
     context_->closeConnections();
     if (diagnose && heartbeat_ && size_ > 1) {
-      const Diagnosis d =
-          heartbeat_->Diagnose(options_.heartbeat_interval * 3 / 2 + std::chrono::seconds(3));
+      const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget());
       const std::string found = d.ToString(rank_);
       if (!found.empty()) {
         status = absl::Status(status.code(),
@@ -280,6 +293,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       }
     }
     ZT_LOG(ERROR) << status.message();
+    // Complete our own work before publishing the failure: a secondary
+    // failure of the same work (its transfer timing out while Wait() gave up)
+    // must not overtake the diagnosed message.
+    if (state != nullptr) state->Complete(status);
     std::vector<std::shared_ptr<WorkState>> pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -287,7 +304,6 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       pending = active_;
     }
     failure_cv_.notify_all();
-    if (state != nullptr) state->Complete(status);
     for (const auto& other : pending) {
       if (other == state) continue;
       other->Complete(absl::Status(

@@ -8,6 +8,10 @@
 // tag of each collective is the group's sequence number at submission, so
 // ranks agree as long as they submit in the same order (the contract).
 //
+// Work::Wait() without an argument waits for the group timeout plus the
+// diagnosis budget (1.5 heartbeat intervals + 3 s), so a transfer that times
+// out reports its own, diagnosed error first.
+//
 // Failure: the first collective that fails (peer closed, timeout, bad
 // argument, Work::Wait deadline) fails the whole group: its connections are
 // closed so peers fail fast instead of waiting for their own timeouts, the

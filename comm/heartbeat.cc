@@ -72,20 +72,23 @@ struct Heartbeat::State {
 
   void Run() {
     std::unique_lock<std::mutex> lock(mu);
-    while (!stop) {
-      cv.wait_for(lock, interval, [&] { return stop; });
-      if (stop) break;
+    for (;;) {
+      cv.wait_for(lock, interval, [&] { return stop || !pending_abort.empty(); });
       std::string abort_reason;
       abort_reason.swap(pending_abort);
+      const bool last = stop;
       lock.unlock();
       try {
+        // An abort reason is written even when stopping: peers diagnosing
+        // the failure we caused need it after we are gone.
         if (!abort_reason.empty()) store->set(absl::StrCat("abort/", rank), Bytes(abort_reason));
-        WriteBeat();
+        if (!last) WriteBeat();
       } catch (const std::exception&) {
         // The store is gone (rank 0 exited or died). Peers that need the
         // heartbeat will say the store is unreachable; nothing to do here.
       }
       lock.lock();
+      if (last && pending_abort.empty()) break;
     }
     exited = true;
     cv.notify_all();
@@ -137,17 +140,20 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
       std::vector<Beat> second = state->ReadBeats();
       const int64_t now = UnixMillis();
       for (int r = 0; r < state->world; ++r) {
-        if (r == state->rank || second[r].counter != first[r].counter) continue;
+        if (r == state->rank) continue;
+        const std::string abort_key = absl::StrCat("abort/", r);
+        if (state->store->check({abort_key})) {
+          std::vector<uint8_t> v = state->store->get(abort_key);
+          d.aborts.push_back(absl::StrCat("rank ", r, ": ", std::string(v.begin(), v.end())));
+          continue;
+        }
+        if (state->store->check({absl::StrCat("left/", r)})) {
+          d.left_ranks.push_back(r);
+          continue;
+        }
+        if (second[r].counter != first[r].counter) continue;
         d.stopped_ranks.push_back(r);
         d.silent_seconds.push_back(std::max<int64_t>(0, now - second[r].unix_ms) / 1000.0);
-      }
-      for (int r = 0; r < state->world; ++r) {
-        if (r == state->rank) continue;
-        const std::string key = absl::StrCat("abort/", r);
-        if (state->store->check({key})) {
-          std::vector<uint8_t> v = state->store->get(key);
-          d.aborts.push_back(absl::StrCat("rank ", r, ": ", std::string(v.begin(), v.end())));
-        }
       }
     } catch (const std::exception& e) {
       d.store_unreachable = true;
@@ -169,6 +175,51 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
   return result->diagnosis;
 }
 
+void Heartbeat::AnnounceLeaving() {
+  try {
+    state_->store->set(absl::StrCat("left/", state_->rank), Bytes("1"));
+  } catch (const std::exception&) {
+    // Store already gone: nobody is waiting for us.
+  }
+}
+
+void Heartbeat::WaitUntilOthersLeft(std::chrono::milliseconds bound) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto end = start + bound;
+  const auto still_for = interval_ * 3;
+  std::vector<Beat> last(state_->world);
+  std::vector<Clock::time_point> changed(state_->world, start);
+  std::vector<bool> gone(state_->world, false);
+  gone[state_->rank] = true;
+  try {
+    while (Clock::now() < end) {
+      bool all_gone = true;
+      for (int r = 0; r < state_->world; ++r) {
+        if (gone[r]) continue;
+        if (state_->store->check({absl::StrCat("left/", r)})) {
+          gone[r] = true;
+          continue;
+        }
+        Beat b = ParseBeat(state_->store->get(std::to_string(r)));
+        const auto now = Clock::now();
+        if (b.counter != last[r].counter) {
+          last[r] = b;
+          changed[r] = now;
+        } else if (now - changed[r] > still_for) {
+          gone[r] = true;  // dead or stopped: it will never need the store again
+          continue;
+        }
+        all_gone = false;
+      }
+      if (all_gone) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // Our own store failing: nothing to protect any more.
+  }
+}
+
 std::string Diagnosis::ToString(int self_rank) const {
   std::vector<std::string> parts;
   if (!stopped_ranks.empty()) {
@@ -185,7 +236,13 @@ std::string Diagnosis::ToString(int self_rank) const {
         store_error.empty() ? "" : absl::StrCat(": ", store_error)));
   }
   if (stopped_ranks.empty() && !aborts.empty()) {
-    parts.push_back(absl::StrCat("first failure reported by ", aborts.front()));
+    parts.push_back(absl::StrCat("reported by ", aborts.front()));
+  }
+  if (stopped_ranks.empty() && aborts.empty() && !left_ranks.empty()) {
+    parts.push_back(absl::StrCat(left_ranks.size() == 1 ? "peer rank " : "peer ranks ",
+                                 FormatRankList(left_ranks),
+                                 " already shut down the process group (the ranks did not run "
+                                 "the same collectives)"));
   }
   return absl::StrJoin(parts, "; ");
 }

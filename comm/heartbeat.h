@@ -18,9 +18,12 @@ namespace zt::comm {
 
 // What the store says about the other ranks after a failure.
 struct Diagnosis {
-  std::vector<int> stopped_ranks;       // heartbeat did not advance during the check
+  // Heartbeat did not advance during the check, and the rank neither
+  // reported a failure nor shut its group down: dead or stopped.
+  std::vector<int> stopped_ranks;
   std::vector<double> silent_seconds;   // per stopped rank: time since its last beat
   std::vector<std::string> aborts;      // "rank 3: <reason>" posted by ranks that failed
+  std::vector<int> left_ranks;          // shut their group down without a failure report
   bool store_unreachable = false;       // the store (rank 0) did not answer in time
   std::string store_error;              // its error, when it failed rather than hung
 
@@ -49,6 +52,14 @@ class Heartbeat {
   // Records why this rank's group failed, for other ranks' diagnoses. Written
   // by the background thread (never blocks the caller).
   void PostAbort(const std::string& reason);
+
+  // Shutdown protocol. The store lives in rank 0, so rank 0 must not take it
+  // down while a peer may still need it (e.g. to diagnose a failure). Every
+  // rank announces that it is leaving; rank 0 then waits until each peer has
+  // left or its heartbeat has been still for 3 intervals (dead or stopped),
+  // at most `bound`.
+  void AnnounceLeaving();
+  void WaitUntilOthersLeft(std::chrono::milliseconds bound);
 
   std::chrono::milliseconds interval() const { return interval_; }
 

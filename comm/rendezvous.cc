@@ -27,6 +27,7 @@ std::string HostName() {
 
 std::string FirstLine(const std::string& text) {
   std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
 
@@ -121,6 +122,22 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
       }
     } catch (const std::exception& e) {
       return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+    }
+    // The store lives in rank 0: it stays up until the ranks that joined
+    // have read who is missing (each says so under "done/"), so they can
+    // report the same list instead of a broken connection.
+    try {
+      if (rank == 0) {
+        std::vector<std::string> done;
+        for (int r : joined) {
+          if (r != 0) done.push_back("done/" + keys[r]);
+        }
+        if (!done.empty()) store->wait(done, timeout);
+      } else {
+        store->set("done/" + keys[rank], Bytes("1"));
+      }
+    } catch (const std::exception&) {
+      // A joined rank that died meanwhile; nothing more to report.
     }
     if (missing.empty()) {
       return absl::UnavailableError(absl::StrCat(
