@@ -107,6 +107,12 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
   env.source = c.name;
   std::optional<std::string> rank = Get(getenv, c.rank);
   std::optional<std::string> size = Get(getenv, c.size);
+  if (!size.has_value() && !rank.has_value()) {
+    const char* present = Get(getenv, c.local_rank) ? c.local_rank : c.local_size;
+    return absl::InvalidArgumentError(absl::StrCat(
+        present, " is set but ", c.rank, " and ", c.size, " are not: set ", c.rank, " and ",
+        c.size, " (", c.name, " convention), or unset ", present, " for a single rank"));
+  }
   if (!size.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         c.rank, rank ? absl::StrCat(" is set (", *rank, ")") : std::string(" is not set"),
