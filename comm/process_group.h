@@ -32,7 +32,8 @@ enum class ReduceOp { kSum, kAvg, kMax, kMin };
 
 enum class CollectiveKind { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
 inline constexpr int kNumCollectiveKinds = 5;
-const char* ToString(CollectiveKind kind);
+const char* ToString(CollectiveKind kind);  // "all_gather", "reduce_scatter", ...
+const char* ToString(ReduceOp op);          // "sum", "avg", "max", "min"
 
 struct CollectiveCounters {
   int64_t calls = 0;
@@ -65,6 +66,9 @@ class Work {
   // Blocks until the collective finished or `timeout` passed. Returns OK,
   // DeadlineExceeded (names the collective and what it waited for), or the
   // collective's error. Calling Wait again returns the same result.
+  // A Wait that runs out of time is final: the collective counts as failed
+  // and the group aborts (so buffers are never written after the error). To
+  // poll without that, use IsCompleted().
   virtual absl::Status Wait(std::chrono::milliseconds timeout) = 0;
   // Waits with the group's default timeout.
   virtual absl::Status Wait() = 0;

@@ -1,0 +1,350 @@
+// Implementation of comm/gloo_collectives.h. All-gather, broadcast and
+// barrier call gloo's algorithms on our memory; reduce-scatter is ours, on
+// gloo unbound buffers, because gloo has no bandwidth-optimal one for
+// uneven shards and half types.
+#include "comm/gloo_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "comm/reduce_kernels.h"
+#include "util/status.h"
+
+namespace zt::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Slot prefixes for our own algorithms; gloo's use 0x01..0x08.
+constexpr uint64_t kAllToAllReduceScatterPrefix = 0x5A;
+constexpr uint64_t kRingReduceScatterPrefix = 0x5B;
+
+// gloo slots are prefix:8 | tag:32 | delta:24; the delta numbers segments.
+uint64_t MakeSlot(uint64_t prefix, uint32_t tag, uint64_t delta) {
+  ZT_CHECK(delta < (uint64_t{1} << 24));
+  return (prefix << 56) | (uint64_t{tag} << 24) | delta;
+}
+
+// Remaining budget of a collective; gloo needs a positive timeout.
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::milliseconds timeout)
+      : timeout_(timeout), end_(Clock::now() + timeout) {}
+  std::chrono::milliseconds Remaining() const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now());
+    if (left.count() <= 0) {
+      throw ::gloo::IoException("Timed out after " + std::to_string(timeout_.count()) +
+                                "ms (collective deadline)");
+    }
+    return left;
+  }
+
+ private:
+  std::chrono::milliseconds timeout_;
+  Clock::time_point end_;
+};
+
+std::vector<int64_t> ChunkElements(int64_t numel, int world) {
+  std::vector<int64_t> counts(world);
+  for (int r = 0; r < world; ++r) counts[r] = ShardEnd(numel, world, r) - ShardBegin(numel, world, r);
+  return counts;
+}
+
+void WaitRecvs(::gloo::transport::UnboundBuffer& buf, int count, const Deadline& deadline) {
+  for (int i = 0; i < count; ++i) buf.waitRecv(deadline.Remaining());
+}
+void WaitSends(::gloo::transport::UnboundBuffer& buf, int count, const Deadline& deadline) {
+  for (int i = 0; i < count; ++i) buf.waitSend(deadline.Remaining());
+}
+
+// ---------------------------------------------------------------------------
+// Reduce-scatter, all-to-all flavour.
+//
+// The shard (ShardSize elements, the same bound on every rank) is cut into
+// segments of `seg` elements. For segment k every rank sends each peer p the
+// k-th segment of p's slice and receives the k-th segment of its own slice
+// from every peer into one of two scratch halves, so segment k+1 is on the
+// wire while segment k is summed. Empty pieces (short last shards) are
+// skipped on both sides, which agree because both know every shard's size.
+void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, int64_t numel,
+                           c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
+                           WireBytes& wire) {
+  auto& ctx = *call.context;
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  const size_t es = c10::elementSize(dtype);
+  const int64_t shard_size = ShardSize(numel, n);
+  if (shard_size == 0) return;
+  const int64_t seg = std::min<int64_t>(shard_size, std::max<int64_t>(1, segment_bytes / es));
+  const int64_t num_segments = (shard_size + seg - 1) / seg;
+  const Deadline deadline(call.timeout);
+
+  struct Piece {
+    int64_t offset;  // elements into flat
+    int64_t length;  // elements, possibly 0
+  };
+  auto piece = [&](int rank, int64_t k) {
+    const int64_t b = ShardBegin(numel, n, rank) + k * seg;
+    const int64_t e = std::min(ShardEnd(numel, n, rank), b + seg);
+    return Piece{b, std::max<int64_t>(0, e - b)};
+  };
+  // Scratch position of peer p's contribution: peers r+1, r+2, ... in order.
+  auto scratch_index = [&](int p) { return (p - r - 1 + n) % n; };
+
+  const size_t half_bytes = static_cast<size_t>(n - 1) * seg * es;
+  std::unique_ptr<uint8_t[]> scratch(new uint8_t[2 * half_bytes]);
+  auto in = ctx.createUnboundBuffer(const_cast<void*>(flat), static_cast<size_t>(numel) * es);
+  std::unique_ptr<::gloo::transport::UnboundBuffer> half[2] = {
+      ctx.createUnboundBuffer(scratch.get(), half_bytes),
+      ctx.createUnboundBuffer(scratch.get() + half_bytes, half_bytes)};
+  int recvs_posted[2] = {0, 0};
+  std::vector<int> sends_through(num_segments, 0);  // cumulative sends after posting segment k
+  int sends_posted = 0;
+  int sends_waited = 0;
+
+  auto post = [&](int64_t k) {
+    const int h = static_cast<int>(k % 2);
+    const uint64_t slot = MakeSlot(kAllToAllReduceScatterPrefix, call.tag, static_cast<uint64_t>(k));
+    const Piece mine = piece(r, k);
+    for (int i = 1; i < n; ++i) {
+      const int src = (r - i + n) % n;
+      if (mine.length == 0) break;
+      half[h]->recv(src, slot, static_cast<size_t>(scratch_index(src)) * seg * es,
+                    static_cast<size_t>(mine.length) * es);
+      ++recvs_posted[h];
+      wire.received += mine.length * static_cast<int64_t>(es);
+    }
+    for (int i = 1; i < n; ++i) {
+      const int dst = (r + i) % n;
+      const Piece theirs = piece(dst, k);
+      if (theirs.length == 0) continue;
+      in->send(dst, slot, static_cast<size_t>(theirs.offset) * es,
+               static_cast<size_t>(theirs.length) * es);
+      ++sends_posted;
+      wire.sent += theirs.length * static_cast<int64_t>(es);
+    }
+    sends_through[k] = sends_posted;
+  };
+
+  post(0);
+  if (num_segments > 1) post(1);
+  std::vector<const void*> sources(n);
+  auto* out = static_cast<uint8_t*>(shard);
+  for (int64_t k = 0; k < num_segments; ++k) {
+    const int h = static_cast<int>(k % 2);
+    WaitRecvs(*half[h], recvs_posted[h], deadline);
+    recvs_posted[h] = 0;
+    const Piece mine = piece(r, k);
+    if (mine.length > 0) {
+      const uint8_t* base = scratch.get() + h * half_bytes;
+      for (int j = 0; j < n; ++j) {
+        sources[j] = (j == r) ? static_cast<const uint8_t*>(flat) + mine.offset * es
+                              : base + static_cast<size_t>(scratch_index(j)) * seg * es;
+      }
+      ReduceInto(out + k * seg * es, sources, mine.length, dtype, op, n);
+    }
+    if (k + 2 < num_segments) {
+      // Flow control: the sends of segment k must be out before k+2 is queued.
+      WaitSends(*in, sends_through[k] - sends_waited, deadline);
+      sends_waited = sends_through[k];
+      post(k + 2);
+    }
+  }
+  WaitSends(*in, sends_posted - sends_waited, deadline);
+}
+
+// ---------------------------------------------------------------------------
+// Reduce-scatter, ring flavour (the textbook algorithm, kept as a reference
+// and for comparison). Step t sends the partial sum of chunk (r-t-1) to the
+// right neighbour and receives chunk (r-t-2)'s partial from the left, adds
+// the local slice and keeps it for the next step; after n-1 steps chunk r is
+// complete. Partials travel in the tensor's dtype (rounded at every hop).
+void ReduceScatterRing(const GlooCall& call, const void* flat, void* shard, int64_t numel,
+                       c10::ScalarType dtype, ReduceOp op, WireBytes& wire) {
+  auto& ctx = *call.context;
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  const size_t es = c10::elementSize(dtype);
+  const int64_t shard_size = ShardSize(numel, n);
+  if (shard_size == 0) return;
+  const Deadline deadline(call.timeout);
+  const int right = (r + 1) % n;
+  const int left = (r - 1 + n) % n;
+  const std::vector<int64_t> len = ChunkElements(numel, n);
+  auto begin = [&](int c) { return ShardBegin(numel, n, c); };
+  auto chunk = [&](int64_t c) { return static_cast<int>(((c % n) + n) % n); };
+  const auto* in_bytes = static_cast<const uint8_t*>(flat);
+
+  const size_t chunk_bytes = static_cast<size_t>(shard_size) * es;
+  std::unique_ptr<uint8_t[]> scratch(new uint8_t[3 * chunk_bytes]);
+  auto in = ctx.createUnboundBuffer(const_cast<void*>(flat), static_cast<size_t>(numel) * es);
+  auto recv_buf = ctx.createUnboundBuffer(scratch.get(), chunk_bytes);
+  std::unique_ptr<::gloo::transport::UnboundBuffer> partial[2] = {
+      ctx.createUnboundBuffer(scratch.get() + chunk_bytes, chunk_bytes),
+      ctx.createUnboundBuffer(scratch.get() + 2 * chunk_bytes, chunk_bytes)};
+  ::gloo::transport::UnboundBuffer* pending_send = nullptr;  // the previous step's send
+
+  for (int t = 0; t < n - 1; ++t) {
+    const uint64_t slot = MakeSlot(kRingReduceScatterPrefix, call.tag, static_cast<uint64_t>(t));
+    const int send_chunk = chunk(r - t - 1);
+    const int recv_chunk = chunk(r - t - 2);
+    if (len[recv_chunk] > 0) {
+      recv_buf->recv(left, slot, 0, static_cast<size_t>(len[recv_chunk]) * es);
+      wire.received += len[recv_chunk] * static_cast<int64_t>(es);
+    }
+    ::gloo::transport::UnboundBuffer* send_buf = nullptr;
+    if (len[send_chunk] > 0) {
+      if (t == 0) {
+        send_buf = in.get();
+        in->send(right, slot, static_cast<size_t>(begin(send_chunk)) * es,
+                 static_cast<size_t>(len[send_chunk]) * es);
+      } else {
+        send_buf = partial[t % 2].get();
+        send_buf->send(right, slot, 0, static_cast<size_t>(len[send_chunk]) * es);
+      }
+      wire.sent += len[send_chunk] * static_cast<int64_t>(es);
+    }
+    if (len[recv_chunk] > 0) recv_buf->waitRecv(deadline.Remaining());
+    // The partial written below was the send buffer one step ago.
+    if (pending_send != nullptr) pending_send->waitSend(deadline.Remaining());
+    pending_send = send_buf;
+    if (len[recv_chunk] > 0) {
+      const void* sources[2] = {recv_buf->ptr, in_bytes + begin(recv_chunk) * es};
+      const bool last = (t == n - 2);
+      void* dst = last ? shard : partial[(t + 1) % 2]->ptr;
+      const ReduceOp step_op = (op == ReduceOp::kAvg && !last) ? ReduceOp::kSum : op;
+      ReduceInto(dst, {sources[0], sources[1]}, len[recv_chunk], dtype, step_op, n);
+    }
+  }
+  if (pending_send != nullptr) pending_send->waitSend(deadline.Remaining());
+}
+
+}  // namespace
+
+void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel,
+                   size_t elem_size, WireBytes& wire) {
+  auto& ctx = call.context;
+  const int n = ctx->size;
+  const int r = ctx->rank;
+  if (numel == 0) return;
+  const std::vector<int64_t> counts = ChunkElements(numel, n);
+  auto* out = static_cast<uint8_t*>(flat);
+  const size_t my_offset = static_cast<size_t>(ShardBegin(numel, n, r)) * elem_size;
+  const size_t my_bytes = static_cast<size_t>(counts[r]) * elem_size;
+  if (n == 1) {
+    if (shard != nullptr) std::memcpy(out + my_offset, shard, my_bytes);
+    return;
+  }
+  std::vector<int64_t> chunk_bytes(n);
+  for (int i = 0; i < n; ++i) chunk_bytes[i] = counts[i] * static_cast<int64_t>(elem_size);
+  const bool even = (numel % n == 0);
+  if (even) {
+    ::gloo::AllgatherOptions opts(ctx);
+    if (shard != nullptr) opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(shard)), my_bytes);
+    opts.setOutput(out, static_cast<size_t>(numel) * elem_size);
+    opts.setTag(call.tag);
+    opts.setTimeout(call.timeout);
+    ::gloo::allgather(opts);
+  } else {
+    ::gloo::AllgathervOptions opts(ctx);
+    if (shard != nullptr) opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(shard)), my_bytes);
+    std::vector<size_t> sizes(chunk_bytes.begin(), chunk_bytes.end());
+    opts.setOutput(out, std::move(sizes));
+    opts.setTag(call.tag);
+    opts.setTimeout(call.timeout);
+    ::gloo::allgatherv(opts);
+  }
+  WireBytes w = AllGatherWireBytes(chunk_bytes, r);
+  wire.sent += w.sent;
+  wire.received += w.received;
+}
+
+void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat,
+                       void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
+                       int64_t segment_bytes, WireBytes& wire) {
+  const int n = call.context->size;
+  if (n == 1 || numel == 0) {
+    // One rank: the reduction of one input (avg divides by 1).
+    if (numel > 0) ReduceInto(shard, {flat}, numel, dtype, op, 1);
+    return;
+  }
+  if (algorithm == ReduceScatterAlgorithm::kRing) {
+    ReduceScatterRing(call, flat, shard, numel, dtype, op, wire);
+  } else {
+    ReduceScatterAllToAll(call, flat, shard, numel, dtype, op, segment_bytes, wire);
+  }
+}
+
+void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data,
+                   int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
+                   WireBytes& wire) {
+  const int n = call.context->size;
+  const int r = call.context->rank;
+  if (numel == 0) return;
+  const size_t es = c10::elementSize(dtype);
+  void* own = static_cast<uint8_t*>(data) + ShardBegin(numel, n, r) * es;
+  GlooReduceScatter(call, algorithm, data, own, numel, dtype, op, segment_bytes, wire);
+  // Same tag: the all-gather runs under gloo's allgather slot prefix, which
+  // no reduce-scatter message uses.
+  GlooAllGather(call, nullptr, data, numel, es, wire);
+}
+
+void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, WireBytes& wire) {
+  const int n = call.context->size;
+  if (n == 1 || bytes == 0) return;
+  ::gloo::BroadcastOptions opts(call.context);
+  opts.setOutput(static_cast<uint8_t*>(data), static_cast<size_t>(bytes));
+  opts.setRoot(root);
+  opts.setTag(call.tag);
+  opts.setTimeout(call.timeout);
+  ::gloo::broadcast(opts);
+  WireBytes w = BroadcastWireBytes(n, call.context->rank, root, bytes);
+  wire.sent += w.sent;
+  wire.received += w.received;
+}
+
+void GlooBarrier(const GlooCall& call) {
+  if (call.context->size == 1) return;
+  ::gloo::BarrierOptions opts(call.context);
+  opts.setTag(call.tag);
+  opts.setTimeout(call.timeout);
+  ::gloo::barrier(opts);
+}
+
+// gloo's allgather and allgatherv are rings: at step i rank r forwards chunk
+// (r - i) to r+1, for i = 0..n-2, so it sends every chunk but (r+1)'s and
+// receives every chunk but its own.
+WireBytes AllGatherWireBytes(const std::vector<int64_t>& chunk_bytes, int rank) {
+  const int n = static_cast<int>(chunk_bytes.size());
+  WireBytes w;
+  if (n <= 1) return w;
+  int64_t total = 0;
+  for (int64_t b : chunk_bytes) total += b;
+  w.sent = total - chunk_bytes[(rank + 1) % n];
+  w.received = total - chunk_bytes[rank];
+  return w;
+}
+
+// gloo's broadcast is a binomial tree over virtual ranks v = (rank - root)
+// mod n: in round i, ranks v < 2^i send to v + 2^i (when it exists).
+WireBytes BroadcastWireBytes(int world, int rank, int root, int64_t bytes) {
+  WireBytes w;
+  if (world <= 1) return w;
+  const int v = (rank - root + world) % world;
+  for (int64_t step = 1; step < world; step <<= 1) {
+    if (v < step && v + step < world) w.sent += bytes;
+  }
+  if (v != 0) w.received = bytes;
+  return w;
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,75 @@
+// The collective algorithms of the Gloo backend, run on raw CPU memory over a
+// connected gloo::Context. Each call is one collective on one worker thread;
+// concurrent calls need distinct tags. They throw gloo's exceptions
+// (gloo::IoException, gloo::EnforceNotMet) on transport errors and timeouts;
+// the group turns those into Status.
+//
+// Every function adds to `wire` the payload bytes this rank sends and
+// receives, computed from the chunk sizes it actually transfers (gloo's own
+// framing headers are not payload).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+#include "comm/group_options.h"
+#include "comm/process_group.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace zt::comm {
+
+struct WireBytes {
+  int64_t sent = 0;
+  int64_t received = 0;
+};
+
+// Shared arguments: the context, this collective's tag, its deadline budget.
+struct GlooCall {
+  std::shared_ptr<gloo::Context> context;
+  uint32_t tag = 0;
+  std::chrono::milliseconds timeout{0};
+};
+
+// All-gather of `numel` elements of `elem_size` bytes: rank r contributes
+// ShardBegin..ShardEnd. `shard` == nullptr means rank r's slice of `flat`
+// already holds its input (in place). Even splits use gloo::allgather, uneven
+// ones gloo::allgatherv; both ring algorithms move (n-1)/n of the buffer.
+void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel,
+                   size_t elem_size, WireBytes& wire);
+
+// Reduce-scatter of `numel` elements: rank r receives the reduction of every
+// rank's [ShardBegin, ShardEnd) slice of `flat` into `shard` (which may be
+// flat's own slice). kSum or kAvg (and kMax/kMin for all-reduce's use).
+//   kAllToAll: segments of at most `segment_bytes` per peer; each rank sends
+//              every peer that peer's slice and sums what it receives in rank
+//              order, accumulating halves in fp32 (one rounding).
+//   kRing:     n-1 ring steps forwarding partial sums in the tensor's dtype.
+void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat,
+                       void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
+                       int64_t segment_bytes, WireBytes& wire);
+
+// All-reduce in place: reduce-scatter into this rank's own slice, then an
+// in-place all-gather: 2(n-1)/n of the buffer each way, the optimum.
+void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data,
+                   int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
+                   WireBytes& wire);
+
+// Broadcast in place from `root` with gloo::broadcast (binomial tree).
+void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, WireBytes& wire);
+
+// gloo::barrier (no payload).
+void GlooBarrier(const GlooCall& call);
+
+// The payload schedule of the gloo library algorithms above, mirrored from
+// their source so the counters report what they put on the wire.
+WireBytes AllGatherWireBytes(const std::vector<int64_t>& chunk_bytes, int rank);
+WireBytes BroadcastWireBytes(int world, int rank, int root, int64_t bytes);
+
+}  // namespace zt::comm

@@ -1,0 +1,436 @@
+// Implementation of comm/gloo_group.h: the worker pool, failure handling and
+// the glue between at::Tensor arguments and comm/gloo_collectives.h.
+#include "comm/gloo_group.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <gloo/rendezvous/context.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "comm/collective_args.h"
+#include "comm/gloo_collectives.h"
+#include "comm/gloo_device.h"
+#include "comm/gloo_store.h"
+#include "comm/heartbeat.h"
+#include "comm/work.h"
+#include "util/log.h"
+
+namespace zt::comm {
+namespace {
+
+// gloo prefixes messages with "[/path/to/file.cc:123] "; keep the text.
+std::string CleanGlooMessage(const std::string& what) {
+  std::string msg = what;
+  if (!msg.empty() && msg.front() == '[') {
+    size_t close = msg.find("] ");
+    if (close != std::string::npos) msg = msg.substr(close + 2);
+  }
+  size_t newline = msg.find('\n');
+  if (newline != std::string::npos) msg = msg.substr(0, newline);
+  return msg;
+}
+
+absl::StatusCode ClassifyGlooError(const std::string& msg) {
+  return absl::StrContains(msg, "Timed out") || absl::StrContains(msg, "timed out")
+             ? absl::StatusCode::kDeadlineExceeded
+             : absl::StatusCode::kUnavailable;
+}
+
+}  // namespace
+
+class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  using Fn = std::function<void(const GlooCall&, WireBytes&)>;
+
+  Impl(const StoreHandle& store, const GroupOptions& options, GlooDevice device,
+       std::shared_ptr<::gloo::rendezvous::Context> context)
+      : rank_(store.env.rank),
+        size_(store.env.world_size),
+        options_(options),
+        store_(store),
+        device_(std::move(device)),
+        context_(std::move(context)) {}
+
+  ~Impl() {
+    for (std::thread& t : workers_) {
+      if (t.joinable()) t.detach();  // only reached when a worker owns the last reference
+    }
+  }
+
+  absl::Status StartHeartbeat() {
+    try {
+      heartbeat_ = std::make_unique<Heartbeat>(store_.store, options_.store_prefix, rank_, size_,
+                                               options_.heartbeat_interval);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("rank ", rank_,
+                                                 " could not write its heartbeat to the store at ",
+                                                 store_.address, ": ", CleanGlooMessage(e.what())));
+    }
+    return absl::OkStatus();
+  }
+
+  void StartWorkers() {
+    const int n = std::max(1, options_.worker_threads);
+    live_workers_ = n;
+    for (int i = 0; i < n; ++i) {
+      std::shared_ptr<Impl> self = shared_from_this();
+      workers_.emplace_back([self] { self->WorkerLoop(); });
+    }
+  }
+
+  std::unique_ptr<Work> Submit(CollectiveInfo info, Fn fn) {
+    std::shared_ptr<WorkState> state;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      info.seq = next_seq_++;
+      if (failing_) return CompletedWork(info, NotStarted(info));
+      state = std::make_shared<WorkState>(info);
+      queue_.push_back(Task{state, std::move(fn)});
+      active_.push_back(state);
+    }
+    cv_.notify_one();
+    std::weak_ptr<Impl> weak = weak_from_this();
+    // Wait() allows the transfer timeout plus the time a failure diagnosis
+    // takes, so the worker's own, more specific error normally arrives first.
+    return std::make_unique<AsyncWork>(
+        std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
+        [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
+          if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
+        });
+  }
+
+  // A call whose arguments are wrong fails the group: the other ranks are
+  // running this collective and would otherwise wait for us until timeout.
+  std::unique_ptr<Work> Reject(CollectiveInfo info, const absl::Status& error) {
+    std::shared_ptr<WorkState> state;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      info.seq = next_seq_++;
+      if (failing_) return CompletedWork(info, NotStarted(info));
+      state = std::make_shared<WorkState>(info);
+      active_.push_back(state);
+    }
+    absl::Status status(error.code(),
+                        absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
+                                     "; the process group is no longer usable)"));
+    Fail(state, std::string(status.message()), status, /*diagnose=*/false);
+    return CompletedWork(info, state->status());
+  }
+
+  void OnWaitTimeout(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited) {
+    const std::string headline =
+        absl::StrCat(state->info().Describe(), " did not complete within ", FormatDuration(waited),
+                     " on rank ", rank_);
+    Fail(state, headline, absl::DeadlineExceededError(headline), /*diagnose=*/true);
+  }
+
+  void Shutdown() {
+    std::chrono::milliseconds bound;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      bound = failing_ ? std::chrono::milliseconds(500) : options_.timeout;
+    }
+    cv_.notify_all();
+    bool exited;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      exited = exit_cv_.wait_for(lock, bound, [&] { return live_workers_ == 0; });
+    }
+    if (!exited) {
+      Fail(nullptr, "the process group was destroyed with collectives still running",
+           absl::CancelledError(absl::StrCat("process group destroyed on rank ", rank_,
+                                             " while collectives were still running")),
+           /*diagnose=*/false);
+    }
+    for (std::thread& t : workers_) {
+      if (!t.joinable()) continue;
+      if (exited) {
+        t.join();
+      } else {
+        t.detach();  // stuck in a dead transport; it owns a reference to us
+      }
+    }
+    workers_.clear();
+    if (heartbeat_) {
+      heartbeat_->AnnounceLeaving();
+      if (rank_ == 0 && size_ > 1) {
+        heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
+            options_.timeout, std::max<std::chrono::milliseconds>(std::chrono::seconds(10),
+                                                                  options_.heartbeat_interval * 5)));
+      }
+    }
+    if (exited) heartbeat_.reset();
+  }
+
+  CommStats stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+  void ResetStats() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_ = CommStats{};
+  }
+
+  int rank_;
+  int size_;
+  GroupOptions options_;
+  StoreHandle store_;
+  GlooDevice device_;
+  std::shared_ptr<::gloo::rendezvous::Context> context_;
+
+ private:
+  struct Task {
+    std::shared_ptr<WorkState> state;
+    Fn fn;
+  };
+
+  std::chrono::milliseconds DiagnosisBudget() const {
+    return options_.heartbeat_interval * 3 / 2 + std::chrono::seconds(3);
+  }
+
+  absl::Status NotStarted(const CollectiveInfo& info) const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.Describe(), " not started on rank ", rank_, ": the process group failed earlier",
+        failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message())));
+  }
+
+  bool IsFailing() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failing_;
+  }
+
+  void WorkerLoop() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) break;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const CollectiveInfo& info = task.state->info();
+      WireBytes wire;
+      absl::Status status;
+      if (IsFailing()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        status = NotStarted(info);
+      } else {
+        try {
+          task.fn(GlooCall{context_, info.seq, options_.timeout}, wire);
+        } catch (const std::exception& e) {
+          const std::string cause = CleanGlooMessage(e.what());
+          const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", rank_);
+          Fail(task.state, headline,
+               absl::Status(ClassifyGlooError(cause), absl::StrCat(headline, ": gloo: ", cause)),
+               /*diagnose=*/true, cause);
+          status = task.state->status();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(stats_mu_);
+        CollectiveCounters& c = stats_.by_kind[static_cast<int>(info.kind)];
+        c.calls += 1;
+        c.bytes_sent += wire.sent;
+        c.bytes_received += wire.received;
+      }
+      task.state->Complete(status);
+      Forget(task.state);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_workers_;
+    exit_cv_.notify_all();
+  }
+
+  void Forget(const std::shared_ptr<WorkState>& state) {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_.erase(std::remove(active_.begin(), active_.end(), state), active_.end());
+  }
+
+  // Fails the group once. The first caller closes the connections (peers
+  // notice at once), diagnoses which peer is gone, records the reason and
+  // completes every pending Work; `state` (if any) gets `status` with the
+  // diagnosis inserted before the gloo cause. Later callers wait for that
+  // reason and complete their work as aborted because of it.
+  void Fail(const std::shared_ptr<WorkState>& state, const std::string& headline,
+            absl::Status status, bool diagnose, const std::string& gloo_cause = "") {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (failing_) {
+        failure_cv_.wait_for(lock, DiagnosisBudget() + std::chrono::seconds(2),
+                             [&] { return !failure_.ok(); });
+        if (state != nullptr) {
+          state->Complete(absl::Status(
+              status.code(), absl::StrCat(headline, ": aborted because the process group failed",
+                                          failure_.ok() ? std::string()
+                                                        : absl::StrCat(": ", failure_.message()))));
+        }
+        return;
+      }
+      failing_ = true;
+    }
+    if (heartbeat_) heartbeat_->PostAbort(std::string(status.message()));
+    context_->closeConnections();
+    if (diagnose && heartbeat_ && size_ > 1) {
+      const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget());
+      const std::string found = d.ToString(rank_);
+      if (!found.empty()) {
+        status = absl::Status(status.code(),
+                              absl::StrCat(headline, ": ", found,
+                                           gloo_cause.empty() ? "" : absl::StrCat("; gloo: ", gloo_cause)));
+        heartbeat_->PostAbort(std::string(status.message()));
+      }
+    }
+    ZT_LOG(ERROR) << status.message();
+    // Complete our own work before publishing the failure: a secondary
+    // failure of the same work (its transfer timing out while Wait() gave up)
+    // must not overtake the diagnosed message.
+    if (state != nullptr) state->Complete(status);
+    std::vector<std::shared_ptr<WorkState>> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failure_ = status;
+      pending = active_;
+    }
+    failure_cv_.notify_all();
+    for (const auto& other : pending) {
+      if (other == state) continue;
+      other->Complete(absl::Status(
+          status.code(), absl::StrCat(other->info().Describe(), " aborted on rank ", rank_,
+                                      " because the process group failed: ", status.message())));
+    }
+  }
+
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::vector<std::thread> workers_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable exit_cv_;
+  std::condition_variable failure_cv_;
+  std::deque<Task> queue_;
+  std::vector<std::shared_ptr<WorkState>> active_;  // submitted, not yet completed by a worker
+  uint32_t next_seq_ = 0;
+  bool stopping_ = false;
+  int live_workers_ = 0;
+  bool failing_ = false;
+  absl::Status failure_;  // set once the first failure is diagnosed
+
+  mutable std::mutex stats_mu_;
+  CommStats stats_;
+};
+
+absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store,
+                                                             const GroupOptions& options) {
+  const RankEnv& env = store.env;
+  absl::StatusOr<GlooDevice> device = CreateGlooDevice(env);
+  if (!device.ok()) return device.status();
+
+  auto context = std::make_shared<::gloo::rendezvous::Context>(env.rank, env.world_size);
+  context->setTimeout(options.rendezvous_timeout);
+  try {
+    GlooStoreAdapter adapter(
+        c10::make_intrusive<c10d::PrefixStore>(options.store_prefix + "/gloo", store.store));
+    context->connectFullMesh(adapter, device->device);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", env.rank, " could not connect to its ", env.world_size - 1,
+        " peers through Gloo (listening on ", device->description, ", store ", store.address,
+        ") within ", FormatDuration(options.rendezvous_timeout), ": ", CleanGlooMessage(e.what()),
+        ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
+  }
+  context->setTimeout(options.timeout);
+
+  auto impl = std::make_shared<Impl>(store, options, std::move(*device), std::move(context));
+  if (absl::Status s = impl->StartHeartbeat(); !s.ok()) return s;
+  impl->StartWorkers();
+  std::shared_ptr<GlooGroup> group(new GlooGroup(impl));
+  absl::Status ready = group->Barrier()->Wait(options.rendezvous_timeout);
+  if (!ready.ok()) return ready;
+  group->ResetStats();
+  return group;
+}
+
+GlooGroup::~GlooGroup() { impl_->Shutdown(); }
+
+int GlooGroup::rank() const { return impl_->rank_; }
+int GlooGroup::size() const { return impl_->size_; }
+std::chrono::milliseconds GlooGroup::timeout() const { return impl_->options_.timeout; }
+const std::string& GlooGroup::device_description() const { return impl_->device_.description; }
+CommStats GlooGroup::stats() const { return impl_->stats(); }
+void GlooGroup::ResetStats() { impl_->ResetStats(); }
+
+std::unique_ptr<Work> GlooGroup::AllGather(const at::Tensor& shard, const at::Tensor& flat) {
+  CollectiveInfo info{CollectiveKind::kAllGather, 0,
+                      flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
+                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte};
+  bool in_place = false;
+  absl::Status ok = CheckAllGatherArgs(shard, flat, rank(), size(), c10::DeviceType::CPU, &in_place);
+  if (!ok.ok()) return impl_->Reject(info, ok);
+  return impl_->Submit(info, [shard, flat, in_place](const GlooCall& call, WireBytes& wire) {
+    GlooAllGather(call, in_place ? nullptr : shard.data_ptr(), flat.data_ptr(), flat.numel(),
+                  flat.element_size(), wire);
+  });
+}
+
+std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
+                                               ReduceOp op) {
+  CollectiveInfo info{CollectiveKind::kReduceScatter, 0,
+                      flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
+                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte};
+  absl::Status ok = CheckReduceScatterArgs(flat, shard, op, rank(), size(), c10::DeviceType::CPU);
+  if (!ok.ok()) return impl_->Reject(info, ok);
+  const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
+  const int64_t segment_bytes = impl_->options_.segment_bytes;
+  return impl_->Submit(info, [flat, shard, op, algorithm, segment_bytes](const GlooCall& call,
+                                                                          WireBytes& wire) {
+    GlooReduceScatter(call, algorithm, flat.data_ptr(), shard.data_ptr(), flat.numel(),
+                      flat.scalar_type(), op, segment_bytes, wire);
+  });
+}
+
+std::unique_ptr<Work> GlooGroup::AllReduce(const at::Tensor& tensor, ReduceOp op) {
+  CollectiveInfo info{
+      CollectiveKind::kAllReduce, 0,
+      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
+      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte};
+  absl::Status ok = CheckAllReduceArgs(tensor, op, c10::DeviceType::CPU);
+  if (!ok.ok()) return impl_->Reject(info, ok);
+  const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
+  const int64_t segment_bytes = impl_->options_.segment_bytes;
+  return impl_->Submit(info, [tensor, op, algorithm, segment_bytes](const GlooCall& call,
+                                                                    WireBytes& wire) {
+    GlooAllReduce(call, algorithm, tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op,
+                  segment_bytes, wire);
+  });
+}
+
+std::unique_ptr<Work> GlooGroup::Broadcast(const at::Tensor& tensor, int root) {
+  CollectiveInfo info{
+      CollectiveKind::kBroadcast, 0,
+      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
+      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte};
+  absl::Status ok = CheckBroadcastArgs(tensor, root, size(), c10::DeviceType::CPU);
+  if (!ok.ok()) return impl_->Reject(info, ok);
+  return impl_->Submit(info, [tensor, root](const GlooCall& call, WireBytes& wire) {
+    GlooBroadcast(call, tensor.data_ptr(), tensor.numel() * tensor.element_size(), root, wire);
+  });
+}
+
+std::unique_ptr<Work> GlooGroup::Barrier() {
+  CollectiveInfo info{CollectiveKind::kBarrier, 0, 0, c10::ScalarType::Byte};
+  return impl_->Submit(info, [](const GlooCall& call, WireBytes&) { GlooBarrier(call); });
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,72 @@
+// ProcessGroup over Gloo for CPU tensors: gloo's own rendezvous context and
+// TCP transport (connected through our store), gloo's algorithms called on
+// tensor memory, our reduce-scatter, a worker pool, per-collective
+// deadlines, heartbeats that name dead peers, and byte counters.
+//
+// Threads: collectives are queued (FIFO) by the calling thread and run by
+// `GroupOptions::worker_threads` workers, so up to that many overlap. The
+// tag of each collective is the group's sequence number at submission, so
+// ranks agree as long as they submit in the same order (the contract).
+//
+// Work::Wait() without an argument waits for the group timeout plus the
+// diagnosis budget (1.5 heartbeat intervals + 3 s), so a transfer that times
+// out reports its own, diagnosed error first.
+//
+// Failure: the first collective that fails (peer closed, timeout, bad
+// argument, Work::Wait deadline) fails the whole group: its connections are
+// closed so peers fail fast instead of waiting for their own timeouts, the
+// reason goes into the store for their diagnosis, every pending Work
+// completes with an error, and later calls return FailedPrecondition.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "comm/group_options.h"
+#include "comm/process_group.h"
+#include "comm/rendezvous.h"
+
+namespace zt::comm {
+
+class GlooGroup final : public ProcessGroup {
+ public:
+  // Connects every pair of ranks (addresses exchanged under
+  // "<options.store_prefix>/gloo/" in `store`), starts the heartbeat and the
+  // workers, and ends with a barrier so no rank leaves start-up (and could
+  // take rank 0's store down) before all have connected. Collective on all
+  // ranks of `store.env`.
+  static absl::StatusOr<std::shared_ptr<GlooGroup>> Create(const StoreHandle& store,
+                                                           const GroupOptions& options);
+
+  // Lets queued collectives finish (bounded by the group timeout; at once
+  // when the group has failed), then stops the workers. Workers stuck in a
+  // dead transport are detached, never joined.
+  ~GlooGroup() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string backend_name() const override { return "gloo"; }
+  std::chrono::milliseconds timeout() const override;
+
+  std::unique_ptr<Work> AllGather(const at::Tensor& shard, const at::Tensor& flat) override;
+  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
+                                      ReduceOp op) override;
+  std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
+  std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
+  std::unique_ptr<Work> Barrier() override;
+
+  CommStats stats() const override;
+  void ResetStats() override;
+
+  // The network address choice, for logs ("address 127.0.0.1 (...)").
+  const std::string& device_description() const;
+
+  class Impl;
+
+ private:
+  explicit GlooGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace zt::comm

@@ -1,0 +1,52 @@
+// Options for creating a process group (timeouts, backend choice, worker
+// threads, algorithm choices), with environment overrides for operators:
+// ZT_COMM_TIMEOUT_S, ZT_RENDEZVOUS_TIMEOUT_S, ZT_COMM_BACKEND, ZT_COMM_THREADS,
+// ZT_COMM_HEARTBEAT_S, ZT_REDUCE_SCATTER_ALGO (docs/comm.md lists them).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace zt::comm {
+
+enum class BackendChoice {
+  kAuto,    // single rank when world size is 1, else Gloo
+  kGloo,    // Gloo even for one rank (tests, benchmarks)
+  kSingle,  // world size must be 1
+};
+
+// How Gloo reduce-scatter moves data. Both send (n-1)/n of the buffer per rank.
+enum class ReduceScatterAlgorithm {
+  kAllToAll,  // every rank sends each peer its slice; sum locally in rank order (fp32 for halves)
+  kRing,      // n-1 ring steps, partial sums forwarded in the tensor's dtype
+};
+
+struct GroupOptions {
+  // Deadline of every collective's transfers and of Work::Wait().
+  std::chrono::milliseconds timeout = std::chrono::minutes(5);
+  // How long ranks wait for each other (and for the store) at start-up.
+  std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
+  BackendChoice backend = BackendChoice::kAuto;
+  // Threads that run submitted collectives; two lets one collective's local
+  // reduction overlap another's transfers.
+  int worker_threads = 2;
+  // Period of the liveness counter each rank writes into the store, used to
+  // name a dead or stopped peer when a collective fails.
+  std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
+  ReduceScatterAlgorithm reduce_scatter_algorithm = ReduceScatterAlgorithm::kAllToAll;
+  // Largest message the reduce-scatter pipeline sends to one peer at once.
+  int64_t segment_bytes = int64_t{1} << 20;
+  // Key prefix inside the rendezvous store, so several groups can share it.
+  std::string store_prefix = "zt";
+};
+
+// Applies the environment overrides listed above to `options`. Errors
+// (InvalidArgument) name the variable and the accepted values.
+absl::Status ApplyEnvOverrides(GroupOptions& options);
+
+const char* ToString(ReduceScatterAlgorithm algorithm);  // "alltoall" / "ring"
+
+}  // namespace zt::comm

@@ -1,0 +1,250 @@
+// Implementation of comm/heartbeat.h. All store access happens on background
+// threads that own a shared_ptr to the state, so a store that never answers
+// (rank 0 stopped) can strand a thread but never the caller or a destructor.
+#include "comm/heartbeat.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "comm/rendezvous.h"
+
+namespace zt::comm {
+namespace {
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Beat {
+  int64_t counter = -1;
+  int64_t unix_ms = 0;
+};
+
+Beat ParseBeat(const std::vector<uint8_t>& value) {
+  std::string s(value.begin(), value.end());
+  Beat b;
+  size_t space = s.find(' ');
+  if (space == std::string::npos) return b;
+  if (!absl::SimpleAtoi(s.substr(0, space), &b.counter) ||
+      !absl::SimpleAtoi(s.substr(space + 1), &b.unix_ms)) {
+    b.counter = -1;
+  }
+  return b;
+}
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+struct Heartbeat::State {
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int world = 1;
+  std::chrono::milliseconds interval{1000};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  bool exited = false;
+  int64_t counter = 0;
+  std::string pending_abort;
+
+  void WriteBeat() {
+    store->set(std::to_string(rank), Bytes(absl::StrCat(counter++, " ", UnixMillis())));
+  }
+
+  std::vector<Beat> ReadBeats() {
+    std::vector<Beat> beats(world);
+    for (int r = 0; r < world; ++r) beats[r] = ParseBeat(store->get(std::to_string(r)));
+    return beats;
+  }
+
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait_for(lock, interval, [&] { return stop || !pending_abort.empty(); });
+      std::string abort_reason;
+      abort_reason.swap(pending_abort);
+      const bool last = stop;
+      lock.unlock();
+      try {
+        // An abort reason is written even when stopping: peers diagnosing
+        // the failure we caused need it after we are gone.
+        if (!abort_reason.empty()) store->set(absl::StrCat("abort/", rank), Bytes(abort_reason));
+        if (!last) WriteBeat();
+      } catch (const std::exception&) {
+        // The store is gone (rank 0 exited or died). Peers that need the
+        // heartbeat will say the store is unreachable; nothing to do here.
+      }
+      lock.lock();
+      if (last && pending_abort.empty()) break;
+    }
+    exited = true;
+    cv.notify_all();
+  }
+};
+
+Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& prefix, int rank,
+                     int world_size, std::chrono::milliseconds interval)
+    : state_(std::make_shared<State>()), interval_(interval) {
+  state_->store = c10::make_intrusive<c10d::PrefixStore>(prefix + "/hb", std::move(store));
+  state_->rank = rank;
+  state_->world = world_size;
+  state_->interval = interval;
+  state_->WriteBeat();  // may throw c10::Error; the caller reports it
+  std::shared_ptr<State> state = state_;
+  std::thread([state] { state->Run(); }).detach();
+}
+
+Heartbeat::~Heartbeat() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->stop = true;
+  state_->cv.notify_all();
+  // The thread is detached and owns the state: waiting is only to let a
+  // healthy thread finish its last store write before the store goes away.
+  state_->cv.wait_for(lock, std::chrono::seconds(2), [&] { return state_->exited; });
+}
+
+void Heartbeat::PostAbort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->pending_abort = reason.substr(0, 2000);
+  state_->cv.notify_all();
+}
+
+Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
+  struct Result {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Diagnosis diagnosis;
+  };
+  auto result = std::make_shared<Result>();
+  std::shared_ptr<State> state = state_;
+  const auto pause = interval_ * 3 / 2;
+  std::thread([state, result, pause] {
+    Diagnosis d;
+    try {
+      std::vector<Beat> first = state->ReadBeats();
+      std::this_thread::sleep_for(pause);
+      std::vector<Beat> second = state->ReadBeats();
+      const int64_t now = UnixMillis();
+      for (int r = 0; r < state->world; ++r) {
+        if (r == state->rank) continue;
+        const std::string abort_key = absl::StrCat("abort/", r);
+        if (state->store->check({abort_key})) {
+          std::vector<uint8_t> v = state->store->get(abort_key);
+          d.aborts.push_back(absl::StrCat("rank ", r, ": ", std::string(v.begin(), v.end())));
+          continue;
+        }
+        if (state->store->check({absl::StrCat("left/", r)})) {
+          d.left_ranks.push_back(r);
+          continue;
+        }
+        if (second[r].counter != first[r].counter) continue;
+        d.stopped_ranks.push_back(r);
+        d.silent_seconds.push_back(std::max<int64_t>(0, now - second[r].unix_ms) / 1000.0);
+      }
+    } catch (const std::exception& e) {
+      d.store_unreachable = true;
+      std::string what = e.what();
+      d.store_error = what.substr(0, what.find('\n'));
+    }
+    std::lock_guard<std::mutex> lock(result->mu);
+    result->diagnosis = std::move(d);
+    result->done = true;
+    result->cv.notify_all();
+  }).detach();
+
+  std::unique_lock<std::mutex> lock(result->mu);
+  if (!result->cv.wait_for(lock, budget, [&] { return result->done; })) {
+    Diagnosis d;
+    d.store_unreachable = true;
+    return d;
+  }
+  return result->diagnosis;
+}
+
+void Heartbeat::AnnounceLeaving() {
+  try {
+    state_->store->set(absl::StrCat("left/", state_->rank), Bytes("1"));
+  } catch (const std::exception&) {
+    // Store already gone: nobody is waiting for us.
+  }
+}
+
+void Heartbeat::WaitUntilOthersLeft(std::chrono::milliseconds bound) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto end = start + bound;
+  const auto still_for = interval_ * 3;
+  std::vector<Beat> last(state_->world);
+  std::vector<Clock::time_point> changed(state_->world, start);
+  std::vector<bool> gone(state_->world, false);
+  gone[state_->rank] = true;
+  try {
+    while (Clock::now() < end) {
+      bool all_gone = true;
+      for (int r = 0; r < state_->world; ++r) {
+        if (gone[r]) continue;
+        if (state_->store->check({absl::StrCat("left/", r)})) {
+          gone[r] = true;
+          continue;
+        }
+        Beat b = ParseBeat(state_->store->get(std::to_string(r)));
+        const auto now = Clock::now();
+        if (b.counter != last[r].counter) {
+          last[r] = b;
+          changed[r] = now;
+        } else if (now - changed[r] > still_for) {
+          gone[r] = true;  // dead or stopped: it will never need the store again
+          continue;
+        }
+        all_gone = false;
+      }
+      if (all_gone) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const std::exception&) {
+    // Our own store failing: nothing to protect any more.
+  }
+}
+
+std::string Diagnosis::ToString(int self_rank) const {
+  std::vector<std::string> parts;
+  if (!stopped_ranks.empty()) {
+    std::vector<std::string> ages;
+    for (double s : silent_seconds) ages.push_back(absl::StrFormat("%.3g s", s));
+    parts.push_back(absl::StrCat(stopped_ranks.size() == 1 ? "peer rank " : "peer ranks ",
+                                 FormatRankList(stopped_ranks), " stopped responding (no heartbeat for ",
+                                 absl::StrJoin(ages, ", "), ")"));
+  }
+  if (store_unreachable && self_rank != 0) {
+    parts.push_back(absl::StrCat(
+        "the rendezvous store on rank 0 ", store_error.empty() ? "did not answer" : "failed",
+        " (rank 0 is probably dead or stopped)",
+        store_error.empty() ? "" : absl::StrCat(": ", store_error)));
+  }
+  if (stopped_ranks.empty() && !aborts.empty()) {
+    parts.push_back(absl::StrCat("reported by ", aborts.front()));
+  }
+  if (stopped_ranks.empty() && aborts.empty() && !left_ranks.empty()) {
+    parts.push_back(absl::StrCat(left_ranks.size() == 1 ? "peer rank " : "peer ranks ",
+                                 FormatRankList(left_ranks),
+                                 " already shut down the process group (the ranks did not run "
+                                 "the same collectives)"));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,66 @@
+// Implementation of comm/init.h.
+#include "comm/init.h"
+
+#include <sched.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "absl/strings/str_cat.h"
+#include "comm/gloo_group.h"
+#include "comm/rendezvous.h"
+#include "comm/single_group.h"
+#include "util/log.h"
+#include "util/status.h"
+
+namespace zt::comm {
+namespace {
+
+void IgnoreSigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
+
+int DefaultThreadsPerRank(int local_world_size) {
+  int cores = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, local_world_size));
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& env,
+                                                               const GroupOptions& options) {
+  GroupOptions opts = options;
+  ZT_RETURN_IF_ERROR(ApplyEnvOverrides(opts));
+  SetLogRank(env.rank);
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp == nullptr || *omp == '\0') at::set_num_threads(DefaultThreadsPerRank(env.local_world_size));
+  IgnoreSigpipe();
+
+  if (opts.backend == BackendChoice::kSingle && env.world_size != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend 'single' needs a world of one rank, but the world size is ", env.world_size,
+        " (", env.source, "): use ZT_COMM_BACKEND=auto or gloo"));
+  }
+  if (env.world_size == 1 && opts.backend != BackendChoice::kGloo) {
+    return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(opts.timeout));
+  }
+  ZT_ASSIGN_OR_RETURN(StoreHandle store, Rendezvous(env, opts.rendezvous_timeout, opts.store_prefix));
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<GlooGroup> group, GlooGroup::Create(store, opts));
+  ZT_LOG(DEBUG) << "process group ready: gloo, " << env.DebugString() << ", listening on "
+                << group->device_description() << ", timeout " << FormatDuration(opts.timeout)
+                << ", reduce-scatter " << ToString(opts.reduce_scatter_algorithm);
+  return std::shared_ptr<ProcessGroup>(std::move(group));
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,172 @@
+// Implementation of comm/rendezvous.h over c10d::TCPStore. c10d reports
+// problems as c10::Error with socket-level text; we catch them here and say
+// which rank, address and variable are involved.
+#include "comm/rendezvous.h"
+
+#include <unistd.h>
+
+#include <exception>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace zt::comm {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+std::string FirstLine(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// Parses "world=4 host=h pid=123" into its world size (-1 when malformed).
+int AnnouncedWorld(const std::vector<uint8_t>& value) {
+  std::string s(value.begin(), value.end());
+  for (absl::string_view field : absl::StrSplit(s, ' ')) {
+    if (absl::ConsumePrefix(&field, "world=")) {
+      int world = -1;
+      if (absl::SimpleAtoi(field, &world)) return world;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  const int64_t ms = d.count();
+  if (ms < 1000) return absl::StrCat(ms, " ms");
+  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
+  return absl::StrCat(absl::SixDigits(static_cast<double>(ms) / 1000.0), " s");
+}
+
+std::string FormatRankList(const std::vector<int>& ranks) {
+  constexpr size_t kMaxShown = 8;
+  if (ranks.size() <= kMaxShown) return absl::StrJoin(ranks, ", ");
+  std::vector<int> head(ranks.begin(), ranks.begin() + kMaxShown);
+  return absl::StrCat(absl::StrJoin(head, ", "), ", ... (", ranks.size(), " ranks)");
+}
+
+absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::milliseconds timeout,
+                                       const std::string& prefix) {
+  StoreHandle handle;
+  handle.env = env;
+  const int rank = env.rank;
+  const int world = env.world_size;
+  const std::string wanted = absl::StrCat(env.master_addr, ":", env.master_port);
+
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(env.master_port);
+  opts.isServer = (rank == 0);
+  opts.numWorkers = c10::nullopt;  // we count ranks ourselves, to name the missing ones
+  opts.waitWorkers = false;
+  opts.timeout = timeout;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  } catch (const std::exception& e) {
+    if (rank == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank 0 could not host the rendezvous store on port ", env.master_port,
+          " (MASTER_PORT) for ", env.master_addr, " (MASTER_ADDR): ", FirstLine(e.what()),
+          ". Another process may hold the port: choose a free MASTER_PORT"));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank, " could not reach the rendezvous store of rank 0 at ", wanted,
+        " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", FirstLine(e.what()),
+        ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
+        "MASTER_PORT, and that this host can reach that address"));
+  }
+  handle.address = absl::StrCat(env.master_addr, ":", tcp->getPort());
+  handle.store = tcp;
+  handle.env.master_port = tcp->getPort();
+
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix + "/rdzv", tcp);
+  std::vector<std::string> keys;
+  keys.reserve(world);
+  for (int r = 0; r < world; ++r) keys.push_back(std::to_string(r));
+
+  const std::string lost = absl::StrCat(
+      "rank ", rank, " lost the rendezvous store at ", handle.address,
+      " (hosted by rank 0) during the rendezvous: ");
+  try {
+    store->set(keys[rank], Bytes(absl::StrCat("world=", world, " host=", HostName(),
+                                              " pid=", getpid())));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+  }
+
+  try {
+    store->wait(keys, timeout);
+  } catch (const std::exception& wait_error) {
+    // Name the ranks that never announced themselves.
+    std::vector<int> missing;
+    std::vector<int> joined;
+    try {
+      for (int r = 0; r < world; ++r) {
+        (store->check({keys[r]}) ? joined : missing).push_back(r);
+      }
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+    }
+    // The store lives in rank 0: it stays up until the ranks that joined
+    // have read who is missing (each says so under "done/"), so they can
+    // report the same list instead of a broken connection.
+    try {
+      if (rank == 0) {
+        std::vector<std::string> done;
+        for (int r : joined) {
+          if (r != 0) done.push_back("done/" + keys[r]);
+        }
+        if (!done.empty()) store->wait(done, timeout);
+      } else {
+        store->set("done/" + keys[rank], Bytes("1"));
+      }
+    } catch (const std::exception&) {
+      // A joined rank that died meanwhile; nothing more to report.
+    }
+    if (missing.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", rank, " failed waiting for the rendezvous at ", handle.address, ": ",
+          FirstLine(wait_error.what())));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world,
+        " did not join the rendezvous at ", handle.address, " within ", FormatDuration(timeout),
+        " (joined: ", FormatRankList(joined),
+        "). Start the missing ranks, or check their WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "
+        "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+  }
+
+  // Every rank must agree on the world size; a rank launched with another
+  // WORLD_SIZE would otherwise wait for ranks that never come.
+  try {
+    for (int r = 0; r < world; ++r) {
+      int other = AnnouncedWorld(store->get(keys[r]));
+      if (other != world) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rank ", r, " joined the rendezvous at ", handle.address, " with world size ", other,
+            " but rank ", rank, " has ", world, ": start every rank with the same WORLD_SIZE"));
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+  }
+  return handle;
+}
+
+}  // namespace zt::comm

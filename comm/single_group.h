@@ -1,0 +1,50 @@
+// ProcessGroup for a world of one rank: every collective's semantics with no
+// communication (all-gather and reduce-scatter copy, all-reduce and
+// broadcast leave the tensor as is), so single-process runs execute the same
+// engine code. Counters count calls; bytes stay 0. Works on any device.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "comm/process_group.h"
+
+namespace zt::comm {
+
+class SingleGroup final : public ProcessGroup {
+ public:
+  explicit SingleGroup(std::chrono::milliseconds timeout = std::chrono::minutes(5))
+      : timeout_(timeout) {}
+
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend_name() const override { return "single"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  // Each runs synchronously on the calling thread; the returned Work is complete.
+  std::unique_ptr<Work> AllGather(const at::Tensor& shard, const at::Tensor& flat) override;
+  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
+                                      ReduceOp op) override;
+  std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
+  std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
+  std::unique_ptr<Work> Barrier() override;
+
+  CommStats stats() const override;
+  void ResetStats() override;
+
+ private:
+  // Records the call and returns a completed Work; a bad argument fails the
+  // group like on the Gloo backend, so behaviour does not depend on world size.
+  // `action` (the local copy) runs only when the call is valid.
+  std::unique_ptr<Work> Finish(CollectiveKind kind, const at::Tensor& t, absl::Status status,
+                               const std::function<void()>& action = nullptr);
+
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mu_;
+  CommStats stats_;
+  uint32_t next_seq_ = 0;
+  absl::Status failure_;
+};
+
+}  // namespace zt::comm

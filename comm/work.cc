@@ -1,0 +1,80 @@
+// Implementation of comm/work.h.
+#include "comm/work.h"
+
+#include "absl/strings/str_cat.h"
+#include "comm/rendezvous.h"
+#include "util/strings.h"
+
+namespace zt::comm {
+
+std::string DTypeName(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "fp32";
+    case c10::ScalarType::Double: return "fp64";
+    case c10::ScalarType::Half: return "fp16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Int: return "int32";
+    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Short: return "int16";
+    case c10::ScalarType::Char: return "int8";
+    case c10::ScalarType::Byte: return "uint8";
+    case c10::ScalarType::Bool: return "bool";
+    default: return c10::toString(dtype);
+  }
+}
+
+std::string CollectiveInfo::Describe() const {
+  if (kind == CollectiveKind::kBarrier) return absl::StrCat(ToString(kind), " #", seq);
+  return absl::StrCat(ToString(kind), " #", seq, " (", HumanBytes(static_cast<double>(bytes)), " ",
+                      DTypeName(dtype), ")");
+}
+
+bool WorkState::Complete(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return false;
+  done_ = true;
+  status_ = std::move(status);
+  cv_.notify_all();
+  return true;
+}
+
+bool WorkState::IsCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool WorkState::WaitUntil(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return done_; });
+}
+
+absl::Status WorkState::status() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+AsyncWork::AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout,
+                     WaitTimeoutHandler on_timeout)
+    : state_(std::move(state)),
+      default_timeout_(default_timeout),
+      on_timeout_(std::move(on_timeout)) {}
+
+absl::Status AsyncWork::Wait(std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!state_->WaitUntil(start + timeout)) {
+    if (on_timeout_) on_timeout_(state_, timeout);
+    // The handler completes the work; if it could not (no handler), do it
+    // here so the result is stable.
+    state_->Complete(absl::DeadlineExceededError(absl::StrCat(
+        state_->info().Describe(), " did not complete within ", FormatDuration(timeout))));
+  }
+  return state_->status();
+}
+
+std::unique_ptr<Work> CompletedWork(CollectiveInfo info, absl::Status status) {
+  auto state = std::make_shared<WorkState>(std::move(info));
+  state->Complete(std::move(status));
+  return std::make_unique<AsyncWork>(std::move(state), std::chrono::milliseconds(0), nullptr);
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,276 @@
+// Fault tests of the process group with real processes: a rank killed or
+// stopped while its peers are inside a collective, a rank that never joins,
+// an unreachable store, a Wait deadline and a bad argument on one rank. Each
+// must become a clear error on the other ranks (naming the collective and,
+// where knowable, the rank) well within the harness timeout, never a hang.
+// Transfer timeouts are set far above the harness timeout where the test
+// expects detection by other means (closed connections, heartbeats).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "gtest/gtest.h"
+#include "tests/testing/ranks.h"
+#include "util/status.h"
+
+namespace {
+
+using zt::comm::ProcessGroup;
+using zt::comm::ReduceOp;
+
+// Parses "victim=2,dir=/tmp/x" style worker arguments.
+std::string ArgValue(const std::string& arg, const std::string& key) {
+  for (absl::string_view part : absl::StrSplit(arg, ',')) {
+    if (absl::ConsumePrefix(&part, key + "=")) return std::string(part);
+  }
+  return "";
+}
+
+int Victim(const std::string& arg) {
+  int v = -1;
+  ZT_CHECK(absl::SimpleAtoi(ArgValue(arg, "victim"), &v));
+  return v;
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Init() {
+  ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
+  return zt::comm::InitProcessGroup(env, zt::comm::GroupOptions{});
+}
+
+absl::Status Expect(bool cond, const absl::Status& got, const std::string& what) {
+  if (cond) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("expected ", what, "; got: ", got.ToString()));
+}
+
+// Checks the error of the failed collective and of the next call.
+absl::Status ExpectGroupFailure(ProcessGroup& g, const absl::Status& st, const std::string& kind,
+                                const std::string& must_mention) {
+  std::printf("rank %d got: %s\n", g.rank(), st.ToString().c_str());
+  std::fflush(stdout);
+  ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
+  ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kUnavailable ||
+                                st.code() == absl::StatusCode::kDeadlineExceeded,
+                            st, "Unavailable or DeadlineExceeded"));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), kind + " #"), st,
+                            absl::StrCat("the collective named ('", kind, " #')")));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), must_mention), st,
+                            absl::StrCat("a mention of '", must_mention, "'")));
+  absl::Status later = g.Barrier()->Wait();
+  ZT_RETURN_IF_ERROR(Expect(later.code() == absl::StatusCode::kFailedPrecondition &&
+                                absl::StrContains(later.message(), "failed earlier"),
+                            later, "FailedPrecondition 'failed earlier' on the next call"));
+  return absl::OkStatus();
+}
+
+void WritePid(const std::string& dir, int rank) {
+  std::ofstream(absl::StrCat(dir, "/rank", rank, ".pid")) << getpid() << "\n";
+}
+
+void KillRank(const std::string& dir, int rank) {
+  std::ifstream in(absl::StrCat(dir, "/rank", rank, ".pid"));
+  int pid = 0;
+  if (in >> pid && pid > 0) ::kill(pid, SIGKILL);
+}
+
+// All ranks run a few all-reduces; then the survivors start an all-gather
+// (which needs the victim) and the victim kills (SIGKILL) or stops (SIGSTOP)
+// itself while they are inside it.
+absl::Status RunVictimScenario(const zt::testing::RankContext& ctx, int signal_number) {
+  const int victim = Victim(ctx.arg);
+  const std::string dir = ArgValue(ctx.arg, "dir");
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  ProcessGroup& g = *group;
+  at::Tensor t = at::ones({1000});
+  for (int i = 0; i < 3; ++i) ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kSum)->Wait());
+  const int64_t numel = 1 << 20;
+  at::Tensor flat = at::zeros({numel});
+  const int n = g.size();
+  const int64_t b = zt::comm::ShardBegin(numel, n, g.rank());
+  at::Tensor shard = flat.narrow(0, b, zt::comm::ShardEnd(numel, n, g.rank()) - b);
+  if (g.rank() == victim) {
+    if (!dir.empty()) WritePid(dir, g.rank());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // peers are waiting for us
+    ::raise(signal_number);
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // SIGSTOP: until killed
+    return absl::InternalError("the victim survived its signal");
+  }
+  absl::Status st = g.AllGather(shard, flat)->Wait();
+  const std::string expect = signal_number == SIGSTOP && victim != 0
+                                 ? absl::StrCat("peer rank ", victim, " stopped responding")
+                                 : absl::StrCat("rank ", victim);
+  absl::Status result = ExpectGroupFailure(g, st, "all_gather", expect);
+  if (signal_number == SIGSTOP && !dir.empty() && g.rank() == (victim == 0 ? 1 : 0)) {
+    KillRank(dir, victim);  // end the stopped process instead of waiting for the harness
+  }
+  return result;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/zt_fault_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  return dir ? dir : "/tmp";
+}
+
+// ZT_TEST_VERBOSE=1 prints every rank's output (the error messages users see).
+void MaybePrint(const zt::testing::RankRunResult& result) {
+  if (std::getenv("ZT_TEST_VERBOSE") == nullptr) return;
+  for (size_t r = 0; r < result.outputs.size(); ++r) {
+    std::printf("--- rank %zu (exit %d)\n%s", r, result.exit_codes[r], result.outputs[r].c_str());
+  }
+}
+
+zt::testing::RankRunOptions FaultOptions(int world, std::string arg, const char* comm_timeout_s) {
+  zt::testing::RankRunOptions opts;
+  opts.world_size = world;
+  opts.arg = std::move(arg);
+  opts.timeout = std::chrono::seconds(40);
+  opts.extra_env = {{"ZT_COMM_TIMEOUT_S", comm_timeout_s},
+                    {"ZT_COMM_HEARTBEAT_S", "0.25"},
+                    {"ZT_RENDEZVOUS_TIMEOUT_S", "20"}};
+  return opts;
+}
+
+}  // namespace
+
+ZT_RANK_WORKER(killed_mid_collective) { return RunVictimScenario(ctx, SIGKILL); }
+ZT_RANK_WORKER(stopped_mid_collective) { return RunVictimScenario(ctx, SIGSTOP); }
+
+// The victim never starts its group; the others must name it.
+ZT_RANK_WORKER(never_joins) {
+  if (ctx.rank == Victim(ctx.arg)) return absl::OkStatus();
+  absl::Status st = Init().status();
+  std::printf("rank %d got: %s\n", ctx.rank, st.ToString().c_str());
+  ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kDeadlineExceeded, st, "DeadlineExceeded"));
+  const std::string want = absl::StrCat("rank ", Victim(ctx.arg), " of ", ctx.world_size,
+                                        " did not join the rendezvous at 127.0.0.1:");
+  return Expect(absl::StrContains(st.message(), want) && absl::StrContains(st.message(), "within 2 s"),
+                st, absl::StrCat("'", want, "... within 2 s'"));
+}
+
+// Rank 0 (the store host) never starts; rank 1 must say it cannot reach it.
+ZT_RANK_WORKER(no_store) {
+  if (ctx.rank == 0) return absl::OkStatus();
+  absl::Status st = Init().status();
+  std::printf("rank %d got: %s\n", ctx.rank, st.ToString().c_str());
+  const char* port = std::getenv("MASTER_PORT");
+  const std::string want = absl::StrCat("could not reach the rendezvous store of rank 0 at 127.0.0.1:",
+                                        port ? port : "?", " (MASTER_ADDR:MASTER_PORT)");
+  return Expect(st.code() == absl::StatusCode::kUnavailable && absl::StrContains(st.message(), want),
+                st, absl::StrCat("Unavailable '", want, "'"));
+}
+
+// Rank 1 is late; rank 0's Wait(1 s) times out and aborts the group; rank 1's
+// collective then fails and reports rank 0's reason.
+ZT_RANK_WORKER(wait_timeout) {
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  ProcessGroup& g = *group;
+  at::Tensor t = at::ones({4096});
+  if (g.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto work = g.AllReduce(t, ReduceOp::kSum);
+  absl::Status st = g.rank() == 0 ? work->Wait(std::chrono::seconds(1)) : work->Wait();
+  if (g.rank() == 0) {
+    std::printf("rank %d got: %s\n", g.rank(), st.ToString().c_str());
+    ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kDeadlineExceeded, st, "DeadlineExceeded"));
+    ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #1 (16 KiB fp32) did not "
+                                                              "complete within 1 s on rank 0"),
+                              st, "the collective, its size and the wait"));
+    absl::Status again = work->Wait();
+    return Expect(again == st, again, "the same status from a second Wait");
+  }
+  return ExpectGroupFailure(g, st, "all_reduce", "did not complete within 1 s on rank 0");
+}
+
+// Rank 1 passes a shard of the wrong size: it gets InvalidArgument, and rank
+// 0 (inside the collective) learns why instead of waiting for a timeout.
+ZT_RANK_WORKER(bad_argument) {
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  ProcessGroup& g = *group;
+  at::Tensor flat = at::zeros({10});
+  at::Tensor shard = at::ones({g.rank() == 1 ? 4 : 5});
+  absl::Status st = g.AllGather(shard, flat)->Wait();
+  if (g.rank() == 1) {
+    std::printf("rank %d got: %s\n", g.rank(), st.ToString().c_str());
+    return Expect(st.code() == absl::StatusCode::kInvalidArgument &&
+                      absl::StrContains(st.message(), "`shard` has 4 elements but rank 1's shard"),
+                  st, "InvalidArgument naming the shard size");
+  }
+  return ExpectGroupFailure(g, st, "all_gather", "rank 1");
+}
+
+TEST(Faults, KilledRankIsNamedBySurvivors) {
+  for (int victim : {2, 0}) {
+    auto result = zt::testing::RunRanks(
+        "killed_mid_collective",
+        [&] {
+          auto o = FaultOptions(3, absl::StrCat("victim=", victim), "600");
+          o.may_fail_ranks = {victim};
+          return o;
+        }());
+    MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+    EXPECT_EQ(result.exit_codes[victim], 128 + SIGKILL) << result.Summary();
+  }
+}
+
+TEST(Faults, KilledRankInWorldOfFour) {
+  auto opts = FaultOptions(4, "victim=1", "600");
+  opts.may_fail_ranks = {1};
+  auto result = zt::testing::RunRanks("killed_mid_collective", opts);
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+TEST(Faults, StoppedRankBecomesDeadlineExceeded) {
+  for (int victim : {2, 0}) {
+    auto opts = FaultOptions(3, absl::StrCat("victim=", victim, ",dir=", TempDir()), "3");
+    opts.may_fail_ranks = {victim};
+    auto result = zt::testing::RunRanks("stopped_mid_collective", opts);
+    MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+    for (int r = 0; r < 3; ++r) EXPECT_FALSE(result.timed_out[r]) << result.Summary();
+  }
+}
+
+TEST(Faults, RankThatNeverJoinsIsNamed) {
+  auto opts = FaultOptions(3, "victim=2", "600");
+  opts.extra_env["ZT_RENDEZVOUS_TIMEOUT_S"] = "2";
+  auto result = zt::testing::RunRanks("never_joins", opts);
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+TEST(Faults, UnreachableStoreNamesTheAddress) {
+  auto opts = FaultOptions(2, "", "600");
+  opts.extra_env["ZT_RENDEZVOUS_TIMEOUT_S"] = "2";
+  auto result = zt::testing::RunRanks("no_store", opts);
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+TEST(Faults, WaitDeadlineAbortsTheGroupOnEveryRank) {
+  auto result = zt::testing::RunRanks("wait_timeout", FaultOptions(2, "", "600"));
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+TEST(Faults, BadArgumentOnOneRankFailsThePeersFast) {
+  auto result = zt::testing::RunRanks("bad_argument", FaultOptions(2, "", "600"));
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }
