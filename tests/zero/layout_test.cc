@@ -36,20 +36,21 @@ TEST(PlanLayout, OneGroupWhenBucketIsLarge) {
 }
 
 TEST(PlanLayout, GroupsFillBackwardsAndOversizeParamsStandAlone) {
-  // Backward order is 5, 4, 3, 2, 1, 0; bucket 25.
+  // Backward order is 5, 4, 3, 2, 1, 0; bucket 25: 10 + 10 + 5 = 25 fills
+  // group 0, the 100-element parameter stands alone, then 10 + 10.
   Layout l = PlanLayout(Params({10, 10, 100, 5, 10, 10}), 25, 2);
-  ASSERT_EQ(l.groups.size(), 4u);
+  ASSERT_EQ(l.groups.size(), 3u);
   auto indices = [&](int g) {
     std::vector<int> v;
     for (const ParamSlot& s : l.groups[static_cast<size_t>(g)].slots) v.push_back(s.param_index);
     return v;
   };
-  EXPECT_EQ(indices(0), (std::vector<int>{4, 5}));  // 10 + 10; adding 5 would make 25: fits
-  // 20 + 5 = 25 <= 25, so param 3 joins group 0.
-  EXPECT_EQ(l.groups[0].numel, 20);
-  EXPECT_EQ(indices(1), (std::vector<int>{3}));
-  EXPECT_EQ(indices(2), (std::vector<int>{2}));
-  EXPECT_EQ(indices(3), (std::vector<int>{0, 1}));
+  EXPECT_EQ(indices(0), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(l.groups[0].numel, 25);
+  EXPECT_EQ(l.groups[0].padded_numel, 28);
+  EXPECT_EQ(indices(1), (std::vector<int>{2}));
+  EXPECT_EQ(l.groups[1].numel, 100);
+  EXPECT_EQ(indices(2), (std::vector<int>{0, 1}));
 }
 
 TEST(PlanLayout, EveryParameterExactlyOnceAndShardsTile) {
@@ -72,7 +73,9 @@ TEST(PlanLayout, EveryParameterExactlyOnceAndShardsTile) {
         EXPECT_LT(g.padded_numel - g.numel, 2 * partitions + (g.numel == 0 ? 2 * partitions : 0));
         EXPECT_EQ(g.shard_numel * partitions, g.padded_numel);
         EXPECT_EQ(g.ShardEnd(partitions - 1), g.padded_numel);
-        if (bucket >= 1000 && g.numel > 0) EXPECT_LE(g.numel, std::max<int64_t>(bucket, 999));
+        if (bucket >= 1000 && g.numel > 0) {
+          EXPECT_LE(g.numel, std::max<int64_t>(bucket, 999));
+        }
       }
       for (int c : seen) EXPECT_EQ(c, 1);
       EXPECT_EQ(l.total_numel(), std::accumulate(sizes.begin(), sizes.end(), int64_t{0}));
