@@ -245,6 +245,9 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         c.bytes_sent += wire.sent;
         c.bytes_received += wire.received;
       }
+      // Drop the captured tensors before signalling completion: once Wait()
+      // returns, the group holds no reference to the caller's memory.
+      task.fn = nullptr;
       task.state->Complete(status);
       Forget(task.state);
     }

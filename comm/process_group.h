@@ -5,7 +5,8 @@
 //    group, from one thread at a time. Each call returns at once; the
 //    returned Work completes asynchronously. Many may be in flight.
 //  * Tensors must be contiguous, on the backend's device, and stay alive and
-//    untouched until the Work has completed.
+//    untouched until the Work has completed. Once Wait() has returned, the
+//    backend holds no reference to them (memory accounting relies on it).
 //  * Uneven splits: for AllGather/ReduceScatter over a flat tensor of L
 //    elements, rank r owns [ShardBegin(L, n, r), ShardEnd(L, n, r)) with shards
 //    of ceil(L / n) elements (the last ones shorter, possibly empty).

@@ -272,8 +272,10 @@ void Engine::OptimizerStep() {
   const bool sharded = stage_ >= 1 && pg_->size() > 1;
   bool overflow = false;
   if (scaler_.enabled()) {
+    // Every rank must agree, even at stage 0 where reduced gradients are
+    // identical: the check is cheap and a rank-local inf must not split ranks.
     const bool local = optimizer_->LocalHasNonFinite();
-    if (sharded) {
+    if (pg_->size() > 1) {
       at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
       CheckWork(pg_->AllReduce(flag, comm::ReduceOp::kMax), "agreeing on fp16 overflow");
       overflow = flag.item<float>() > 0.0f;
