@@ -142,6 +142,27 @@ TEST(EngineStep, ParametersMoveAndGradientsAreCleared) {
   }
 }
 
+TEST(EngineLog, PrintsEveryStepsPerPrintWithBreakdown) {
+  ParityNet model;
+  Config c = BaseConfig(1);
+  c.steps_per_print = 2;
+  c.wall_clock_breakdown = true;
+  auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) {
+    engine->Backward(Loss(model));
+    engine->Step();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("step 2 | loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("step 4 | loss"), std::string::npos) << log;
+  EXPECT_EQ(log.find("step 3 |"), std::string::npos) << log;
+  EXPECT_EQ(log.find("step 5 |"), std::string::npos) << log;
+  for (const char* field : {"lr ", "loss scale", "samples/s", "model states", "forward", "backward", "reduce"}) {
+    EXPECT_NE(log.find(field), std::string::npos) << field << " missing in: " << log;
+  }
+}
+
 // Accounted model-state bytes must match what the allocator really holds.
 TEST(EngineMemory, AccountingMatchesTheAllocator) {
   ASSERT_TRUE(InstallCountingCpuAllocator());
