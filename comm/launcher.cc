@@ -339,7 +339,10 @@ class RankSet {
   std::string line_;
 };
 
-std::string RankList(const std::vector<int>& ranks) { return absl::StrJoin(ranks, ", "); }
+// "rank 2" or "ranks 0, 2, 3".
+std::string RanksPhrase(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
 
 std::string SecondsText(std::chrono::milliseconds ms) {
   return absl::StrFormat("%g s", static_cast<double>(ms.count()) / 1000.0);
@@ -363,6 +366,102 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   int error = errno;
   [[maybe_unused]] ssize_t n = ::write(status_fd, &error, sizeof(error));
   ::_exit(127);
+}
+
+// What every rank's fork+exec shares.
+struct SpawnSpec {
+  std::string exec_path;
+  const CStringArray* argv = nullptr;
+  bool use_pipes = true;  // stdout/stderr to pipes (prefix/capture), else to out_fd/err_fd
+  int out_fd = STDOUT_FILENO;
+  int err_fd = STDERR_FILENO;
+  int stdin_fd = -1;
+  pid_t launcher_pid = 0;
+  const struct sigaction* old_actions = nullptr;
+};
+
+// Forks and execs one rank; returns once execve has succeeded (or failed, with
+// the child's errno). The rank's pipes end up non-blocking in `rank`.
+absl::Status StartRank(const SpawnSpec& spec, const CStringArray& envp, Rank& rank) {
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
+  if (spec.use_pipes) {
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe2");
+    rank.out.Reset(out_pipe[0]);
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      ::close(out_pipe[1]);
+      return ErrnoError("pipe2");
+    }
+    rank.err.Reset(err_pipe[0]);
+  }
+  UniqueFd out_write(spec.use_pipes ? out_pipe[1] : -1), err_write(spec.use_pipes ? err_pipe[1] : -1);
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe2");
+  UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
+
+  // Block every signal across fork so our handlers never run in the child
+  // (they would write into the launcher's self-pipe).
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old_mask);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ExecRank(spec.exec_path.c_str(), spec.argv->pointers.data(), envp.pointers.data(),
+             spec.use_pipes ? out_write.get() : spec.out_fd, spec.use_pipes ? err_write.get() : spec.err_fd,
+             spec.stdin_fd, status_write.get(), spec.launcher_pid, spec.old_actions);
+  }
+  int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  if (pid < 0) {
+    errno = fork_errno;
+    return ErrnoError(absl::StrCat("fork (rank ", rank.result.rank, ")"));
+  }
+  ::setpgid(pid, pid);  // also done in the child; whichever runs first wins the race
+  rank.result.pid = pid;
+  out_write.Reset();
+  err_write.Reset();
+  status_write.Reset();
+
+  // EOF: execve succeeded (the pipe is close-on-exec). Else the child's errno.
+  int exec_errno = 0;
+  ssize_t n;
+  while ((n = ::read(status_read.get(), &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR) {
+  }
+  if (n > 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot execute '", spec.exec_path, "' (rank ",
+                                                      rank.result.rank, "): ", std::strerror(exec_errno)));
+  }
+  if (spec.use_pipes) {
+    ::fcntl(rank.out.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(rank.err.get(), F_SETFL, O_NONBLOCK);
+  }
+  return absl::OkStatus();
+}
+
+// Sets the exit code and the one-line account of what went wrong.
+void DescribeOutcome(const LaunchOptions& options, const std::vector<int>& stopped_ranks,
+                     const std::vector<int>& needed_sigkill, LaunchResult& result) {
+  std::string stopped_text =
+      stopped_ranks.empty() ? "" : absl::StrCat("; stopped ", RanksPhrase(stopped_ranks));
+  std::string sigkill_text =
+      needed_sigkill.empty()
+          ? ""
+          : absl::StrCat(" (", RanksPhrase(needed_sigkill), " ignored SIGTERM for ", SecondsText(options.kill_grace),
+                         needed_sigkill.size() == 1 ? " and was killed)" : " and were killed)");
+  if (result.failed_local_rank >= 0) {
+    const RankResult& failed = result.ranks[static_cast<size_t>(result.failed_local_rank)];
+    result.exit_code = failed.exit_code;
+    std::string how = failed.signal != 0
+                          ? absl::StrCat("was killed by signal ", failed.signal, " (", SignalName(failed.signal), ")")
+                          : absl::StrCat("exited with code ", failed.exit_code);
+    result.failure = absl::StrCat("rank ", failed.rank, " (pid ", failed.pid, ") ", how, stopped_text, sigkill_text);
+  } else if (result.interrupted_by != 0) {
+    result.exit_code = 128 + result.interrupted_by;
+    std::string forwarded =
+        stopped_ranks.empty() ? "" : absl::StrCat("; forwarded to ", RanksPhrase(stopped_ranks));
+    result.failure = absl::StrCat("interrupted by ", SignalName(result.interrupted_by), forwarded, sigkill_text);
+  } else if (result.timed_out) {
+    result.exit_code = kTimeoutExitCode;
+    result.failure = absl::StrCat("timed out after ", SecondsText(*options.timeout), stopped_text, sigkill_text);
+  }
 }
 
 }  // namespace
@@ -503,11 +602,18 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null.valid()) return ErrnoError("open /dev/null");
 
-  const bool use_pipes = options.prefix_output || options.capture_output;
+  SpawnSpec spawn;
+  spawn.exec_path = exec_path;
+  spawn.argv = &argv;
+  spawn.use_pipes = options.prefix_output || options.capture_output;
+  spawn.out_fd = options.out_fd;
+  spawn.err_fd = options.err_fd;
+  spawn.stdin_fd = dev_null.get();
+  spawn.launcher_pid = ::getpid();
+  spawn.old_actions = signals.old_actions();
   RankSet set(options);
   std::vector<Rank>& ranks = set.ranks();
   ranks.resize(static_cast<size_t>(options.nproc_per_node));
-  const pid_t launcher_pid = ::getpid();
 
   // Stops and reaps what was started when setting up a later rank fails.
   auto abort_started = [&](absl::Status status) {
@@ -531,56 +637,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     for (const auto& [key, value] : rank_env) envp.strings.push_back(absl::StrCat(key, "=", value));
     envp.Seal();
 
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1};
-    if (use_pipes) {
-      if (::pipe2(out_pipe, O_CLOEXEC) != 0) return abort_started(ErrnoError("pipe2"));
-      rank.out.Reset(out_pipe[0]);
-      if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-        ::close(out_pipe[1]);
-        return abort_started(ErrnoError("pipe2"));
-      }
-      rank.err.Reset(err_pipe[0]);
-    }
-    UniqueFd out_write(use_pipes ? out_pipe[1] : -1), err_write(use_pipes ? err_pipe[1] : -1);
-    if (::pipe2(status_pipe, O_CLOEXEC) != 0) return abort_started(ErrnoError("pipe2"));
-    UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
-
-    // Block every signal across fork so our handlers never run in the child
-    // (they would write into the launcher's self-pipe).
-    sigset_t all, old_mask;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &old_mask);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ExecRank(exec_path.c_str(), argv.pointers.data(), envp.pointers.data(),
-               use_pipes ? out_write.get() : options.out_fd, use_pipes ? err_write.get() : options.err_fd,
-               dev_null.get(), status_write.get(), launcher_pid, signals.old_actions());
-    }
-    int fork_errno = errno;
-    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    if (pid < 0) {
-      errno = fork_errno;
-      return abort_started(ErrnoError(absl::StrCat("fork (rank ", rank.result.rank, ")")));
-    }
-    ::setpgid(pid, pid);  // also done in the child; whichever runs first wins the race
-    rank.result.pid = pid;
-    out_write.Reset();
-    err_write.Reset();
-    status_write.Reset();
-
-    // EOF: execve succeeded (the pipe is close-on-exec). Else the child's errno.
-    int exec_errno = 0;
-    ssize_t n;
-    while ((n = ::read(status_read.get(), &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR) {
-    }
-    if (n > 0) {
-      return abort_started(absl::FailedPreconditionError(absl::StrCat(
-          "cannot execute '", exec_path, "' (rank ", rank.result.rank, "): ", std::strerror(exec_errno))));
-    }
-    if (use_pipes) {
-      ::fcntl(rank.out.get(), F_SETFL, O_NONBLOCK);
-      ::fcntl(rank.err.get(), F_SETFL, O_NONBLOCK);
-    }
+    absl::Status started = StartRank(spawn, envp, rank);
+    if (!started.ok()) return abort_started(started);
   }
 
   // The supervision loop.
@@ -697,31 +755,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   }
   set.KillLeftoversAndReap();
 
-  // Result and the one-line account of what went wrong.
   for (Rank& rank : ranks) result.ranks.push_back(std::move(rank.result));
-  std::string stopped_text =
-      stopped_ranks.empty() ? "" : absl::StrCat("; stopped ranks ", RankList(stopped_ranks));
-  std::string sigkill_text =
-      needed_sigkill.empty()
-          ? ""
-          : absl::StrCat(" (ranks ", RankList(needed_sigkill), " ignored SIGTERM for ",
-                         SecondsText(options.kill_grace), " and were killed)");
-  if (result.failed_local_rank >= 0) {
-    const RankResult& failed = result.ranks[static_cast<size_t>(result.failed_local_rank)];
-    result.exit_code = failed.exit_code;
-    std::string how = failed.signal != 0
-                          ? absl::StrCat("was killed by signal ", failed.signal, " (", SignalName(failed.signal), ")")
-                          : absl::StrCat("exited with code ", failed.exit_code);
-    result.failure = absl::StrCat("rank ", failed.rank, " (pid ", failed.pid, ") ", how, stopped_text, sigkill_text);
-  } else if (result.interrupted_by != 0) {
-    result.exit_code = 128 + result.interrupted_by;
-    result.failure = absl::StrCat("interrupted by ", SignalName(result.interrupted_by),
-                                  stopped_ranks.empty() ? "" : absl::StrCat("; forwarded to ranks ", RankList(stopped_ranks)),
-                                  sigkill_text);
-  } else if (result.timed_out) {
-    result.exit_code = kTimeoutExitCode;
-    result.failure = absl::StrCat("timed out after ", SecondsText(*options.timeout), stopped_text, sigkill_text);
-  }
+  DescribeOutcome(options, stopped_ranks, needed_sigkill, result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

@@ -399,7 +399,8 @@ TEST(Launcher, NeverInterleavesLinesOfDifferentRanks) {
     ASSERT_EQ(line.compare(0, 6, "[rank "), 0) << line.substr(0, 80);
     int rank = line[6] - '0';
     ASSERT_TRUE(rank >= 0 && rank < 4) << line.substr(0, 80);
-    std::string expected = absl::StrCat("[rank ", rank, "] ", rank, ":", next[rank]++, ":", std::string(400, '0' + rank));
+    std::string expected =
+        absl::StrCat("[rank ", rank, "] ", rank, ":", next[rank]++, ":", std::string(400, '0' + rank));
     ASSERT_EQ(line, expected);
   }
   EXPECT_EQ(next, (std::vector<int>{3000, 3000, 3000, 3000}));
@@ -445,8 +446,8 @@ TEST(Launcher, RanksIgnoringSigtermAreKilled) {
   std::string dir = absl::StrCat(::testing::TempDir(), "zt_ignore_term_", ::getpid());
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   LaunchOptions o = ShOptions(
-      3, absl::StrCat("if [ $RANK = 2 ]; then while [ $(ls ", dir, " | wc -l) -lt 2 ]; do sleep 0.02; done; exit 5; fi; ",
-                      "trap '' TERM; touch ", dir, "/$RANK; sleep 300"));
+      3, absl::StrCat("if [ $RANK = 2 ]; then while [ $(ls ", dir, " | wc -l) -lt 2 ]; do sleep 0.02; done; ",
+                      "exit 5; fi; trap '' TERM; touch ", dir, "/$RANK; sleep 300"));
   o.kill_grace = milliseconds(500);
   o.extra_env["ZT_TEST_TOKEN"] = token;
   absl::StatusOr<LaunchResult> r = Launch(o);
@@ -466,7 +467,7 @@ TEST(Launcher, DeathBySignalIsReportedAsSuch) {
   EXPECT_EQ(r->exit_code, 128 + SIGSEGV);
   EXPECT_EQ(r->failed_local_rank, 0);
   EXPECT_EQ(r->ranks[0].signal, SIGSEGV);
-  EXPECT_TRUE(absl::StrContains(r->failure, "was killed by signal 11 (SIGSEGV); stopped ranks 1")) << r->failure;
+  EXPECT_TRUE(absl::StrContains(r->failure, "was killed by signal 11 (SIGSEGV); stopped rank 1")) << r->failure;
 }
 
 TEST(Launcher, TimeoutStopsEveryRank) {
