@@ -124,6 +124,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
                         absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
                                      "; the process group is no longer usable)"));
     Fail(state, std::string(status.message()), status, /*diagnose=*/false);
+    Forget(state);
     return CompletedWork(info, state->status());
   }
 
