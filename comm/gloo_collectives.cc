@@ -84,7 +84,11 @@ void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, 
   const size_t es = c10::elementSize(dtype);
   const int64_t shard_size = ShardSize(numel, n);
   if (shard_size == 0) return;
-  const int64_t seg = std::min<int64_t>(shard_size, std::max<int64_t>(1, segment_bytes / es));
+  // One pipeline stage receives about `segment_bytes` in all (at least
+  // 64 KiB from each peer, so large worlds still send large messages).
+  const int64_t per_peer_bytes = std::max<int64_t>(int64_t{64} << 10, segment_bytes / (n - 1));
+  const int64_t seg = std::min<int64_t>(
+      shard_size, std::max<int64_t>(1, std::min(segment_bytes, per_peer_bytes) / static_cast<int64_t>(es)));
   const int64_t num_segments = (shard_size + seg - 1) / seg;
   const Deadline deadline(call.timeout);
 

@@ -47,7 +47,7 @@ void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t 
 // Reduce-scatter of `numel` elements: rank r receives the reduction of every
 // rank's [ShardBegin, ShardEnd) slice of `flat` into `shard` (which may be
 // flat's own slice). kSum or kAvg (and kMax/kMin for all-reduce's use).
-//   kAllToAll: segments of at most `segment_bytes` per peer; each rank sends
+//   kAllToAll: pipeline stages of about `segment_bytes` (split over peers); each rank sends
 //              every peer that peer's slice and sums what it receives in rank
 //              order, accumulating halves in fp32 (one rounding).
 //   kRing:     n-1 ring steps forwarding partial sums in the tensor's dtype.

@@ -124,6 +124,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
                         absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
                                      "; the process group is no longer usable)"));
     Fail(state, std::string(status.message()), status, /*diagnose=*/false);
+    Forget(state);
     return CompletedWork(info, state->status());
   }
 
@@ -196,7 +197,9 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   };
 
   std::chrono::milliseconds DiagnosisBudget() const {
-    return options_.heartbeat_interval * 3 / 2 + std::chrono::seconds(3);
+    return std::max<std::chrono::milliseconds>(options_.heartbeat_interval * 3 / 2,
+                                               std::chrono::seconds(1)) +
+           std::chrono::seconds(3);
   }
 
   absl::Status NotStarted(const CollectiveInfo& info) const {

@@ -9,7 +9,7 @@
 // ranks agree as long as they submit in the same order (the contract).
 //
 // Work::Wait() without an argument waits for the group timeout plus the
-// diagnosis budget (1.5 heartbeat intervals + 3 s), so a transfer that times
+// diagnosis budget (max(1.5 heartbeat intervals, 1 s) + 3 s), so a transfer that times
 // out reports its own, diagnosed error first.
 //
 // Failure: the first collective that fails (peer closed, timeout, bad

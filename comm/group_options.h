@@ -37,8 +37,11 @@ struct GroupOptions {
   // name a dead or stopped peer when a collective fails.
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
   ReduceScatterAlgorithm reduce_scatter_algorithm = ReduceScatterAlgorithm::kAllToAll;
-  // Largest message the reduce-scatter pipeline sends to one peer at once.
-  int64_t segment_bytes = int64_t{1} << 20;
+  // Bytes one stage of the reduce-scatter pipeline receives from all peers
+  // together (split evenly, at least 64 KiB per peer; two stages in flight,
+  // so the scratch memory is twice this). Larger stages mean fewer round
+  // trips; 4 MiB measured best on loopback (docs/benchmarks.md).
+  int64_t segment_bytes = int64_t{4} << 20;
   // Key prefix inside the rendezvous store, so several groups can share it.
   std::string store_prefix = "zt";
 };

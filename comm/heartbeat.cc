@@ -131,7 +131,9 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
   };
   auto result = std::make_shared<Result>();
   std::shared_ptr<State> state = state_;
-  const auto pause = interval_ * 3 / 2;
+  // At least a second: a healthy rank's beat thread can be starved for a
+  // while on an oversubscribed host, and must not be called stopped.
+  const auto pause = std::max<std::chrono::milliseconds>(interval_ * 3 / 2, std::chrono::seconds(1));
   std::thread([state, result, pause] {
     Diagnosis d;
     try {
@@ -187,7 +189,7 @@ void Heartbeat::WaitUntilOthersLeft(std::chrono::milliseconds bound) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto end = start + bound;
-  const auto still_for = interval_ * 3;
+  const auto still_for = std::max<std::chrono::milliseconds>(interval_ * 3, std::chrono::seconds(3));
   std::vector<Beat> last(state_->world);
   std::vector<Clock::time_point> changed(state_->world, start);
   std::vector<bool> gone(state_->world, false);

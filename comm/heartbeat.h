@@ -44,7 +44,7 @@ class Heartbeat {
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
-  // Reads every rank's beat twice, `1.5 * interval` apart, and reports ranks
+  // Reads every rank's beat twice, max(1.5 * interval, 1 s) apart, and reports ranks
   // whose counter did not move, plus abort reasons other ranks posted. Never
   // blocks longer than `budget` (a hung store yields store_unreachable).
   Diagnosis Diagnose(std::chrono::milliseconds budget);
@@ -56,7 +56,7 @@ class Heartbeat {
   // Shutdown protocol. The store lives in rank 0, so rank 0 must not take it
   // down while a peer may still need it (e.g. to diagnose a failure). Every
   // rank announces that it is leaving; rank 0 then waits until each peer has
-  // left or its heartbeat has been still for 3 intervals (dead or stopped),
+  // left or its heartbeat has been still for max(3 intervals, 3 s) (dead or stopped),
   // at most `bound`.
   void AnnounceLeaving();
   void WaitUntilOthersLeft(std::chrono::milliseconds bound);

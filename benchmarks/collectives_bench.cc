@@ -1,0 +1,230 @@
+// Collectives sweep: our Gloo all-gather, reduce-scatter (both algorithms)
+// and all-reduce against c10d's ProcessGroupGloo all-reduce, measured in the
+// same run over the same store, fp32, message sizes 1 KiB .. 256 MiB.
+// Prints time, algBw and busBw with the nccl-tests formulas, the ratio of
+// reduce-scatter to all-reduce bus bandwidth, and the bytes each all-reduce
+// puts on this rank's TCP sockets. A rank program: start it with
+//   zt launch --nproc-per-node 4 -- build/bin/zt_bench_collectives
+// or with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by any launcher.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "apps/flags.h"
+#include "comm/gloo_device.h"
+#include "comm/gloo_group.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "comm/rendezvous.h"
+#include "comm/socket_counters.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/strings.h"
+#include "util/system_info.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using zt::comm::ProcessGroup;
+using zt::comm::ReduceOp;
+
+struct Result {
+  double seconds = 0;  // per iteration, slowest rank
+  double alg_bw = 0;   // GB/s
+  double bus_bw = 0;   // GB/s
+};
+
+// Times `iters` calls of `op` after `warmup` calls, between barriers; the
+// time is the slowest rank's (max over ranks).
+absl::StatusOr<double> TimeOp(ProcessGroup& sync, int warmup, int iters,
+                              const std::function<absl::Status()>& op) {
+  for (int i = 0; i < warmup; ++i) ZT_RETURN_IF_ERROR(op());
+  ZT_RETURN_IF_ERROR(sync.Barrier()->Wait());
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) ZT_RETURN_IF_ERROR(op());
+  double local = std::chrono::duration<double>(Clock::now() - start).count() / iters;
+  at::Tensor t = at::tensor({local}, at::kDouble);
+  ZT_RETURN_IF_ERROR(sync.AllReduce(t, ReduceOp::kMax)->Wait());
+  return t.item<double>();
+}
+
+Result Bandwidth(double seconds, int64_t bytes, double bus_factor) {
+  Result r;
+  r.seconds = seconds;
+  r.alg_bw = static_cast<double>(bytes) / seconds / 1e9;
+  r.bus_bw = r.alg_bw * bus_factor;
+  return r;
+}
+
+// Bytes this rank's sockets sent during `op` (one call).
+absl::StatusOr<int64_t> WireBytesSent(ProcessGroup& sync, const std::function<absl::Status()>& op) {
+  ZT_RETURN_IF_ERROR(sync.Barrier()->Wait());
+  ZT_ASSIGN_OR_RETURN(zt::comm::SocketBytes before, zt::comm::ReadSocketBytes());
+  ZT_RETURN_IF_ERROR(op());
+  ZT_RETURN_IF_ERROR(sync.Barrier()->Wait());
+  ZT_ASSIGN_OR_RETURN(zt::comm::SocketBytes after, zt::comm::ReadSocketBytes());
+  return after.sent - before.sent;
+}
+
+absl::Status Check(const at::Tensor& t, double want, const char* what) {
+  if (t.numel() == 0 || (t == want).all().item<bool>()) return absl::OkStatus();
+  return absl::InternalError(absl::StrFormat("%s produced a wrong result (want all %g)", what, want));
+}
+
+absl::Status Run(const std::vector<std::string>& args) {
+  zt::cli::Flags flags("zt_bench_collectives");
+  flags.Int("min-bytes", 1024, "smallest message (bytes, fp32 elements = bytes / 4)");
+  flags.Int("max-bytes", 256LL << 20, "largest message; sizes double from --min-bytes");
+  flags.Int("iters", 0, "timed iterations per round (0: about 128 MiB of traffic, 3..100)");
+  flags.Int("rounds", 3, "rounds per size, the ops interleaved; each op reports its best round");
+  flags.Int("warmup", 2, "untimed iterations per size");
+  flags.Int("segment-bytes", 0, "reduce-scatter pipeline segment per peer (0: the group default)");
+  ZT_RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage("zt launch --nproc-per-node N -- zt_bench_collectives [flags]").c_str());
+    return absl::OkStatus();
+  }
+
+  ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
+  zt::comm::GroupOptions options;
+  ZT_RETURN_IF_ERROR(zt::comm::ApplyEnvOverrides(options));
+  zt::SetLogRank(env.rank);
+  ZT_ASSIGN_OR_RETURN(zt::comm::StoreHandle store,
+                      zt::comm::Rendezvous(env, options.rendezvous_timeout, "zt"));
+  options.backend = zt::comm::BackendChoice::kGloo;
+  if (flags.GetInt("segment-bytes") > 0) options.segment_bytes = flags.GetInt("segment-bytes");
+  options.store_prefix = "zt";
+  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kAllToAll;
+  ZT_ASSIGN_OR_RETURN(auto ours, zt::comm::GlooGroup::Create(store, options));
+  options.store_prefix = "zt_ring";
+  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kRing;
+  ZT_ASSIGN_OR_RETURN(auto ring, zt::comm::GlooGroup::Create(store, options));
+
+  // c10d's own Gloo process group, the baseline, under its own key prefix.
+  ZT_ASSIGN_OR_RETURN(zt::comm::GlooDevice device, zt::comm::CreateGlooDevice(env));
+  auto c10d_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  c10d_options->devices = {device.device};
+  auto c10d_store = c10::make_intrusive<c10d::PrefixStore>("c10d", store.store);
+  auto baseline = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, env.rank, env.world_size,
+                                                             c10d_options);
+
+  const int n = env.world_size;
+  const bool print = env.rank == 0;
+  const double ag_factor = static_cast<double>(n - 1) / n;
+  const double ar_factor = 2.0 * (n - 1) / n;
+  if (print) {
+    std::printf("%s\n", zt::SystemInfoLine().c_str());
+    std::printf("world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n",
+                n, at::get_num_threads(), ours->device_description().c_str(),
+                static_cast<int>(flags.GetInt("rounds")));
+    std::printf("busBw (nccl-tests): all-reduce algBw*2(n-1)/n; all-gather, reduce-scatter algBw*(n-1)/n\n");
+    std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather",
+                "reduce-scatter a2a", "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)",
+                "RS/AR", "RS/AR", "wire/S", "wire/S");
+    std::printf("%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s\n",
+                "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us",
+                "algBw", "busBw", "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
+    std::fflush(stdout);
+  }
+
+  for (int64_t bytes = flags.GetInt("min-bytes"); bytes <= flags.GetInt("max-bytes"); bytes *= 2) {
+    const int64_t numel = bytes / 4;
+    const int64_t S = numel * 4;
+    int iters = static_cast<int>(flags.GetInt("iters"));
+    if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((128LL << 20) / S, 3, 100));
+    const int warmup = static_cast<int>(flags.GetInt("warmup"));
+    const int r = env.rank;
+    const int64_t b = zt::comm::ShardBegin(numel, n, r);
+    const int64_t len = zt::comm::ShardEnd(numel, n, r) - b;
+
+    at::Tensor gathered = at::ones({numel});
+    at::Tensor flat = at::ones({numel});
+    at::Tensor shard = at::empty({len});
+    at::Tensor reduced = at::ones({numel});
+    at::Tensor baseline_buf = at::zeros({numel});  // sum of zeros stays finite
+    std::vector<at::Tensor> baseline_vec = {baseline_buf};
+
+    auto ag = [&] { return ours->AllGather(gathered.narrow(0, b, len), gathered)->Wait(); };
+    auto rs = [&] { return ours->ReduceScatter(flat, shard, ReduceOp::kSum)->Wait(); };
+    auto rs_ring = [&] { return ring->ReduceScatter(flat, shard, ReduceOp::kSum)->Wait(); };
+    auto ar = [&] { return ours->AllReduce(reduced, ReduceOp::kAvg)->Wait(); };
+    auto c10d_ar = [&]() -> absl::Status {
+      try {
+        baseline->allreduce(baseline_vec)->wait();
+      } catch (const std::exception& e) {
+        return absl::UnavailableError(std::string("c10d allreduce: ") + e.what());
+      }
+      return absl::OkStatus();
+    };
+
+    // The machine may be shared: interleave the ops over several rounds and
+    // keep each op's best round, so a burst of load hits all ops alike.
+    double t_ag = 1e30, t_rs = 1e30, t_rs_ring = 1e30, t_ar = 1e30, t_c10d = 1e30;
+    for (int round = 0; round < std::max<int>(1, static_cast<int>(flags.GetInt("rounds"))); ++round) {
+      const int w = round == 0 ? warmup : 0;
+      ZT_ASSIGN_OR_RETURN(double a, TimeOp(*ours, w, iters, ag));
+      shard.zero_();
+      ZT_ASSIGN_OR_RETURN(double b2, TimeOp(*ours, w, iters, rs));
+      ZT_RETURN_IF_ERROR(Check(shard, n, "reduce-scatter (alltoall)"));
+      shard.zero_();
+      ZT_ASSIGN_OR_RETURN(double c, TimeOp(*ours, w, iters, rs_ring));
+      ZT_RETURN_IF_ERROR(Check(shard, n, "reduce-scatter (ring)"));
+      ZT_ASSIGN_OR_RETURN(double d, TimeOp(*ours, w, iters, ar));
+      ZT_ASSIGN_OR_RETURN(double e, TimeOp(*ours, w, iters, c10d_ar));
+      t_ag = std::min(t_ag, a);
+      t_rs = std::min(t_rs, b2);
+      t_rs_ring = std::min(t_rs_ring, c);
+      t_ar = std::min(t_ar, d);
+      t_c10d = std::min(t_c10d, e);
+    }
+    ZT_RETURN_IF_ERROR(Check(gathered, 1, "all-gather"));
+    ZT_RETURN_IF_ERROR(Check(reduced, 1, "all-reduce avg"));
+
+    ZT_ASSIGN_OR_RETURN(int64_t wire_ours, WireBytesSent(*ours, ar));
+    ZT_ASSIGN_OR_RETURN(int64_t wire_c10d, WireBytesSent(*ours, c10d_ar));
+
+    const Result rag = Bandwidth(t_ag, S, ag_factor);
+    const Result rrs = Bandwidth(t_rs, S, ag_factor);
+    const Result rring = Bandwidth(t_rs_ring, S, ag_factor);
+    const Result rar = Bandwidth(t_ar, S, ar_factor);
+    const Result rc = Bandwidth(t_c10d, S, ar_factor);
+    if (print) {
+      auto cell = [](const Result& x) {
+        return absl::StrFormat("%8.1f %6.3f %6.3f", x.seconds * 1e6, x.alg_bw, x.bus_bw);
+      };
+      std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f\n",
+                  zt::HumanBytes(static_cast<double>(S)).c_str(), cell(rag).c_str(), cell(rrs).c_str(),
+                  cell(rring).c_str(), cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw,
+                  rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S,
+                  static_cast<double>(wire_c10d) / S);
+      std::fflush(stdout);
+    }
+  }
+  if (print) {
+    std::printf("RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
+                "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
+                ar_factor);
+  }
+  return ours->Barrier()->Wait();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::Status status = Run(args);
+  if (!status.ok()) {
+    std::fprintf(stderr, "zt_bench_collectives: %s\n", std::string(status.message()).c_str());
+    return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
