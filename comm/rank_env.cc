@@ -99,6 +99,8 @@ absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
         "MASTER_PORT is not set (world size ", env.world_size, " via ", env.source,
         "): set MASTER_PORT to a free TCP port on rank 0's host, the same on every rank"));
   }
+  std::optional<std::string> agent_store = Get(getenv, "TORCHELASTIC_USE_AGENT_STORE");
+  env.agent_hosts_store = multi && agent_store.has_value() && *agent_store == "True";
   return absl::OkStatus();
 }
 

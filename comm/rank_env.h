@@ -21,6 +21,10 @@ struct RankEnv {
   // Which convention the values came from: "torchrun", "Open MPI", "MPICH/PMI",
   // "SLURM" or "none (single rank)".
   std::string source = "none (single rank)";
+  // torchrun's agent already hosts the store at MASTER_ADDR:MASTER_PORT
+  // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, connects
+  // to it as a client instead of rank 0 starting one.
+  bool agent_hosts_store = false;
 
   // "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500"
   std::string DebugString() const;

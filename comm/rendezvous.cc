@@ -72,21 +72,23 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(env.master_port);
-  opts.isServer = (rank == 0);
+  const bool hosts_store = rank == 0 && !env.agent_hosts_store;
+  opts.isServer = hosts_store;
   opts.numWorkers = c10::nullopt;  // we count ranks ourselves, to name the missing ones
   opts.waitWorkers = false;
   opts.timeout = timeout;
   try {
     tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {
-    if (rank == 0) {
+    if (hosts_store) {
       return absl::UnavailableError(absl::StrCat(
           "rank 0 could not host the rendezvous store on port ", env.master_port,
           " (MASTER_PORT) for ", env.master_addr, " (MASTER_ADDR): ", FirstLine(e.what()),
           ". Another process may hold the port: choose a free MASTER_PORT"));
     }
     return absl::UnavailableError(absl::StrCat(
-        "rank ", rank, " could not reach the rendezvous store of rank 0 at ", wanted,
+        "rank ", rank, " could not reach the rendezvous store of ",
+        env.agent_hosts_store ? "the torchrun agent" : "rank 0", " at ", wanted,
         " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", FirstLine(e.what()),
         ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
         "MASTER_PORT, and that this host can reach that address"));

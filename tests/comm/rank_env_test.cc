@@ -215,3 +215,20 @@ TEST(GroupOptions, BadOverridesAreNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(RankEnv, TorchrunAgentStore) {
+  const Env torchrun = With(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  auto plain = Read(torchrun);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->agent_hosts_store);
+  auto agent = Read(With(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  EXPECT_TRUE(agent->agent_hosts_store);
+  auto other = Read(With(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", "False"}}));
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->agent_hosts_store);
+}
+
+}  // namespace
