@@ -25,7 +25,7 @@ def parse_args():
     p.add_argument("--depth", type=int, default=6, help="number of Linear(width, width) layers, GELU between")
     p.add_argument("--global-batch", type=int, default=64, help="samples per step over all ranks")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--bucket-numel", type=int, default=2 << 20,
                    help="gradient bucket in fp32 elements (DDP bucket_cap_mb = 4 * this / 2^20)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (weight decay 0.01)")

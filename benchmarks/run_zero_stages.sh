@@ -7,14 +7,14 @@
 #
 #   benchmarks/run_zero_stages.sh [shared flags: --width --depth --global-batch --warmup --steps
 #                                  --bucket-numel --lr --seed]
-#   Environment: WORLDS (default "2 4"), ROUNDS (default 3), ZT_BUILD_DIR (default build),
+#   Environment: WORLDS (default "2 4"), ROUNDS (default 5), ZT_BUILD_DIR (default build),
 #                PYTHON (default /usr/bin/python3, Debian's python3-torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 WORLDS=${WORLDS:-"2 4"}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 PYTHON=${PYTHON:-/usr/bin/python3}
 LOG=${BUILD_DIR}/zero_stages_bench.log
 
@@ -85,8 +85,8 @@ END {
     world = wl[wi]
     if (!(world in worlds)) continue
     printf "world %s (medians over rounds; x st0 = median of per-round ratios to stage 0)\n", world
-    printf "%-6s %9s %6s %9s %6s %20s %10s %8s %10s\n", "stage", "step ms", "x st0", "peak MiB", "x st0",
-           "states/formula MiB", "sent MiB", "x 2Ψ'\''", "samples/s"
+    printf "%-6s %8s %6s %7s %7s %9s %6s %19s %9s %7s %10s\n", "stage", "step ms", "x st0", "bwd ms", "opt ms",
+           "peak MiB", "x st0", "states/formula MiB", "sent MiB", "x ideal", "samples/s"
     for (s = 0; s <= 2; s++) {
       id = "zt" s
       delete acc
@@ -94,6 +94,8 @@ END {
         split(key, kr, SUBSEP); if (kr[1] != world) continue; rd = kr[2]
         if (!((world, rd, id) in seen)) continue
         acc["ms"] = acc["ms"] " " v[world, rd, id, "step_ms"]
+        acc["bwd"] = acc["bwd"] " " v[world, rd, id, "bwd_ms"]
+        acc["opt"] = acc["opt"] " " v[world, rd, id, "opt_ms"]
         acc["peak"] = acc["peak"] " " v[world, rd, id, "peak_mib"]
         acc["sent"] = acc["sent"] " " v[world, rd, id, "sent_mib"]
         acc["sps"] = acc["sps"] " " v[world, rd, id, "samples_per_s"]
@@ -105,9 +107,9 @@ END {
         }
       }
       if (acc["ms"] == "") continue
-      printf "%-6s %9.1f %6.2f %9.1f %6.2f %9.1f / %8.1f %10.2f %8.2f %10.1f\n", s, median(acc["ms"]),
-             median(acc["msr"]), median(acc["peak"]), median(acc["peakr"]), states, formula, median(acc["sent"]),
-             median(acc["bratio"]), median(acc["sps"])
+      printf "%-6s %8.1f %6.2f %7.1f %7.1f %9.1f %6.2f %8.1f / %8.1f %9.2f %7.2f %10.1f\n", s, median(acc["ms"]),
+             median(acc["msr"]), median(acc["bwd"]), median(acc["opt"]), median(acc["peak"]), median(acc["peakr"]),
+             states, formula, median(acc["sent"]), median(acc["bratio"]), median(acc["sps"])
     }
     delete acc
     for (key in rounds) {
@@ -120,13 +122,15 @@ END {
       }
     }
     if (acc["ddp"] != "") {
-      printf "%-6s %9.1f %6s %9s %6s %20s %10s %8s %10.1f\n", "DDP", median(acc["dms"]), "", "", "", "", "", "",
-             median(acc["ddp"])
-      printf "zt stage 0 throughput / DDP throughput: %.2f (median of per-round ratios: %s)\n", median(acc["rel"]),
+      printf "%-6s %8.1f %6s %7s %7s %9s %6s %19s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "", "", "", "", "",
+             "", "", "", median(acc["ddp"])
+      printf "zt stage 0 throughput / DDP throughput: %.2f (median of the per-round ratios:%s)\n", median(acc["rel"]),
              acc["rel"]
     }
     printf "\n"
   }
 }' "$LOG"
-echo "x 2Ψ': bytes this rank sent per step / (2Ψ(N-1)/N x dtype bytes), Ψ = parameters (unpadded)."
-echo "peak: LibTorch CPU bytes at the peak of the timed steps minus those before the model existed (worst rank)."
+echo "bwd ms: Engine::Backward incl. waiting for the gradient reduction; opt ms: Engine::Step (optimizer +"
+echo "  parameter all-gather). peak: LibTorch CPU bytes at the peak of the timed steps minus those before the"
+echo "  model existed (largest rank). x ideal: bytes this rank sent per step / (2Ψ(N-1)/N x dtype bytes),"
+echo "  Ψ = parameters (unpadded): the ring-equivalent volume of an all-reduce or reduce-scatter + all-gather."

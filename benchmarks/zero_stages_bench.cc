@@ -7,6 +7,7 @@
 //
 // Limits: CPU and Gloo only; memory counts LibTorch CPU allocations (the
 // counting allocator), not Gloo's own buffers or the allocator's slack.
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -44,7 +45,7 @@ struct BenchOptions {
   int64_t depth = 6;
   int64_t global_batch = 64;
   int64_t warmup = 3;
-  int64_t steps = 10;
+  int64_t steps = 20;
   int64_t bucket_numel = 2 << 20;
   double lr = 1e-3;
   bool bf16 = false;
@@ -114,18 +115,26 @@ Config MakeConfig(const BenchOptions& o, int stage) {
 // What one rank measured for one stage.
 struct RankResult {
   double step_ms = 0;          // median over the timed steps
+  double phase_ms[3] = {0, 0, 0};  // medians of forward+loss, Engine::Backward, Engine::Step
   double peak_bytes = 0;       // peak allocated during the timed steps minus the baseline
   double sent_per_step = 0;    // bytes this rank sent per timed step, all collectives
   double model_state_bytes = 0;
   double rs_ag_ar[3] = {0, 0, 0};  // sent per step: reduce-scatter, all-gather, all-reduce
   double final_loss = 0;
+  double minor_faults = 0;     // per timed step (the whole process): fresh pages touched
 };
-constexpr int64_t kResultFields = 8;
+constexpr int64_t kResultFields = 12;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int64_t MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
 }
 
 struct RankData {
@@ -157,13 +166,25 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std:
     Mlp model(o.width, o.depth);
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, MakeConfig(o, stage), pg));
 
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
     int64_t batch_index = 0;
+    double phase[3] = {0, 0, 0};
     auto step = [&]() {
       const size_t i = static_cast<size_t>(batch_index++ % static_cast<int64_t>(data.x.size()));
+      const auto t0 = Clock::now();
       torch::Tensor out = model->forward(data.x[i]);
       torch::Tensor loss = torch::mse_loss(out.to(torch::kFloat), data.y[i]);
-      engine->Backward(loss);
-      engine->Step();
+      const auto t1 = Clock::now();
+      engine->Backward(loss);  // includes waiting for the gradient reduction
+      const auto t2 = Clock::now();
+      engine->Step();  // optimizer on the owned shard, then the parameter all-gather
+      const auto t3 = Clock::now();
+      phase[0] = ms(t0, t1);
+      phase[1] = ms(t1, t2);
+      phase[2] = ms(t2, t3);
       return loss.item<double>();
     };
     for (int64_t s = 0; s < o.warmup; ++s) step();
@@ -171,17 +192,21 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std:
     ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
     pg->ResetStats();
     ResetCpuMemoryPeak();
+    const int64_t faults_before = MinorFaults();
     std::vector<double> times;
+    std::vector<double> phases[3];
     for (int64_t s = 0; s < o.steps; ++s) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       r.final_loss = step();
-      const auto t1 = std::chrono::steady_clock::now();
-      times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      times.push_back(ms(t0, Clock::now()));
+      for (int k = 0; k < 3; ++k) phases[k].push_back(phase[k]);
     }
     const CpuMemoryCounters mem = CpuMemory();
     const comm::CommStats stats = pg->stats();
     const double steps = static_cast<double>(o.steps);
+    r.minor_faults = static_cast<double>(MinorFaults() - faults_before) / static_cast<double>(o.steps);
     r.step_ms = Median(times);
+    for (int k = 0; k < 3; ++k) r.phase_ms[k] = Median(phases[k]);
     r.peak_bytes = static_cast<double>(mem.peak_bytes - baseline);
     r.sent_per_step = static_cast<double>(stats.total_bytes_sent()) / steps;
     r.rs_ag_ar[0] = static_cast<double>(stats[comm::CollectiveKind::kReduceScatter].bytes_sent) / steps;
@@ -212,7 +237,8 @@ absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, co
   torch::Tensor shard = flat.narrow(0, kResultFields * pg.rank(), kResultFields);
   const double values[kResultFields] = {mine.step_ms,      mine.peak_bytes, mine.sent_per_step,
                                         mine.model_state_bytes, mine.rs_ag_ar[0], mine.rs_ag_ar[1],
-                                        mine.rs_ag_ar[2],  mine.final_loss};
+                                        mine.rs_ag_ar[2],  mine.final_loss,   mine.phase_ms[0],
+                                        mine.phase_ms[1],  mine.phase_ms[2],  mine.minor_faults};
   for (int64_t i = 0; i < kResultFields; ++i) shard[i] = values[i];
   ZT_RETURN_IF_ERROR(pg.AllGather(shard, flat)->Wait());
   std::vector<RankResult> all(static_cast<size_t>(n));
@@ -228,6 +254,8 @@ absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, co
     x.rs_ag_ar[1] = a[b + 5];
     x.rs_ag_ar[2] = a[b + 6];
     x.final_loss = a[b + 7];
+    for (int k = 0; k < 3; ++k) x.phase_ms[k] = a[b + 8 + k];
+    x.minor_faults = a[b + 11];
   }
   return all;
 }
@@ -238,9 +266,11 @@ RankResult WorstOf(const std::vector<RankResult>& all) {
   RankResult w = all.front();
   for (const RankResult& r : all) {
     w.step_ms = std::max(w.step_ms, r.step_ms);
+    for (int k = 0; k < 3; ++k) w.phase_ms[k] = std::max(w.phase_ms[k], r.phase_ms[k]);
     w.peak_bytes = std::max(w.peak_bytes, r.peak_bytes);
     w.sent_per_step = std::max(w.sent_per_step, r.sent_per_step);
     w.model_state_bytes = std::max(w.model_state_bytes, r.model_state_bytes);
+    w.minor_faults = std::max(w.minor_faults, r.minor_faults);
     for (int k = 0; k < 3; ++k) w.rs_ag_ar[k] = std::max(w.rs_ag_ar[k], r.rs_ag_ar[k]);
   }
   return w;
@@ -252,7 +282,7 @@ absl::StatusOr<BenchOptions> ParseOptions(int argc, char** argv) {
   flags.Int("depth", 6, "number of Linear(width, width) layers, GELU between them");
   flags.Int("global-batch", 64, "samples per optimizer step over all ranks (divisible by the world size)");
   flags.Int("warmup", 3, "untimed steps per stage");
-  flags.Int("steps", 10, "timed steps per stage");
+  flags.Int("steps", 20, "timed steps per stage");
   flags.Int("bucket-numel", 2 << 20, "zero_optimization.reduce_bucket_size (elements)");
   flags.Double("lr", 1e-3, "AdamW learning rate (weight decay 0.01)");
   flags.Int("seed", 1234, "seed of the weights and the data");
@@ -348,24 +378,36 @@ absl::Status Run(int argc, char** argv) {
     if (stage == 0) base = &r;
   }
   const char* dtype = o.bf16 ? "bf16" : "fp32";
+  auto vs_base = [&](double v, double RankResult::*field) {
+    return base != nullptr ? Ratio(v, base->*field) : std::string("n/a");
+  };
+  std::cout << "\nTime per step (median over the timed steps, slowest rank; x st0 = ratio to stage 0).\n"
+               "bwd = Engine::Backward incl. waiting for the gradient reduction; opt = Engine::Step (optimizer +\n"
+               "parameter all-gather); faults/step = minor page faults of the rank process per step (getrusage).\n";
+  std::cout << absl::StrFormat("%-5s %9s %6s %9s %9s %9s %10s %13s %11s\n", "stage", "step ms", "x st0", "fwd ms",
+                               "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
+  for (const auto& [stage, r] : results) {
+    std::cout << absl::StrFormat("%-5d %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", stage, r.step_ms,
+                                 vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1],
+                                 r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
+                                 r.minor_faults, r.final_loss);
+  }
   std::cout << absl::StrFormat(
-      "\nPer rank (worst rank of each column). peak = LibTorch CPU bytes allocated at the peak of the timed\n"
-      "steps minus those before the model was built. model states = engine memory(); formula = bytes/param x Ψ.\n"
-      "ideal = 2Ψ(N-1)/N x %g B (%s) = %.2f MiB sent per rank per step.\n\n",
+      "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
+      "timed steps minus those before the model was built; states = engine memory().model_states();\n"
+      "formula = bytes/param x Ψ; sent = bytes this rank sent per step, all collectives;\n"
+      "ideal = 2Ψ(N-1)/N x %g B (%s) = %.2f MiB (ring all-reduce, or reduce-scatter + all-gather).\n",
       dtype_bytes, dtype, ideal_bytes / kMiB);
-  std::cout << absl::StrFormat("%-5s %9s %6s %9s %6s %12s %18s %11s %6s %-26s %11s\n", "stage", "step ms",
-                               "x st0", "peak MiB", "x st0", "states MiB", "formula MiB (B/p)", "sent MiB",
-                               "x ideal", "RS / AG / AR MiB", "final loss");
+  std::cout << absl::StrFormat("%-5s %9s %6s %11s %19s %9s %7s  %s\n", "stage", "peak MiB", "x st0", "states MiB",
+                               "formula MiB (B/p)", "sent MiB", "x ideal", "reduce-scatter / all-gather / all-reduce MiB");
   for (const auto& [stage, r] : results) {
     const double formula_bpp = FormulaBytesPerParam(stage, world, o.bf16);
     const double formula = formula_bpp * static_cast<double>(psi);
-    std::cout << absl::StrFormat(
-        "%-5d %9.1f %6s %9.1f %6s %12.1f %11.1f (%4.1f) %11.2f %6s %-26s %11.6g\n", stage, r.step_ms,
-        base ? Ratio(r.step_ms, base->step_ms) : "n/a", r.peak_bytes / kMiB,
-        base ? Ratio(r.peak_bytes, base->peak_bytes) : "n/a", r.model_state_bytes / kMiB, formula / kMiB,
-        formula_bpp, r.sent_per_step / kMiB, Ratio(r.sent_per_step, ideal_bytes),
-        absl::StrFormat("%.1f / %.1f / %.1f", r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB),
-        r.final_loss);
+    std::cout << absl::StrFormat("%-5d %9.1f %6s %11.1f %12.1f (%4.1f) %9.2f %7s  %.2f / %.2f / %.2f\n", stage,
+                                 r.peak_bytes / kMiB, vs_base(r.peak_bytes, &RankResult::peak_bytes),
+                                 r.model_state_bytes / kMiB, formula / kMiB, formula_bpp, r.sent_per_step / kMiB,
+                                 Ratio(r.sent_per_step, ideal_bytes), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB,
+                                 r.rs_ag_ar[2] / kMiB);
   }
   if (base != nullptr) {
     std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
@@ -375,9 +417,10 @@ absl::Status Run(int argc, char** argv) {
     const double formula = FormulaBytesPerParam(stage, world, o.bf16) * static_cast<double>(psi);
     std::cout << absl::StrFormat(
         "RESULT impl=zt stage=%d world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
-        "samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f formula_mib=%.2f sent_mib=%.3f "
-        "ideal_mib=%.3f final_loss=%.6g\n",
-        stage, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms,
+        "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
+        "formula_mib=%.2f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
+        stage, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
+        r.phase_ms[2],
         static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB, r.model_state_bytes / kMiB,
         formula / kMiB, r.sent_per_step / kMiB, ideal_bytes / kMiB, r.final_loss);
   }
