@@ -102,35 +102,45 @@ def main():
               f"{4 * a.bucket_numel / 2**20:g}, {a.warmup} warm-up + {a.steps} timed steps", flush=True)
 
     step_index = 0
+    phase = [0.0, 0.0, 0.0]  # forward+loss, backward (incl. DDP's all-reduce wait), zero_grad+optimizer, in ms
 
     def step():
         nonlocal step_index
         x, y = data[step_index % len(data)]
         step_index += 1
-        opt.zero_grad(set_to_none=False)
+        t0 = time.perf_counter()
         loss = F.mse_loss(ddp(x), y)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         opt.step()
+        opt.zero_grad(set_to_none=False)  # zeroes in place, as our engine does after its step
+        t3 = time.perf_counter()
+        phase[:] = [(t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3]
         return loss.item()
 
     for _ in range(a.warmup):
         step()
     dist.barrier()
-    times = []
+    times, phases = [], [[], [], []]
     loss = float("nan")
     for _ in range(a.steps):
         t0 = time.perf_counter()
         loss = step()
         times.append((time.perf_counter() - t0) * 1e3)
-    # The slowest rank's median, as zt_bench_zero_stages reports.
-    step_ms = torch.tensor([statistics.median(times)], dtype=torch.float64)
-    dist.all_reduce(step_ms, op=dist.ReduceOp.MAX)
+        for k in range(3):
+            phases[k].append(phase[k])
+    # The slowest rank's medians, as zt_bench_zero_stages reports.
+    med = torch.tensor([statistics.median(times)] + [statistics.median(p) for p in phases], dtype=torch.float64)
+    dist.all_reduce(med, op=dist.ReduceOp.MAX)
     if rank == 0:
-        ms = step_ms.item()
-        print(f"ddp: median step {ms:.1f} ms, {a.global_batch / (ms / 1e3):.1f} samples/s, final loss {loss:.6g}")
+        ms, fwd, bwd, opt_ms = med.tolist()
+        print(f"ddp: median step {ms:.1f} ms (forward {fwd:.1f}, backward {bwd:.1f}, optimizer {opt_ms:.1f}), "
+              f"{a.global_batch / (ms / 1e3):.1f} samples/s, final loss {loss:.6g}")
         print(f"RESULT impl=ddp stage=ddp world={world} dtype=fp32 params={psi} global_batch={a.global_batch} "
-              f"threads={torch.get_num_threads()} step_ms={ms:.3f} samples_per_s={a.global_batch / (ms / 1e3):.2f} "
-              f"final_loss={loss:.6g}", flush=True)
+              f"threads={torch.get_num_threads()} step_ms={ms:.3f} fwd_ms={fwd:.3f} bwd_ms={bwd:.3f} "
+              f"opt_ms={opt_ms:.3f} samples_per_s={a.global_batch / (ms / 1e3):.2f} final_loss={loss:.6g}",
+              flush=True)
     dist.barrier()  # rank 0 hosts the store: no rank leaves while a peer still needs it
     # Skip interpreter teardown: in torch 1.13, ~ProcessGroupGloo (run with the
     # GIL held when DDP's Reducer drops the last reference) joins a Gloo worker

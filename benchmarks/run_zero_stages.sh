@@ -117,15 +117,19 @@ END {
       if (!((world, rd, "ddp") in seen)) continue
       acc["ddp"] = acc["ddp"] " " v[world, rd, "ddp", "samples_per_s"]
       acc["dms"] = acc["dms"] " " v[world, rd, "ddp", "step_ms"]
+      acc["dbwd"] = acc["dbwd"] " " v[world, rd, "ddp", "bwd_ms"]
+      acc["dopt"] = acc["dopt"] " " v[world, rd, "ddp", "opt_ms"]
+      ddp_loss = v[world, rd, "ddp", "final_loss"]; zt_loss = v[world, rd, "zt0", "final_loss"]
       if ((world, rd, "zt0") in seen) {
         acc["rel"] = acc["rel"] " " (v[world, rd, "zt0", "samples_per_s"] / v[world, rd, "ddp", "samples_per_s"])
       }
     }
     if (acc["ddp"] != "") {
-      printf "%-6s %8.1f %6s %7s %7s %9s %6s %19s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "", "", "", "", "",
-             "", "", "", median(acc["ddp"])
+      printf "%-6s %8.1f %6s %7.1f %7.1f %9s %6s %19s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "",
+             median(acc["dbwd"]), median(acc["dopt"]), "", "", "", "", "", median(acc["ddp"])
       printf "zt stage 0 throughput / DDP throughput: %.2f (median of the per-round ratios:%s)\n", median(acc["rel"]),
              acc["rel"]
+      printf "same training, same result: final loss after the last step: zt stage 0 %s, DDP %s\n", zt_loss, ddp_loss
     }
     printf "\n"
   }
