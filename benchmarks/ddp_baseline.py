@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description="PyTorch DDP baseline for zt_bench_zero_stages (run under zt launch).")
     # Same names and defaults as zt_bench_zero_stages.
     p.add_argument("--width", type=int, default=1024, help="features of every Linear layer")
     p.add_argument("--depth", type=int, default=6, help="number of Linear(width, width) layers, GELU between")

@@ -11,7 +11,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -21,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -292,7 +292,7 @@ absl::StatusOr<BenchOptions> ParseOptions(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   ZT_RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
-    std::cout << flags.Usage("zt launch --nproc-per-node N -- zt_bench_zero_stages [flags]");
+    std::cout << flags.Usage("[flags]   (one rank each: zt launch --nproc-per-node N -- zt_bench_zero_stages ...)");
     std::exit(0);
   }
   BenchOptions o;
@@ -435,7 +435,9 @@ int main(int argc, char** argv) {
   try {
     absl::Status st = zt::Run(argc, argv);
     if (!st.ok()) {
-      std::cerr << "zt_bench_zero_stages: " << st.message() << "\n";
+      // Flag errors already name the program.
+      const bool named = absl::StartsWith(st.message(), "zt_bench_zero_stages");
+      std::cerr << (named ? "" : "zt_bench_zero_stages: ") << st.message() << "\n";
       return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
   } catch (const zt::Error& e) {
