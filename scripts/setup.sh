@@ -13,6 +13,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev liburing-dev libabsl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas0-openmp   # LibTorch calls libblas.so.3; OpenBLAS is ~8x faster than the reference BLAS
+  python3-torch         # only for the DDP baseline (benchmarks/ddp_baseline.py) and interop tests
 )
 
 missing=()

@@ -1,0 +1,451 @@
+// ZeRO stages 0, 1 and 2 on one model and one global batch, one after another
+// in the same process group: median step time, peak CPU memory, model-state
+// bytes against the ZeRO formulas, and bytes sent per step against 2Ψ(N-1)/N.
+// A rank program: run it under a launcher, e.g.
+//
+//   zt launch --nproc-per-node 2 -- build/bin/zt_bench_zero_stages [--steps 10]
+//
+// Limits: CPU and Gloo only; memory counts LibTorch CPU allocations (the
+// counting allocator), not Gloo's own buffers or the allocator's slack.
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "apps/flags.h"
+#include "comm/init.h"
+#include "comm/process_group.h"
+#include "comm/rank_env.h"
+#include "engine/cpu_memory.h"
+#include "engine/engine.h"
+#include "util/error.h"
+#include "util/status.h"
+#include "util/system_info.h"
+
+namespace zt {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct BenchOptions {
+  int64_t width = 1024;
+  int64_t depth = 6;
+  int64_t global_batch = 64;
+  int64_t warmup = 3;
+  int64_t steps = 20;
+  int64_t bucket_numel = 2 << 20;
+  double lr = 1e-3;
+  bool bf16 = false;
+  bool overlap = true;
+  uint64_t seed = 1234;
+  std::vector<int> stages;
+};
+
+// depth x (Linear(width, width)), GELU between layers (not after the last):
+// the same network ddp_baseline.py builds with torch.nn.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t width, int64_t depth) {
+    for (int64_t i = 0; i < depth; ++i) {
+      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      x = layers[i](x);
+      if (i + 1 < layers.size()) x = torch::gelu(x);
+    }
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(Mlp);
+
+// Model-state bytes per parameter the engine holds at `stage` over `world`
+// ranks (see engine.h ModelStateBytes and zero/sharded_optimizer.h):
+//   fp32: params 4 + grads 4 + Adam state 8; the master aliases the params.
+//     stage 0: 16, stage 1: 4 + 4 + 8/N, stage 2: 4 + (4 + 8)/N
+//   bf16: params 2 + grads 2 + fp32 master 4 + Adam state 8.
+//     stage 0: 16, stage 1: 2 + 2 + 12/N, stage 2: 2 + (2 + 12)/N
+double FormulaBytesPerParam(int stage, int world, bool bf16) {
+  const double n = world;
+  if (!bf16) {
+    switch (stage) {
+      case 0: return 16.0;
+      case 1: return 8.0 + 8.0 / n;
+      default: return 4.0 + 12.0 / n;
+    }
+  }
+  switch (stage) {
+    case 0: return 16.0;
+    case 1: return 4.0 + 12.0 / n;
+    default: return 2.0 + 14.0 / n;
+  }
+}
+
+Config MakeConfig(const BenchOptions& o, int stage) {
+  Config c;
+  c.batch.train_batch_size = o.global_batch;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 0;  // no per-step log lines in the timed loop
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.optimizer.lr = o.lr;
+  c.optimizer.weight_decay = 0.01;
+  c.optimizer.adam_w_mode = true;
+  c.bf16.enabled = o.bf16;
+  c.zero.stage = stage;
+  c.zero.reduce_bucket_size = o.bucket_numel;
+  c.zero.overlap_comm = o.overlap;
+  return c;
+}
+
+// What one rank measured for one stage.
+struct RankResult {
+  double step_ms = 0;          // median over the timed steps
+  double phase_ms[3] = {0, 0, 0};  // medians of forward+loss, Engine::Backward, Engine::Step
+  double peak_bytes = 0;       // peak allocated during the timed steps minus the baseline
+  double sent_per_step = 0;    // bytes this rank sent per timed step, all collectives
+  double model_state_bytes = 0;
+  double rs_ag_ar[3] = {0, 0, 0};  // sent per step: reduce-scatter, all-gather, all-reduce
+  double final_loss = 0;
+  double minor_faults = 0;     // per timed step (the whole process): fresh pages touched
+};
+constexpr int64_t kResultFields = 12;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int64_t MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+struct RankData {
+  std::vector<torch::Tensor> x, y;  // a few distinct micro-batches, cycled
+};
+
+RankData MakeData(const BenchOptions& o, int rank, int64_t micro) {
+  RankData d;
+  // A fixed random teacher (same on every rank) makes the targets a
+  // learnable function of x; the inputs differ per rank.
+  torch::manual_seed(o.seed);
+  const torch::Tensor teacher = torch::randn({o.width, o.width}) / std::sqrt(static_cast<double>(o.width));
+  torch::manual_seed(o.seed + 1000 + static_cast<uint64_t>(rank));
+  for (int i = 0; i < 4; ++i) {
+    torch::Tensor x = torch::randn({micro, o.width});
+    torch::Tensor y = torch::tanh(torch::mm(x, teacher));
+    d.x.push_back(o.bf16 ? x.to(torch::kBFloat16) : x);
+    d.y.push_back(y);
+  }
+  return d;
+}
+
+absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std::shared_ptr<comm::ProcessGroup>& pg,
+                                    const RankData& data) {
+  RankResult r;
+  const int64_t baseline = CpuMemory().current_bytes;
+  {
+    torch::manual_seed(o.seed);  // same initial weights for every stage (rank 0's are broadcast)
+    Mlp model(o.width, o.depth);
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, MakeConfig(o, stage), pg));
+
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    int64_t batch_index = 0;
+    double phase[3] = {0, 0, 0};
+    auto step = [&]() {
+      const size_t i = static_cast<size_t>(batch_index++ % static_cast<int64_t>(data.x.size()));
+      const auto t0 = Clock::now();
+      torch::Tensor out = model->forward(data.x[i]);
+      torch::Tensor loss = torch::mse_loss(out.to(torch::kFloat), data.y[i]);
+      const auto t1 = Clock::now();
+      engine->Backward(loss);  // includes waiting for the gradient reduction
+      const auto t2 = Clock::now();
+      engine->Step();  // optimizer on the owned shard, then the parameter all-gather
+      const auto t3 = Clock::now();
+      phase[0] = ms(t0, t1);
+      phase[1] = ms(t1, t2);
+      phase[2] = ms(t2, t3);
+      return loss.item<double>();
+    };
+    for (int64_t s = 0; s < o.warmup; ++s) step();
+
+    ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+    pg->ResetStats();
+    ResetCpuMemoryPeak();
+    const int64_t faults_before = MinorFaults();
+    std::vector<double> times;
+    std::vector<double> phases[3];
+    for (int64_t s = 0; s < o.steps; ++s) {
+      const auto t0 = Clock::now();
+      r.final_loss = step();
+      times.push_back(ms(t0, Clock::now()));
+      for (int k = 0; k < 3; ++k) phases[k].push_back(phase[k]);
+    }
+    const CpuMemoryCounters mem = CpuMemory();
+    const comm::CommStats stats = pg->stats();
+    const double steps = static_cast<double>(o.steps);
+    r.minor_faults = static_cast<double>(MinorFaults() - faults_before) / static_cast<double>(o.steps);
+    r.step_ms = Median(times);
+    for (int k = 0; k < 3; ++k) r.phase_ms[k] = Median(phases[k]);
+    r.peak_bytes = static_cast<double>(mem.peak_bytes - baseline);
+    r.sent_per_step = static_cast<double>(stats.total_bytes_sent()) / steps;
+    r.rs_ag_ar[0] = static_cast<double>(stats[comm::CollectiveKind::kReduceScatter].bytes_sent) / steps;
+    r.rs_ag_ar[1] = static_cast<double>(stats[comm::CollectiveKind::kAllGather].bytes_sent) / steps;
+    r.rs_ag_ar[2] = static_cast<double>(stats[comm::CollectiveKind::kAllReduce].bytes_sent) / steps;
+    r.model_state_bytes = static_cast<double>(engine->memory().model_states());
+    if (engine->global_steps() != o.warmup + o.steps || engine->skipped_steps() != 0) {
+      return absl::InternalError(absl::StrCat("stage ", stage, ": expected ", o.warmup + o.steps,
+                                              " optimizer steps, the engine counted ", engine->global_steps(),
+                                              " (", engine->skipped_steps(), " skipped)"));
+    }
+  }
+  // Collective closures hold their tensors until a comm worker drops the
+  // finished task; a barrier gives the workers time to do so.
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  const int64_t left = CpuMemory().current_bytes - baseline;
+  if (left > (1 << 20)) {
+    std::cerr << absl::StrFormat("warning: stage %d left %.1f MiB allocated after the engine and model were freed\n",
+                                 stage, static_cast<double>(left) / kMiB);
+  }
+  return r;
+}
+
+// Every rank's results, in rank order (a collective).
+absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, comm::ProcessGroup& pg) {
+  const int n = pg.size();
+  torch::Tensor flat = torch::zeros({kResultFields * n}, torch::kDouble);
+  torch::Tensor shard = flat.narrow(0, kResultFields * pg.rank(), kResultFields);
+  const double values[kResultFields] = {mine.step_ms,      mine.peak_bytes, mine.sent_per_step,
+                                        mine.model_state_bytes, mine.rs_ag_ar[0], mine.rs_ag_ar[1],
+                                        mine.rs_ag_ar[2],  mine.final_loss,   mine.phase_ms[0],
+                                        mine.phase_ms[1],  mine.phase_ms[2],  mine.minor_faults};
+  for (int64_t i = 0; i < kResultFields; ++i) shard[i] = values[i];
+  ZT_RETURN_IF_ERROR(pg.AllGather(shard, flat)->Wait());
+  std::vector<RankResult> all(static_cast<size_t>(n));
+  auto a = flat.accessor<double, 1>();
+  for (int r = 0; r < n; ++r) {
+    const int64_t b = kResultFields * r;
+    RankResult& x = all[static_cast<size_t>(r)];
+    x.step_ms = a[b];
+    x.peak_bytes = a[b + 1];
+    x.sent_per_step = a[b + 2];
+    x.model_state_bytes = a[b + 3];
+    x.rs_ag_ar[0] = a[b + 4];
+    x.rs_ag_ar[1] = a[b + 5];
+    x.rs_ag_ar[2] = a[b + 6];
+    x.final_loss = a[b + 7];
+    for (int k = 0; k < 3; ++k) x.phase_ms[k] = a[b + 8 + k];
+    x.minor_faults = a[b + 11];
+  }
+  return all;
+}
+
+// The worst rank of each measure: the slowest step, the largest peak, the
+// most bytes (shards can differ by padding).
+RankResult WorstOf(const std::vector<RankResult>& all) {
+  RankResult w = all.front();
+  for (const RankResult& r : all) {
+    w.step_ms = std::max(w.step_ms, r.step_ms);
+    for (int k = 0; k < 3; ++k) w.phase_ms[k] = std::max(w.phase_ms[k], r.phase_ms[k]);
+    w.peak_bytes = std::max(w.peak_bytes, r.peak_bytes);
+    w.sent_per_step = std::max(w.sent_per_step, r.sent_per_step);
+    w.model_state_bytes = std::max(w.model_state_bytes, r.model_state_bytes);
+    w.minor_faults = std::max(w.minor_faults, r.minor_faults);
+    for (int k = 0; k < 3; ++k) w.rs_ag_ar[k] = std::max(w.rs_ag_ar[k], r.rs_ag_ar[k]);
+  }
+  return w;
+}
+
+absl::StatusOr<BenchOptions> ParseOptions(int argc, char** argv) {
+  cli::Flags flags("zt_bench_zero_stages");
+  flags.Int("width", 1024, "features of every Linear layer (in = out = width)");
+  flags.Int("depth", 6, "number of Linear(width, width) layers, GELU between them");
+  flags.Int("global-batch", 64, "samples per optimizer step over all ranks (divisible by the world size)");
+  flags.Int("warmup", 3, "untimed steps per stage");
+  flags.Int("steps", 20, "timed steps per stage");
+  flags.Int("bucket-numel", 2 << 20, "zero_optimization.reduce_bucket_size (elements)");
+  flags.Double("lr", 1e-3, "AdamW learning rate (weight decay 0.01)");
+  flags.Int("seed", 1234, "seed of the weights and the data");
+  flags.String("stages", "0,1,2", "comma-separated ZeRO stages to run, in order");
+  flags.Bool("bf16", "bf16 model and communication, fp32 master weights");
+  flags.Bool("no-overlap", "zero_optimization.overlap_comm = false");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ZT_RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::cout << flags.Usage("[flags]   (one rank each: zt launch --nproc-per-node N -- zt_bench_zero_stages ...)");
+    std::exit(0);
+  }
+  BenchOptions o;
+  o.width = flags.GetInt("width");
+  o.depth = flags.GetInt("depth");
+  o.global_batch = flags.GetInt("global-batch");
+  o.warmup = flags.GetInt("warmup");
+  o.steps = flags.GetInt("steps");
+  o.bucket_numel = flags.GetInt("bucket-numel");
+  o.lr = flags.GetDouble("lr");
+  o.seed = static_cast<uint64_t>(flags.GetInt("seed"));
+  o.bf16 = flags.GetBool("bf16");
+  o.overlap = !flags.GetBool("no-overlap");
+  if (o.width < 1 || o.depth < 1 || o.global_batch < 1 || o.warmup < 0 || o.steps < 1 || o.bucket_numel < 1) {
+    return absl::InvalidArgumentError(
+        "--width, --depth, --global-batch, --steps and --bucket-numel must be >= 1 and --warmup >= 0");
+  }
+  for (absl::string_view s : absl::StrSplit(flags.GetString("stages"), ',', absl::SkipEmpty())) {
+    int stage = -1;
+    if (!absl::SimpleAtoi(s, &stage) || stage < 0 || stage > 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--stages: '", s, "' is not a ZeRO stage this benchmark runs (0, 1 or 2)"));
+    }
+    o.stages.push_back(stage);
+  }
+  if (o.stages.empty()) return absl::InvalidArgumentError("--stages is empty; give e.g. --stages 0,1,2");
+  return o;
+}
+
+std::string Ratio(double value, double base) {
+  return base > 0 ? absl::StrFormat("%.2f", value / base) : std::string("n/a");
+}
+
+absl::Status Run(int argc, char** argv) {
+  // Before any tensor we want counted (the model, the engine's buffers).
+  if (!InstallCountingCpuAllocator()) {
+    return absl::FailedPreconditionError("could not install the counting CPU allocator");
+  }
+  ZT_ASSIGN_OR_RETURN(BenchOptions o, ParseOptions(argc, argv));
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  const int world = pg->size();
+  const int rank = pg->rank();
+  if (o.global_batch % world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--global-batch ", o.global_batch,
+                                                   " does not divide by the world size ", world,
+                                                   "; pick a multiple of ", world));
+  }
+  const int64_t micro = o.global_batch / world;
+  const RankData data = MakeData(o, rank, micro);
+  // Makes OpenBLAS load before SystemInfoLine reads the mapped libraries.
+  (void)torch::mm(data.x[0].to(torch::kFloat), data.x[0].to(torch::kFloat).t());
+
+  const int64_t psi = o.depth * (o.width * o.width + o.width);
+  const double dtype_bytes = o.bf16 ? 2.0 : 4.0;
+  // Ring-equivalent volume each rank sends per step (nccl-tests' busBw
+  // convention): an all-reduce of Ψ elements, or equally a reduce-scatter
+  // plus an all-gather, moves 2Ψ(N-1)/N elements out of every rank.
+  const double ideal_bytes = 2.0 * static_cast<double>(psi) * (world - 1) / world * dtype_bytes;
+
+  if (rank == 0) {
+    std::cout << SystemInfoLine() << "\n";
+    std::cout << absl::StrFormat(
+        "model: %d x Linear(%d, %d) with GELU, Ψ = %d parameters (%.2f M); %s; AdamW lr %g wd 0.01\n"
+        "world %d, %d intra-op threads per rank, global batch %d (%d per rank), %d warm-up + %d timed steps, "
+        "reduce_bucket_size %d elements, overlap_comm %s\n",
+        o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32",
+        o.lr, world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel,
+        o.overlap ? "on" : "off");
+    std::cout.flush();
+  }
+
+  std::vector<std::pair<int, RankResult>> results;
+  for (int stage : o.stages) {
+    ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, stage, pg, data));
+    ZT_ASSIGN_OR_RETURN(std::vector<RankResult> all, GatherResults(mine, *pg));
+    results.emplace_back(stage, WorstOf(all));
+  }
+  if (rank != 0) return absl::OkStatus();
+
+  const RankResult* base = nullptr;
+  for (const auto& [stage, r] : results) {
+    if (stage == 0) base = &r;
+  }
+  const char* dtype = o.bf16 ? "bf16" : "fp32";
+  auto vs_base = [&](double v, double RankResult::*field) {
+    return base != nullptr ? Ratio(v, base->*field) : std::string("n/a");
+  };
+  std::cout << "\nTime per step (median over the timed steps, slowest rank; x st0 = ratio to stage 0).\n"
+               "bwd = Engine::Backward incl. waiting for the gradient reduction; opt = Engine::Step (optimizer +\n"
+               "parameter all-gather); faults/step = minor page faults of the rank process per step (getrusage).\n";
+  std::cout << absl::StrFormat("%-5s %9s %6s %9s %9s %9s %10s %13s %11s\n", "stage", "step ms", "x st0", "fwd ms",
+                               "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
+  for (const auto& [stage, r] : results) {
+    std::cout << absl::StrFormat("%-5d %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", stage, r.step_ms,
+                                 vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1],
+                                 r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
+                                 r.minor_faults, r.final_loss);
+  }
+  std::cout << absl::StrFormat(
+      "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
+      "timed steps minus those before the model was built; states = engine memory().model_states();\n"
+      "formula = bytes/param x Ψ; sent = bytes this rank sent per step, all collectives;\n"
+      "ideal = 2Ψ(N-1)/N x %g B (%s) = %.2f MiB (ring all-reduce, or reduce-scatter + all-gather).\n",
+      dtype_bytes, dtype, ideal_bytes / kMiB);
+  std::cout << absl::StrFormat("%-5s %9s %6s %11s %19s %9s %7s  %s\n", "stage", "peak MiB", "x st0", "states MiB",
+                               "formula MiB (B/p)", "sent MiB", "x ideal", "reduce-scatter / all-gather / all-reduce MiB");
+  for (const auto& [stage, r] : results) {
+    const double formula_bpp = FormulaBytesPerParam(stage, world, o.bf16);
+    const double formula = formula_bpp * static_cast<double>(psi);
+    std::cout << absl::StrFormat("%-5d %9.1f %6s %11.1f %12.1f (%4.1f) %9.2f %7s  %.2f / %.2f / %.2f\n", stage,
+                                 r.peak_bytes / kMiB, vs_base(r.peak_bytes, &RankResult::peak_bytes),
+                                 r.model_state_bytes / kMiB, formula / kMiB, formula_bpp, r.sent_per_step / kMiB,
+                                 Ratio(r.sent_per_step, ideal_bytes), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB,
+                                 r.rs_ag_ar[2] / kMiB);
+  }
+  if (base != nullptr) {
+    std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
+                                 static_cast<double>(o.global_batch) / (base->step_ms / 1e3), o.global_batch);
+  }
+  for (const auto& [stage, r] : results) {
+    const double formula = FormulaBytesPerParam(stage, world, o.bf16) * static_cast<double>(psi);
+    std::cout << absl::StrFormat(
+        "RESULT impl=zt stage=%d world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
+        "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
+        "formula_mib=%.2f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
+        stage, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
+        r.phase_ms[2],
+        static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB, r.model_state_bytes / kMiB,
+        formula / kMiB, r.sent_per_step / kMiB, ideal_bytes / kMiB, r.final_loss);
+  }
+  std::cout.flush();
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace zt
+
+int main(int argc, char** argv) {
+  try {
+    absl::Status st = zt::Run(argc, argv);
+    if (!st.ok()) {
+      // Flag errors already name the program.
+      const bool named = absl::StartsWith(st.message(), "zt_bench_zero_stages");
+      std::cerr << (named ? "" : "zt_bench_zero_stages: ") << st.message() << "\n";
+      return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  } catch (const zt::Error& e) {
+    std::cerr << "zt_bench_zero_stages: " << e.status().message() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "zt_bench_zero_stages: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
