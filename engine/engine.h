@@ -54,7 +54,7 @@ struct ModelStateBytes {
   int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (stage 2)
   int64_t master = 0;           // fp32 master copy (0 when it aliases fp32 parameters)
   int64_t optimizer_state = 0;  // exp_avg, exp_avg_sq, ...
-  int64_t peak_buckets = 0;     // largest temporary communication buffers held at once
+  int64_t peak_buckets = 0;     // reduction scratch kept across steps (most ever in use at once)
   int64_t model_states() const { return params + grads + master + optimizer_state; }
 };
 

@@ -92,17 +92,11 @@ void GradReducer::BeginBackward(bool reduce) {
   next_launch_ = 0;
 }
 
-void GradReducer::TrackTemp(int64_t delta_bytes) {
-  temp_bytes_ += delta_bytes;
-  peak_temp_bytes_ = std::max(peak_temp_bytes_, temp_bytes_);
-}
-
 at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
   at::Tensor& bucket = buckets_[static_cast<size_t>(group_index)];
   if (!bucket.defined()) {
     const FlatGroup& g = groups_[static_cast<size_t>(group_index)];
-    bucket = at::zeros({g.layout.padded_numel}, g.params.options());
-    TrackTemp(static_cast<int64_t>(bucket.nbytes()));
+    bucket = scratch_.Acquire(g.layout.padded_numel, g.params.options(), /*zeroed=*/true);
   }
   return bucket;
 }
@@ -156,8 +150,10 @@ void GradReducer::LaunchLocked(int group_index) {
 
   at::Tensor input = options_.stage == 2 ? EnsureBucketLocked(group_index) : group.grads;
   if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
-    input = input.to(*options_.comm_dtype);
-    TrackTemp(static_cast<int64_t>(input.nbytes()));
+    at::Tensor cast = scratch_.Acquire(input.numel(), input.options().dtype(*options_.comm_dtype),
+                                       /*zeroed=*/false);
+    cast.copy_(input);
+    input = cast;
   }
   if (options_.prescale_gradients) {
     input.div_(static_cast<double>(world));
@@ -176,8 +172,7 @@ void GradReducer::LaunchLocked(int group_index) {
                         input.scalar_type() == group.grad_shard.scalar_type() &&
                         group.grad_shard.is_contiguous();
     f.output = direct ? group.grad_shard
-                      : at::empty({group.layout.shard_numel}, input.options());
-    if (!direct) TrackTemp(static_cast<int64_t>(f.output.nbytes()));
+                      : scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));
@@ -203,30 +198,25 @@ void GradReducer::FinalizeOldestLocked() {
     f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
   }
 
-  int64_t freed = 0;
-  if (!f.input.is_same(group.grads) && !f.input.is_same(buckets_[static_cast<size_t>(f.group)])) {
-    freed += static_cast<int64_t>(f.input.nbytes());  // a comm-dtype cast
-  }
   if (options_.stage == 0) {
     if (!f.output.is_same(group.grads)) group.grads.copy_(f.output);
   } else {
     const bool direct = f.output.is_same(group.grad_shard);
     if (!direct) {
-      freed += static_cast<int64_t>(f.output.nbytes());
       if (options_.stage == 2 && shard_has_data_[static_cast<size_t>(f.group)]) {
         group.grad_shard.add_(f.output);
       } else {
         group.grad_shard.copy_(f.output);
       }
+      scratch_.Release(f.output);
     }
-    if (options_.stage == 2) {
-      shard_has_data_[static_cast<size_t>(f.group)] = 1;
-      at::Tensor& bucket = buckets_[static_cast<size_t>(f.group)];
-      freed += static_cast<int64_t>(bucket.nbytes());
-      bucket = at::Tensor();
-    }
+    if (options_.stage == 2) shard_has_data_[static_cast<size_t>(f.group)] = 1;
   }
-  TrackTemp(-freed);
+  // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
+  at::Tensor& bucket = buckets_[static_cast<size_t>(f.group)];
+  if (!f.input.is_same(group.grads)) scratch_.Release(f.input);
+  if (bucket.defined() && !f.input.is_same(bucket)) scratch_.Release(bucket);
+  bucket = at::Tensor();
 }
 
 void GradReducer::FinishBackward() {

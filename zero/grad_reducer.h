@@ -33,6 +33,7 @@
 
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
+#include "zero/scratch_pool.h"
 
 namespace zt::zero {
 
@@ -63,8 +64,9 @@ class GradReducer {
   // Clears gradient storage after an optimizer step (or a skipped one).
   void ZeroGrads();
 
-  // Largest temporary communication memory held at once (buckets, casts).
-  int64_t peak_bucket_bytes() const { return peak_temp_bytes_; }
+  // Reduction scratch held across steps (stage-2 buckets, reduce-scatter
+  // outputs, casts): the most that was ever in use at once.
+  int64_t peak_bucket_bytes() const { return scratch_.held_bytes(); }
 
  private:
   struct InFlight {
@@ -80,7 +82,6 @@ class GradReducer {
   void LaunchReadyLocked();
   void LaunchLocked(int group_index);
   void FinalizeOldestLocked();
-  void TrackTemp(int64_t delta_bytes);
   at::Tensor EnsureBucketLocked(int group_index);
 
   std::vector<FlatGroup>& groups_;
@@ -103,8 +104,7 @@ class GradReducer {
   std::deque<InFlight> inflight_;
   std::vector<at::Tensor> buckets_;    // stage 2: per-group flat gradient copies
   std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps
-  int64_t temp_bytes_ = 0;
-  int64_t peak_temp_bytes_ = 0;
+  ScratchPool scratch_;
 };
 
 }  // namespace zt::zero

@@ -138,6 +138,15 @@ std::vector<Variant> Variants() {
   bf16.rtol = 0.0;
   bf16.atol = 2e-3;
   v.push_back(bf16);
+  Variant bf16_fp32_comm = bf16;
+  bf16_fp32_comm.name = "bf16_fp32_communication";
+  bf16_fp32_comm.setup = [](Config& c) {
+    c.bf16.enabled = true;
+    c.optimizer.lr = 1e-3;
+    c.communication_data_type = DType::kFloat32;
+    c.batch.gradient_accumulation_steps = 2;
+  };
+  v.push_back(bf16_fp32_comm);
   return v;
 }
 
