@@ -221,9 +221,13 @@ void Engine::Backward(const at::Tensor& loss) {
   }
   const auto t0 = Clock::now();
   timers_.forward += Seconds(last_event_, t0);
-  last_step_loss_ = loss.detach().to(at::kDouble).item<double>();
-  window_loss_sum_ += last_step_loss_;
-  ++window_loss_count_;
+  {
+    // Kept on the loss's device: reading it here would sync every micro-step.
+    at::NoGradGuard no_grad;
+    at::Tensor value = loss.detach().reshape({}).to(at::kDouble);
+    window_loss_sum_ = window_loss_sum_.defined() ? window_loss_sum_ + value : value;
+    ++window_loss_count_;
+  }
 
   reducer_->BeginBackward(IsAccumulationBoundary());
   const double factor = scaler_.scale() / static_cast<double>(config_.batch.accumulation_steps);
@@ -265,7 +269,7 @@ void Engine::Step() {
   const auto t1 = Clock::now();
   timers_.step += Seconds(t0, t1);
   last_event_ = t1;
-  MaybeLog(Seconds(t0, t1));
+  MaybeLog();
 }
 
 void Engine::OptimizerStep() {
@@ -336,15 +340,16 @@ void Engine::GatherParams() {
 }
 
 double Engine::TrainBatch(const std::function<at::Tensor(int64_t)>& micro_loss) {
-  double sum = 0.0;
   const int64_t gas = config_.batch.accumulation_steps;
+  at::Tensor sum;
   for (int64_t i = 0; i < gas; ++i) {
     at::Tensor loss = micro_loss(i);
     Backward(loss);
-    sum += last_step_loss_;
+    at::Tensor value = loss.detach().reshape({}).to(at::kDouble);
+    sum = sum.defined() ? sum + value : value;
     Step();
   }
-  return sum / static_cast<double>(gas);
+  return sum.item<double>() / static_cast<double>(gas);
 }
 
 ModelStateBytes Engine::memory() const {
@@ -365,11 +370,13 @@ ModelStateBytes Engine::memory() const {
   return m;
 }
 
-void Engine::MaybeLog(double /*step_seconds*/) {
+void Engine::MaybeLog() {
   if (pg_->rank() != 0 || config_.steps_per_print <= 0 || global_steps_ % config_.steps_per_print != 0) return;
   const auto now = Clock::now();
   const double elapsed = Seconds(log_window_start_, now);
-  const double loss = window_loss_count_ > 0 ? window_loss_sum_ / static_cast<double>(window_loss_count_) : 0.0;
+  const double loss = window_loss_count_ > 0
+                          ? window_loss_sum_.item<double>() / static_cast<double>(window_loss_count_)
+                          : 0.0;
   const ModelStateBytes m = memory();
   std::string line = absl::StrFormat(
       "step %d | loss %.6g | lr %.4g | loss scale %g | %.1f samples/s | model states %s "
@@ -389,7 +396,7 @@ void Engine::MaybeLog(double /*step_seconds*/) {
   }
   ZT_LOG(INFO) << line;
   timers_ = Timers();
-  window_loss_sum_ = 0.0;
+  window_loss_sum_ = at::Tensor();
   window_loss_count_ = 0;
   log_window_samples_ = 0;
   log_window_start_ = now;

@@ -119,7 +119,7 @@ class Engine {
   absl::Status BroadcastInitialState();
   void OptimizerStep();
   void GatherParams();
-  void MaybeLog(double step_seconds);
+  void MaybeLog();
   void CheckWork(std::unique_ptr<comm::Work> work, const char* what);
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -143,9 +143,10 @@ class Engine {
   std::optional<double> last_grad_norm_;
 
   // Logging and wall_clock_breakdown.
-  double window_loss_sum_ = 0.0;
+  // Detached running sum of this rank's micro-batch losses since the last
+  // log line; read (one host sync) only when logging.
+  at::Tensor window_loss_sum_;
   int64_t window_loss_count_ = 0;
-  double last_step_loss_ = 0.0;
   std::chrono::steady_clock::time_point log_window_start_;
   int64_t log_window_samples_ = 0;
   std::chrono::steady_clock::time_point last_event_;

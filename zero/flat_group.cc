@@ -25,8 +25,10 @@ FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>
   g.sharded = sharded;
   ZT_CHECK(!layout.slots.empty());
   const at::Tensor& first = all_params.at(static_cast<size_t>(layout.slots.front().param_index));
-  g.params = at::zeros({layout.padded_numel}, first.options().requires_grad(false));
+  // Every element but the padding is overwritten below: zero only the padding.
+  g.params = at::empty({layout.padded_numel}, first.options().requires_grad(false));
   at::NoGradGuard no_grad;
+  g.params.narrow(0, layout.numel, layout.padded_numel - layout.numel).zero_();
   for (const ParamSlot& slot : layout.slots) {
     const at::Tensor& p = all_params.at(static_cast<size_t>(slot.param_index));
     ZT_CHECK_MSG(p.scalar_type() == first.scalar_type(), "parameters of one group must share a dtype");

@@ -26,7 +26,7 @@ namespace {
 // One optimizer for the whole model, matching the engine's configuration.
 class ReferenceOptimizer {
  public:
-  ReferenceOptimizer(std::vector<torch::Tensor> params, const OptimizerConfig& c) : params_(std::move(params)), c_(c) {
+  ReferenceOptimizer(std::vector<torch::Tensor> params, const OptimizerConfig& c) : params_(std::move(params)) {
     switch (c.type) {
       case OptimizerType::kAdam:
       case OptimizerType::kAdamW:
@@ -103,7 +103,6 @@ class ReferenceOptimizer {
 
  private:
   std::vector<torch::Tensor> params_;
-  OptimizerConfig c_;
   std::unique_ptr<torch::optim::Optimizer> torch_opt_;
   std::unique_ptr<ops::ShardOptimizer> lion_;
   std::vector<ops::ShardState> lion_state_;
