@@ -18,6 +18,10 @@
 #include "zero/grad_reducer.h"
 #include "zero/layout.h"
 #include "zero/sharded_optimizer.h"
+#include "zero/sharded_init.h"
+#include "zero/stage3_setup.h"
+#include "zero/unit.h"
+#include "zero/unit_hook.h"
 
 namespace zt {
 namespace {
@@ -42,7 +46,13 @@ std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
 
 Engine::Engine() = default;
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // Units outlive the engine (the user owns the model): detach them first, so
+  // a later forward is a clear error instead of a dangling call.
+  if (link_) link_->coordinator.store(nullptr);
+  reducer_.reset();
+  coordinator_.reset();
+}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model,
                                                        Config config,
@@ -75,10 +85,6 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         "the config's batch sizes do not fit a data-parallel world of ", pg_->size(), " ranks: ",
         batch.message()));
   }
-  if (stage_ == 3) {
-    return absl::UnimplementedError(
-        "zero_optimization.stage 3 is not implemented in this version of zerotorch; use stage 0, 1 or 2");
-  }
   if (config_.zero.offload_optimizer.device != OffloadDevice::kNone ||
       config_.zero.offload_param.device != OffloadDevice::kNone) {
     return absl::UnimplementedError(
@@ -94,6 +100,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
   const at::ScalarType dtype = config_.fp16.enabled   ? at::kHalf
                                : config_.bf16.enabled ? at::kBFloat16
                                                       : at::kFloat;
+  if (stage_ == 3) return InitStage3(dtype);
   if (dtype != at::kFloat) module_->to(dtype);
 
   // Trainable parameters, each once (tied weights appear under several names).
@@ -165,6 +172,175 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         pg_->size(), HumanBytes(static_cast<double>(m.model_states())));
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::InitStage3(at::ScalarType dtype) {
+  const zero::Stage3Options options = zero::Stage3OptionsFromConfig(config_);
+  ZT_ASSIGN_OR_RETURN(zero::Stage3Build b, zero::BuildStage3(*module_, *pg_, options));
+  if (b.num_trainable == 0) {
+    return absl::InvalidArgumentError("the model has no trainable parameters (requires_grad is false everywhere)");
+  }
+  params_.assign(b.params.begin(), b.params.begin() + b.num_trainable);
+  param_names_.assign(b.names.begin(), b.names.begin() + b.num_trainable);
+  frozen_params_.assign(b.params.begin() + b.num_trainable, b.params.end());
+  groups_ = std::move(b.trainable_chunks);
+  frozen_groups_ = std::move(b.frozen_chunks);
+  ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));
+
+  const at::ScalarType grad_dtype = ToScalarType(config_.grad_accum_dtype).value_or(dtype);
+  for (zero::FlatGroup& g : groups_) {
+    g.grad_shard = at::zeros({g.layout.shard_numel}, g.param_shard.defined() ? g.param_shard.options().dtype(grad_dtype)
+                                                                             : g.params.options().dtype(grad_dtype));
+  }
+  optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
+
+  std::vector<zero::ParamCoordinator::Unit> units(b.unit_names.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    units[u].name = b.unit_names[u];
+    units[u].chunks = b.unit_chunks[u];
+  }
+  std::vector<zero::ParamCoordinator::Chunk> chunks;
+  std::vector<int> chunk_of_group(groups_.size(), -1);
+  int persistent = 0;
+  int64_t persistent_numel = 0;
+  for (size_t c = 0; c < b.chunks.size(); ++c) {
+    const zero::Stage3Build::ChunkRef& ref = b.chunks[c];
+    zero::ParamCoordinator::Chunk chunk;
+    chunk.group = ref.trainable ? &groups_[static_cast<size_t>(ref.index)] : &frozen_groups_[static_cast<size_t>(ref.index)];
+    chunk.unit = ref.unit;
+    chunk.trainable = ref.trainable;
+    chunk.persistent = ref.persistent;
+    if (ref.trainable) chunk_of_group[static_cast<size_t>(ref.index)] = static_cast<int>(c);
+    if (ref.persistent) {
+      ++persistent;
+      persistent_numel += chunk.group->layout.numel;
+    }
+    chunks.push_back(chunk);
+  }
+  zero::CoordinatorOptions co;
+  co.prefetch_bucket_numel = config_.zero.prefetch_bucket_size;
+  co.max_live_numel = config_.zero.max_live_parameters;
+  co.max_reuse_distance = config_.zero.max_reuse_distance;
+  coordinator_ = std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks), std::move(chunk_of_group),
+                                                          pg_, co);
+  link_ = std::make_shared<zero::CoordinatorLink>();
+  link_->coordinator.store(coordinator_.get());
+  units_ = b.unit_bases;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u] != nullptr) units_[u]->set_unit_hook(std::make_shared<zero::UnitHook>(link_, static_cast<int>(u), b.unit_names[u]));
+  }
+
+  zero::GradReducerOptions ro;
+  ro.stage = 3;
+  ro.overlap_comm = config_.zero.overlap_comm;
+  ro.prescale_gradients = config_.prescale_gradients;
+  ro.gradient_predivide_factor = config_.gradient_predivide_factor;
+  ro.comm_dtype = ToScalarType(config_.communication_data_type);
+  zero::ParamCoordinator* coordinator = coordinator_.get();
+  ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
+  reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ro);
+
+  scheduler_ = MakeLrScheduler(config_.scheduler, config_.optimizer.lr);
+  scaler_ = config_.fp16.enabled ? LossScaler(config_.fp16) : LossScaler::Disabled();
+  last_event_ = log_window_start_ = Clock::now();
+  if (pg_->rank() == 0) {
+    const ModelStateBytes m = memory();
+    int64_t total = 0;
+    for (const at::Tensor& p : b.params) total += p.numel();
+    ZT_LOG(INFO) << absl::StrFormat(
+        "engine: ZeRO stage 3, %d ranks, %s, %d parameters (%d elements, %d frozen tensors) in %d units and %d "
+        "chunks, %d persistent (%d elements%s); batch %d = micro %d x accumulation %d x ranks %d; model states "
+        "per rank %s",
+        pg_->size(), c10::toString(dtype), b.params.size(), total, frozen_params_.size(), b.unit_names.size() - 1,
+        b.chunks.size(), persistent, persistent_numel,
+        b.root_numel > 0 ? absl::StrFormat(", of which %d outside every zt::Unit", b.root_numel) : "",
+        config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps, pg_->size(),
+        HumanBytes(static_cast<double>(m.model_states())));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ConvertAndBroadcastBuffers(at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> buffers;
+  for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+    at::Tensor b = item.value();
+    if (!b.defined() || b.numel() == 0) continue;
+    if (at::isFloatingType(b.scalar_type()) && b.scalar_type() != dtype) b.set_data(b.to(dtype));
+    if (!b.is_contiguous()) b.set_data(b.contiguous());
+    buffers.push_back(b);
+  }
+  if (pg_->size() == 1) return absl::OkStatus();
+  std::vector<std::unique_ptr<comm::Work>> works;
+  for (const at::Tensor& b : buffers) works.push_back(pg_->Broadcast(b, 0));
+  for (auto& w : works) {
+    absl::Status st = w->Wait();
+    if (!st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("broadcasting rank 0's buffers failed: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::optional<zero::CoordinatorStats> Engine::stage3_stats() const {
+  if (!coordinator_) return std::nullopt;
+  return coordinator_->stats();
+}
+
+void Engine::ResetGatheredPeak() {
+  if (coordinator_) coordinator_->ResetPeak();
+}
+
+std::vector<int> Engine::ChunksOf(const std::vector<at::Tensor>& params) const {
+  std::vector<int> out;
+  if (!coordinator_) return out;
+  const auto& chunks = coordinator_->chunks();
+  if (params.empty()) {
+    for (size_t c = 0; c < chunks.size(); ++c) out.push_back(static_cast<int>(c));
+    return out;
+  }
+  std::unordered_set<const void*> wanted;
+  for (const at::Tensor& p : params) wanted.insert(p.unsafeGetTensorImpl());
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const bool trainable = chunks[c].trainable;
+    for (const zero::ParamSlot& slot : chunks[c].group->layout.slots) {
+      const at::Tensor& p = trainable ? params_[static_cast<size_t>(slot.param_index)]
+                                      : frozen_params_[static_cast<size_t>(slot.param_index) - params_.size()];
+      if (wanted.count(p.unsafeGetTensorImpl()) != 0) {
+        out.push_back(static_cast<int>(c));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+void Engine::PinChunks(const std::vector<int>& chunks) {
+  if (coordinator_) coordinator_->Pin(chunks);
+}
+
+void Engine::UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
+  if (coordinator_) {
+    coordinator_->Unpin(chunks, modifier_rank);
+  } else if (modifier_rank.has_value() && pg_->size() > 1) {
+    // Stages 0-2 keep full parameters everywhere: share the modifier's.
+    at::NoGradGuard no_grad;
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (zero::FlatGroup& g : groups_) works.push_back(pg_->Broadcast(g.params, *modifier_rank));
+    std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+    for (const auto& p : module_->named_parameters(/*recurse=*/true)) {
+      if (p.value().requires_grad()) continue;
+      at::Tensor c = p.value().is_contiguous() ? p.value() : p.value().contiguous();
+      works.push_back(pg_->Broadcast(c, *modifier_rank));
+      if (!c.is_same(p.value())) copies.emplace_back(p.value(), c);
+    }
+    for (auto& w : works) CheckWork(std::move(w), "broadcasting the modified parameters");
+    for (auto& [orig, c] : copies) {
+      at::Tensor o = orig;
+      o.copy_(c);
+    }
+  }
+  if (modifier_rank.has_value()) optimizer_->RefreshMaster();
 }
 
 void Engine::CheckWork(std::unique_ptr<comm::Work> work, const char* what) {
@@ -241,6 +417,7 @@ void Engine::Backward(const at::Tensor& loss) {
   }
   const auto t1 = Clock::now();
   reducer_->FinishBackward();
+  if (coordinator_) coordinator_->EndBackward();
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
   timers_.reduce += Seconds(t1, t2);
@@ -254,7 +431,7 @@ void Engine::Step() {
     last_event_ = Clock::now();
     return;
   }
-  if (stage_ == 2) {
+  if (stage_ >= 2) {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (params_[i].grad().defined()) {
         throw Error(absl::FailedPreconditionError(absl::StrCat(
@@ -335,7 +512,12 @@ void Engine::OptimizerStep() {
 void Engine::GatherParams() {
   std::vector<std::unique_ptr<comm::Work>> works;
   works.reserve(groups_.size());
-  for (zero::FlatGroup& g : groups_) works.push_back(pg_->AllGather(g.OwnedParams(), g.params));
+  for (zero::FlatGroup& g : groups_) {
+    // Stage 3 gathers sharded chunks on demand; only persistent ones (which
+    // own a slice of their live buffer) are refreshed here.
+    if (g.param_shard.defined()) continue;
+    works.push_back(pg_->AllGather(g.OwnedParams(), g.params));
+  }
   for (auto& w : works) CheckWork(std::move(w), "all-gathering updated parameters");
 }
 
@@ -354,8 +536,12 @@ double Engine::TrainBatch(const std::function<at::Tensor(int64_t)>& micro_loss) 
 
 ModelStateBytes Engine::memory() const {
   ModelStateBytes m;
+  auto param_bytes = [](const zero::FlatGroup& g) {
+    return static_cast<int64_t>(g.param_shard.defined() ? g.param_shard.nbytes() : g.params.nbytes());
+  };
+  for (const zero::FlatGroup& g : frozen_groups_) m.params += param_bytes(g);
   for (const zero::FlatGroup& g : groups_) {
-    m.params += static_cast<int64_t>(g.params.nbytes());
+    m.params += param_bytes(g);
     if (g.grads.defined()) {
       m.grads += static_cast<int64_t>(g.grads.nbytes());
     } else if (g.grad_shard.defined()) {
@@ -367,6 +553,7 @@ ModelStateBytes Engine::memory() const {
     m.optimizer_state = optimizer_->state_bytes();
   }
   if (reducer_) m.peak_buckets = reducer_->peak_bucket_bytes();
+  if (coordinator_) m.peak_gathered = coordinator_->stats().peak_gathered_bytes;
   return m;
 }
 

@@ -1,4 +1,4 @@
-// zt::Engine: data-parallel training with ZeRO stages 0-2, the C++
+// zt::Engine: data-parallel training with ZeRO stages 0-3, the C++
 // counterpart of deepspeed.initialize(...).
 //
 //   auto pg = zt::ValueOrThrow(zt::comm::InitProcessGroup(env, {}));
@@ -16,6 +16,10 @@
 //  * Create broadcasts rank 0's parameters and buffers, converts the model to
 //    bf16/fp16 when the config enables them, and re-points every trainable
 //    parameter into a flat buffer (the Parameter objects stay the same).
+//  * Stage 3 shards the parameters of every zt::Unit (zero/unit.h): they hold
+//    data only while their unit runs forward or backward, or inside a
+//    zt::GatheredParameters scope (engine/gathered_parameters.h). Every rank
+//    must run the same units in the same order.
 //  * Use Engine::Backward, not loss.backward(): it applies loss scaling and
 //    gradient accumulation and drives the reduction.
 //  * Backward and Step throw zt::Error on communication failures (a dead
@@ -39,22 +43,29 @@
 #include "engine/loss_scaler.h"
 #include "engine/lr_scheduler.h"
 #include "ops/shard_optimizer.h"
+#include "zero/param_coordinator.h"
 
 namespace zt {
+
+class GatheredParameters;
+class UnitBase;
 
 namespace zero {
 struct FlatGroup;
 class GradReducer;
 class ShardedOptimizer;
+struct CoordinatorLink;
 }  // namespace zero
 
 // Bytes of model state this rank holds (what the ZeRO formulas count).
 struct ModelStateBytes {
-  int64_t params = 0;           // flat parameter buffers (model dtype, padding included)
-  int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (stage 2)
+  int64_t params = 0;           // flat parameter buffers (model dtype, padding included); stage 3:
+                                // the shards, plus persistent chunks in full
+  int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (stages 2/3)
   int64_t master = 0;           // fp32 master copy (0 when it aliases fp32 parameters)
   int64_t optimizer_state = 0;  // exp_avg, exp_avg_sq, ...
   int64_t peak_buckets = 0;     // reduction scratch kept across steps (most ever in use at once)
+  int64_t peak_gathered = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
   int64_t model_states() const { return params + grads + master + optimizer_state; }
 };
 
@@ -112,8 +123,21 @@ class Engine {
   // Parameters the engine trains, in model order, with their names.
   const std::vector<std::string>& param_names() const { return param_names_; }
 
+  // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes
+  // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.
+  std::optional<zero::CoordinatorStats> stage3_stats() const;
+  void ResetGatheredPeak();
+
  private:
+  friend class GatheredParameters;
+
   Engine();
+  absl::Status InitStage3(at::ScalarType dtype);
+  absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
+  // GatheredParameters support: chunks holding `params` (all when empty).
+  std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;
+  void PinChunks(const std::vector<int>& chunks);
+  void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
   absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
                     std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);
   absl::Status BroadcastInitialState();
@@ -131,6 +155,12 @@ class Engine {
   std::vector<at::Tensor> params_;  // trainable, deduplicated, model order
   std::vector<std::string> param_names_;
   std::vector<zero::FlatGroup> groups_;
+  // Stage 3: chunks of frozen parameters, the coordinator, units.
+  std::vector<zero::FlatGroup> frozen_groups_;
+  std::vector<at::Tensor> frozen_params_;
+  std::unique_ptr<zero::ParamCoordinator> coordinator_;
+  std::shared_ptr<zero::CoordinatorLink> link_;
+  std::vector<UnitBase*> units_;
   std::unique_ptr<zero::GradReducer> reducer_;
   std::unique_ptr<zero::ShardedOptimizer> optimizer_;
   std::unique_ptr<LrScheduler> scheduler_;

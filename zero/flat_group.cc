@@ -8,6 +8,7 @@
 namespace zt::zero {
 
 at::Tensor FlatGroup::OwnedParams() const {
+  if (param_shard.defined()) return param_shard;
   return params.narrow(0, owned_begin(), owned_end() - owned_begin());
 }
 
@@ -18,7 +19,7 @@ at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot, const at::Ten
 }
 
 FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>& all_params,
-                        int partition, bool sharded) {
+                        int partition, bool sharded, std::optional<at::ScalarType> dtype) {
   FlatGroup g;
   g.layout = layout;
   g.partition = partition;
@@ -26,12 +27,14 @@ FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>
   ZT_CHECK(!layout.slots.empty());
   const at::Tensor& first = all_params.at(static_cast<size_t>(layout.slots.front().param_index));
   // Every element but the padding is overwritten below: zero only the padding.
-  g.params = at::empty({layout.padded_numel}, first.options().requires_grad(false));
+  g.params = at::empty({layout.padded_numel},
+                       first.options().dtype(dtype.value_or(first.scalar_type())).requires_grad(false));
   at::NoGradGuard no_grad;
   g.params.narrow(0, layout.numel, layout.padded_numel - layout.numel).zero_();
   for (const ParamSlot& slot : layout.slots) {
     const at::Tensor& p = all_params.at(static_cast<size_t>(slot.param_index));
-    ZT_CHECK_MSG(p.scalar_type() == first.scalar_type(), "parameters of one group must share a dtype");
+    ZT_CHECK_MSG(dtype.has_value() || p.scalar_type() == first.scalar_type(),
+                 "parameters of one group must share a dtype");
     at::Tensor view = SlotView(g.params, slot, p);
     view.copy_(p.detach());
     // set_data swaps the storage under the same Variable: the module, the

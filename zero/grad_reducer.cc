@@ -45,7 +45,7 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
       pg_(std::move(group)),
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
-  ZT_CHECK(options_.stage >= 0 && options_.stage <= 2);
+  ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
   where_.assign(params_.size(), {-1, -1});
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& slots = groups_[g].layout.slots;
@@ -56,6 +56,7 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
   ready_.assign(params_.size(), 0);
   pending_.assign(groups_.size(), 0);
   complete_.assign(groups_.size(), 0);
+  launched_.assign(groups_.size(), 0);
   buckets_.resize(groups_.size());
   shard_has_data_.assign(groups_.size(), 0);
 
@@ -83,9 +84,10 @@ void GradReducer::BeginBackward(bool reduce) {
   std::lock_guard<std::mutex> lock(mu_);
   ZT_CHECK_MSG(!active_, "BeginBackward called twice without FinishBackward");
   active_ = true;
-  reduce_ = options_.stage == 2 || reduce;
+  reduce_ = options_.stage >= 2 || reduce;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(complete_.begin(), complete_.end(), 0);
+  std::fill(launched_.begin(), launched_.end(), 0);
   for (size_t g = 0; g < groups_.size(); ++g) {
     pending_[g] = static_cast<int>(groups_[g].layout.slots.size());
   }
@@ -111,7 +113,7 @@ void GradReducer::OnGradReady(int param_index) {
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;
 
-  if (options_.stage == 2) {
+  if (options_.stage >= 2) {
     // Outside Engine::Backward there is nowhere to put the gradient; it stays
     // in .grad and the engine reports the misuse at Step.
     if (!active_ || !grad.defined()) return;
@@ -133,13 +135,22 @@ void GradReducer::OnGradReady(int param_index) {
   ready_[static_cast<size_t>(param_index)] = 1;
   if (--pending_[static_cast<size_t>(g)] == 0) {
     complete_[static_cast<size_t>(g)] = 1;
-    if (options_.overlap_comm) LaunchReadyLocked();
+    if (options_.stage == 3) {
+      LaunchLocked(g);
+      if (!options_.overlap_comm) FinalizeOldestLocked();
+      if (options_.on_group_complete) options_.on_group_complete(g);
+    } else if (options_.overlap_comm) {
+      LaunchReadyLocked();
+    }
   }
 }
 
 void GradReducer::LaunchReadyLocked() {
   while (next_launch_ < static_cast<int>(groups_.size()) && complete_[static_cast<size_t>(next_launch_)]) {
-    LaunchLocked(next_launch_++);
+    const int g = next_launch_++;
+    if (launched_[static_cast<size_t>(g)]) continue;
+    LaunchLocked(g);
+    if (options_.on_group_complete) options_.on_group_complete(g);
   }
 }
 
@@ -147,8 +158,9 @@ void GradReducer::LaunchLocked(int group_index) {
   FlatGroup& group = groups_[static_cast<size_t>(group_index)];
   const int world = pg_->size();
   at::NoGradGuard no_grad;
+  launched_[static_cast<size_t>(group_index)] = 1;
 
-  at::Tensor input = options_.stage == 2 ? EnsureBucketLocked(group_index) : group.grads;
+  at::Tensor input = options_.stage >= 2 ? EnsureBucketLocked(group_index) : group.grads;
   if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
     at::Tensor cast = scratch_.Acquire(input.numel(), input.options().dtype(*options_.comm_dtype),
                                        /*zeroed=*/false);
@@ -168,7 +180,7 @@ void GradReducer::LaunchLocked(int group_index) {
     f.output = input;
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
   } else {
-    const bool direct = options_.stage == 2 && !shard_has_data_[static_cast<size_t>(group_index)] &&
+    const bool direct = options_.stage >= 2 && !shard_has_data_[static_cast<size_t>(group_index)] &&
                         input.scalar_type() == group.grad_shard.scalar_type() &&
                         group.grad_shard.is_contiguous();
     f.output = direct ? group.grad_shard
@@ -176,7 +188,7 @@ void GradReducer::LaunchLocked(int group_index) {
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));
-  if (options_.stage == 2 && static_cast<int>(inflight_.size()) > options_.max_inflight_groups) {
+  if (options_.stage >= 2 && static_cast<int>(inflight_.size()) > options_.max_inflight_groups) {
     FinalizeOldestLocked();
   }
 }
@@ -203,14 +215,14 @@ void GradReducer::FinalizeOldestLocked() {
   } else {
     const bool direct = f.output.is_same(group.grad_shard);
     if (!direct) {
-      if (options_.stage == 2 && shard_has_data_[static_cast<size_t>(f.group)]) {
+      if (options_.stage >= 2 && shard_has_data_[static_cast<size_t>(f.group)]) {
         group.grad_shard.add_(f.output);
       } else {
         group.grad_shard.copy_(f.output);
       }
       scratch_.Release(f.output);
     }
-    if (options_.stage == 2) shard_has_data_[static_cast<size_t>(f.group)] = 1;
+    if (options_.stage >= 2) shard_has_data_[static_cast<size_t>(f.group)] = 1;
   }
   // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
   at::Tensor& bucket = buckets_[static_cast<size_t>(f.group)];
@@ -227,6 +239,7 @@ void GradReducer::FinishBackward() {
   // Groups with parameters that got no gradient (unused in this forward)
   // still take part, with zeros, so all ranks run the same collectives.
   std::fill(complete_.begin(), complete_.end(), 1);
+  next_launch_ = 0;
   LaunchReadyLocked();
   while (!inflight_.empty()) FinalizeOldestLocked();
 }

@@ -5,14 +5,20 @@
 //           buffer so this rank holds the average of its shard;
 //  stage 2: on every backward, copy gradients into a per-group bucket as
 //           autograd produces them, free the parameter's .grad, and
-//           reduce-scatter the bucket into this rank's accumulated shard.
+//           reduce-scatter the bucket into this rank's accumulated shard;
+//  stage 3: as stage 2, with the groups being the units' trainable chunks.
 //
 // With overlap_comm a group is launched from an autograd post-hook the moment
-// its last gradient is accumulated, while backward keeps running. Groups are
-// always launched in index order (a later group that finishes early waits
-// for its predecessors), so every rank issues the same collectives in the
-// same order no matter how autograd schedules work. Parameters that received
-// no gradient count as zero.
+// its last gradient is accumulated, while backward keeps running. At stages
+// 0-2 groups are launched in index order (a later group that finishes early
+// waits for its predecessors), so every rank issues the same collectives in
+// the same order no matter how autograd schedules work. At stage 3 a chunk is
+// launched as soon as it completes (its parameters are freed right after,
+// and the stage-3 parameter gathers that interleave with it already follow
+// autograd's order, which is the same on every rank for the same graph); the
+// on_group_complete callback tells the coordinator. Parameters that received
+// no gradient count as zero: their groups are launched, in index order, when
+// backward ends.
 //
 // Scaling follows DeepSpeed: with prescale_gradients the buffer is divided by
 // the world size before the sum; otherwise it is divided by
@@ -23,6 +29,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,7 +50,10 @@ struct GradReducerOptions {
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<at::ScalarType> comm_dtype;  // nullopt: the gradients' dtype
-  int max_inflight_groups = 2;               // stage 2: bounds bucket memory
+  int max_inflight_groups = 2;               // stages 2/3: bounds bucket memory
+  // Stage 3: called (under the reducer's lock, on autograd's thread) when
+  // every gradient of a group has been copied into its bucket.
+  std::function<void(int group)> on_group_complete;
 };
 
 class GradReducer {
@@ -101,6 +111,7 @@ class GradReducer {
   std::vector<int> pending_;          // per group: parameters not yet ready
   std::vector<char> complete_;        // per group
   int next_launch_ = 0;
+  std::vector<char> launched_;        // per group, this backward
   std::deque<InFlight> inflight_;
   std::vector<at::Tensor> buckets_;    // stage 2: per-group flat gradient copies
   std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps

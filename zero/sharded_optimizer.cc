@@ -50,6 +50,13 @@ void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper)
   }
 }
 
+void ShardedOptimizer::RefreshMaster() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (!aliased_[i]) master_[i].copy_(groups_[i].OwnedParams());
+  }
+}
+
 int64_t ShardedOptimizer::master_bytes() const {
   int64_t n = 0;
   for (size_t i = 0; i < master_.size(); ++i) {

@@ -32,6 +32,10 @@ class ShardedOptimizer {
   // master <- optimizer(master, grads * grad_multiplier); owned params <- master.
   void Step(double grad_multiplier, const ops::StepHyper& hyper);
 
+  // Re-reads the owned parameters into the fp32 master copies, after the
+  // parameters were written directly (GatheredParameters with a modifier).
+  void RefreshMaster();
+
   int64_t master_bytes() const;  // 0 where the master aliases the parameters
   int64_t state_bytes() const;
 

@@ -2,6 +2,7 @@
 #include "tests/engine/parity_model.h"
 
 #include <cmath>
+#include <unordered_set>
 
 #include "absl/strings/str_format.h"
 #include "engine/lr_scheduler.h"
@@ -71,6 +72,7 @@ class ReferenceOptimizer {
     if (lion_) {
       torch::NoGradGuard ng;
       for (size_t i = 0; i < params_.size(); ++i) {
+        if (!params_[i].grad().defined()) continue;
         torch::Tensor p = params_[i].detach();
         torch::Tensor flat = p.view({-1});
         ops::StepHyper h;
@@ -113,13 +115,30 @@ class ReferenceOptimizer {
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                     const ParityData& data, const Config& config, int64_t steps) {
   const bool bf16 = config.bf16.enabled;
-  std::vector<torch::Tensor> model_params = model.parameters();
+  TrainReferenceWithLoss(
+      model,
+      [&](const torch::Tensor& x, const torch::Tensor& y) {
+        return torch::mse_loss(forward(bf16 ? x.to(torch::kBFloat16) : x).to(torch::kFloat), y);
+      },
+      data, config, steps);
+}
+
+void TrainReferenceWithLoss(torch::nn::Module& model,
+                            const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss_fn,
+                            const ParityData& data, const Config& config, int64_t steps,
+                            const std::function<void(int64_t)>& after_step) {
+  const bool bf16 = config.bf16.enabled;
+  if (bf16) model.to(torch::kBFloat16);
+  // Each parameter once, even when tied (registered under several names).
+  std::vector<torch::Tensor> model_params;
+  std::unordered_set<const void*> seen;
+  for (const torch::Tensor& p : model.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) model_params.push_back(p);
+  }
   std::vector<torch::Tensor> opt_params;
   if (bf16) {
-    model.to(torch::kBFloat16);
-    model_params = model.parameters();
     for (auto& p : model_params) {
-      opt_params.push_back(p.detach().to(torch::kFloat).clone().set_requires_grad(true));
+      opt_params.push_back(p.detach().to(torch::kFloat).clone().set_requires_grad(p.requires_grad()));
     }
   } else {
     opt_params = model_params;
@@ -130,16 +149,14 @@ void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(
   for (int64_t s = 0; s < steps; ++s) {
     torch::Tensor x = data.x.narrow(0, s * batch, batch);
     torch::Tensor y = data.y.narrow(0, s * batch, batch);
-    if (bf16) x = x.to(torch::kBFloat16);
-    torch::Tensor out = forward(x).to(torch::kFloat);
-    torch::Tensor loss = torch::mse_loss(out, y);
+    torch::Tensor loss = loss_fn(x, y);
     for (auto& p : model_params) {
       if (p.grad().defined()) p.mutable_grad().zero_();
     }
     loss.backward();
     if (bf16) {
       for (size_t i = 0; i < model_params.size(); ++i) {
-        opt_params[i].mutable_grad() = model_params[i].grad().to(torch::kFloat);
+        if (model_params[i].grad().defined()) opt_params[i].mutable_grad() = model_params[i].grad().to(torch::kFloat);
       }
     }
     if (config.gradient_clipping > 0) torch::nn::utils::clip_grad_norm_(opt_params, config.gradient_clipping);
@@ -149,8 +166,11 @@ void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(
              has_betas ? sched->Beta2(s) : std::nullopt);
     if (bf16) {
       torch::NoGradGuard ng;
-      for (size_t i = 0; i < model_params.size(); ++i) model_params[i].copy_(opt_params[i]);
+      for (size_t i = 0; i < model_params.size(); ++i) {
+        if (model_params[i].requires_grad()) model_params[i].copy_(opt_params[i]);
+      }
     }
+    if (after_step) after_step(s);
   }
 }
 

@@ -54,6 +54,14 @@ int64_t MicroBatchStart(const BatchConfig& b, int64_t step, int64_t micro, int r
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                     const ParityData& data, const Config& config, int64_t steps);
 
+// The same loop with any loss: loss(x, y) gets the step's global batch rows
+// as they are in `data` (no dtype conversion). `after_step(s)` runs after
+// optimizer step s. Tied parameters are stepped once.
+void TrainReferenceWithLoss(torch::nn::Module& model,
+                            const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss,
+                            const ParityData& data, const Config& config, int64_t steps,
+                            const std::function<void(int64_t)>& after_step = nullptr);
+
 // Largest violation of |a - b| <= atol + rtol * |b| over all parameters,
 // as a message ("" when within tolerance).
 std::string CompareParams(torch::nn::Module& a, torch::nn::Module& b, double rtol, double atol);

@@ -225,7 +225,7 @@ TEST_P(ParityTest, MatchesSingleProcessReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, ParityTest,
-                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(1, 2, 3, 4)),
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
                            return absl::StrCat("stage", std::get<0>(info.param), "_world",
                                                std::get<1>(info.param));

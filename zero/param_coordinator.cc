@@ -1,0 +1,293 @@
+// Implementation of zero/param_coordinator.h.
+#include "zero/param_coordinator.h"
+
+#include <torch/csrc/autograd/engine.h>
+
+#include <ATen/ATen.h>
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "zero/storage.h"
+
+namespace zt::zero {
+namespace {
+
+std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" : name; }
+
+}  // namespace
+
+ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
+                                   std::vector<int> trainable_chunk_of_group,
+                                   std::shared_ptr<comm::ProcessGroup> group, CoordinatorOptions options)
+    : units_(std::move(units)),
+      chunks_(std::move(chunks)),
+      trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
+      pg_(std::move(group)),
+      options_(options),
+      chunk_state_(chunks_.size()),
+      unit_state_(units_.size()) {
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const Chunk& chunk = chunks_[c];
+    ZT_CHECK(chunk.group != nullptr && chunk.unit >= 0 && chunk.unit < static_cast<int>(units_.size()));
+    if (chunk.persistent) {
+      chunk_state_[c].state = State::kReady;
+    } else {
+      unit_state_[static_cast<size_t>(chunk.unit)].sharded_numel += chunk.group->layout.padded_numel;
+      // Chunks arrive gathered (construction) or released (sharded at init).
+      if (HasStorage(chunk.group->params)) {
+        chunk_state_[c].state = State::kReady;
+        live_numel_ += chunk.group->layout.padded_numel;
+        stats_.gathered_bytes += static_cast<int64_t>(chunk.group->params.nbytes());
+      }
+    }
+  }
+  stats_.peak_gathered_bytes = stats_.gathered_bytes;
+}
+
+ParamCoordinator::~ParamCoordinator() {
+  // Gathers still in flight write into our buffers: let them land first
+  // (bounded by the group's timeout).
+  for (ChunkState& s : chunk_state_) {
+    if (s.work) (void)s.work->Wait();
+  }
+}
+
+CoordinatorStats ParamCoordinator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  CoordinatorStats s = stats_;
+  s.trace_mismatches = trace_.mismatches();
+  return s;
+}
+
+void ParamCoordinator::ResetPeak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_gathered_bytes = stats_.gathered_bytes;
+}
+
+int64_t ParamCoordinator::LiveNumelLocked() const { return live_numel_; }
+
+bool ParamCoordinator::UnitGatheredLocked(int unit) const {
+  for (int c : units_[static_cast<size_t>(unit)].chunks) {
+    if (chunk_state_[static_cast<size_t>(c)].state == State::kReleased) return false;
+  }
+  return true;
+}
+
+void ParamCoordinator::GatherChunkLocked(int chunk) {
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  if (s.state != State::kReleased) return;
+  FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  AllocateStorage(g.params);
+  s.work = pg_->AllGather(g.param_shard, g.params);
+  s.state = State::kInFlight;
+  live_numel_ += g.layout.padded_numel;
+  stats_.gathered_bytes += static_cast<int64_t>(g.params.nbytes());
+  stats_.peak_gathered_bytes = std::max(stats_.peak_gathered_bytes, stats_.gathered_bytes);
+  ++stats_.gathers;
+}
+
+void ParamCoordinator::WaitChunkLocked(int chunk) {
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  if (s.state != State::kInFlight) return;
+  absl::Status st = s.work->Wait();
+  s.work.reset();
+  if (!st.ok()) {
+    const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+    throw Error(absl::Status(
+        st.code(), absl::StrFormat("all-gathering the parameters of unit '%s' (chunk %d, %d elements) failed: %s",
+                                   UnitLabel(units_[static_cast<size_t>(c.unit)].name), chunk,
+                                   c.group->layout.padded_numel, st.message())));
+  }
+  s.state = State::kReady;
+}
+
+void ParamCoordinator::ReleaseChunkLocked(int chunk) {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  if (c.persistent || s.pins > 0 || s.state == State::kReleased) return;
+  // Never free memory a collective may still write into.
+  WaitChunkLocked(chunk);
+  FreeStorage(c.group->params);
+  s.state = State::kReleased;
+  live_numel_ -= c.group->layout.padded_numel;
+  stats_.gathered_bytes -= static_cast<int64_t>(c.group->params.nbytes());
+}
+
+std::vector<int> ParamCoordinator::GatherUnitLocked(int unit) {
+  std::vector<int> issued;
+  for (int c : units_[static_cast<size_t>(unit)].chunks) {
+    if (chunk_state_[static_cast<size_t>(c)].state == State::kReleased) {
+      GatherChunkLocked(c);
+      issued.push_back(c);
+    }
+  }
+  return issued;
+}
+
+void ParamCoordinator::ObserveLocked(int unit) {
+  const UnitTrace::Observation obs = trace_.Observe(unit);
+  if (obs == UnitTrace::Observation::kMismatch && !logged_mismatch_) {
+    logged_mismatch_ = true;
+    const int expected = trace_.last_expected();
+    ZT_LOG(WARNING) << absl::StrFormat(
+        "stage 3: the order of units changed: the recorded order expected %s next, but unit '%s' asked for its "
+        "parameters; prefetching pauses until the end of this micro-step and the new order is recorded "
+        "(logged once; later changes are only counted)",
+        expected < 0 ? std::string("no more units")
+                     : absl::StrFormat("unit '%s'", UnitLabel(units_[static_cast<size_t>(expected)].name)),
+        UnitLabel(units_[static_cast<size_t>(unit)].name));
+  }
+  UnitState& u = unit_state_[static_cast<size_t>(unit)];
+  if (u.prefetched_ahead) {
+    u.prefetched_ahead = false;
+    window_numel_ -= u.sharded_numel;
+  }
+  GatherUnitLocked(unit);
+  if (trace_.following()) PrefetchLocked();
+  for (int c : units_[static_cast<size_t>(unit)].chunks) WaitChunkLocked(c);
+}
+
+void ParamCoordinator::PrefetchLocked() {
+  const std::vector<int>& order = trace_.order();
+  for (size_t i = trace_.position(); i < order.size(); ++i) {
+    const int v = order[i];
+    UnitState& u = unit_state_[static_cast<size_t>(v)];
+    if (u.sharded_numel == 0 || UnitGatheredLocked(v)) continue;
+    if (window_numel_ + u.sharded_numel > options_.prefetch_bucket_numel) break;
+    if (live_numel_ + u.sharded_numel > options_.max_live_numel) break;
+    GatherUnitLocked(v);
+    u.prefetched_ahead = true;
+    window_numel_ += u.sharded_numel;
+    ++stats_.prefetched_units;
+  }
+}
+
+void ParamCoordinator::PreForward(int unit, bool training) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UnitState& u = unit_state_[static_cast<size_t>(unit)];
+  if (training) {
+    ObserveLocked(unit);
+  } else {
+    // Evaluation: gather what is missing, release exactly that afterwards.
+    std::vector<int> issued = GatherUnitLocked(unit);
+    for (int c : issued) WaitChunkLocked(c);
+    u.eval_gathered.insert(u.eval_gathered.end(), issued.begin(), issued.end());
+  }
+  ++u.active;
+}
+
+void ParamCoordinator::PostForward(int unit, bool training) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UnitState& u = unit_state_[static_cast<size_t>(unit)];
+  --u.active;
+  if (!training) {
+    if (u.active == 0) {
+      for (int c : u.eval_gathered) ReleaseChunkLocked(c);
+      u.eval_gathered.clear();
+    }
+    return;
+  }
+  if (u.active > 0) return;
+  const std::optional<int64_t> distance = trace_.ReuseDistance(
+      unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
+  const bool keep = distance.has_value() && *distance < options_.max_reuse_distance &&
+                    live_numel_ <= options_.max_live_numel;
+  if (keep) return;
+  for (int c : units_[static_cast<size_t>(unit)].chunks) ReleaseChunkLocked(c);
+}
+
+void ParamCoordinator::PreBackward(int unit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!callback_queued_) {
+    // Safety net: whatever backward skipped is released when the graph task
+    // ends, even if the caller never reaches Engine::Backward's epilogue.
+    callback_queued_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { EndBackward(); });
+  }
+  ObserveLocked(unit);
+}
+
+void ParamCoordinator::AddInputNodes(int unit, int count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  unit_state_[static_cast<size_t>(unit)].pending_inputs += count;
+}
+
+void ParamCoordinator::PostBackward(int unit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  UnitState& u = unit_state_[static_cast<size_t>(unit)];
+  if (u.pending_inputs > 0) --u.pending_inputs;
+  if (u.pending_inputs > 0) return;
+  // Every call's backward reached its inputs: nothing in this unit needs its
+  // frozen parameters any more. Trainable chunks wait for their gradients
+  // (a tied parameter can still be in use elsewhere).
+  for (int c : units_[static_cast<size_t>(unit)].chunks) {
+    if (!chunks_[static_cast<size_t>(c)].trainable) ReleaseChunkLocked(c);
+  }
+}
+
+void ParamCoordinator::OnGroupGradsComplete(int g) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseChunkLocked(trainable_chunk_of_group_[static_cast<size_t>(g)]);
+}
+
+void ParamCoordinator::EndBackward() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t c = 0; c < chunks_.size(); ++c) WaitChunkLocked(static_cast<int>(c));
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const bool in_eval = !unit_state_[static_cast<size_t>(chunks_[c].unit)].eval_gathered.empty();
+    if (!in_eval) ReleaseChunkLocked(static_cast<int>(c));
+  }
+  for (UnitState& u : unit_state_) {
+    u.prefetched_ahead = false;
+    u.pending_inputs = 0;
+  }
+  window_numel_ = 0;
+  callback_queued_ = false;
+  trace_.EndMicroStep();
+}
+
+void ParamCoordinator::Pin(const std::vector<int>& chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int c : chunks) GatherChunkLocked(c);
+  for (int c : chunks) {
+    WaitChunkLocked(c);
+    ++chunk_state_[static_cast<size_t>(c)].pins;
+  }
+}
+
+void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (modifier_rank.has_value()) {
+    at::NoGradGuard no_grad;
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (int c : chunks) works.push_back(pg_->Broadcast(chunks_[static_cast<size_t>(c)].group->params, *modifier_rank));
+    for (size_t i = 0; i < works.size(); ++i) {
+      absl::Status st = works[i]->Wait();
+      if (!st.ok()) {
+        const Chunk& c = chunks_[static_cast<size_t>(chunks[i])];
+        throw Error(absl::Status(st.code(), absl::StrFormat("broadcasting rank %d's modified parameters of unit '%s' "
+                                                            "failed: %s",
+                                                            *modifier_rank,
+                                                            UnitLabel(units_[static_cast<size_t>(c.unit)].name),
+                                                            st.message())));
+      }
+    }
+    for (int c : chunks) {
+      FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
+      // Persistent chunks own a view of `params`: already up to date.
+      if (g.param_shard.defined()) g.param_shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
+    }
+  }
+  for (int c : chunks) {
+    ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+    if (s.pins > 0) --s.pins;
+    if (s.pins == 0 && unit_state_[static_cast<size_t>(chunks_[static_cast<size_t>(c)].unit)].active == 0) {
+      ReleaseChunkLocked(c);
+    }
+  }
+}
+
+}  // namespace zt::zero

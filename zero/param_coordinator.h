@@ -1,0 +1,158 @@
+// ParamCoordinator: the life cycle of stage-3 parameters. Each sharding unit
+// (zero/unit.h) owns chunks (zero/unit_plan.h); every rank keeps only its
+// shard of each chunk, and the coordinator gathers a unit's chunks when the
+// unit needs them and frees them when it is done:
+//
+//   forward   unit starts  -> gather (or wait for the prefetch in flight),
+//                             issue the next units' gathers (prefetch)
+//             unit returns -> release, unless the trace says the unit is
+//                             needed again within stage3_max_reuse_distance
+//   backward  unit outputs' gradient arrives (identity autograd function)
+//                          -> gather again, prefetch the next units
+//             a chunk's gradients are all accumulated (reducer hook)
+//                          -> its gradients are reduce-scattered, it is freed
+//             the unit's backward reaches its inputs -> frozen chunks freed
+//   end of backward (autograd callback and Engine::Backward) -> wait for
+//             every gather, free every chunk, the observed order becomes the
+//             trace for the next micro-step.
+//
+// Prefetch follows the order recorded in the previous micro-step (UnitTrace),
+// bounded by stage3_prefetch_bucket_size (elements gathered ahead of use) and
+// stage3_max_live_parameters (elements gathered at once, the unit in use
+// excepted). When the order departs from the trace it logs once, stops
+// prefetching until the micro-step ends and re-records; a gather always names
+// the unit that asked, so a wrong guess costs memory and bandwidth, never
+// correctness.
+//
+// Contract:
+//  * Every rank must run the same units in the same order within a
+//    micro-step (as with FSDP and DeepSpeed): each request may issue
+//    collectives. All decisions derive from that order and the config, never
+//    from timing, so ranks issue identical collective sequences.
+//  * Calls come from the training thread and, during backward, from
+//    autograd's thread (the same thread for CPU graphs); a mutex serializes them.
+//  * Communication failures throw zt::Error naming the unit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "zero/flat_group.h"
+#include "zero/unit_trace.h"
+
+namespace zt::zero {
+
+struct CoordinatorOptions {
+  int64_t prefetch_bucket_numel = 50000000;  // stage3_prefetch_bucket_size
+  int64_t max_live_numel = 1000000000;       // stage3_max_live_parameters
+  int64_t max_reuse_distance = 1000000000;   // stage3_max_reuse_distance
+};
+
+struct CoordinatorStats {
+  int64_t gathered_bytes = 0;       // full (non-persistent) chunk bytes allocated now
+  int64_t peak_gathered_bytes = 0;  // most at once since the last ResetPeak()
+  int64_t gathers = 0;              // chunk all-gathers issued
+  int64_t prefetched_units = 0;     // unit gathers issued ahead of use
+  int64_t trace_mismatches = 0;     // requests that departed from the trace
+};
+
+class ParamCoordinator {
+ public:
+  struct Chunk {
+    FlatGroup* group = nullptr;
+    int unit = 0;
+    bool trainable = true;
+    bool persistent = false;
+  };
+  struct Unit {
+    std::string name;         // module path ("" for the root)
+    std::vector<int> chunks;  // indices into the chunk list
+  };
+
+  // `trainable_chunk_of_group[g]` is the chunk holding the reducer's group g.
+  ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
+                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
+                   CoordinatorOptions options);
+  ~ParamCoordinator();
+  ParamCoordinator(const ParamCoordinator&) = delete;
+  ParamCoordinator& operator=(const ParamCoordinator&) = delete;
+
+  // From zt::Unit's forward. `training`: grad mode was on (the request is part
+  // of a training micro-step; otherwise it is an evaluation forward, which
+  // gathers, runs and releases without touching the trace).
+  void PreForward(int unit, bool training);
+  void PostForward(int unit, bool training);
+  // From the identity functions: the unit's outputs received their gradient /
+  // the unit's backward for one call reached its inputs.
+  void PreBackward(int unit);
+  void PostBackward(int unit);
+  // The forward call created `count` input identity nodes for `unit`.
+  void AddInputNodes(int unit, int count);
+  // From the gradient reducer: every gradient of group `g` was accumulated.
+  void OnGroupGradsComplete(int g);
+  // Waits for every gather, frees every non-persistent chunk that is not
+  // pinned, ends the micro-step. Idempotent.
+  void EndBackward();
+
+  // GatheredParameters support. Pin gathers `chunks` (collective: same list,
+  // same order on every rank) and keeps them gathered until Unpin; Unpin with
+  // a modifier rank first broadcasts that rank's full values and writes them
+  // back into every rank's shard.
+  void Pin(const std::vector<int>& chunks);
+  void Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank);
+
+  // Chunks of all units, in chunk order.
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  const std::vector<Unit>& units() const { return units_; }
+  CoordinatorStats stats() const;
+  void ResetPeak();
+
+ private:
+  enum class State { kReleased, kInFlight, kReady };
+  struct ChunkState {
+    State state = State::kReleased;
+    std::unique_ptr<comm::Work> work;
+    int pins = 0;
+  };
+  struct UnitState {
+    int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks
+    int active = 0;             // forward calls running
+    int pending_inputs = 0;     // input identity nodes not yet reached in backward
+    bool prefetched_ahead = false;
+    std::vector<int> eval_gathered;  // chunks an evaluation forward gathered
+  };
+
+  void ObserveLocked(int unit);
+  void PrefetchLocked();
+  // Issues the all-gathers of `unit`'s released non-persistent chunks;
+  // returns the chunks it issued.
+  std::vector<int> GatherUnitLocked(int unit);
+  void GatherChunkLocked(int chunk);
+  void WaitChunkLocked(int chunk);
+  void ReleaseChunkLocked(int chunk);
+  bool UnitGatheredLocked(int unit) const;
+  int64_t LiveNumelLocked() const;
+
+  std::vector<Unit> units_;
+  std::vector<Chunk> chunks_;
+  std::vector<int> trainable_chunk_of_group_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  CoordinatorOptions options_;
+
+  mutable std::mutex mu_;
+  std::vector<ChunkState> chunk_state_;
+  std::vector<UnitState> unit_state_;
+  UnitTrace trace_;
+  int64_t window_numel_ = 0;  // gathered ahead of use, not yet requested
+  int64_t live_numel_ = 0;    // non-persistent chunk elements gathered or in flight
+  bool callback_queued_ = false;
+  bool logged_mismatch_ = false;
+  CoordinatorStats stats_;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,65 @@
+// Stage 3 at Engine::Create: finds the zt::Units in a module tree, gives
+// every parameter to exactly one unit, plans each unit's chunks
+// (zero/unit_plan.h) and shards them, adopting the shards of units that
+// zt::ShardedInit already sharded while the model was built.
+//
+// Sharding a chunk from full parameters is collective (rank 0's values are
+// broadcast, so replicas start identical): every rank must call BuildStage3
+// with the same model architecture and options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "absl/status/statusor.h"
+#include "comm/process_group.h"
+#include "zero/flat_group.h"
+#include "zero/unit.h"
+#include "zero/unit_plan.h"
+
+namespace zt::zero {
+
+struct Stage3Options {
+  int64_t bucket_numel = 500000000;  // reduce_bucket_size: the largest chunk
+  PersistencePolicy persistence;
+  at::ScalarType dtype = at::kFloat;  // the model's training dtype
+};
+
+// What BuildStage3 made. Parameter indices: trainable ones first (in model
+// order, as the engine trains them), then frozen ones.
+struct Stage3Build {
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  int num_trainable = 0;
+
+  std::vector<FlatGroup> trainable_chunks;  // the reducer's and the optimizer's groups
+  std::vector<FlatGroup> frozen_chunks;
+  struct ChunkRef {
+    bool trainable = true;
+    int index = 0;  // into trainable_chunks or frozen_chunks
+    int unit = 0;
+    bool persistent = false;
+  };
+  std::vector<ChunkRef> chunks;  // every chunk, unit by unit
+
+  // Units: [0] is the root (parameters outside every unit; always gathered).
+  std::vector<std::string> unit_names;
+  std::vector<UnitBase*> unit_bases;  // [0] is null
+  std::vector<std::vector<int>> unit_chunks;
+  int64_t root_numel = 0;  // parameters outside every unit
+};
+
+absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg,
+                                        const Stage3Options& options);
+
+// Flattens one chunk's parameters into a new buffer of `dtype` (parameters
+// become views of it), broadcasts rank 0's values, and for a non-persistent
+// chunk keeps this rank's shard in `param_shard` and frees the buffer.
+// Collective. Throws zt::Error on a communication failure.
+FlatGroup ShardChunk(const ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
+                     at::ScalarType dtype);
+
+}  // namespace zt::zero

@@ -1,0 +1,207 @@
+// zt::Unit<Impl>: marks a module as a ZeRO stage-3 sharding unit, the C++
+// counterpart of FSDP's auto-wrap units. LibTorch modules have no forward
+// hooks, so the unit wraps the module's own forward instead:
+//
+//   struct BlockImpl : torch::nn::Module { ... torch::Tensor forward(torch::Tensor x); };
+//   TORCH_MODULE(Block);                        // unsharded use, unchanged
+//
+//   struct GptImpl : torch::nn::Module {
+//     GptImpl() { for (int i = 0; i < 12; ++i) h.push_back(register_module(
+//                     "h" + std::to_string(i), zt::Unit<BlockImpl>(768))); }
+//     std::vector<zt::Unit<BlockImpl>> h;       // each block: one unit
+//   };
+//   using Gpt = zt::Unit<GptImpl>;              // optional: the top module as a unit too
+//
+// UnitImpl<Impl> derives from Impl, so parameter names, constructors and
+// every member stay exactly those of Impl (state dicts and checkpoints do not
+// see the wrapper). Its forward, under a stage-3 engine, gathers the unit's
+// parameters (waiting on a prefetch already in flight), runs Impl::forward,
+// releases them, and threads identity autograd functions through the tensor
+// arguments and results so backward can gather them again. Outside stage 3
+// (no engine, stages 0-2) it is exactly Impl.
+//
+// Rules for units:
+//  * Every parameter belongs to the innermost unit that registers it;
+//    parameters outside every unit belong to the root, which stays gathered
+//    (nothing tells us when the top module's forward runs) unless the top
+//    module is itself a unit. A parameter registered under several units
+//    (tied weights) belongs to their innermost common ancestor.
+//  * A unit's parameters hold data only inside its forward and backward, or
+//    inside zt::GatheredParameters. Read shapes freely; read values there.
+//  * Results are found through zt::UnitTensors<T>: at::Tensor, tuples,
+//    pairs, vectors of those and plain scalars work; specialize UnitTensors
+//    for your own result structs. Top-level at::Tensor arguments are tracked
+//    for backward; tensors nested inside other argument types are not (their
+//    only effect: frozen parameters are then freed at the end of backward).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+namespace zt {
+
+namespace zero {
+class UnitHook;
+struct PresharedUnit;
+}
+
+// The part of a unit the engine sees, whatever Impl is.
+class UnitBase {
+ public:
+  UnitBase();
+  virtual ~UnitBase();
+  UnitBase(const UnitBase&) = delete;
+  UnitBase& operator=(const UnitBase&) = delete;
+
+  // Internal: the engine's connection while it shards this unit.
+  const std::shared_ptr<zero::UnitHook>& unit_hook() const { return hook_; }
+  void set_unit_hook(std::shared_ptr<zero::UnitHook> hook) { hook_ = std::move(hook); }
+  // Internal: shards made by zt::ShardedInit, until Engine::Create adopts them.
+  std::shared_ptr<zero::PresharedUnit>& preshard() { return preshard_; }
+
+ protected:
+  // Called by UnitImpl once Impl is constructed (construction-time sharding).
+  void OnConstructed(torch::nn::Module& self);
+
+ private:
+  std::shared_ptr<zero::UnitHook> hook_;
+  std::shared_ptr<zero::PresharedUnit> preshard_;
+};
+
+// How a unit finds the tensors in its forward's result. kKnown is false for
+// types it cannot see into; specialize for your own structs:
+//   template <> struct zt::UnitTensors<MyOut> {
+//     static constexpr bool kKnown = true;
+//     template <typename F> static void ForEach(MyOut& o, F&& f) { f(o.hidden); f(o.logits); }
+//   };
+template <typename T, typename Enable = void>
+struct UnitTensors {
+  static constexpr bool kKnown = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::string>;
+  template <typename F>
+  static void ForEach(T&, F&&) {}
+};
+
+template <>
+struct UnitTensors<at::Tensor> {
+  static constexpr bool kKnown = true;
+  template <typename F>
+  static void ForEach(at::Tensor& t, F&& f) {
+    f(t);
+  }
+};
+
+template <typename... Ts>
+struct UnitTensors<std::tuple<Ts...>> {
+  static constexpr bool kKnown = (UnitTensors<Ts>::kKnown && ...);
+  template <typename F>
+  static void ForEach(std::tuple<Ts...>& t, F&& f) {
+    std::apply([&f](auto&... e) { (UnitTensors<std::decay_t<decltype(e)>>::ForEach(e, f), ...); }, t);
+  }
+};
+
+template <typename A, typename B>
+struct UnitTensors<std::pair<A, B>> {
+  static constexpr bool kKnown = UnitTensors<A>::kKnown && UnitTensors<B>::kKnown;
+  template <typename F>
+  static void ForEach(std::pair<A, B>& p, F&& f) {
+    UnitTensors<A>::ForEach(p.first, f);
+    UnitTensors<B>::ForEach(p.second, f);
+  }
+};
+
+template <typename T>
+struct UnitTensors<std::vector<T>> {
+  static constexpr bool kKnown = UnitTensors<T>::kKnown;
+  template <typename F>
+  static void ForEach(std::vector<T>& v, F&& f) {
+    for (T& e : v) UnitTensors<T>::ForEach(e, f);
+  }
+};
+
+namespace zero::internal {
+
+// One forward call of a unit. The constructor gathers (stage 3 only), the
+// destructor releases; Input/Outputs insert the identity functions.
+class UnitCall {
+ public:
+  explicit UnitCall(UnitBase& unit);
+  ~UnitCall();
+  UnitCall(const UnitCall&) = delete;
+  UnitCall& operator=(const UnitCall&) = delete;
+
+  // False outside stage 3: the unit is then a plain module.
+  bool active() const { return hook_ != nullptr; }
+  at::Tensor Input(const at::Tensor& t);
+  void Outputs(const std::vector<at::Tensor*>& outputs);
+
+ private:
+  std::shared_ptr<UnitHook> hook_;
+  bool training_ = false;
+  int input_nodes_ = 0;
+};
+
+template <typename T>
+decltype(auto) WrapArg(UnitCall& call, T&& arg) {
+  if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
+    return call.Input(arg);
+  } else {
+    return std::forward<T>(arg);
+  }
+}
+
+template <typename T>
+void WrapOutputs(UnitCall& call, T& out) {
+  static_assert(UnitTensors<T>::kKnown,
+                "zt::Unit: the module's forward returns a type the unit cannot look into; specialize "
+                "zt::UnitTensors<T> for it (see zero/unit.h)");
+  std::vector<at::Tensor*> tensors;
+  UnitTensors<T>::ForEach(out, [&tensors](at::Tensor& t) { tensors.push_back(&t); });
+  call.Outputs(tensors);
+}
+
+}  // namespace zero::internal
+
+template <typename Impl>
+class UnitImpl : public Impl, public UnitBase {
+ public:
+  template <typename... Args>
+  explicit UnitImpl(Args&&... args) : Impl(std::forward<Args>(args)...) {
+    OnConstructed(*this);
+  }
+
+  template <typename... Args>
+  auto forward(Args&&... args) {
+    zero::internal::UnitCall call(*this);
+    if (!call.active()) return Impl::forward(std::forward<Args>(args)...);
+    auto out = Impl::forward(zero::internal::WrapArg(call, std::forward<Args>(args))...);
+    zero::internal::WrapOutputs(call, out);
+    return out;
+  }
+};
+
+// The module holder, like the ones TORCH_MODULE declares. Its call operator
+// is its own: ModuleHolder's deduces the result from `&Impl::forward`, which
+// a template forward does not have. (For the same reason a unit cannot sit
+// directly in a torch::nn::Sequential; make the Sequential a unit instead.)
+template <typename Impl>
+class Unit : public torch::nn::ModuleHolder<UnitImpl<Impl>> {
+ public:
+  using torch::nn::ModuleHolder<UnitImpl<Impl>>::ModuleHolder;
+  template <typename... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return this->get()->forward(std::forward<Args>(args)...);
+  }
+};
+
+// The unit behind a module, or nullptr when the module is not a unit.
+UnitBase* AsUnit(torch::nn::Module& module);
+
+}  // namespace zt
