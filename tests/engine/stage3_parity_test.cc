@@ -89,7 +89,9 @@ std::vector<Variant> Variants() {
                  c.zero.max_reuse_distance = 300;
                }});
   v.push_back({"micro2_gas4", [](Config& c) { c.batch.gradient_accumulation_steps = 4; }});
-  v.push_back({"clipping", [](Config& c) { c.gradient_clipping = 0.05; }});
+  // Clipped hard (0.05), this model's near-zero gradients meet Adam's eps and
+  // rounding noise decides the step, at every stage alike; 0.5 still clips.
+  v.push_back({"clipping", [](Config& c) { c.gradient_clipping = 0.5; }});
   v.push_back({"no_overlap", [](Config& c) { c.zero.overlap_comm = false; }});
   Variant order_once{"order_changes_once"};
   order_once.order = [](int64_t s) { return s < 5 ? std::vector<int>{0, 1, 2} : std::vector<int>{2, 0, 1}; };
