@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# ZeRO stages 0/1/2 against PyTorch DDP, alternated on one machine: for each
+# ZeRO stages 0-3 against PyTorch DDP, alternated on one machine: for each
 # world size, ROUNDS x (zt_bench_zero_stages, then ddp_baseline.py), then a
-# table of medians over the rounds. Ratios are taken within a round first
+# table of medians over the rounds. The stage-3 runs: 3 (prefetch), 3-no-prefetch,
+# 3-reuse (DeepSpeed's default reuse distance; see zero_stages_bench.cc). Ratios are taken within a round first
 # (stage k / stage 0 of the same process; zt / DDP of adjacent runs), so slow
 # drift in machine load cancels.
 #
 #   benchmarks/run_zero_stages.sh [shared flags: --width --depth --global-batch --warmup --steps
-#                                  --bucket-numel --lr --seed]
+#                                  --bucket-numel --lr --seed] [zt only: --stages --prefetch-numel]
 #   Environment: WORLDS (default "2 4"), ROUNDS (default 5), ZT_BUILD_DIR (default build),
 #                PYTHON (default /usr/bin/python3, Debian's python3-torch).
 set -euo pipefail
@@ -25,6 +26,18 @@ if ! "$PYTHON" -c 'import torch.distributed as d; assert d.is_gloo_available()' 
 fi
 cmake --build "$BUILD_DIR" --target zt zt_bench_zero_stages >/dev/null
 
+# The DDP baseline takes the shared flags only.
+ddp_args=()
+skip=0
+for a in "$@"; do
+  if ((skip)); then skip=0; continue; fi
+  case "$a" in
+    --stages|--prefetch-numel) skip=1 ;;
+    --stages=*|--prefetch-numel=*) ;;
+    *) ddp_args+=("$a") ;;
+  esac
+done
+
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC') | commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
      "| load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "flags: ${*:-(defaults)} | worlds: $WORLDS | rounds: $ROUNDS | raw output: $LOG"
@@ -36,7 +49,7 @@ for world in $WORLDS; do
       if [ "$impl" = zt ]; then
         cmd=("$BUILD_DIR/bin/zt_bench_zero_stages" "$@")
       else
-        cmd=("$PYTHON" benchmarks/ddp_baseline.py "$@")
+        cmd=("$PYTHON" benchmarks/ddp_baseline.py "${ddp_args[@]}")
       fi
       echo "### world=$world round=$round impl=$impl" >>"$LOG"
       # zt launch sets OMP_NUM_THREADS = max(1, cores / world) for both programs.
@@ -74,6 +87,7 @@ function add(key, v) { vals[key] = (key in vals) ? vals[key] " " v : v }
   delete f
   for (i = 1; i <= n; i++) { split(kv[i], p, "="); f[p[1]] = p[2] }
   id = f["impl"] == "ddp" ? "ddp" : "zt" f["stage"]
+  if (id != "ddp" && !(id in run_seen)) { run_seen[id] = 1; run_order[++nruns] = f["stage"] }
   worlds[world] = 1
   for (k in f) v[world, round, id, k] = f[k]
   seen[world, round, id] = 1
@@ -85,9 +99,10 @@ END {
     world = wl[wi]
     if (!(world in worlds)) continue
     printf "world %s (medians over rounds; x st0 = median of per-round ratios to stage 0)\n", world
-    printf "%-6s %8s %6s %7s %7s %9s %6s %19s %9s %7s %10s\n", "stage", "step ms", "x st0", "bwd ms", "opt ms",
-           "peak MiB", "x st0", "states/formula MiB", "sent MiB", "x ideal", "samples/s"
-    for (s = 0; s <= 2; s++) {
+    printf "%-13s %8s %6s %7s %7s %9s %6s %19s %9s %9s %7s %10s\n", "run", "step ms", "x st0", "bwd ms", "opt ms",
+           "peak MiB", "x st0", "states/formula MiB", "gathered", "sent MiB", "x paper", "samples/s"
+    for (ri = 1; ri <= nruns; ri++) {
+      s = run_order[ri]
       id = "zt" s
       delete acc
       for (key in rounds) {
@@ -101,15 +116,16 @@ END {
         acc["sps"] = acc["sps"] " " v[world, rd, id, "samples_per_s"]
         acc["bratio"] = acc["bratio"] " " (v[world, rd, id, "sent_mib"] / v[world, rd, id, "ideal_mib"])
         states = v[world, rd, id, "model_state_mib"]; formula = v[world, rd, id, "formula_mib"]
+        gathered = (s ~ /^3/) ? sprintf("%.1f", v[world, rd, id, "gathered_mib"]) : "-"
         if ((world, rd, "zt0") in seen) {
           acc["msr"] = acc["msr"] " " (v[world, rd, id, "step_ms"] / v[world, rd, "zt0", "step_ms"])
           acc["peakr"] = acc["peakr"] " " (v[world, rd, id, "peak_mib"] / v[world, rd, "zt0", "peak_mib"])
         }
       }
       if (acc["ms"] == "") continue
-      printf "%-6s %8.1f %6.2f %7.1f %7.1f %9.1f %6.2f %8.1f / %8.1f %9.2f %7.2f %10.1f\n", s, median(acc["ms"]),
+      printf "%-13s %8.1f %6.2f %7.1f %7.1f %9.1f %6.2f %8.1f / %8.1f %9s %9.2f %7.2f %10.1f\n", s, median(acc["ms"]),
              median(acc["msr"]), median(acc["bwd"]), median(acc["opt"]), median(acc["peak"]), median(acc["peakr"]),
-             states, formula, median(acc["sent"]), median(acc["bratio"]), median(acc["sps"])
+             states, formula, gathered, median(acc["sent"]), median(acc["bratio"]), median(acc["sps"])
     }
     delete acc
     for (key in rounds) {
@@ -125,8 +141,8 @@ END {
       }
     }
     if (acc["ddp"] != "") {
-      printf "%-6s %8.1f %6s %7.1f %7.1f %9s %6s %19s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "",
-             median(acc["dbwd"]), median(acc["dopt"]), "", "", "", "", "", median(acc["ddp"])
+      printf "%-13s %8.1f %6s %7.1f %7.1f %9s %6s %19s %9s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "",
+             median(acc["dbwd"]), median(acc["dopt"]), "", "", "", "", "", "", median(acc["ddp"])
       printf "zt stage 0 throughput / DDP throughput: %.2f (median of the per-round ratios:%s)\n", median(acc["rel"]),
              acc["rel"]
       printf "same training, same result: final loss after the last step: zt stage 0 %s, DDP %s\n", zt_loss, ddp_loss
@@ -136,5 +152,6 @@ END {
 }' "$LOG"
 echo "bwd ms: Engine::Backward incl. waiting for the gradient reduction; opt ms: Engine::Step (optimizer +"
 echo "  parameter all-gather). peak: LibTorch CPU bytes at the peak of the timed steps minus those before the"
-echo "  model existed (largest rank). x ideal: bytes this rank sent per step / (2Ψ(N-1)/N x dtype bytes),"
-echo "  Ψ = parameters (unpadded): the ring-equivalent volume of an all-reduce or reduce-scatter + all-gather."
+echo "  model existed (largest rank). gathered: stage 3's most full-layer MiB at once. x paper: bytes this"
+echo "  rank sent per step / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3, x dtype bytes), Ψ = parameters"
+echo "  (unpadded): an all-reduce (or reduce-scatter + all-gather), plus stage 3's second all-gather."

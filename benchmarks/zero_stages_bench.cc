@@ -1,6 +1,11 @@
-// ZeRO stages 0, 1 and 2 on one model and one global batch, one after another
-// in the same process group: median step time, peak CPU memory, model-state
-// bytes against the ZeRO formulas, and bytes sent per step against 2Ψ(N-1)/N.
+// ZeRO stages 0-3 on one model and one global batch, one after another in
+// the same process group: median step time, peak CPU memory, model-state
+// bytes against the ZeRO formulas, and bytes sent per step against the
+// paper's volumes (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3). Stage 3
+// runs in three flavours: "3" (prefetch on, every layer freed after use: the
+// paper's 3Ψ), "3-no-prefetch" (each gather waited for where it is needed)
+// and "3-reuse" (DeepSpeed's default stage3_max_reuse_distance, which keeps
+// a layer gathered from forward into backward when it comes back soon).
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_zero_stages [--steps 10]
@@ -31,6 +36,7 @@
 #include "comm/rank_env.h"
 #include "engine/cpu_memory.h"
 #include "engine/engine.h"
+#include "zero/unit.h"
 #include "util/error.h"
 #include "util/status.h"
 #include "util/system_info.h"
@@ -47,19 +53,47 @@ struct BenchOptions {
   int64_t warmup = 3;
   int64_t steps = 20;
   int64_t bucket_numel = 2 << 20;
+  int64_t prefetch_numel = 50000000;  // stage3_prefetch_bucket_size (DeepSpeed's default)
   double lr = 1e-3;
   bool bf16 = false;
   bool overlap = true;
   uint64_t seed = 1234;
-  std::vector<int> stages;
+  std::vector<std::string> runs;  // "0", "1", "2", "3", "3-no-prefetch", "3-reuse"
 };
 
+// One configuration to measure.
+struct RunSpec {
+  std::string name;
+  int stage = 0;
+  bool prefetch = true;  // stage 3: stage3_prefetch_bucket_size default, else 0
+  bool reuse = false;    // stage 3: DeepSpeed's default max_reuse_distance, else 0
+};
+
+absl::StatusOr<RunSpec> ParseRun(absl::string_view name) {
+  RunSpec r;
+  r.name = std::string(name);
+  if (name == "0" || name == "1" || name == "2" || name == "3") {
+    r.stage = name[0] - '0';
+  } else if (name == "3-no-prefetch") {
+    r.stage = 3;
+    r.prefetch = false;
+  } else if (name == "3-reuse") {
+    r.stage = 3;
+    r.reuse = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--stages: '", name, "' is not a run this benchmark knows (0, 1, 2, 3, 3-no-prefetch, 3-reuse)"));
+  }
+  return r;
+}
+
 // depth x (Linear(width, width)), GELU between layers (not after the last):
-// the same network ddp_baseline.py builds with torch.nn.
+// the same network ddp_baseline.py builds with torch.nn. Every layer is a
+// stage-3 unit (a plain Linear at stages 0-2).
 struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t width, int64_t depth) {
     for (int64_t i = 0; i < depth; ++i) {
-      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
+      layers.push_back(register_module(absl::StrCat("fc", i), zt::Unit<torch::nn::LinearImpl>(width, width)));
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -69,7 +103,7 @@ struct MlpImpl : torch::nn::Module {
     }
     return x;
   }
-  std::vector<torch::nn::Linear> layers;
+  std::vector<zt::Unit<torch::nn::LinearImpl>> layers;
 };
 TORCH_MODULE(Mlp);
 
@@ -79,8 +113,10 @@ TORCH_MODULE(Mlp);
 //     stage 0: 16, stage 1: 4 + 4 + 8/N, stage 2: 4 + (4 + 8)/N
 //   bf16: params 2 + grads 2 + fp32 master 4 + Adam state 8.
 //     stage 0: 16, stage 1: 2 + 2 + 12/N, stage 2: 2 + (2 + 12)/N
+//   stage 3, either precision: 16/N.
 double FormulaBytesPerParam(int stage, int world, bool bf16) {
   const double n = world;
+  if (stage == 3) return 16.0 / n;
   if (!bf16) {
     switch (stage) {
       case 0: return 16.0;
@@ -95,7 +131,8 @@ double FormulaBytesPerParam(int stage, int world, bool bf16) {
   }
 }
 
-Config MakeConfig(const BenchOptions& o, int stage) {
+Config MakeConfig(const BenchOptions& o, const RunSpec& run) {
+  const int stage = run.stage;
   Config c;
   c.batch.train_batch_size = o.global_batch;
   c.batch.gradient_accumulation_steps = 1;
@@ -109,6 +146,8 @@ Config MakeConfig(const BenchOptions& o, int stage) {
   c.zero.stage = stage;
   c.zero.reduce_bucket_size = o.bucket_numel;
   c.zero.overlap_comm = o.overlap;
+  c.zero.prefetch_bucket_size = run.prefetch ? o.prefetch_numel : 0;
+  if (!run.reuse) c.zero.max_reuse_distance = 0;
   return c;
 }
 
@@ -122,8 +161,9 @@ struct RankResult {
   double rs_ag_ar[3] = {0, 0, 0};  // sent per step: reduce-scatter, all-gather, all-reduce
   double final_loss = 0;
   double minor_faults = 0;     // per timed step (the whole process): fresh pages touched
+  double gathered_peak = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
 };
-constexpr int64_t kResultFields = 12;
+constexpr int64_t kResultFields = 13;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -157,14 +197,14 @@ RankData MakeData(const BenchOptions& o, int rank, int64_t micro) {
   return d;
 }
 
-absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std::shared_ptr<comm::ProcessGroup>& pg,
-                                    const RankData& data) {
+absl::StatusOr<RankResult> RunStage(const BenchOptions& o, const RunSpec& run,
+                                    const std::shared_ptr<comm::ProcessGroup>& pg, const RankData& data) {
   RankResult r;
   const int64_t baseline = CpuMemory().current_bytes;
   {
     torch::manual_seed(o.seed);  // same initial weights for every stage (rank 0's are broadcast)
     Mlp model(o.width, o.depth);
-    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, MakeConfig(o, stage), pg));
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, MakeConfig(o, run), pg));
 
     using Clock = std::chrono::steady_clock;
     auto ms = [](Clock::time_point a, Clock::time_point b) {
@@ -192,6 +232,7 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std:
     ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
     pg->ResetStats();
     ResetCpuMemoryPeak();
+    engine->ResetGatheredPeak();
     const int64_t faults_before = MinorFaults();
     std::vector<double> times;
     std::vector<double> phases[3];
@@ -213,8 +254,9 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std:
     r.rs_ag_ar[1] = static_cast<double>(stats[comm::CollectiveKind::kAllGather].bytes_sent) / steps;
     r.rs_ag_ar[2] = static_cast<double>(stats[comm::CollectiveKind::kAllReduce].bytes_sent) / steps;
     r.model_state_bytes = static_cast<double>(engine->memory().model_states());
+    r.gathered_peak = static_cast<double>(engine->memory().peak_gathered);
     if (engine->global_steps() != o.warmup + o.steps || engine->skipped_steps() != 0) {
-      return absl::InternalError(absl::StrCat("stage ", stage, ": expected ", o.warmup + o.steps,
+      return absl::InternalError(absl::StrCat("run ", run.name, ": expected ", o.warmup + o.steps,
                                               " optimizer steps, the engine counted ", engine->global_steps(),
                                               " (", engine->skipped_steps(), " skipped)"));
     }
@@ -224,8 +266,8 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, int stage, const std:
   ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
   const int64_t left = CpuMemory().current_bytes - baseline;
   if (left > (1 << 20)) {
-    std::cerr << absl::StrFormat("warning: stage %d left %.1f MiB allocated after the engine and model were freed\n",
-                                 stage, static_cast<double>(left) / kMiB);
+    std::cerr << absl::StrFormat("warning: run %s left %.1f MiB allocated after the engine and model were freed\n",
+                                 run.name, static_cast<double>(left) / kMiB);
   }
   return r;
 }
@@ -238,7 +280,8 @@ absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, co
   const double values[kResultFields] = {mine.step_ms,      mine.peak_bytes, mine.sent_per_step,
                                         mine.model_state_bytes, mine.rs_ag_ar[0], mine.rs_ag_ar[1],
                                         mine.rs_ag_ar[2],  mine.final_loss,   mine.phase_ms[0],
-                                        mine.phase_ms[1],  mine.phase_ms[2],  mine.minor_faults};
+                                        mine.phase_ms[1],  mine.phase_ms[2],  mine.minor_faults,
+                                        mine.gathered_peak};
   for (int64_t i = 0; i < kResultFields; ++i) shard[i] = values[i];
   ZT_RETURN_IF_ERROR(pg.AllGather(shard, flat)->Wait());
   std::vector<RankResult> all(static_cast<size_t>(n));
@@ -256,6 +299,7 @@ absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, co
     x.final_loss = a[b + 7];
     for (int k = 0; k < 3; ++k) x.phase_ms[k] = a[b + 8 + k];
     x.minor_faults = a[b + 11];
+    x.gathered_peak = a[b + 12];
   }
   return all;
 }
@@ -271,6 +315,7 @@ RankResult WorstOf(const std::vector<RankResult>& all) {
     w.sent_per_step = std::max(w.sent_per_step, r.sent_per_step);
     w.model_state_bytes = std::max(w.model_state_bytes, r.model_state_bytes);
     w.minor_faults = std::max(w.minor_faults, r.minor_faults);
+    w.gathered_peak = std::max(w.gathered_peak, r.gathered_peak);
     for (int k = 0; k < 3; ++k) w.rs_ag_ar[k] = std::max(w.rs_ag_ar[k], r.rs_ag_ar[k]);
   }
   return w;
@@ -281,12 +326,14 @@ absl::StatusOr<BenchOptions> ParseOptions(int argc, char** argv) {
   flags.Int("width", 1024, "features of every Linear layer (in = out = width)");
   flags.Int("depth", 6, "number of Linear(width, width) layers, GELU between them");
   flags.Int("global-batch", 64, "samples per optimizer step over all ranks (divisible by the world size)");
-  flags.Int("warmup", 3, "untimed steps per stage");
-  flags.Int("steps", 20, "timed steps per stage");
+  flags.Int("warmup", 3, "untimed steps per run");
+  flags.Int("steps", 20, "timed steps per run");
   flags.Int("bucket-numel", 2 << 20, "zero_optimization.reduce_bucket_size (elements)");
+  flags.Int("prefetch-numel", 50000000, "stage3_prefetch_bucket_size of the stage-3 runs with prefetch (elements)");
   flags.Double("lr", 1e-3, "AdamW learning rate (weight decay 0.01)");
   flags.Int("seed", 1234, "seed of the weights and the data");
-  flags.String("stages", "0,1,2", "comma-separated ZeRO stages to run, in order");
+  flags.String("stages", "0,1,2,3,3-no-prefetch,3-reuse",
+               "comma-separated runs, in order: ZeRO stages 0-3, 3-no-prefetch, 3-reuse");
   flags.Bool("bf16", "bf16 model and communication, fp32 master weights");
   flags.Bool("no-overlap", "zero_optimization.overlap_comm = false");
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -302,23 +349,22 @@ absl::StatusOr<BenchOptions> ParseOptions(int argc, char** argv) {
   o.warmup = flags.GetInt("warmup");
   o.steps = flags.GetInt("steps");
   o.bucket_numel = flags.GetInt("bucket-numel");
+  o.prefetch_numel = flags.GetInt("prefetch-numel");
   o.lr = flags.GetDouble("lr");
   o.seed = static_cast<uint64_t>(flags.GetInt("seed"));
   o.bf16 = flags.GetBool("bf16");
   o.overlap = !flags.GetBool("no-overlap");
-  if (o.width < 1 || o.depth < 1 || o.global_batch < 1 || o.warmup < 0 || o.steps < 1 || o.bucket_numel < 1) {
+  if (o.width < 1 || o.depth < 1 || o.global_batch < 1 || o.warmup < 0 || o.steps < 1 || o.bucket_numel < 1 ||
+      o.prefetch_numel < 0) {
     return absl::InvalidArgumentError(
-        "--width, --depth, --global-batch, --steps and --bucket-numel must be >= 1 and --warmup >= 0");
+        "--width, --depth, --global-batch, --steps and --bucket-numel must be >= 1, --warmup and "
+        "--prefetch-numel >= 0");
   }
   for (absl::string_view s : absl::StrSplit(flags.GetString("stages"), ',', absl::SkipEmpty())) {
-    int stage = -1;
-    if (!absl::SimpleAtoi(s, &stage) || stage < 0 || stage > 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--stages: '", s, "' is not a ZeRO stage this benchmark runs (0, 1 or 2)"));
-    }
-    o.stages.push_back(stage);
+    ZT_RETURN_IF_ERROR(ParseRun(s).status());
+    o.runs.push_back(std::string(s));
   }
-  if (o.stages.empty()) return absl::InvalidArgumentError("--stages is empty; give e.g. --stages 0,1,2");
+  if (o.runs.empty()) return absl::InvalidArgumentError("--stages is empty; give e.g. --stages 0,1,2,3");
   return o;
 }
 
@@ -358,36 +404,39 @@ absl::Status Run(int argc, char** argv) {
     std::cout << absl::StrFormat(
         "model: %d x Linear(%d, %d) with GELU, Ψ = %d parameters (%.2f M); %s; AdamW lr %g wd 0.01\n"
         "world %d, %d intra-op threads per rank, global batch %d (%d per rank), %d warm-up + %d timed steps, "
-        "reduce_bucket_size %d elements, overlap_comm %s\n",
+        "reduce_bucket_size %d elements, overlap_comm %s, stage3_prefetch_bucket_size %d\n",
         o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32",
         o.lr, world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel,
-        o.overlap ? "on" : "off");
+        o.overlap ? "on" : "off", o.prefetch_numel);
     std::cout.flush();
   }
 
-  std::vector<std::pair<int, RankResult>> results;
-  for (int stage : o.stages) {
-    ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, stage, pg, data));
+  std::vector<std::pair<RunSpec, RankResult>> results;
+  for (const std::string& name : o.runs) {
+    ZT_ASSIGN_OR_RETURN(RunSpec run, ParseRun(name));
+    ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, run, pg, data));
     ZT_ASSIGN_OR_RETURN(std::vector<RankResult> all, GatherResults(mine, *pg));
-    results.emplace_back(stage, WorstOf(all));
+    results.emplace_back(run, WorstOf(all));
   }
   if (rank != 0) return absl::OkStatus();
 
   const RankResult* base = nullptr;
-  for (const auto& [stage, r] : results) {
-    if (stage == 0) base = &r;
+  for (const auto& [run, r] : results) {
+    if (run.name == "0") base = &r;
   }
   const char* dtype = o.bf16 ? "bf16" : "fp32";
   auto vs_base = [&](double v, double RankResult::*field) {
     return base != nullptr ? Ratio(v, base->*field) : std::string("n/a");
   };
+  // The paper's volume for a run: 2Ψ(N-1)/N (stages 0-2), 3Ψ(N-1)/N (stage 3).
+  auto ideal_for = [&](const RunSpec& run) { return ideal_bytes * (run.stage == 3 ? 1.5 : 1.0); };
   std::cout << "\nTime per step (median over the timed steps, slowest rank; x st0 = ratio to stage 0).\n"
                "bwd = Engine::Backward incl. waiting for the gradient reduction; opt = Engine::Step (optimizer +\n"
                "parameter all-gather); faults/step = minor page faults of the rank process per step (getrusage).\n";
-  std::cout << absl::StrFormat("%-5s %9s %6s %9s %9s %9s %10s %13s %11s\n", "stage", "step ms", "x st0", "fwd ms",
+  std::cout << absl::StrFormat("%-13s %9s %6s %9s %9s %9s %10s %13s %11s\n", "run", "step ms", "x st0", "fwd ms",
                                "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
-  for (const auto& [stage, r] : results) {
-    std::cout << absl::StrFormat("%-5d %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", stage, r.step_ms,
+  for (const auto& [run, r] : results) {
+    std::cout << absl::StrFormat("%-13s %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", run.name, r.step_ms,
                                  vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1],
                                  r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
                                  r.minor_faults, r.final_loss);
@@ -395,34 +444,37 @@ absl::Status Run(int argc, char** argv) {
   std::cout << absl::StrFormat(
       "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
       "timed steps minus those before the model was built; states = engine memory().model_states();\n"
-      "formula = bytes/param x Ψ; sent = bytes this rank sent per step, all collectives;\n"
-      "ideal = 2Ψ(N-1)/N x %g B (%s) = %.2f MiB (ring all-reduce, or reduce-scatter + all-gather).\n",
+      "formula = bytes/param x Ψ; gathered = stage 3's most full-layer bytes at once; sent = bytes this rank\n"
+      "sent per step, all collectives; x paper = sent / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3)\n"
+      "x %g B (%s); 2Ψ(N-1)/N = %.2f MiB.\n",
       dtype_bytes, dtype, ideal_bytes / kMiB);
-  std::cout << absl::StrFormat("%-5s %9s %6s %11s %19s %9s %7s  %s\n", "stage", "peak MiB", "x st0", "states MiB",
-                               "formula MiB (B/p)", "sent MiB", "x ideal", "reduce-scatter / all-gather / all-reduce MiB");
-  for (const auto& [stage, r] : results) {
-    const double formula_bpp = FormulaBytesPerParam(stage, world, o.bf16);
+  std::cout << absl::StrFormat("%-13s %9s %6s %11s %19s %12s %9s %7s  %s\n", "run", "peak MiB", "x st0", "states MiB",
+                               "formula MiB (B/p)", "gathered MiB", "sent MiB", "x paper",
+                               "reduce-scatter / all-gather / all-reduce MiB");
+  for (const auto& [run, r] : results) {
+    const double formula_bpp = FormulaBytesPerParam(run.stage, world, o.bf16);
     const double formula = formula_bpp * static_cast<double>(psi);
-    std::cout << absl::StrFormat("%-5d %9.1f %6s %11.1f %12.1f (%4.1f) %9.2f %7s  %.2f / %.2f / %.2f\n", stage,
-                                 r.peak_bytes / kMiB, vs_base(r.peak_bytes, &RankResult::peak_bytes),
-                                 r.model_state_bytes / kMiB, formula / kMiB, formula_bpp, r.sent_per_step / kMiB,
-                                 Ratio(r.sent_per_step, ideal_bytes), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB,
-                                 r.rs_ag_ar[2] / kMiB);
+    std::cout << absl::StrFormat("%-13s %9.1f %6s %11.1f %12.1f (%4.1f) %12s %9.2f %7s  %.2f / %.2f / %.2f\n",
+                                 run.name, r.peak_bytes / kMiB, vs_base(r.peak_bytes, &RankResult::peak_bytes),
+                                 r.model_state_bytes / kMiB, formula / kMiB, formula_bpp,
+                                 run.stage == 3 ? absl::StrFormat("%.1f", r.gathered_peak / kMiB) : std::string("-"),
+                                 r.sent_per_step / kMiB, Ratio(r.sent_per_step, ideal_for(run)), r.rs_ag_ar[0] / kMiB,
+                                 r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB);
   }
   if (base != nullptr) {
     std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
                                  static_cast<double>(o.global_batch) / (base->step_ms / 1e3), o.global_batch);
   }
-  for (const auto& [stage, r] : results) {
-    const double formula = FormulaBytesPerParam(stage, world, o.bf16) * static_cast<double>(psi);
+  for (const auto& [run, r] : results) {
+    const double formula = FormulaBytesPerParam(run.stage, world, o.bf16) * static_cast<double>(psi);
     std::cout << absl::StrFormat(
-        "RESULT impl=zt stage=%d world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
+        "RESULT impl=zt stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
         "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
-        "formula_mib=%.2f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
-        stage, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
-        r.phase_ms[2],
-        static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB, r.model_state_bytes / kMiB,
-        formula / kMiB, r.sent_per_step / kMiB, ideal_bytes / kMiB, r.final_loss);
+        "formula_mib=%.2f gathered_mib=%.3f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
+        run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
+        r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB,
+        r.model_state_bytes / kMiB, formula / kMiB, r.gathered_peak / kMiB, r.sent_per_step / kMiB,
+        ideal_for(run) / kMiB, r.final_loss);
   }
   std::cout.flush();
   return absl::OkStatus();

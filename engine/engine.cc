@@ -291,6 +291,10 @@ void Engine::ResetGatheredPeak() {
   if (coordinator_) coordinator_->ResetPeak();
 }
 
+void Engine::ReleaseCachedMemory() {
+  if (coordinator_) coordinator_->ReleaseCache();
+}
+
 std::vector<int> Engine::ChunksOf(const std::vector<at::Tensor>& params) const {
   std::vector<int> out;
   if (!coordinator_) return out;
@@ -553,7 +557,11 @@ ModelStateBytes Engine::memory() const {
     m.optimizer_state = optimizer_->state_bytes();
   }
   if (reducer_) m.peak_buckets = reducer_->peak_bucket_bytes();
-  if (coordinator_) m.peak_gathered = coordinator_->stats().peak_gathered_bytes;
+  if (coordinator_) {
+    const zero::CoordinatorStats s = coordinator_->stats();
+    m.peak_gathered = s.peak_gathered_bytes;
+    m.gather_cache = s.cached_bytes;
+  }
   return m;
 }
 

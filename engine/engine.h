@@ -66,6 +66,7 @@ struct ModelStateBytes {
   int64_t optimizer_state = 0;  // exp_avg, exp_avg_sq, ...
   int64_t peak_buckets = 0;     // reduction scratch kept across steps (most ever in use at once)
   int64_t peak_gathered = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
+  int64_t gather_cache = 0;     // stage 3: idle gather buffers kept for reuse (<= peak_gathered)
   int64_t model_states() const { return params + grads + master + optimizer_state; }
 };
 
@@ -127,6 +128,10 @@ class Engine {
   // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.
   std::optional<zero::CoordinatorStats> stage3_stats() const;
   void ResetGatheredPeak();
+  // Stage 3 keeps the buffers of released parameters for the next gather
+  // (so pages are not faulted in again every time); this returns them to the
+  // allocator, like torch.cuda.empty_cache(). Call between steps.
+  void ReleaseCachedMemory();
 
  private:
   friend class GatheredParameters;

@@ -59,7 +59,13 @@ CoordinatorStats ParamCoordinator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   CoordinatorStats s = stats_;
   s.trace_mismatches = trace_.mismatches();
+  s.cached_bytes = pool_.held_bytes();
   return s;
+}
+
+void ParamCoordinator::ReleaseCache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_.Clear();
 }
 
 void ParamCoordinator::ResetPeak() {
@@ -80,7 +86,7 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  AllocateStorage(g.params);
+  pool_.Fill(g.params);
   s.work = pg_->AllGather(g.param_shard, g.params);
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
@@ -110,7 +116,7 @@ void ParamCoordinator::ReleaseChunkLocked(int chunk) {
   if (c.persistent || s.pins > 0 || s.state == State::kReleased) return;
   // Never free memory a collective may still write into.
   WaitChunkLocked(chunk);
-  FreeStorage(c.group->params);
+  pool_.Drain(c.group->params);
   s.state = State::kReleased;
   live_numel_ -= c.group->layout.padded_numel;
   stats_.gathered_bytes -= static_cast<int64_t>(c.group->params.nbytes());

@@ -16,6 +16,11 @@
 //             every gather, free every chunk, the observed order becomes the
 //             trace for the next micro-step.
 //
+// "Free" means the parameters' storage gives its memory up; the buffer goes
+// to a pool that the next gather reuses (zero/storage.h), so the memory held
+// for gathered parameters never exceeds the most gathered at once, and
+// ReleaseCache() returns it to the allocator.
+//
 // Prefetch follows the order recorded in the previous micro-step (UnitTrace),
 // bounded by stage3_prefetch_bucket_size (elements gathered ahead of use) and
 // stage3_max_live_parameters (elements gathered at once, the unit in use
@@ -43,6 +48,7 @@
 
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
+#include "zero/storage.h"
 #include "zero/unit_trace.h"
 
 namespace zt::zero {
@@ -59,6 +65,7 @@ struct CoordinatorStats {
   int64_t gathers = 0;              // chunk all-gathers issued
   int64_t prefetched_units = 0;     // unit gathers issued ahead of use
   int64_t trace_mismatches = 0;     // requests that departed from the trace
+  int64_t cached_bytes = 0;         // freed gather buffers kept for reuse (zero/storage.h)
 };
 
 class ParamCoordinator {
@@ -111,6 +118,8 @@ class ParamCoordinator {
   const std::vector<Unit>& units() const { return units_; }
   CoordinatorStats stats() const;
   void ResetPeak();
+  // Returns the idle gather buffers to the allocator.
+  void ReleaseCache();
 
  private:
   enum class State { kReleased, kInFlight, kReady };
@@ -150,6 +159,7 @@ class ParamCoordinator {
   UnitTrace trace_;
   int64_t window_numel_ = 0;  // gathered ahead of use, not yet requested
   int64_t live_numel_ = 0;    // non-persistent chunk elements gathered or in flight
+  StoragePool pool_;
   bool callback_queued_ = false;
   bool logged_mismatch_ = false;
   CoordinatorStats stats_;

@@ -146,11 +146,21 @@ ZT_RANK_WORKER(stage3_memory) {
                                                      where, step + 1, step_peak,
                                                      gathered_bound + 4 * unit_bytes + activations));
         }
-        const int64_t after = CpuMemory().current_bytes;
-        if (s.gathered_bytes != 0 || after - before > m.peak_buckets + 65536) {
+        // Released buffers wait in the gather cache (never more than was
+        // gathered at once); ReleaseCachedMemory hands them back.
+        if (s.gathered_bytes != 0 || m.gather_cache > s.peak_gathered_bytes ||
+            CpuMemory().current_bytes - before > m.peak_buckets + m.gather_cache + 65536) {
           return absl::InternalError(absl::StrFormat(
-              "%s, step %d: memory did not return: %d bytes still gathered, allocator +%d bytes (scratch %d)", where,
-              step + 1, s.gathered_bytes, after - before, m.peak_buckets));
+              "%s, step %d: %d bytes still gathered, cache %d bytes (peak gathered %d), allocator +%d bytes "
+              "(scratch %d)", where, step + 1, s.gathered_bytes, m.gather_cache, s.peak_gathered_bytes,
+              CpuMemory().current_bytes - before, m.peak_buckets));
+        }
+        engine->ReleaseCachedMemory();
+        const int64_t after = CpuMemory().current_bytes;
+        if (after - before > m.peak_buckets + 65536) {
+          return absl::InternalError(absl::StrFormat(
+              "%s, step %d: memory did not return to the allocator: +%d bytes (scratch %d)", where, step + 1,
+              after - before, m.peak_buckets));
         }
       }
       if (window_units > 0 && engine->stage3_stats()->prefetched_units == 0) {
