@@ -582,6 +582,17 @@ void Engine::MaybeLog() {
       HumanBytes(static_cast<double>(m.grads)), HumanBytes(static_cast<double>(m.master)),
       HumanBytes(static_cast<double>(m.optimizer_state)));
   if (skipped_steps_ > 0) absl::StrAppend(&line, absl::StrFormat(" | skipped %d", skipped_steps_));
+  if (coordinator_) {
+    // Stage 3: the most parameter bytes gathered at once since the last line.
+    const zero::CoordinatorStats st = coordinator_->stats();
+    absl::StrAppend(&line, absl::StrFormat(" | gathered peak %s, %d units prefetched%s",
+                                           HumanBytes(static_cast<double>(st.peak_gathered_bytes)),
+                                           st.prefetched_units,
+                                           st.trace_mismatches > 0
+                                               ? absl::StrFormat(", unit order changed %d times", st.trace_mismatches)
+                                               : std::string()));
+    coordinator_->ResetPeak();
+  }
   if (config_.wall_clock_breakdown) {
     const double n = static_cast<double>(config_.steps_per_print);
     absl::StrAppend(&line, absl::StrFormat(

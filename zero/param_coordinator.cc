@@ -243,8 +243,9 @@ void ParamCoordinator::EndBackward() {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t c = 0; c < chunks_.size(); ++c) WaitChunkLocked(static_cast<int>(c));
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    const bool in_eval = !unit_state_[static_cast<size_t>(chunks_[c].unit)].eval_gathered.empty();
-    if (!in_eval) ReleaseChunkLocked(static_cast<int>(c));
+    // A unit whose forward is still running (a backward nested inside a
+    // forward, e.g. torch::autograd::grad in a loss term) keeps its chunks.
+    if (unit_state_[static_cast<size_t>(chunks_[c].unit)].active == 0) ReleaseChunkLocked(static_cast<int>(c));
   }
   for (UnitState& u : unit_state_) {
     u.prefetched_ahead = false;

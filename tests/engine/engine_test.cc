@@ -10,6 +10,7 @@
 #include "engine/cpu_memory.h"
 #include "tests/engine/parity_model.h"
 #include "util/error.h"
+#include "zero/unit.h"
 
 namespace zt {
 namespace {
@@ -160,24 +161,43 @@ TEST(EngineLog, PrintsEveryStepsPerPrintWithBreakdown) {
   }
 }
 
+TEST(EngineLog, Stage3LineReportsGatheredPeakAndPrefetch) {
+  zt::Unit<testing::ParityNetImpl> model;
+  Config c = BaseConfig(3);
+  c.steps_per_print = 2;
+  c.zero.param_persistence_threshold = 0;
+  auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 4; ++i) {
+    engine->Backward(model(torch::randn({4, 13})).pow(2).mean());
+    engine->Step();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("step 4 | loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("gathered peak"), std::string::npos) << log;
+  EXPECT_NE(log.find("units prefetched"), std::string::npos) << log;
+}
+
 // Accounted model-state bytes must match what the allocator really holds.
 TEST(EngineMemory, AccountingMatchesTheAllocator) {
   ASSERT_TRUE(InstallCountingCpuAllocator());
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     for (bool bf16 : {false, true}) {
       torch::Tensor x = torch::randn({4, 13});
       const int64_t baseline = CpuMemory().current_bytes;
       {
-        ParityNet model;
+        zt::Unit<testing::ParityNetImpl> model;  // a sharded unit at stage 3, a plain module below
         Config c = BaseConfig(stage);
         c.bf16.enabled = bf16;
         c.zero.reduce_bucket_size = 100;
+        c.zero.param_persistence_threshold = 0;
         auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
         torch::Tensor in = bf16 ? x.to(torch::kBFloat16) : x;
-        engine->Backward(model->forward(in).to(torch::kFloat).pow(2).mean());
+        engine->Backward(model(in).to(torch::kFloat).pow(2).mean());
         engine->Step();
         const ModelStateBytes m = engine->memory();
-        const int64_t held = CpuMemory().current_bytes - baseline;
+        // Stage 3 also keeps the released gather buffers for reuse.
+        const int64_t held = CpuMemory().current_bytes - baseline - m.gather_cache;
         const int64_t numel = 13 * 17 + 17 + 17 * 5 + 5;
         // The model is tiny, so padding (< 2 elements per group here) matters: allow it.
         EXPECT_GE(m.params, numel * (bf16 ? 2 : 4));

@@ -4,6 +4,7 @@
 // the scale, and later grow it back after loss_scale_window clean steps.
 // Overflowing at the minimum scale must stop every rank with a clear error.
 // (LibTorch 1.13 has no fp16 matmul on CPU, so the model is elementwise.)
+// At stage 3 the model is a zt::Unit, so its parameters are really sharded.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -14,10 +15,12 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
 #include "tests/testing/ranks.h"
 #include "util/error.h"
 #include "util/status.h"
+#include "zero/unit.h"
 
 namespace zt::testing {
 namespace {
@@ -31,7 +34,8 @@ Config Fp16Config(int stage, int initial_power) {
   c.optimizer.type = OptimizerType::kSGD;
   c.optimizer.lr = 0.05;
   c.zero.stage = stage;
-  c.zero.reduce_bucket_size = 8;  // w and b in separate groups
+  c.zero.reduce_bucket_size = 8;  // w and b in separate groups (chunks at stage 3)
+  c.zero.param_persistence_threshold = 0;  // stage 3: shard even these tiny tensors
   c.fp16.enabled = true;
   c.fp16.initial_scale_power = initial_power;
   c.fp16.loss_scale_window = 3;
@@ -40,15 +44,27 @@ Config Fp16Config(int stage, int initial_power) {
   return c;
 }
 
-torch::Tensor FlatParams(torch::nn::Module& m) {
+// ScaleShift whose forward also returns w[0] * inject, so one rank can make
+// exactly that gradient non-finite while the unit's parameters are sharded.
+struct InjectableImpl : ScaleShiftImpl {
+  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& inject) {
+    return {ScaleShiftImpl::forward(x), (w.narrow(0, 0, 1) * inject).to(torch::kFloat).sum()};
+  }
+};
+
+// A copy of the full parameters (gathered at stage 3: collective).
+torch::Tensor FlatParams(torch::nn::Module& m, Engine& engine) {
+  GatheredParameters full(engine);
   std::vector<torch::Tensor> parts;
   for (auto& p : m.parameters()) parts.push_back(p.detach().to(torch::kFloat).flatten());
-  return torch::cat(parts);
+  torch::Tensor flat = torch::cat(parts);
+  full.Release();
+  return flat;
 }
 
 // Parameters must be bit-identical on every rank.
-absl::Status CheckRanksAgree(torch::nn::Module& m, comm::ProcessGroup& pg) {
-  torch::Tensor hi = FlatParams(m), lo = hi.clone();
+absl::Status CheckRanksAgree(const torch::Tensor& params, comm::ProcessGroup& pg) {
+  torch::Tensor hi = params.clone(), lo = params.clone();
   ZT_RETURN_IF_ERROR(pg.AllReduce(hi, comm::ReduceOp::kMax)->Wait());
   ZT_RETURN_IF_ERROR(pg.AllReduce(lo, comm::ReduceOp::kMin)->Wait());
   if (!torch::equal(hi, lo)) return absl::InternalError("ranks hold different parameters");
@@ -69,7 +85,7 @@ ZT_RANK_WORKER(fp16) {
   Config c = Fp16Config(stage, min_scale ? 0 : 8);
   ZT_RETURN_IF_ERROR(ResolveBatch(c.batch, pg->size()));
   torch::manual_seed(1);
-  ScaleShift model;
+  zt::Unit<InjectableImpl> model;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, c, pg));
   const ParityData data = MakeData(8 * c.batch.train_batch, 13, 13, 77);
   const float bad = mode == "nan" ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
@@ -79,12 +95,11 @@ ZT_RANK_WORKER(fp16) {
     const int64_t start = MicroBatchStart(c.batch, step, 0, pg->rank());
     torch::Tensor x = data.x.narrow(0, start, 2).to(torch::kHalf);
     torch::Tensor y = data.y.narrow(0, start, 2);
-    torch::Tensor loss = (model->forward(x).to(torch::kFloat) - y).pow(2).mean();
-    if (step == inject_step && pg->rank() == injector) {
-      // Only w[0]'s gradient becomes non-finite.
-      loss = loss + (model->w.narrow(0, 0, 1) * torch::full({1}, bad, torch::kHalf)).to(torch::kFloat).sum();
-    }
-    const torch::Tensor before = FlatParams(*model);
+    // Only w[0]'s gradient becomes non-finite, on one rank.
+    const bool inject = step == inject_step && pg->rank() == injector;
+    auto [out, extra] = model(x, torch::full({1}, inject ? bad : 0.0f, torch::kHalf));
+    torch::Tensor loss = (out.to(torch::kFloat) - y).pow(2).mean() + extra;
+    const torch::Tensor before = FlatParams(*model, *engine);
     const double scale_before = engine->loss_scale();
     try {
       engine->Backward(loss);
@@ -99,17 +114,17 @@ ZT_RANK_WORKER(fp16) {
     if (step == inject_step) {
       if (min_scale) return absl::InternalError("overflow at the minimum scale did not stop training");
       if (engine->skipped_steps() != 1) return absl::InternalError("the overflow step was not skipped");
-      if (!torch::equal(FlatParams(*model), before)) {
+      if (!torch::equal(FlatParams(*model, *engine), before)) {
         return absl::InternalError("parameters changed on a skipped step");
       }
       if (engine->loss_scale() != scale_before / 2) {
         return absl::InternalError(absl::StrCat("scale ", engine->loss_scale(), " after overflow, expected ",
                                                 scale_before / 2));
       }
-    } else if (torch::equal(FlatParams(*model), before)) {
+    } else if (torch::equal(FlatParams(*model, *engine), before)) {
       return absl::InternalError(absl::StrCat("step ", step, " did not update the parameters"));
     }
-    ZT_RETURN_IF_ERROR(CheckRanksAgree(*model, *pg));
+    ZT_RETURN_IF_ERROR(CheckRanksAgree(FlatParams(*model, *engine), *pg));
   }
   // Overflow at iteration 2, window 3: the scale doubles back at iteration 5.
   if (engine->loss_scale() != 256.0) {
@@ -133,7 +148,7 @@ TEST_P(Fp16Test, OverflowOnOneRankSkipsEverywhere) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, Fp16Test,
-                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(1, 3),
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3),
                                             ::testing::Values("inf", "nan", "min_scale")),
                          [](const auto& info) {
                            return absl::StrCat("stage", std::get<0>(info.param), "_world",
