@@ -150,18 +150,8 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
 
   optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
 
-  zero::GradReducerOptions ro;
-  ro.stage = stage_;
-  ro.overlap_comm = config_.zero.overlap_comm;
-  ro.prescale_gradients = config_.prescale_gradients;
-  ro.gradient_predivide_factor = config_.gradient_predivide_factor;
-  ro.comm_dtype = ToScalarType(config_.communication_data_type);
-  reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ro);
-
-  scheduler_ = MakeLrScheduler(config_.scheduler, config_.optimizer.lr);
-  scaler_ = config_.fp16.enabled ? LossScaler(config_.fp16) : LossScaler::Disabled();
-
-  last_event_ = log_window_start_ = Clock::now();
+  reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ReducerOptions());
+  InitScheduleAndScaler();
   if (pg_->rank() == 0) {
     const ModelStateBytes m = memory();
     ZT_LOG(INFO) << absl::StrFormat(
@@ -172,6 +162,22 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         pg_->size(), HumanBytes(static_cast<double>(m.model_states())));
   }
   return absl::OkStatus();
+}
+
+zero::GradReducerOptions Engine::ReducerOptions() const {
+  zero::GradReducerOptions ro;
+  ro.stage = stage_;
+  ro.overlap_comm = config_.zero.overlap_comm;
+  ro.prescale_gradients = config_.prescale_gradients;
+  ro.gradient_predivide_factor = config_.gradient_predivide_factor;
+  ro.comm_dtype = ToScalarType(config_.communication_data_type);
+  return ro;
+}
+
+void Engine::InitScheduleAndScaler() {
+  scheduler_ = MakeLrScheduler(config_.scheduler, config_.optimizer.lr);
+  scaler_ = config_.fp16.enabled ? LossScaler(config_.fp16) : LossScaler::Disabled();
+  last_event_ = log_window_start_ = Clock::now();
 }
 
 absl::Status Engine::InitStage3(at::ScalarType dtype) {
@@ -230,19 +236,11 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
     if (units_[u] != nullptr) units_[u]->set_unit_hook(std::make_shared<zero::UnitHook>(link_, static_cast<int>(u), b.unit_names[u]));
   }
 
-  zero::GradReducerOptions ro;
-  ro.stage = 3;
-  ro.overlap_comm = config_.zero.overlap_comm;
-  ro.prescale_gradients = config_.prescale_gradients;
-  ro.gradient_predivide_factor = config_.gradient_predivide_factor;
-  ro.comm_dtype = ToScalarType(config_.communication_data_type);
+  zero::GradReducerOptions ro = ReducerOptions();
   zero::ParamCoordinator* coordinator = coordinator_.get();
   ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
   reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ro);
-
-  scheduler_ = MakeLrScheduler(config_.scheduler, config_.optimizer.lr);
-  scaler_ = config_.fp16.enabled ? LossScaler(config_.fp16) : LossScaler::Disabled();
-  last_event_ = log_window_start_ = Clock::now();
+  InitScheduleAndScaler();
   if (pg_->rank() == 0) {
     const ModelStateBytes m = memory();
     int64_t total = 0;

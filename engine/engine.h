@@ -52,6 +52,7 @@ class UnitBase;
 
 namespace zero {
 struct FlatGroup;
+struct GradReducerOptions;
 class GradReducer;
 class ShardedOptimizer;
 struct CoordinatorLink;
@@ -138,6 +139,8 @@ class Engine {
 
   Engine();
   absl::Status InitStage3(at::ScalarType dtype);
+  zero::GradReducerOptions ReducerOptions() const;  // from the config
+  void InitScheduleAndScaler();
   absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
   // GatheredParameters support: chunks holding `params` (all when empty).
   std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;

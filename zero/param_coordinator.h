@@ -7,11 +7,11 @@
 //                             issue the next units' gathers (prefetch)
 //             unit returns -> release, unless the trace says the unit is
 //                             needed again within stage3_max_reuse_distance
-//   backward  unit outputs' gradient arrives (identity autograd function)
-//                          -> gather again, prefetch the next units
+//   backward  the node that produced the unit's results is about to run
+//             (a pre-hook)  -> gather again, prefetch the next units
 //             a chunk's gradients are all accumulated (reducer hook)
 //                          -> its gradients are reduce-scattered, it is freed
-//             the unit's backward reaches its inputs -> frozen chunks freed
+//             the node that produced its arguments runs -> frozen chunks freed
 //   end of backward (autograd callback and Engine::Backward) -> wait for
 //             every gather, free every chunk, the observed order becomes the
 //             trace for the next micro-step.
@@ -94,11 +94,11 @@ class ParamCoordinator {
   // gathers, runs and releases without touching the trace).
   void PreForward(int unit, bool training);
   void PostForward(int unit, bool training);
-  // From the identity functions: the unit's outputs received their gradient /
-  // the unit's backward for one call reached its inputs.
+  // From the autograd hooks (zero/unit.cc): the unit's results' gradients
+  // are about to flow into it / one call's backward has passed through it.
   void PreBackward(int unit);
   void PostBackward(int unit);
-  // The forward call created `count` input identity nodes for `unit`.
+  // The forward call hooked `count` argument-producing nodes for `unit`.
   void AddInputNodes(int unit, int count);
   // From the gradient reducer: every gradient of group `g` was accumulated.
   void OnGroupGradsComplete(int g);
@@ -131,7 +131,7 @@ class ParamCoordinator {
   struct UnitState {
     int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks
     int active = 0;             // forward calls running
-    int pending_inputs = 0;     // input identity nodes not yet reached in backward
+    int pending_inputs = 0;     // hooked argument nodes not yet reached in backward
     bool prefetched_ahead = false;
     std::vector<int> eval_gathered;  // chunks an evaluation forward gathered
   };

@@ -1,11 +1,14 @@
-// Implementation of zero/unit.h: the forward scope and the two identity
-// autograd functions that tell the coordinator where backward is.
+// Implementation of zero/unit.h: the forward scope and the autograd hooks
+// that tell the coordinator where backward is.
 #include "zero/unit.h"
 
-#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 
-#include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "util/error.h"
@@ -31,55 +34,50 @@ ParamCoordinator& UnitHook::coordinator() const {
 
 namespace {
 
-using torch::autograd::AutogradContext;
+using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-// Carries the hook through AutogradContext::saved_data, which holds IValues.
-struct HookCapsule : torch::CustomClassHolder {
-  explicit HookCapsule(std::shared_ptr<UnitHook> h) : hook(std::move(h)) {}
-  std::shared_ptr<UnitHook> hook;
-};
-
-std::shared_ptr<UnitHook> HookOf(AutogradContext* ctx) {
-  return c10::static_intrusive_pointer_cast<HookCapsule>(ctx->saved_data["hook"].toCapsule())->hook;
-}
-
-variable_list Identity(AutogradContext* ctx, at::TensorList xs, const c10::intrusive_ptr<HookCapsule>& hook) {
-  ctx->set_materialize_grads(false);
-  ctx->saved_data["hook"] = at::IValue::make_capsule(hook);
-  return xs.vec();
-}
-
-variable_list PassGrads(variable_list grads) {
-  grads.emplace_back();  // for the capsule argument
-  return grads;
-}
-
-// On a unit's outputs: its backward runs before any of the unit's own
-// backward nodes, so the parameters are gathered in time.
-struct PreBackwardFn : torch::autograd::Function<PreBackwardFn> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList xs, c10::intrusive_ptr<HookCapsule> hook) {
-    return Identity(ctx, xs, hook);
+// The pre-hook a unit puts on one node of the autograd graph: it runs right
+// before the node does. Hooks on nodes rather than identity functions on
+// tensors: they create no views, so code around a unit may change its
+// results and arguments in place. One hook per node serves every unit that
+// needs it: a block's result is the next block's argument, and the next
+// block must be released before this one is gathered again.
+class BoundaryHook : public torch::autograd::FunctionPreHook {
+ public:
+  // This node produced an argument of `unit`: when it runs, that call's
+  // backward has passed through the unit.
+  void AddRelease(std::shared_ptr<UnitHook> unit) { release_.push_back(std::move(unit)); }
+  // This node produced a result of `unit`: gather before the unit's nodes
+  // run. `fired` is shared by the call's result nodes (gather once).
+  void AddGather(std::shared_ptr<UnitHook> unit, std::shared_ptr<std::atomic<bool>> fired) {
+    gather_.push_back({std::move(unit), std::move(fired)});
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    std::shared_ptr<UnitHook> hook = HookOf(ctx);
-    hook->coordinator().PreBackward(hook->unit());
-    return PassGrads(std::move(grads));
-  }
-};
 
-// On a unit's tensor arguments: created before any of the unit's nodes, so
-// autograd (which runs the newest ready node first) reaches it only after
-// all of them: the unit's backward for this call is done.
-struct PostBackwardFn : torch::autograd::Function<PostBackwardFn> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList xs, c10::intrusive_ptr<HookCapsule> hook) {
-    return Identity(ctx, xs, hook);
+  variable_list operator()(const variable_list& grads) override {
+    for (const std::shared_ptr<UnitHook>& unit : release_) {
+      if (ParamCoordinator* c = unit->coordinator_or_null()) c->PostBackward(unit->unit());
+    }
+    for (auto& [unit, fired] : gather_) {
+      if (!fired->exchange(true)) unit->coordinator().PreBackward(unit->unit());
+    }
+    return grads;
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    std::shared_ptr<UnitHook> hook = HookOf(ctx);
-    if (ParamCoordinator* c = hook->coordinator_or_null()) c->PostBackward(hook->unit());
-    return PassGrads(std::move(grads));
+
+  // The node's BoundaryHook, added if it has none yet.
+  static BoundaryHook& On(Node& node) {
+    for (const auto& h : node.pre_hooks()) {
+      if (auto* mine = dynamic_cast<BoundaryHook*>(h.get())) return *mine;
+    }
+    auto hook = std::make_unique<BoundaryHook>();
+    BoundaryHook& ref = *hook;
+    node.add_pre_hook(std::move(hook));
+    return ref;
   }
+
+ private:
+  std::vector<std::shared_ptr<UnitHook>> release_;
+  std::vector<std::pair<std::shared_ptr<UnitHook>, std::shared_ptr<std::atomic<bool>>>> gather_;
 };
 
 bool NeedsGrad(const at::Tensor& t) {
@@ -103,7 +101,7 @@ UnitCall::~UnitCall() {
   ParamCoordinator* c = hook_->coordinator_or_null();
   if (c == nullptr) return;
   try {
-    if (input_nodes_ > 0) c->AddInputNodes(hook_->unit(), input_nodes_);
+    if (!input_nodes_.empty()) c->AddInputNodes(hook_->unit(), static_cast<int>(input_nodes_.size()));
     c->PostForward(hook_->unit(), training_);
   } catch (const std::exception& e) {
     // Releasing only frees memory, so this is not expected; a destructor
@@ -112,25 +110,29 @@ UnitCall::~UnitCall() {
   }
 }
 
-at::Tensor UnitCall::Input(const at::Tensor& t) {
-  if (!training_ || !NeedsGrad(t)) return t;
-  ++input_nodes_;
-  return PostBackwardFn::apply(at::TensorList(t), c10::make_intrusive<HookCapsule>(hook_))[0];
+void UnitCall::Input(const at::Tensor& t) {
+  // The node that produced an argument runs only after every node that
+  // consumed it: then this call's backward has passed through the unit.
+  // Leaves (parameters, user inputs) have no such node worth hooking, and a
+  // parameter's accumulator lives on, so hooks on it would pile up.
+  if (!training_ || !NeedsGrad(t) || t.grad_fn() == nullptr) return;
+  Node* node = t.grad_fn().get();
+  if (std::find(input_nodes_.begin(), input_nodes_.end(), node) != input_nodes_.end()) return;
+  input_nodes_.push_back(node);
+  BoundaryHook::On(*node).AddRelease(hook_);
 }
 
 void UnitCall::Outputs(const std::vector<at::Tensor*>& outputs) {
   if (!training_) return;
-  std::vector<at::Tensor> needs;
-  std::vector<at::Tensor*> where;
-  for (at::Tensor* t : outputs) {
-    if (NeedsGrad(*t)) {
-      needs.push_back(*t);
-      where.push_back(t);
-    }
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  std::vector<Node*> hooked;
+  for (const at::Tensor* t : outputs) {
+    if (!NeedsGrad(*t) || t->grad_fn() == nullptr) continue;
+    Node* node = t->grad_fn().get();
+    if (std::find(hooked.begin(), hooked.end(), node) != hooked.end()) continue;
+    hooked.push_back(node);
+    BoundaryHook::On(*node).AddGather(hook_, fired);
   }
-  if (needs.empty()) return;
-  variable_list wrapped = PreBackwardFn::apply(at::TensorList(needs), c10::make_intrusive<HookCapsule>(hook_));
-  for (size_t i = 0; i < where.size(); ++i) *where[i] = wrapped[i];
 }
 
 }  // namespace internal

@@ -16,9 +16,12 @@
 // every member stay exactly those of Impl (state dicts and checkpoints do not
 // see the wrapper). Its forward, under a stage-3 engine, gathers the unit's
 // parameters (waiting on a prefetch already in flight), runs Impl::forward,
-// releases them, and threads identity autograd functions through the tensor
-// arguments and results so backward can gather them again. Outside stage 3
-// (no engine, stages 0-2) it is exactly Impl.
+// releases them, and hooks the autograd nodes that produced its results (so
+// backward gathers them again before the unit's own nodes run) and its
+// tensor arguments (so it knows when the unit's backward is done). The hooks
+// sit on graph nodes and create no tensors: code around a unit may change
+// its results and arguments in place. Outside stage 3 (no engine, stages
+// 0-2) it is exactly Impl.
 //
 // Rules for units:
 //  * Every parameter belongs to the innermost unit that registers it;
@@ -129,7 +132,7 @@ struct UnitTensors<std::vector<T>> {
 namespace zero::internal {
 
 // One forward call of a unit. The constructor gathers (stage 3 only), the
-// destructor releases; Input/Outputs insert the identity functions.
+// destructor releases; Input/Outputs hook the autograd graph.
 class UnitCall {
  public:
   explicit UnitCall(UnitBase& unit);
@@ -139,22 +142,19 @@ class UnitCall {
 
   // False outside stage 3: the unit is then a plain module.
   bool active() const { return hook_ != nullptr; }
-  at::Tensor Input(const at::Tensor& t);
+  void Input(const at::Tensor& t);
   void Outputs(const std::vector<at::Tensor*>& outputs);
 
  private:
   std::shared_ptr<UnitHook> hook_;
   bool training_ = false;
-  int input_nodes_ = 0;
+  std::vector<const void*> input_nodes_;
 };
 
 template <typename T>
-decltype(auto) WrapArg(UnitCall& call, T&& arg) {
-  if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
-    return call.Input(arg);
-  } else {
-    return std::forward<T>(arg);
-  }
+T&& TrackArg(UnitCall& call, T&& arg) {
+  if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) call.Input(arg);
+  return std::forward<T>(arg);
 }
 
 template <typename T>
@@ -181,7 +181,7 @@ class UnitImpl : public Impl, public UnitBase {
   auto forward(Args&&... args) {
     zero::internal::UnitCall call(*this);
     if (!call.active()) return Impl::forward(std::forward<Args>(args)...);
-    auto out = Impl::forward(zero::internal::WrapArg(call, std::forward<Args>(args))...);
+    auto out = Impl::forward(zero::internal::TrackArg(call, std::forward<Args>(args))...);
     zero::internal::WrapOutputs(call, out);
     return out;
   }

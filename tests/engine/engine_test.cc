@@ -8,6 +8,7 @@
 
 #include "comm/single_group.h"
 #include "engine/cpu_memory.h"
+#include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
 #include "util/error.h"
 #include "zero/unit.h"
@@ -176,6 +177,88 @@ TEST(EngineLog, Stage3LineReportsGatheredPeakAndPrefetch) {
   EXPECT_NE(log.find("step 4 | loss"), std::string::npos) << log;
   EXPECT_NE(log.find("gathered peak"), std::string::npos) << log;
   EXPECT_NE(log.find("units prefetched"), std::string::npos) << log;
+}
+
+// Units must not restrict what the code around them does: in-place ops on a
+// unit's result and inside a unit on its argument, a unit called twice in
+// one forward, and a result struct the unit learns about from UnitTensors.
+struct ScaleBlockImpl : torch::nn::Module {
+  ScaleBlockImpl() { fc = register_module("fc", torch::nn::Linear(13, 13)); }
+  torch::Tensor forward(torch::Tensor x) {
+    x.add_(0.25);  // in place on the argument
+    return fc(torch::tanh(x));
+  }
+  torch::nn::Linear fc{nullptr};
+};
+
+struct PairOut {
+  torch::Tensor a, b;
+};
+
+}  // namespace
+}  // namespace zt
+
+template <>
+struct zt::UnitTensors<zt::PairOut> {
+  static constexpr bool kKnown = true;
+  template <typename F>
+  static void ForEach(zt::PairOut& o, F&& f) {
+    f(o.a);
+    f(o.b);
+  }
+};
+
+namespace zt {
+namespace {
+
+struct SplitBlockImpl : torch::nn::Module {
+  SplitBlockImpl() { fc = register_module("fc", torch::nn::Linear(13, 26)); }
+  PairOut forward(const torch::Tensor& x) {
+    std::vector<torch::Tensor> parts = fc(x).chunk(2, -1);
+    return {parts[0], parts[1]};
+  }
+  torch::nn::Linear fc{nullptr};
+};
+
+struct InPlaceNetImpl : torch::nn::Module {
+  InPlaceNetImpl() {
+    a = register_module("a", zt::Unit<ScaleBlockImpl>());
+    b = register_module("b", zt::Unit<ScaleBlockImpl>());
+    s = register_module("s", zt::Unit<SplitBlockImpl>());
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = a(x * 1.0);
+    h.mul_(0.5);  // in place on a unit's result
+    h = b(b(h));  // the same unit twice
+    PairOut o = s(h);
+    return o.a * o.b;
+  }
+  zt::Unit<ScaleBlockImpl> a{nullptr}, b{nullptr};
+  zt::Unit<SplitBlockImpl> s{nullptr};
+};
+TORCH_MODULE(InPlaceNet);
+
+TEST(EngineStage3, InPlaceOpsRepeatedUnitsAndCustomResultsMatchStage0) {
+  std::vector<torch::Tensor> finals;
+  for (int stage : {0, 3}) {
+    torch::manual_seed(5);
+    InPlaceNet model;
+    Config c = BaseConfig(stage);
+    c.zero.param_persistence_threshold = 0;
+    auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
+    torch::manual_seed(6);
+    for (int i = 0; i < 3; ++i) {
+      engine->Backward(model->forward(torch::randn({4, 13})).pow(2).mean());
+      engine->Step();
+    }
+    GatheredParameters full(*engine);
+    std::vector<torch::Tensor> flat;
+    for (const auto& p : model->parameters()) flat.push_back(p.detach().flatten().clone());
+    finals.push_back(torch::cat(flat));
+    full.Release();
+  }
+  EXPECT_TRUE(torch::allclose(finals[0], finals[1], 1e-6, 1e-7))
+      << "max diff " << (finals[0] - finals[1]).abs().max().item<double>();
 }
 
 // Accounted model-state bytes must match what the allocator really holds.

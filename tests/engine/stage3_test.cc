@@ -184,6 +184,34 @@ ZT_RANK_WORKER(stage3_memory) {
   return absl::OkStatus();
 }
 
+// LoRA-style: every layer but the first frozen. Frozen layers get no
+// gradient hook, so only the end of their backward through the unit (the
+// hook on their argument's producer) can free them: without it they would
+// pile up until backward ends.
+ZT_RANK_WORKER(stage3_frozen_memory) {
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  const int64_t align = 2 * pg->size();
+  const int64_t unit_bytes = 4 * ((static_cast<int64_t>(kUnitNumel) + align - 1) / align * align);
+  Chain model;
+  for (size_t i = 1; i < model->layers.size(); ++i) {
+    for (auto& p : model->layers[i]->parameters()) p.set_requires_grad(false);
+  }
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, Stage3Config(false), pg));
+  for (int step = 0; step < 2; ++step) {
+    engine->ResetGatheredPeak();
+    engine->Backward(model->forward(Input(false)).pow(2).mean());
+    engine->Step();
+    const zero::CoordinatorStats s = *engine->stage3_stats();
+    if (s.peak_gathered_bytes != unit_bytes || s.gathered_bytes != 0) {
+      return absl::InternalError(absl::StrFormat("world %d, step %d: frozen layers: %d bytes gathered at once (one "
+                                                 "unit is %d), %d still gathered",
+                                                 pg->size(), step + 1, s.peak_gathered_bytes, unit_bytes,
+                                                 s.gathered_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 ZT_RANK_WORKER(stage3_comm_volume) {
   ZT_ASSIGN_OR_RETURN(auto pg, Group());
   const double n = pg->size();
@@ -359,6 +387,7 @@ void RunWorlds(const char* worker, std::vector<int> worlds) {
 }
 
 TEST(Stage3Test, MemoryStaysWithinUnitPlusPrefetchWindow) { RunWorlds("stage3_memory", {1, 2, 4}); }
+TEST(Stage3Test, FrozenUnitsAreFreedDuringBackward) { RunWorlds("stage3_frozen_memory", {1, 2}); }
 TEST(Stage3Test, BytesPerStepAreThreePsi) { RunWorlds("stage3_comm_volume", {1, 2, 3, 4}); }
 TEST(Stage3Test, ShardedInitBuildsWithinOneUnitAndTrainsTheSame) { RunWorlds("stage3_sharded_init", {1, 2, 4}); }
 TEST(Stage3Test, ClearErrors) { RunWorlds("stage3_errors", {1, 2}); }
