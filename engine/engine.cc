@@ -195,8 +195,7 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
 
   const at::ScalarType grad_dtype = ToScalarType(config_.grad_accum_dtype).value_or(dtype);
   for (zero::FlatGroup& g : groups_) {
-    g.grad_shard = at::zeros({g.layout.shard_numel}, g.param_shard.defined() ? g.param_shard.options().dtype(grad_dtype)
-                                                                             : g.params.options().dtype(grad_dtype));
+    g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
   }
   optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
 
@@ -231,9 +230,9 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
                                                           pg_, co);
   link_ = std::make_shared<zero::CoordinatorLink>();
   link_->coordinator.store(coordinator_.get());
-  units_ = b.unit_bases;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u] != nullptr) units_[u]->set_unit_hook(std::make_shared<zero::UnitHook>(link_, static_cast<int>(u), b.unit_names[u]));
+  for (size_t u = 0; u < b.unit_bases.size(); ++u) {
+    if (b.unit_bases[u] == nullptr) continue;
+    b.unit_bases[u]->set_unit_hook(std::make_shared<zero::UnitHook>(link_, static_cast<int>(u), b.unit_names[u]));
   }
 
   zero::GradReducerOptions ro = ReducerOptions();

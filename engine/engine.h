@@ -48,7 +48,6 @@
 namespace zt {
 
 class GatheredParameters;
-class UnitBase;
 
 namespace zero {
 struct FlatGroup;
@@ -163,12 +162,12 @@ class Engine {
   std::vector<at::Tensor> params_;  // trainable, deduplicated, model order
   std::vector<std::string> param_names_;
   std::vector<zero::FlatGroup> groups_;
-  // Stage 3: chunks of frozen parameters, the coordinator, units.
+  // Stage 3: chunks of frozen parameters, the coordinator and the link the
+  // units' hooks reach it through.
   std::vector<zero::FlatGroup> frozen_groups_;
   std::vector<at::Tensor> frozen_params_;
   std::unique_ptr<zero::ParamCoordinator> coordinator_;
   std::shared_ptr<zero::CoordinatorLink> link_;
-  std::vector<UnitBase*> units_;
   std::unique_ptr<zero::GradReducer> reducer_;
   std::unique_ptr<zero::ShardedOptimizer> optimizer_;
   std::unique_ptr<LrScheduler> scheduler_;

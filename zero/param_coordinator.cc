@@ -35,16 +35,11 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
     if (chunk.persistent) {
       chunk_state_[c].state = State::kReady;
     } else {
+      // Sharded chunks arrive released (zero/stage3_setup.h ShardChunk).
+      ZT_CHECK(!HasStorage(chunk.group->params));
       unit_state_[static_cast<size_t>(chunk.unit)].sharded_numel += chunk.group->layout.padded_numel;
-      // Chunks arrive gathered (construction) or released (sharded at init).
-      if (HasStorage(chunk.group->params)) {
-        chunk_state_[c].state = State::kReady;
-        live_numel_ += chunk.group->layout.padded_numel;
-        stats_.gathered_bytes += static_cast<int64_t>(chunk.group->params.nbytes());
-      }
     }
   }
-  stats_.peak_gathered_bytes = stats_.gathered_bytes;
 }
 
 ParamCoordinator::~ParamCoordinator() {
@@ -72,8 +67,6 @@ void ParamCoordinator::ResetPeak() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak_gathered_bytes = stats_.gathered_bytes;
 }
-
-int64_t ParamCoordinator::LiveNumelLocked() const { return live_numel_; }
 
 bool ParamCoordinator::UnitGatheredLocked(int unit) const {
   for (int c : units_[static_cast<size_t>(unit)].chunks) {

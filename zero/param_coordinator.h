@@ -145,7 +145,6 @@ class ParamCoordinator {
   void WaitChunkLocked(int chunk);
   void ReleaseChunkLocked(int chunk);
   bool UnitGatheredLocked(int unit) const;
-  int64_t LiveNumelLocked() const;
 
   std::vector<Unit> units_;
   std::vector<Chunk> chunks_;

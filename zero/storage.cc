@@ -16,6 +16,13 @@ c10::StorageImpl* StorageOf(const at::Tensor& flat) {
   return flat.storage().unsafeGetStorageImpl();
 }
 
+c10::Allocator* AllocatorOf(c10::StorageImpl* storage, const at::Tensor& flat) {
+  // The allocator the storage was created with (the counting allocator in
+  // tests, the caching allocator on CUDA), else the device's current one.
+  c10::Allocator* allocator = storage->allocator();
+  return allocator != nullptr ? allocator : c10::GetAllocator(flat.device().type());
+}
+
 }  // namespace
 
 bool HasStorage(const at::Tensor& flat) {
@@ -29,20 +36,6 @@ void FreeStorage(const at::Tensor& flat) {
   storage->set_nbytes(0);
 }
 
-c10::Allocator* AllocatorOf(c10::StorageImpl* storage, const at::Tensor& flat) {
-  // The allocator the storage was created with (the counting allocator in
-  // tests, the caching allocator on CUDA), else the device's current one.
-  c10::Allocator* allocator = storage->allocator();
-  return allocator != nullptr ? allocator : c10::GetAllocator(flat.device().type());
-}
-
-void AllocateStorage(const at::Tensor& flat) {
-  if (HasStorage(flat)) return;
-  c10::StorageImpl* storage = StorageOf(flat);
-  const size_t bytes = flat.nbytes();
-  storage->set_data_ptr_noswap(AllocatorOf(storage, flat)->allocate(bytes));
-  storage->set_nbytes(bytes);
-}
 
 void StoragePool::Fill(const at::Tensor& flat) {
   if (HasStorage(flat)) return;

@@ -4,10 +4,10 @@
 //
 // Contract: `flat` is a contiguous tensor at storage offset 0 that owns its
 // storage. FreeStorage returns the memory to the allocator; views keep their
-// shapes but must not be read until AllocateStorage gives the storage its
-// bytes back (contents unspecified until written). Not thread-safe per tensor.
+// shapes but must not be read until a StoragePool fills the storage again
+// (contents unspecified until written). Not thread-safe per tensor.
 //
-// StoragePool keeps freed buffers for the next gather instead: on CPU, glibc
+// StoragePool keeps freed buffers for the next gather: on CPU, glibc
 // hands multi-MiB blocks back to the kernel on free, and touching a fresh
 // block faults every page in again (a 1.3x slower stage-3 step here).
 #pragma once
@@ -24,8 +24,6 @@ namespace zt::zero {
 bool HasStorage(const at::Tensor& flat);
 // Drops the storage's memory (no-op when already freed).
 void FreeStorage(const at::Tensor& flat);
-// Gives the storage `flat.nbytes()` fresh bytes (no-op when it has them).
-void AllocateStorage(const at::Tensor& flat);
 
 // Buffers taken from freed flat tensors, handed to the next ones that need
 // memory. It only ever holds buffers that were in use at once, so it is
