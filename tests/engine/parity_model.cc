@@ -10,6 +10,21 @@
 
 namespace zt::testing {
 
+Config ParityBaseConfig(int stage) {
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 2;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 1000;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.optimizer.lr = 1e-2;
+  c.optimizer.weight_decay = 0.01;
+  c.optimizer.adam_w_mode = true;
+  c.zero.stage = stage;
+  c.zero.overlap_comm = true;
+  return c;
+}
+
 ParityData MakeData(int64_t rows, int64_t in_features, int64_t out_features, uint64_t seed) {
   torch::manual_seed(seed);
   ParityData d;

@@ -40,6 +40,10 @@ struct ParityData {
   torch::Tensor x, y;  // [steps * global_batch, features]
 };
 
+// The parity tests' common config: micro-batch 2, no accumulation, AdamW
+// (lr 1e-2, weight decay 0.01), overlap_comm on, no step log.
+Config ParityBaseConfig(int stage);
+
 // Same tensors in every process: generated from a fixed seed.
 ParityData MakeData(int64_t rows, int64_t in_features, int64_t out_features, uint64_t seed);
 

@@ -35,18 +35,8 @@ struct Variant {
 };
 
 Config BaseConfig(int stage) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 1e-2;
-  c.optimizer.weight_decay = 0.01;
-  c.optimizer.adam_w_mode = true;
-  c.zero.stage = stage;
+  Config c = ParityBaseConfig(stage);
   c.zero.reduce_bucket_size = 100;  // several groups: exercises ordering and overlap
-  c.zero.overlap_comm = true;
   return c;
 }
 
