@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
+#include "zero/activation_checkpoint.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
 #include "zero/layout.h"
@@ -100,6 +101,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
   const at::ScalarType dtype = config_.fp16.enabled   ? at::kHalf
                                : config_.bf16.enabled ? at::kBFloat16
                                                       : at::kFloat;
+  ConfigureActivationCheckpointing(config_.activation_checkpointing);
   if (stage_ == 3) return InitStage3(dtype);
   if (dtype != at::kFloat) module_->to(dtype);
 
@@ -166,6 +168,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
 
 zero::GradReducerOptions Engine::ReducerOptions() const {
   zero::GradReducerOptions ro;
+  ro.param_names = param_names_;
   ro.stage = stage_;
   ro.overlap_comm = config_.zero.overlap_comm;
   ro.prescale_gradients = config_.prescale_gradients;
@@ -589,6 +592,13 @@ void Engine::MaybeLog() {
                                                ? absl::StrFormat(", unit order changed %d times", st.trace_mismatches)
                                                : std::string()));
     coordinator_->ResetPeak();
+  }
+  if (config_.activation_checkpointing.profile) {
+    const CheckpointProfile p = TakeCheckpointProfile();
+    const double n = static_cast<double>(config_.steps_per_print);
+    absl::StrAppend(&line, absl::StrFormat(
+                               " | checkpoints per step: %.1f, forward %.1f ms, recompute %.1f ms",
+                               static_cast<double>(p.calls) / n, p.forward_ms / n, p.recompute_ms / n));
   }
   if (config_.wall_clock_breakdown) {
     const double n = static_cast<double>(config_.steps_per_print);

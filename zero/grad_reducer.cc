@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "absl/strings/str_format.h"
 #include "util/error.h"
 #include "util/status.h"
@@ -112,6 +114,17 @@ void GradReducer::OnGradReady(int param_index) {
   at::Tensor& param = params_[static_cast<size_t>(param_index)];
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;
+  if (active_ && reduce_ && ready_[static_cast<size_t>(param_index)] &&
+      (options_.stage >= 2 || options_.overlap_comm)) {
+    const std::string name = static_cast<size_t>(param_index) < options_.param_names.size()
+                                 ? options_.param_names[static_cast<size_t>(param_index)]
+                                 : absl::StrFormat("#%d", param_index);
+    throw Error(absl::FailedPreconditionError(absl::StrFormat(
+        "parameter '%s' received a second gradient in one backward: it is used by more than one "
+        "activation-checkpointed call. ZeRO stage %d%s reduces a gradient as soon as it arrives; checkpoint "
+        "those calls together (one zt::Checkpoint or one unit), or train at stage 0/1 with overlap_comm off",
+        name, options_.stage, options_.overlap_comm && options_.stage < 2 ? " with overlap_comm" : "")));
+  }
 
   if (options_.stage >= 2) {
     // Outside Engine::Backward there is nowhere to put the gradient; it stays

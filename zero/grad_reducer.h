@@ -20,6 +20,12 @@
 // no gradient count as zero: their groups are launched, in index order, when
 // backward ends.
 //
+// A parameter's gradient normally arrives once per backward. Activation
+// checkpointing can deliver it in several parts (one per checkpointed call
+// that uses it); stages 0/1 without overlap_comm sum them in place before
+// reducing, while stage 2/3 and overlap_comm, which reduce at the first part,
+// throw zt::Error naming the parameter rather than lose the rest.
+//
 // Scaling follows DeepSpeed: with prescale_gradients the buffer is divided by
 // the world size before the sum; otherwise it is divided by
 // gradient_predivide_factor before and multiplied by factor / world after.
@@ -54,6 +60,8 @@ struct GradReducerOptions {
   // Stage 3: called (under the reducer's lock, on autograd's thread) when
   // every gradient of a group has been copied into its bucket.
   std::function<void(int group)> on_group_complete;
+  // Names of the parameters (same order), for error messages.
+  std::vector<std::string> param_names;
 };
 
 class GradReducer {

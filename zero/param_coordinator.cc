@@ -10,6 +10,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "zero/activation_checkpoint.h"
 #include "zero/storage.h"
 
 namespace zt::zero {
@@ -170,9 +171,11 @@ void ParamCoordinator::PreForward(int unit, bool training) {
   if (training) {
     ObserveLocked(unit);
   } else {
-    // Evaluation: gather what is missing, release exactly that afterwards.
+    // Evaluation (or a checkpoint's first, gradient-free run): gather what
+    // is missing and release exactly that afterwards. A chunk may already be
+    // in flight (prefetched for a later request): wait for every chunk.
     std::vector<int> issued = GatherUnitLocked(unit);
-    for (int c : issued) WaitChunkLocked(c);
+    for (int c : units_[static_cast<size_t>(unit)].chunks) WaitChunkLocked(c);
     u.eval_gathered.insert(u.eval_gathered.end(), issued.begin(), issued.end());
   }
   ++u.active;
@@ -200,9 +203,11 @@ void ParamCoordinator::PostForward(int unit, bool training) {
 
 void ParamCoordinator::PreBackward(int unit) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!callback_queued_) {
-    // Safety net: whatever backward skipped is released when the graph task
-    // ends, even if the caller never reaches Engine::Backward's epilogue.
+  // Safety net: whatever backward skipped is released when the graph task
+  // ends, even if the caller never reaches Engine::Backward's epilogue. Not
+  // from a checkpoint's recomputation: its backward is a graph task of its
+  // own, which ends long before the real one.
+  if (!callback_queued_ && !InCheckpointRecompute()) {
     callback_queued_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { EndBackward(); });
   }

@@ -145,4 +145,35 @@ void UnitBase::OnConstructed(torch::nn::Module& self) { zero::ShardAtConstructio
 
 UnitBase* AsUnit(torch::nn::Module& module) { return dynamic_cast<UnitBase*>(&module); }
 
+namespace {
+
+// Innermost units in module order; returns whether `m`'s subtree has a unit.
+bool CollectInnermost(torch::nn::Module& m, std::vector<UnitBase*>& out) {
+  bool below = false;
+  for (const auto& child : m.named_children()) below = CollectInnermost(*child.value(), out) || below;
+  UnitBase* self = AsUnit(m);
+  if (self != nullptr && !below) out.push_back(self);
+  return below || self != nullptr;
+}
+
+}  // namespace
+
+int CheckpointUnits(torch::nn::Module& model, std::optional<int64_t> number_checkpoints) {
+  std::vector<UnitBase*> units;
+  CollectInnermost(model, units);
+  // Children are visited before their parent, so `units` is in module order.
+  const int64_t n = static_cast<int64_t>(units.size());
+  int64_t every = 1;
+  if (number_checkpoints.has_value() && *number_checkpoints > 0 && *number_checkpoints < n) {
+    every = (n + *number_checkpoints - 1) / *number_checkpoints;
+  }
+  int marked = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool on = i % every == 0;
+    units[static_cast<size_t>(i)]->set_activation_checkpointing(on);
+    marked += on ? 1 : 0;
+  }
+  return marked;
+}
+
 }  // namespace zt

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -46,8 +47,11 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+
+#include "zero/activation_checkpoint.h"
 
 namespace zt {
 
@@ -70,6 +74,12 @@ class UnitBase {
   // Internal: shards made by zt::ShardedInit, until Engine::Create adopts them.
   std::shared_ptr<zero::PresharedUnit>& preshard() { return preshard_; }
 
+  // Activation checkpointing of the whole unit (zero/activation_checkpoint.h):
+  // its forward keeps only its tensor arguments and runs again in backward.
+  // Works at every stage. CheckpointUnits sets it by the config.
+  void set_activation_checkpointing(bool on) { checkpointed_ = on; }
+  bool activation_checkpointing() const { return checkpointed_; }
+
  protected:
   // Called by UnitImpl once Impl is constructed (construction-time sharding).
   void OnConstructed(torch::nn::Module& self);
@@ -77,6 +87,7 @@ class UnitBase {
  private:
   std::shared_ptr<zero::UnitHook> hook_;
   std::shared_ptr<zero::PresharedUnit> preshard_;
+  bool checkpointed_ = false;
 };
 
 // How a unit finds the tensors in its forward's result. kKnown is false for
@@ -167,6 +178,49 @@ void WrapOutputs(UnitCall& call, T& out) {
   call.Outputs(tensors);
 }
 
+template <typename T>
+void ReplaceTensor(T& arg, const std::vector<at::Tensor>& inputs, size_t& next) {
+  if constexpr (std::is_same_v<T, at::Tensor>) arg = inputs[next++];
+}
+
+// Runs fn(args...) checkpointed: its tensor arguments are the checkpoint's
+// inputs, the other arguments are copied for the recomputation, and the
+// tensors of the result are replaced by the checkpoint's outputs.
+template <typename Fn, typename... Args>
+auto RunCheckpointed(Fn fn, Args&&... args) {
+  using Out = std::decay_t<decltype(fn(std::forward<Args>(args)...))>;
+  static_assert(UnitTensors<Out>::kKnown,
+                "zt::Unit: a checkpointed unit's result must be visible to zt::UnitTensors<T> (see zero/unit.h)");
+  std::vector<at::Tensor> inputs;
+  auto collect = [&inputs](const auto& a) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, at::Tensor>) inputs.push_back(a);
+  };
+  (collect(args), ...);
+  auto saved = std::make_shared<std::tuple<std::decay_t<Args>...>>(args...);
+  struct First {
+    std::optional<Out> value;
+    bool taken = false;
+  };
+  auto first = std::make_shared<First>();
+  CheckpointFn run = [fn, saved, first](const std::vector<at::Tensor>& xs) {
+    auto a = *saved;
+    size_t next = 0;
+    std::apply([&](auto&... e) { (ReplaceTensor(e, xs, next), ...); }, a);
+    Out out = std::apply([&](auto&... e) { return fn(e...); }, a);
+    std::vector<at::Tensor> tensors;
+    UnitTensors<Out>::ForEach(out, [&tensors](at::Tensor& t) { tensors.push_back(t); });
+    if (!first->taken && !first->value) first->value.emplace(std::move(out));  // the structure, once
+    return tensors;
+  };
+  std::vector<at::Tensor> outs = CheckpointAll(run, inputs);
+  Out result = std::move(*first->value);
+  first->value.reset();
+  first->taken = true;
+  size_t k = 0;
+  UnitTensors<Out>::ForEach(result, [&outs, &k](at::Tensor& t) { t = outs[k++]; });
+  return result;
+}
+
 }  // namespace zero::internal
 
 template <typename Impl>
@@ -180,6 +234,13 @@ class UnitImpl : public Impl, public UnitBase {
   template <typename... Args>
   auto forward(Args&&... args) {
     zero::internal::UnitCall call(*this);
+    if (activation_checkpointing() && c10::GradMode::is_enabled()) {
+      auto out = zero::internal::RunCheckpointed(
+          [this](auto&&... a) { return this->Impl::forward(std::forward<decltype(a)>(a)...); },
+          zero::internal::TrackArg(call, std::forward<Args>(args))...);
+      if (call.active()) zero::internal::WrapOutputs(call, out);
+      return out;
+    }
     if (!call.active()) return Impl::forward(std::forward<Args>(args)...);
     auto out = Impl::forward(zero::internal::TrackArg(call, std::forward<Args>(args))...);
     zero::internal::WrapOutputs(call, out);
@@ -203,5 +264,12 @@ class Unit : public torch::nn::ModuleHolder<UnitImpl<Impl>> {
 
 // The unit behind a module, or nullptr when the module is not a unit.
 UnitBase* AsUnit(torch::nn::Module& module);
+
+// Turns on activation checkpointing for the innermost units of `model` (units
+// with no unit inside, e.g. a transformer's blocks): all of them, or with
+// `number_checkpoints` (the config's activation_checkpointing key) that many,
+// every k-th from the first, k = ceil(units / number_checkpoints). Returns
+// how many units it marked.
+int CheckpointUnits(torch::nn::Module& model, std::optional<int64_t> number_checkpoints = std::nullopt);
 
 }  // namespace zt
