@@ -104,6 +104,7 @@ SavedInputArena& Arena() {
 // capsule (AutogradContext stores IValues); destroyed with the graph.
 struct CheckpointState : torch::CustomClassHolder {
   CheckpointFn fn;
+  size_t num_inputs = 0;  // fn's inputs; an anchor may follow (see CheckpointAll)
   Settings settings;
   at::Tensor cpu_rng;
   std::vector<std::pair<at::Device, at::Tensor>> cuda_rng;
@@ -173,9 +174,10 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       if (!seen) st->cuda_rng.emplace_back(x.device(), GeneratorState(at::globalContext().defaultGenerator(x.device())));
     }
 
-    if (st->settings.synchronize) SynchronizeDevices(inputs.vec());
+    const std::vector<at::Tensor> fn_inputs(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
+    if (st->settings.synchronize) SynchronizeDevices(fn_inputs);
     const auto t0 = Clock::now();
-    variable_list outputs = st->fn(inputs.vec());  // Function::apply runs forward with grad mode off
+    variable_list outputs = st->fn(fn_inputs);  // Function::apply runs forward with grad mode off
     if (st->settings.synchronize || st->settings.profile) SynchronizeDevices(outputs);
     const double ms = Ms(t0, Clock::now());
 
@@ -240,15 +242,16 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       inputs.push_back(x);
     }
 
+    const std::vector<at::Tensor> fn_inputs(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
     variable_list outputs;
     double ms = 0;
     {
       DepthScope depth;
       RngFork rng(*st);
       at::AutoGradMode grad(true);
-      if (st->settings.synchronize) SynchronizeDevices(inputs);
+      if (st->settings.synchronize) SynchronizeDevices(fn_inputs);
       const auto t0 = Clock::now();
-      outputs = st->fn(inputs);
+      outputs = st->fn(fn_inputs);
       if (st->settings.synchronize || st->settings.profile) SynchronizeDevices(outputs);
       ms = Ms(t0, Clock::now());
     }
@@ -270,7 +273,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
     variable_list result;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      result.push_back(inputs[i].defined() && st->requires_grad[i] ? inputs[i].grad() : at::Tensor());
+      const bool wanted = i < st->num_inputs && inputs[i].defined() && st->requires_grad[i];
+      result.push_back(wanted ? inputs[i].grad() : at::Tensor());
     }
     result.emplace_back();  // the state capsule
     return result;
@@ -283,8 +287,18 @@ std::vector<at::Tensor> CheckpointAll(const CheckpointFn& fn, const std::vector<
   if (!c10::GradMode::is_enabled()) return fn(inputs);  // nothing to save for: just run it
   auto st = c10::make_intrusive<CheckpointState>();
   st->fn = fn;
+  st->num_inputs = inputs.size();
   st->settings = CurrentSettings();
-  return CheckpointFunction::apply(at::TensorList(inputs), st);
+  // A function whose inputs need no gradient (the first block, fed data)
+  // still has parameters that do. Autograd records a node only when an
+  // input requires grad, so give it an empty one that does: its backward
+  // then recomputes and reaches the parameters.
+  bool any = false;
+  for (const at::Tensor& x : inputs) any = any || (x.defined() && x.requires_grad());
+  if (any) return CheckpointFunction::apply(at::TensorList(inputs), st);
+  std::vector<at::Tensor> anchored = inputs;
+  anchored.push_back(at::empty({0}).requires_grad_(true));
+  return CheckpointFunction::apply(at::TensorList(anchored), st);
 }
 
 void ConfigureActivationCheckpointing(const ActivationCheckpointingConfig& config) {

@@ -20,8 +20,9 @@
 //    reads besides its inputs (parameters, captured tensors) must be
 //    unchanged until backward. It must not keep tensors it computes, nor
 //    change its inputs in place (autograd reports that at backward).
-//  * Inputs that do not require grad (masks, indices) are fine; outputs that
-//    are not floating point are non-differentiable.
+//  * Inputs that do not require grad (masks, indices) are fine, even all of
+//    them (the first block, fed data): parameters inside still get their
+//    gradients. Outputs that are not floating point are non-differentiable.
 //  * Parameters get their gradients from a backward inside the backward. A
 //    parameter used by several checkpointed calls in one forward therefore
 //    gets several gradient contributions; stage 2/3 and overlap_comm reduce a

@@ -211,6 +211,24 @@ TEST(Checkpoint, MultipleInputsOutputsAndDropout) {
   EXPECT_EQ(CheckpointSavedBytes(), 0);
 }
 
+// The first block sees data that needs no gradient; its parameters still do.
+TEST(Checkpoint, ParametersGetGradientsWhenNoInputNeedsThem) {
+  ConfigureActivationCheckpointing({});
+  torch::manual_seed(2);
+  torch::nn::Linear lin(4, 4);
+  torch::Tensor x = torch::randn({2, 4});
+  std::vector<torch::Tensor> grads;
+  for (int ckpt = 0; ckpt < 2; ++ckpt) {
+    lin->zero_grad();
+    torch::Tensor y = ckpt ? zt::Checkpoint([&](const torch::Tensor& t) { return torch::tanh(lin(t)); }, x)
+                           : torch::tanh(lin(x));
+    ASSERT_TRUE(y.requires_grad());
+    y.sum().backward();
+    grads.push_back(lin->weight.grad().clone());
+  }
+  EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+}
+
 // Memory: L blocks, every one checkpointed. Peak extra memory of a step
 // must stay within the saved inputs (L x [batch, dim]) plus what one block
 // needs without checkpointing; without checkpointing it must exceed that.

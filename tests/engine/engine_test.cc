@@ -11,6 +11,7 @@
 #include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
 #include "util/error.h"
+#include "zero/activation_checkpoint.h"
 #include "zero/unit.h"
 
 namespace zt {
@@ -177,6 +178,24 @@ TEST(EngineLog, Stage3LineReportsGatheredPeakAndPrefetch) {
   EXPECT_NE(log.find("step 4 | loss"), std::string::npos) << log;
   EXPECT_NE(log.find("gathered peak"), std::string::npos) << log;
   EXPECT_NE(log.find("units prefetched"), std::string::npos) << log;
+}
+
+TEST(EngineLog, ActivationCheckpointProfile) {
+  zt::Unit<testing::ParityNetImpl> model;
+  model->set_activation_checkpointing(true);
+  Config c = BaseConfig(0);
+  c.steps_per_print = 2;
+  c.activation_checkpointing.profile = true;
+  auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 2; ++i) {
+    engine->Backward(model(torch::randn({4, 13})).pow(2).mean());
+    engine->Step();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("checkpoints per step: 1.0, forward"), std::string::npos) << log;
+  EXPECT_NE(log.find("recompute"), std::string::npos) << log;
+  ConfigureActivationCheckpointing({});
 }
 
 // Units must not restrict what the code around them does: in-place ops on a
