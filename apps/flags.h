@@ -43,6 +43,7 @@ class Flags {
   // Everything after a literal "--".
   const std::vector<std::string>& rest() const { return rest_; }
   bool help_requested() const { return help_requested_; }
+  const std::string& command() const { return command_; }
   std::string Usage(const std::string& synopsis) const;
 
  private:

@@ -18,6 +18,7 @@ const Command kCommands[] = {
     {"config", "check DeepSpeed-style JSON configs, print them resolved or the key reference",
      zt::cli::RunConfigCommand},
     {"launch", "start the ranks of a distributed job on this node", zt::cli::RunLaunchCommand},
+    {"ckpt", "inspect, consolidate (to safetensors) and reshard checkpoints", zt::cli::RunCkptCommand},
 };
 
 void PrintUsage(FILE* out) {

@@ -192,6 +192,7 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
   params_.assign(b.params.begin(), b.params.begin() + b.num_trainable);
   param_names_.assign(b.names.begin(), b.names.begin() + b.num_trainable);
   frozen_params_.assign(b.params.begin() + b.num_trainable, b.params.end());
+  frozen_names_.assign(b.names.begin() + b.num_trainable, b.names.end());
   groups_ = std::move(b.trainable_chunks);
   frozen_groups_ = std::move(b.frozen_chunks);
   ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));

@@ -38,6 +38,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "absl/status/statusor.h"
+#include "ckpt/value.h"
 #include "comm/process_group.h"
 #include "config/config.h"
 #include "engine/loss_scaler.h"
@@ -124,6 +125,22 @@ class Engine {
   // Parameters the engine trains, in model order, with their names.
   const std::vector<std::string>& param_names() const { return param_names_; }
 
+  // Checkpoints in DeepSpeed's layout (docs/checkpoints.md). Collective:
+  // every rank calls them with the same arguments, at an accumulation
+  // boundary. SaveCheckpoint writes <dir>/<tag>/... (tag: "global_step<N>"
+  // when empty) and then <dir>/latest; client_state is a dict of scalars,
+  // strings, lists and dicts (no tensors) returned by LoadCheckpoint.
+  // LoadCheckpoint reads <dir>/<tag or latest> saved at any world size and
+  // stage; nothing changes unless every rank read everything.
+  absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
+                              const ckpt::Value& client_state = ckpt::Value());
+  absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag = "");
+  // Replaces the model's weights with those of a safetensors file, an index
+  // .json or a directory holding either (Hugging Face names = the module's
+  // names), reading only this rank's shard at stages 1-3. Collective.
+  // Missing weights are an error naming them; extra ones are logged.
+  absl::Status LoadWeights(const std::string& path);
+
   // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes
   // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.
   std::optional<zero::CoordinatorStats> stage3_stats() const;
@@ -145,6 +162,18 @@ class Engine {
   std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;
   void PinChunks(const std::vector<int>& chunks);
   void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
+  // Checkpoint support (engine/checkpoint.cc).
+  absl::Status AgreeAcrossRanks(const absl::Status& local, const std::string& what);
+  absl::Status CheckTagAgreement(const std::string& tag);
+  // Fills every owned master element from `read` (fp32 elements [b, e) of a
+  // trainable parameter by name) and every frozen parameter from `frozen`
+  // (elements [b, e) in the model dtype), into fresh tensors; commits only
+  // when all ranks succeeded.
+  using TrainableReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, float* dst)>;
+  using FrozenReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, at::Tensor dst)>;
+  absl::Status ReadWeights(const TrainableReader& read, const FrozenReader& frozen,
+                           std::vector<at::Tensor>* masters, std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out);
+  void CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pair<at::Tensor, at::Tensor>>& frozen);
   absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
                     std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);
   absl::Status BroadcastInitialState();
@@ -166,6 +195,7 @@ class Engine {
   // units' hooks reach it through.
   std::vector<zero::FlatGroup> frozen_groups_;
   std::vector<at::Tensor> frozen_params_;
+  std::vector<std::string> frozen_names_;
   std::unique_ptr<zero::ParamCoordinator> coordinator_;
   std::shared_ptr<zero::CoordinatorLink> link_;
   std::unique_ptr<zero::GradReducer> reducer_;

@@ -57,6 +57,13 @@ void ShardedOptimizer::RefreshMaster() {
   }
 }
 
+void ShardedOptimizer::WriteBackParams() {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (!aliased_[i]) groups_[i].OwnedParams().copy_(master_[i]);
+  }
+}
+
 int64_t ShardedOptimizer::master_bytes() const {
   int64_t n = 0;
   for (size_t i = 0; i < master_.size(); ++i) {

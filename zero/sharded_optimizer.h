@@ -35,6 +35,9 @@ class ShardedOptimizer {
   // Re-reads the owned parameters into the fp32 master copies, after the
   // parameters were written directly (GatheredParameters with a modifier).
   void RefreshMaster();
+  // Rounds the fp32 masters back into the owned parameters (what Step ends
+  // with), after the masters were set directly (a loaded checkpoint).
+  void WriteBackParams();
 
   int64_t master_bytes() const;  // 0 where the master aliases the parameters
   int64_t state_bytes() const;
@@ -42,6 +45,7 @@ class ShardedOptimizer {
   // Checkpoint access: per group, the fp32 master shard and the state.
   const std::vector<at::Tensor>& master() const { return master_; }
   std::vector<ops::ShardState>& states() { return states_; }
+  const std::vector<ops::ShardState>& states() const { return states_; }
 
  private:
   std::vector<FlatGroup>& groups_;

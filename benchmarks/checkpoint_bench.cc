@@ -1,0 +1,223 @@
+// Checkpoint throughput against the disk: save, load and consolidate a model
+// of --params parameters (default 256M: a 1 GiB fp32 model, ~4 GiB of
+// checkpoint with Adam's state), and the same directory's raw write and read
+// bandwidth measured in the same run on a file of the same size. Reads start
+// cold: every file is dropped from the page cache first (posix_fadvise).
+// Consolidation runs `zt ckpt consolidate` as a child process and reports its
+// peak RSS against the model's size (target < 25% for 1 GB+ models).
+//
+//   build/bin/zt_bench_checkpoint [--dir /tmp/zt_ckpt_bench] [--params 268435456] [--rounds 1]
+//
+// One process, one rank (stage 1 on the single-rank group).
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "apps/flags.h"
+#include "ckpt/zero_checkpoint.h"
+#include "comm/single_group.h"
+#include "engine/engine.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/system_info.h"
+#include "util/unique_fd.h"
+
+namespace zt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t width, int64_t depth) {
+    for (int64_t i = 0; i < depth; ++i) layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& l : layers) x = torch::tanh(l(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(Mlp);
+
+// Drops a file's pages from the page cache, so the next read comes from disk.
+void DropCache(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY));
+  if (fd.valid()) {
+    ::fdatasync(fd.get());
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  }
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// Raw bandwidth of the directory: write `bytes` in 8 MiB pieces + fsync, then
+// read them back cold.
+absl::Status RawBandwidth(const std::string& dir, uint64_t bytes, double* write_gbs, double* read_gbs) {
+  const std::string path = dir + "/raw.bin";
+  std::vector<char> buf(8 << 20, 1);
+  {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    if (!fd.valid()) return absl::UnavailableError(absl::StrCat("cannot create '", path, "': ", std::strerror(errno)));
+    const auto t0 = Clock::now();
+    for (uint64_t done = 0; done < bytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - done));
+      const ssize_t w = ::write(fd.get(), buf.data(), n);
+      if (w <= 0) return absl::UnavailableError(absl::StrCat("writing '", path, "': ", std::strerror(errno)));
+      done += static_cast<uint64_t>(w);
+    }
+    ::fsync(fd.get());
+    *write_gbs = static_cast<double>(bytes) / 1e9 / Seconds(t0, Clock::now());
+  }
+  DropCache(path);
+  {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY));
+    const auto t0 = Clock::now();
+    uint64_t done = 0;
+    for (ssize_t r; (r = ::read(fd.get(), buf.data(), buf.size())) > 0;) done += static_cast<uint64_t>(r);
+    *read_gbs = static_cast<double>(done) / 1e9 / Seconds(t0, Clock::now());
+  }
+  ::unlink(path.c_str());
+  return absl::OkStatus();
+}
+
+// Runs `zt ckpt consolidate` and returns (seconds, peak RSS bytes).
+absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, const std::string& dir,
+                                                      const std::string& out) {
+  const auto t0 = Clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(zt.c_str(), zt.c_str(), "ckpt", "consolidate", dir.c_str(), out.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat("'", zt, " ckpt consolidate ", dir, " ", out, "' failed"));
+  }
+  return std::make_pair(Seconds(t0, Clock::now()), static_cast<double>(usage.ru_maxrss) * 1024.0);
+}
+
+absl::Status Main(int argc, char** argv) {
+  cli::Flags flags("zt_bench_checkpoint");
+  flags.String("dir", "/tmp/zt_ckpt_bench", "scratch directory (about 5x the model size is written)");
+  flags.Int("params", 268435456, "model parameters (fp32; 4096-wide Linear layers)");
+  flags.Int("rounds", 1, "repetitions (medians reported)");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ZT_RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::cout << flags.Usage("[flags]");
+    return absl::OkStatus();
+  }
+  const std::string dir = flags.GetString("dir");
+  const int64_t width = 4096;
+  const int64_t depth = std::max<int64_t>(1, flags.GetInt("params") / (width * width + width));
+  const int rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("rounds")));
+  SetMinLogLevel(LogLevel::kWarning);
+  ::mkdir(dir.c_str(), 0755);
+  std::string zt = argv[0];
+  zt = zt.substr(0, zt.find_last_of('/') + 1) + "zt";
+
+  std::cout << SystemInfoLine() << "\n";
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 4;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 0;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.zero.stage = 1;
+  Mlp model(width, depth);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, c, std::make_shared<comm::SingleGroup>()));
+  engine->Backward(model->forward(torch::randn({4, width})).pow(2).mean());
+  engine->Step();
+  const double model_bytes = 4.0 * static_cast<double>(depth * (width * width + width));
+  std::cout << absl::StrFormat("model: %d x Linear(%d, %d), %.0f M parameters, %.2f GiB fp32; AdamW, stage 1, 1 rank\n",
+                               depth, width, width, model_bytes / 4e6, model_bytes / (1 << 30));
+
+  std::vector<double> save_gbs, load_gbs, cons_gbs, raw_w, raw_r, rss;
+  uint64_t ckpt_bytes = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const std::string ck = absl::StrCat(dir, "/ck", r);
+    std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+    auto t0 = Clock::now();
+    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ck, "bench"));
+    const double save_s = Seconds(t0, Clock::now());
+    ZT_ASSIGN_OR_RETURN(auto opened, ckpt::ZeroCheckpoint::Open(ck, "bench"));
+    ckpt_bytes = 0;
+    for (const std::string& f : opened->files()) {
+      ckpt_bytes += FileSize(f);
+      DropCache(f);
+    }
+    opened.reset();
+    t0 = Clock::now();
+    ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(ck, "bench").status());
+    const double load_s = Seconds(t0, Clock::now());
+    ZT_ASSIGN_OR_RETURN(opened, ckpt::ZeroCheckpoint::Open(ck, "bench"));
+    for (const std::string& f : opened->files()) DropCache(f);
+    opened.reset();
+    ZT_ASSIGN_OR_RETURN(auto cons, Consolidate(zt, ck, dir + "/out.safetensors"));
+    double w = 0, rd = 0;
+    ZT_RETURN_IF_ERROR(RawBandwidth(dir, ckpt_bytes, &w, &rd));
+    save_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / save_s);
+    load_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / load_s);
+    // Consolidation reads the fp32 masters (a quarter of an Adam checkpoint
+    // beyond the module copy) and writes the model once.
+    cons_gbs.push_back(model_bytes / 1e9 / cons.first);
+    rss.push_back(cons.second);
+    raw_w.push_back(w);
+    raw_r.push_back(rd);
+    std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::cout << absl::StrFormat("checkpoint: %.2f GiB in %s\n", static_cast<double>(ckpt_bytes) / (1 << 30), dir);
+  std::cout << absl::StrFormat("%-12s %9s %10s %8s\n", "operation", "GB/s", "disk GB/s", "ratio");
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "save", med(save_gbs), med(raw_w), med(save_gbs) / med(raw_w));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "load", med(load_gbs), med(raw_r), med(load_gbs) / med(raw_r));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (model bytes / time; reads the masters, writes the model)\n",
+                               "consolidate", med(cons_gbs), med(raw_r), med(cons_gbs) / med(raw_r));
+  std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
+                               med(rss) / (1 << 20), 100.0 * med(rss) / model_bytes, model_bytes / (1 << 30));
+  std::cout << absl::StrFormat(
+      "RESULT ckpt_gib=%.3f save_gbs=%.3f load_gbs=%.3f consolidate_gbs=%.3f raw_write_gbs=%.3f raw_read_gbs=%.3f "
+      "consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
+      static_cast<double>(ckpt_bytes) / (1 << 30), med(save_gbs), med(load_gbs), med(cons_gbs), med(raw_w), med(raw_r),
+      med(rss) / (1 << 20), med(rss) / model_bytes);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace zt
+
+int main(int argc, char** argv) {
+  try {
+    absl::Status st = zt::Main(argc, argv);
+    if (!st.ok()) {
+      std::cerr << "zt_bench_checkpoint: " << st.message() << "\n";
+      return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "zt_bench_checkpoint: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

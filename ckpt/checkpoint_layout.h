@@ -1,0 +1,72 @@
+// What a ZeRO checkpoint's files hold and where, so any parameter's values
+// can be found at any world size: the flat buffers ("groups") the engine
+// trained with, each parameter's place in them, and the rule that split each
+// group among the ranks that saved it. Every model-states file carries it
+// under "zt_layout" (next to DeepSpeed's own keys, which say less).
+//
+// Pure data and arithmetic, no LibTorch: `zt ckpt` tools use it too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ckpt/dtype.h"
+#include "ckpt/value.h"
+
+namespace zt::ckpt {
+
+struct SavedParam {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;  // first element in the group's flat buffer
+  int64_t numel = 0;
+};
+
+struct SavedGroup {
+  std::vector<SavedParam> params;  // ascending offsets
+  int64_t numel = 0;               // sum of the parameters
+  int64_t padded_numel = 0;        // the flat buffer's length as trained
+};
+
+// How a group's padded buffer was split among the saving ranks:
+//  kEven: padded_numel is a multiple of 2N and rank r saved
+//         [r * padded/N, (r+1) * padded/N) (stages 1-3, and how we re-pad for M ranks);
+//  kCeil: rank r saved [ceil(P/N) * r, min(ceil(P/N) * (r+1), P)) of P = padded_numel
+//         (stage 0, whose buffers are not sharded while training).
+enum class PartitionRule { kEven, kCeil };
+
+struct SavedLayout {
+  int stage = 0;
+  int world_size = 1;
+  DType model_dtype = DType::kFloat32;
+  PartitionRule rule = PartitionRule::kEven;
+  std::vector<SavedGroup> groups;  // trainable: fp32 master + optimizer state in the optim files
+  std::vector<SavedGroup> frozen;  // stage 3 frozen chunks: fragments in the model-states files
+  std::map<std::string, std::string> shared;  // tied: alias name -> the name it is stored under
+
+  // Element range [begin, end) of group buffer `padded_numel` that `rank`
+  // saved under this layout's rule and world size.
+  std::pair<int64_t, int64_t> Range(int64_t padded_numel, int rank) const;
+
+  // Where a trainable (frozen) parameter is: (group, index in it), or nullopt.
+  std::optional<std::pair<size_t, size_t>> FindTrainable(const std::string& name) const;
+  std::optional<std::pair<size_t, size_t>> FindFrozen(const std::string& name) const;
+
+  int64_t trainable_numel() const;
+  int64_t frozen_numel() const;
+
+  Value ToValue() const;
+  // Errors name the key that is missing or malformed.
+  static absl::StatusOr<SavedLayout> FromValue(const Value& v);
+};
+
+// A group's buffer re-padded for `world` ranks the way the engine pads
+// (stages 1-3: a multiple of 2 x world) and each rank's share of it.
+int64_t PaddedFor(int64_t numel, int world);
+
+}  // namespace zt::ckpt

@@ -1,0 +1,45 @@
+// Consolidated export: one set of full weights from a sharded checkpoint, as
+// safetensors with the parameters' own names (Hugging Face names for the
+// built-in models), in one file or in shards with an index.
+//
+// Streaming: each tensor is read from the ranks' files in chunks of
+// `chunk_elements`, converted and written, so peak memory stays near a few
+// chunks whatever the model size (DeepSpeed's zero_to_fp32 once needed more
+// memory than the model). Trainable parameters come from the fp32 master;
+// frozen parameters and buffers from where they were saved. Weights tied
+// under several names are written once, under the name they were saved by;
+// the aliases go into the metadata ("zt_tied": "alias=name,...").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "ckpt/dtype.h"
+#include "ckpt/zero_checkpoint.h"
+
+namespace zt::ckpt {
+
+struct ExportOptions {
+  // Floating-point tensors are written in this dtype (integer buffers keep theirs).
+  DType dtype = DType::kFloat32;
+  // Larger outputs are split into shards of at most this many bytes.
+  uint64_t max_shard_bytes = 5ull << 30;
+  bool include_buffers = true;
+  int64_t chunk_elements = 4 << 20;
+};
+
+struct ExportResult {
+  std::vector<std::string> files;  // written, in order (index last when sharded)
+  int64_t tensors = 0;
+  uint64_t bytes = 0;  // tensor bytes written
+};
+
+// `out`: a path ending in ".safetensors" (one file; it must fit one shard) or
+// a directory (created if needed) that gets model.safetensors, or
+// model-0000k-of-0000n.safetensors + model.safetensors.index.json.
+absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& checkpoint, const std::string& out,
+                                               const ExportOptions& options = {});
+
+}  // namespace zt::ckpt

@@ -1,0 +1,66 @@
+// File plumbing for checkpoints: every write goes to a temporary name, is
+// fsynced and renamed into place (and the directory fsynced), so a crash
+// leaves either the old file or the new one, never half of one; every read
+// checks sizes. Errors name the path (and the offset), say what failed
+// (errno text) and what to do (e.g. ENOSPC: "free N bytes or choose another
+// directory").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "util/unique_fd.h"
+
+namespace zt::ckpt {
+
+// Writes a new file at `path` through `<path>.tmp.<pid>`; Commit() makes it
+// appear atomically. Destroying an uncommitted AtomicFile removes the
+// temporary. Sequential appends; PWrite can patch bytes already written.
+class AtomicFile {
+ public:
+  static absl::StatusOr<AtomicFile> Create(const std::string& path);
+  AtomicFile(AtomicFile&&) noexcept;
+  AtomicFile& operator=(AtomicFile&&) noexcept;
+  ~AtomicFile();
+
+  absl::Status Append(const void* data, size_t n);  // handles short writes and EINTR
+  absl::Status PWrite(const void* data, size_t n, uint64_t offset);
+  uint64_t size() const { return size_; }
+  // fsync the file, rename it to `path`, fsync the directory.
+  absl::Status Commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFile() = default;
+  std::string path_, tmp_;
+  UniqueFd fd_;
+  uint64_t size_ = 0;
+  bool committed_ = false;
+};
+
+// Writes `contents` to `path` atomically (small files: `latest`, JSON).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
+
+// A file opened for positioned reads.
+class ReadFile {
+ public:
+  static absl::StatusOr<ReadFile> Open(const std::string& path);
+  // Reads exactly n bytes at `offset`; a short file is an error naming the
+  // path, the offset and how many bytes were missing.
+  absl::Status PRead(void* dst, size_t n, uint64_t offset) const;
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  uint64_t size_ = 0;
+};
+
+// CRC-32 (the zip polynomial), incrementally: crc = Crc32(crc, data, n), starting at 0.
+uint32_t Crc32(uint32_t crc, const void* data, size_t n);
+
+}  // namespace zt::ckpt

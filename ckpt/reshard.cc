@@ -1,0 +1,150 @@
+// Implementation of ckpt/reshard.h.
+#include "ckpt/reshard.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ckpt/file_io.h"
+#include "util/status.h"
+
+namespace zt::ckpt {
+namespace {
+
+absl::Status MakeDir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("cannot create directory '", dir, "': ", std::strerror(errno)));
+}
+
+// Owned bytes behind TensorRefs for one file write.
+struct Arena {
+  std::vector<std::unique_ptr<std::vector<char>>> blocks;
+  TensorRef Make(DType dtype, int64_t numel) {
+    blocks.push_back(std::make_unique<std::vector<char>>(static_cast<size_t>(numel) * DTypeSize(dtype)));
+    TensorRef t;
+    t.dtype = dtype;
+    t.shape = {numel};
+    t.data = blocks.back()->data();
+    return t;
+  }
+  void* data(const TensorRef& t) { return const_cast<void*>(t.data); }
+};
+
+// A copy of `v` whose tensors are read from `file` into `arena`.
+absl::StatusOr<Value> Materialize(const Value& v, const ZeroCheckpoint& ck, Arena& arena) {
+  if (v.is_tensor()) {
+    const TensorRef& t = v.AsTensor();
+    TensorRef copy = arena.Make(t.dtype, t.numel());
+    copy.shape = t.shape;
+    if (t.nbytes() > 0) ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(t, arena.data(copy)));
+    return Value(copy);
+  }
+  if (v.is_dict()) {
+    Dict d;
+    d.ordered = v.AsDict().ordered;
+    for (const auto& [k, x] : v.AsDict().items) {
+      ZT_ASSIGN_OR_RETURN(Value m, Materialize(x, ck, arena));
+      d.Set(k, std::move(m));
+    }
+    return Value(std::move(d));
+  }
+  if (v.is_list() || v.is_tuple()) {
+    List l;
+    for (const Value& x : v.AsList()) {
+      ZT_ASSIGN_OR_RETURN(Value m, Materialize(x, ck, arena));
+      l.push_back(std::move(m));
+    }
+    if (v.is_tuple()) return Value(Value::Tuple{std::move(l)});
+    return Value(std::move(l));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int world) {
+  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("--world-size must be at least 1, got ", world));
+  const SavedLayout& old = ck.layout();
+  SavedLayout layout = old;
+  layout.world_size = world;
+  if (old.rule == PartitionRule::kEven) {
+    for (SavedGroup& g : layout.groups) g.padded_numel = PaddedFor(g.numel, world);
+    for (SavedGroup& g : layout.frozen) g.padded_numel = PaddedFor(g.numel, world);
+  }
+  ZT_RETURN_IF_ERROR(MakeDir(out_dir));
+  const std::string folder = out_dir + "/" + ck.tag();
+  ZT_RETURN_IF_ERROR(MakeDir(folder));
+
+  const TrainingState& ts = ck.training_state();
+  const Value* module_v = ck.model_states().AsDict().Find("module");
+  const Value* buffers_v = ck.model_states().AsDict().Find("buffer_names");
+  std::vector<std::string> buffer_names;
+  if (buffers_v != nullptr && (buffers_v->is_list() || buffers_v->is_tuple())) {
+    for (const Value& b : buffers_v->AsList()) {
+      if (b.is_string()) buffer_names.push_back(b.AsString());
+    }
+  }
+  Arena module_arena;
+  Value module = Value(Dict());
+  if (module_v != nullptr) {
+    ZT_ASSIGN_OR_RETURN(module, Materialize(*module_v, ck, module_arena));
+  }
+  const Value* client = ck.client_state();
+
+  for (int r = 0; r < world; ++r) {
+    Arena arena;
+    RankShards shards;
+    // A group's range for rank r, read from whichever old ranks hold it;
+    // re-padding adds zeros past the old buffer's end.
+    auto fill = [&](const SavedGroup& g, const SavedGroup& og, size_t gi, const std::string& what,
+                    TensorRef& t) -> absl::Status {
+      const auto [b, e] = layout.Range(g.padded_numel, r);
+      float* dst = static_cast<float*>(arena.data(t));
+      std::fill(dst, dst + (e - b), 0.0f);
+      const int64_t hi = std::min(e, og.padded_numel);
+      if (b < hi) ZT_RETURN_IF_ERROR(ck.ReadGroup(gi, what, b, hi, dst));
+      return absl::OkStatus();
+    };
+    for (size_t gi = 0; gi < layout.groups.size(); ++gi) {
+      const auto [b, e] = layout.Range(layout.groups[gi].padded_numel, r);
+      TensorRef m = arena.Make(DType::kFloat32, e - b);
+      ZT_RETURN_IF_ERROR(fill(layout.groups[gi], old.groups[gi], gi, "master", m));
+      shards.master.push_back(m);
+      for (const std::string& name : ck.state_names()) {
+        TensorRef s = arena.Make(DType::kFloat32, e - b);
+        ZT_RETURN_IF_ERROR(fill(layout.groups[gi], old.groups[gi], gi, name, s));
+        shards.state[name].push_back(s);
+      }
+    }
+    for (size_t gi = 0; gi < layout.frozen.size(); ++gi) {
+      const auto [b, e] = layout.Range(layout.frozen[gi].padded_numel, r);
+      TensorRef f = arena.Make(layout.model_dtype, e - b);
+      std::memset(arena.data(f), 0, static_cast<size_t>(e - b) * DTypeSize(layout.model_dtype));
+      const int64_t hi = std::min(e, old.frozen[gi].padded_numel);
+      if (b < hi) ZT_RETURN_IF_ERROR(ck.ReadFrozenGroup(gi, b, hi, arena.data(f)));
+      shards.frozen.push_back(f);
+    }
+    // RNG: rank r continues old rank r's stream (r mod the old world size).
+    std::vector<uint8_t> rng;
+    if (ck.ReadRngState(r % old.world_size, &rng).ok()) {
+      TensorRef t = arena.Make(DType::kUInt8, static_cast<int64_t>(rng.size()));
+      std::memcpy(arena.data(t), rng.data(), rng.size());
+      shards.rng_cpu = t;
+    }
+    ZT_RETURN_IF_ERROR(WritePtFile(folder + "/" + OptimStatesFile(r, layout.model_dtype),
+                                   MakeOptimStates(layout, r, shards, ts)));
+    if (layout.stage == 3 || r == 0) {
+      const Dict empty;
+      ZT_RETURN_IF_ERROR(WritePtFile(folder + "/" + ModelStatesFile(layout.stage, r),
+                                     MakeModelStates(layout, r, ts, module.is_dict() ? module.AsDict() : empty,
+                                                     buffer_names, shards, client ? *client : Value())));
+    }
+  }
+  return WriteFileAtomically(out_dir + "/latest", ck.tag() + "\n");
+}
+
+}  // namespace zt::ckpt

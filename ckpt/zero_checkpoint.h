@@ -1,0 +1,139 @@
+// ZeRO checkpoints in DeepSpeed's directory layout, composed and read without
+// LibTorch (the engine fills the tensors; `zt ckpt` reads them):
+//
+//   <dir>/latest                                          the newest tag, written last
+//   <dir>/<tag>/mp_rank_00_model_states.pt                stages 0-2, rank 0
+//   <dir>/<tag>/zero_pp_rank_<r>_mp_rank_00_model_states.pt   stage 3, every rank
+//   <dir>/<tag>/[bf16_]zero_pp_rank_<r>_mp_rank_00_optim_states.pt  every rank
+//
+// Model states hold DeepSpeed's keys (module, buffer_names, param_shapes,
+// frozen_param_shapes, shared_params, lr_scheduler, global_steps,
+// global_samples, skipped_steps, dp_world_size, mp_world_size, ds_config,
+// ds_version), the user's client_state, and zt_layout (checkpoint_layout.h).
+// Optim states hold optimizer_state_dict = {zero_stage, partition_count,
+// loss_scaler, dynamic_loss_scale, overflow, base_optimizer_state {state,
+// param_groups}, single_partition_of_fp32_groups (stages 0-2) or
+// fp32_flat_groups (stage 3)} for the rank's range of every group — at
+// stage 0 too, so the files split the work evenly — plus the rank's RNG.
+//
+// ZeroCheckpoint reads any parameter's elements by name at any world size:
+// it finds which saved ranks hold the range and reads only those bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ckpt/checkpoint_layout.h"
+#include "ckpt/pt_file.h"
+#include "ckpt/value.h"
+
+namespace zt::ckpt {
+
+std::string ModelStatesFile(int stage, int rank);
+std::string OptimStatesFile(int rank, DType model_dtype);
+
+// Counters and scalars every rank agrees on.
+struct TrainingState {
+  int64_t global_steps = 0;
+  int64_t global_samples = 0;
+  int64_t skipped_steps = 0;
+  int64_t micro_steps = 0;
+  bool dynamic_loss_scale = false;
+  double loss_scale = 1.0;
+  int64_t scaler_cur_iter = 0;
+  int64_t scaler_last_overflow_iter = -1;
+  int64_t scaler_hysteresis = 1;
+  std::string optimizer_type;  // "AdamW", "Adam", "SGD", "Adagrad", "Lion"
+  int64_t optimizer_step = 0;  // steps the optimizer state has seen
+  std::string ds_config;       // the config text
+};
+
+// What one rank saves: its range of every group (all 1-D, contiguous).
+struct RankShards {
+  std::vector<TensorRef> master;                        // fp32, per trainable group
+  std::map<std::string, std::vector<TensorRef>> state;  // fp32, per state name, per group
+  std::vector<TensorRef> frozen;                        // model dtype, per frozen group (stage 3)
+  std::optional<TensorRef> rng_cpu;                     // the CPU generator's state (uint8)
+};
+
+// The files' contents. `module` maps names to tensors (ordered): buffers,
+// and at stages 0-2 the full parameters in the model dtype.
+Value MakeOptimStates(const SavedLayout& layout, int rank, const RankShards& shards, const TrainingState& ts);
+Value MakeModelStates(const SavedLayout& layout, int rank, const TrainingState& ts, const Dict& module,
+                      const std::vector<std::string>& buffer_names, const RankShards& shards,
+                      const Value& client_state);
+
+// The tag `<dir>/latest` names (trimmed).
+absl::StatusOr<std::string> ReadLatestTag(const std::string& dir);
+
+class ZeroCheckpoint {
+ public:
+  // Opens `<dir>/<tag>` (tag empty: the one `latest` names), parses every
+  // rank's files (directories and pickles only; tensor bytes stay on disk)
+  // and checks they belong together. Errors name the file.
+  static absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> Open(const std::string& dir, const std::string& tag = "");
+
+  const std::string& dir() const { return dir_; }
+  const std::string& tag() const { return tag_; }
+  const SavedLayout& layout() const { return layout_; }
+  const TrainingState& training_state() const { return ts_; }
+  const Value& model_states() const { return model_[0]->root(); }  // rank 0's
+  // Optimizer state tensor names ("exp_avg", "exp_avg_sq", ...).
+  const std::vector<std::string>& state_names() const { return state_names_; }
+  const Value* client_state() const;
+  // Every file of the checkpoint, in rank order.
+  std::vector<std::string> files() const;
+
+  // fp32 elements [begin, end) of trainable parameter `name`'s master
+  // ("master") or optimizer state (a state name). Each record read is
+  // CRC-checked in full once per ZeroCheckpoint.
+  absl::Status ReadTrainable(const std::string& name, const std::string& what, int64_t begin, int64_t end,
+                             float* dst) const;
+  // fp32 elements [begin, end) of trainable group `group`'s padded buffer
+  // ("master" or a state name), whatever ranks saved them.
+  absl::Status ReadGroup(size_t group, const std::string& what, int64_t begin, int64_t end, float* dst) const;
+  // Elements [begin, end) of frozen group `group`'s padded buffer, model dtype.
+  absl::Status ReadFrozenGroup(size_t group, int64_t begin, int64_t end, void* dst) const;
+  // Elements [begin, end) of frozen (stage 3) parameter `name`, model dtype.
+  absl::Status ReadFrozen(const std::string& name, int64_t begin, int64_t end, void* dst) const;
+  // A tensor of the `module` state dict (buffers; stages 0-2 also parameters).
+  const TensorRef* ModuleTensor(const std::string& name) const;
+  absl::Status ReadModuleTensor(const TensorRef& t, void* dst) const;
+  // Saved rank `rank`'s CPU RNG state, if saved.
+  const TensorRef* RngState(int rank) const;
+  absl::Status ReadRngState(int rank, std::vector<uint8_t>* out) const;
+
+  // Checks every record of every file against its CRC-32.
+  absl::Status VerifyAll() const;
+
+ private:
+  ZeroCheckpoint() = default;
+  absl::Status ReadGroupRange(const std::vector<std::unique_ptr<PtReader>>& files,
+                              const std::vector<std::vector<const TensorRef*>>& per_rank, size_t group,
+                              int64_t padded_numel, int64_t begin, int64_t end, size_t elem_size, void* dst) const;
+  absl::Status VerifyOnce(const PtReader& file, const TensorRef& t) const;
+  absl::StatusOr<const std::vector<std::vector<const TensorRef*>>*> Source(const std::string& what) const;
+
+  std::string dir_, tag_;
+  SavedLayout layout_;
+  TrainingState ts_;
+  std::vector<std::unique_ptr<PtReader>> model_;  // rank 0 only at stages 0-2
+  std::vector<std::unique_ptr<PtReader>> optim_;
+  std::vector<std::string> state_names_;
+  // [rank][group]: the master / each state / frozen fragments.
+  std::vector<std::vector<const TensorRef*>> master_;
+  std::map<std::string, std::vector<std::vector<const TensorRef*>>> state_;
+  std::vector<std::vector<const TensorRef*>> frozen_;
+  mutable std::mutex verified_mu_;
+  mutable std::set<std::pair<std::string, std::string>> verified_;  // (file, record)
+};
+
+}  // namespace zt::ckpt

@@ -1,0 +1,628 @@
+// Engine::SaveCheckpoint / LoadCheckpoint / LoadWeights: the LibTorch side of
+// checkpoints. The files' contents and layout are ckpt/zero_checkpoint.h's;
+// here we point its tensor references at the engine's buffers, run the
+// collectives that keep ranks in agreement, and read back any saved world
+// size into this rank's shards.
+#include <sys/stat.h>
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ckpt/convert.h"
+#include "ckpt/export.h"
+#include "ckpt/pt_file.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/zero_checkpoint.h"
+#include "engine/engine.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "zero/flat_group.h"
+#include "zero/grad_reducer.h"
+#include "zero/layout.h"
+#include "zero/sharded_optimizer.h"
+
+namespace zt {
+namespace {
+
+ckpt::DType ToCkpt(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return ckpt::DType::kFloat32;
+    case at::kDouble: return ckpt::DType::kFloat64;
+    case at::kHalf: return ckpt::DType::kFloat16;
+    case at::kBFloat16: return ckpt::DType::kBFloat16;
+    case at::kLong: return ckpt::DType::kInt64;
+    case at::kInt: return ckpt::DType::kInt32;
+    case at::kShort: return ckpt::DType::kInt16;
+    case at::kChar: return ckpt::DType::kInt8;
+    case at::kByte: return ckpt::DType::kUInt8;
+    case at::kBool: return ckpt::DType::kBool;
+    default: break;
+  }
+  throw Error(absl::InvalidArgumentError(absl::StrCat("checkpoints cannot store ", c10::toString(t), " tensors")));
+}
+
+at::ScalarType FromCkpt(ckpt::DType d) {
+  switch (d) {
+    case ckpt::DType::kFloat32: return at::kFloat;
+    case ckpt::DType::kFloat64: return at::kDouble;
+    case ckpt::DType::kFloat16: return at::kHalf;
+    case ckpt::DType::kBFloat16: return at::kBFloat16;
+    case ckpt::DType::kInt64: return at::kLong;
+    case ckpt::DType::kInt32: return at::kInt;
+    case ckpt::DType::kInt16: return at::kShort;
+    case ckpt::DType::kInt8: return at::kChar;
+    case ckpt::DType::kUInt8: return at::kByte;
+    case ckpt::DType::kBool: return at::kBool;
+  }
+  return at::kFloat;
+}
+
+// A reference to a contiguous CPU tensor's bytes; the tensor must outlive the write.
+ckpt::TensorRef Ref(const at::Tensor& t) {
+  ZT_CHECK(t.is_contiguous() && t.device().is_cpu());
+  ckpt::TensorRef r;
+  r.dtype = ToCkpt(t.scalar_type());
+  r.shape = t.sizes().vec();
+  r.data = t.data_ptr();
+  return r;
+}
+
+bool HasTensor(const ckpt::Value& v) {
+  if (v.is_tensor()) return true;
+  if (v.is_list() || v.is_tuple()) {
+    for (const ckpt::Value& x : v.AsList()) {
+      if (HasTensor(x)) return true;
+    }
+  }
+  if (v.is_dict()) {
+    for (const auto& [k, x] : v.AsDict().items) {
+      if (HasTensor(x)) return true;
+    }
+  }
+  return false;
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  std::string prefix;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      prefix = path.substr(0, i);
+      if (prefix.empty()) continue;
+      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::PermissionDeniedError(absl::StrCat("cannot create checkpoint directory '", prefix, "': ",
+                                                        std::strerror(errno)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t TagHash(const std::string& tag) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : tag) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 1);
+}
+
+at::Tensor CpuRngState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state().contiguous();
+}
+
+void SetCpuRngState(const at::Tensor& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Name of every parameter registered under more than one name -> the name
+// the engine (and the checkpoint layout) uses for it: the first one.
+std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
+  std::map<std::string, std::string> aliases;
+  std::unordered_map<const void*, std::string> first;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    auto [it, inserted] = first.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    if (!inserted) aliases[item.key()] = it->second;
+  }
+  return aliases;
+}
+
+}  // namespace
+
+absl::Status Engine::AgreeAcrossRanks(const absl::Status& local, const std::string& what) {
+  if (pg_->size() == 1) return local;
+  at::Tensor flags = at::zeros({pg_->size()}, at::kInt);
+  flags[pg_->rank()] = local.ok() ? 0 : 1;
+  absl::Status st = pg_->AllGather(flags.narrow(0, pg_->rank(), 1).clone(), flags)->Wait();
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat(what, ": ranks could not agree: ", st.message()));
+  if (!local.ok()) return local;
+  std::vector<int> failed;
+  for (int r = 0; r < pg_->size(); ++r) {
+    if (flags[r].item<int>() != 0) failed.push_back(r);
+  }
+  if (failed.empty()) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(what, " failed on rank", failed.size() > 1 ? "s " : " ",
+                                         absl::StrJoin(failed, ", "), " (their logs say why)"));
+}
+
+absl::Status Engine::CheckTagAgreement(const std::string& tag) {
+  if (pg_->size() == 1 || config_.checkpoint.tag_validation == TagValidation::kIgnore) return absl::OkStatus();
+  at::Tensor hi = at::full({1}, TagHash(tag), at::kLong), lo = hi.clone();
+  ZT_RETURN_IF_ERROR(pg_->AllReduce(hi, comm::ReduceOp::kMax)->Wait());
+  ZT_RETURN_IF_ERROR(pg_->AllReduce(lo, comm::ReduceOp::kMin)->Wait());
+  if (hi.item<int64_t>() == lo.item<int64_t>()) return absl::OkStatus();
+  const std::string msg = absl::StrCat("ranks save under different checkpoint tags (this rank: '", tag,
+                                       "'); pass every rank the same tag (checkpoint.tag_validation)");
+  if (config_.checkpoint.tag_validation == TagValidation::kFail) return absl::FailedPreconditionError(msg);
+  ZT_LOG(WARNING) << msg;
+  return absl::OkStatus();
+}
+
+absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& tag_in,
+                                    const ckpt::Value& client_state) {
+  if (micro_steps_ % config_.batch.accumulation_steps != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "SaveCheckpoint in the middle of gradient accumulation (micro-step %d of %d): save after the Step() that "
+        "ends an accumulation boundary",
+        micro_steps_ % config_.batch.accumulation_steps, config_.batch.accumulation_steps));
+  }
+  if (!client_state.is_none() && (!client_state.is_dict() || HasTensor(client_state))) {
+    return absl::InvalidArgumentError(
+        "SaveCheckpoint: client_state must be a dict of numbers, strings, lists and dicts (no tensors)");
+  }
+  const std::string tag = tag_in.empty() ? absl::StrCat("global_step", global_steps_) : tag_in;
+  ZT_RETURN_IF_ERROR(CheckTagAgreement(tag));
+  const int rank = pg_->rank(), world = pg_->size();
+  const std::string folder = dir + "/" + tag;
+
+  // The layout: every group with its parameters' names and places.
+  ckpt::SavedLayout layout;
+  layout.stage = stage_;
+  layout.world_size = world;
+  layout.model_dtype = ToCkpt(params_.front().scalar_type());
+  layout.rule = stage_ == 0 ? ckpt::PartitionRule::kCeil : ckpt::PartitionRule::kEven;
+  auto saved_group = [](const zero::FlatGroup& g, const std::function<std::string(int)>& name,
+                        const std::function<at::Tensor(int)>& param) {
+    ckpt::SavedGroup sg;
+    sg.padded_numel = g.layout.padded_numel;
+    sg.numel = g.layout.numel;
+    for (const zero::ParamSlot& s : g.layout.slots) {
+      sg.params.push_back({name(s.param_index), param(s.param_index).sizes().vec(), s.offset, s.numel});
+    }
+    return sg;
+  };
+  const int64_t t = static_cast<int64_t>(params_.size());
+  auto trainable_name = [this](int i) { return param_names_[static_cast<size_t>(i)]; };
+  auto trainable = [this](int i) { return params_[static_cast<size_t>(i)]; };
+  auto frozen_name = [this, t](int i) { return frozen_names_[static_cast<size_t>(i - t)]; };
+  auto frozen = [this, t](int i) { return frozen_params_[static_cast<size_t>(i - t)]; };
+  for (const zero::FlatGroup& g : groups_) layout.groups.push_back(saved_group(g, trainable_name, trainable));
+  for (const zero::FlatGroup& g : frozen_groups_) layout.frozen.push_back(saved_group(g, frozen_name, frozen));
+  layout.shared = TiedAliases(*module_);
+
+  // This rank's range of every group (contiguous views; `keep` owns copies).
+  std::vector<at::Tensor> keep;
+  ckpt::RankShards shards;
+  const auto& masters = optimizer_->master();
+  const auto& states = optimizer_->states();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    at::Tensor m = masters[g], first_state;
+    if (stage_ == 0) {
+      const auto [b, e] = layout.Range(groups_[g].layout.padded_numel, rank);
+      m = m.narrow(0, b, e - b);
+      for (const auto& [name, tensor] : states[g].tensors) {
+        keep.push_back(tensor.narrow(0, b, e - b).contiguous());
+        shards.state[name].push_back(Ref(keep.back()));
+      }
+    } else {
+      for (const auto& [name, tensor] : states[g].tensors) {
+        keep.push_back(tensor.contiguous());
+        shards.state[name].push_back(Ref(keep.back()));
+      }
+    }
+    keep.push_back(m.contiguous());
+    shards.master.push_back(Ref(keep.back()));
+  }
+  for (const zero::FlatGroup& g : frozen_groups_) {
+    keep.push_back(g.OwnedParams().contiguous());
+    shards.frozen.push_back(Ref(keep.back()));
+  }
+  keep.push_back(CpuRngState());
+  shards.rng_cpu = Ref(keep.back());
+
+  ckpt::TrainingState ts;
+  ts.global_steps = global_steps_;
+  ts.global_samples = global_samples_;
+  ts.skipped_steps = skipped_steps_;
+  ts.micro_steps = micro_steps_;
+  ts.dynamic_loss_scale = scaler_.dynamic();
+  const LossScaler::State ss = scaler_.state();
+  ts.loss_scale = ss.scale;
+  ts.scaler_cur_iter = ss.cur_iter;
+  ts.scaler_last_overflow_iter = ss.last_overflow_iter;
+  ts.scaler_hysteresis = ss.cur_hysteresis;
+  ts.optimizer_type = std::string(ToString(config_.optimizer.type));
+  ts.optimizer_step = states.empty() ? 0 : states.front().step;
+  ts.ds_config = config_.source_json;
+
+  // The module state dict: buffers, and at stages 0-2 the full parameters.
+  ckpt::Dict module;
+  module.ordered = true;
+  std::vector<std::string> buffer_names;
+  const bool write_model_states = stage_ == 3 || rank == 0;
+  if (write_model_states) {
+    if (stage_ != 3) {
+      for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+        keep.push_back(item.value().detach().contiguous());
+        module.Set(item.key(), Ref(keep.back()));
+      }
+    }
+    for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+      if (!item.value().defined()) continue;
+      keep.push_back(item.value().detach().contiguous());
+      module.Set(item.key(), Ref(keep.back()));
+      buffer_names.push_back(item.key());
+    }
+  }
+
+  absl::Status local = MakeDirs(folder);
+  if (local.ok()) {
+    try {
+      local = ckpt::WritePtFile(folder + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
+                                ckpt::MakeOptimStates(layout, rank, shards, ts));
+      if (local.ok() && write_model_states) {
+        local = ckpt::WritePtFile(folder + "/" + ckpt::ModelStatesFile(stage_, rank),
+                                  ckpt::MakeModelStates(layout, rank, ts, module, buffer_names, shards, client_state));
+      }
+    } catch (const Error& e) {
+      local = e.status();
+    }
+  }
+  if (!local.ok()) {
+    ZT_LOG(ERROR) << "saving checkpoint '" << folder << "': " << local.message();
+  }
+  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("saving checkpoint '", folder, "'")));
+
+  // Every rank's files are in place: only now does `latest` move.
+  absl::Status done = absl::OkStatus();
+  if (rank == 0) {
+    if (config_.zero.gather_16bit_weights_on_model_save) {
+      auto opened = ckpt::ZeroCheckpoint::Open(dir, tag);
+      ckpt::ExportOptions eo;
+      eo.dtype = layout.model_dtype;
+      done = opened.ok() ? ckpt::ExportSafetensors(**opened, folder, eo).status() : opened.status();
+    }
+    if (done.ok()) done = ckpt::WriteFileAtomically(dir + "/latest", tag + "\n");
+  }
+  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(done, absl::StrCat("finishing checkpoint '", folder, "'")));
+  if (rank == 0) {
+    ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << global_steps_ << ")";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ReadWeights(const TrainableReader& read, const FrozenReader& frozen,
+                                 std::vector<at::Tensor>* masters,
+                                 std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out) {
+  for (const zero::FlatGroup& g : groups_) {
+    const int64_t b = stage_ == 0 ? 0 : g.owned_begin(), e = stage_ == 0 ? g.layout.padded_numel : g.owned_end();
+    at::Tensor m = at::zeros({e - b}, at::kFloat);
+    float* data = m.data_ptr<float>();
+    for (const zero::ParamSlot& s : g.layout.slots) {
+      const zero::SlotRange r = zero::Intersect(s, b, e);
+      if (r.empty()) continue;
+      ZT_RETURN_IF_ERROR(read(param_names_[static_cast<size_t>(s.param_index)], r.begin_in_param, r.end_in_param,
+                              data + (s.offset + r.begin_in_param - b)));
+    }
+    masters->push_back(m);
+  }
+  if (stage_ == 3) {
+    const int64_t t = static_cast<int64_t>(params_.size());
+    for (const zero::FlatGroup& g : frozen_groups_) {
+      at::Tensor dst = g.OwnedParams();
+      at::Tensor tmp = at::zeros_like(dst);
+      for (const zero::ParamSlot& s : g.layout.slots) {
+        const zero::SlotRange r = zero::Intersect(s, g.owned_begin(), g.owned_end());
+        if (r.empty()) continue;
+        ZT_RETURN_IF_ERROR(frozen(frozen_names_[static_cast<size_t>(s.param_index - t)], r.begin_in_param,
+                                  r.end_in_param,
+                                  tmp.narrow(0, s.offset + r.begin_in_param - g.owned_begin(),
+                                             r.end_in_param - r.begin_in_param)));
+      }
+      frozen_out->emplace_back(dst, tmp);
+    }
+  } else {
+    std::unordered_map<const void*, bool> seen;
+    for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
+      const at::Tensor& p = item.value();
+      if (p.requires_grad() || !seen.emplace(p.unsafeGetTensorImpl(), true).second) continue;
+      at::Tensor tmp = at::empty(p.sizes(), p.options().requires_grad(false));
+      ZT_RETURN_IF_ERROR(frozen(item.key(), 0, p.numel(), tmp.view({-1})));
+      frozen_out->emplace_back(p, tmp);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Engine::CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pair<at::Tensor, at::Tensor>>& frozen) {
+  at::NoGradGuard no_grad;
+  const auto& current = optimizer_->master();
+  for (size_t g = 0; g < masters.size(); ++g) {
+    at::Tensor m = current[g];
+    m.copy_(masters[g]);
+  }
+  optimizer_->WriteBackParams();
+  for (auto& [dst, tmp] : frozen) {
+    at::Tensor d = dst;
+    d.copy_(tmp.view(d.sizes()));
+  }
+  // Full buffers that hold more than this rank's range: stages 1/2, and at
+  // stage 3 the persistent chunks (trainable and frozen).
+  if (stage_ >= 1 && pg_->size() > 1) {
+    GatherParams();
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (zero::FlatGroup& g : frozen_groups_) {
+      if (!g.param_shard.defined()) works.push_back(pg_->AllGather(g.OwnedParams(), g.params));
+    }
+    for (auto& w : works) CheckWork(std::move(w), "all-gathering loaded parameters");
+  }
+}
+
+absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const std::string& tag) {
+  if (micro_steps_ % config_.batch.accumulation_steps != 0) {
+    return absl::FailedPreconditionError("LoadCheckpoint in the middle of gradient accumulation: load between steps");
+  }
+  std::unique_ptr<ckpt::ZeroCheckpoint> ck;
+  std::vector<at::Tensor> masters;
+  std::map<std::string, std::vector<at::Tensor>> state_tmp;
+  std::vector<std::pair<at::Tensor, at::Tensor>> frozen_tmp, buffer_tmp;
+  at::Tensor rng;
+  auto read_all = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag));
+    const ckpt::SavedLayout& l = ck->layout();
+    const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
+    // Same model: every trainable parameter there, with its shape.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto at = l.FindTrainable(param_names_[i]);
+      if (!at) {
+        return absl::NotFoundError(absl::StrCat(where, " has no trainable parameter '", param_names_[i],
+                                                "' (was it saved from this model, with the same parameters frozen?)"));
+      }
+      const ckpt::SavedParam& sp = l.groups[at->first].params[at->second];
+      if (sp.shape != params_[i].sizes().vec()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": parameter '", param_names_[i], "' has shape [",
+                                                       absl::StrJoin(sp.shape, ", "), "], the model [",
+                                                       absl::StrJoin(params_[i].sizes().vec(), ", "), "]"));
+      }
+    }
+    int64_t model_numel = 0;
+    for (const at::Tensor& p : params_) model_numel += p.numel();
+    if (l.trainable_numel() != model_numel) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has trainable parameters this model does not"));
+    }
+    const ckpt::TrainingState& saved = ck->training_state();
+    if (saved.optimizer_type != std::string(ToString(config_.optimizer.type))) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", saved.optimizer_type,
+                                                      "; the config's optimizer is ", std::string(ToString(config_.optimizer.type))));
+    }
+    std::vector<std::string> names;
+    if (!optimizer_->states().empty()) {
+      for (const auto& [name, t] : optimizer_->states().front().tensors) names.push_back(name);
+    }
+    if (names != ck->state_names()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [", absl::StrJoin(ck->state_names(), ", "),
+                                                      "]; this optimizer keeps [", absl::StrJoin(names, ", "), "]"));
+    }
+
+    auto frozen_reader = [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
+      const at::ScalarType model = FromCkpt(l.model_dtype);
+      if (l.FindFrozen(name)) {
+        at::Tensor tmp = at::empty({e - b}, at::TensorOptions().dtype(model));
+        ZT_RETURN_IF_ERROR(ck->ReadFrozen(name, b, e, tmp.data_ptr()));
+        dst.copy_(tmp);
+        return absl::OkStatus();
+      }
+      const ckpt::TensorRef* m = ck->ModuleTensor(name);
+      if (m == nullptr) return absl::NotFoundError(absl::StrCat(where, " has no frozen parameter '", name, "'"));
+      if (e > m->numel()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": frozen parameter '", name, "' has ", m->numel(),
+                                                       " elements, fewer than the model's"));
+      }
+      at::Tensor whole = at::empty({m->numel()}, at::TensorOptions().dtype(FromCkpt(m->dtype)));
+      ZT_RETURN_IF_ERROR(ck->ReadModuleTensor(*m, whole.data_ptr()));
+      dst.copy_(whole.narrow(0, b, e - b));
+      return absl::OkStatus();
+    };
+    ZT_RETURN_IF_ERROR(ReadWeights(
+        [&](const std::string& name, int64_t b, int64_t e, float* dst) {
+          return ck->ReadTrainable(name, "master", b, e, dst);
+        },
+        frozen_reader, &masters, &frozen_tmp));
+    for (const std::string& state : names) {
+      std::vector<at::Tensor> tensors;
+      for (const zero::FlatGroup& g : groups_) {
+        const int64_t b = stage_ == 0 ? 0 : g.owned_begin(), e = stage_ == 0 ? g.layout.padded_numel : g.owned_end();
+        at::Tensor s = at::zeros({e - b}, at::kFloat);
+        for (const zero::ParamSlot& slot : g.layout.slots) {
+          const zero::SlotRange r = zero::Intersect(slot, b, e);
+          if (r.empty()) continue;
+          ZT_RETURN_IF_ERROR(ck->ReadTrainable(param_names_[static_cast<size_t>(slot.param_index)], state,
+                                               r.begin_in_param, r.end_in_param,
+                                               s.data_ptr<float>() + (slot.offset + r.begin_in_param - b)));
+        }
+        tensors.push_back(s);
+      }
+      state_tmp[state] = std::move(tensors);
+    }
+    for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
+      if (!item.value().defined()) continue;
+      const ckpt::TensorRef* m = ck->ModuleTensor(item.key());
+      if (m == nullptr) return absl::NotFoundError(absl::StrCat(where, " has no buffer '", item.key(), "'"));
+      if (m->numel() != item.value().numel()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": buffer '", item.key(), "' has another size"));
+      }
+      at::Tensor tmp = at::empty(m->shape, at::TensorOptions().dtype(FromCkpt(m->dtype)));
+      ZT_RETURN_IF_ERROR(ck->ReadModuleTensor(*m, tmp.data_ptr()));
+      buffer_tmp.emplace_back(item.value(), tmp);
+    }
+    // The RNG stream: this rank's own when the world size matches.
+    std::vector<uint8_t> bytes;
+    if (ck->ReadRngState(pg_->rank() % l.world_size, &bytes).ok()) {
+      rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+      std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
+    }
+    return absl::OkStatus();
+  };
+  absl::Status local;
+  try {
+    local = read_all();
+  } catch (const std::exception& e) {
+    local = absl::InternalError(absl::StrCat("loading checkpoint: ", e.what()));
+  }
+  if (!local.ok()) {
+    ZT_LOG(ERROR) << local.message();
+  }
+  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading checkpoint from '", dir, "'")));
+
+  // Everyone read everything: commit.
+  CommitWeights(masters, frozen_tmp);
+  {
+    at::NoGradGuard no_grad;
+    auto& states = optimizer_->states();
+    for (size_t g = 0; g < states.size(); ++g) {
+      for (auto& [name, t] : states[g].tensors) t.copy_(state_tmp[name][g]);
+      states[g].step = ck->training_state().optimizer_step;
+    }
+    for (auto& [dst, tmp] : buffer_tmp) {
+      at::Tensor d = dst;
+      d.copy_(tmp.view(d.sizes()));
+    }
+  }
+  const ckpt::TrainingState& ts = ck->training_state();
+  global_steps_ = ts.global_steps;
+  global_samples_ = ts.global_samples;
+  skipped_steps_ = ts.skipped_steps;
+  micro_steps_ = ts.micro_steps;
+  if (scaler_.enabled()) {
+    LossScaler::State s;
+    s.scale = ts.loss_scale;
+    s.cur_iter = ts.scaler_cur_iter;
+    s.last_overflow_iter = ts.scaler_last_overflow_iter;
+    s.cur_hysteresis = static_cast<int>(ts.scaler_hysteresis);
+    scaler_.set_state(s);
+  }
+  if (rng.defined()) SetCpuRngState(rng);
+  reducer_->ZeroGrads();
+  log_window_start_ = last_event_ = std::chrono::steady_clock::now();
+  if (pg_->rank() == 0) {
+    ZT_LOG(INFO) << "loaded checkpoint '" << dir << "/" << ck->tag() << "' (step " << ts.global_steps << ", saved by "
+                 << ck->layout().world_size << " ranks at stage " << ck->layout().stage << ")";
+  }
+  const ckpt::Value* client = ck->client_state();
+  return client != nullptr ? *client : ckpt::Value(ckpt::Dict());
+}
+
+absl::Status Engine::LoadWeights(const std::string& path) {
+  std::unique_ptr<ckpt::SafetensorsModel> model;
+  std::vector<at::Tensor> masters;
+  std::vector<std::pair<at::Tensor, at::Tensor>> frozen_tmp, buffer_tmp;
+  std::set<std::string> known;  // the model's names (aliases and buffers included)
+  auto read_all = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
+    std::vector<std::string> missing;
+    auto find = [&](const std::string& name, int64_t numel) -> absl::StatusOr<std::pair<const ckpt::SafetensorsReader*, const ckpt::SafetensorsReader::Tensor*>> {
+      auto [reader, t] = model->Find(name);
+      if (t == nullptr) return absl::NotFoundError(name);
+      int64_t n = 1;
+      for (int64_t d : t->shape) n *= d;
+      if (n != numel) {
+        return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ",
+                                                       numel));
+      }
+      return std::make_pair(reader, t);
+    };
+    auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
+      ZT_ASSIGN_OR_RETURN(auto found, find(name, numel));
+      const size_t es = ckpt::DTypeSize(found.second->dtype);
+      at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(found.second->dtype)));
+      ZT_RETURN_IF_ERROR(found.first->ReadBytes(*found.second, static_cast<uint64_t>(b) * es,
+                                                static_cast<uint64_t>(e) * es, raw.data_ptr()));
+      dst.copy_(raw);
+      return absl::OkStatus();
+    };
+    std::unordered_map<std::string, int64_t> numel_of;
+    for (size_t i = 0; i < params_.size(); ++i) numel_of[param_names_[i]] = params_[i].numel();
+    for (size_t i = 0; i < frozen_params_.size(); ++i) numel_of[frozen_names_[i]] = frozen_params_[i].numel();
+    for (const auto& item : module_->named_parameters(true)) numel_of.emplace(item.key(), item.value().numel());
+    for (const auto& [name, n] : numel_of) known.insert(name);
+    for (const auto& item : module_->named_buffers(true)) known.insert(item.key());
+    // Missing names first, all at once, so the error lists every one. A tied
+    // alias may be absent (transformers drops lm_head.weight when tied).
+    const std::map<std::string, std::string> aliases = TiedAliases(*module_);
+    for (const auto& [name, n] : numel_of) {
+      if (model->Find(name).second == nullptr && aliases.count(name) == 0) missing.push_back(name);
+    }
+    if (!missing.empty()) {
+      std::sort(missing.begin(), missing.end());
+      return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(), " of the model's weights: ",
+                                              absl::StrJoin(missing, ", ")));
+    }
+    ZT_RETURN_IF_ERROR(ReadWeights(
+        [&](const std::string& name, int64_t b, int64_t e, float* dst) {
+          return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
+        },
+        [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) {
+          return read_range(name, numel_of[name], b, e, dst);
+        },
+        &masters, &frozen_tmp));
+    for (const auto& item : module_->named_buffers(true)) {
+      if (!item.value().defined() || model->Find(item.key()).second == nullptr) continue;
+      at::Tensor tmp = at::empty_like(item.value());
+      ZT_RETURN_IF_ERROR(read_range(item.key(), item.value().numel(), 0, item.value().numel(), tmp.view({-1})));
+      buffer_tmp.emplace_back(item.value(), tmp);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status local;
+  try {
+    local = read_all();
+  } catch (const std::exception& e) {
+    local = absl::InternalError(absl::StrCat("loading weights: ", e.what()));
+  }
+  if (!local.ok()) {
+    ZT_LOG(ERROR) << local.message();
+  }
+  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading weights from '", path, "'")));
+  CommitWeights(masters, frozen_tmp);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [dst, tmp] : buffer_tmp) {
+      at::Tensor d = dst;
+      d.copy_(tmp);
+    }
+  }
+  if (pg_->rank() == 0) {
+    std::vector<std::string> extra;
+    for (const std::string& n : model->names()) {
+      if (known.count(n) == 0) extra.push_back(n);
+    }
+    ZT_LOG(INFO) << "loaded weights from '" << path << "'"
+                 << (extra.empty() ? std::string()
+                                   : absl::StrCat("; ignored ", extra.size(), " tensors the model does not have: ",
+                                                  absl::StrJoin(extra, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zt

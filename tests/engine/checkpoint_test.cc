@@ -1,0 +1,603 @@
+// Checkpoints end to end, every rank a real process:
+//  * exact resume: K steps, save, fresh processes load and run K more ==
+//    2K steps straight through, bitwise (fp32; a scheduler, accumulation and
+//    RNG-driven data order; and fp16 with a loss-scale overflow), per stage;
+//  * resume at another world size: saved by 4 ranks, loaded by 1, 2 and 3:
+//    identical consolidated weights and the same next loss;
+//  * a rank dying during a save leaves the previous checkpoint loadable;
+//  * corrupted and truncated files are clear errors and load nothing;
+//  * Python's torch.load opens every .pt file, and the safetensors export
+//    reads back with a plain Python reader.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "ckpt/export.h"
+#include "ckpt/pt_file.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/zero_checkpoint.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "engine/engine.h"
+#include "engine/gathered_parameters.h"
+#include "engine/weights.h"
+#include "tests/engine/parity_model.h"
+#include "tests/ckpt/ckpt_test_util.h"
+#include "tests/engine/stage3_model.h"
+#include "tests/testing/ranks.h"
+#include "util/error.h"
+#include "util/status.h"
+
+namespace zt::testing {
+namespace {
+
+// Worker arguments: "key=value;key=value".
+std::map<std::string, std::string> Args(const std::string& arg) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view kv : absl::StrSplit(arg, ';', absl::SkipEmpty())) {
+    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    out[p[0]] = p.size() > 1 ? p[1] : "";
+  }
+  return out;
+}
+
+int Int(const std::map<std::string, std::string>& a, const std::string& k) {
+  int v = 0;
+  if (!absl::SimpleAtoi(a.at(k), &v)) throw Error(absl::InvalidArgumentError(k));
+  return v;
+}
+
+absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> Group(int timeout_s = 60) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  comm::GroupOptions options;
+  options.timeout = std::chrono::seconds(timeout_s);
+  return comm::InitProcessGroup(env, options);
+}
+
+constexpr int64_t kGlobalBatch = 12;  // divides by 1, 2, 3 and 4
+
+Config TrainConfig(int stage, bool fp16) {
+  Config c;
+  c.batch.train_batch_size = kGlobalBatch;
+  c.batch.gradient_accumulation_steps = 2;
+  c.steps_per_print = 1000;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.optimizer.lr = 1e-2;
+  c.optimizer.weight_decay = 0.01;
+  c.scheduler.type = SchedulerType::kWarmupDecayLR;
+  c.scheduler.warmup_max_lr = 1e-2;
+  c.scheduler.warmup_num_steps = 3;
+  c.scheduler.total_num_steps = 20;
+  c.zero.stage = stage;
+  c.zero.reduce_bucket_size = 300;
+  c.zero.param_persistence_threshold = 0;
+  c.zero.overlap_comm = stage >= 2;
+  if (fp16) {
+    c.fp16.enabled = true;
+    c.fp16.initial_scale_power = 6;
+    c.fp16.loss_scale_window = 3;
+    c.fp16.hysteresis = 1;
+    c.optimizer.type = OptimizerType::kSGD;
+    c.optimizer.momentum = 0.9;
+    c.optimizer.lr = 0.05;
+    c.scheduler.type = SchedulerType::kNone;
+  }
+  return c;
+}
+
+// The model and how a micro-batch's loss is computed; GPT-style (tied, a
+// frozen unit) in fp32, elementwise in fp16 (CPU LibTorch has no fp16 matmul).
+struct Model {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor& rows)> loss;  // rows: indices into the data
+};
+
+Model MakeModel(bool fp16, bool root_unit, uint64_t seed) {
+  torch::manual_seed(seed);
+  Model m;
+  if (fp16) {
+    auto net = std::make_shared<zt::UnitImpl<ScaleShiftImpl>>();
+    m.module = net;
+    auto data = std::make_shared<ParityData>(MakeData(64, 13, 13, 5));
+    m.loss = [net, data](const torch::Tensor& rows) {
+      torch::Tensor x = data->x.index_select(0, rows).to(torch::kHalf);
+      return (net->forward(x).to(torch::kFloat) - data->y.index_select(0, rows)).pow(2).mean();
+    };
+    return m;
+  }
+  TinyGptOptions o;
+  TinyGptHandle h = MakeTinyGpt(o, root_unit);
+  m.module = h.module;
+  auto data = std::make_shared<ParityData>(MakeTokenData(64, o, 5));
+  m.loss = [h, data](const torch::Tensor& rows) {
+    torch::Tensor logits = h.forward(data->x.index_select(0, rows));
+    return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), data->y.index_select(0, rows).reshape({-1}));
+  };
+  return m;
+}
+
+// One optimizer step: micro-batches drawn at random (the RNG must resume too).
+double TrainStep(Engine& engine, Model& m, int step, bool inject_overflow) {
+  double sum = 0;
+  for (int64_t k = 0; k < engine.config().batch.accumulation_steps; ++k) {
+    torch::Tensor rows = torch::randint(64, {engine.config().batch.micro_batch}, torch::kLong);
+    torch::Tensor loss = m.loss(rows);
+    if (inject_overflow && step == 4 && k == 0 && engine.process_group().rank() == 0) {
+      loss = loss * std::numeric_limits<float>::infinity();  // every gradient inf: a skipped step
+    }
+    sum += loss.item<double>();
+    engine.Backward(loss);
+    engine.Step();
+  }
+  return sum;
+}
+
+// All parameters, full, in model order (collective at stage 3).
+torch::Tensor FullParams(Engine& engine, torch::nn::Module& module) {
+  GatheredParameters full(engine);
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : module.parameters()) flat.push_back(p.detach().to(torch::kFloat).flatten().clone());
+  full.Release();
+  return torch::cat(flat);
+}
+
+// mode=continuous: `total` steps, dump. mode=save: `k` steps, save to `dir`.
+// mode=resume: load `dir` into a differently initialized model, run to `total`, dump.
+ZT_RANK_WORKER(resume) {
+  const auto a = Args(ctx.arg);
+  const int stage = Int(a, "stage"), k = Int(a, "k"), total = Int(a, "total");
+  const bool fp16 = a.at("fp16") == "1";
+  const std::string mode = a.at("mode"), dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Config c = TrainConfig(stage, fp16);
+  Model m = MakeModel(fp16, /*root_unit=*/stage == 3, mode == "resume" ? 777 : 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg));
+  torch::manual_seed(1000 + static_cast<uint64_t>(pg->rank()));
+  int step = 0;
+  if (mode == "resume") {
+    torch::manual_seed(4242);  // whatever: the checkpoint's RNG state replaces it
+    ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine->LoadCheckpoint(dir));
+    const ckpt::Value* saved_step = client.AsDict().Find("next_step");
+    if (saved_step == nullptr || saved_step->AsInt() != k) return absl::InternalError("client state did not round-trip");
+    step = k;
+  }
+  const int until = mode == "save" ? k : total;
+  for (; step < until; ++step) TrainStep(*engine, m, step, fp16);
+  if (fp16 && engine->skipped_steps() != 1 && until > 4) return absl::InternalError("expected one skipped step");
+  if (mode == "save") {
+    ckpt::Dict client;
+    client.Set("next_step", k);
+    client.Set("note", "sampler position and such");
+    return engine->SaveCheckpoint(dir, "", ckpt::Value(client));
+  }
+  // The weights and everything else that must continue: counters, the loss
+  // scale, the lr the scheduler gives next.
+  torch::Tensor params = FullParams(*engine, *m.module);
+  torch::Tensor extra = torch::tensor({static_cast<double>(engine->global_steps()),
+                                       static_cast<double>(engine->skipped_steps()),
+                                       static_cast<double>(engine->global_samples()), engine->loss_scale(), engine->lr()},
+                                      torch::kDouble);
+  if (pg->rank() == 0) torch::save(torch::cat({params.to(torch::kDouble), extra}), a.at("out"));
+  return absl::OkStatus();
+}
+
+std::string TempDir(const std::string& name) {
+  std::string dir = absl::StrCat(::testing::TempDir(), "zt_ckpt_", name, "_", ::getpid());
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+RankRunResult RunWorker(const char* worker, int world, const std::string& arg, std::vector<int> may_fail = {}) {
+  RankRunOptions o;
+  o.world_size = world;
+  o.arg = arg;
+  o.timeout = std::chrono::seconds(300);
+  o.may_fail_ranks = std::move(may_fail);
+  return RunRanks(worker, o);
+}
+
+class ResumeTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(ResumeTest, SaveLoadContinueIsBitwiseTheStraightRun) {
+  const auto [stage, fp16] = GetParam();
+  const std::string dir = TempDir(absl::StrCat("resume", stage, fp16));
+  const std::string base = absl::StrCat("stage=", stage, ";fp16=", fp16 ? 1 : 0, ";k=3;total=6;dir=", dir, "/ck");
+  RankRunResult r = RunWorker("resume", 2, base + ";mode=continuous;out=" + dir + "/straight.pt");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("resume", 2, base + ";mode=save");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("resume", 2, base + ";mode=resume;out=" + dir + "/resumed.pt");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  torch::Tensor straight, resumed;
+  torch::load(straight, dir + "/straight.pt");
+  torch::load(resumed, dir + "/resumed.pt");
+  EXPECT_TRUE(torch::equal(straight, resumed)) << "max diff " << (straight - resumed).abs().max().item<double>();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ResumeTest,
+                         ::testing::Values(std::make_tuple(0, false), std::make_tuple(1, false),
+                                           std::make_tuple(2, false), std::make_tuple(3, false),
+                                           std::make_tuple(2, true), std::make_tuple(3, true)),
+                         [](const auto& info) {
+                           return absl::StrCat("stage", std::get<0>(info.param), std::get<1>(info.param) ? "_fp16" : "");
+                         });
+
+// mode=save at world 4: K steps, save, export, then the next step's global
+// loss. mode=load at world M: load, export, the next step's global loss.
+ZT_RANK_WORKER(reshard) {
+  const auto a = Args(ctx.arg);
+  const int stage = Int(a, "stage");
+  const std::string mode = a.at("mode"), dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Config c = TrainConfig(stage, false);
+  c.batch.gradient_accumulation_steps = 1;
+  Model m = MakeModel(false, stage == 3, mode == "load" ? 99 : 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg));
+  torch::manual_seed(1000 + static_cast<uint64_t>(pg->rank()));
+  if (mode == "save") {
+    for (int s = 0; s < 3; ++s) TrainStep(*engine, m, s, false);
+    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/ck", "tag"));
+  } else {
+    ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir + "/ck", "tag").status());
+    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/again_" + a.at("world"), "tag"));
+  }
+  if (pg->rank() == 0) {
+    const std::string src = mode == "save" ? dir + "/ck" : dir + "/again_" + a.at("world");
+    ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(src, "tag"));
+    ZT_RETURN_IF_ERROR(ckpt::ExportSafetensors(*ck, dir + "/" + a.at("world") + ".safetensors").status());
+  }
+  // The next step's loss over the same global batch (rows 0..11, split by rank).
+  const int64_t per = kGlobalBatch / pg->size();
+  torch::Tensor rows = torch::arange(pg->rank() * per, (pg->rank() + 1) * per, torch::kLong);
+  torch::Tensor loss;
+  {
+    torch::NoGradGuard no_grad;
+    loss = m.loss(rows).reshape({1}).to(torch::kDouble) / pg->size();
+  }
+  ZT_RETURN_IF_ERROR(pg->AllReduce(loss, comm::ReduceOp::kSum)->Wait());
+  if (pg->rank() == 0) {
+    std::ofstream(dir + "/" + a.at("world") + ".loss") << absl::StrFormat("%.17g", loss.item<double>());
+  }
+  return absl::OkStatus();
+}
+
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+double ReadDouble(const std::string& path) {
+  std::ifstream f(path);
+  double v = 0;
+  f >> v;
+  return v;
+}
+
+class ReshardTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReshardTest, SavedByFourLoadsAtOneTwoAndThree) {
+  const int stage = GetParam();
+  const std::string dir = TempDir(absl::StrCat("reshard", stage));
+  const std::string base = absl::StrCat("stage=", stage, ";dir=", dir);
+  RankRunResult r = RunWorker("reshard", 4, base + ";mode=save;world=4");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  const std::vector<char> original = ReadAll(dir + "/4.safetensors");
+  ASSERT_FALSE(original.empty());
+  const double loss4 = ReadDouble(dir + "/4.loss");
+  for (int world : {1, 2, 3}) {
+    r = RunWorker("reshard", world, absl::StrCat(base, ";mode=load;world=", world));
+    ASSERT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
+    // Same weights bit for bit (the export of a re-save holds no world size).
+    EXPECT_TRUE(ReadAll(absl::StrCat(dir, "/", world, ".safetensors")) == original) << "world " << world;
+    const double loss = ReadDouble(absl::StrCat(dir, "/", world, ".loss"));
+    EXPECT_NEAR(loss, loss4, 1e-6 * std::abs(loss4)) << "world " << world;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ReshardTest, ::testing::Values(1, 2, 3),
+                         [](const auto& info) { return absl::StrCat("stage", info.param); });
+
+// `zt ckpt`: inspect (with --verify), consolidate and reshard a checkpoint
+// the engine saved; the resharded checkpoint exports the same bytes.
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+
+CommandResult Zt(const std::string& args) {
+  CommandResult r;
+  FILE* p = ::popen(absl::StrCat(ZT_BINARY_DIR, "/bin/zt ", args, " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(CheckpointCli, InspectConsolidateReshard) {
+  const std::string dir = TempDir("cli");
+  RankRunResult run = RunWorker("reshard", 2, absl::StrCat("stage=2;dir=", dir, ";mode=save;world=2"));
+  ASSERT_TRUE(run.ok()) << run.Summary();
+  const std::vector<char> exported = ReadAll(dir + "/2.safetensors");
+
+  CommandResult r = Zt(absl::StrCat("ckpt inspect ", dir, "/ck --verify"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "ZeRO stage 2, 2 ranks")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "every record of every file matches")) << r.output;
+
+  r = Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/cli.safetensors"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(ReadAll(dir + "/cli.safetensors") == exported);
+
+  r = Zt(absl::StrCat("ckpt reshard ", dir, "/ck ", dir, "/r3 --world-size 3"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = Zt(absl::StrCat("ckpt inspect ", dir, "/r3 --verify"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "ZeRO stage 2, 3 ranks")) << r.output;
+  r = Zt(absl::StrCat("ckpt consolidate ", dir, "/r3 ", dir, "/r3.safetensors"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(ReadAll(dir + "/r3.safetensors") == exported);
+
+  // Sharded export: a directory with shards and an index.
+  r = Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/sharded --max-shard-size 4KB --dtype bf16"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "model.safetensors.index.json")) << r.output;
+  auto model = ckpt::SafetensorsModel::Open(dir + "/sharded");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_GT((*model)->names().size(), 10u);
+
+  // Bad input: usage errors exit 2, unreadable checkpoints 1, naming the path.
+  EXPECT_EQ(Zt("ckpt consolidate").code, 2);
+  EXPECT_EQ(Zt(absl::StrCat("ckpt reshard ", dir, "/ck ", dir, "/x --world-size 0")).code, 2);
+  EXPECT_EQ(Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/x --dtype int8")).code, 2);
+  r = Zt(absl::StrCat("ckpt inspect ", dir, "/missing"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, dir + "/missing")) << r.output;
+  const std::string victim = dir + "/r3/tag/" + ckpt::OptimStatesFile(1, ckpt::DType::kFloat32);
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.write("\xff\xff\xff\xff", 4);
+  }
+  r = Zt(absl::StrCat("ckpt inspect ", dir, "/r3 --verify"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, victim)) << r.output;
+}
+
+// Fine-tuning's start: weights exported from one run load into another
+// model — through the engine, straight into stage-3 shards, or into a plain
+// module before any engine — and a file that lacks weights is refused.
+ZT_RANK_WORKER(import) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model trained = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(trained.module, TrainConfig(2, false), pg));
+  torch::manual_seed(5);
+  for (int s = 0; s < 2; ++s) TrainStep(*engine, trained, s, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/ck"));
+  if (pg->rank() == 0) {
+    ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(dir + "/ck"));
+    ZT_RETURN_IF_ERROR(ckpt::ExportSafetensors(*ck, dir + "/weights.safetensors").status());
+    ZT_ASSIGN_OR_RETURN(auto partial, ckpt::SafetensorsWriter::Create(dir + "/partial.safetensors",
+                                                                     {{"wte.weight", ckpt::DType::kFloat32, {29, 12}}}));
+    std::vector<float> zeros(29 * 12);
+    ZT_RETURN_IF_ERROR(partial->Write(zeros.data(), zeros.size() * 4));
+    ZT_RETURN_IF_ERROR(partial->Finish());
+  }
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  const torch::Tensor want = FullParams(*engine, *trained.module);
+
+  Model fresh = MakeModel(false, true, 55);
+  ZT_ASSIGN_OR_RETURN(auto stage3, Engine::Create(fresh.module, TrainConfig(3, false), pg));
+  ZT_RETURN_IF_ERROR(stage3->LoadWeights(dir + "/weights.safetensors"));
+  if (!torch::equal(FullParams(*stage3, *fresh.module), want)) return absl::InternalError("stage-3 import differs");
+  absl::Status partial = stage3->LoadWeights(dir + "/partial.safetensors");
+  if (partial.ok() || !absl::StrContains(partial.message(), "h0.c_fc.weight")) {
+    return absl::InternalError(absl::StrCat("a file lacking weights should be refused naming them: ", partial.ToString()));
+  }
+
+  Model plain = MakeModel(false, false, 66);
+  ZT_RETURN_IF_ERROR(LoadSafetensors(*plain.module, dir + "/weights.safetensors"));
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : plain.module->parameters()) flat.push_back(p.detach().flatten());
+  if (!torch::equal(torch::cat(flat), want)) return absl::InternalError("module import differs");
+  return absl::OkStatus();
+}
+
+TEST(CheckpointImport, ExportedWeightsLoadIntoShardsAndModules) {
+  RankRunResult r = RunWorker("import", 2, "dir=" + TempDir("import"));
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+// A rank dies as a save begins: the save fails on the others and `latest`
+// still names the previous checkpoint, which loads.
+ZT_RANK_WORKER(crash_during_save) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group(/*timeout_s=*/10));
+  Model m = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, "first"));
+  TrainStep(*engine, m, 1, false);
+  if (pg->rank() == 1) std::_Exit(3);  // dies instead of saving
+  absl::Status st = engine->SaveCheckpoint(dir, "second");
+  if (st.ok()) return absl::InternalError("a save with a dead rank succeeded");
+  std::printf("save failed as expected: %s\n", std::string(st.message()).c_str());
+  return absl::OkStatus();
+}
+
+ZT_RANK_WORKER(load_after_crash) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 5);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
+  auto second = engine->LoadCheckpoint(dir, "second");
+  if (second.ok()) return absl::InternalError("the half-written checkpoint loaded");
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir).status());
+  if (engine->global_steps() != 1) return absl::InternalError("latest did not load the first checkpoint");
+  return absl::OkStatus();
+}
+
+TEST(CheckpointFaults, RankDyingDuringSaveLeavesThePreviousCheckpoint) {
+  const std::string dir = TempDir("crash") + "/ck";
+  RankRunResult r = RunWorker("crash_during_save", 2, "dir=" + dir, /*may_fail=*/{1});
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  EXPECT_EQ(ReadAll(dir + "/latest"), std::vector<char>({'f', 'i', 'r', 's', 't', '\n'}));
+  r = RunWorker("load_after_crash", 2, "dir=" + dir);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+// Damaged files: a flipped byte in a tensor, a truncated file. Each is a
+// clear error naming the file, and the engine's parameters stay as they were.
+ZT_RANK_WORKER(corruption) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(2, false), pg));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir));
+  const std::string optim = dir + "/global_step1/" + ckpt::OptimStatesFile(0, ckpt::DType::kFloat32);
+  TrainStep(*engine, m, 1, false);
+  const torch::Tensor before = FullParams(*engine, *m.module);
+
+  // Flip one byte inside rank 0's fp32 master.
+  ZT_ASSIGN_OR_RETURN(auto reader, ckpt::PtReader::Open(optim));
+  const ckpt::Value* groups =
+      reader->root().AsDict().Find("optimizer_state_dict")->AsDict().Find("single_partition_of_fp32_groups");
+  const uint64_t offset = groups->AsList()[0].AsTensor().file_offset + 8;
+  reader.reset();
+  if (pg->rank() == 0) {  // once: two ranks flipping the same byte would undo it
+    std::fstream f(optim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.write(&c, 1);
+  }
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  auto corrupted = engine->LoadCheckpoint(dir);
+  if (corrupted.ok()) return absl::InternalError("a corrupted checkpoint loaded");
+  const std::string msg(corrupted.status().message());
+  std::printf("corrupted: %s\n", msg.c_str());
+  if (pg->rank() == 0 && (!absl::StrContains(msg, "CRC") || !absl::StrContains(msg, "optim_states.pt"))) {
+    return absl::InternalError(absl::StrCat("the error should name the file and the CRC: ", msg));
+  }
+  if (!torch::equal(before, FullParams(*engine, *m.module))) return absl::InternalError("a failed load changed weights");
+
+  // Truncate it.
+  if (pg->rank() == 0) ZT_CHECK(::truncate(optim.c_str(), static_cast<off_t>(offset)) == 0);
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  auto truncated = engine->LoadCheckpoint(dir);
+  if (truncated.ok()) return absl::InternalError("a truncated checkpoint loaded");
+  std::printf("truncated: %s\n", std::string(truncated.status().message()).c_str());
+  if (!torch::equal(before, FullParams(*engine, *m.module))) return absl::InternalError("a failed load changed weights");
+  return absl::OkStatus();
+}
+
+TEST(CheckpointFaults, CorruptedAndTruncatedFilesAreClearErrors) {
+  RankRunResult r = RunWorker("corruption", 2, "dir=" + TempDir("corrupt") + "/ck");
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+// Python: torch.load opens every file of a saved checkpoint; the export
+// reads back with json + struct and matches our reader.
+ZT_RANK_WORKER(save_for_python) {
+  const auto a = Args(ctx.arg);
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(std::stoi(a.at("stage")), false), pg));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(a.at("dir")));
+  if (pg->rank() == 0) {
+    ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(a.at("dir")));
+    ZT_RETURN_IF_ERROR(ckpt::ExportSafetensors(*ck, a.at("dir") + "/export").status());
+  }
+  return absl::OkStatus();
+}
+
+TEST(CheckpointPython, TorchLoadOpensEveryFileAndTheExportReadsBack) {
+  const std::optional<std::string> python = ckpt::testing::PythonWithTorch();
+  if (!python) {
+    GTEST_SKIP() << "no Python with torch (tried $ZT_PYTHON, python3, /usr/bin/python3); scripts/setup.sh "
+                    "installs python3-torch";
+  }
+  for (int stage : {2, 3}) {
+    const std::string dir = TempDir(absl::StrCat("python", stage)) + "/ck";
+    RankRunResult r = RunWorker("save_for_python", 2, absl::StrCat("stage=", stage, ";dir=", dir));
+    ASSERT_TRUE(r.ok()) << r.Summary();
+    const std::string script = absl::StrCat(R"PY(
+import glob, json, struct, sys, torch
+d = sys.argv[1]
+files = sorted(glob.glob(d + "/global_step1/*.pt"))
+assert len(files) >= 3, files
+for f in files:
+    s = torch.load(f, map_location="cpu")
+    if "optim_states" in f:
+        osd = s["optimizer_state_dict"]
+        key = "fp32_flat_groups" if osd["zero_stage"] == 3 else "single_partition_of_fp32_groups"
+        assert osd["partition_count"] == 2 and all(t.dtype == torch.float32 for t in osd[key])
+        assert set(osd["base_optimizer_state"]["state"][0]) >= {"exp_avg", "exp_avg_sq", "step"}
+    else:
+        assert s["global_steps"] == 1 and s["dp_world_size"] == 2 and "zt_layout" in s
+        assert isinstance(s["param_shapes"], list) and "module" in s
+with open(d + "/export/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    data = f.read()
+total = 0.0
+for name, e in header.items():
+    if name == "__metadata__":
+        continue
+    b, end = e["data_offsets"]
+    t = torch.frombuffer(bytearray(data[b:end]), dtype={"F32": torch.float32}[e["dtype"]]).reshape(e["shape"])
+    total += float(t.double().sum())
+print("%.17g" % total)
+)PY");
+    const std::string py = absl::StrCat(TempDir(absl::StrCat("pyscript", stage)), "/check.py");
+    std::ofstream(py) << script;
+    FILE* p = ::popen(absl::StrCat(*python, " '", py, "' '", dir, "' 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+    ASSERT_EQ(::pclose(p), 0) << out;
+    // Our own reader's sum of the same export.
+    auto model = ckpt::SafetensorsModel::Open(dir + "/export");
+    ASSERT_TRUE(model.ok()) << model.status();
+    double total = 0;
+    for (const std::string& name : (*model)->names()) {
+      auto [reader, t] = (*model)->Find(name);
+      std::vector<float> v(t->nbytes / 4);
+      ASSERT_TRUE(reader->Read(*t, v.data()).ok());
+      for (float x : v) total += x;
+    }
+    double python_total = 0;
+    ASSERT_TRUE(absl::SimpleAtod(absl::StripAsciiWhitespace(out), &python_total)) << out;
+    EXPECT_NEAR(python_total, total, 1e-9 * std::abs(total) + 1e-9) << "stage " << stage;
+  }
+}
+
+}  // namespace
+}  // namespace zt::testing
+
+int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }
