@@ -17,6 +17,7 @@
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
 #include "util/strings.h"
+#include "util/system_info.h"
 
 namespace zt::cli {
 namespace {
@@ -157,6 +158,8 @@ int RunConsolidate(const std::vector<std::string>& args) {
   std::printf("wrote %lld tensors (%s) from %s/%s:\n", static_cast<long long>(result->tensors),
               HumanBytes(static_cast<double>(result->bytes)).c_str(), (*ck)->dir().c_str(), (*ck)->tag().c_str());
   for (const std::string& f : result->files) std::printf("  %s\n", f.c_str());
+  const int64_t peak = PeakResidentBytes();
+  if (peak > 0) std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
   return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <cstdio>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -98,21 +100,27 @@ absl::Status RawBandwidth(const std::string& dir, uint64_t bytes, double* write_
   return absl::OkStatus();
 }
 
-// Runs `zt ckpt consolidate` and returns (seconds, peak RSS bytes).
+// Runs `zt ckpt consolidate` and returns (seconds, its peak resident bytes
+// as it reports them: VmHWM of its own program, since getrusage would count
+// what this process had when it forked).
 absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, const std::string& dir,
                                                       const std::string& out) {
+  const std::string cmd = absl::StrCat("'", zt, "' ckpt consolidate '", dir, "' '", out, "' 2>&1");
   const auto t0 = Clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(zt.c_str(), zt.c_str(), "ckpt", "consolidate", dir.c_str(), out.c_str(), static_cast<char*>(nullptr));
-    std::_Exit(127);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) output.append(buf, n);
+  const int status = ::pclose(p);
+  const double seconds = Seconds(t0, Clock::now());
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return absl::InternalError(absl::StrCat(cmd, " failed: ", output));
+  const size_t at = output.find("peak resident memory: ");
+  double mib = -1;
+  if (at == std::string::npos || std::sscanf(output.c_str() + at, "peak resident memory: %lf", &mib) != 1) {
+    return absl::InternalError(absl::StrCat(cmd, " did not report its peak memory: ", output));
   }
-  int status = 0;
-  rusage usage{};
-  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("'", zt, " ckpt consolidate ", dir, " ", out, "' failed"));
-  }
-  return std::make_pair(Seconds(t0, Clock::now()), static_cast<double>(usage.ru_maxrss) * 1024.0);
+  return std::make_pair(seconds, mib * (1 << 20));
 }
 
 absl::Status Main(int argc, char** argv) {
@@ -120,6 +128,7 @@ absl::Status Main(int argc, char** argv) {
   flags.String("dir", "/tmp/zt_ckpt_bench", "scratch directory (about 5x the model size is written)");
   flags.Int("params", 268435456, "model parameters (fp32; 4096-wide Linear layers)");
   flags.Int("rounds", 1, "repetitions (medians reported)");
+  flags.Bool("keep", "keep the last checkpoint and export (for a look with zt ckpt inspect)");
   std::vector<std::string> args(argv + 1, argv + argc);
   ZT_RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -156,6 +165,10 @@ absl::Status Main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     const std::string ck = absl::StrCat(dir, "/ck", r);
     std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+    // The disk first, on a file the size of the checkpoint (16 bytes per
+    // parameter plus the module's 4, as AdamW at stage 1 writes).
+    double w = 0, rd = 0;
+    ZT_RETURN_IF_ERROR(RawBandwidth(dir, static_cast<uint64_t>(model_bytes * 5), &w, &rd));
     auto t0 = Clock::now();
     ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ck, "bench"));
     const double save_s = Seconds(t0, Clock::now());
@@ -173,8 +186,6 @@ absl::Status Main(int argc, char** argv) {
     for (const std::string& f : opened->files()) DropCache(f);
     opened.reset();
     ZT_ASSIGN_OR_RETURN(auto cons, Consolidate(zt, ck, dir + "/out.safetensors"));
-    double w = 0, rd = 0;
-    ZT_RETURN_IF_ERROR(RawBandwidth(dir, ckpt_bytes, &w, &rd));
     save_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / save_s);
     load_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / load_s);
     // Consolidation reads the fp32 masters (a quarter of an Adam checkpoint
@@ -183,7 +194,9 @@ absl::Status Main(int argc, char** argv) {
     rss.push_back(cons.second);
     raw_w.push_back(w);
     raw_r.push_back(rd);
-    std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+    if (!flags.GetBool("keep") || r + 1 < rounds) {
+      std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+    }
   }
   auto med = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -35,6 +35,16 @@
 namespace zt {
 namespace {
 
+// A fresh [e - b] fp32 buffer for elements [b, e) of a group: every element
+// before the group's padding is read into it, so only the padding is zeroed
+// (filling gigabytes with zeros first would cost as much as reading them).
+at::Tensor OwnedBuffer(const zero::FlatGroup& g, int64_t b, int64_t e) {
+  at::Tensor t = at::empty({e - b}, at::kFloat);
+  const int64_t pad = std::max(b, std::min(e, g.layout.numel));
+  if (pad < e) t.narrow(0, pad - b, e - pad).zero_();
+  return t;
+}
+
 ckpt::DType ToCkpt(at::ScalarType t) {
   switch (t) {
     case at::kFloat: return ckpt::DType::kFloat32;
@@ -312,21 +322,30 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   return absl::OkStatus();
 }
 
-absl::Status Engine::ReadWeights(const TrainableReader& read, const FrozenReader& frozen,
-                                 std::vector<at::Tensor>* masters,
-                                 std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out) {
-  for (const zero::FlatGroup& g : groups_) {
+absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& whole,
+                               std::vector<at::Tensor>* out) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const zero::FlatGroup& g = groups_[gi];
     const int64_t b = stage_ == 0 ? 0 : g.owned_begin(), e = stage_ == 0 ? g.layout.padded_numel : g.owned_end();
-    at::Tensor m = at::zeros({e - b}, at::kFloat);
+    at::Tensor m = OwnedBuffer(g, b, e);
     float* data = m.data_ptr<float>();
-    for (const zero::ParamSlot& s : g.layout.slots) {
-      const zero::SlotRange r = zero::Intersect(s, b, e);
-      if (r.empty()) continue;
-      ZT_RETURN_IF_ERROR(read(param_names_[static_cast<size_t>(s.param_index)], r.begin_in_param, r.end_in_param,
-                              data + (s.offset + r.begin_in_param - b)));
+    std::optional<absl::Status> at_once = whole ? whole(gi, b, e, data) : std::nullopt;
+    if (at_once.has_value()) {
+      ZT_RETURN_IF_ERROR(*at_once);
+    } else {
+      for (const zero::ParamSlot& s : g.layout.slots) {
+        const zero::SlotRange r = zero::Intersect(s, b, e);
+        if (r.empty()) continue;
+        ZT_RETURN_IF_ERROR(read(param_names_[static_cast<size_t>(s.param_index)], r.begin_in_param, r.end_in_param,
+                                data + (s.offset + r.begin_in_param - b)));
+      }
     }
-    masters->push_back(m);
+    out->push_back(m);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ReadFrozen(const FrozenReader& frozen, std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out) {
   if (stage_ == 3) {
     const int64_t t = static_cast<int64_t>(params_.size());
     for (const zero::FlatGroup& g : frozen_groups_) {
@@ -444,26 +463,38 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
       dst.copy_(whole.narrow(0, b, e - b));
       return absl::OkStatus();
     };
-    ZT_RETURN_IF_ERROR(ReadWeights(
-        [&](const std::string& name, int64_t b, int64_t e, float* dst) {
-          return ck->ReadTrainable(name, "master", b, e, dst);
-        },
-        frozen_reader, &masters, &frozen_tmp));
-    for (const std::string& state : names) {
-      std::vector<at::Tensor> tensors;
-      for (const zero::FlatGroup& g : groups_) {
-        const int64_t b = stage_ == 0 ? 0 : g.owned_begin(), e = stage_ == 0 ? g.layout.padded_numel : g.owned_end();
-        at::Tensor s = at::zeros({e - b}, at::kFloat);
-        for (const zero::ParamSlot& slot : g.layout.slots) {
-          const zero::SlotRange r = zero::Intersect(slot, b, e);
-          if (r.empty()) continue;
-          ZT_RETURN_IF_ERROR(ck->ReadTrainable(param_names_[static_cast<size_t>(slot.param_index)], state,
-                                               r.begin_in_param, r.end_in_param,
-                                               s.data_ptr<float>() + (slot.offset + r.begin_in_param - b)));
-        }
-        tensors.push_back(s);
+    // Where the saved group is this group, split the same way, each rank
+    // reads its own record whole (one pass, CRC included); elsewhere
+    // parameter by parameter, from whichever saved ranks hold them.
+    std::vector<char> same(groups_.size(), 0);
+    for (size_t gi = 0; gi < groups_.size() && gi < l.groups.size(); ++gi) {
+      const zero::FlatGroup& g = groups_[gi];
+      const ckpt::SavedGroup& sg = l.groups[gi];
+      bool match = sg.padded_numel == g.layout.padded_numel && sg.params.size() == g.layout.slots.size();
+      for (size_t k = 0; match && k < sg.params.size(); ++k) {
+        const zero::ParamSlot& slot = g.layout.slots[k];
+        match = sg.params[k].name == param_names_[static_cast<size_t>(slot.param_index)] &&
+                sg.params[k].offset == slot.offset && sg.params[k].numel == slot.numel;
       }
-      state_tmp[state] = std::move(tensors);
+      same[gi] = match ? 1 : 0;
+    }
+    auto owned_reader = [&](const std::string& what) -> std::pair<TrainableReader, GroupReader> {
+      return {[&ck, what](const std::string& name, int64_t b, int64_t e, float* dst) {
+                return ck->ReadTrainable(name, what, b, e, dst);
+              },
+              [&ck, &same, what](size_t g, int64_t b, int64_t e, float* dst) -> std::optional<absl::Status> {
+                if (!same[g]) return std::nullopt;
+                return ck->ReadGroup(g, what, b, e, dst);
+              }};
+    };
+    {
+      auto [per_param, per_group] = owned_reader("master");
+      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, &masters));
+    }
+    ZT_RETURN_IF_ERROR(ReadFrozen(frozen_reader, &frozen_tmp));
+    for (const std::string& state : names) {
+      auto [per_param, per_group] = owned_reader(state);
+      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, &state_tmp[state]));
     }
     for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
       if (!item.value().defined()) continue;
@@ -578,14 +609,16 @@ absl::Status Engine::LoadWeights(const std::string& path) {
       return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(), " of the model's weights: ",
                                               absl::StrJoin(missing, ", ")));
     }
-    ZT_RETURN_IF_ERROR(ReadWeights(
+    ZT_RETURN_IF_ERROR(ReadOwned(
         [&](const std::string& name, int64_t b, int64_t e, float* dst) {
           return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
         },
+        nullptr, &masters));
+    ZT_RETURN_IF_ERROR(ReadFrozen(
         [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) {
           return read_range(name, numel_of[name], b, e, dst);
         },
-        &masters, &frozen_tmp));
+        &frozen_tmp));
     for (const auto& item : module_->named_buffers(true)) {
       if (!item.value().defined() || model->Find(item.key()).second == nullptr) continue;
       at::Tensor tmp = at::empty_like(item.value());

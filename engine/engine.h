@@ -165,14 +165,19 @@ class Engine {
   // Checkpoint support (engine/checkpoint.cc).
   absl::Status AgreeAcrossRanks(const absl::Status& local, const std::string& what);
   absl::Status CheckTagAgreement(const std::string& tag);
-  // Fills every owned master element from `read` (fp32 elements [b, e) of a
-  // trainable parameter by name) and every frozen parameter from `frozen`
-  // (elements [b, e) in the model dtype), into fresh tensors; commits only
-  // when all ranks succeeded.
+  // Reading weights for LoadCheckpoint / LoadWeights into fresh tensors
+  // (committed only when every rank succeeded, CommitWeights).
+  //  * TrainableReader: fp32 elements [b, e) of a trainable parameter by name;
+  //  * GroupReader: elements [b, e) of trainable group g's buffer in one go,
+  //    where the source has exactly that group (nullopt where it does not);
+  //  * FrozenReader: elements [b, e) of a frozen parameter into `dst`.
   using TrainableReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, float* dst)>;
+  using GroupReader = std::function<std::optional<absl::Status>(size_t g, int64_t b, int64_t e, float* dst)>;
   using FrozenReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, at::Tensor dst)>;
-  absl::Status ReadWeights(const TrainableReader& read, const FrozenReader& frozen,
-                           std::vector<at::Tensor>* masters, std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out);
+  // This rank's range of every trainable group (the whole group at stage 0).
+  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, std::vector<at::Tensor>* out);
+  // Every frozen parameter this rank holds: (destination, fresh values).
+  absl::Status ReadFrozen(const FrozenReader& read, std::vector<std::pair<at::Tensor, at::Tensor>>* out);
   void CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pair<at::Tensor, at::Tensor>>& frozen);
   absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
                     std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);

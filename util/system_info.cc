@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -45,6 +46,18 @@ std::string SystemInfoLine() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   return absl::StrCat("cpu: ", CpuModel(), " | cores: ", sysconf(_SC_NPROCESSORS_ONLN),
                       " | OMP_NUM_THREADS: ", omp ? omp : "unset", " | BLAS: ", LoadedBlasLibrary());
+}
+
+int64_t PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      long long kib = -1;
+      if (std::sscanf(line.c_str() + 6, "%lld", &kib) == 1) return kib * 1024;
+    }
+  }
+  return -1;
 }
 
 }  // namespace zt

@@ -3,6 +3,7 @@
 // from a reference BLAS (about 8x slower than OpenBLAS) are not comparable.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace zt {
@@ -17,5 +18,10 @@ std::string CpuModel();
 
 // One line: cpu, online cores, OMP_NUM_THREADS, BLAS.
 std::string SystemInfoLine();
+
+// This process's peak resident memory in bytes (VmHWM of /proc/self/status:
+// the current program's own peak, not counting what a parent had before
+// exec, unlike getrusage's ru_maxrss); -1 when unavailable.
+int64_t PeakResidentBytes();
 
 }  // namespace zt
