@@ -544,7 +544,9 @@ ZT_RANK_WORKER(save_for_python) {
   const auto a = Args(ctx.arg);
   ZT_ASSIGN_OR_RETURN(auto pg, Group());
   Model m = MakeModel(false, true, 1);
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(std::stoi(a.at("stage")), false), pg));
+  Config c = TrainConfig(std::stoi(a.at("stage")), false);
+  c.zero.gather_16bit_weights_on_model_save = true;  // also <tag>/model.safetensors
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg));
   TrainStep(*engine, m, 0, false);
   ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(a.at("dir")));
   if (pg->rank() == 0) {
@@ -600,6 +602,8 @@ print("%.17g" % total)
     char buf[4096];
     while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
     ASSERT_EQ(::pclose(p), 0) << out;
+    // stage3_gather_16bit_weights_on_model_save wrote the same weights (fp32 model) with the checkpoint.
+    EXPECT_TRUE(ReadAll(dir + "/global_step1/model.safetensors") == ReadAll(dir + "/export/model.safetensors"));
     // Our own reader's sum of the same export.
     auto model = ckpt::SafetensorsModel::Open(dir + "/export");
     ASSERT_TRUE(model.ok()) << model.status();
