@@ -10,29 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ckpt/safetensors.h"
+#include "engine/tensor_ref.h"
 #include "util/status.h"
 
 namespace zt {
-namespace {
-
-at::ScalarType ToTorch(ckpt::DType d) {
-  switch (d) {
-    case ckpt::DType::kFloat32: return at::kFloat;
-    case ckpt::DType::kFloat64: return at::kDouble;
-    case ckpt::DType::kFloat16: return at::kHalf;
-    case ckpt::DType::kBFloat16: return at::kBFloat16;
-    case ckpt::DType::kInt64: return at::kLong;
-    case ckpt::DType::kInt32: return at::kInt;
-    case ckpt::DType::kInt16: return at::kShort;
-    case ckpt::DType::kInt8: return at::kChar;
-    case ckpt::DType::kUInt8: return at::kByte;
-    case ckpt::DType::kBool: return at::kBool;
-  }
-  return at::kFloat;
-}
-
-}  // namespace
-
 absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path, bool strict) {
   ZT_ASSIGN_OR_RETURN(auto model, ckpt::SafetensorsModel::Open(path));
   // Each tensor once; later names of a tied tensor are aliases.
@@ -75,7 +56,7 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path,
                                                      absl::StrJoin(entry->shape, ", "), "], the module [",
                                                      absl::StrJoin(t.sizes().vec(), ", "), "]"));
     }
-    at::Tensor v = at::empty(entry->shape, at::TensorOptions().dtype(ToTorch(entry->dtype)));
+    at::Tensor v = at::empty(entry->shape, at::TensorOptions().dtype(FromCkpt(entry->dtype)));
     if (entry->nbytes > 0) ZT_RETURN_IF_ERROR(reader->Read(*entry, v.data_ptr()));
     values.push_back(v);
   }
