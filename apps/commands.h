@@ -11,5 +11,6 @@ namespace zt::cli {
 int RunConfigCommand(const std::vector<std::string>& args);
 int RunLaunchCommand(const std::vector<std::string>& args);
 int RunCkptCommand(const std::vector<std::string>& args);
+int RunTrainCommand(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

@@ -15,6 +15,8 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"train", "train a built-in model (GPT-2, LLaMA, MNIST CNN) with ZeRO; no arguments: the default job",
+     zt::cli::RunTrainCommand},
     {"config", "check DeepSpeed-style JSON configs, print them resolved or the key reference",
      zt::cli::RunConfigCommand},
     {"launch", "start the ranks of a distributed job on this node", zt::cli::RunLaunchCommand},

@@ -21,6 +21,18 @@ std::string HumanBytes(double bytes) {
   return absl::StrFormat("%.3g %s", v, kUnits[unit]);
 }
 
+std::string HumanCount(double count) {
+  static const char* kUnits[] = {"", "K", "M", "B", "T"};
+  int unit = 0;
+  double v = count;
+  while (std::fabs(v) >= 1000.0 && unit < 4) {
+    v /= 1000.0;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.3g%s", v, kUnits[unit]);
+}
+
 int EditDistance(std::string_view a, std::string_view b) {
   std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);

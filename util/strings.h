@@ -11,6 +11,9 @@ namespace zt {
 // "1.5 GiB", "512 B": binary units, three significant digits.
 std::string HumanBytes(double bytes);
 
+// "124M", "1.56B", "812K", "950": decimal units, three significant digits.
+std::string HumanCount(double count);
+
 // Levenshtein distance (insert/delete/substitute, each cost 1), case-sensitive.
 int EditDistance(std::string_view a, std::string_view b);
 

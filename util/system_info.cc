@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -48,16 +49,25 @@ std::string SystemInfoLine() {
                       " | OMP_NUM_THREADS: ", omp ? omp : "unset", " | BLAS: ", LoadedBlasLibrary());
 }
 
-int64_t PeakResidentBytes() {
+namespace {
+
+// A "Name:   123 kB" line of /proc/self/status in bytes; -1 when absent.
+int64_t StatusKib(const char* key) {
   std::ifstream status("/proc/self/status");
   std::string line;
+  const size_t key_len = std::strlen(key);
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
+    if (line.compare(0, key_len, key) == 0) {
       long long kib = -1;
-      if (std::sscanf(line.c_str() + 6, "%lld", &kib) == 1) return kib * 1024;
+      if (std::sscanf(line.c_str() + key_len, "%lld", &kib) == 1) return kib * 1024;
     }
   }
   return -1;
 }
+
+}  // namespace
+
+int64_t PeakResidentBytes() { return StatusKib("VmHWM:"); }
+int64_t CurrentResidentBytes() { return StatusKib("VmRSS:"); }
 
 }  // namespace zt

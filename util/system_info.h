@@ -24,4 +24,7 @@ std::string SystemInfoLine();
 // exec, unlike getrusage's ru_maxrss); -1 when unavailable.
 int64_t PeakResidentBytes();
 
+// This process's resident memory now (VmRSS); -1 when unavailable.
+int64_t CurrentResidentBytes();
+
 }  // namespace zt

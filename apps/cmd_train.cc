@@ -1,0 +1,255 @@
+// `zt train`: trains a built-in model with the engine. Outside a launcher it
+// checks everything it can (model, data, config, batch sizes) and then starts
+// --nproc ranks of itself; under `zt launch`, torchrun-style variables,
+// mpirun or srun it is one rank of the job. The loop itself is
+// train/trainer.h.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "comm/launcher.h"
+#include "comm/rank_env.h"
+#include "models/registry.h"
+#include "train/train_config.h"
+#include "train/train_options.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace zt::cli {
+namespace {
+
+constexpr char kSynopsis[] =
+    "[--config ds_config.json] [--model NAME] [--data PATH] [--steps N] [--nproc N] [options]";
+
+constexpr char kDescription[] =
+    "\nTrains a built-in model (--list-models) with ZeRO. With no arguments: gpt2-mini on the\n"
+    "default text corpus (Debian's fortunes), ZeRO stage 3, 2 ranks, 200 steps; results under\n"
+    "runs/<model>/ (checkpoints, model.safetensors, report.html, monitors).\n"
+    "\nCommand-line values win over the config file: --stage, --micro-batch, --grad-accum,\n"
+    "--global-batch, --lr, --precision and --set KEY=JSON (any config key, dotted path) are\n"
+    "written into the config before it is checked. The resolved config is printed.\n"
+    "\nOutside a launcher, --nproc N starts N ranks on this machine (default: the number the\n"
+    "config's batch sizes imply, else 2). Under zt launch / torchrun / mpirun / srun each\n"
+    "process is one rank and --nproc is ignored.\n";
+
+void Define(Flags& f) {
+  f.String("config", "", "DeepSpeed-style JSON config (default: the built-in stage-3 config)");
+  f.String("model", "gpt2-mini", "built-in model (--list-models)");
+  f.Repeated("model-set", "model dimension override KEY=INT, e.g. --model-set n_layer=6");
+  f.Bool("list-models", "list the built-in models and exit");
+  f.String("data", "", "text file or directory, .bin token file, or IDX directory (default: per model)");
+  f.String("eval-data", "", "separate evaluation data (default: the last --eval-fraction of --data)");
+  f.String("token-dtype", "auto", "token width of headerless .bin files: auto (uint16), uint16, uint32");
+  f.Double("eval-fraction", 0.05, "share of the text/token data held out for evaluation");
+  f.Int("seq-len", 0, "tokens per sample (default: the model's maximum)");
+  f.Int("steps", 200, "optimizer steps to train to (a resumed run continues up to this total)");
+  f.Int("eval-interval", 50, "evaluate every N steps and at the end (0: only at the end, -1: never)");
+  f.Int("eval-batches", 0, "evaluate at most N batches per rank (0: the whole eval set)");
+  f.Int("nproc", 0, "ranks to start on this machine outside a launcher (default: from the config, else 2)");
+  f.Int("stage", -1, "zero_optimization.stage (0-3)");
+  f.Int("micro-batch", 0, "train_micro_batch_size_per_gpu");
+  f.Int("grad-accum", 0, "gradient_accumulation_steps");
+  f.Int("global-batch", 0, "train_batch_size");
+  f.Double("lr", 0, "optimizer.params.lr (and the scheduler's warmup_max_lr when it sets one)");
+  f.String("precision", "", "fp32, bf16 or fp16 (bf16.enabled / fp16.enabled)");
+  f.Repeated("set", "config override KEY=JSON, e.g. --set zero_optimization.overlap_comm=true");
+  f.Bool("activation-checkpointing", "checkpoint the model's blocks (config: activation_checkpointing.*)");
+  f.String("output-dir", "", "where results go (default: runs/<model>)");
+  f.String("save-dir", "", "checkpoint directory (default: <output-dir>/checkpoints; 'none': no checkpoints)");
+  f.Int("save-interval", 0, "save a checkpoint every N steps (0: only at the end)");
+  f.Bool("resume", "continue from <save-dir>/latest when it exists");
+  f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
+  f.String("export", "", "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
+  f.String("report", "", "HTML report (default: <output-dir>/report.html)");
+  f.Int("seed", 1234, "seed for the model's initialization and the data order");
+  f.Bool("no-progress", "no progress line (log lines only)");
+  f.Int("threads", 0, "intra-op threads per rank (default: cores / ranks)");
+}
+
+absl::Status BadFlag(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(message, "\nusage: zt train ", kSynopsis));
+}
+
+absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOverrides* co) {
+  if (!f.positional().empty()) {
+    return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
+  }
+  o->model = f.GetString("model");
+  for (const std::string& kv : f.GetRepeated("model-set")) {
+    std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    int64_t v = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &v)) {
+      return BadFlag(absl::StrCat("--model-set ", kv, ": expected KEY=INTEGER, e.g. --model-set n_layer=6"));
+    }
+    o->model_overrides[parts[0]] = v;
+  }
+  o->data = f.GetString("data");
+  o->eval_data = f.GetString("eval-data");
+  o->token_dtype = f.GetString("token-dtype");
+  if (o->token_dtype != "auto" && o->token_dtype != "uint16" && o->token_dtype != "uint32") {
+    return BadFlag(absl::StrCat("--token-dtype must be auto, uint16 or uint32, got '", o->token_dtype, "'"));
+  }
+  o->eval_fraction = f.GetDouble("eval-fraction");
+  if (!(o->eval_fraction >= 0 && o->eval_fraction < 1)) {
+    return BadFlag(absl::StrCat("--eval-fraction must be in [0, 1), got ", o->eval_fraction));
+  }
+  o->seq_len = f.GetInt("seq-len");
+  if (o->seq_len < 0) return BadFlag(absl::StrCat("--seq-len must be positive, got ", o->seq_len));
+  o->steps = f.GetInt("steps");
+  if (o->steps < 1) return BadFlag(absl::StrCat("--steps must be at least 1, got ", o->steps));
+  o->eval_interval = f.GetInt("eval-interval");
+  o->eval_batches = f.GetInt("eval-batches");
+  if (o->eval_batches < 0) return BadFlag("--eval-batches must be >= 0 (0: the whole eval set)");
+  o->activation_checkpointing = f.GetBool("activation-checkpointing");
+  o->output_dir = f.GetString("output-dir");
+  o->save_dir = f.GetString("save-dir");
+  o->save_interval = f.GetInt("save-interval");
+  if (o->save_interval < 0) return BadFlag("--save-interval must be >= 0 (0: only at the end)");
+  o->resume = f.GetBool("resume");
+  o->init_from = f.GetString("init-from");
+  o->export_path = f.GetString("export");
+  o->report = f.GetString("report");
+  o->seed = static_cast<uint64_t>(f.GetInt("seed"));
+  o->progress = !f.GetBool("no-progress");
+  o->threads = static_cast<int>(f.GetInt("threads"));
+  if (o->resume && o->save_dir == "none") return BadFlag("--resume needs checkpoints: drop --save-dir none");
+
+  // Command-line values written into the config.
+  if (f.WasSet("stage")) {
+    const long long s = f.GetInt("stage");
+    if (s < 0 || s > 3) return BadFlag(absl::StrCat("--stage must be 0, 1, 2 or 3, got ", s));
+    co->values["zero_optimization.stage"] = absl::StrCat(s);
+  }
+  const bool micro = f.WasSet("micro-batch"), gas = f.WasSet("grad-accum"), global = f.WasSet("global-batch");
+  if (micro) co->values["train_micro_batch_size_per_gpu"] = absl::StrCat(f.GetInt("micro-batch"));
+  if (gas) co->values["gradient_accumulation_steps"] = absl::StrCat(f.GetInt("grad-accum"));
+  if (global) co->values["train_batch_size"] = absl::StrCat(f.GetInt("global-batch"));
+  // The command line decides: a batch key it leaves out is derived from the
+  // ones it gives (DeepSpeed's rules) where the file's value could contradict them.
+  if ((micro || gas) && !global) co->erase.push_back("train_batch_size");
+  if (global && !micro) co->erase.push_back("train_micro_batch_size_per_gpu");
+  if (global && micro && !gas) co->erase.push_back("gradient_accumulation_steps");
+  if (f.WasSet("lr")) {
+    const double lr = f.GetDouble("lr");
+    if (!(lr > 0)) return BadFlag(absl::StrCat("--lr must be > 0, got ", lr));
+    co->lr = lr;
+  }
+  if (f.WasSet("precision")) {
+    const std::string p = f.GetString("precision");
+    if (p != "fp32" && p != "bf16" && p != "fp16") {
+      return BadFlag(absl::StrCat("--precision must be fp32, bf16 or fp16, got '", p, "'"));
+    }
+    co->values["bf16.enabled"] = p == "bf16" ? "true" : "false";
+    co->values["fp16.enabled"] = p == "fp16" ? "true" : "false";
+  }
+  for (const std::string& kv : f.GetRepeated("set")) {
+    std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (parts.size() != 2 || parts[0].empty()) {
+      return BadFlag(absl::StrCat("--set ", kv, ": expected KEY=JSON, e.g. --set zero_optimization.stage=2"));
+    }
+    co->values[parts[0]] = parts[1];
+  }
+  return absl::OkStatus();
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "zt";
+  buf[n] = '\0';
+  return buf;
+}
+
+int Fail(const absl::Status& st) {
+  std::string message(st.message());
+  std::fprintf(stderr, "zt train: %s\n", message.c_str());
+  return st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kNotFound ? 2 : 1;
+}
+
+}  // namespace
+
+int RunTrainCommand(const std::vector<std::string>& args) {
+  Flags flags("zt train");
+  Define(flags);
+  if (absl::Status st = flags.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s%s", flags.Usage(kSynopsis).c_str(), kDescription);
+    return 0;
+  }
+  if (flags.GetBool("list-models")) {
+    std::printf("%s", models::ModelHelp().c_str());
+    return 0;
+  }
+  train::TrainOptions options;
+  train::ConfigOverrides overrides;
+  if (absl::Status st = ToOptions(flags, &options, &overrides); !st.ok()) return Fail(st);
+  const std::string config_path = flags.GetString("config");
+  const std::string source = config_path.empty() ? "built-in default config" : config_path;
+  absl::StatusOr<std::string> json = train::ComposeConfigJson(config_path, overrides);
+  if (!json.ok()) return Fail(json.status());
+  json = train::FillTrainAutos(*json, options.steps);
+  if (!json.ok()) return Fail(json.status());
+
+  absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
+  if (!env.ok()) return Fail(env.status());
+  const bool under_launcher = env->source != comm::RankEnv().source;
+  if (under_launcher) {
+    if (flags.WasSet("nproc") && flags.GetInt("nproc") != env->world_size && env->rank == 0) {
+      std::fprintf(stderr, "zt train: note: --nproc %lld ignored: the launcher started %d ranks (%s)\n",
+                   flags.GetInt("nproc"), env->world_size, env->source.c_str());
+    }
+    try {
+      absl::Status st = train::RunTrainingRank(options, *json, source);
+      if (!st.ok()) return Fail(st);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zt train: rank %d: %s\n", env->rank, e.what());
+      return 1;
+    }
+    return 0;
+  }
+
+  // Not under a launcher: check everything before any rank starts.
+  absl::StatusOr<int> from_config = train::WorldSizeFromConfig(*json, 2);
+  if (!from_config.ok()) return Fail(from_config.status());
+  const long long nproc = flags.WasSet("nproc") ? flags.GetInt("nproc") : *from_config;
+  if (nproc < 1 || nproc > 256) return Fail(BadFlag(absl::StrCat("--nproc must be in [1, 256], got ", nproc)));
+  if (absl::Status st = train::CheckTrainJob(options, *json, source, static_cast<int>(nproc)); !st.ok()) {
+    return Fail(st);
+  }
+  if (nproc == 1) {
+    try {
+      absl::Status st = train::RunTrainingRank(options, *json, source);
+      if (!st.ok()) return Fail(st);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zt train: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+  comm::LaunchOptions lo;
+  lo.nproc_per_node = static_cast<int>(nproc);
+  lo.command = {SelfExe(), "train"};
+  lo.command.insert(lo.command.end(), args.begin(), args.end());
+  // Ranks write straight to our stdout/stderr: rank 0's progress line can
+  // redraw in place on a terminal; other ranks' log lines carry their rank.
+  lo.prefix_output = false;
+  lo.print_notes = false;
+  std::fflush(stdout);
+  absl::StatusOr<comm::LaunchResult> result = comm::Launch(lo);
+  if (!result.ok()) return Fail(result.status());
+  if (result->exit_code != 0) std::fprintf(stderr, "zt train: %s\n", result->failure.c_str());
+  return result->exit_code > 255 ? 255 : result->exit_code;
+}
+
+}  // namespace zt::cli

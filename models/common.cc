@@ -1,0 +1,74 @@
+// Implementation of models/common.h.
+#include "models/common.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/error.h"
+
+namespace zt::models {
+
+at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info) {
+  if (!tokens.defined() || tokens.dim() != 2) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(
+        "model ", info.name, ": input must be token ids of shape [batch, seq], got ",
+        tokens.defined() ? std::to_string(tokens.dim()) + " dimensions" : std::string("an undefined tensor"))));
+  }
+  if (!at::isIntegralType(tokens.scalar_type(), /*includeBool=*/false)) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat("model ", info.name, ": token ids must be integers, got ",
+                                                        std::string(c10::toString(tokens.scalar_type())))));
+  }
+  const int64_t t = tokens.size(1);
+  if (t < 1 || t > info.max_seq_len) {
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat("model ", info.name, ": sequence length ", t, " is outside 1..", info.max_seq_len,
+                     " (the model's seq_len); shorten the sequences or raise the seq_len override")));
+  }
+  at::Tensor ids = tokens.to(torch::kLong);
+  // Out-of-range ids: checked on the CPU only (on a GPU the check would cost a
+  // host sync per step; the embedding kernel asserts there instead).
+  if (ids.device().is_cpu() && ids.numel() > 0) {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    if (lo < 0 || hi >= info.vocab_size) {
+      throw Error(absl::InvalidArgumentError(
+          absl::StrCat("model ", info.name, ": token id ", lo < 0 ? lo : hi, " is outside 0..", info.vocab_size - 1,
+                       " (the model's vocab); check the data's tokenizer or raise the vocab override")));
+    }
+  }
+  return ids;
+}
+
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout,
+                           bool training) {
+  const int64_t t = q.size(-2);
+  at::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  at::Tensor future = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  at::Tensor probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
+  if (dropout > 0 && training) probs = torch::dropout(probs, dropout, /*train=*/true);
+  return torch::matmul(probs, v);
+}
+
+int CheckpointFirst(const std::vector<UnitBase*>& units, int n) {
+  int on = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const bool mark = n <= 0 || static_cast<int64_t>(i) < n;
+    units[i]->set_activation_checkpointing(mark);
+    on += mark ? 1 : 0;
+  }
+  return on;
+}
+
+std::string FormatCount(int64_t n) {
+  const double x = static_cast<double>(n);
+  if (x >= 1e9) return absl::StrFormat("%.2fB", x / 1e9);
+  if (x >= 1e6) return absl::StrFormat("%.1fM", x / 1e6);
+  if (x >= 1e3) return absl::StrFormat("%.1fK", x / 1e3);
+  return absl::StrCat(n);
+}
+
+}  // namespace zt::models

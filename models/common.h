@@ -1,0 +1,33 @@
+// Pieces the built-in models share: input checks that throw zt::Error, the
+// causal attention core, and choosing which units to checkpoint.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "models/model.h"
+#include "zero/unit.h"
+
+namespace zt::models {
+
+// Throws zt::Error (InvalidArgument) unless `tokens` is [B, T] of an integer
+// dtype with 1 <= T <= info.max_seq_len and, for CPU tensors, ids in
+// [0, vocab_size). Returns the tokens as int64.
+at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info);
+
+// softmax(q k^T / sqrt(head_dim) + causal mask) v, the softmax in float32 and
+// its result cast back to q's dtype. q, k, v: [B, heads, T, head_dim].
+// `dropout` applies to the attention probabilities when `training`.
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout,
+                           bool training);
+
+// Turns checkpointing on for the first n units (all when n <= 0), off for the
+// rest; returns how many are on.
+int CheckpointFirst(const std::vector<UnitBase*>& units, int n);
+
+// "1.2M", "124.4M", "1.56B": a parameter count for help text.
+std::string FormatCount(int64_t n);
+
+}  // namespace zt::models

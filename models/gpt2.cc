@@ -1,0 +1,152 @@
+// Implementation of models/gpt2.h, following transformers' modeling_gpt2.py
+// (GPT2Attention._attn, GPT2MLP with gelu_new, GPT2PreTrainedModel._init_weights).
+#include "models/gpt2.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "models/common.h"
+#include "util/error.h"
+
+namespace zt::models {
+
+absl::Status ValidateGpt2Config(const std::string& name, const Gpt2Config& c) {
+  auto bad = [&name](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", name, ": ", what));
+  };
+  struct Dim {
+    const char* key;
+    int64_t value, max;
+  };
+  for (const Dim& d : {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17},
+                       Dim{"n_head", c.n_head, 1 << 12}, Dim{"seq_len", c.n_positions, 1 << 20},
+                       Dim{"vocab", c.vocab_size, 1 << 24}}) {
+    if (d.value < 1 || d.value > d.max) {
+      return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
+    }
+  }
+  if (c.n_embd % c.n_head != 0) {
+    return bad(absl::StrCat("n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
+                            "; set n_embd to a multiple of n_head (e.g. ", (c.n_embd / c.n_head + 1) * c.n_head,
+                            ") or n_head to a divisor of n_embd"));
+  }
+  if (c.dropout_percent < 0 || c.dropout_percent > 99) {
+    return bad(absl::StrCat("dropout ", c.dropout_percent, " is outside 0..99 (percent)"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Gpt2NumParams(const Gpt2Config& c) {
+  const int64_t d = c.n_embd;
+  // ln_1, ln_2: 4d; c_attn: 3d^2 + 3d; attn.c_proj: d^2 + d; c_fc: 4d^2 + 4d; mlp.c_proj: 4d^2 + d.
+  const int64_t block = 12 * d * d + 13 * d;
+  return c.vocab_size * d + c.n_positions * d + c.n_layer * block + 2 * d;
+}
+
+Conv1DImpl::Conv1DImpl(int64_t nx, int64_t nf, double init_std) {
+  weight = register_parameter("weight", torch::empty({nx, nf}).normal_(0.0, init_std));
+  bias = register_parameter("bias", torch::zeros({nf}));
+}
+
+torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = weight.size(1);
+  return torch::addmm(bias, x.reshape({-1, weight.size(0)}), weight).view(out_shape);
+}
+
+Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c)
+    : n_head(c.n_head), dropout(c.dropout_percent / 100.0) {
+  c_attn = register_module("c_attn", Conv1D(c.n_embd, 3 * c.n_embd, c.initializer_range));
+  // HF scales the init of residual projections by 1/sqrt(2 n_layer) (GPT-2 paper).
+  c_proj = register_module("c_proj",
+                           Conv1D(c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
+}
+
+torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / n_head;
+  std::vector<torch::Tensor> qkv = c_attn(x).split(d, -1);
+  auto heads = [&](const torch::Tensor& y) { return y.view({b, t, n_head, hd}).transpose(1, 2); };
+  torch::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout, is_training());
+  y = c_proj(y.transpose(1, 2).contiguous().view({b, t, d}));
+  return dropout > 0 ? torch::dropout(y, dropout, is_training()) : y;
+}
+
+Gpt2MlpImpl::Gpt2MlpImpl(const Gpt2Config& c) : dropout(c.dropout_percent / 100.0) {
+  c_fc = register_module("c_fc", Conv1D(c.n_embd, 4 * c.n_embd, c.initializer_range));
+  c_proj = register_module("c_proj",
+                           Conv1D(4 * c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
+}
+
+torch::Tensor Gpt2MlpImpl::forward(const torch::Tensor& x) {
+  torch::Tensor y = c_proj(torch::gelu(c_fc(x), "tanh"));  // gelu_new
+  return dropout > 0 ? torch::dropout(y, dropout, is_training()) : y;
+}
+
+Gpt2BlockImpl::Gpt2BlockImpl(const Gpt2Config& c) {
+  auto ln = [&c] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon)); };
+  ln_1 = register_module("ln_1", ln());
+  attn = register_module("attn", Gpt2Attention(c));
+  ln_2 = register_module("ln_2", ln());
+  mlp = register_module("mlp", Gpt2Mlp(c));
+}
+
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = x + attn(ln_1(x));
+  return h + mlp(ln_2(h));
+}
+
+Gpt2TransformerImpl::Gpt2TransformerImpl(const Gpt2Config& c) : dropout(c.dropout_percent / 100.0) {
+  wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  wpe = register_module("wpe", torch::nn::Embedding(c.n_positions, c.n_embd));
+  torch::nn::init::normal_(wte->weight, 0.0, c.initializer_range);
+  torch::nn::init::normal_(wpe->weight, 0.0, c.initializer_range);
+  h = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    blocks.emplace_back(c);
+    h->push_back(blocks.back());
+  }
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon)));
+}
+
+torch::Tensor Gpt2TransformerImpl::forward(const torch::Tensor& idx) {
+  torch::Tensor pos = torch::arange(idx.size(1), torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  torch::Tensor x = wte(idx) + wpe(pos);
+  if (dropout > 0) x = torch::dropout(x, dropout, is_training());
+  for (auto& block : blocks) x = block(x);
+  return ln_f(x);
+}
+
+Gpt2LMHeadModelImpl::Gpt2LMHeadModelImpl(const Gpt2Config& c) : config(c) {
+  transformer = register_module("transformer", Gpt2Transformer(c));
+  lm_head = register_module("lm_head", TiedLmHead(transformer->wte->weight));
+}
+
+torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx) { return lm_head(transformer(idx)); }
+
+namespace {
+
+class Gpt2Model : public Model {
+ public:
+  Gpt2Model(const ModelInfo& info, const Gpt2Config& c)
+      : info_(info), module_(std::make_shared<zt::UnitImpl<Gpt2LMHeadModelImpl>>(c)) {}
+  const ModelInfo& info() const override { return info_; }
+  std::shared_ptr<torch::nn::Module> module() override { return module_; }
+  at::Tensor Forward(const at::Tensor& input) override { return module_->forward(CheckTokens(input, info_)); }
+  int CheckpointActivations(int n) override {
+    std::vector<UnitBase*> units;
+    for (auto& block : module_->transformer->blocks) units.push_back(block.get());
+    return CheckpointFirst(units, n);
+  }
+
+ private:
+  ModelInfo info_;
+  std::shared_ptr<zt::UnitImpl<Gpt2LMHeadModelImpl>> module_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c) {
+  return std::make_unique<Gpt2Model>(info, c);
+}
+
+}  // namespace zt::models

@@ -1,0 +1,104 @@
+// GPT-2 with Hugging Face GPT2LMHeadModel's parameter names and layouts, so
+// its weights (a safetensors export) load into transformers and back:
+// transformer.{wte,wpe,h.{i}.*,ln_f}.* and lm_head.weight, the LM head tied
+// to the token embedding. Linear layers are HF's Conv1D (weight [in, out]).
+// Limits: no KV cache (training only), learned absolute positions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "models/model.h"
+#include "zero/unit.h"
+
+namespace zt::models {
+
+struct Gpt2Config {
+  int64_t n_layer = 12;
+  int64_t n_embd = 768;
+  int64_t n_head = 12;
+  int64_t n_positions = 1024;  // override key: seq_len
+  int64_t vocab_size = 50257;  // override key: vocab
+  int64_t dropout_percent = 0;  // embd/attn/resid dropout, in percent (override key: dropout)
+  double layer_norm_epsilon = 1e-5;
+  double initializer_range = 0.02;
+};
+
+// Checks the dimensions; messages name the override key and what to change.
+absl::Status ValidateGpt2Config(const std::string& name, const Gpt2Config& c);
+// Parameters with the tied head counted once (HF's num_parameters()).
+int64_t Gpt2NumParams(const Gpt2Config& c);
+
+// HF's Conv1D: y = x @ weight + bias with weight [nx, nf] (the transpose of
+// torch::nn::Linear's). Initialized normal(0, init_std) and zero bias.
+struct Conv1DImpl : torch::nn::Module {
+  Conv1DImpl(int64_t nx, int64_t nf, double init_std);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(Conv1D);
+
+struct Gpt2AttentionImpl : torch::nn::Module {
+  explicit Gpt2AttentionImpl(const Gpt2Config& c);
+  torch::Tensor forward(const torch::Tensor& x);  // causal, [B, T, C] -> [B, T, C]
+  int64_t n_head;
+  double dropout;
+  Conv1D c_attn{nullptr}, c_proj{nullptr};
+};
+TORCH_MODULE(Gpt2Attention);
+
+struct Gpt2MlpImpl : torch::nn::Module {
+  explicit Gpt2MlpImpl(const Gpt2Config& c);
+  torch::Tensor forward(const torch::Tensor& x);  // c_proj(gelu_new(c_fc(x)))
+  double dropout;
+  Conv1D c_fc{nullptr}, c_proj{nullptr};
+};
+TORCH_MODULE(Gpt2Mlp);
+
+// One pre-LN transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.)).
+struct Gpt2BlockImpl : torch::nn::Module {
+  explicit Gpt2BlockImpl(const Gpt2Config& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  Gpt2Attention attn{nullptr};
+  Gpt2Mlp mlp{nullptr};
+};
+
+// transformer.*: embeddings, the blocks (each a zt::Unit) and ln_f.
+struct Gpt2TransformerImpl : torch::nn::Module {
+  explicit Gpt2TransformerImpl(const Gpt2Config& c);
+  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
+  double dropout;
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList h{nullptr};            // names h.0, h.1, ...
+  std::vector<zt::Unit<Gpt2BlockImpl>> blocks;  // the same modules, typed
+  torch::nn::LayerNorm ln_f{nullptr};
+};
+TORCH_MODULE(Gpt2Transformer);
+
+// lm_head: holds the token embedding's tensor under its own name (tied).
+struct TiedLmHeadImpl : torch::nn::Module {
+  explicit TiedLmHeadImpl(const torch::Tensor& tied) { weight = register_parameter("weight", tied); }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(TiedLmHead);
+
+struct Gpt2LMHeadModelImpl : torch::nn::Module {
+  explicit Gpt2LMHeadModelImpl(const Gpt2Config& c);
+  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
+  Gpt2Config config;
+  Gpt2Transformer transformer{nullptr};
+  TiedLmHead lm_head{nullptr};
+};
+
+// Builds the model (the root is a unit too, so stage 3 shards the
+// embeddings). The config must be valid; seeds nothing (the registry does).
+std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c);
+
+}  // namespace zt::models

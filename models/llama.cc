@@ -1,0 +1,187 @@
+// Implementation of models/llama.h, following transformers' modeling_llama.py
+// (LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb, repeat_kv,
+// LlamaAttention, LlamaMLP, LlamaPreTrainedModel._init_weights).
+#include "models/llama.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "models/common.h"
+#include "util/error.h"
+
+namespace zt::models {
+
+absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c) {
+  auto bad = [&name](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", name, ": ", what));
+  };
+  struct Dim {
+    const char* key;
+    int64_t value, max;
+  };
+  for (const Dim& d : {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17},
+                       Dim{"n_head", c.n_head, 1 << 12}, Dim{"n_kv_head", c.n_kv_head, 1 << 12},
+                       Dim{"intermediate", c.intermediate, 1 << 19}, Dim{"seq_len", c.max_positions, 1 << 22},
+                       Dim{"vocab", c.vocab_size, 1 << 24}}) {
+    if (d.value < 1 || d.value > d.max) {
+      return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
+    }
+  }
+  if (c.n_embd % c.n_head != 0) {
+    return bad(absl::StrCat("n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
+                            "; set n_embd to a multiple of n_head (e.g. ", (c.n_embd / c.n_head + 1) * c.n_head,
+                            ") or n_head to a divisor of n_embd"));
+  }
+  if ((c.n_embd / c.n_head) % 2 != 0) {
+    return bad(absl::StrCat("head dimension n_embd / n_head = ", c.n_embd / c.n_head,
+                            " is odd; rotary embeddings need an even one: change n_embd or n_head"));
+  }
+  if (c.n_head % c.n_kv_head != 0) {
+    return bad(absl::StrCat("n_head ", c.n_head, " is not divisible by n_kv_head ", c.n_kv_head,
+                            "; set n_kv_head to a divisor of n_head (1 = multi-query, n_head = multi-head)"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t LlamaNumParams(const LlamaConfig& c) {
+  const int64_t d = c.n_embd, kv = c.n_kv_head * (c.n_embd / c.n_head);
+  const int64_t layer = 2 * d * d + 2 * d * kv + 3 * d * c.intermediate + 2 * d;  // q, o; k, v; mlp; norms
+  return 2 * c.vocab_size * d + c.n_layer * layer + d;
+}
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor h = x.to(torch::kFloat);
+  h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim, double theta,
+                                                     const torch::Device& device) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+  torch::Tensor inv_freq =
+      1.0 / torch::pow(theta, torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong).device(device))
+                                  .to(torch::kFloat) / static_cast<double>(head_dim));
+  torch::Tensor freqs = torch::outer(torch::arange(t, f32), inv_freq);
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  torch::Tensor rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos.to(x.scalar_type()) + rotated * sin.to(x.scalar_type());
+}
+
+LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps) : eps(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+namespace {
+
+torch::nn::Linear NoBiasLinear(int64_t in, int64_t out, double init_std) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+  torch::nn::init::normal_(linear->weight, 0.0, init_std);
+  return linear;
+}
+
+}  // namespace
+
+LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
+    : n_head(c.n_head), n_kv_head(c.n_kv_head), head_dim(c.n_embd / c.n_head), rope_theta(c.rope_theta) {
+  const double init_std = c.initializer_range;
+  q_proj = register_module("q_proj", NoBiasLinear(c.n_embd, n_head * head_dim, init_std));
+  k_proj = register_module("k_proj", NoBiasLinear(c.n_embd, n_kv_head * head_dim, init_std));
+  v_proj = register_module("v_proj", NoBiasLinear(c.n_embd, n_kv_head * head_dim, init_std));
+  o_proj = register_module("o_proj", NoBiasLinear(n_head * head_dim, c.n_embd, init_std));
+}
+
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1);
+  torch::Tensor q = q_proj(x).view({b, t, n_head, head_dim}).transpose(1, 2);
+  torch::Tensor k = k_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
+  torch::Tensor v = v_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
+  auto [cos, sin] = RotaryCosSin(t, head_dim, rope_theta, x.device());
+  q = ApplyRotary(q, cos, sin);
+  k = ApplyRotary(k, cos, sin);
+  if (n_kv_head != n_head) {  // repeat_kv: query head j reads kv head j / (n_head / n_kv_head)
+    const int64_t rep = n_head / n_kv_head;
+    k = k.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
+    v = v.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
+  }
+  torch::Tensor y = CausalAttention(q, k, v, /*dropout=*/0.0, is_training());
+  return o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head * head_dim}));
+}
+
+LlamaMlpImpl::LlamaMlpImpl(const LlamaConfig& c) {
+  gate_proj = register_module("gate_proj", NoBiasLinear(c.n_embd, c.intermediate, c.initializer_range));
+  up_proj = register_module("up_proj", NoBiasLinear(c.n_embd, c.intermediate, c.initializer_range));
+  down_proj = register_module("down_proj", NoBiasLinear(c.intermediate, c.n_embd, c.initializer_range));
+}
+
+torch::Tensor LlamaMlpImpl::forward(const torch::Tensor& x) {
+  return down_proj(torch::silu(gate_proj(x)) * up_proj(x));
+}
+
+LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c) {
+  self_attn = register_module("self_attn", LlamaAttention(c));
+  mlp = register_module("mlp", LlamaMlp(c));
+  input_layernorm = register_module("input_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+  post_attention_layernorm = register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+}
+
+torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = x + self_attn(input_layernorm(x));
+  return h + mlp(post_attention_layernorm(h));
+}
+
+LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  torch::nn::init::normal_(embed_tokens->weight, 0.0, c.initializer_range);
+  layers_list = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    layers.emplace_back(c);
+    layers_list->push_back(layers.back());
+  }
+  norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
+}
+
+torch::Tensor LlamaModelImpl::forward(const torch::Tensor& idx) {
+  torch::Tensor x = embed_tokens(idx);
+  for (auto& layer : layers) x = layer(x);
+  return norm(x);
+}
+
+LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
+  model = register_module("model", LlamaModel(c));
+  lm_head = register_module("lm_head", NoBiasLinear(c.n_embd, c.vocab_size, c.initializer_range));
+}
+
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) { return lm_head(model(idx)); }
+
+namespace {
+
+class LlamaCausalLm : public Model {
+ public:
+  LlamaCausalLm(const ModelInfo& info, const LlamaConfig& c)
+      : info_(info), module_(std::make_shared<zt::UnitImpl<LlamaForCausalLMImpl>>(c)) {}
+  const ModelInfo& info() const override { return info_; }
+  std::shared_ptr<torch::nn::Module> module() override { return module_; }
+  at::Tensor Forward(const at::Tensor& input) override { return module_->forward(CheckTokens(input, info_)); }
+  int CheckpointActivations(int n) override {
+    std::vector<UnitBase*> units;
+    for (auto& layer : module_->model->layers) units.push_back(layer.get());
+    return CheckpointFirst(units, n);
+  }
+
+ private:
+  ModelInfo info_;
+  std::shared_ptr<zt::UnitImpl<LlamaForCausalLMImpl>> module_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> CreateLlama(const ModelInfo& info, const LlamaConfig& c) {
+  return std::make_unique<LlamaCausalLm>(info, c);
+}
+
+}  // namespace zt::models

@@ -1,0 +1,105 @@
+// LLaMA with Hugging Face LlamaForCausalLM's parameter names: model.embed_tokens,
+// model.layers.{i}.{self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+// input_layernorm, post_attention_layernorm}, model.norm, lm_head (untied).
+// Grouped-query attention, SwiGLU MLP, RMSNorm and rotary embeddings as in
+// transformers' modeling_llama.py (rope_theta 10000, no scaling). Limits: no
+// KV cache (training only); no biases (attention_bias = false).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "models/model.h"
+#include "zero/unit.h"
+
+namespace zt::models {
+
+struct LlamaConfig {
+  int64_t n_layer = 22;            // num_hidden_layers
+  int64_t n_embd = 2048;           // hidden_size
+  int64_t n_head = 32;             // num_attention_heads
+  int64_t n_kv_head = 4;           // num_key_value_heads
+  int64_t intermediate = 5632;     // intermediate_size
+  int64_t max_positions = 2048;    // max_position_embeddings (override key: seq_len)
+  int64_t vocab_size = 32000;      // override key: vocab
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  double initializer_range = 0.02;
+};
+
+absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c);
+int64_t LlamaNumParams(const LlamaConfig& c);
+
+// RMSNorm as HF computes it: in float32, normalized, cast back to x's dtype,
+// then times weight.
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotary tables for positions 0..t-1: cos and sin, each [t, head_dim] in
+// float32, the frequencies theta^(-2i/head_dim) concatenated twice (HF).
+std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim, double theta,
+                                                     const torch::Device& device);
+// x * cos + rotate_half(x) * sin, x: [..., t, head_dim]; rotate_half(x) is
+// cat(-x2, x1) of x's two halves. cos/sin are cast to x's dtype.
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+struct LlamaRmsNormImpl : torch::nn::Module {
+  LlamaRmsNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x) { return RmsNorm(x, weight, eps); }
+  double eps;
+  torch::Tensor weight;  // ones
+};
+TORCH_MODULE(LlamaRmsNorm);
+
+struct LlamaAttentionImpl : torch::nn::Module {
+  explicit LlamaAttentionImpl(const LlamaConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);  // causal, rotary computed here
+  int64_t n_head, n_kv_head, head_dim;
+  double rope_theta;
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+};
+TORCH_MODULE(LlamaAttention);
+
+struct LlamaMlpImpl : torch::nn::Module {
+  explicit LlamaMlpImpl(const LlamaConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
+  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(LlamaMlp);
+
+struct LlamaDecoderLayerImpl : torch::nn::Module {
+  explicit LlamaDecoderLayerImpl(const LlamaConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  LlamaAttention self_attn{nullptr};
+  LlamaMlp mlp{nullptr};
+  LlamaRmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+};
+
+// model.*: embed_tokens, layers (each a zt::Unit), norm.
+struct LlamaModelImpl : torch::nn::Module {
+  explicit LlamaModelImpl(const LlamaConfig& c);
+  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
+  torch::nn::Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers_list{nullptr};                // names layers.0, layers.1, ...
+  std::vector<zt::Unit<LlamaDecoderLayerImpl>> layers;  // the same modules, typed
+  LlamaRmsNorm norm{nullptr};
+};
+TORCH_MODULE(LlamaModel);
+
+struct LlamaForCausalLMImpl : torch::nn::Module {
+  explicit LlamaForCausalLMImpl(const LlamaConfig& c);
+  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
+  LlamaConfig config;
+  LlamaModel model{nullptr};
+  torch::nn::Linear lm_head{nullptr};
+};
+
+// Builds the model (the root is a unit too). The config must be valid.
+std::unique_ptr<Model> CreateLlama(const ModelInfo& info, const LlamaConfig& c);
+
+}  // namespace zt::models

@@ -1,0 +1,215 @@
+// Implementation of models/registry.h: the preset table and the override keys
+// of each model family.
+#include "models/registry.h"
+
+#include <functional>
+#include <variant>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "models/common.h"
+#include "models/gpt2.h"
+#include "models/llama.h"
+#include "models/mnist_cnn.h"
+#include "util/status.h"
+
+namespace zt::models {
+namespace {
+
+struct MnistConfig {};
+using AnyConfig = std::variant<Gpt2Config, LlamaConfig, MnistConfig>;
+
+struct Preset {
+  const char* name;
+  AnyConfig config;
+};
+
+Gpt2Config Gpt2(int64_t layers, int64_t dim, int64_t heads, int64_t seq, int64_t vocab) {
+  Gpt2Config c;
+  c.n_layer = layers;
+  c.n_embd = dim;
+  c.n_head = heads;
+  c.n_positions = seq;
+  c.vocab_size = vocab;
+  return c;
+}
+
+LlamaConfig Llama(int64_t layers, int64_t dim, int64_t heads, int64_t kv_heads, int64_t intermediate, int64_t seq,
+                  int64_t vocab) {
+  LlamaConfig c;
+  c.n_layer = layers;
+  c.n_embd = dim;
+  c.n_head = heads;
+  c.n_kv_head = kv_heads;
+  c.intermediate = intermediate;
+  c.max_positions = seq;
+  c.vocab_size = vocab;
+  return c;
+}
+
+const std::vector<Preset>& Presets() {
+  static const std::vector<Preset> presets = {
+      // Byte-level (vocab 256) sizes for tests and the default job.
+      {"gpt2-tiny", Gpt2(2, 64, 4, 128, 256)},
+      {"gpt2-mini", Gpt2(4, 128, 4, 128, 256)},
+      // OpenAI's GPT-2 sizes (Hugging Face gpt2, gpt2-medium, gpt2-large, gpt2-xl).
+      {"gpt2", Gpt2(12, 768, 12, 1024, 50257)},
+      {"gpt2-medium", Gpt2(24, 1024, 16, 1024, 50257)},
+      {"gpt2-large", Gpt2(36, 1280, 20, 1024, 50257)},
+      {"gpt2-xl", Gpt2(48, 1600, 25, 1024, 50257)},
+      {"llama-tiny", Llama(2, 64, 4, 2, 172, 128, 256)},
+      {"llama-mini", Llama(4, 128, 4, 2, 344, 128, 256)},
+      // TinyLlama-1.1B and Llama-2-7B dimensions.
+      {"llama-1b", Llama(22, 2048, 32, 4, 5632, 2048, 32000)},
+      {"llama-7b", Llama(32, 4096, 32, 32, 11008, 4096, 32000)},
+      {"mnist-cnn", MnistConfig{}},
+  };
+  return presets;
+}
+
+template <typename C>
+using Fields = std::vector<std::pair<const char*, int64_t C::*>>;
+
+const Fields<Gpt2Config>& Gpt2Fields() {
+  static const Fields<Gpt2Config> f = {{"n_layer", &Gpt2Config::n_layer},     {"n_embd", &Gpt2Config::n_embd},
+                                       {"n_head", &Gpt2Config::n_head},       {"seq_len", &Gpt2Config::n_positions},
+                                       {"vocab", &Gpt2Config::vocab_size},    {"dropout", &Gpt2Config::dropout_percent}};
+  return f;
+}
+
+const Fields<LlamaConfig>& LlamaFields() {
+  static const Fields<LlamaConfig> f = {
+      {"n_layer", &LlamaConfig::n_layer},           {"n_embd", &LlamaConfig::n_embd},
+      {"n_head", &LlamaConfig::n_head},             {"n_kv_head", &LlamaConfig::n_kv_head},
+      {"intermediate", &LlamaConfig::intermediate}, {"seq_len", &LlamaConfig::max_positions},
+      {"vocab", &LlamaConfig::vocab_size}};
+  return f;
+}
+
+const Fields<MnistConfig>& MnistFields() {
+  static const Fields<MnistConfig> f;
+  return f;
+}
+
+template <typename C>
+absl::Status ApplyOverrides(const std::string& name, const std::map<std::string, int64_t>& overrides,
+                            const Fields<C>& fields, C& config) {
+  for (const auto& [key, value] : overrides) {
+    bool found = false;
+    for (const auto& [field_key, member] : fields) {
+      if (key == field_key) {
+        config.*member = value;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::vector<std::string> keys;
+      for (const auto& f : fields) keys.emplace_back(f.first);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", name, ": unknown override '", key, "'; ",
+          keys.empty() ? std::string("this model takes no overrides")
+                       : absl::StrCat("valid keys: ", absl::StrJoin(keys, ", "))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The preset with its overrides applied and checked.
+struct Resolved {
+  ModelInfo info;
+  AnyConfig config;
+};
+
+absl::StatusOr<Resolved> Resolve(const ModelSpec& spec) {
+  const Preset* preset = nullptr;
+  for (const Preset& p : Presets()) {
+    if (spec.name == p.name) preset = &p;
+  }
+  if (preset == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name,
+                                                   "'; known models: ", absl::StrJoin(ModelNames(), ", ")));
+  }
+  Resolved r;
+  r.config = preset->config;
+  r.info.name = spec.name;
+  if (auto* g = std::get_if<Gpt2Config>(&r.config)) {
+    ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, Gpt2Fields(), *g));
+    ZT_RETURN_IF_ERROR(ValidateGpt2Config(spec.name, *g));
+    r.info.task = Task::kLanguageModel;
+    r.info.vocab_size = g->vocab_size;
+    r.info.max_seq_len = g->n_positions;
+    r.info.num_params = Gpt2NumParams(*g);
+  } else if (auto* l = std::get_if<LlamaConfig>(&r.config)) {
+    ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, LlamaFields(), *l));
+    ZT_RETURN_IF_ERROR(ValidateLlamaConfig(spec.name, *l));
+    r.info.task = Task::kLanguageModel;
+    r.info.vocab_size = l->vocab_size;
+    r.info.max_seq_len = l->max_positions;
+    r.info.num_params = LlamaNumParams(*l);
+  } else {
+    auto& m = std::get<MnistConfig>(r.config);
+    ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, MnistFields(), m));
+    r.info.task = Task::kImageClassification;
+    r.info.num_classes = 10;
+    r.info.image_size = 28;
+    r.info.num_params = kMnistCnnParams;
+  }
+  return r;
+}
+
+std::string Dims(const AnyConfig& config) {
+  if (const auto* g = std::get_if<Gpt2Config>(&config)) {
+    return absl::StrFormat("n_layer=%d n_embd=%d n_head=%d seq_len=%d vocab=%d", g->n_layer, g->n_embd, g->n_head,
+                           g->n_positions, g->vocab_size);
+  }
+  if (const auto* l = std::get_if<LlamaConfig>(&config)) {
+    return absl::StrFormat("n_layer=%d n_embd=%d n_head=%d n_kv_head=%d intermediate=%d seq_len=%d vocab=%d",
+                           l->n_layer, l->n_embd, l->n_head, l->n_kv_head, l->intermediate, l->max_positions,
+                           l->vocab_size);
+  }
+  return "conv 32, conv 64, fc 9216x128, 10 classes (28x28 grayscale)";
+}
+
+}  // namespace
+
+absl::StatusOr<ModelInfo> DescribeModel(const ModelSpec& spec) {
+  ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
+  return r.info;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec) {
+  ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
+  torch::manual_seed(spec.seed);
+  try {
+    if (const auto* g = std::get_if<Gpt2Config>(&r.config)) return CreateGpt2(r.info, *g);
+    if (const auto* l = std::get_if<LlamaConfig>(&r.config)) return CreateLlama(r.info, *l);
+    return CreateMnistCnn(r.info);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("model ", spec.name, ": out of memory building ",
+                                                     FormatCount(r.info.num_params),
+                                                     " parameters; pick a smaller model or override its dims"));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("model ", spec.name, ": building it failed: ", e.what_without_backtrace()));
+  }
+}
+
+std::vector<std::string> ModelNames() {
+  std::vector<std::string> names;
+  for (const Preset& p : Presets()) names.emplace_back(p.name);
+  return names;
+}
+
+std::string ModelHelp() {
+  std::string out;
+  for (const Preset& p : Presets()) {
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{p.name, {}, 1});
+    const std::string count = info.ok() ? FormatCount(info->num_params) : std::string("?");
+    absl::StrAppend(&out, absl::StrFormat("%-12s %8s  %s\n", p.name, count, Dims(p.config)));
+  }
+  return out;
+}
+
+}  // namespace zt::models

@@ -1,0 +1,46 @@
+// The built-in models by name: presets (gpt2-tiny ... gpt2-xl, llama-tiny ...
+// llama-7b, mnist-cnn) with integer overrides of their dimensions. What
+// `zt train` builds and `zt estimate` sizes.
+//
+//   ModelSpec spec{"gpt2-tiny", {{"n_layer", 4}}, /*seed=*/1};
+//   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(spec));
+//   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), config, pg));
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/model.h"
+
+namespace zt::models {
+
+struct ModelSpec {
+  std::string name;  // a preset, see ModelNames()
+  // Dimension overrides, by key: GPT-2: n_layer, n_embd, n_head, seq_len,
+  // vocab, dropout (percent); LLaMA: n_layer, n_embd, n_head, n_kv_head,
+  // intermediate, seq_len, vocab; mnist-cnn: none.
+  std::map<std::string, int64_t> overrides;
+  uint64_t seed = 1;  // torch::manual_seed before construction: same seed, same weights
+};
+
+// Builds the model (float32, CPU). Errors (InvalidArgument): an unknown name
+// (lists the known ones), an override key the model does not have (lists its
+// keys), dimensions that do not fit (names the key and what to change).
+// Reseeds torch's global generator with spec.seed.
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec);
+
+// The model's info with the same checks as CreateModel, building nothing
+// (fine for billions of parameters).
+absl::StatusOr<ModelInfo> DescribeModel(const ModelSpec& spec);
+
+// The preset names, in help order.
+std::vector<std::string> ModelNames();
+
+// One line per preset: name, parameter count, dimensions.
+std::string ModelHelp();
+
+}  // namespace zt::models

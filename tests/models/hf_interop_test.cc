@@ -1,0 +1,113 @@
+// Interop with Hugging Face's layout: runs gpt2-tiny and llama-tiny, saves
+// their weights (by our names), input and logits as raw tensors, and has
+// tests/models/hf_reference.py (the HF modeling code's math, HF module names)
+// load the weights with strict load_state_dict and recompute the logits.
+// Skipped when no python3 with torch is found (ZT_PYTHON names one).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <unistd.h>
+
+#include "models/registry.h"
+
+namespace zt::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string PythonWithTorch() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("ZT_PYTHON")) candidates.emplace_back(env);
+  candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
+  for (const std::string& py : candidates) {
+    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
+  }
+  return "";
+}
+
+class Dump {
+ public:
+  explicit Dump(const fs::path& dir) : dir_(dir), manifest_(dir / "manifest.txt") {}
+  void Config(const std::string& key, const std::string& value) { manifest_ << "config\t" << key << "\t" << value << "\n"; }
+  void Tensor(const std::string& name, const torch::Tensor& t) {
+    torch::Tensor c = t.detach().contiguous().cpu();
+    const std::string file = std::to_string(count_++) + ".bin";
+    std::ofstream out(dir_ / file, std::ios::binary);
+    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
+    std::string shape;
+    for (int64_t d : c.sizes()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    manifest_ << "tensor\t" << name << "\t" << (c.scalar_type() == torch::kLong ? "int64" : "float32") << "\t"
+              << shape << "\t" << file << "\n";
+  }
+
+ private:
+  fs::path dir_;
+  std::ofstream manifest_;
+  int count_ = 0;
+};
+
+struct Case {
+  ModelSpec spec;
+  std::string family;
+};
+
+TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
+  const std::string py = PythonWithTorch();
+  if (py.empty()) GTEST_SKIP() << "no python3 with torch (set ZT_PYTHON)";
+  const std::string script = std::string(ZT_SOURCE_DIR) + "/tests/models/hf_reference.py";
+  for (const Case& c : std::vector<Case>{{{"gpt2-tiny", {{"n_layer", 2}}, 1}, "gpt2"},
+                                         {{"llama-tiny", {{"n_layer", 2}}, 1}, "llama"},
+                                         {{"llama-tiny", {{"n_layer", 1}, {"n_kv_head", 1}}, 2}, "llama"}}) {
+    SCOPED_TRACE(c.spec.name);
+    absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(c.spec);
+    ASSERT_TRUE(model.ok()) << model.status();
+    torch::nn::Module& module = *(*model)->module();
+    torch::manual_seed(3);
+    {  // perturb norms and biases away from their 1/0 init so each one matters
+      torch::NoGradGuard no_grad;
+      for (auto& p : module.parameters()) p.add_(torch::randn_like(p) * 0.05);
+    }
+    fs::path dir = fs::temp_directory_path() / ("zt_hf_interop_" + std::to_string(::getpid()) + "_" + c.family);
+    fs::create_directories(dir);
+    {
+      Dump dump(dir);
+      dump.Config("family", c.family);
+      absl::StatusOr<ModelInfo> info = DescribeModel(c.spec);
+      ASSERT_TRUE(info.ok());
+      // The tiny presets' dims, then the case's overrides (the script takes these keys).
+      std::map<std::string, int64_t> dims = {{"n_layer", 2},      {"n_embd", 64},
+                                             {"n_head", 4},       {"n_kv_head", 2},
+                                             {"intermediate", 172}, {"vocab", info->vocab_size},
+                                             {"n_positions", info->max_seq_len}};
+      for (const auto& [key, value] : c.spec.overrides) dims[key] = value;
+      for (const auto& [key, value] : dims) dump.Config(key, std::to_string(value));
+      // Every name, the tied lm_head.weight of GPT-2 included (strict loading wants both).
+      for (const auto& item : module.named_parameters()) dump.Tensor(item.key(), item.value());
+      torch::Tensor ids = torch::randint(info->vocab_size, {2, 24}, torch::kLong);
+      torch::NoGradGuard no_grad;
+      (*model)->module()->eval();
+      dump.Tensor("input", ids);
+      dump.Tensor("logits", (*model)->Forward(ids));
+    }
+    const std::string cmd = py + " " + script + " " + dir.string() + " 2>&1";
+    std::string output;
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    char buf[512];
+    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+    const int rc = ::pclose(pipe);
+    EXPECT_EQ(rc, 0) << cmd << "\n" << output;
+    std::cout << output;
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace zt::models

@@ -1,0 +1,288 @@
+"""Reference forward passes written after Hugging Face transformers'
+modeling_gpt2.py and modeling_llama.py (GPT2LMHeadModel, LlamaForCausalLM),
+with their module names, for tests/models/hf_interop_test.cc.
+
+    python3 hf_reference.py DIR
+
+DIR holds manifest.txt (written by the test) and raw little-endian tensors.
+The script builds the HF-shaped model, loads the weights with
+load_state_dict(strict=True) (names and shapes must be exactly HF's), runs it
+on the saved input and compares with the saved logits. Exit 0 when they
+match, 1 when they differ, 2 on a setup error.
+"""
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+
+
+# ---- GPT-2 (modeling_gpt2.py) ----
+class Conv1D(nn.Module):
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def gelu_new(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_dim = cfg["n_embd"]
+        self.num_heads = cfg["n_head"]
+        self.head_dim = self.embed_dim // self.num_heads
+        n = cfg["n_positions"]
+        self.register_buffer("bias", torch.tril(torch.ones((n, n), dtype=torch.bool)).view(1, 1, n, n),
+                             persistent=False)
+        self.c_attn = Conv1D(3 * self.embed_dim, self.embed_dim)
+        self.c_proj = Conv1D(self.embed_dim, self.embed_dim)
+
+    def _split_heads(self, t):
+        return t.view(t.size()[:-1] + (self.num_heads, self.head_dim)).permute(0, 2, 1, 3)
+
+    def forward(self, hidden):
+        query, key, value = self.c_attn(hidden).split(self.embed_dim, dim=2)
+        query, key, value = self._split_heads(query), self._split_heads(key), self._split_heads(value)
+        w = torch.matmul(query, key.transpose(-1, -2))
+        w = w / torch.full([], value.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+        q_len, k_len = query.size(-2), key.size(-2)
+        causal = self.bias[:, :, k_len - q_len:k_len, :k_len]
+        w = torch.where(causal, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype))
+        w = nn.functional.softmax(w, dim=-1)
+        out = torch.matmul(w, value).permute(0, 2, 1, 3).contiguous()
+        out = out.view(out.size()[:-2] + (self.embed_dim,))
+        return self.c_proj(out)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["n_embd"]
+        self.c_fc = Conv1D(4 * d, d)
+        self.c_proj = Conv1D(d, 4 * d)
+
+    def forward(self, x):
+        return self.c_proj(gelu_new(self.c_fc(x)))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["n_embd"]
+        self.ln_1 = nn.LayerNorm(d, eps=1e-5)
+        self.attn = GPT2Attention(cfg)
+        self.ln_2 = nn.LayerNorm(d, eps=1e-5)
+        self.mlp = GPT2MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["n_embd"]
+        self.wte = nn.Embedding(cfg["vocab"], d)
+        self.wpe = nn.Embedding(cfg["n_positions"], d)
+        self.h = nn.ModuleList([GPT2Block(cfg) for _ in range(cfg["n_layer"])])
+        self.ln_f = nn.LayerNorm(d, eps=1e-5)
+
+    def forward(self, ids):
+        pos = torch.arange(0, ids.size(-1), dtype=torch.long).unsqueeze(0)
+        x = self.wte(ids) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.transformer = GPT2Model(cfg)
+        self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab"], bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tie_word_embeddings
+
+    def forward(self, ids):
+        return self.lm_head(self.transformer(ids))
+
+
+# ---- LLaMA (modeling_llama.py) ----
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.variance_epsilon = eps
+
+    def forward(self, h):
+        dtype = h.dtype
+        h = h.to(torch.float32)
+        variance = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * h.to(dtype)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    def __init__(self, dim, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def repeat_kv(h, n_rep):
+    b, kv, t, hd = h.shape
+    if n_rep == 1:
+        return h
+    return h[:, :, None, :, :].expand(b, kv, n_rep, t, hd).reshape(b, kv * n_rep, t, hd)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["n_embd"]
+        self.num_heads = cfg["n_head"]
+        self.num_kv = cfg["n_kv_head"]
+        self.head_dim = d // self.num_heads
+        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, _ = x.size()
+        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.num_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.num_kv, self.head_dim).transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k = repeat_kv(k, self.num_heads // self.num_kv)
+        v = repeat_kv(v, self.num_heads // self.num_kv)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim) + mask
+        w = nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous().reshape(b, t, -1)
+        return self.o_proj(out)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d, i = cfg["n_embd"], cfg["intermediate"]
+        self.gate_proj = nn.Linear(d, i, bias=False)
+        self.up_proj = nn.Linear(d, i, bias=False)
+        self.down_proj = nn.Linear(i, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = LlamaAttention(cfg)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = LlamaRMSNorm(cfg["n_embd"])
+        self.post_attention_layernorm = LlamaRMSNorm(cfg["n_embd"])
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg["vocab"], cfg["n_embd"])
+        self.layers = nn.ModuleList([LlamaDecoderLayer(cfg) for _ in range(cfg["n_layer"])])
+        self.norm = LlamaRMSNorm(cfg["n_embd"])
+        self.rotary_emb = LlamaRotaryEmbedding(cfg["n_embd"] // cfg["n_head"])
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        t = ids.size(1)
+        pos = torch.arange(t).unsqueeze(0)
+        cos, sin = self.rotary_emb(x, pos)
+        mask = torch.full((t, t), torch.finfo(x.dtype).min).triu(1)[None, None]
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = LlamaModel(cfg)
+        self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab"], bias=False)
+
+    def forward(self, ids):
+        return self.lm_head(self.model(ids))
+
+
+DTYPES = {"float32": torch.float32, "int64": torch.int64}
+
+
+def load(directory):
+    cfg, tensors = {}, {}
+    with open(os.path.join(directory, "manifest.txt")) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if parts[0] == "config":
+                cfg[parts[1]] = parts[2] if parts[1] == "family" else int(parts[2])
+            elif parts[0] == "tensor":
+                name, dtype, shape, file = parts[1], parts[2], parts[3], parts[4]
+                dims = [int(d) for d in shape.split(",")] if shape else []
+                with open(os.path.join(directory, file), "rb") as g:
+                    data = bytearray(g.read())
+                tensors[name] = torch.frombuffer(data, dtype=DTYPES[dtype]).reshape(dims).clone()
+    return cfg, tensors
+
+
+def main():
+    cfg, tensors = load(sys.argv[1])
+    model = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}[cfg["family"]](cfg)
+    ids, logits = tensors.pop("input"), tensors.pop("logits")
+    model.load_state_dict(tensors, strict=True)
+    model.eval()
+    with torch.no_grad():
+        ref = model(ids)
+    if ref.shape != logits.shape:
+        print(f"shape {tuple(ref.shape)} != {tuple(logits.shape)}")
+        return 1
+    diff = (ref - logits).abs().max().item()
+    print(f"{cfg['family']}: max |logits - reference| = {diff:.3g}")
+    return 0 if torch.allclose(ref, logits, rtol=1e-4, atol=1e-5) else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # setup errors: exit 2 so the test can tell them apart
+        print(f"error: {e!r}")
+        sys.exit(2)

@@ -1,0 +1,226 @@
+// Tests for models/registry.h: every preset resolves, analytic sizes equal
+// the built models' and the published counts, Hugging Face parameter names,
+// error messages, seeding and input checks.
+#include "models/registry.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "models/model.h"
+#include "util/error.h"
+
+namespace zt::models {
+namespace {
+
+// Parameters counted once per tensor (a tied weight has two names).
+int64_t UniqueParamCount(torch::nn::Module& m) {
+  std::set<const void*> seen;
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second) n += p.numel();
+  }
+  return n;
+}
+
+std::unique_ptr<Model> Build(const ModelSpec& spec) {
+  absl::StatusOr<std::unique_ptr<Model>> m = CreateModel(spec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+TEST(ModelRegistry, EveryPresetDescribes) {
+  const std::vector<std::string> names = ModelNames();
+  ASSERT_GE(names.size(), 11u);
+  for (const std::string& name : names) {
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1});
+    ASSERT_TRUE(info.ok()) << name << ": " << info.status();
+    EXPECT_EQ(info->name, name);
+    EXPECT_GT(info->num_params, 0) << name;
+    if (info->task == Task::kLanguageModel) {
+      EXPECT_GT(info->vocab_size, 0) << name;
+      EXPECT_GT(info->max_seq_len, 0) << name;
+    } else {
+      EXPECT_EQ(info->num_classes, 10) << name;
+      EXPECT_EQ(info->image_size, 28) << name;
+    }
+  }
+}
+
+TEST(ModelRegistry, PublishedParameterCounts) {
+  // Hugging Face num_parameters() of gpt2*, TinyLlama-1.1B, Llama-2-7b; the
+  // PyTorch MNIST example's Net.
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"gpt2", 124439808},         {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
+      {"gpt2-xl", 1557611200},     {"llama-1b", 1100048384},   {"llama-7b", 6738415616},
+      {"mnist-cnn", 1199882},
+  };
+  for (const auto& [name, count] : cases) {
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1});
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->num_params, count) << name;
+  }
+}
+
+TEST(ModelRegistry, AnalyticCountEqualsBuiltModel) {
+  const std::vector<ModelSpec> specs = {
+      {"gpt2-tiny", {}, 1},
+      {"gpt2-mini", {}, 1},
+      {"gpt2-tiny", {{"n_layer", 3}, {"n_embd", 48}, {"n_head", 6}, {"seq_len", 32}, {"vocab", 100}}, 1},
+      {"llama-tiny", {}, 1},
+      {"llama-mini", {}, 1},
+      {"llama-tiny", {{"n_kv_head", 1}, {"intermediate", 100}, {"vocab", 77}}, 1},
+      {"llama-tiny", {{"n_layer", 3}, {"n_embd", 96}, {"n_head", 6}, {"n_kv_head", 6}, {"seq_len", 16}}, 1},
+      {"mnist-cnn", {}, 1},
+  };
+  for (const ModelSpec& spec : specs) {
+    SCOPED_TRACE(spec.name);
+    absl::StatusOr<ModelInfo> info = DescribeModel(spec);
+    ASSERT_TRUE(info.ok()) << info.status();
+    std::unique_ptr<Model> model = Build(spec);
+    ASSERT_NE(model, nullptr);
+    EXPECT_EQ(UniqueParamCount(*model->module()), info->num_params);
+    EXPECT_EQ(model->info().num_params, info->num_params);
+  }
+}
+
+// name -> shape, in registration order.
+using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+Shapes NamedShapes(torch::nn::Module& m) {
+  Shapes out;
+  for (const auto& item : m.named_parameters()) out.emplace_back(item.key(), item.value().sizes().vec());
+  return out;
+}
+
+TEST(ModelRegistry, Gpt2HasHuggingFaceNamesAndLayouts) {
+  std::unique_ptr<Model> model = Build({"gpt2-tiny", {{"n_layer", 1}}, 1});
+  ASSERT_NE(model, nullptr);
+  const Shapes expected = {
+      {"transformer.wte.weight", {256, 64}},
+      {"transformer.wpe.weight", {128, 64}},
+      {"transformer.h.0.ln_1.weight", {64}},
+      {"transformer.h.0.ln_1.bias", {64}},
+      {"transformer.h.0.attn.c_attn.weight", {64, 192}},  // Conv1D: [in, out]
+      {"transformer.h.0.attn.c_attn.bias", {192}},
+      {"transformer.h.0.attn.c_proj.weight", {64, 64}},
+      {"transformer.h.0.attn.c_proj.bias", {64}},
+      {"transformer.h.0.ln_2.weight", {64}},
+      {"transformer.h.0.ln_2.bias", {64}},
+      {"transformer.h.0.mlp.c_fc.weight", {64, 256}},
+      {"transformer.h.0.mlp.c_fc.bias", {256}},
+      {"transformer.h.0.mlp.c_proj.weight", {256, 64}},
+      {"transformer.h.0.mlp.c_proj.bias", {64}},
+      {"transformer.ln_f.weight", {64}},
+      {"transformer.ln_f.bias", {64}},
+      {"lm_head.weight", {256, 64}},
+  };
+  EXPECT_EQ(NamedShapes(*model->module()), expected);
+  auto params = model->module()->named_parameters();
+  EXPECT_TRUE(params["lm_head.weight"].is_same(params["transformer.wte.weight"])) << "lm_head must be tied to wte";
+}
+
+TEST(ModelRegistry, LlamaHasHuggingFaceNamesAndLayouts) {
+  std::unique_ptr<Model> model = Build({"llama-tiny", {{"n_layer", 1}}, 1});
+  ASSERT_NE(model, nullptr);
+  const Shapes expected = {
+      {"model.embed_tokens.weight", {256, 64}},
+      {"model.layers.0.self_attn.q_proj.weight", {64, 64}},
+      {"model.layers.0.self_attn.k_proj.weight", {32, 64}},  // 2 kv heads of 16
+      {"model.layers.0.self_attn.v_proj.weight", {32, 64}},
+      {"model.layers.0.self_attn.o_proj.weight", {64, 64}},
+      {"model.layers.0.mlp.gate_proj.weight", {172, 64}},
+      {"model.layers.0.mlp.up_proj.weight", {172, 64}},
+      {"model.layers.0.mlp.down_proj.weight", {64, 172}},
+      {"model.layers.0.input_layernorm.weight", {64}},
+      {"model.layers.0.post_attention_layernorm.weight", {64}},
+      {"model.norm.weight", {64}},
+      {"lm_head.weight", {256, 64}},
+  };
+  EXPECT_EQ(NamedShapes(*model->module()), expected);
+  EXPECT_TRUE(model->module()->named_buffers().is_empty()) << "rotary tables must not be saved or sharded";
+}
+
+TEST(ModelRegistry, MnistCnnHasPyTorchExampleNames) {
+  std::unique_ptr<Model> model = Build({"mnist-cnn", {}, 1});
+  ASSERT_NE(model, nullptr);
+  const Shapes expected = {
+      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}},  {"conv2.weight", {64, 32, 3, 3}},
+      {"conv2.bias", {64}},            {"fc1.weight", {128, 9216}}, {"fc1.bias", {128}},
+      {"fc2.weight", {10, 128}},       {"fc2.bias", {10}},
+  };
+  EXPECT_EQ(NamedShapes(*model->module()), expected);
+}
+
+TEST(ModelRegistry, ErrorsNameTheProblem) {
+  struct Case {
+    ModelSpec spec;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"gpt3", {}, 1}, {"unknown model 'gpt3'", "gpt2-tiny", "llama-tiny", "mnist-cnn"}},
+      {{"gpt2-tiny", {{"n_kv_head", 2}}, 1}, {"unknown override 'n_kv_head'", "n_layer", "seq_len", "dropout"}},
+      {{"llama-tiny", {{"dropout", 10}}, 1}, {"unknown override 'dropout'", "n_kv_head", "intermediate"}},
+      {{"mnist-cnn", {{"n_layer", 2}}, 1}, {"unknown override 'n_layer'", "no overrides"}},
+      {{"gpt2-tiny", {{"n_embd", 65}}, 1}, {"n_embd 65", "n_head 4", "multiple"}},
+      {{"llama-tiny", {{"n_kv_head", 3}}, 1}, {"n_head 4", "n_kv_head 3"}},
+      {{"llama-tiny", {{"n_embd", 36}, {"n_head", 4}}, 1}, {"odd", "rotary"}},
+      {{"gpt2-tiny", {{"n_layer", 0}}, 1}, {"n_layer 0"}},
+      {{"llama-tiny", {{"vocab", -5}}, 1}, {"vocab -5"}},
+      {{"gpt2-tiny", {{"dropout", 100}}, 1}, {"dropout 100"}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ModelInfo> info = DescribeModel(c.spec);
+    ASSERT_FALSE(info.ok()) << c.spec.name;
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+    for (const std::string& m : c.mentions) {
+      EXPECT_NE(info.status().message().find(m), std::string::npos) << info.status() << "\nshould mention: " << m;
+    }
+    absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(c.spec);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status(), info.status());
+  }
+}
+
+TEST(ModelRegistry, SeedDeterminesWeights) {
+  auto weights = [](uint64_t seed) {
+    std::unique_ptr<Model> m = Build({"llama-tiny", {{"n_layer", 1}}, seed});
+    std::vector<torch::Tensor> out;
+    for (const auto& p : m->module()->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  std::vector<torch::Tensor> a = weights(7), b = weights(7), c = weights(8);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << i;
+  EXPECT_FALSE(torch::equal(a[0], c[0]));
+}
+
+TEST(ModelRegistry, HelpListsEveryPreset) {
+  const std::string help = ModelHelp();
+  int lines = 0;
+  for (char ch : help) lines += ch == '\n' ? 1 : 0;
+  EXPECT_EQ(lines, static_cast<int>(ModelNames().size()));
+  for (const std::string& name : ModelNames()) EXPECT_NE(help.find(name + " "), std::string::npos) << name;
+  EXPECT_NE(help.find("124.4M"), std::string::npos) << help;
+  EXPECT_NE(help.find("1.56B"), std::string::npos) << help;
+}
+
+TEST(ModelRegistry, ForwardRejectsBadInputs) {
+  std::unique_ptr<Model> gpt = Build({"gpt2-tiny", {{"n_layer", 1}, {"seq_len", 8}}, 1});
+  std::unique_ptr<Model> cnn = Build({"mnist-cnn", {}, 1});
+  ASSERT_TRUE(gpt && cnn);
+  EXPECT_EQ(gpt->Forward(torch::zeros({2, 8}, torch::kLong)).sizes(), (std::vector<int64_t>{2, 8, 256}));
+  EXPECT_EQ(gpt->Forward(torch::zeros({1, 3}, torch::kInt)).sizes(), (std::vector<int64_t>{1, 3, 256}));
+  EXPECT_THROW(gpt->Forward(torch::zeros({2, 9}, torch::kLong)), Error);  // longer than seq_len
+  EXPECT_THROW(gpt->Forward(torch::zeros({8}, torch::kLong)), Error);
+  EXPECT_THROW(gpt->Forward(torch::zeros({2, 8})), Error);  // float ids
+  EXPECT_THROW(gpt->Forward(torch::full({1, 4}, 256, torch::kLong)), Error);  // id >= vocab
+  EXPECT_THROW(gpt->Forward(torch::full({1, 4}, -1, torch::kLong)), Error);
+  EXPECT_EQ(cnn->Forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_THROW(cnn->Forward(torch::zeros({3, 28, 28})), Error);
+  EXPECT_THROW(cnn->Forward(torch::zeros({3, 1, 28, 28}, torch::kLong)), Error);
+}
+
+}  // namespace
+}  // namespace zt::models

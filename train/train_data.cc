@@ -1,0 +1,162 @@
+#include "train/train_data.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "data/byte_tokenizer.h"
+#include "data/image_dataset.h"
+#include "data/text_corpus.h"
+#include "data/token_dataset.h"
+#include "data/token_file.h"
+#include "util/status.h"
+#include "util/strings.h"
+
+namespace zt::train {
+namespace {
+
+// Token windows for language models.
+class TokenData final : public TrainData {
+ public:
+  TokenData(data::TokenDataset train, std::optional<data::TokenDataset> eval, std::string description)
+      : train_(std::move(train)), eval_(std::move(eval)), description_(std::move(description)) {}
+
+  int64_t size(Split s) const override {
+    return s == Split::kTrain ? train_.size() : (eval_ ? eval_->size() : 0);
+  }
+  int64_t items_per_sample() const override { return train_.seq_len(); }
+  const char* items_name() const override { return "tok"; }
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+    const data::TokenDataset& d = s == Split::kTrain ? train_ : *eval_;
+    const int64_t b = static_cast<int64_t>(indices.size());
+    *input = at::empty({b, d.seq_len()}, at::kLong);
+    *target = at::empty({b, d.seq_len()}, at::kLong);
+    d.FillBatch(indices, input->data_ptr<int64_t>(), target->data_ptr<int64_t>());
+  }
+  std::string Describe() const override { return description_; }
+
+ private:
+  data::TokenDataset train_;
+  std::optional<data::TokenDataset> eval_;
+  std::string description_;
+};
+
+// Images and labels for classifiers.
+class ImageData final : public TrainData {
+ public:
+  ImageData(data::ImageDataset train, data::ImageDataset eval, std::string description)
+      : train_(std::move(train)), eval_(std::move(eval)), description_(std::move(description)) {}
+
+  int64_t size(Split s) const override { return s == Split::kTrain ? train_.size() : eval_.size(); }
+  int64_t items_per_sample() const override { return 1; }
+  const char* items_name() const override { return "samples"; }
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+    const data::ImageDataset& d = s == Split::kTrain ? train_ : eval_;
+    const int64_t b = static_cast<int64_t>(indices.size());
+    *input = at::empty({b, 1, d.rows(), d.cols()}, at::kFloat);
+    *target = at::empty({b}, at::kLong);
+    d.FillBatch(indices, input->data_ptr<float>(), target->data_ptr<int64_t>());
+  }
+  std::string Describe() const override { return description_; }
+
+ private:
+  data::ImageDataset train_, eval_;
+  std::string description_;
+};
+
+bool IsTokenFile(const std::string& path) {
+  return absl::EndsWith(path, ".bin") && std::filesystem::is_regular_file(path);
+}
+
+// A token source from a path: a .bin token file, or text (file or directory).
+absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::string& path, const TrainOptions& o,
+                                                                    int64_t vocab, std::string* what) {
+  if (IsTokenFile(path)) {
+    ZT_ASSIGN_OR_RETURN(data::TokenDType dtype, data::ParseTokenDType(o.token_dtype));
+    ZT_ASSIGN_OR_RETURN(data::TokenFile file, data::OpenTokenFile(path, dtype));
+    ZT_RETURN_IF_ERROR(file.CheckVocab(vocab));
+    *what = absl::StrCat(path, " (", data::TokenDTypeName(file.dtype()), file.has_llmc_header() ? ", llm.c header" : "",
+                         ")");
+    return std::shared_ptr<const data::TokenSource>(std::make_shared<data::TokenFile>(std::move(file)));
+  }
+  if (vocab < data::kByteVocabSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
+        " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
+  }
+  ZT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, data::LoadTextCorpus(path));
+  *what = absl::StrCat(path, " (text, byte tokens)");
+  return std::shared_ptr<const data::TokenSource>(std::make_shared<data::InMemoryTokens>(std::move(tokens)));
+}
+
+absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, const models::ModelInfo& model,
+                                                         int64_t seq_len) {
+  const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  std::string what;
+  ZT_ASSIGN_OR_RETURN(auto source, OpenTokens(path, o, model.vocab_size, &what));
+  std::optional<data::TokenDataset> eval;
+  std::string description;
+  if (!o.eval_data.empty()) {
+    ZT_ASSIGN_OR_RETURN(data::TokenDataset train, data::TokenDataset::Create(source, seq_len, path));
+    std::string eval_what;
+    ZT_ASSIGN_OR_RETURN(auto eval_source, OpenTokens(o.eval_data, o, model.vocab_size, &eval_what));
+    ZT_ASSIGN_OR_RETURN(data::TokenDataset e, data::TokenDataset::Create(eval_source, seq_len, o.eval_data));
+    description = absl::StrFormat("%s: %s tokens, %d train sequences of %d; eval %s: %d sequences", what,
+                                  HumanCount(static_cast<double>(source->size())), train.size(), seq_len,
+                                  eval_what, e.size());
+    return std::unique_ptr<TrainData>(std::make_unique<TokenData>(std::move(train), std::move(e), description));
+  }
+  ZT_ASSIGN_OR_RETURN(data::TrainEvalSplit split, data::SplitTrainEval(source->size(), o.eval_fraction, seq_len));
+  ZT_ASSIGN_OR_RETURN(data::TokenDataset train,
+                      data::TokenDataset::Create(source, split.train, seq_len, absl::StrCat("training split of ", path)));
+  if (split.eval.size() > 0) {
+    ZT_ASSIGN_OR_RETURN(data::TokenDataset e, data::TokenDataset::Create(source, split.eval, seq_len,
+                                                                          absl::StrCat("eval split of ", path)));
+    eval = std::move(e);
+  }
+  description = absl::StrFormat("%s: %s tokens, %d train / %d eval sequences of %d tokens", what,
+                                HumanCount(static_cast<double>(source->size())), train.size(),
+                                eval ? eval->size() : 0, seq_len);
+  return std::unique_ptr<TrainData>(std::make_unique<TokenData>(std::move(train), std::move(eval), description));
+}
+
+absl::StatusOr<std::unique_ptr<TrainData>> OpenImageData(const TrainOptions& o) {
+  const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
+  if (!o.eval_data.empty()) {
+    return absl::InvalidArgumentError(
+        "--eval-data is for token data; an image directory already holds its test set (t10k-*-ubyte)");
+  }
+  ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
+  ZT_ASSIGN_OR_RETURN(data::ImageDataset train, data::LoadIdxImages(files.train_images, files.train_labels));
+  ZT_ASSIGN_OR_RETURN(data::ImageDataset eval, data::LoadIdxImages(files.test_images, files.test_labels));
+  std::string description = absl::StrFormat("%s: %d train / %d test images of %dx%d, 10 classes", dir, train.size(),
+                                            eval.size(), train.rows(), train.cols());
+  return std::unique_ptr<TrainData>(std::make_unique<ImageData>(std::move(train), std::move(eval), description));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
+                                                         int64_t seq_len) {
+  if (model.task == models::Task::kImageClassification) {
+    ZT_ASSIGN_OR_RETURN(auto d, OpenImageData(options));
+    if (d->size(Split::kTrain) > 0) {
+      at::Tensor x, y;
+      d->Batch(Split::kTrain, {0}, &x, &y);
+      if (x.size(2) != model.image_size || x.size(3) != model.image_size) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s takes %dx%d images; the data has %dx%d", model.name,
+                                                          model.image_size, model.image_size, x.size(2), x.size(3)));
+      }
+    }
+    return d;
+  }
+  return OpenTokenData(options, model, seq_len);
+}
+
+}  // namespace zt::train
