@@ -196,6 +196,34 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec) {
   }
 }
 
+absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec) {
+  ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
+  if (const auto* g = std::get_if<Gpt2Config>(&r.config)) {
+    const double p = static_cast<double>(g->dropout_percent) / 100.0;
+    return absl::StrFormat(
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_embd\": %d,\n  \"n_layer\": %d,\n"
+        "  \"n_head\": %d,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
+        "  \"resid_pdrop\": %g,\n  \"embd_pdrop\": %g,\n  \"attn_pdrop\": %g,\n"
+        "  \"layer_norm_epsilon\": %g,\n  \"initializer_range\": %g,\n  \"tie_word_embeddings\": true,\n"
+        "  \"torch_dtype\": \"float32\"\n}\n",
+        g->vocab_size, g->n_positions, g->n_embd, g->n_layer, g->n_head, p, p, p, g->layer_norm_epsilon,
+        g->initializer_range);
+  }
+  if (const auto* l = std::get_if<LlamaConfig>(&r.config)) {
+    return absl::StrFormat(
+        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+        "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
+        "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n"
+        "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": %g,\n"
+        "  \"rope_theta\": %g,\n  \"attention_bias\": false,\n  \"initializer_range\": %g,\n"
+        "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
+        l->vocab_size, l->n_embd, l->intermediate, l->n_layer, l->n_head, l->n_kv_head, l->max_positions,
+        l->rms_norm_eps, l->rope_theta, l->initializer_range);
+  }
+  return std::string();
+}
+
 std::vector<std::string> ModelNames() {
   std::vector<std::string> names;
   for (const Preset& p : Presets()) names.emplace_back(p.name);

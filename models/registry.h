@@ -37,6 +37,12 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec);
 // (fine for billions of parameters).
 absl::StatusOr<ModelInfo> DescribeModel(const ModelSpec& spec);
 
+// The Hugging Face transformers config.json for the model (GPT2LMHeadModel or
+// LlamaForCausalLM), so `from_pretrained(dir)` loads a directory holding it
+// and our safetensors export; "" for models with no transformers
+// counterpart (mnist-cnn). Same checks as DescribeModel.
+absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec);
+
 // The preset names, in help order.
 std::vector<std::string> ModelNames();
 

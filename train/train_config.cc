@@ -138,6 +138,9 @@ absl::StatusOr<std::string> FillTrainAutos(const std::string& json, int64_t step
   auto total = params->find("total_num_steps");
   if (total == params->end() || !total->is_string() || total->get<std::string>() != "auto") return json;
   *total = steps;
+  // A short run must not end inside its warm-up: cap the warm-up at the run.
+  auto warmup = params->find("warmup_num_steps");
+  if (warmup != params->end() && warmup->is_number_integer() && warmup->get<int64_t>() > steps) *warmup = steps;
   return doc.dump(2);
 }
 

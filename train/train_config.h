@@ -41,7 +41,9 @@ struct ConfigOverrides {
 absl::StatusOr<std::string> ComposeConfigJson(const std::string& path, const ConfigOverrides& overrides);
 
 // Fills the "auto" values only the run knows: scheduler.params.total_num_steps
-// (the run's --steps). Other "auto" keys are left to the config parser.
+// (the run's --steps; a numeric warmup_num_steps above it is lowered to it,
+// so a short run does not end inside its warm-up). Other "auto" keys are
+// left to the config parser.
 absl::StatusOr<std::string> FillTrainAutos(const std::string& json, int64_t steps);
 
 // Parses the composed text for `world_size` ranks; errors list every problem,

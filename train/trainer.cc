@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -144,6 +146,35 @@ absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, co
     }
   }
   return pos;
+}
+
+// transformers' config.json beside an export, so from_pretrained(dir) loads it.
+// An export into a directory of its own gets it inside; a file export gets it
+// in the file's directory, unless a config.json that is not a transformers
+// config is already there (not ours to replace). Models without a
+// transformers counterpart get none.
+absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::string& export_path, std::string* written) {
+  ZT_ASSIGN_OR_RETURN(std::string json, models::HfConfigJson(spec));
+  if (json.empty()) return absl::OkStatus();
+  std::filesystem::path p(export_path);
+  const bool is_file = p.extension() == ".safetensors";
+  std::filesystem::path dir = is_file ? p.parent_path() : p;
+  if (dir.empty()) dir = ".";
+  const std::filesystem::path target = dir / "config.json";
+  if (is_file && std::filesystem::exists(target)) {
+    std::ifstream in(target);
+    std::string existing((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (existing.find("\"architectures\"") == std::string::npos) return absl::OkStatus();
+  }
+  std::ofstream out(target.string() + ".tmp", std::ios::trunc);
+  out << json;
+  out.close();
+  std::error_code ec;
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", target.string(), ".tmp"));
+  std::filesystem::rename(target.string() + ".tmp", target, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot write ", target.string(), ": ", ec.message()));
+  *written = target.string();
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -396,7 +427,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   if (o.eval_interval >= 0) ZT_RETURN_IF_ERROR(evaluate(engine->global_steps()));
   if (monitors) ZT_RETURN_IF_ERROR(monitors->Flush());
   ZT_RETURN_IF_ERROR(save());
-  std::string exported;
+  std::string exported, hf_config;
   if (!paths.export_path.empty() && !paths.save_dir.empty()) {
     absl::Status st = absl::OkStatus();
     if (rank0) {
@@ -410,6 +441,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
         } else {
           exported = absl::StrCat(paths.export_path, " (", r->tensors, " tensors, ",
                                   HumanBytes(static_cast<double>(r->bytes)), ")");
+          st = WriteHfConfig(spec, paths.export_path, &hf_config);
         }
       }
     }
@@ -434,6 +466,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
     std::printf("  output:      %s\n", paths.output_dir.c_str());
     if (!paths.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths.save_dir.c_str());
     if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
+    if (!hf_config.empty()) std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
     std::printf("  report:      %s\n", paths.report.c_str());
     std::fflush(stdout);
   }

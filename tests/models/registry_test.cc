@@ -8,6 +8,8 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "models/model.h"
 #include "util/error.h"
 
@@ -220,6 +222,49 @@ TEST(ModelRegistry, ForwardRejectsBadInputs) {
   EXPECT_EQ(cnn->Forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
   EXPECT_THROW(cnn->Forward(torch::zeros({3, 28, 28})), Error);
   EXPECT_THROW(cnn->Forward(torch::zeros({3, 1, 28, 28}, torch::kLong)), Error);
+}
+
+}  // namespace
+}  // namespace zt::models
+
+namespace zt::models {
+namespace {
+
+// The transformers config written next to exports: valid JSON with the
+// model's dimensions under transformers' key names.
+TEST(ModelRegistry, HuggingFaceConfigJson) {
+  ModelSpec gpt;
+  gpt.name = "gpt2-xl";
+  auto text = HfConfigJson(gpt);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["model_type"], "gpt2");
+  EXPECT_EQ(j["n_embd"], 1600);
+  EXPECT_EQ(j["n_layer"], 48);
+  EXPECT_EQ(j["n_head"], 25);
+  EXPECT_EQ(j["vocab_size"], 50257);
+  EXPECT_EQ(j["tie_word_embeddings"], true);
+
+  ModelSpec llama;
+  llama.name = "llama-tiny";
+  llama.overrides["n_layer"] = 3;
+  text = HfConfigJson(llama);
+  ASSERT_TRUE(text.ok()) << text.status();
+  j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["model_type"], "llama");
+  EXPECT_EQ(j["num_hidden_layers"], 3);
+  EXPECT_EQ(j["num_key_value_heads"], 2);
+  EXPECT_EQ(j["intermediate_size"], 172);
+  EXPECT_EQ(j["hidden_size"], 64);
+
+  ModelSpec cnn;
+  cnn.name = "mnist-cnn";
+  text = HfConfigJson(cnn);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "");
+  ModelSpec bad;
+  bad.name = "gpt3";
+  EXPECT_FALSE(HfConfigJson(bad).ok());
 }
 
 }  // namespace

@@ -122,6 +122,12 @@ TEST(TrainConfig, TotalStepsAutoOnlyWhenAuto) {
   filled = FillTrainAutos(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": "auto"}}})", 5);
   ASSERT_TRUE(filled.ok());
   EXPECT_TRUE(absl::StrContains(*filled, "\"total_num_steps\": 5")) << *filled;
+  // The default config (20 warm-up steps) works for a 2-step run.
+  filled = FillTrainAutos(*ComposeConfigJson("", {}), 2);
+  ASSERT_TRUE(filled.ok());
+  auto c = ParseTrainConfig(*filled, "default", 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->scheduler.warmup_num_steps, 2);
 }
 
 }  // namespace

@@ -227,6 +227,13 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
   ASSERT_TRUE(std::filesystem::exists(weights)) << a.output;
   EXPECT_TRUE(absl::StrContains(a.output, weights)) << "the run should say where the weights went\n" << a.output;
   auto trained = ReadCsv(LossCsv(dir + "/a", "gpt2-tiny"));
+  {
+    std::ifstream hf(dir + "/a/config.json");
+    std::stringstream text;
+    text << hf.rdbuf();
+    EXPECT_TRUE(absl::StrContains(text.str(), "\"GPT2LMHeadModel\"")) << "transformers config.json beside the export";
+    EXPECT_TRUE(absl::StrContains(text.str(), "\"n_layer\": 2")) << text.str();
+  }
 
   CommandResult b = Zt(absl::StrCat(common, " --stage 2 --steps 3 --lr 1e-4 --eval-interval -1 --init-from ",
                                     weights, " --save-dir none --export none", Quick(dir + "/b")));
