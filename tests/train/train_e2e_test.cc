@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "data/token_dataset.h"
+#include "data/token_file.h"
 #include "monitor/event_file_reader.h"
 
 namespace zt::train {
@@ -261,6 +263,31 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
     }
   }
   EXPECT_EQ(matched, 30);
+}
+
+// Under `zt launch` each process joins as one rank (no self-launch); a
+// pre-tokenized llm.c file feeds LLaMA; activation checkpointing is on.
+TEST(TrainE2E, UnderALauncherWithTokenFileAndCheckpointing) {
+  const std::string dir = TempDir("launch");
+  const std::string corpus = MakeCorpus(dir);
+  std::ifstream in(corpus, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<int32_t> tokens(text.begin(), text.end());
+  for (int32_t& t : tokens) t &= 0xff;
+  const std::string bin = dir + "/train.bin";
+  ASSERT_TRUE(data::WriteTokenFile(bin, tokens, data::TokenDType::kUInt16, /*llmc_header=*/true).ok());
+  CommandResult r = Zt(absl::StrCat("launch --nproc-per-node 2 -- ", ZT_BINARY_DIR, "/bin/zt train --model llama-tiny",
+                                    " --data ", bin, " --seq-len 32 --micro-batch 8 --lr 3e-3 --stage 3 --steps 12",
+                                    " --activation-checkpointing --nproc 5 --eval-interval -1 --save-dir none",
+                                    " --export none", Quick(dir + "/out")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "on 2 ranks")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--nproc 5 ignored")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "llm.c header")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "activation checkpointing: 2 units")) << r.output;
+  auto loss = ReadCsv(LossCsv(dir + "/out", "llama-tiny"));
+  ASSERT_EQ(loss.size(), 12u) << r.output;
+  EXPECT_LT(MeanOf(loss, 10, 12), 0.8 * MeanOf(loss, 1, 3)) << r.output;
 }
 
 // Bad input fails in the launching process, before any rank starts.
