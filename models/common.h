@@ -2,7 +2,10 @@
 // causal attention core, and choosing which units to checkpoint.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -26,6 +29,26 @@ at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
 // Turns checkpointing on for the first n units (all when n <= 0), off for the
 // rest; returns how many are on.
 int CheckpointFirst(const std::vector<UnitBase*>& units, int n);
+
+// A causal language model whose top module is a unit of Impl: token checks
+// on input, and checkpointing of the blocks `blocks` lists (GPT-2's h.{i},
+// LLaMA's layers.{i}).
+template <typename Impl>
+class CausalLmModel : public Model {
+ public:
+  using Blocks = std::function<std::vector<UnitBase*>(Impl&)>;
+  CausalLmModel(ModelInfo info, std::shared_ptr<UnitImpl<Impl>> module, Blocks blocks)
+      : info_(std::move(info)), module_(std::move(module)), blocks_(std::move(blocks)) {}
+  const ModelInfo& info() const override { return info_; }
+  std::shared_ptr<torch::nn::Module> module() override { return module_; }
+  at::Tensor Forward(const at::Tensor& input) override { return module_->forward(CheckTokens(input, info_)); }
+  int CheckpointActivations(int n) override { return CheckpointFirst(blocks_(*module_), n); }
+
+ private:
+  ModelInfo info_;
+  std::shared_ptr<UnitImpl<Impl>> module_;
+  Blocks blocks_;
+};
 
 // "1.2M", "124.4M", "1.56B": a parameter count for help text.
 std::string FormatCount(int64_t n);

@@ -123,30 +123,13 @@ Gpt2LMHeadModelImpl::Gpt2LMHeadModelImpl(const Gpt2Config& c) : config(c) {
 
 torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx) { return lm_head(transformer(idx)); }
 
-namespace {
-
-class Gpt2Model : public Model {
- public:
-  Gpt2Model(const ModelInfo& info, const Gpt2Config& c)
-      : info_(info), module_(std::make_shared<zt::UnitImpl<Gpt2LMHeadModelImpl>>(c)) {}
-  const ModelInfo& info() const override { return info_; }
-  std::shared_ptr<torch::nn::Module> module() override { return module_; }
-  at::Tensor Forward(const at::Tensor& input) override { return module_->forward(CheckTokens(input, info_)); }
-  int CheckpointActivations(int n) override {
-    std::vector<UnitBase*> units;
-    for (auto& block : module_->transformer->blocks) units.push_back(block.get());
-    return CheckpointFirst(units, n);
-  }
-
- private:
-  ModelInfo info_;
-  std::shared_ptr<zt::UnitImpl<Gpt2LMHeadModelImpl>> module_;
-};
-
-}  // namespace
-
 std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c) {
-  return std::make_unique<Gpt2Model>(info, c);
+  auto blocks = [](Gpt2LMHeadModelImpl& m) {
+    std::vector<UnitBase*> units;
+    for (auto& block : m.transformer->blocks) units.push_back(block.get());
+    return units;
+  };
+  return std::make_unique<CausalLmModel<Gpt2LMHeadModelImpl>>(info, std::make_shared<zt::UnitImpl<Gpt2LMHeadModelImpl>>(c), blocks);
 }
 
 }  // namespace zt::models

@@ -158,30 +158,13 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
 
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) { return lm_head(model(idx)); }
 
-namespace {
-
-class LlamaCausalLm : public Model {
- public:
-  LlamaCausalLm(const ModelInfo& info, const LlamaConfig& c)
-      : info_(info), module_(std::make_shared<zt::UnitImpl<LlamaForCausalLMImpl>>(c)) {}
-  const ModelInfo& info() const override { return info_; }
-  std::shared_ptr<torch::nn::Module> module() override { return module_; }
-  at::Tensor Forward(const at::Tensor& input) override { return module_->forward(CheckTokens(input, info_)); }
-  int CheckpointActivations(int n) override {
-    std::vector<UnitBase*> units;
-    for (auto& layer : module_->model->layers) units.push_back(layer.get());
-    return CheckpointFirst(units, n);
-  }
-
- private:
-  ModelInfo info_;
-  std::shared_ptr<zt::UnitImpl<LlamaForCausalLMImpl>> module_;
-};
-
-}  // namespace
-
 std::unique_ptr<Model> CreateLlama(const ModelInfo& info, const LlamaConfig& c) {
-  return std::make_unique<LlamaCausalLm>(info, c);
+  auto blocks = [](LlamaForCausalLMImpl& m) {
+    std::vector<UnitBase*> units;
+    for (auto& block : m.model->layers) units.push_back(block.get());
+    return units;
+  };
+  return std::make_unique<CausalLmModel<LlamaForCausalLMImpl>>(info, std::make_shared<zt::UnitImpl<LlamaForCausalLMImpl>>(c), blocks);
 }
 
 }  // namespace zt::models

@@ -24,49 +24,17 @@
 #include "ckpt/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/value.h"
+#include "tests/testing/scratch_dir.h"
 
 namespace zt::ckpt::testing {
 
-// A fresh directory under the test temp dir, removed with its contents.
-class ScratchDir {
+class ScratchDir : public zt::testing::ScratchDir {
  public:
-  ScratchDir() {
-    std::string base = ::testing::TempDir();
-    if (!base.empty() && base.back() == '/') base.pop_back();
-    std::string tmpl = base + "/zt_ckpt_XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  // Names of the files in the directory (to check no temporaries are left).
-  std::vector<std::string> List() const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(path_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
+  ScratchDir() : zt::testing::ScratchDir("zt_ckpt") {}
 };
 
-inline std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+inline std::string ReadAll(const std::string& path) { return zt::testing::ReadFileBytes(path); }
+inline void WriteAll(const std::string& path, const std::string& bytes) { zt::testing::WriteFileBytes(path, bytes); }
 
 inline std::string Hex(const void* data, size_t n) {
   std::string s;
