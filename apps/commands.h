@@ -12,5 +12,6 @@ int RunConfigCommand(const std::vector<std::string>& args);
 int RunLaunchCommand(const std::vector<std::string>& args);
 int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
+int RunEstimateCommand(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

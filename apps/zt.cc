@@ -21,6 +21,8 @@ const Command kCommands[] = {
      zt::cli::RunConfigCommand},
     {"launch", "start the ranks of a distributed job on this node", zt::cli::RunLaunchCommand},
     {"ckpt", "inspect, consolidate (to safetensors) and reshard checkpoints", zt::cli::RunCkptCommand},
+    {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)",
+     zt::cli::RunEstimateCommand},
 };
 
 void PrintUsage(FILE* out) {

@@ -1,0 +1,275 @@
+// `zt estimate`: memory per rank for ZeRO stages 0-3 before a run, side by
+// side, from a built-in model (or a bare parameter count), a world size and a
+// DeepSpeed config (estimate/memory_estimate.h). Exit codes: 0 success,
+// 2 bad input.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "config/config.h"
+#include "estimate/builtin_models.h"
+#include "estimate/memory_estimate.h"
+#include "util/status.h"
+#include "util/strings.h"
+
+namespace zt::cli {
+namespace {
+
+constexpr const char* kSynopsis =
+    "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--precision fp32|bf16|fp16] "
+    "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing]";
+
+constexpr const char* kHelp =
+    "\nPrints the bytes each rank holds at ZeRO stages 0-3: parameters, gradients, the fp32 master, optimizer\n"
+    "state (what zt::Engine::memory() reports), reduction buckets, the stage-3 gathered working set and, with\n"
+    "--micro-batch, the activations of the built-in transformers. Sizes, precision, optimizer and buckets come\n"
+    "from --config (default: AdamW, fp32, DeepSpeed's defaults); flags override it. See docs/estimate.md.\n";
+
+absl::Status BadFlag(const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(message, "\nusage: zt estimate ", kSynopsis));
+}
+
+struct Request {
+  estimate::ModelShape shape;
+  std::vector<int> stages;
+  std::vector<estimate::EstimateOptions> options;  // one per stage
+  std::string optimizer_name;
+  bool activations = false;
+};
+
+const char* PrecisionName(estimate::Precision p) {
+  switch (p) {
+    case estimate::Precision::kFp32: return "fp32";
+    case estimate::Precision::kBf16: return "bf16";
+    case estimate::Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
+absl::StatusOr<nlohmann::json> ReadConfigJson(const std::string& path) {
+  if (path.empty()) {
+    return nlohmann::json{{"train_micro_batch_size_per_gpu", 1},
+                          {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}}}}}};
+  }
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--config ", path, ": cannot open the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("--config ", path, ": not a JSON object (zt config check ",
+                                                   path, " says more)"));
+  }
+  return j;
+}
+
+absl::StatusOr<Request> ToRequest(const Flags& f) {
+  if (!f.positional().empty()) {
+    return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
+  }
+  Request r;
+  const long long world = f.GetInt("world-size");
+  if (world < 1) return BadFlag(absl::StrCat("--world-size must be >= 1, got ", world));
+  const long long stage = f.GetInt("stage");
+  if (f.WasSet("stage") && (stage < 0 || stage > 3)) {
+    return BadFlag(absl::StrCat("--stage must be 0, 1, 2 or 3, got ", stage));
+  }
+  if (f.WasSet("model") == f.WasSet("params")) return BadFlag("give exactly one of --model NAME and --params P");
+  if (f.WasSet("model")) {
+    models::ModelSpec spec;
+    spec.name = f.GetString("model");
+    for (const std::string& kv : f.GetRepeated("model-set")) {
+      std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      int64_t v = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &v)) {
+        return BadFlag(absl::StrCat("--model-set ", kv, ": expected KEY=INTEGER, e.g. --model-set n_layer=6"));
+      }
+      spec.overrides[parts[0]] = v;
+    }
+    absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
+    if (!shape.ok()) return BadFlag(absl::StrCat("--model: ", shape.status().message()));
+    r.shape = *std::move(shape);
+  } else {
+    if (!f.GetRepeated("model-set").empty()) return BadFlag("--model-set needs --model");
+    const long long p = f.GetInt("params");
+    if (p < 1) return BadFlag(absl::StrCat("--params must be >= 1, got ", p));
+    r.shape = estimate::CountOnlyShape(p);
+  }
+
+  const std::string& precision = f.GetString("precision");
+  if (f.WasSet("precision") && precision != "fp32" && precision != "bf16" && precision != "fp16") {
+    return BadFlag(absl::StrCat("--precision must be fp32, bf16 or fp16, got '", precision, "'"));
+  }
+  const std::string& offload = f.GetString("offload");
+  if (f.WasSet("offload") && offload != "none" && offload != "cpu" && offload != "nvme") {
+    return BadFlag(absl::StrCat("--offload must be none, cpu or nvme, got '", offload, "'"));
+  }
+  if (f.GetInt("micro-batch") < 0) {
+    return BadFlag(absl::StrCat("--micro-batch must be >= 1, got ", f.GetInt("micro-batch")));
+  }
+  if (f.GetInt("seq-len") < 0) {
+    return BadFlag(absl::StrCat("--seq-len must be >= 1, got ", f.GetInt("seq-len")));
+  }
+
+  ZT_ASSIGN_OR_RETURN(nlohmann::json json, ReadConfigJson(f.GetString("config")));
+  if (f.WasSet("stage")) {
+    r.stages = {static_cast<int>(stage)};
+  } else {
+    r.stages = {0, 1, 2, 3};
+  }
+  const std::string source = f.WasSet("config") ? f.GetString("config") : std::string("the default config");
+  for (int s : r.stages) {
+    // Each stage resolves its own defaults (overlap_comm is on by default at stage 3).
+    nlohmann::json j = json;
+    j["zero_optimization"]["stage"] = s;
+    ParseOptions po;
+    po.world_size = static_cast<int>(world);
+    po.source_name = source;
+    ParseResult parsed = ParseConfig(j.dump(), po);
+    if (!parsed.config) return BadFlag(absl::StrCat("--config: ", parsed.status().message()));
+    const Config& c = *parsed.config;
+    estimate::EstimateOptions o = estimate::OptionsFromConfig(c, static_cast<int>(world));
+    if (f.WasSet("precision")) {
+      o.precision = precision == "bf16"   ? estimate::Precision::kBf16
+                    : precision == "fp16" ? estimate::Precision::kFp16
+                                          : estimate::Precision::kFp32;
+    }
+    if (f.WasSet("offload")) {
+      o.offload = offload == "cpu"    ? estimate::Offload::kCpu
+                  : offload == "nvme" ? estimate::Offload::kNvme
+                                      : estimate::Offload::kNone;
+    }
+    r.activations = f.WasSet("micro-batch") || f.WasSet("config");
+    o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
+    if (f.WasSet("seq-len")) {
+      o.seq_len = f.GetInt("seq-len");
+    } else if (r.shape.transformer) {
+      ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(models::ModelSpec{r.shape.name, {}, 1}));
+      o.seq_len = info.max_seq_len;
+    }
+    if (!r.activations) o.micro_batch = 0;
+    o.activation_checkpointing = f.GetBool("activation-checkpointing");
+    r.optimizer_name = std::string(ToString(c.optimizer.type));
+    r.options.push_back(o);
+  }
+  return r;
+}
+
+std::string Cell(int64_t bytes) { return bytes < 0 ? std::string("-") : HumanBytes(static_cast<double>(bytes)); }
+
+int Run(const Request& r) {
+  const estimate::EstimateOptions& first = r.options.front();
+  std::vector<estimate::MemoryEstimate> est;
+  for (const estimate::EstimateOptions& o : r.options) {
+    absl::StatusOr<estimate::MemoryEstimate> e = estimate::EstimateMemory(r.shape, o);
+    if (!e.ok()) {
+      std::fprintf(stderr, "zt estimate: %s\n", std::string(e.status().message()).c_str());
+      return 2;
+    }
+    est.push_back(*e);
+  }
+  const int64_t psi = r.shape.numel();
+  const char* offload = first.offload == estimate::Offload::kCpu    ? "cpu"
+                        : first.offload == estimate::Offload::kNvme ? "nvme"
+                                                                    : "none";
+  std::printf("zt estimate: %s (%s parameters), %d rank%s, %s, %s (%d fp32 state%s per element), offload %s\n",
+              r.shape.name.c_str(), HumanCount(static_cast<double>(psi)).c_str(), first.world_size,
+              first.world_size == 1 ? "" : "s", PrecisionName(first.precision), r.optimizer_name.c_str(),
+              first.optimizer_states, first.optimizer_states == 1 ? "" : "s", offload);
+  std::printf("reduce_bucket_size %lld; stage 3: param persistence threshold %lld, prefetch %lld elements\n\n",
+              static_cast<long long>(first.reduce_bucket_size),
+              static_cast<long long>(first.param_persistence_threshold),
+              static_cast<long long>(first.prefetch_bucket_size));
+
+  std::string header = absl::StrFormat("%-22s", "per rank");
+  for (const auto& e : est) absl::StrAppend(&header, absl::StrFormat("%14s", absl::StrCat("stage ", e.stage)));
+  std::printf("%s\n", header.c_str());
+  auto row = [&](const std::string& label, auto value) {
+    std::string line = absl::StrFormat("%-22s", label);
+    for (const auto& e : est) absl::StrAppend(&line, absl::StrFormat("%14s", value(e)));
+    std::printf("%s\n", line.c_str());
+  };
+  using E = estimate::MemoryEstimate;
+  row("params", [](const E& e) { return Cell(e.params); });
+  row("grads", [](const E& e) { return Cell(e.grads); });
+  row("fp32 master", [](const E& e) { return Cell(e.master); });
+  row("optimizer state", [](const E& e) { return Cell(e.optimizer_state); });
+  row("model states", [](const E& e) { return Cell(e.model_states()); });
+  row("reduce buckets", [](const E& e) { return Cell(e.buckets); });
+  row("gathered (stage 3)", [](const E& e) { return Cell(e.gathered); });
+  const bool have_activations = est.front().activations >= 0;
+  if (have_activations) {
+    row(absl::StrFormat("activations%s", first.activation_checkpointing ? " (ckpt)" : ""),
+        [](const E& e) { return Cell(e.activations); });
+  }
+  row("total", [](const E& e) { return Cell(e.total()); });
+  if (first.offload != estimate::Offload::kNone) {
+    row(first.offload == estimate::Offload::kCpu ? "offloaded to CPU" : "offloaded to NVMe", [](const E& e) {
+      return Cell(e.offloaded_cpu + e.offloaded_nvme);
+    });
+  }
+
+  std::printf("\nZeRO paper (Ψ = %s parameters, N = %d ranks):\n", HumanCount(static_cast<double>(psi)).c_str(),
+              first.world_size);
+  for (size_t i = 0; i < est.size(); ++i) {
+    std::printf("  stage %d: %s\n", est[i].stage, estimate::PaperFormula(est[i].stage, r.options[i], psi).c_str());
+  }
+  std::printf("\nnotes:\n");
+  if (have_activations) {
+    std::printf("  activations: micro-batch %lld x sequence %lld, forward + backward peak (docs/estimate.md)\n",
+                static_cast<long long>(first.micro_batch), static_cast<long long>(first.seq_len));
+  } else if (!r.shape.transformer) {
+    std::printf("  activations: not estimated for this model\n");
+  } else {
+    std::printf("  activations: pass --micro-batch B (and --seq-len L) to include them\n");
+  }
+  if (!r.shape.units_known) std::printf("  gathered: needs the model's layers; use --model\n");
+  if (first.offload != estimate::Offload::kNone) {
+    std::printf("  offload: zerotorch's engine does not implement offload yet; the offloaded row is what DeepSpeed\n"
+                "  moves off the accelerator (fp32 master + optimizer state, stages 1-3)\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunEstimateCommand(const std::vector<std::string>& args) {
+  Flags f("zt estimate");
+  f.String("model", "", "a built-in model (zt train --list-models), e.g. gpt2-xl or llama-7b");
+  f.Int("params", 0, "a bare parameter count instead of --model (no stage-3 working set, no activations)");
+  f.Repeated("model-set", "model dimension override KEY=INT, e.g. --model-set n_layer=6");
+  f.Int("world-size", 1, "data-parallel ranks");
+  f.Int("stage", -1, "only this ZeRO stage (default: all four side by side)");
+  f.String("precision", "", "fp32, bf16 or fp16 (default: the config's, else fp32)");
+  f.String("offload", "", "optimizer offload: none, cpu or nvme (default: the config's)");
+  f.Int("micro-batch", 0, "sequences per rank per micro-step; turns on the activation estimate (default: the config's)");
+  f.Int("seq-len", 0, "tokens per sequence (default: the model's longest)");
+  f.String("config", "", "a DeepSpeed-style JSON config (precision, optimizer, bucket sizes, offload)");
+  f.Bool("activation-checkpointing", "the transformer blocks are checkpointed (zt::Checkpoint)");
+  if (absl::Status st = f.Parse(args); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  if (f.help_requested()) {
+    std::printf("%s%s", f.Usage(kSynopsis).c_str(), kHelp);
+    return 0;
+  }
+  absl::StatusOr<Request> r = ToRequest(f);
+  if (!r.ok()) {
+    std::fprintf(stderr, "zt estimate: %s\n", std::string(r.status().message()).c_str());
+    return 2;
+  }
+  return Run(*r);
+}
+
+}  // namespace zt::cli

@@ -1,0 +1,377 @@
+// Implementation of estimate/memory_estimate.h. The layout helpers below
+// restate zero/layout.cc (PlanLayout) and zero/unit_plan.cc (PlanUnitChunks)
+// over sizes; the gather replay restates zero/param_coordinator.cc's rules.
+// tests/estimate/engine_validation_test.cc checks them against the engine.
+#include "estimate/memory_estimate.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "util/strings.h"
+
+namespace zt::estimate {
+namespace {
+
+// One flat buffer: a stage 0-2 group or a stage-3 chunk.
+struct Group {
+  int64_t numel = 0;
+  int64_t padded = 0;
+  int64_t shard = 0;
+  int unit = 0;
+  bool trainable = true;
+  bool persistent = false;
+};
+
+// zero/layout.cc PlanLayout: walk backwards, close a group when the next
+// parameter would overflow the bucket, pad to a multiple of 2 x partitions.
+std::vector<Group> PlanGroups(const std::vector<int64_t>& numels, int64_t bucket, int partitions) {
+  const int64_t alignment = 2 * static_cast<int64_t>(partitions);
+  std::vector<int64_t> sums;
+  int64_t current = 0;
+  for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
+    if (sums.empty() || (current > 0 && current + *it > bucket)) {
+      sums.push_back(0);
+      current = 0;
+    }
+    sums.back() += *it;
+    current += *it;
+  }
+  std::vector<Group> groups;
+  for (int64_t n : sums) {
+    Group g;
+    g.numel = n;
+    g.padded = std::max<int64_t>(alignment, (n + alignment - 1) / alignment * alignment);
+    g.shard = g.padded / partitions;
+    groups.push_back(g);
+  }
+  return groups;
+}
+
+// zero/unit_plan.cc PlanUnitChunks for every unit, in unit order.
+std::vector<Group> PlanChunks(const ModelShape& shape, const EstimateOptions& o) {
+  std::vector<Group> chunks;
+  int64_t persistent_used = 0;
+  for (int u = 0; u < shape.num_units; ++u) {
+    std::vector<int64_t> classes[2][2];  // [frozen][persistent]
+    // Engine order: trainable parameters first, then frozen ones.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const ParamShape& p : shape.params) {
+        if (p.unit != u || p.trainable != (pass == 0)) continue;
+        bool persistent = u == 0;
+        if (!persistent && p.numel <= o.param_persistence_threshold &&
+            persistent_used <= o.model_persistence_threshold - p.numel) {
+          persistent = true;
+        }
+        if (persistent) persistent_used += p.numel;
+        classes[p.trainable ? 0 : 1][persistent ? 1 : 0].push_back(p.numel);
+      }
+    }
+    for (int t = 0; t < 2; ++t) {
+      for (int s = 0; s < 2; ++s) {
+        if (classes[t][s].empty()) continue;
+        for (Group g : PlanGroups(classes[t][s], o.reduce_bucket_size, o.world_size)) {
+          g.unit = u;
+          g.trainable = t == 0;
+          g.persistent = s == 1;
+          chunks.push_back(g);
+        }
+      }
+    }
+  }
+  return chunks;
+}
+
+// The most non-persistent elements gathered at once over the first micro-step
+// (no trace yet: one unit at a time) and the second (the trace is followed:
+// prefetch window, reuse distance), as zero/param_coordinator.cc decides.
+int64_t GatheredPeakNumel(const ModelShape& shape, const std::vector<Group>& chunks, const EstimateOptions& o) {
+  std::vector<int64_t> sharded(static_cast<size_t>(shape.num_units), 0);
+  for (const Group& c : chunks) {
+    if (!c.persistent) sharded[static_cast<size_t>(c.unit)] += c.padded;
+  }
+  std::vector<int> trace;
+  if (shape.outer_unit >= 0) trace.push_back(shape.outer_unit);
+  trace.insert(trace.end(), shape.sequence.begin(), shape.sequence.end());
+  if (shape.outer_unit >= 0) trace.push_back(shape.outer_unit);
+  trace.insert(trace.end(), shape.sequence.rbegin(), shape.sequence.rend());
+
+  std::vector<char> gathered(sharded.size(), 0), ahead(sharded.size(), 0);
+  int64_t live = 0, window = 0, peak = 0;
+  size_t pos = 0;
+  bool following = false;
+  auto gather = [&](int u) {
+    if (gathered[static_cast<size_t>(u)] || sharded[static_cast<size_t>(u)] == 0) return;
+    gathered[static_cast<size_t>(u)] = 1;
+    live += sharded[static_cast<size_t>(u)];
+    peak = std::max(peak, live);
+  };
+  auto release = [&](int u) {
+    if (!gathered[static_cast<size_t>(u)]) return;
+    gathered[static_cast<size_t>(u)] = 0;
+    live -= sharded[static_cast<size_t>(u)];
+  };
+  auto observe = [&](int u) {
+    if (following) ++pos;
+    if (ahead[static_cast<size_t>(u)]) {
+      ahead[static_cast<size_t>(u)] = 0;
+      window -= sharded[static_cast<size_t>(u)];
+    }
+    gather(u);
+    if (!following) return;
+    for (size_t i = pos; i < trace.size(); ++i) {
+      const int v = trace[i];
+      const int64_t n = sharded[static_cast<size_t>(v)];
+      if (n == 0 || gathered[static_cast<size_t>(v)]) continue;
+      if (window + n > o.prefetch_bucket_size || live + n > o.max_live_parameters) break;
+      gather(v);
+      ahead[static_cast<size_t>(v)] = 1;
+      window += n;
+    }
+  };
+  auto post_forward = [&](int u) {
+    bool keep = false;
+    if (following) {
+      int64_t distance = 0;
+      for (size_t i = pos; i < trace.size(); ++i) {
+        if (trace[i] == u) {
+          keep = distance < o.max_reuse_distance && live <= o.max_live_parameters;
+          break;
+        }
+        distance += sharded[static_cast<size_t>(trace[i])];
+      }
+    }
+    if (!keep) release(u);
+  };
+  for (int step = 0; step < 2; ++step) {
+    following = step == 1;
+    pos = 0;
+    window = 0;
+    std::fill(ahead.begin(), ahead.end(), 0);
+    if (shape.outer_unit >= 0) observe(shape.outer_unit);
+    for (int u : shape.sequence) {
+      observe(u);
+      post_forward(u);
+    }
+    if (shape.outer_unit >= 0) post_forward(shape.outer_unit);
+    if (shape.outer_unit >= 0) observe(shape.outer_unit);
+    for (auto it = shape.sequence.rbegin(); it != shape.sequence.rend(); ++it) {
+      observe(*it);
+      release(*it);  // its gradients are complete
+    }
+    for (size_t u = 0; u < gathered.size(); ++u) release(static_cast<int>(u));
+  }
+  return peak;
+}
+
+int64_t SumLargest(std::vector<int64_t> v, size_t k) {
+  std::sort(v.rbegin(), v.rend());
+  int64_t s = 0;
+  for (size_t i = 0; i < v.size() && i < k; ++i) s += v[i];
+  return s;
+}
+
+int64_t Bytes16(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
+
+}  // namespace
+
+int64_t ModelShape::numel() const {
+  int64_t n = 0;
+  for (const ParamShape& p : params) n += p.numel;
+  return n;
+}
+
+ModelShape CountOnlyShape(int64_t num_params) {
+  ModelShape s;
+  s.name = absl::StrCat(num_params, " parameters");
+  s.params.push_back(ParamShape{"params", num_params, 1, true});
+  s.num_units = 2;
+  s.sequence = {1};
+  s.units_known = false;
+  return s;
+}
+
+int OptimizerStates(const OptimizerConfig& optimizer) {
+  switch (optimizer.type) {
+    case OptimizerType::kAdam:
+    case OptimizerType::kAdamW: return 2;
+    case OptimizerType::kLion:
+    case OptimizerType::kAdagrad: return 1;
+    case OptimizerType::kSGD: return optimizer.momentum != 0.0 ? 1 : 0;
+  }
+  return 2;
+}
+
+EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
+  EstimateOptions o;
+  o.world_size = world_size;
+  o.stage = config.zero.stage;
+  o.precision = config.fp16.enabled ? Precision::kFp16 : config.bf16.enabled ? Precision::kBf16 : Precision::kFp32;
+  switch (config.zero.offload_optimizer.device) {
+    case OffloadDevice::kNone: o.offload = Offload::kNone; break;
+    case OffloadDevice::kCpu: o.offload = Offload::kCpu; break;
+    case OffloadDevice::kNvme: o.offload = Offload::kNvme; break;
+  }
+  o.optimizer_states = OptimizerStates(config.optimizer);
+  o.reduce_bucket_size = config.zero.reduce_bucket_size;
+  o.overlap_comm = config.zero.overlap_comm;
+  o.param_persistence_threshold = config.zero.param_persistence_threshold;
+  o.model_persistence_threshold = config.zero.model_persistence_threshold;
+  o.prefetch_bucket_size = config.zero.prefetch_bucket_size;
+  o.max_live_parameters = config.zero.max_live_parameters;
+  o.max_reuse_distance = config.zero.max_reuse_distance;
+  return o;
+}
+
+int64_t MemoryEstimate::total() const {
+  return model_states() + buckets + std::max<int64_t>(gathered, 0) + std::max<int64_t>(activations, 0);
+}
+
+int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t micro_batch, int64_t seq_len,
+                        bool checkpointing) {
+  if (micro_batch <= 0 || seq_len <= 0 || t.layers <= 0) return -1;
+  const int64_t s = Bytes16(precision);
+  const bool fp32 = precision == Precision::kFp32;
+  const int64_t tokens = micro_batch * seq_len;
+  const int64_t h = t.hidden, v = t.vocab;
+  // Attention probabilities: softmax runs in fp32 and saves its output; in
+  // 16 bits the cast copy that multiplies V is saved too. Plus the causal
+  // mask (bool [L, L]) each layer builds.
+  const int64_t scores = micro_batch * t.heads * seq_len * seq_len * (fp32 ? 4 : 6) + seq_len * seq_len;
+  int64_t layer = 0, head = 0;
+  if (t.architecture == Architecture::kGpt2) {
+    // ln_1 input, ln_1 output, qkv (3h), attention output, residual, ln_2
+    // output, c_fc output (4h), gelu output (4h): 16h elements per token.
+    layer = tokens * 16 * h * s + scores;
+    // ln_f input and output; token and position ids.
+    head = tokens * 2 * h * s + tokens * 8 + seq_len * 8;
+  } else {
+    // RMSNorm keeps its (fp32) input and normalized values, plus its output
+    // (x2); q after rotary, k and v as attention reads them, the attention
+    // output (4h); SwiGLU: gate, silu, up, product (4 x intermediate).
+    const int64_t norm = fp32 ? 3 * h * 4 : (4 + 2 + 2) * h;
+    layer = tokens * (2 * norm + 4 * h * s + 4 * t.intermediate * s) + scores;
+    const int64_t head_dim = t.heads > 0 ? h / t.heads : 0;
+    layer += 2 * seq_len * head_dim * (fp32 ? 4 : 6);  // rotary cos/sin
+    head = tokens * norm + tokens * 8;
+  }
+  // The loss: log_softmax's fp32 output is saved; its backward then holds the
+  // gradients of the log-probabilities and of the logits (fp32) at once.
+  const int64_t logits_saved = tokens * v * 4;
+  const int64_t logits_backward = 2 * tokens * v * 4;
+  if (!checkpointing) return t.layers * layer + head + logits_saved + logits_backward;
+  // Checkpointed blocks keep their input; backward recomputes one block at a
+  // time, after the loss's gradients are gone.
+  const int64_t inputs = t.layers * tokens * h * s;
+  return inputs + head + std::max(logits_saved + logits_backward, layer);
+}
+
+absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const EstimateOptions& o) {
+  if (o.world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", o.world_size));
+  if (o.stage < 0 || o.stage > 3) return absl::InvalidArgumentError(absl::StrCat("stage must be 0..3, got ", o.stage));
+  if (o.reduce_bucket_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce_bucket_size must be > 0, got ", o.reduce_bucket_size));
+  }
+  int64_t trainable = 0;
+  for (const ParamShape& p : shape.params) {
+    if (p.numel < 0 || p.unit < 0 || p.unit >= shape.num_units) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has a bad size or unit"));
+    }
+    if (p.trainable) trainable += p.numel;
+  }
+  if (trainable == 0) return absl::InvalidArgumentError("the model has no trainable parameters");
+
+  const int64_t p = Bytes16(o.precision);  // parameters and gradients
+  const int n = o.world_size;
+  MemoryEstimate e;
+  e.stage = o.stage;
+  std::vector<int64_t> bucket_sizes;  // padded numel of each reduction group
+  int64_t padded = 0, owned = 0;
+  if (o.stage < 3) {
+    std::vector<int64_t> numels;
+    for (const ParamShape& q : shape.params) {
+      if (q.trainable) numels.push_back(q.numel);
+    }
+    const int partitions = o.stage >= 1 ? n : 1;
+    for (const Group& g : PlanGroups(numels, o.reduce_bucket_size, partitions)) {
+      padded += g.padded;
+      owned += o.stage >= 1 ? g.shard : g.padded;
+      bucket_sizes.push_back(g.padded);
+    }
+    e.params = padded * p;
+    e.grads = (o.stage <= 1 ? padded : owned) * p;
+    if (o.stage == 1) e.buckets = owned * p;  // reduce-scatter outputs of every group
+    // Stage 2 keeps every bucket until backward ends. overlap_comm reduces
+    // them as they fill but in group order, so a group that completes early
+    // waits for its predecessors: the full size stays the bound.
+    if (o.stage == 2) e.buckets = padded * p;
+  } else {
+    const std::vector<Group> chunks = PlanChunks(shape, o);
+    std::vector<int64_t> unit_chunk_count(static_cast<size_t>(shape.num_units), 0);
+    for (const Group& c : chunks) {
+      e.params += (c.persistent ? c.padded : c.shard) * p;
+      if (!c.trainable) continue;
+      owned += c.shard;
+      bucket_sizes.push_back(c.padded);
+      ++unit_chunk_count[static_cast<size_t>(c.unit)];
+    }
+    const int64_t unit_chunks = SumLargest(unit_chunk_count, 1);
+    e.grads = owned * p;
+    // With overlap_comm up to three chunks are reduced at once; without it a
+    // unit's chunks fill together and go one at a time. The reducer's pool
+    // grows a free buffer to the size asked for, so after a few steps each of
+    // its buffers may be as large as the largest chunk: an upper bound.
+    const int64_t slots = std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
+    e.buckets = slots * SumLargest(bucket_sizes, 1) * p;
+    if (shape.units_known) e.gathered = GatheredPeakNumel(shape, chunks, o) * p;
+  }
+  e.owned_numel = owned;
+  const bool offload = o.offload != Offload::kNone && o.stage >= 1;
+  // The master aliases fp32 parameters, unless it lives elsewhere.
+  const int64_t master = (o.precision != Precision::kFp32 || offload) ? owned * 4 : 0;
+  const int64_t state = owned * 4 * o.optimizer_states;
+  if (offload) {
+    (o.offload == Offload::kCpu ? e.offloaded_cpu : e.offloaded_nvme) = master + state;
+  } else {
+    e.master = master;
+    e.optimizer_state = state;
+  }
+  if (shape.transformer) {
+    e.activations = ActivationBytes(*shape.transformer, o.precision, o.micro_batch, o.seq_len,
+                                    o.activation_checkpointing);
+  }
+  return e;
+}
+
+std::string PaperFormula(int stage, const EstimateOptions& o, int64_t num_params) {
+  const int p = static_cast<int>(Bytes16(o.precision));
+  const int k = (o.precision != Precision::kFp32 ? 4 : 0) + 4 * o.optimizer_states;
+  const bool offload = o.offload != Offload::kNone && stage >= 1;
+  const double n = o.world_size, psi = static_cast<double>(num_params);
+  std::string text;
+  double bytes = 0;
+  switch (stage) {
+    case 0:
+      text = absl::StrFormat("%dΨ + %dΨ + %dΨ", p, p, k);
+      bytes = (2 * p + k) * psi;
+      break;
+    case 1:
+      text = absl::StrFormat("%dΨ + %dΨ/N", 2 * p, k);
+      bytes = 2 * p * psi + (offload ? 0 : k * psi / n);
+      break;
+    case 2:
+      text = absl::StrFormat("%dΨ + %dΨ/N", p, p + k);
+      bytes = p * psi + (offload ? p : p + k) * psi / n;
+      break;
+    default:
+      text = absl::StrFormat("%dΨ/N", 2 * p + k);
+      bytes = (offload ? 2 * p : 2 * p + k) * psi / n;
+      break;
+  }
+  const char* where = o.offload == Offload::kNvme ? "NVMe" : "CPU";
+  if (offload) absl::StrAppend(&text, absl::StrFormat(" (the %dΨ/N part on %s)", k, where));
+  return absl::StrCat(text, " = ", HumanBytes(bytes));
+}
+
+}  // namespace zt::estimate

@@ -1,0 +1,128 @@
+// Per-rank memory estimate for ZeRO stages 0-3, before a run: what
+// zt::Engine::memory() will report (parameters, gradients, fp32 master,
+// optimizer state, reduction buckets, stage-3 gathered parameters) and the
+// activations of the built-in transformers. No LibTorch: it replays the
+// engine's layout rules (zero/layout.h, zero/unit_plan.h) over sizes only.
+//
+// Limits: the engine does not implement offload yet, so offloaded bytes are
+// what DeepSpeed would move off the accelerator; buckets assume one
+// micro-step per optimizer step and no communication_data_type cast;
+// activations assume the built-in models' ops on a CPU (docs/estimate.md).
+//
+//   zt::estimate::ModelShape shape = ...;       // e.g. from BuiltinModelShape
+//   zt::estimate::EstimateOptions o = zt::estimate::OptionsFromConfig(config, /*world_size=*/8);
+//   absl::StatusOr<zt::estimate::MemoryEstimate> e = zt::estimate::EstimateMemory(shape, o);
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+
+namespace zt::estimate {
+
+// One parameter tensor, in the module's named_parameters() order (a tied
+// tensor once, where it first appears).
+struct ParamShape {
+  std::string name;
+  int64_t numel = 0;
+  int unit = 0;  // stage-3 sharding unit (zt::Unit) owning it; 0: outside every unit
+  bool trainable = true;
+};
+
+// The dimensions that size a transformer's activations.
+enum class Architecture { kGpt2, kLlama };
+struct TransformerShape {
+  Architecture architecture = Architecture::kGpt2;
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+};
+
+struct ModelShape {
+  std::string name;
+  std::vector<ParamShape> params;
+  // Units in the order Engine::Create discovers them (pre-order over the
+  // module tree); unit 0 holds the parameters outside every unit, which stage
+  // 3 keeps gathered for good.
+  int num_units = 1;
+  // The unit whose forward wraps all the others (the model's top module when
+  // it is a unit), or -1; `sequence`: the units run one after another inside
+  // the forward, in order. Together they drive the stage-3 gather replay.
+  int outer_unit = -1;
+  std::vector<int> sequence;
+  // False for a bare parameter count: no stage-3 working set is estimated.
+  bool units_known = true;
+  std::optional<TransformerShape> transformer;
+
+  int64_t numel() const;
+};
+
+// A model known only by its parameter count (one tensor, no units).
+ModelShape CountOnlyShape(int64_t num_params);
+
+enum class Precision { kFp32, kBf16, kFp16 };
+enum class Offload { kNone, kCpu, kNvme };
+
+struct EstimateOptions {
+  int world_size = 1;
+  int stage = 0;
+  Precision precision = Precision::kFp32;
+  Offload offload = Offload::kNone;
+  // fp32 tensors of optimizer state per owned element (Adam/AdamW 2, Lion 1,
+  // Adagrad 1, SGD 1 with momentum else 0).
+  int optimizer_states = 2;
+  int64_t reduce_bucket_size = 500000000;   // elements
+  bool overlap_comm = false;                // as the engine resolved it
+  int64_t param_persistence_threshold = 100000;
+  int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
+  int64_t prefetch_bucket_size = 50000000;  // elements
+  int64_t max_live_parameters = 1000000000;
+  int64_t max_reuse_distance = 1000000000;
+  // Activations (0: not estimated).
+  int64_t micro_batch = 0;
+  int64_t seq_len = 0;
+  bool activation_checkpointing = false;
+};
+
+// Precision, optimizer, bucket sizes, stage-3 thresholds and offload from a
+// parsed config; the world size from the caller.
+EstimateOptions OptionsFromConfig(const Config& config, int world_size);
+// fp32 state tensors per element the optimizer keeps (see EstimateOptions).
+int OptimizerStates(const OptimizerConfig& optimizer);
+
+// Bytes per rank. Fields mirror zt::ModelStateBytes.
+struct MemoryEstimate {
+  int stage = 0;
+  int64_t params = 0;           // model dtype, padding included; stage 3: shards + persistent in full
+  int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (2/3)
+  int64_t master = 0;           // fp32 master on the accelerator (0 when it aliases fp32 params or is offloaded)
+  int64_t optimizer_state = 0;  // on the accelerator (0 when offloaded)
+  int64_t buckets = 0;          // reduction scratch (peak)
+  int64_t gathered = -1;        // stage 3: most gathered parameter bytes at once; -1 unknown / not stage 3
+  int64_t activations = -1;     // -1 unknown
+  int64_t offloaded_cpu = 0;    // master + optimizer state moved to CPU memory
+  int64_t offloaded_nvme = 0;   // ... or to NVMe
+  int64_t owned_numel = 0;      // elements this rank updates (its shard; everything at stage 0)
+  int64_t model_states() const { return params + grads + master + optimizer_state; }
+  // Accelerator bytes: model states + buckets + gathered + activations.
+  int64_t total() const;
+};
+
+// InvalidArgument (naming the option) for a world size < 1, a stage outside
+// 0..3, an empty model or non-positive sizes.
+absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const EstimateOptions& options);
+
+// Activation bytes for one micro-batch (forward + backward peak above the
+// model states), -1 when the model has no transformer shape or B/L are 0.
+int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t micro_batch, int64_t seq_len,
+                        bool checkpointing);
+
+// The ZeRO paper's line for `stage`, e.g. "4Ψ + 12Ψ/N = 2.25 GiB" for stage 1
+// in mixed precision with Adam (Ψ parameters, N ranks); with offload, the
+// K part is shown as moved off the accelerator.
+std::string PaperFormula(int stage, const EstimateOptions& options, int64_t num_params);
+
+}  // namespace zt::estimate

@@ -1,0 +1,73 @@
+// `zt estimate` end to end: the table for a built-in model (all stages, one
+// stage, offload, activations), the ZeRO paper lines, and errors that name
+// the flag.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace {
+
+struct CommandResult {
+  int code = -1;
+  std::string output;
+};
+
+CommandResult Zt(const std::string& args) {
+  CommandResult r;
+  FILE* p = ::popen(absl::StrCat(ZT_BINARY_DIR, "/bin/zt estimate ", args, " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(EstimateCli, PrintsEveryStageSideBySide) {
+  CommandResult r = Zt("--model gpt2-xl --world-size 8 --precision bf16 --micro-batch 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* s : {"stage 0", "stage 1", "stage 2", "stage 3", "params", "grads", "fp32 master",
+                        "optimizer state", "model states", "reduce buckets", "gathered (stage 3)", "activations",
+                        "total", "4Ψ + 12Ψ/N", "16Ψ/N", "8 ranks", "bf16"}) {
+    EXPECT_TRUE(absl::StrContains(r.output, s)) << s << "\n" << r.output;
+  }
+}
+
+TEST(EstimateCli, OneStageWithOffload) {
+  CommandResult r = Zt("--model llama-tiny --world-size 2 --stage 2 --offload cpu");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "stage 2")) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "stage 1 ")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "offloaded to CPU")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "does not implement offload")) << r.output;
+}
+
+TEST(EstimateCli, BareParameterCount) {
+  CommandResult r = Zt("--params 7000000000 --world-size 64 --precision fp16");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "2Ψ + 14Ψ/N")) << r.output;
+}
+
+TEST(EstimateCli, ErrorsNameTheFlag) {
+  CommandResult r = Zt("--model gpt2-tiny --world-size 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "--world-size must be >= 1")) << r.output;
+  r = Zt("--model gpt2-tiny --precision fp8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "--precision")) << r.output;
+  r = Zt("--model no-such-model");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "unknown model")) << r.output;
+  r = Zt("--model gpt2-tiny --params 10");
+  EXPECT_EQ(r.code, 2);
+  r = Zt("--model gpt2-tiny --config /nonexistent/ds.json");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(absl::StrContains(r.output, "--config")) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,194 @@
+// The estimator against the engine's own accounting and the allocator:
+//  * the built-in models' shapes list exactly the parameters the modules
+//    register (names, sizes, order);
+//  * ranks build gpt2-tiny, llama-tiny and mnist-cnn with an Engine at stages
+//    0-3, fp32 and bf16, worlds 1/2/4, default and small bucket/persistence
+//    settings (overlap_comm on and off), train two steps, and every estimated component (params, grads,
+//    master, optimizer state, model states) must be within 5% of
+//    Engine::memory() (they are exact by construction: the same layout
+//    rules); the stage-3 gathered peak must match the coordinator's, and the
+//    reduction buckets must bound the reducer's scratch within 5%;
+//  * activations: one forward + backward of gpt2-tiny / llama-tiny must peak
+//    within 15% of the estimate on the counting allocator (the estimate
+//    counts saved tensors and the loss's backward; smaller temporaries of
+//    the kernels are not modeled).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "engine/cpu_memory.h"
+#include "engine/engine.h"
+#include "estimate/builtin_models.h"
+#include "estimate/memory_estimate.h"
+#include "models/registry.h"
+#include "tests/testing/ranks.h"
+#include "util/status.h"
+
+namespace zt::testing {
+namespace {
+
+absl::Status Within(const std::string& where, const char* what, double actual, double expected, double rel) {
+  if (std::abs(actual - expected) > rel * std::abs(expected) + 1.0) {
+    return absl::InternalError(absl::StrFormat("%s: %s: engine %.0f bytes, estimate %.0f (tolerance %.0f%%)", where,
+                                               what, actual, expected, 100 * rel));
+  }
+  return absl::OkStatus();
+}
+
+// Input and loss for one micro-batch of `model`, as zt train computes them.
+at::Tensor Loss(models::Model& model, bool bf16, int64_t batch, int64_t seq) {
+  if (model.info().task == models::Task::kImageClassification) {
+    at::Tensor x = torch::randn({batch, 1, 28, 28});
+    if (bf16) x = x.to(torch::kBFloat16);
+    at::Tensor y = torch::randint(0, 10, {batch}, torch::kLong);
+    return torch::nll_loss(model.Forward(x).to(at::kFloat), y);
+  }
+  const int64_t vocab = model.info().vocab_size;
+  at::Tensor x = torch::randint(0, vocab, {batch, seq}, torch::kLong);
+  at::Tensor y = torch::randint(0, vocab, {batch, seq}, torch::kLong);
+  at::Tensor out = model.Forward(x).to(at::kFloat);
+  return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
+}
+
+ZT_RANK_WORKER(estimate_vs_engine) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
+  const std::string model_name = ctx.arg;
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool bf16 : {false, true}) {
+      for (bool small : {false, true}) {
+        const std::string where = absl::StrFormat("%s, stage %d, %s, world %d, %s buckets", model_name, stage,
+                                                  bf16 ? "bf16" : "fp32", pg->size(), small ? "small" : "default");
+        Config c;
+        c.batch.train_micro_batch_size_per_gpu = 2;
+        c.batch.gradient_accumulation_steps = 1;
+        c.steps_per_print = 1000;
+        c.optimizer.present = true;
+        c.zero.stage = stage;
+        // The parser's default (on at stage 3 only), and the other way round.
+        c.zero.overlap_comm = small ? stage != 3 : stage == 3;
+        c.bf16.enabled = bf16;
+        if (small) {
+          c.zero.reduce_bucket_size = 5000;
+          c.zero.param_persistence_threshold = 500;
+          c.zero.prefetch_bucket_size = 20000;
+        }
+        ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel({model_name, {}, 1}));
+        ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+        for (int step = 0; step < 2; ++step) {
+          engine->Backward(Loss(*model, bf16, 2, 16));
+          engine->Step();
+        }
+        const ModelStateBytes m = engine->memory();
+        ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
+                            estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
+        ZT_RETURN_IF_ERROR(Within(where, "params", m.params, e.params, 0.05));
+        ZT_RETURN_IF_ERROR(Within(where, "grads", m.grads, e.grads, 0.05));
+        ZT_RETURN_IF_ERROR(Within(where, "master", m.master, e.master, 0.05));
+        ZT_RETURN_IF_ERROR(Within(where, "optimizer state", m.optimizer_state, e.optimizer_state, 0.05));
+        ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.05));
+        if (stage == 3) ZT_RETURN_IF_ERROR(Within(where, "gathered peak", m.peak_gathered, e.gathered, 0.05));
+        if (m.peak_buckets > e.buckets * 1.05 + 1) {
+          return absl::InternalError(absl::StrFormat("%s: reduce buckets: engine %d bytes above the estimate %d",
+                                                     where, m.peak_buckets, e.buckets));
+        }
+        if (pg->rank() == 0) {
+          std::printf("%s: model states %lld = estimate %lld; gathered %lld / %lld; buckets %lld / %lld\n",
+                      where.c_str(), static_cast<long long>(m.model_states()),
+                      static_cast<long long>(e.model_states()), static_cast<long long>(m.peak_gathered),
+                      static_cast<long long>(e.gathered), static_cast<long long>(m.peak_buckets),
+                      static_cast<long long>(e.buckets));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny", "mnist-cnn"}) {
+    for (int world : {1, 2, 4}) {
+      RankRunOptions o;
+      o.world_size = world;
+      o.arg = model;
+      o.timeout = std::chrono::seconds(300);
+      RankRunResult r = RunRanks("estimate_vs_engine", o);
+      EXPECT_TRUE(r.ok()) << model << " world " << world << ": " << r.Summary();
+    }
+  }
+}
+
+TEST(BuiltinShapes, ListTheModulesParameters) {
+  const std::vector<models::ModelSpec> specs = {
+      {"gpt2-tiny", {}, 1},
+      {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
+      {"llama-tiny", {}, 1},
+      {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
+      {"mnist-cnn", {}, 1}};
+  for (const models::ModelSpec& spec : specs) {
+    absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    absl::StatusOr<std::unique_ptr<models::Model>> model = models::CreateModel(spec);
+    ASSERT_TRUE(model.ok()) << model.status();
+    std::vector<std::pair<std::string, int64_t>> actual;
+    std::unordered_set<const void*> seen;
+    for (const auto& p : (*model)->module()->named_parameters(/*recurse=*/true)) {
+      if (seen.insert(p.value().unsafeGetTensorImpl()).second) actual.emplace_back(p.key(), p.value().numel());
+    }
+    ASSERT_EQ(actual.size(), shape->params.size()) << spec.name;
+    for (size_t i = 0; i < actual.size(); ++i) {
+      EXPECT_EQ(actual[i].first, shape->params[i].name) << spec.name << " #" << i;
+      EXPECT_EQ(actual[i].second, shape->params[i].numel) << spec.name << " " << actual[i].first;
+    }
+  }
+  EXPECT_FALSE(estimate::BuiltinModelShape({"gpt2-tiny", {{"n_layers", 2}}, 1}).ok());
+}
+
+// One forward + backward on the counting allocator, gradients allocated
+// beforehand (as the engine's flat buffers are), against ActivationBytes.
+void CheckActivations(const std::string& name, bool bf16, int64_t batch, int64_t seq, bool checkpointing) {
+  ASSERT_TRUE(InstallCountingCpuAllocator());
+  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape({name, {}, 1});
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  absl::StatusOr<std::unique_ptr<models::Model>> model = models::CreateModel({name, {}, 1});
+  ASSERT_TRUE(model.ok()) << model.status();
+  if (bf16) (*model)->module()->to(torch::kBFloat16);
+  if (checkpointing) (*model)->CheckpointActivations(0);
+  Loss(**model, bf16, batch, seq).backward();  // allocates .grad
+  const int64_t before = CpuMemory().current_bytes;
+  ResetCpuMemoryPeak();
+  Loss(**model, bf16, batch, seq).backward();
+  const double measured = static_cast<double>(CpuMemory().peak_bytes - before);
+  const double estimated = static_cast<double>(estimate::ActivationBytes(
+      *shape->transformer, bf16 ? estimate::Precision::kBf16 : estimate::Precision::kFp32, batch, seq,
+      checkpointing));
+  std::printf("%s %s B=%lld L=%lld%s: measured %.0f bytes, estimated %.0f (%.3f)\n", name.c_str(),
+              bf16 ? "bf16" : "fp32", static_cast<long long>(batch), static_cast<long long>(seq),
+              checkpointing ? " checkpointed" : "", measured, estimated, measured / estimated);
+  EXPECT_NEAR(measured, estimated, 0.15 * estimated) << name << (bf16 ? " bf16" : " fp32");
+}
+
+TEST(Activations, Gpt2TinyMatchesAllocatorPeak) {
+  CheckActivations("gpt2-tiny", false, 4, 128, false);
+  CheckActivations("gpt2-tiny", true, 4, 128, false);
+  CheckActivations("gpt2-tiny", false, 8, 64, false);
+}
+
+TEST(Activations, LlamaTinyMatchesAllocatorPeak) {
+  CheckActivations("llama-tiny", false, 4, 128, false);
+  CheckActivations("llama-tiny", true, 4, 128, false);
+}
+
+}  // namespace
+}  // namespace zt::testing
+
+int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }

@@ -1,0 +1,196 @@
+// The estimator's arithmetic on its own: the ZeRO stage ratios, padding to
+// 2 x ranks, fp32 vs bf16 (master aliasing), optimizer state counts, offload
+// moving bytes off the accelerator, stage-3 persistence and gathering, totals,
+// and the errors for bad options. tests/estimate/engine_validation_test.cc
+// checks the same numbers against the engine.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "estimate/memory_estimate.h"
+
+namespace zt::estimate {
+namespace {
+
+// `layers` units of one weight [width x width] and one bias each.
+ModelShape Chain(int layers, int64_t width) {
+  ModelShape s;
+  s.name = "chain";
+  s.num_units = layers + 1;
+  for (int i = 0; i < layers; ++i) {
+    s.params.push_back({"w", width * width, i + 1, true});
+    s.params.push_back({"b", width, i + 1, true});
+    s.sequence.push_back(i + 1);
+  }
+  return s;
+}
+
+MemoryEstimate Estimate(const ModelShape& s, EstimateOptions o) {
+  absl::StatusOr<MemoryEstimate> e = EstimateMemory(s, o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : MemoryEstimate();
+}
+
+TEST(MemoryEstimate, MixedPrecisionAdamFollowsZeroPaper) {
+  const int64_t psi = 1 << 20;  // divisible by 2N: no padding
+  const ModelShape s = CountOnlyShape(psi);
+  EstimateOptions o;
+  o.precision = Precision::kBf16;
+  o.world_size = 8;
+  const double n = 8;
+  const double expected[4] = {16.0 * psi, 4.0 * psi + 12.0 * psi / n, 2.0 * psi + 14.0 * psi / n, 16.0 * psi / n};
+  for (int stage = 0; stage < 4; ++stage) {
+    o.stage = stage;
+    const MemoryEstimate e = Estimate(s, o);
+    EXPECT_EQ(e.model_states(), static_cast<int64_t>(expected[stage])) << "stage " << stage;
+    EXPECT_EQ(e.master, (stage == 0 ? 4 : 4 / n) * psi) << "stage " << stage;
+    EXPECT_EQ(e.optimizer_state, (stage == 0 ? 8 : 8 / n) * psi) << "stage " << stage;
+  }
+}
+
+TEST(MemoryEstimate, Fp32MasterAliasesParameters) {
+  const int64_t psi = 1 << 20;
+  EstimateOptions o;
+  o.world_size = 4;
+  const double n = 4;
+  const double expected[4] = {16.0 * psi, 8.0 * psi + 8.0 * psi / n, 4.0 * psi + 12.0 * psi / n, 16.0 * psi / n};
+  for (int stage = 0; stage < 4; ++stage) {
+    o.stage = stage;
+    const MemoryEstimate e = Estimate(CountOnlyShape(psi), o);
+    EXPECT_EQ(e.master, 0);
+    EXPECT_EQ(e.model_states(), static_cast<int64_t>(expected[stage])) << "stage " << stage;
+  }
+}
+
+TEST(MemoryEstimate, PadsEveryGroupToTwiceTheRanks) {
+  EstimateOptions o;
+  o.world_size = 3;
+  o.stage = 2;
+  // 1001 elements -> padded to 1002 (a multiple of 6), shards of 334.
+  const MemoryEstimate e = Estimate(CountOnlyShape(1001), o);
+  EXPECT_EQ(e.params, 1002 * 4);
+  EXPECT_EQ(e.grads, 334 * 4);
+  EXPECT_EQ(e.owned_numel, 334);
+  EXPECT_EQ(e.optimizer_state, 334 * 8);
+  // Stage 0 pads to 2 only.
+  o.stage = 0;
+  EXPECT_EQ(Estimate(CountOnlyShape(1001), o).params, 1002 * 4);
+  EXPECT_EQ(Estimate(CountOnlyShape(1000), o).params, 1000 * 4);
+  // Small buckets: each group is padded on its own.
+  ModelShape s = Chain(3, 10);  // groups of 110 elements with bucket 110
+  o.stage = 1;
+  o.world_size = 4;
+  o.reduce_bucket_size = 110;
+  EXPECT_EQ(Estimate(s, o).params, 3 * 112 * 4);
+}
+
+TEST(MemoryEstimate, OptimizerStatesByType) {
+  OptimizerConfig c;
+  c.type = OptimizerType::kAdam;
+  EXPECT_EQ(OptimizerStates(c), 2);
+  c.type = OptimizerType::kLion;
+  EXPECT_EQ(OptimizerStates(c), 1);
+  c.type = OptimizerType::kAdagrad;
+  EXPECT_EQ(OptimizerStates(c), 1);
+  c.type = OptimizerType::kSGD;
+  EXPECT_EQ(OptimizerStates(c), 0);
+  c.momentum = 0.9;
+  EXPECT_EQ(OptimizerStates(c), 1);
+  EstimateOptions o;
+  o.optimizer_states = 1;
+  EXPECT_EQ(Estimate(CountOnlyShape(1000), o).optimizer_state, 4000);
+}
+
+TEST(MemoryEstimate, OffloadMovesMasterAndStateOffTheAccelerator) {
+  const int64_t psi = 1 << 20;
+  EstimateOptions o;
+  o.precision = Precision::kBf16;
+  o.world_size = 4;
+  o.stage = 2;
+  const MemoryEstimate on = Estimate(CountOnlyShape(psi), o);
+  o.offload = Offload::kCpu;
+  const MemoryEstimate cpu = Estimate(CountOnlyShape(psi), o);
+  EXPECT_EQ(cpu.master, 0);
+  EXPECT_EQ(cpu.optimizer_state, 0);
+  EXPECT_EQ(cpu.offloaded_cpu, on.master + on.optimizer_state);
+  EXPECT_EQ(cpu.model_states(), on.model_states() - cpu.offloaded_cpu);
+  o.offload = Offload::kNvme;
+  const MemoryEstimate nvme = Estimate(CountOnlyShape(psi), o);
+  EXPECT_EQ(nvme.offloaded_nvme, cpu.offloaded_cpu);
+  EXPECT_EQ(nvme.offloaded_cpu, 0);
+  // fp32: the master no longer aliases the parameters once it moves.
+  o.precision = Precision::kFp32;
+  o.offload = Offload::kCpu;
+  EXPECT_EQ(Estimate(CountOnlyShape(psi), o).offloaded_cpu, 12 * psi / 4);
+  // Stage 0 has no offload (DeepSpeed needs stage >= 1).
+  o.stage = 0;
+  EXPECT_EQ(Estimate(CountOnlyShape(psi), o).offloaded_cpu, 0);
+}
+
+TEST(MemoryEstimate, Stage3PersistenceAndGatheredWorkingSet) {
+  const ModelShape s = Chain(8, 100);  // units of 10100 elements
+  EstimateOptions o;
+  o.stage = 3;
+  o.world_size = 2;
+  o.param_persistence_threshold = 100;  // the biases stay gathered
+  o.prefetch_bucket_size = 0;
+  o.max_reuse_distance = 0;
+  MemoryEstimate e = Estimate(s, o);
+  EXPECT_EQ(e.params, 8 * (10000 / 2 + 100) * 4);
+  EXPECT_EQ(e.grads, 8 * (5000 + 50) * 4);
+  EXPECT_EQ(e.gathered, 10000 * 4);  // one unit at a time
+  o.prefetch_bucket_size = 2 * 10000;
+  EXPECT_EQ(Estimate(s, o).gathered, 3 * 10000 * 4);  // the unit in use + two prefetched
+  o.prefetch_bucket_size = 0;
+  o.max_reuse_distance = 1000000000;  // everything is reused soon: kept through the forward
+  EXPECT_EQ(Estimate(s, o).gathered, 8 * 10000 * 4);
+  // A bare parameter count has no units to gather by.
+  EXPECT_EQ(Estimate(CountOnlyShape(1000), o).gathered, -1);
+}
+
+TEST(MemoryEstimate, TotalsAndActivations) {
+  ModelShape s = CountOnlyShape(1000);
+  s.transformer = TransformerShape{Architecture::kGpt2, 2, 64, 4, 4, 256, 256};
+  EstimateOptions o;
+  o.stage = 2;
+  o.micro_batch = 2;
+  o.seq_len = 32;
+  const MemoryEstimate e = Estimate(s, o);
+  EXPECT_GT(e.activations, 0);
+  EXPECT_EQ(e.total(), e.model_states() + e.buckets + e.activations);
+  // Activations grow linearly in the batch; checkpointing keeps less.
+  const int64_t one = ActivationBytes(*s.transformer, Precision::kFp32, 1, 32, false);
+  EXPECT_EQ(ActivationBytes(*s.transformer, Precision::kFp32, 4, 32, false), 4 * one - 3 * (2 * 32 * 32 + 8 * 32));
+  EXPECT_LT(ActivationBytes(*s.transformer, Precision::kFp32, 4, 32, true),
+            ActivationBytes(*s.transformer, Precision::kFp32, 4, 32, false));
+  EXPECT_LT(ActivationBytes(*s.transformer, Precision::kBf16, 4, 32, false),
+            ActivationBytes(*s.transformer, Precision::kFp32, 4, 32, false));
+  EXPECT_EQ(ActivationBytes(*s.transformer, Precision::kFp32, 0, 32, false), -1);
+}
+
+TEST(MemoryEstimate, PaperFormulaLines) {
+  EstimateOptions o;
+  o.precision = Precision::kBf16;
+  o.world_size = 8;
+  EXPECT_TRUE(absl::StartsWith(PaperFormula(0, o, 1000), "2Ψ + 2Ψ + 12Ψ = ")) << PaperFormula(0, o, 1000);
+  EXPECT_TRUE(absl::StartsWith(PaperFormula(1, o, 1000), "4Ψ + 12Ψ/N = "));
+  EXPECT_TRUE(absl::StartsWith(PaperFormula(2, o, 1000), "2Ψ + 14Ψ/N = "));
+  EXPECT_TRUE(absl::StartsWith(PaperFormula(3, o, 1000), "16Ψ/N = "));
+  o.offload = Offload::kCpu;
+  EXPECT_TRUE(absl::StrContains(PaperFormula(1, o, 1000), "on CPU"));
+}
+
+TEST(MemoryEstimate, BadOptionsAreErrors) {
+  EstimateOptions o;
+  o.world_size = 0;
+  EXPECT_TRUE(absl::StrContains(EstimateMemory(CountOnlyShape(10), o).status().message(), "world size"));
+  o.world_size = 1;
+  o.stage = 4;
+  EXPECT_FALSE(EstimateMemory(CountOnlyShape(10), o).ok());
+  o.stage = 0;
+  ModelShape frozen = CountOnlyShape(10);
+  frozen.params[0].trainable = false;
+  EXPECT_FALSE(EstimateMemory(frozen, o).ok());
+}
+
+}  // namespace
+}  // namespace zt::estimate
