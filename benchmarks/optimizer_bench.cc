@@ -1,18 +1,24 @@
-// Optimizer step throughput on flat fp32 shards: our fast Adam/AdamW kernel,
-// our double-precision reference, LibTorch's torch::optim::Adam / AdamW, and a
-// streaming baseline with the same memory traffic (the roofline for a fused
-// step), at 1M and 16M elements, 1 thread and all intra-op threads.
+// Optimizer step throughput on flat fp32 shards: our Adam/AdamW kernels on
+// every ISA variant this CPU runs (fp32 gradients, and the fused step with
+// bf16 gradients, a grad scale and a bf16 copy of the parameters), our
+// double-precision reference, LibTorch's torch::optim::Adam / AdamW, and
+// streaming kernels with the same memory traffic (the roofline for a fused
+// step), at an L2-resident, an LLC-sized and a far-beyond-LLC shard, on 1
+// thread and on all cores.
 //
-// Throughput counts 28 bytes per element: p, g, m, v read (16) and p, m, v
-// written (12), the minimum any Adam step moves. torch::optim moves more (it
-// materialises sqrt(v), the denominator and temporaries), so its GB/s is an
-// "effective" figure on the same basis. Ratios at the end come from this run.
+// Throughput counts 28 bytes per element, the minimum any such step moves:
+//   fp32:  p, g, m, v read (16); p, m, v written (12);
+//   fused: p, m, v read (12) + g bf16 (2); p, m, v written (12) + out bf16 (2).
+// torch::optim moves more (it materialises sqrt(v), the denominator and
+// temporaries), so its GB/s is an "effective" figure on the same basis.
+// Ratios at the end come from this run.
 //
-//   build/bin/zt_bench_optimizer [--benchmark_min_time=0.5]
+//   build/bin/zt_bench_optimizer [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ops/kernels.h"
 #include "ops/shard_optimizer.h"
 #include "util/system_info.h"
 
@@ -32,8 +40,12 @@ namespace zt {
 namespace {
 
 constexpr int64_t kBytesPerElement = 28;
+// The fused runs' gradients carry a loss scale of 1024, undone in the step.
+constexpr double kGradScale = 1.0 / 1024.0;
 
-std::string SizeName(int64_t n) { return absl::StrCat(n >> 20, "M"); }
+std::string SizeName(int64_t n) {
+  return n >= (int64_t{1} << 20) ? absl::StrCat(n >> 20, "M") : absl::StrCat(n >> 10, "K");
+}
 
 OptimizerConfig AdamWConfig() {
   OptimizerConfig c;
@@ -59,16 +71,26 @@ class ThreadScope {
   int saved_;
 };
 
-void BenchShard(benchmark::State& state, ops::Impl impl, int64_t n, int threads) {
+// Our optimizer on `kernels` (null: the double-precision reference). With
+// `fused`, the gradient is bf16 carrying a loss scale and the step also
+// writes a bf16 copy of the parameters.
+void BenchShard(benchmark::State& state, const ops::kernels::KernelTable* kernels, bool fused,
+                int64_t n, int threads) {
   ThreadScope scope(threads);
-  const auto opt = ops::MakeShardOptimizer(AdamWConfig(), impl);
+  const auto opt = kernels != nullptr ? ops::MakeShardOptimizer(AdamWConfig(), *kernels)
+                                      : ops::MakeShardOptimizer(AdamWConfig(), ops::Impl::kReference);
   at::Tensor p = torch::randn({n});
-  const at::Tensor g = torch::randn({n});
+  const at::Tensor g = fused ? (torch::randn({n}) / kGradScale).to(at::kBFloat16) : torch::randn({n});
   ops::ShardState s = opt->InitState(p);
   ops::StepHyper hyper;
   hyper.lr = 1e-4;
+  ops::StepExtras extras;
+  if (fused) {
+    extras.grad_scale = kGradScale;
+    extras.out = torch::empty({n}, at::kBFloat16);
+  }
   for (auto _ : state) {
-    opt->Step(p, g, s, hyper);
+    opt->Step(p, g, s, hyper, extras);
     benchmark::DoNotOptimize(p.data_ptr<float>());
   }
   SetCounters(state, n);
@@ -92,23 +114,83 @@ void BenchTorch(benchmark::State& state, int64_t n, int threads) {
   SetCounters(state, n);
 }
 
-// The same traffic as one Adam step with trivial arithmetic: what a fused
-// kernel could reach if it were purely bandwidth-bound.
-void BenchStream(benchmark::State& state, int64_t n, int threads) {
+// What the fused step replaces when written with LibTorch: widen the bf16
+// gradient into the fp32 .grad, unscale it, torch::optim::Adam's step,
+// round the parameters to bf16.
+void BenchTorchFused(benchmark::State& state, int64_t n, int threads) {
   ThreadScope scope(threads);
-  at::Tensor p = torch::randn({n}), g = torch::randn({n}), m = torch::zeros({n}),
-             v = torch::zeros({n});
+  torch::NoGradGuard no_grad;
+  at::Tensor p = torch::randn({n});
+  p.mutable_grad() = torch::zeros({n});
+  const at::Tensor g = (torch::randn({n}) / kGradScale).to(at::kBFloat16);
+  at::Tensor out = torch::empty({n}, at::kBFloat16);
+  torch::optim::Adam opt(std::vector<at::Tensor>{p}, torch::optim::AdamOptions(1e-4)
+                                                         .betas(std::make_tuple(0.9, 0.999))
+                                                         .eps(1e-8)
+                                                         .weight_decay(0.01)
+                                                         .amsgrad(false));
+  for (auto _ : state) {
+    p.mutable_grad().copy_(g);
+    p.mutable_grad().mul_(kGradScale);
+    opt.step();
+    out.copy_(p);
+    benchmark::DoNotOptimize(out.data_ptr());
+  }
+  SetCounters(state, n);
+}
+
+// Streaming loops with exactly the traffic of one step and trivial
+// arithmetic: what a fused kernel could reach if it were purely
+// bandwidth-bound. Cloned per ISA and chosen at load time, so the roofline
+// is as wide as the widest kernel variant.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamF32(
+    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+    int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];
+    m[i] = m[i] * 0.5f + gi;
+    v[i] = v[i] * 0.5f + gi;
+    p[i] = p[i] - 1e-9f * gi;
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamFused(
+    float* __restrict p, const uint16_t* __restrict g, float* __restrict m, float* __restrict v,
+    uint16_t* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float gi;
+    const uint32_t wide = static_cast<uint32_t>(g[i]) << 16;
+    std::memcpy(&gi, &wide, sizeof(gi));
+    m[i] = m[i] * 0.5f + gi;
+    v[i] = v[i] * 0.5f + gi;
+    const float pi = p[i] - 1e-9f * gi;
+    p[i] = pi;
+    uint32_t bits;
+    std::memcpy(&bits, &pi, sizeof(bits));
+    out[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+// Built with OpenMP (benchmarks/CMakeLists.txt): at::parallel_for's region is
+// compiled here, and without it the stream would run on one thread.
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#error "optimizer_bench.cc must be compiled with -fopenmp"
+#endif
+void BenchStream(benchmark::State& state, bool fused, int64_t n, int threads) {
+  ThreadScope scope(threads);
+  at::Tensor p = torch::randn({n}), m = torch::zeros({n}), v = torch::zeros({n});
+  const at::Tensor g = fused ? torch::randn({n}).to(at::kBFloat16) : torch::randn({n});
+  at::Tensor out = torch::empty({n}, at::kBFloat16);
   float* pp = p.data_ptr<float>();
-  const float* gp = g.data_ptr<float>();
   float* mp = m.data_ptr<float>();
   float* vp = v.data_ptr<float>();
   for (auto _ : state) {
     at::parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float gi = gp[i];
-        mp[i] = mp[i] * 0.5f + gi;
-        vp[i] = vp[i] * 0.5f + gi;
-        pp[i] = pp[i] - 1e-9f * gi;
+      if (fused) {
+        StreamFused(pp + begin, static_cast<const uint16_t*>(g.data_ptr()) + begin, mp + begin,
+                    vp + begin, static_cast<uint16_t*>(out.data_ptr()) + begin, end - begin);
+      } else {
+        StreamF32(pp + begin, g.data_ptr<float>() + begin, mp + begin, vp + begin, end - begin);
       }
     });
     benchmark::DoNotOptimize(pp);
@@ -164,14 +246,31 @@ std::string RunName(const std::string& what, int64_t n, int threads) {
   return Name(what, n, threads) + "/real_time";
 }
 
+std::string ShardName(ops::kernels::Isa isa, bool fused) {
+  return absl::StrCat(fused ? "zt_adamw_fused_" : "zt_adamw_", ops::kernels::IsaName(isa));
+}
+
 }  // namespace
 }  // namespace zt
 
 int main(int argc, char** argv) {
+  namespace kernels = zt::ops::kernels;
   using zt::Name;
   using zt::RunName;
-  std::printf("%s\n", zt::SystemInfoLine().c_str());
-  std::printf("default intra-op threads: %d | bytes per element: %lld (p,g,m,v read; p,m,v written)\n",
+  using zt::ShardName;
+
+  std::vector<kernels::Isa> isas;
+  std::vector<std::string> isa_names;
+  for (kernels::Isa isa : kernels::kAllIsas) {
+    if (kernels::KernelsFor(isa) == nullptr) continue;
+    isas.push_back(isa);
+    isa_names.push_back(kernels::IsaName(isa));
+  }
+  const kernels::Isa active = kernels::ActiveIsa();  // throws on a bad ZT_CPU_ISA
+  std::printf("%s | optimizer kernels: %s (this CPU runs: %s)\n", zt::SystemInfoLine().c_str(),
+              kernels::IsaName(active), absl::StrJoin(isa_names, ", ").c_str());
+  std::printf("default intra-op threads: %d | bytes per element: %lld (fp32: p,g,m,v read; p,m,v "
+              "written | fused: bf16 g read, bf16 out written)\n",
               at::get_num_threads(), static_cast<long long>(zt::kBytesPerElement));
   benchmark::Initialize(&argc, argv);
 
@@ -180,47 +279,113 @@ int main(int argc, char** argv) {
   const int max_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int> thread_counts = {1};
   if (max_threads > 1) thread_counts.push_back(max_threads);
-  const std::vector<int64_t> sizes = {int64_t{1} << 20, int64_t{1} << 24};
+  // 16K: p, g, m, v and out fit in a 512 KiB L2; 1M: 28 MB, about an LLC;
+  // 16M: 448 MB, far beyond any LLC.
+  const std::vector<int64_t> sizes = {int64_t{1} << 14, int64_t{1} << 20, int64_t{1} << 24};
   for (int64_t n : sizes) {
+    // Microseconds for the L2-resident size, milliseconds for the others.
+    const benchmark::TimeUnit unit = n < (int64_t{1} << 20) ? benchmark::kMicrosecond
+                                                            : benchmark::kMillisecond;
+    auto reg = [unit](const std::string& name, auto&&... args) {
+      benchmark::RegisterBenchmark(name.c_str(), args...)->UseRealTime()->Unit(unit);
+    };
     for (int t : thread_counts) {
-      benchmark::RegisterBenchmark(Name("stream_baseline", n, t).c_str(), zt::BenchStream, n, t)
-          ->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(Name("zt_adamw_fast", n, t).c_str(), zt::BenchShard,
-                                   zt::ops::Impl::kFast, n, t)
-          ->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(Name("zt_adamw_reference", n, t).c_str(), zt::BenchShard,
-                                   zt::ops::Impl::kReference, n, t)
-          ->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(
-          Name("torch_adamw", n, t).c_str(),
-          zt::BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t)
-          ->UseRealTime()->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(
-          Name("torch_adam", n, t).c_str(),
-          zt::BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>, n, t)
-          ->UseRealTime()->Unit(benchmark::kMillisecond);
+      reg(Name("stream_baseline", n, t), zt::BenchStream, false, n, t);
+      reg(Name("stream_fused", n, t), zt::BenchStream, true, n, t);
+      for (kernels::Isa isa : isas) {
+        for (bool fused : {false, true}) {
+          reg(Name(ShardName(isa, fused), n, t), zt::BenchShard, kernels::KernelsFor(isa), fused,
+              n, t);
+        }
+      }
+      reg(Name("zt_adamw_reference", n, t), zt::BenchShard, nullptr, false, n, t);
+      reg(Name("torch_adamw", n, t),
+          zt::BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t);
+      reg(Name("torch_adam", n, t), zt::BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>,
+          n, t);
+      reg(Name("torch_adam_fused", n, t), zt::BenchTorchFused, n, t);
     }
   }
   zt::RecordingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  // Ratios of step time, same run: > 1 means the fast kernel is that many times faster.
+  // Ratios of step time, same run: > 1 means ours is that many times faster.
   auto get = [&](const std::string& key) { return reporter.MedianSeconds(key); };
-  std::printf("\nstep-time ratios (this run, medians over repetitions; > 1: fast is faster):\n");
+  auto ratio = [](double other, double ours) { return ours > 0.0 && other > 0.0 ? other / ours : 0.0; };
+  const std::string fast = ShardName(active, false);
+  std::printf("\nstep-time ratios, active ISA %s (this run, medians; > 1: fast is faster):\n",
+              kernels::IsaName(active));
   std::printf("%-6s %-8s %14s %14s %14s %16s\n", "size", "threads", "ref/fast", "torchAdamW/fast",
               "torchAdam/fast", "fast GB/s (% of stream)");
   for (int64_t n : sizes) {
     for (int t : thread_counts) {
-      const double fast = get(RunName("zt_adamw_fast", n, t));
-      if (fast <= 0.0) continue;  // filtered out with --benchmark_filter
-      const double stream = get(RunName("stream_baseline", n, t));
-      const double gbps = static_cast<double>(n * zt::kBytesPerElement) / fast * 1e-9;
-      const double peak = stream > 0.0 ? 100.0 * stream / fast : 0.0;
+      const double ours = get(RunName(fast, n, t));
+      if (ours <= 0.0) continue;  // filtered out with --benchmark_filter
+      const double gbps = static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9;
       std::printf("%-6s %-8d %14.2f %14.2f %14.2f %9.1f (%3.0f%%)\n", zt::SizeName(n).c_str(), t,
-                  get(RunName("zt_adamw_reference", n, t)) / fast, get(RunName("torch_adamw", n, t)) / fast,
-                  get(RunName("torch_adam", n, t)) / fast, gbps, peak);
+                  ratio(get(RunName("zt_adamw_reference", n, t)), ours),
+                  ratio(get(RunName("torch_adamw", n, t)), ours),
+                  ratio(get(RunName("torch_adam", n, t)), ours), gbps,
+                  100.0 * ratio(get(RunName("stream_baseline", n, t)), ours));
     }
   }
+
+  // Per variant. fp32 rows compare with torch::optim::Adam and the fp32
+  // stream; fused rows with the LibTorch sequence doing the same job
+  // (torch_adam_fused) and the fused stream.
+  std::printf("\nper ISA variant (torch: torch::optim::Adam doing the same job; stream: a kernel "
+              "moving the same bytes):\n");
+  std::printf("%-6s %-8s %-16s %10s %9s %12s %12s\n", "size", "threads", "variant", "us/step",
+              "GB/s", "torch/ours", "% of stream");
+  struct Extremes {
+    double min_torch = 0.0, max_torch = 0.0;
+    std::vector<std::string> roofline;  // "% of stream" at the largest size
+  };
+  std::map<kernels::Isa, Extremes> per_isa;
+  for (int64_t n : sizes) {
+    for (int t : thread_counts) {
+      for (kernels::Isa isa : isas) {
+        for (bool fused : {false, true}) {
+          const double ours = get(RunName(ShardName(isa, fused), n, t));
+          if (ours <= 0.0) continue;
+          const double vs_torch =
+              ratio(get(RunName(fused ? "torch_adam_fused" : "torch_adam", n, t)), ours);
+          const double of_stream =
+              100.0 * ratio(get(RunName(fused ? "stream_fused" : "stream_baseline", n, t)), ours);
+          const std::string mode = fused ? "fused" : "fp32";
+          std::printf("%-6s %-8d %-16s %10.1f %9.1f %11.2fx %11.0f%%\n", zt::SizeName(n).c_str(), t,
+                      absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), ours * 1e6,
+                      static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch,
+                      of_stream);
+          Extremes& e = per_isa[isa];
+          if (vs_torch > 0.0) {
+            e.min_torch = e.min_torch == 0.0 ? vs_torch : std::min(e.min_torch, vs_torch);
+            e.max_torch = std::max(e.max_torch, vs_torch);
+          }
+          if (n == sizes.back() && of_stream > 0.0) {
+            e.roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, of_stream));
+          }
+        }
+      }
+    }
+  }
+  // One line: per variant (active first), the speed-up range vs
+  // torch::optim::Adam over every size, thread count and mode, and the
+  // share of the streaming roofline at the largest (DRAM-bound) size.
+  std::vector<std::string> parts;
+  std::vector<kernels::Isa> order = {active};
+  for (kernels::Isa isa : isas) {
+    if (isa != active) order.push_back(isa);
+  }
+  for (kernels::Isa isa : order) {
+    const Extremes& e = per_isa[isa];
+    parts.push_back(absl::StrFormat("%s%s: %.2fx-%.1fx torch::optim::Adam, at %s %s of stream",
+                                    kernels::IsaName(isa), isa == active ? " (active)" : "",
+                                    e.min_torch, e.max_torch, zt::SizeName(sizes.back()),
+                                    absl::StrJoin(e.roofline, ", ")));
+  }
+  std::printf("\nsummary (targets: >= 2x torch, >= 85%% of stream): %s\n",
+              absl::StrJoin(parts, " | ").c_str());
   return 0;
 }

@@ -11,11 +11,11 @@
 namespace zt::ops::internal {
 namespace {
 
-void ReferenceAdagrad(float* p, const float* g, float* sum, int64_t n,
+void ReferenceAdagrad(float* p, const float* g, double grad_scale, float* sum, int64_t n,
                       const kernels::AdagradCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double param = p[i];
-    const double grad = g[i] + c.weight_decay * param;
+    const double grad = g[i] * grad_scale + c.weight_decay * param;
     const double s = sum[i] + grad * grad;
     sum[i] = static_cast<float>(s);
     p[i] = static_cast<float>(param - c.lr * grad / (std::sqrt(s) + c.eps));
@@ -24,7 +24,8 @@ void ReferenceAdagrad(float* p, const float* g, float* sum, int64_t n,
 
 class AdagradOptimizer final : public ShardOptimizer {
  public:
-  AdagradOptimizer(const OptimizerConfig& config, Impl impl) : config_(config), impl_(impl) {}
+  AdagradOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
+      : config_(config), kernels_(kernels) {}
 
   OptimizerType type() const override { return OptimizerType::kAdagrad; }
 
@@ -38,12 +39,12 @@ class AdagradOptimizer final : public ShardOptimizer {
 
   // StepHyper::momentum is ignored: Adagrad has none (DeepSpeed's OneCycle
   // disables momentum cycling for it too).
+  using ShardOptimizer::Step;
   void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper) const override {
-    CheckStepArgs("Adagrad", params, grads, hyper);
-    float* sum = StateTensor("Adagrad", state, "sum", params).data_ptr<float>();
+            const StepHyper& hyper, const StepExtras& extras) const override {
+    CheckStepArgs("Adagrad", params, grads, hyper, extras);
+    float* sum = StateTensor("Adagrad", state, "sum", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
-    const float* g = grads.data_ptr<float>();
     state.step += 1;
     kernels::AdagradCoeffs c;
     c.lr = hyper.lr;
@@ -51,24 +52,29 @@ class AdagradOptimizer final : public ShardOptimizer {
     c.weight_decay = config_.weight_decay;
 
     const int64_t n = params.numel();
-    if (impl_ == Impl::kReference) {
-      ReferenceAdagrad(p, g, sum, n, c);
+    if (kernels_ == nullptr) {
+      const at::Tensor g = GradsAsFloat(grads);
+      ReferenceAdagrad(p, g.data_ptr<float>(), extras.grad_scale, sum, n, c);
+      WriteOutWithTorch(params, extras);
       return;
     }
+    const kernels::GradIn g = GradArg(grads, extras);
+    const kernels::ParamOut out = OutArg(params, extras);
     ForEachChunk(n, [&](int64_t begin, int64_t end) {
-      kernels::AdagradStep(p + begin, g + begin, sum + begin, end - begin, c);
+      kernels_->adagrad(p + begin, g.At(begin), sum + begin, out.At(begin), end - begin, c);
     });
   }
 
  private:
   OptimizerConfig config_;
-  Impl impl_;
+  const kernels::KernelTable* kernels_;  // null: reference
 };
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config, Impl impl) {
-  return std::make_unique<AdagradOptimizer>(config, impl);
+std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config,
+                                            const kernels::KernelTable* kernels) {
+  return std::make_unique<AdagradOptimizer>(config, kernels);
 }
 
 }  // namespace zt::ops::internal

@@ -10,12 +10,13 @@ namespace zt::ops::internal {
 namespace {
 
 // The textbook update in double per element, straight from torch.optim's
-// documentation; the fast kernel must agree with it.
-void ReferenceAdam(float* p, const float* g, float* m, float* v, int64_t n,
+// documentation; the fast kernel must agree with it. `g` is fp32 and scaled
+// here, in double.
+void ReferenceAdam(float* p, const float* g, double grad_scale, float* m, float* v, int64_t n,
                    const kernels::AdamCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     double param = p[i];
-    double grad = g[i];
+    double grad = g[i] * grad_scale;
     if (c.decoupled) {
       param *= 1.0 - c.lr * c.weight_decay;
     } else {
@@ -33,9 +34,9 @@ void ReferenceAdam(float* p, const float* g, float* m, float* v, int64_t n,
 
 class AdamOptimizer final : public ShardOptimizer {
  public:
-  AdamOptimizer(const OptimizerConfig& config, Impl impl)
+  AdamOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
       : config_(config),
-        impl_(impl),
+        kernels_(kernels),
         decoupled_(config.type == OptimizerType::kAdamW || config.adam_w_mode) {}
 
   OptimizerType type() const override { return config_.type; }
@@ -47,14 +48,14 @@ class AdamOptimizer final : public ShardOptimizer {
     return state;
   }
 
+  using ShardOptimizer::Step;
   void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper) const override {
+            const StepHyper& hyper, const StepExtras& extras) const override {
     const char* name = OptimizerName(config_.type);
-    CheckStepArgs(name, params, grads, hyper);
-    float* m = StateTensor(name, state, "exp_avg", params).data_ptr<float>();
-    float* v = StateTensor(name, state, "exp_avg_sq", params).data_ptr<float>();
+    CheckStepArgs(name, params, grads, hyper, extras);
+    float* m = StateTensor(name, state, "exp_avg", params, grads, extras).data_ptr<float>();
+    float* v = StateTensor(name, state, "exp_avg_sq", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
-    const float* g = grads.data_ptr<float>();
 
     state.step += 1;
     kernels::AdamCoeffs c;
@@ -73,25 +74,30 @@ class AdamOptimizer final : public ShardOptimizer {
     }
 
     const int64_t n = params.numel();
-    if (impl_ == Impl::kReference) {
-      ReferenceAdam(p, g, m, v, n, c);
+    if (kernels_ == nullptr) {
+      const at::Tensor g = GradsAsFloat(grads);
+      ReferenceAdam(p, g.data_ptr<float>(), extras.grad_scale, m, v, n, c);
+      WriteOutWithTorch(params, extras);
       return;
     }
+    const kernels::GradIn g = GradArg(grads, extras);
+    const kernels::ParamOut out = OutArg(params, extras);
     ForEachChunk(n, [&](int64_t begin, int64_t end) {
-      kernels::AdamStep(p + begin, g + begin, m + begin, v + begin, end - begin, c);
+      kernels_->adam(p + begin, g.At(begin), m + begin, v + begin, out.At(begin), end - begin, c);
     });
   }
 
  private:
   OptimizerConfig config_;
-  Impl impl_;
+  const kernels::KernelTable* kernels_;  // null: reference
   bool decoupled_;
 };
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config, Impl impl) {
-  return std::make_unique<AdamOptimizer>(config, impl);
+std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config,
+                                         const kernels::KernelTable* kernels) {
+  return std::make_unique<AdamOptimizer>(config, kernels);
 }
 
 }  // namespace zt::ops::internal

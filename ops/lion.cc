@@ -7,10 +7,15 @@
 namespace zt::ops::internal {
 namespace {
 
-void ReferenceLion(float* p, const float* g, float* m, int64_t n, const kernels::LionCoeffs& c) {
+// All in double, the gradient scale included. The fast kernel scales in
+// float, so where the sign's argument is within a float rounding of zero the
+// two may take opposite signs (p then differs by 2 lr); with scale 1 they
+// agree exactly.
+void ReferenceLion(float* p, const float* g, double grad_scale, float* m, int64_t n,
+                   const kernels::LionCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double param = p[i];
-    const double grad = g[i];
+    const double grad = g[i] * grad_scale;
     const double exp_avg = m[i];
     const double u = c.beta1 * exp_avg + (1.0 - c.beta1) * grad;
     const double sign = u > 0.0 ? 1.0 : (u < 0.0 ? -1.0 : 0.0);
@@ -21,7 +26,8 @@ void ReferenceLion(float* p, const float* g, float* m, int64_t n, const kernels:
 
 class LionOptimizer final : public ShardOptimizer {
  public:
-  LionOptimizer(const OptimizerConfig& config, Impl impl) : config_(config), impl_(impl) {}
+  LionOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
+      : config_(config), kernels_(kernels) {}
 
   OptimizerType type() const override { return OptimizerType::kLion; }
 
@@ -31,12 +37,12 @@ class LionOptimizer final : public ShardOptimizer {
     return state;
   }
 
+  using ShardOptimizer::Step;
   void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper) const override {
-    CheckStepArgs("Lion", params, grads, hyper);
-    float* m = StateTensor("Lion", state, "exp_avg", params).data_ptr<float>();
+            const StepHyper& hyper, const StepExtras& extras) const override {
+    CheckStepArgs("Lion", params, grads, hyper, extras);
+    float* m = StateTensor("Lion", state, "exp_avg", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
-    const float* g = grads.data_ptr<float>();
     state.step += 1;
     kernels::LionCoeffs c;
     c.lr = hyper.lr;
@@ -45,24 +51,29 @@ class LionOptimizer final : public ShardOptimizer {
     c.weight_decay = config_.weight_decay;
 
     const int64_t n = params.numel();
-    if (impl_ == Impl::kReference) {
-      ReferenceLion(p, g, m, n, c);
+    if (kernels_ == nullptr) {
+      const at::Tensor g = GradsAsFloat(grads);
+      ReferenceLion(p, g.data_ptr<float>(), extras.grad_scale, m, n, c);
+      WriteOutWithTorch(params, extras);
       return;
     }
+    const kernels::GradIn g = GradArg(grads, extras);
+    const kernels::ParamOut out = OutArg(params, extras);
     ForEachChunk(n, [&](int64_t begin, int64_t end) {
-      kernels::LionStep(p + begin, g + begin, m + begin, end - begin, c);
+      kernels_->lion(p + begin, g.At(begin), m + begin, out.At(begin), end - begin, c);
     });
   }
 
  private:
   OptimizerConfig config_;
-  Impl impl_;
+  const kernels::KernelTable* kernels_;  // null: reference
 };
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config, Impl impl) {
-  return std::make_unique<LionOptimizer>(config, impl);
+std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config,
+                                         const kernels::KernelTable* kernels) {
+  return std::make_unique<LionOptimizer>(config, kernels);
 }
 
 }  // namespace zt::ops::internal

@@ -9,10 +9,11 @@ namespace {
 
 constexpr const char* kBuffer = "momentum_buffer";
 
-void ReferenceSgd(float* p, const float* g, float* buf, int64_t n, const kernels::SgdCoeffs& c) {
+void ReferenceSgd(float* p, const float* g, double grad_scale, float* buf, int64_t n,
+                  const kernels::SgdCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double param = p[i];
-    double d = g[i] + c.weight_decay * param;
+    double d = g[i] * grad_scale + c.weight_decay * param;
     if (c.momentum != 0.0) {
       const double b = c.first_step ? d : c.momentum * buf[i] + (1.0 - c.dampening) * d;
       buf[i] = static_cast<float>(b);
@@ -24,7 +25,8 @@ void ReferenceSgd(float* p, const float* g, float* buf, int64_t n, const kernels
 
 class SgdOptimizer final : public ShardOptimizer {
  public:
-  SgdOptimizer(const OptimizerConfig& config, Impl impl) : config_(config), impl_(impl) {}
+  SgdOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
+      : config_(config), kernels_(kernels) {}
 
   OptimizerType type() const override { return OptimizerType::kSGD; }
 
@@ -37,9 +39,10 @@ class SgdOptimizer final : public ShardOptimizer {
     return state;
   }
 
+  using ShardOptimizer::Step;
   void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper) const override {
-    CheckStepArgs("SGD", params, grads, hyper);
+            const StepHyper& hyper, const StepExtras& extras) const override {
+    CheckStepArgs("SGD", params, grads, hyper, extras);
     kernels::SgdCoeffs c;
     c.lr = hyper.lr;
     c.weight_decay = config_.weight_decay;
@@ -56,32 +59,36 @@ class SgdOptimizer final : public ShardOptimizer {
         state.tensors[kBuffer] = ZerosLikeParams(params);
         c.first_step = true;
       }
-      buf = StateTensor("SGD", state, kBuffer, params).data_ptr<float>();
+      buf = StateTensor("SGD", state, kBuffer, params, grads, extras).data_ptr<float>();
     }
     float* p = params.data_ptr<float>();
-    const float* g = grads.data_ptr<float>();
     state.step += 1;
 
     const int64_t n = params.numel();
-    if (impl_ == Impl::kReference) {
-      ReferenceSgd(p, g, buf, n, c);
+    if (kernels_ == nullptr) {
+      const at::Tensor g = GradsAsFloat(grads);
+      ReferenceSgd(p, g.data_ptr<float>(), extras.grad_scale, buf, n, c);
+      WriteOutWithTorch(params, extras);
       return;
     }
+    const kernels::GradIn g = GradArg(grads, extras);
+    const kernels::ParamOut out = OutArg(params, extras);
     ForEachChunk(n, [&](int64_t begin, int64_t end) {
-      kernels::SgdStep(p + begin, g + begin, buf == nullptr ? nullptr : buf + begin, end - begin,
-                       c);
+      kernels_->sgd(p + begin, g.At(begin), buf == nullptr ? nullptr : buf + begin, out.At(begin),
+                    end - begin, c);
     });
   }
 
  private:
   OptimizerConfig config_;
-  Impl impl_;
+  const kernels::KernelTable* kernels_;  // null: reference
 };
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config, Impl impl) {
-  return std::make_unique<SgdOptimizer>(config, impl);
+std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config,
+                                        const kernels::KernelTable* kernels) {
+  return std::make_unique<SgdOptimizer>(config, kernels);
 }
 
 }  // namespace zt::ops::internal

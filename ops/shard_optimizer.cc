@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "ops/kernels.h"
 #include "ops/optimizer_common.h"
 #include "util/error.h"
 
@@ -69,22 +70,37 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, Impl impl) {
+namespace {
+
+// `kernels` null: the reference implementation.
+std::unique_ptr<ShardOptimizer> Make(const OptimizerConfig& config,
+                                     const kernels::KernelTable* kernels) {
   ThrowIfError(ValidateOptimizerConfig(config));
   switch (config.type) {
     case OptimizerType::kAdam:
     case OptimizerType::kAdamW:
-      return internal::MakeAdam(config, impl);
+      return internal::MakeAdam(config, kernels);
     case OptimizerType::kSGD:
-      return internal::MakeSgd(config, impl);
+      return internal::MakeSgd(config, kernels);
     case OptimizerType::kAdagrad:
-      return internal::MakeAdagrad(config, impl);
+      return internal::MakeAdagrad(config, kernels);
     case OptimizerType::kLion:
-      return internal::MakeLion(config, impl);
+      return internal::MakeLion(config, kernels);
   }
   throw Error(absl::InvalidArgumentError(absl::StrCat(
       "optimizer.type: unsupported value ", static_cast<int>(config.type),
       "; use Adam, AdamW, Adagrad, Lion or SGD")));
+}
+
+}  // namespace
+
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, Impl impl) {
+  return Make(config, impl == Impl::kFast ? &kernels::ActiveKernels() : nullptr);
+}
+
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config,
+                                                   const kernels::KernelTable& kernels) {
+  return Make(config, &kernels);
 }
 
 }  // namespace zt::ops

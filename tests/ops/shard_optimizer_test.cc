@@ -11,115 +11,21 @@
 #include <torch/torch.h>
 
 #include "ops/shard_optimizer.h"
+#include "tests/ops/optimizer_cases.h"
 #include "util/error.h"
 
 namespace zt::ops {
 namespace {
 
-StepHyper LrOnly(double lr) {
-  StepHyper h;
-  h.lr = lr;
-  return h;
-}
-
-struct Case {
-  std::string name;
-  OptimizerConfig config;
-  double lr;
-};
-
-OptimizerConfig Adam(bool adam_w_mode, double weight_decay, bool bias_correction = true) {
-  OptimizerConfig c;
-  c.type = OptimizerType::kAdam;
-  c.adam_w_mode = adam_w_mode;
-  c.weight_decay = weight_decay;
-  c.bias_correction = bias_correction;
-  return c;
-}
-
-OptimizerConfig Sgd(double momentum, double dampening, bool nesterov, double weight_decay) {
-  OptimizerConfig c;
-  c.type = OptimizerType::kSGD;
-  c.momentum = momentum;
-  c.dampening = dampening;
-  c.nesterov = nesterov;
-  c.weight_decay = weight_decay;
-  return c;
-}
-
-std::vector<Case> AllCases() {
-  std::vector<Case> cases;
-  cases.push_back({"AdamL2", Adam(false, 0.05), 1e-2});
-  cases.push_back({"AdamDecoupled", Adam(true, 0.05), 1e-2});
-  OptimizerConfig adamw = Adam(true, 0.1);
-  adamw.type = OptimizerType::kAdamW;
-  cases.push_back({"AdamW", adamw, 3e-3});
-  cases.push_back({"AdamNoBiasCorrection", Adam(true, 0.01, false), 1e-3});
-  cases.push_back({"SgdPlain", Sgd(0.0, 0.0, false, 0.0), 0.1});
-  cases.push_back({"SgdMomentumDecay", Sgd(0.9, 0.0, false, 1e-2), 0.05});
-  cases.push_back({"SgdDampening", Sgd(0.9, 0.3, false, 0.0), 0.05});
-  cases.push_back({"SgdNesterov", Sgd(0.8, 0.0, true, 1e-3), 0.05});
-  OptimizerConfig adagrad;
-  adagrad.type = OptimizerType::kAdagrad;
-  adagrad.eps = 1e-10;
-  adagrad.weight_decay = 0.01;
-  adagrad.initial_accumulator_value = 0.1;
-  cases.push_back({"Adagrad", adagrad, 0.05});
-  OptimizerConfig lion;
-  lion.type = OptimizerType::kLion;
-  lion.betas = {0.9, 0.99};
-  lion.weight_decay = 0.1;
-  cases.push_back({"Lion", lion, 1e-4});
-  return cases;
-}
-
-// Fast and reference differ only in the rounding inside one update (float
-// with coefficients rounded to float, vs double per element), so elements
-// agree to a few float ulps of the terms that formed them:
-//   |fast - ref| <= 1e-6 * |ref| + 2e-6 * scale,
-// scale = max(max|ref|, max|grad|) bounds those terms (a momentum that
-// cancels to near zero was formed from gradient-sized terms).
-// Ill-conditioned elements are the exception: where Adam's L2-decayed
-// gradient g + wd * p cancels to ~eps, one float ulp of wd * p changes the
-// update by up to 2 lr, and the difference then carries into later steps.
-// At most one element in 10^5 may exceed the bound above, and each such
-// element must still lie within `outlier_bound`. (Measured: 1 of 2^20 for
-// Adam with L2 decay, none elsewhere.)
-void ExpectClose(const at::Tensor& fast, const at::Tensor& ref, double grad_scale,
-                 double outlier_bound, const std::string& what) {
-  ASSERT_EQ(fast.numel(), ref.numel()) << what;
-  const auto f = fast.contiguous();
-  const auto r = ref.contiguous();
-  const float* a = f.data_ptr<float>();
-  const float* b = r.data_ptr<float>();
-  double scale = grad_scale;
-  for (int64_t i = 0; i < r.numel(); ++i) scale = std::max(scale, std::abs(double{b[i]}));
-  int64_t outliers = 0;
-  int64_t worst = -1;
-  double worst_diff = 0.0;
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    const double diff = std::abs(double{a[i]} - double{b[i]});
-    if (!(diff <= 1e-6 * std::abs(double{b[i]}) + 2e-6 * scale)) {
-      ++outliers;
-      if (!(diff <= worst_diff)) {
-        worst_diff = diff;
-        worst = i;
-      }
-    }
-  }
-  const int64_t allowed = r.numel() / 100000;
-  EXPECT_LE(outliers, allowed) << what << ": " << outliers << " elements off; worst at " << worst
-                               << ": fast " << (worst >= 0 ? a[worst] : 0.f) << " vs reference "
-                               << (worst >= 0 ? b[worst] : 0.f);
-  EXPECT_LE(worst_diff, outlier_bound) << what << ": element " << worst << " is off by "
-                                       << worst_diff;
-}
-
-void ExpectBitEqual(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
-  ASSERT_EQ(a.numel(), b.numel()) << what;
-  EXPECT_TRUE(torch::equal(a, b)) << what << ": max |diff| "
-                                  << (a - b).abs().max().item<float>();
-}
+using testutil::AdamConfig;
+using testutil::AllCases;
+using testutil::Case;
+using testutil::ExpectBitEqual;
+using testutil::ExpectClose;
+using testutil::ExpectError;
+using testutil::LrOnly;
+using testutil::SgdConfig;
+using testutil::Tolerance;
 
 // Runs `steps` steps of `c` on a random shard of `n` elements with both
 // implementations, the same gradients, and compares params and every state
@@ -143,11 +49,11 @@ void CompareFastToReference(const Case& c, int64_t n, int steps) {
     ASSERT_EQ(s_ref.step, step);
     const double grad_scale = g.abs().max().item<double>();
     // An ill-conditioned element's update is off by at most 2 lr per step.
-    ExpectClose(p_fast, p_ref, grad_scale, 2.0 * c.lr * step,
+    ExpectClose(p_fast, p_ref, grad_scale, Tolerance{1e-6, 2e-6, 2.0 * c.lr * step, testutil::OutlierFraction(c)},
                 "params after step " + std::to_string(step));
     ASSERT_EQ(s_fast.tensors.size(), s_ref.tensors.size());
     for (const auto& [name, t] : s_ref.tensors) {
-      ExpectClose(s_fast.tensors.at(name), t, grad_scale, 1e-4 * grad_scale,
+      ExpectClose(s_fast.tensors.at(name), t, grad_scale, Tolerance{1e-6, 2e-6, 1e-4 * grad_scale, testutil::OutlierFraction(c)},
                   name + " after step " + std::to_string(step));
     }
   }
@@ -231,8 +137,8 @@ TEST(ShardOptimizer, MomentumAndBeta2OverridesReplaceConfig) {
                      std::string("beta overrides, type ") + std::to_string(static_cast<int>(type)));
       EXPECT_FALSE(torch::equal(RunSteps(base, LrOnly(1e-3), impl), RunSteps(wanted, LrOnly(1e-3), impl)));
     }
-    OptimizerConfig sgd = Sgd(0.9, 0.1, false, 0.0);
-    OptimizerConfig sgd_wanted = Sgd(0.5, 0.1, false, 0.0);
+    OptimizerConfig sgd = SgdConfig(0.9, 0.1, false, 0.0);
+    OptimizerConfig sgd_wanted = SgdConfig(0.5, 0.1, false, 0.0);
     StepHyper hyper = LrOnly(0.1);
     hyper.momentum = 0.5;
     ExpectBitEqual(RunSteps(sgd, hyper, impl), RunSteps(sgd_wanted, LrOnly(0.1), impl), "SGD momentum");
@@ -252,7 +158,7 @@ TEST(ShardOptimizer, MomentumAndBeta2OverridesReplaceConfig) {
 // buffer lazily, initialised from the gradient of its first momentum step,
 // as torch.optim.SGD does when momentum becomes non-zero.
 TEST(ShardOptimizer, SgdCreatesMomentumBufferOnFirstMomentumStep) {
-  const auto opt = MakeShardOptimizer(Sgd(0.0, 0.0, false, 0.0), Impl::kFast);
+  const auto opt = MakeShardOptimizer(SgdConfig(0.0, 0.0, false, 0.0), Impl::kFast);
   at::Tensor p = torch::zeros({5});
   ShardState s = opt->InitState(p);
   EXPECT_EQ(s.tensors.count("momentum_buffer"), 0u);
@@ -287,17 +193,17 @@ TEST(ShardOptimizer, AdamWeightDecayModesAndBiasCorrectionByHand) {
   // v = 0.001 * 0.36 = 3.6e-4; bc1 = 0.1, bc2 = 0.001;
   // denom = sqrt(3.6e-4) / sqrt(1e-3) + 1e-8 = 0.6 + 1e-8;
   // p = 1 - (0.1 / 0.1) * 0.06 / (0.6 + 1e-8) = 0.9 + 1.7e-9.
-  EXPECT_NEAR(one_step(Adam(false, 0.1)), 0.9, 1e-7);
+  EXPECT_NEAR(one_step(AdamConfig(false, 0.1)), 0.9, 1e-7);
   // Decoupled (Adam with adam_w_mode true, or AdamW): p = 1 * (1 - 0.1 * 0.1) = 0.99;
   // m = 0.05; v = 2.5e-4; denom = sqrt(2.5e-4) / sqrt(1e-3) + 1e-8 = 0.5 + 1e-8;
   // p = 0.99 - 1 * 0.05 / 0.5 = 0.89.
-  EXPECT_NEAR(one_step(Adam(true, 0.1)), 0.89, 1e-7);
-  OptimizerConfig adamw = Adam(false, 0.1);  // AdamW ignores adam_w_mode = false
+  EXPECT_NEAR(one_step(AdamConfig(true, 0.1)), 0.89, 1e-7);
+  OptimizerConfig adamw = AdamConfig(false, 0.1);  // AdamW ignores adam_w_mode = false
   adamw.type = OptimizerType::kAdamW;
   EXPECT_NEAR(one_step(adamw), 0.89, 1e-7);
   // No bias correction: denom = sqrt(2.5e-4) + 1e-8 = 0.0158113983;
   // p = 0.99 - 0.1 * 0.05 / 0.0158113983 = 0.99 - 0.3162275667 = 0.6737724333.
-  EXPECT_NEAR(one_step(Adam(true, 0.1, false)), 0.6737724333, 1e-6);
+  EXPECT_NEAR(one_step(AdamConfig(true, 0.1, false)), 0.6737724333, 1e-6);
 }
 
 TEST(ShardOptimizer, StateNamesFollowTorch) {
@@ -310,9 +216,9 @@ TEST(ShardOptimizer, StateNamesFollowTorch) {
     }
     return out;
   };
-  EXPECT_EQ(names(Adam(true, 0.0)), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
-  EXPECT_EQ(names(Sgd(0.9, 0.0, false, 0.0)), (std::vector<std::string>{"momentum_buffer"}));
-  EXPECT_EQ(names(Sgd(0.0, 0.0, false, 0.0)), (std::vector<std::string>{}));
+  EXPECT_EQ(names(AdamConfig(true, 0.0)), (std::vector<std::string>{"exp_avg", "exp_avg_sq"}));
+  EXPECT_EQ(names(SgdConfig(0.9, 0.0, false, 0.0)), (std::vector<std::string>{"momentum_buffer"}));
+  EXPECT_EQ(names(SgdConfig(0.0, 0.0, false, 0.0)), (std::vector<std::string>{}));
   OptimizerConfig adagrad;
   adagrad.type = OptimizerType::kAdagrad;
   adagrad.initial_accumulator_value = 0.25;
@@ -324,44 +230,33 @@ TEST(ShardOptimizer, StateNamesFollowTorch) {
   EXPECT_EQ(names(lion), (std::vector<std::string>{"exp_avg"}));
 }
 
-template <typename Fn>
-void ExpectError(absl::StatusCode code, const std::string& fragment, Fn fn) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status().code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(ShardOptimizer, RejectsBadConfigNamingTheKey) {
-  OptimizerConfig c = Adam(true, 0.0);
+  OptimizerConfig c = AdamConfig(true, 0.0);
   c.betas = {0.9, 1.0};
   ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.betas",
               [&] { MakeShardOptimizer(c); });
-  c = Adam(true, -0.1);
+  c = AdamConfig(true, -0.1);
   ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.weight_decay",
               [&] { MakeShardOptimizer(c); });
-  c = Adam(true, 0.0);
+  c = AdamConfig(true, 0.0);
   c.lr = -1.0;
   ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.lr",
               [&] { MakeShardOptimizer(c); });
-  c = Sgd(0.9, 0.1, true, 0.0);
+  c = SgdConfig(0.9, 0.1, true, 0.0);
   ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.nesterov",
               [&] { MakeShardOptimizer(c); });
-  c = Sgd(0.0, 0.0, true, 0.0);
+  c = SgdConfig(0.0, 0.0, true, 0.0);
   EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
   c.type = OptimizerType::kAdagrad;
   c.nesterov = false;
   c.initial_accumulator_value = -1.0;
   ExpectError(absl::StatusCode::kInvalidArgument, "initial_accumulator_value",
               [&] { MakeShardOptimizer(c); });
-  EXPECT_TRUE(ValidateOptimizerConfig(Adam(false, 0.01)).ok());
+  EXPECT_TRUE(ValidateOptimizerConfig(AdamConfig(false, 0.01)).ok());
 }
 
 TEST(ShardOptimizer, RejectsBadTensorsAndLeavesStateUntouched) {
-  const auto opt = MakeShardOptimizer(Adam(true, 0.0));
+  const auto opt = MakeShardOptimizer(AdamConfig(true, 0.0));
   at::Tensor p = torch::zeros({8});
   ShardState s = opt->InitState(p);
   at::Tensor g = torch::ones({8});
