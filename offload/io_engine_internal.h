@@ -1,0 +1,120 @@
+// What the two IoEngine backends share: requests cut into pieces, tickets,
+// the rules for applying one transfer result (short transfers, EOF, errno),
+// and error messages with the source location. Not for use outside offload/.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "offload/io_engine.h"
+#include "util/status.h"
+
+namespace zt::offload::internal {
+
+// "file.cc" from __FILE__, which the build may give as an absolute path.
+const char* SourceBaseName(const char* file);
+
+// "<what>: <strerror(err)> [file.cc:123]", with the code absl assigns to err.
+absl::Status SysError(int err, const char* file, int line, const std::string& what);
+
+// Returns SysError(errno) when `expr`, a POSIX call returning -1 on failure, fails.
+#define ZT_IO_RETURN_IF_ERRNO(expr, what)                                                  \
+  do {                                                                                     \
+    if ((expr) < 0) return ::zt::offload::internal::SysError(errno, __FILE__, __LINE__, (what)); \
+  } while (0)
+
+// Aborts with file:line and the errno text when a liburing-style result is
+// negative where no caller could recover (the ring itself is unusable, so the
+// kernel may still own buffers and nothing can be released safely).
+#define ZT_IO_CHECK_NONNEGATIVE(expr, what)                                                           \
+  do {                                                                                                \
+    const long zt_io_ret_ = static_cast<long>(expr);                                                  \
+    ZT_CHECK_MSG(zt_io_ret_ >= 0, "%s: %s", std::string(what).c_str(),                                \
+                 std::strerror(static_cast<int>(-zt_io_ret_)));                                       \
+  } while (0)
+
+// One Read or Write call. Owned by IoEngineBase until Wait collects it.
+struct IoRequest {
+  IoTicket ticket = 0;
+  bool write = false;
+  int fd = -1;
+  std::string path;  // the swap file's, for messages
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  int64_t pieces_left = 0;  // guarded by IoEngineBase::mu_
+  absl::Status status;  // the first error; guarded by IoEngineBase::mu_
+};
+
+// At most block_size contiguous bytes of one request, moved by one worker.
+// After a short transfer, offset/buffer/left describe the remainder.
+struct IoPiece {
+  IoRequest* request = nullptr;
+  uint64_t offset = 0;
+  char* buffer = nullptr;
+  uint64_t left = 0;
+  int retries = 0;  // consecutive EINTR/EAGAIN results
+};
+
+// Tickets, piece splitting and completion bookkeeping; a backend only moves
+// pieces. Read/Write/Wait/WaitAll run on the caller's thread; Apply,
+// InjectedErrno and FailPiece run on the backend's worker threads.
+class IoEngineBase : public IoEngine {
+ public:
+  IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) override;
+  IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) override;
+  absl::Status Wait(IoTicket ticket) override;
+  absl::Status WaitAll() override;
+  IoBackend backend() const override { return options_.backend; }
+  const IoOptions& options() const override { return options_; }
+  uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
+  uint64_t bytes_written() const override { return bytes_written_.load(std::memory_order_relaxed); }
+
+  // Applies one transfer result of `piece` (bytes moved, or -errno) at the
+  // backend's source location. True when the piece is finished (done or
+  // failed; its request has been told); false when `piece`, now describing
+  // the remainder, must be submitted again.
+  bool Apply(IoPiece& piece, int64_t result, const char* file, int line);
+  // The errno the test hook injects into this piece (0: none).
+  int InjectedErrno(const IoPiece& piece) const;
+  // Finishes `piece` with `status` without transferring it.
+  void FailPiece(IoPiece& piece, const absl::Status& status);
+
+ protected:
+  // `options` validated, with block_size rounded and the backend resolved.
+  explicit IoEngineBase(const IoOptions& options) : options_(options) {}
+  // Hands a request's pieces for worker `worker` (0 .. threads-1) to the
+  // backend. Runs on the caller's thread; must not block on I/O.
+  virtual void Enqueue(int worker, std::vector<IoPiece> pieces) = 0;
+
+ private:
+  IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes);
+  void Finish(IoRequest* request, const absl::Status& status);
+  absl::Status TransferError(const IoPiece& piece, int err, const char* file, int line) const;
+
+  const IoOptions options_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;                         // a request's pieces_left reached 0
+  std::map<IoTicket, std::unique_ptr<IoRequest>> requests_;  // not yet collected; guarded by mu_
+  IoTicket next_ticket_ = 1;                                 // caller's thread only
+  int next_worker_ = 0;                                      // caller's thread only
+  std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> bytes_written_{0};
+};
+
+// The backends. `options` are validated, block_size is rounded up and
+// options.backend names the backend. The io_uring one exists only in builds
+// with ZT_WITH_URING; it is Unavailable when the kernel refuses io_uring.
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateUringEngine(const IoOptions& options);
+std::unique_ptr<IoEngine> CreateThreadsEngine(const IoOptions& options);
+
+}  // namespace zt::offload::internal
