@@ -26,7 +26,7 @@ namespace zt::cli {
 namespace {
 
 constexpr const char* kSynopsis =
-    "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--precision fp32|bf16|fp16] "
+    "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] [--precision fp32|bf16|fp16] "
     "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing]";
 
 constexpr const char* kHelp =
@@ -114,6 +114,10 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
   if (f.WasSet("offload") && offload != "none" && offload != "cpu" && offload != "nvme") {
     return BadFlag(absl::StrCat("--offload must be none, cpu or nvme, got '", offload, "'"));
   }
+  const std::string& offload_param = f.GetString("offload-param");
+  if (f.WasSet("offload-param") && offload_param != "none" && offload_param != "cpu" && offload_param != "nvme") {
+    return BadFlag(absl::StrCat("--offload-param must be none, cpu or nvme, got '", offload_param, "'"));
+  }
   if (f.GetInt("micro-batch") < 0) {
     return BadFlag(absl::StrCat("--micro-batch must be >= 1, got ", f.GetInt("micro-batch")));
   }
@@ -148,6 +152,11 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
       o.offload = offload == "cpu"    ? estimate::Offload::kCpu
                   : offload == "nvme" ? estimate::Offload::kNvme
                                       : estimate::Offload::kNone;
+    }
+    if (f.WasSet("offload-param")) {
+      o.param_offload = offload_param == "cpu"    ? estimate::Offload::kCpu
+                        : offload_param == "nvme" ? estimate::Offload::kNvme
+                                                  : estimate::Offload::kNone;
     }
     r.activations = f.WasSet("micro-batch") || f.WasSet("config");
     o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
@@ -213,10 +222,13 @@ int Run(const Request& r) {
         [](const E& e) { return Cell(e.activations); });
   }
   row("total", [](const E& e) { return Cell(e.total()); });
-  if (first.offload != estimate::Offload::kNone) {
-    row(first.offload == estimate::Offload::kCpu ? "offloaded to CPU" : "offloaded to NVMe", [](const E& e) {
-      return Cell(e.offloaded_cpu + e.offloaded_nvme);
-    });
+  const bool nvme = first.offload == estimate::Offload::kNvme || first.param_offload == estimate::Offload::kNvme;
+  if (first.offload == estimate::Offload::kCpu) {
+    row("offloaded to CPU", [](const E& e) { return Cell(e.offloaded_cpu); });
+  }
+  if (nvme) {
+    row("swap buffers", [](const E& e) { return Cell(e.swap_buffers); });
+    row("on NVMe", [](const E& e) { return Cell(e.offloaded_nvme); });
   }
 
   std::printf("\nZeRO paper (Ψ = %s parameters, N = %d ranks):\n", HumanCount(static_cast<double>(psi)).c_str(),
@@ -234,9 +246,13 @@ int Run(const Request& r) {
     std::printf("  activations: pass --micro-batch B (and --seq-len L) to include them\n");
   }
   if (!r.shape.units_known) std::printf("  gathered: needs the model's layers; use --model\n");
-  if (first.offload != estimate::Offload::kNone) {
-    std::printf("  offload: zerotorch's engine does not implement offload yet; the offloaded row is what DeepSpeed\n"
-                "  moves off the accelerator (fp32 master + optimizer state, stages 1-3)\n");
+  if (first.offload == estimate::Offload::kCpu) {
+    std::printf("  offload cpu: the fp32 master + optimizer state a GPU build moves to host memory (stages 1-3);\n"
+                "  on a CPU-only build they are in host memory either way\n");
+  }
+  if (nvme) {
+    std::printf("  offload nvme: optimizer state (stages 1-3) and, with --offload-param nvme, stage-3 parameter\n"
+                "  shards in swap files, streamed through the swap buffers (counted in total); docs/offload.md\n");
   }
   return 0;
 }
@@ -252,6 +268,7 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.Int("stage", -1, "only this ZeRO stage (default: all four side by side)");
   f.String("precision", "", "fp32, bf16 or fp16 (default: the config's, else fp32)");
   f.String("offload", "", "optimizer offload: none, cpu or nvme (default: the config's)");
+  f.String("offload-param", "", "stage-3 parameter offload: none, cpu or nvme (default: the config's)");
   f.Int("micro-batch", 0, "sequences per rank per micro-step; turns on the activation estimate (default: the config's)");
   f.Int("seq-len", 0, "tokens per sequence (default: the model's longest)");
   f.String("config", "", "a DeepSpeed-style JSON config (precision, optimizer, bucket sizes, offload)");

@@ -56,6 +56,7 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
     std::string key;
     const void* data;
     uint64_t nbytes;
+    const TensorRef* ref;  // for its source, when data is null
   };
   std::vector<Storage> storages;
   std::map<std::tuple<const void*, DType, std::vector<int64_t>>, size_t> shared;
@@ -68,9 +69,9 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
       }
       numel *= d;
     }
-    if (numel > 0 && t.data == nullptr) {
+    if (numel > 0 && t.data == nullptr && !t.source) {
       return absl::InvalidArgumentError(absl::StrCat(std::string(DTypeName(t.dtype)), " ", ShapeText(t.shape),
-                                                     " has no data pointer (TensorRef::data must point at its "
+                                                     " has neither data nor a source (TensorRef::data must point at its "
                                                      "contiguous bytes while writing)"));
     }
     // Same memory, type and shape: one storage, as torch.save shares it.
@@ -78,7 +79,7 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
       auto [it, inserted] = shared.try_emplace(std::make_tuple(t.data, t.dtype, t.shape), storages.size());
       if (!inserted) return storages[it->second].key;
     }
-    storages.push_back(Storage{absl::StrCat(storages.size()), t.data, t.nbytes()});
+    storages.push_back(Storage{absl::StrCat(storages.size()), t.data, t.nbytes(), &t});
     return storages.back().key;
   };
   ZT_ASSIGN_OR_RETURN(std::string pickle, PickleValue(root, storage_key));
@@ -91,7 +92,11 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
   static constexpr char kByteOrder[] = "little";
   ZT_RETURN_IF_ERROR(zip.AddRecord(a + "/byteorder", kByteOrder, sizeof(kByteOrder) - 1));
   for (const Storage& s : storages) {
-    ZT_RETURN_IF_ERROR(zip.AddRecord(absl::StrCat(a, "/data/", s.key), s.data, s.nbytes));
+    if (s.data == nullptr && s.nbytes > 0) {
+      ZT_RETURN_IF_ERROR(zip.AddRecordFrom(absl::StrCat(a, "/data/", s.key), s.nbytes, s.ref->source));
+    } else {
+      ZT_RETURN_IF_ERROR(zip.AddRecord(absl::StrCat(a, "/data/", s.key), s.data, s.nbytes));
+    }
   }
   static constexpr char kVersion[] = "3\n";
   ZT_RETURN_IF_ERROR(zip.AddRecord(a + "/version", kVersion, sizeof(kVersion) - 1));

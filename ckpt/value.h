@@ -5,13 +5,15 @@
 //
 // Tensors are references, never owned data:
 //  * when writing, a TensorRef points at contiguous host memory that must
-//    stay valid until the write returns;
+//    stay valid until the write returns, or carries a `source` that
+//    produces the bytes on demand (state that is not in memory);
 //  * when reading, a TensorRef says where the bytes are in the file
 //    (record, absolute offset, size, CRC32) and PtReader reads them on
 //    demand, whole or in ranges, so huge files are never loaded at once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "ckpt/dtype.h"
 
 namespace zt::ckpt {
@@ -26,8 +29,11 @@ namespace zt::ckpt {
 struct TensorRef {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
-  // Writing: contiguous bytes, numel(shape) * DTypeSize(dtype) of them.
+  // Writing: contiguous bytes, numel(shape) * DTypeSize(dtype) of them...
   const void* data = nullptr;
+  // ...or, when `data` is null, a producer of bytes [offset, offset + n)
+  // into dst, called in order, a bounded chunk at a time, during the write.
+  std::function<absl::Status(uint64_t offset, void* dst, uint64_t n)> source;
   // Reading (filled by PtReader): the storage this tensor views.
   std::vector<int64_t> stride;        // in elements
   int64_t storage_offset = 0;         // in elements

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,11 @@ class ZipWriter {
   // for the call): a local header with a placeholder CRC, the bytes in
   // chunks while computing their CRC-32, then the CRC patched in place.
   absl::Status AddRecord(const std::string& name, const void* data, uint64_t n);
+  // The same, pulling the n bytes from `source` (offset, destination, count)
+  // in order, chunk_bytes at a time, through one scratch buffer: data that is
+  // not in memory (optimizer state on NVMe).
+  using Source = std::function<absl::Status(uint64_t offset, void* dst, uint64_t n)>;
+  absl::Status AddRecordFrom(const std::string& name, uint64_t n, const Source& source);
   // Central directory plus (ZIP64 end record and locator when needed) the
   // end-of-central-directory record.
   absl::Status Finish();
@@ -43,6 +49,7 @@ class ZipWriter {
     uint32_t crc32 = 0;
   };
   bool Big(uint64_t v) const { return v >= options_.zip64_threshold; }
+  absl::Status AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source);
 
   AtomicFile* file_;
   ZipWriterOptions options_;

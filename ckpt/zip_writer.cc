@@ -2,6 +2,7 @@
 // before a record starts, so only the CRC-32 is patched afterwards (no data
 // descriptors, which some readers handle poorly).
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ckpt/zip.h"
@@ -34,6 +35,14 @@ ZipWriter::ZipWriter(AtomicFile* file, ZipWriterOptions options) : file_(file), 
 }
 
 absl::Status ZipWriter::AddRecord(const std::string& name, const void* data, uint64_t n) {
+  return AddRecordImpl(name, n, data, nullptr);
+}
+
+absl::Status ZipWriter::AddRecordFrom(const std::string& name, uint64_t n, const Source& source) {
+  return AddRecordImpl(name, n, nullptr, &source);
+}
+
+absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source) {
   ZT_CHECK_MSG(name.size() < 0xFFFF, "zip record name too long: %zu bytes", name.size());
   const uint64_t header_offset = file_->size();
   const bool zip64 = Big(n);
@@ -45,7 +54,7 @@ absl::Status ZipWriter::AddRecord(const std::string& name, const void* data, uin
 
   // Small records get their CRC up front and no patch.
   const auto* bytes = static_cast<const unsigned char*>(data);
-  const bool crc_first = n <= options_.chunk_bytes;
+  const bool crc_first = source == nullptr && n <= options_.chunk_bytes;
   uint32_t crc = crc_first ? Crc32(0, bytes, static_cast<size_t>(n)) : 0;
 
   std::string h;
@@ -73,10 +82,17 @@ absl::Status ZipWriter::AddRecord(const std::string& name, const void* data, uin
   h.append(pad, 'Z');  // PyTorch pads with 'Z' too
   ZT_RETURN_IF_ERROR(file_->Append(h.data(), h.size()));
 
+  std::vector<unsigned char> scratch;
+  if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
   for (uint64_t done = 0; done < n;) {
     size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, options_.chunk_bytes));
-    if (!crc_first) crc = Crc32(crc, bytes + done, chunk);
-    ZT_RETURN_IF_ERROR(file_->Append(bytes + done, chunk));
+    const unsigned char* p = bytes + done;
+    if (source != nullptr) {
+      ZT_RETURN_IF_ERROR((*source)(done, scratch.data(), chunk));
+      p = scratch.data();
+    }
+    if (!crc_first) crc = Crc32(crc, p, chunk);
+    ZT_RETURN_IF_ERROR(file_->Append(p, chunk));
     done += chunk;
   }
   if (!crc_first) {

@@ -28,16 +28,21 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
   add(so, BoolKey(o + "pin_memory", ZT_FIELD(zero.offload_optimizer.pin_memory), false,
                   "Use page-locked host buffers (faster copies, less memory for everything else)."));
   add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
-                 "NVMe swap buffers; at least the states per parameter (Adam: 4).")
+                 "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
+                 "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32), three times that to overlap "
+                 "reads and writes with the update.")
               .AtLeast(1));
   add(so, BoolKey(o + "pipeline_read", ZT_FIELD(zero.offload_optimizer.pipeline_read), false,
                   "Read the next sub-group from NVMe while the current one is updated."));
   add(so, BoolKey(o + "pipeline_write", ZT_FIELD(zero.offload_optimizer.pipeline_write), false,
                   "Write the previous sub-group to NVMe while the current one is updated."));
   add(so, BoolKey(o + "fast_init", ZT_FIELD(zero.offload_optimizer.fast_init), false,
-                  "Initialize NVMe-offloaded optimizer state without a round trip through the swap files."));
+                  "DeepSpeed's shortcut for initializing NVMe-offloaded state; zerotorch's swap files start as "
+                  "preallocated zeros either way, so only the master copy is written. Accepted, no effect.")
+              .NoEffect());
   add(so, FloatKey(o + "ratio", ZT_FIELD(zero.offload_optimizer.ratio), 1.0,
-                   "Fraction of the optimizer state that is offloaded; below 1 needs stage 3.")
+                   "Fraction of the optimizer state that is offloaded; below 1 needs stage 3 (zerotorch offloads all "
+                   "of it: Engine::Create rejects a ratio below 1).")
               .Above(0)
               .AtMost(1));
   add(so, BoolKey(o + "super_offload", {}, false, "DeepSpeed's Superchip offload")
@@ -64,10 +69,11 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
                  "NVMe swap buffers for parameters.")
               .AtLeast(1));
   add(sp, IntKey(p + "buffer_size", ZT_FIELD(zero.offload_param.buffer_size), 100000000,
-                 "Elements per NVMe swap buffer; must hold the largest parameter.")
+                 "Elements per NVMe swap buffer; must hold the largest chunk's shard (chunks have at most "
+                 "reduce_bucket_size elements).")
               .AtLeast(1));
   add(sp, IntKey(p + "max_in_cpu", ZT_FIELD(zero.offload_param.max_in_cpu), 1000000000,
-                 "Parameter elements kept in CPU memory when offloading to NVMe.")
+                 "Parameter shard elements kept in memory instead of on NVMe (the first chunks in model order).")
               .AtLeast(0));
 }
 

@@ -31,6 +31,7 @@
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
 #include "zero/layout.h"
+#include "zero/optimizer_state.h"
 #include "zero/sharded_optimizer.h"
 
 namespace zt {
@@ -179,30 +180,65 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   for (const zero::FlatGroup& g : frozen_groups_) layout.frozen.push_back(saved_group(g, frozen_name, frozen));
   layout.shared = TiedAliases(*module_);
 
-  // This rank's range of every group (contiguous views; `keep` owns copies).
+  // This rank's range of every group: views of resident state, copies
+  // (`keep`) of stage-0 slices, and sources that stream state the
+  // optimizer keeps on NVMe into the file chunk by chunk.
   std::vector<at::Tensor> keep;
   ckpt::RankShards shards;
-  const auto& masters = optimizer_->master();
-  const auto& states = optimizer_->states();
+  std::vector<std::string> kinds = optimizer_->state_names();
+  kinds.insert(kinds.begin(), "master");
+  zero::ShardedOptimizer* opt = optimizer_.get();
   for (size_t g = 0; g < groups_.size(); ++g) {
-    at::Tensor m = masters[g], first_state;
-    if (stage_ == 0) {
-      const auto [b, e] = layout.Range(groups_[g].layout.padded_numel, rank);
-      m = m.narrow(0, b, e - b);
-      for (const auto& [name, tensor] : states[g].tensors) {
-        keep.push_back(tensor.narrow(0, b, e - b).contiguous());
-        shards.state[name].push_back(Ref(keep.back()));
+    const zero::FlatGroup& fg = groups_[g];
+    const int64_t owned = fg.owned_end() - fg.owned_begin();
+    for (const std::string& kind : kinds) {
+      ckpt::TensorRef ref;
+      if (const float* resident = opt->Resident(kind, static_cast<int>(g))) {
+        at::Tensor t = at::from_blob(const_cast<float*>(resident), {owned}, at::kFloat);
+        if (stage_ == 0) {
+          // Stage 0 saves each rank's even share of the whole buffer.
+          const auto [b, e] = layout.Range(fg.layout.padded_numel, rank);
+          keep.push_back(t.narrow(0, b, e - b).clone());
+          ref = Ref(keep.back());
+        } else {
+          ref = Ref(t);
+        }
+      } else {
+        ref.dtype = ckpt::DType::kFloat32;
+        ref.shape = {owned};
+        ref.source = [opt, kind, g](uint64_t offset, void* dst, uint64_t n) {
+          return opt->Read(kind, static_cast<int>(g), static_cast<int64_t>(offset / sizeof(float)),
+                           static_cast<int64_t>((offset + n) / sizeof(float)), static_cast<float*>(dst));
+        };
       }
-    } else {
-      for (const auto& [name, tensor] : states[g].tensors) {
-        keep.push_back(tensor.contiguous());
-        shards.state[name].push_back(Ref(keep.back()));
+      if (kind == "master") {
+        shards.master.push_back(std::move(ref));
+      } else {
+        shards.state[kind].push_back(std::move(ref));
       }
     }
-    keep.push_back(m.contiguous());
-    shards.master.push_back(Ref(keep.back()));
   }
   for (const zero::FlatGroup& g : frozen_groups_) {
+    const int chunk = coordinator_ ? ChunkOfGroup(&g) : -1;
+    if (chunk >= 0 && coordinator_->swapped(chunk)) {
+      // The shard is on NVMe: stream it out through a swap buffer.
+      ckpt::TensorRef ref;
+      ref.dtype = ToCkpt(g.param_shard.scalar_type());
+      ref.shape = {g.param_shard.numel()};
+      zero::ParamCoordinator* pc = coordinator_.get();
+      ref.source = [pc, chunk](uint64_t offset, void* dst, uint64_t n) -> absl::Status {
+        try {
+          at::Tensor shard = pc->AcquireShard(chunk, /*read=*/true);
+          std::memcpy(dst, static_cast<const char*>(shard.data_ptr()) + offset, n);
+          pc->ReleaseShard(chunk, /*dirty=*/false);
+        } catch (const Error& e) {
+          return e.status();
+        }
+        return absl::OkStatus();
+      };
+      shards.frozen.push_back(std::move(ref));
+      continue;
+    }
     keep.push_back(g.OwnedParams().contiguous());
     shards.frozen.push_back(Ref(keep.back()));
   }
@@ -221,7 +257,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   ts.scaler_last_overflow_iter = ss.last_overflow_iter;
   ts.scaler_hysteresis = ss.cur_hysteresis;
   ts.optimizer_type = std::string(ToString(config_.optimizer.type));
-  ts.optimizer_step = states.empty() ? 0 : states.front().step;
+  ts.optimizer_step = optimizer_->step_count();
   ts.ds_config = config_.source_json;
 
   // The module state dict: buffers, and at stages 0-2 the full parameters.
@@ -280,8 +316,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   return absl::OkStatus();
 }
 
-absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& whole,
-                               std::vector<at::Tensor>* out) {
+absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const zero::FlatGroup& g = groups_[gi];
     const int64_t b = stage_ == 0 ? 0 : g.owned_begin(), e = stage_ == 0 ? g.layout.padded_numel : g.owned_end();
@@ -298,7 +333,7 @@ absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& w
                                 data + (s.offset + r.begin_in_param - b)));
       }
     }
-    out->push_back(m);
+    ZT_RETURN_IF_ERROR(sink(gi, m));
   }
   return absl::OkStatus();
 }
@@ -332,15 +367,18 @@ absl::Status Engine::ReadFrozen(const FrozenReader& frozen, std::vector<std::pai
   return absl::OkStatus();
 }
 
-void Engine::CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pair<at::Tensor, at::Tensor>>& frozen) {
+void Engine::CommitFrozen(std::vector<std::pair<at::Tensor, at::Tensor>>& frozen) {
   at::NoGradGuard no_grad;
-  const auto& current = optimizer_->master();
-  for (size_t g = 0; g < masters.size(); ++g) {
-    at::Tensor m = current[g];
-    m.copy_(masters[g]);
-  }
-  optimizer_->WriteBackParams();
   for (auto& [dst, tmp] : frozen) {
+    // A stage-3 shard on NVMe has no memory of its own: write it through
+    // a swap buffer.
+    const int chunk = coordinator_ ? ChunkOfShard(dst) : -1;
+    if (chunk >= 0 && coordinator_->swapped(chunk)) {
+      at::Tensor shard = coordinator_->AcquireShard(chunk, /*read=*/false);
+      shard.copy_(tmp.view(shard.sizes()));
+      coordinator_->ReleaseShard(chunk, /*dirty=*/true);
+      continue;
+    }
     at::Tensor d = dst;
     d.copy_(tmp.view(d.sizes()));
   }
@@ -356,13 +394,31 @@ void Engine::CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pa
   }
 }
 
+int Engine::ChunkOfGroup(const zero::FlatGroup* group) const {
+  if (!coordinator_) return -1;
+  const auto& chunks = coordinator_->chunks();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (chunks[c].group == group) return static_cast<int>(c);
+  }
+  return -1;
+}
+
+int Engine::ChunkOfShard(const at::Tensor& shard) const {
+  if (!coordinator_) return -1;
+  const auto& chunks = coordinator_->chunks();
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (chunks[c].group->param_shard.defined() && chunks[c].group->param_shard.is_same(shard)) return static_cast<int>(c);
+  }
+  return -1;
+}
+
 absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const std::string& tag) {
   if (micro_steps_ % config_.batch.accumulation_steps != 0) {
     return absl::FailedPreconditionError("LoadCheckpoint in the middle of gradient accumulation: load between steps");
   }
   std::unique_ptr<ckpt::ZeroCheckpoint> ck;
-  std::vector<at::Tensor> masters;
-  std::map<std::string, std::vector<at::Tensor>> state_tmp;
+  std::vector<at::Tensor> masters;  // where the parameters are the master
+  std::unique_ptr<zero::OptimizerState> staged;
   std::vector<std::pair<at::Tensor, at::Tensor>> frozen_tmp, buffer_tmp;
   at::Tensor rng;
   auto read_all = [&]() -> absl::Status {
@@ -393,10 +449,7 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
       return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", saved.optimizer_type,
                                                       "; the config's optimizer is ", std::string(ToString(config_.optimizer.type))));
     }
-    std::vector<std::string> names;
-    if (!optimizer_->states().empty()) {
-      for (const auto& [name, t] : optimizer_->states().front().tensors) names.push_back(name);
-    }
+    const std::vector<std::string> names = optimizer_->state_names();
     if (names != ck->state_names()) {
       return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [", absl::StrJoin(ck->state_names(), ", "),
                                                       "]; this optimizer keeps [", absl::StrJoin(names, ", "), "]"));
@@ -445,15 +498,25 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
                 return ck->ReadGroup(g, what, b, e, dst);
               }};
     };
-    {
+    // The optimizer state goes into a fresh store placed like the live one
+    // (a second set of swap files with NVMe offload), a group at a time, so
+    // loading never holds more than one group of it in memory.
+    ZT_ASSIGN_OR_RETURN(staged, optimizer_->MakeStaging());
+    for (const std::string& kind : optimizer_->kinds()) {
+      const int k = staged->KindIndex(kind);
+      auto [per_param, per_group] = owned_reader(kind);
+      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, [&](size_t g, const at::Tensor& values) {
+        return staged->Write(k, static_cast<int>(g), 0, values.numel(), values.data_ptr<float>());
+      }));
+    }
+    if (optimizer_->master_is_params()) {
       auto [per_param, per_group] = owned_reader("master");
-      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, &masters));
+      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, [&](size_t, const at::Tensor& values) {
+        masters.push_back(values);
+        return absl::OkStatus();
+      }));
     }
     ZT_RETURN_IF_ERROR(ReadFrozen(frozen_reader, &frozen_tmp));
-    for (const std::string& state : names) {
-      auto [per_param, per_group] = owned_reader(state);
-      ZT_RETURN_IF_ERROR(ReadOwned(per_param, per_group, &state_tmp[state]));
-    }
     for (const auto& item : module_->named_buffers(/*recurse=*/true)) {
       if (!item.value().defined()) continue;
       const ckpt::TensorRef* m = ck->ModuleTensor(item.key());
@@ -485,14 +548,10 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
   ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading checkpoint from '", dir, "'")));
 
   // Everyone read everything: commit.
-  CommitWeights(masters, frozen_tmp);
+  optimizer_->Adopt(std::move(staged), masters, ck->training_state().optimizer_step);
+  CommitFrozen(frozen_tmp);
   {
     at::NoGradGuard no_grad;
-    auto& states = optimizer_->states();
-    for (size_t g = 0; g < states.size(); ++g) {
-      for (auto& [name, t] : states[g].tensors) t.copy_(state_tmp[name][g]);
-      states[g].step = ck->training_state().optimizer_step;
-    }
     for (auto& [dst, tmp] : buffer_tmp) {
       at::Tensor d = dst;
       d.copy_(tmp.view(d.sizes()));
@@ -571,7 +630,10 @@ absl::Status Engine::LoadWeights(const std::string& path) {
         [&](const std::string& name, int64_t b, int64_t e, float* dst) {
           return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
         },
-        nullptr, &masters));
+        nullptr, [&](size_t, const at::Tensor& values) {
+          masters.push_back(values);
+          return absl::OkStatus();
+        }));
     ZT_RETURN_IF_ERROR(ReadFrozen(
         [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) {
           return read_range(name, numel_of[name], b, e, dst);
@@ -595,7 +657,8 @@ absl::Status Engine::LoadWeights(const std::string& path) {
     ZT_LOG(ERROR) << local.message();
   }
   ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading weights from '", path, "'")));
-  CommitWeights(masters, frozen_tmp);
+  optimizer_->SetMasters(masters);
+  CommitFrozen(frozen_tmp);
   {
     at::NoGradGuard no_grad;
     for (auto& [dst, tmp] : buffer_tmp) {

@@ -5,15 +5,21 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "offload/io_engine.h"
+#include "ops/kernels.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
+#include "util/system_info.h"
 #include "zero/activation_checkpoint.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
@@ -41,6 +47,11 @@ std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
     case DType::kBFloat16: return at::kBFloat16;
   }
   return std::nullopt;
+}
+
+// The CPU kernel variant the optimizer runs (ops/kernels.h), for the log.
+const char* KernelsName() {
+  return ops::kernels::IsaName(ops::kernels::ActiveIsa());
 }
 
 }  // namespace
@@ -86,12 +97,6 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         "the config's batch sizes do not fit a data-parallel world of ", pg_->size(), " ranks: ",
         batch.message()));
   }
-  if (config_.zero.offload_optimizer.device != OffloadDevice::kNone ||
-      config_.zero.offload_param.device != OffloadDevice::kNone) {
-    return absl::UnimplementedError(
-        "zero_optimization.offload_optimizer / offload_param are not implemented in this version of "
-        "zerotorch; set their device to \"none\"");
-  }
   if (!config_.optimizer.present) {
     return absl::InvalidArgumentError(
         "the config has no \"optimizer\" block; add one, e.g. "
@@ -102,6 +107,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
                                : config_.bf16.enabled ? at::kBFloat16
                                                       : at::kFloat;
   ConfigureActivationCheckpointing(config_.activation_checkpointing);
+  ZT_RETURN_IF_ERROR(InitOffload());
   if (stage_ == 3) return InitStage3(dtype);
   if (dtype != at::kFloat) module_->to(dtype);
 
@@ -150,7 +156,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
     }
   }
 
-  optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
+  ZT_RETURN_IF_ERROR(MakeOptimizer());
 
   reducer_ = std::make_unique<zero::GradReducer>(groups_, params_, pg_, ReducerOptions());
   InitScheduleAndScaler();
@@ -158,10 +164,13 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
     const ModelStateBytes m = memory();
     ZT_LOG(INFO) << absl::StrFormat(
         "engine: ZeRO stage %d, %d ranks, %s, %d parameters in %d groups (%d elements), batch %d = "
-        "micro %d x accumulation %d x ranks %d; model states per rank %s",
+        "micro %d x accumulation %d x ranks %d; model states per rank %s; optimizer kernels %s",
         stage_, pg_->size(), c10::toString(dtype), params_.size(), groups_.size(), layout.total_numel(),
         config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps,
-        pg_->size(), HumanBytes(static_cast<double>(m.model_states())));
+        pg_->size(), HumanBytes(static_cast<double>(m.model_states())), KernelsName());
+    if (io_ != nullptr || config_.zero.offload_optimizer.device != OffloadDevice::kNone) {
+      ZT_LOG(INFO) << "engine: " << OffloadSummary();
+    }
   }
   return absl::OkStatus();
 }
@@ -197,12 +206,6 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
   frozen_groups_ = std::move(b.frozen_chunks);
   ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));
 
-  const at::ScalarType grad_dtype = ToScalarType(config_.grad_accum_dtype).value_or(dtype);
-  for (zero::FlatGroup& g : groups_) {
-    g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
-  }
-  optimizer_ = std::make_unique<zero::ShardedOptimizer>(groups_, config_.optimizer, options_.optimizer_impl);
-
   std::vector<zero::ParamCoordinator::Unit> units(b.unit_names.size());
   for (size_t u = 0; u < units.size(); ++u) {
     units[u].name = b.unit_names[u];
@@ -232,6 +235,28 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
   co.max_reuse_distance = config_.zero.max_reuse_distance;
   coordinator_ = std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks), std::move(chunk_of_group),
                                                           pg_, co);
+  if (config_.zero.offload_param.device == OffloadDevice::kNvme) {
+    // Shards leave memory before gradients and the optimizer state arrive,
+    // so the peak is one copy of the shards, not two.
+    const OffloadParamConfig& op = config_.zero.offload_param;
+    zero::ParamOffloadOptions po;
+    po.dir = op.nvme_path;
+    po.file_name = absl::StrFormat("zerotorch-%d-rank%d-params.swp", static_cast<int>(::getpid()), pg_->rank());
+    po.buffer_count = op.buffer_count;
+    po.buffer_numel = op.buffer_size;
+    po.max_in_cpu = op.max_in_cpu;
+    ZT_RETURN_IF_ERROR(AgreeAcrossRanks(coordinator_->OffloadShards(po, io_.get()),
+                                        "moving the parameter shards to offload_param.nvme_path"));
+    // Building the model and sharding it freed gigabytes in pieces small
+    // enough to stay in the C heap: give them back before the gradients come.
+    ReturnFreedHeapMemory();
+  }
+  const at::ScalarType grad_dtype = ToScalarType(config_.grad_accum_dtype).value_or(dtype);
+  for (zero::FlatGroup& g : groups_) {
+    g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
+  }
+  ZT_RETURN_IF_ERROR(MakeOptimizer());
+
   link_ = std::make_shared<zero::CoordinatorLink>();
   link_->coordinator.store(coordinator_.get());
   for (size_t u = 0; u < b.unit_bases.size(); ++u) {
@@ -251,14 +276,125 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
     ZT_LOG(INFO) << absl::StrFormat(
         "engine: ZeRO stage 3, %d ranks, %s, %d parameters (%d elements, %d frozen tensors) in %d units and %d "
         "chunks, %d persistent (%d elements%s); batch %d = micro %d x accumulation %d x ranks %d; model states "
-        "per rank %s",
+        "per rank %s; optimizer kernels %s",
         pg_->size(), c10::toString(dtype), b.params.size(), total, frozen_params_.size(), b.unit_names.size() - 1,
         b.chunks.size(), persistent, persistent_numel,
         b.root_numel > 0 ? absl::StrFormat(", of which %d outside every zt::Unit", b.root_numel) : "",
         config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps, pg_->size(),
-        HumanBytes(static_cast<double>(m.model_states())));
+        HumanBytes(static_cast<double>(m.model_states())), KernelsName());
+    const std::string offload = OffloadSummary();
+    if (!offload.empty()) {
+      ZT_LOG(INFO) << "engine: " << offload;
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::InitOffload() {
+  const OffloadOptimizerConfig& oo = config_.zero.offload_optimizer;
+  const OffloadParamConfig& op = config_.zero.offload_param;
+  // The config parser already enforced the stage rules (optimizer offload at
+  // stages 1-3, parameter offload at stage 3, nvme_path with "nvme").
+  if (oo.device != OffloadDevice::kNone && oo.ratio < 1.0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "zero_optimization.offload_optimizer.ratio is %g; partial offload is not implemented: set ratio to 1 "
+        "(offload all of the optimizer state) or drop offload_optimizer",
+        oo.ratio));
+  }
+  if (oo.device == OffloadDevice::kNvme || op.device == OffloadDevice::kNvme) {
+    offload::IoOptions io;
+    io.block_size = config_.aio.block_size;
+    io.queue_depth = config_.aio.queue_depth;
+    io.threads = config_.aio.intra_op_parallelism;
+    io.single_submit = config_.aio.single_submit;
+    io.overlap_events = config_.aio.overlap_events;
+    auto created = offload::IoEngine::Create(io);
+    if (!created.ok()) return created.status();
+    io_ = std::move(*created);
+  }
+  if (pg_->rank() == 0) {
+    // Honest about what a setting changes in this build.
+    if ((oo.device != OffloadDevice::kNone && oo.pin_memory) || (op.device != OffloadDevice::kNone && op.pin_memory)) {
+      ZT_LOG(INFO) << "engine: offload pin_memory has no effect in a CPU-only build (there are no device copies "
+                      "to speed up)";
+    }
+    if (oo.device == OffloadDevice::kCpu || op.device == OffloadDevice::kCpu) {
+      ZT_LOG(INFO) << "engine: offload to \"cpu\": this build trains on the CPU, so the offloaded state already "
+                      "lives in host memory; the step runs the same fused CPU kernels as without offload";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::MakeOptimizer() {
+  zero::ShardedOptimizerOptions so;
+  so.impl = options_.optimizer_impl;
+  const OffloadOptimizerConfig& oo = config_.zero.offload_optimizer;
+  if (oo.device == OffloadDevice::kNvme) {
+    offload::OptimizerSwapOptions swap;
+    swap.dir = oo.nvme_path;
+    swap.file_prefix = absl::StrFormat("zerotorch-%d-rank%d-optimizer", static_cast<int>(::getpid()), pg_->rank());
+    swap.sub_group_numel = config_.zero.sub_group_size;
+    swap.buffer_count = oo.buffer_count;
+    swap.pipeline_read = oo.pipeline_read;
+    swap.pipeline_write = oo.pipeline_write;
+    so.swap = swap;
+    so.io = io_.get();
+  }
+  if (coordinator_ && config_.zero.offload_param.device == OffloadDevice::kNvme) {
+    so.params = coordinator_->shard_access();
+  }
+  auto made = zero::ShardedOptimizer::Create(groups_, config_.optimizer, so);
+  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(made.status(), "setting up the optimizer state"));
+  optimizer_ = std::move(*made);
+  return absl::OkStatus();
+}
+
+OffloadStats Engine::offload_stats() const {
+  OffloadStats o;
+  if (optimizer_) {
+    const offload::OptimizerSwapper::Stats s = optimizer_->swap_stats();
+    o.optimizer_read_bytes = s.bytes_read;
+    o.optimizer_written_bytes = s.bytes_written;
+    o.optimizer_wait_seconds = s.wait_seconds;
+  }
+  if (coordinator_) {
+    const offload::ParamSwapper::Stats s = coordinator_->stats().swap;
+    o.param_read_bytes = s.read_bytes;
+    o.param_written_bytes = s.write_bytes;
+    o.param_reads_ahead = s.read_ahead;
+    o.param_hits = s.hits;
+    o.param_wait_seconds = s.wait_seconds;
+  }
+  return o;
+}
+
+std::string Engine::OffloadSummary() const {
+  std::vector<std::string> parts;
+  const ModelStateBytes m = memory();
+  if (optimizer_ && optimizer_->disk_bytes() > 0) {
+    parts.push_back(absl::StrCat("optimizer state on NVMe under '", config_.zero.offload_optimizer.nvme_path,
+                                 "': ", optimizer_->Describe()));
+  } else if (config_.zero.offload_optimizer.device == OffloadDevice::kCpu) {
+    parts.push_back("optimizer state in host memory (offload_optimizer \"cpu\")");
+  }
+  if (coordinator_) {
+    const zero::CoordinatorStats st = coordinator_->stats();
+    if (st.swap_buffer_bytes > 0) {
+      parts.push_back(absl::StrFormat("parameter shards on NVMe under '%s': %s (%d buffers of up to %d elements, %s)",
+                                      config_.zero.offload_param.nvme_path,
+                                      HumanBytes(static_cast<double>(st.swapped_shard_bytes)),
+                                      config_.zero.offload_param.buffer_count, config_.zero.offload_param.buffer_size,
+                                      HumanBytes(static_cast<double>(st.swap_buffer_bytes))));
+    }
+  }
+  if (parts.empty()) return "";
+  if (io_) {
+    parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s", 
+                                    HumanBytes(static_cast<double>(m.swap_buffers)),
+                                    HumanBytes(static_cast<double>(m.nvme)), offload::IoBackendName(io_->backend())));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 absl::Status Engine::ConvertAndBroadcastBuffers(at::ScalarType dtype) {
@@ -556,12 +692,18 @@ ModelStateBytes Engine::memory() const {
   if (optimizer_) {
     m.master = optimizer_->master_bytes();
     m.optimizer_state = optimizer_->state_bytes();
+    m.nvme += optimizer_->disk_bytes();
+    m.swap_buffers += optimizer_->buffer_bytes();
   }
   if (reducer_) m.peak_buckets = reducer_->peak_bucket_bytes();
   if (coordinator_) {
     const zero::CoordinatorStats s = coordinator_->stats();
     m.peak_gathered = s.peak_gathered_bytes;
     m.gather_cache = s.cached_bytes;
+    // Swapped shards keep their tensors' shapes but no memory.
+    m.params -= s.swapped_shard_bytes;
+    m.nvme += s.swapped_shard_bytes;
+    m.swap_buffers += s.swap_buffer_bytes;
   }
   return m;
 }
@@ -593,6 +735,21 @@ void Engine::MaybeLog() {
                                                ? absl::StrFormat(", unit order changed %d times", st.trace_mismatches)
                                                : std::string()));
     coordinator_->ResetPeak();
+  }
+  if (io_ != nullptr) {
+    // NVMe traffic per step since the last line, and the time the step spent
+    // waiting for it (what the pipelining did not hide).
+    const OffloadStats o = offload_stats();
+    const double n = static_cast<double>(config_.steps_per_print);
+    absl::StrAppend(&line, absl::StrFormat(
+                               " | NVMe per step: read %s, written %s, waited %.1f ms",
+                               HumanBytes((o.optimizer_read_bytes + o.param_read_bytes - logged_offload_.optimizer_read_bytes -
+                                           logged_offload_.param_read_bytes) / n),
+                               HumanBytes((o.optimizer_written_bytes + o.param_written_bytes -
+                                           logged_offload_.optimizer_written_bytes - logged_offload_.param_written_bytes) / n),
+                               1e3 * (o.optimizer_wait_seconds + o.param_wait_seconds -
+                                      logged_offload_.optimizer_wait_seconds - logged_offload_.param_wait_seconds) / n));
+    logged_offload_ = o;
   }
   if (config_.activation_checkpointing.profile) {
     const CheckpointProfile p = TakeCheckpointProfile();

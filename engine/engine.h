@@ -23,7 +23,13 @@
 //  * Use Engine::Backward, not loss.backward(): it applies loss scaling and
 //    gradient accumulation and drives the reduction.
 //  * Backward and Step throw zt::Error on communication failures (a dead
-//    peer, a timeout) and on fp16 overflow at the minimum loss scale.
+//    peer, a timeout), on NVMe swap failures (naming the file and offset)
+//    and on fp16 overflow at the minimum loss scale.
+//  * Offload (zero_optimization.offload_optimizer / offload_param,
+//    docs/offload.md): "nvme" keeps the fp32 master and optimizer state
+//    (stages 1-3) and the parameter shards (stage 3) in swap files under
+//    nvme_path, streamed through bounded buffer pools; "cpu" keeps them in
+//    host memory, which on a CPU-only build is where they already are.
 #pragma once
 
 #include <chrono>
@@ -50,6 +56,10 @@ namespace zt {
 
 class GatheredParameters;
 
+namespace offload {
+class IoEngine;
+}  // namespace offload
+
 namespace zero {
 struct FlatGroup;
 struct GradReducerOptions;
@@ -68,7 +78,23 @@ struct ModelStateBytes {
   int64_t peak_buckets = 0;     // reduction scratch kept across steps (most ever in use at once)
   int64_t peak_gathered = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
   int64_t gather_cache = 0;     // stage 3: idle gather buffers kept for reuse (<= peak_gathered)
+  int64_t nvme = 0;             // NVMe offload: optimizer state and parameter shards in swap files
+                                // (not in memory, so not in the fields above)
+  int64_t swap_buffers = 0;     // NVMe offload: host buffers of the swap pools (fixed by the config)
+  // Model states in host memory (the ZeRO papers' per-rank figure).
   int64_t model_states() const { return params + grads + master + optimizer_state; }
+};
+
+// NVMe offload traffic since Engine::Create (zeros without it).
+struct OffloadStats {
+  uint64_t optimizer_read_bytes = 0;
+  uint64_t optimizer_written_bytes = 0;
+  double optimizer_wait_seconds = 0;  // the step blocked on swap I/O (not overlapped)
+  uint64_t param_read_bytes = 0;
+  uint64_t param_written_bytes = 0;
+  uint64_t param_reads_ahead = 0;     // shard reads started ahead of their gather
+  uint64_t param_hits = 0;            // shards already resident (or in flight) when needed
+  double param_wait_seconds = 0;
 };
 
 struct EngineOptions {
@@ -141,6 +167,10 @@ class Engine {
   // Missing weights are an error naming them; extra ones are logged.
   absl::Status LoadWeights(const std::string& path);
 
+  // One line describing where offloaded state lives ("" without offload).
+  std::string OffloadSummary() const;
+  OffloadStats offload_stats() const;
+
   // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes
   // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.
   std::optional<zero::CoordinatorStats> stage3_stats() const;
@@ -155,6 +185,11 @@ class Engine {
 
   Engine();
   absl::Status InitStage3(at::ScalarType dtype);
+  // Offload: checks the config against this build, starts the I/O engine
+  // for "nvme"; MakeOptimizer builds the sharded optimizer where the config
+  // puts its state.
+  absl::Status InitOffload();
+  absl::Status MakeOptimizer();
   zero::GradReducerOptions ReducerOptions() const;  // from the config
   void InitScheduleAndScaler();
   absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
@@ -166,7 +201,7 @@ class Engine {
   absl::Status AgreeAcrossRanks(const absl::Status& local, const std::string& what);
   absl::Status CheckTagAgreement(const std::string& tag);
   // Reading weights for LoadCheckpoint / LoadWeights into fresh tensors
-  // (committed only when every rank succeeded, CommitWeights).
+  // (committed only when every rank succeeded).
   //  * TrainableReader: fp32 elements [b, e) of a trainable parameter by name;
   //  * GroupReader: elements [b, e) of trainable group g's buffer in one go,
   //    where the source has exactly that group (nullopt where it does not);
@@ -174,11 +209,18 @@ class Engine {
   using TrainableReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, float* dst)>;
   using GroupReader = std::function<std::optional<absl::Status>(size_t g, int64_t b, int64_t e, float* dst)>;
   using FrozenReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, at::Tensor dst)>;
-  // This rank's range of every trainable group (the whole group at stage 0).
-  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, std::vector<at::Tensor>* out);
+  // This rank's range of every trainable group (the whole group at stage 0),
+  // one fp32 tensor per group handed to `sink` in group order.
+  using OwnedSink = std::function<absl::Status(size_t g, const at::Tensor& values)>;
+  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink);
   // Every frozen parameter this rank holds: (destination, fresh values).
   absl::Status ReadFrozen(const FrozenReader& read, std::vector<std::pair<at::Tensor, at::Tensor>>* out);
-  void CommitWeights(std::vector<at::Tensor>& masters, std::vector<std::pair<at::Tensor, at::Tensor>>& frozen);
+  // Writes loaded frozen parameters into place (through swap buffers for
+  // shards on NVMe) and re-gathers the full buffers that need it.
+  void CommitFrozen(std::vector<std::pair<at::Tensor, at::Tensor>>& frozen);
+  // Stage 3: the chunk holding `group` / whose shard is `shard` (-1: none).
+  int ChunkOfGroup(const zero::FlatGroup* group) const;
+  int ChunkOfShard(const at::Tensor& shard) const;
   absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
                     std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);
   absl::Status BroadcastInitialState();
@@ -192,6 +234,8 @@ class Engine {
   std::shared_ptr<comm::ProcessGroup> pg_;
   EngineOptions options_;
   int stage_ = 0;
+  // NVMe offload's I/O engine (null without it); outlives every swapper.
+  std::unique_ptr<offload::IoEngine> io_;
 
   std::vector<at::Tensor> params_;  // trainable, deduplicated, model order
   std::vector<std::string> param_names_;
@@ -225,6 +269,7 @@ class Engine {
   struct Timers {
     double forward = 0, backward = 0, reduce = 0, step = 0;
   } timers_;
+  OffloadStats logged_offload_;  // offload_stats() at the last log line
 };
 
 }  // namespace zt

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/status.h"
 #include "util/strings.h"
 
 namespace zt::estimate {
@@ -214,6 +215,18 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
     case OffloadDevice::kNvme: o.offload = Offload::kNvme; break;
   }
   o.optimizer_states = OptimizerStates(config.optimizer);
+  const OffloadOptimizerConfig& oo = config.zero.offload_optimizer;
+  o.sub_group_size = config.zero.sub_group_size;
+  o.optimizer_buffer_count = oo.buffer_count;
+  o.pipeline_read = oo.pipeline_read;
+  o.pipeline_write = oo.pipeline_write;
+  const OffloadParamConfig& op = config.zero.offload_param;
+  o.param_offload = op.device == OffloadDevice::kNvme  ? Offload::kNvme
+                    : op.device == OffloadDevice::kCpu ? Offload::kCpu
+                                                       : Offload::kNone;
+  o.param_buffer_count = op.buffer_count;
+  o.param_buffer_size = op.buffer_size;
+  o.max_in_cpu = op.max_in_cpu;
   o.reduce_bucket_size = config.zero.reduce_bucket_size;
   o.overlap_comm = config.zero.overlap_comm;
   o.param_persistence_threshold = config.zero.param_persistence_threshold;
@@ -225,8 +238,39 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
 }
 
 int64_t MemoryEstimate::total() const {
-  return model_states() + buckets + std::max<int64_t>(gathered, 0) + std::max<int64_t>(activations, 0);
+  return model_states() + buckets + std::max<int64_t>(gathered, 0) + std::max<int64_t>(activations, 0) +
+         swap_buffers;
 }
+
+namespace {
+
+constexpr int64_t kIoAlign = 4096;  // offload/io_engine.h kIoAlignment
+int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+// offload/optimizer_swapper.cc: sub-groups of S elements (a multiple of 1024,
+// at most the state rounded up), one file per kind, pipelining cut to what
+// buffer_count x one kind's sub-group holds. Sets the NVMe bytes and buffers.
+absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, MemoryEstimate& e) {
+  if (kinds == 0 || owned == 0) return absl::OkStatus();
+  if (o.optimizer_buffer_count < kinds) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "offload_optimizer.buffer_count is %d, but one sub-group needs %d buffers; set it to at least %d",
+        o.optimizer_buffer_count, kinds, kinds));
+  }
+  const int64_t block = kIoAlign / 4;
+  const int64_t s = std::max(block, std::min(AlignUp(o.sub_group_size, block), AlignUp(owned, block)));
+  const int64_t sub_groups = (owned + s - 1) / s;
+  e.offloaded_nvme += kinds * sub_groups * s * 4;
+  const int fit = o.optimizer_buffer_count / kinds;
+  const int want = 1 + (o.pipeline_read ? 1 : 0) + (o.pipeline_write ? 1 : 0);
+  const int slots = std::min(fit, want);
+  const bool ahead = o.pipeline_read && slots >= 2;
+  const bool behind = o.pipeline_write && slots >= (ahead ? 3 : 2);
+  e.swap_buffers += (1 + (ahead ? 1 : 0) + (behind ? 1 : 0)) * kinds * s * 4;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t micro_batch, int64_t seq_len,
                         bool checkpointing) {
@@ -309,7 +353,19 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const Est
   } else {
     const std::vector<Group> chunks = PlanChunks(shape, o);
     std::vector<int64_t> unit_chunk_count(static_cast<size_t>(shape.num_units), 0);
+    // zero/param_coordinator.cc OffloadShards: shards beyond the first
+    // max_in_cpu elements (chunk order) move to the swap file.
+    int64_t kept = 0, largest_swapped = 0, swapped = 0;
+    const bool swap_params = o.param_offload == Offload::kNvme && o.stage == 3;
     for (const Group& c : chunks) {
+      if (swap_params && !c.persistent) {
+        if (kept + c.shard <= o.max_in_cpu) {
+          kept += c.shard;
+        } else {
+          swapped += c.shard * p;
+          largest_swapped = std::max(largest_swapped, c.shard);
+        }
+      }
       e.params += (c.persistent ? c.padded : c.shard) * p;
       if (!c.trainable) continue;
       owned += c.shard;
@@ -325,15 +381,29 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const Est
     const int64_t slots = std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
     e.buckets = slots * SumLargest(bucket_sizes, 1) * p;
     if (shape.units_known) e.gathered = GatheredPeakNumel(shape, chunks, o) * p;
+    if (swapped > 0) {
+      if (largest_swapped > o.param_buffer_size) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "offload_param.buffer_size is %d elements, but a shard has %d", o.param_buffer_size, largest_swapped));
+      }
+      e.params -= swapped;
+      e.offloaded_nvme += swapped;
+      e.swap_buffers += o.param_buffer_count * AlignUp(std::min(o.param_buffer_size, largest_swapped) * p, kIoAlign);
+    }
   }
   e.owned_numel = owned;
   const bool offload = o.offload != Offload::kNone && o.stage >= 1;
-  // The master aliases fp32 parameters, unless it lives elsewhere.
-  const int64_t master = (o.precision != Precision::kFp32 || offload) ? owned * 4 : 0;
   const int64_t state = owned * 4 * o.optimizer_states;
-  if (offload) {
-    (o.offload == Offload::kCpu ? e.offloaded_cpu : e.offloaded_nvme) = master + state;
+  if (offload && o.offload == Offload::kNvme) {
+    // The engine's swap files: the master only where it is a copy (fp32
+    // parameters are their own master), then the optimizer's state tensors.
+    const int kinds = (o.precision != Precision::kFp32 ? 1 : 0) + o.optimizer_states;
+    ZT_RETURN_IF_ERROR(SwapOptimizer(owned, kinds, o, e));
+  } else if (offload) {
+    // DeepSpeed keeps an fp32 master on the CPU for every precision.
+    e.offloaded_cpu = owned * 4 + state;
   } else {
+    const int64_t master = o.precision != Precision::kFp32 ? owned * 4 : 0;
     e.master = master;
     e.optimizer_state = state;
   }

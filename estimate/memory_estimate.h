@@ -4,10 +4,14 @@
 // activations of the built-in transformers. No LibTorch: it replays the
 // engine's layout rules (zero/layout.h, zero/unit_plan.h) over sizes only.
 //
-// Limits: the engine does not implement offload yet, so offloaded bytes are
-// what DeepSpeed would move off the accelerator; buckets assume one
-// micro-step per optimizer step and no communication_data_type cast;
-// activations assume the built-in models' ops on a CPU (docs/estimate.md).
+// Offload follows the engine (docs/offload.md): with "nvme" the optimizer
+// state (and at stage 3 the parameter shards beyond max_in_cpu) leave memory
+// for swap files, and fixed swap buffer pools take their place; "cpu" is
+// counted as DeepSpeed's accelerator view (master and optimizer state moved
+// to host memory), which on a CPU-only build changes nothing.
+// Limits: buckets assume one micro-step per optimizer step and no
+// communication_data_type cast; activations assume the built-in models' ops
+// on a CPU (docs/estimate.md).
 //
 //   zt::estimate::ModelShape shape = ...;       // e.g. from BuiltinModelShape
 //   zt::estimate::EstimateOptions o = zt::estimate::OptionsFromConfig(config, /*world_size=*/8);
@@ -70,7 +74,17 @@ struct EstimateOptions {
   int world_size = 1;
   int stage = 0;
   Precision precision = Precision::kFp32;
-  Offload offload = Offload::kNone;
+  Offload offload = Offload::kNone;  // offload_optimizer.device
+  // NVMe optimizer offload (offload_optimizer and zero_optimization keys).
+  int64_t sub_group_size = 1000000000;
+  int optimizer_buffer_count = 4;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  // Stage-3 parameter offload (offload_param; kCpu changes nothing on a CPU build).
+  Offload param_offload = Offload::kNone;
+  int param_buffer_count = 5;
+  int64_t param_buffer_size = 100000000;  // elements
+  int64_t max_in_cpu = 1000000000;        // shard elements kept in memory
   // fp32 tensors of optimizer state per owned element (Adam/AdamW 2, Lion 1,
   // Adagrad 1, SGD 1 with momentum else 0).
   int optimizer_states = 2;
@@ -104,10 +118,12 @@ struct MemoryEstimate {
   int64_t gathered = -1;        // stage 3: most gathered parameter bytes at once; -1 unknown / not stage 3
   int64_t activations = -1;     // -1 unknown
   int64_t offloaded_cpu = 0;    // master + optimizer state moved to CPU memory
-  int64_t offloaded_nvme = 0;   // ... or to NVMe
+  int64_t offloaded_nvme = 0;   // bytes in swap files (Engine::memory().nvme): optimizer state, parameter shards
+  int64_t swap_buffers = 0;     // host memory of the swap pools (Engine::memory().swap_buffers)
   int64_t owned_numel = 0;      // elements this rank updates (its shard; everything at stage 0)
   int64_t model_states() const { return params + grads + master + optimizer_state; }
-  // Accelerator bytes: model states + buckets + gathered + activations.
+  // Accelerator bytes: model states + buckets + gathered + activations +
+  // swap buffers.
   int64_t total() const;
 };
 

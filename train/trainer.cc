@@ -38,6 +38,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "zero/sharded_init.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 
@@ -228,7 +229,15 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   spec.name = o.model;
   spec.overrides = o.model_overrides;
   spec.seed = o.seed;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(spec));
+  std::unique_ptr<models::Model> model;
+  {
+    // Stage 3 shards each block as it is built (zt::ShardedInit): no rank
+    // ever holds the whole model, which is what makes models larger than one
+    // rank's memory trainable at all.
+    std::unique_ptr<ShardedInit> sharded;
+    if (config.zero.stage == 3) sharded = std::make_unique<ShardedInit>(pg, config);
+    ZT_ASSIGN_OR_RETURN(model, models::CreateModel(spec));
+  }
   const models::ModelInfo& info = model->info();
   const bool lm = info.task == models::Task::kLanguageModel;
   ZT_ASSIGN_OR_RETURN(const int64_t seq_len, SeqLen(o, info));

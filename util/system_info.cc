@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -51,9 +55,9 @@ std::string SystemInfoLine() {
 
 namespace {
 
-// A "Name:   123 kB" line of /proc/self/status in bytes; -1 when absent.
-int64_t StatusKib(const char* key) {
-  std::ifstream status("/proc/self/status");
+// A "Name:   123 kB" line of a /proc file in bytes; -1 when absent.
+int64_t ProcKib(const char* file, const char* key) {
+  std::ifstream status(file);
   std::string line;
   const size_t key_len = std::strlen(key);
   while (std::getline(status, line)) {
@@ -67,7 +71,14 @@ int64_t StatusKib(const char* key) {
 
 }  // namespace
 
-int64_t PeakResidentBytes() { return StatusKib("VmHWM:"); }
-int64_t CurrentResidentBytes() { return StatusKib("VmRSS:"); }
+int64_t PeakResidentBytes() { return ProcKib("/proc/self/status", "VmHWM:"); }
+int64_t CurrentResidentBytes() { return ProcKib("/proc/self/status", "VmRSS:"); }
+void ReturnFreedHeapMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+int64_t AvailableMemoryBytes() { return ProcKib("/proc/meminfo", "MemAvailable:"); }
 
 }  // namespace zt

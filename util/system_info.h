@@ -27,4 +27,14 @@ int64_t PeakResidentBytes();
 // This process's resident memory now (VmRSS); -1 when unavailable.
 int64_t CurrentResidentBytes();
 
+// Hands memory the C heap holds but no longer uses back to the kernel
+// (glibc's malloc_trim; a no-op elsewhere). Freed blocks below 32 MiB stay in
+// the heap otherwise, so a phase that frees gigabytes in small pieces (building
+// a model and moving its shards to NVMe) would keep them resident.
+void ReturnFreedHeapMemory();
+
+// Memory the kernel could give new allocations without swapping
+// (MemAvailable of /proc/meminfo); -1 when unavailable.
+int64_t AvailableMemoryBytes();
+
 }  // namespace zt

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_format.h"
 #include "util/error.h"
@@ -49,6 +50,10 @@ ParamCoordinator::~ParamCoordinator() {
   for (ChunkState& s : chunk_state_) {
     if (s.work) (void)s.work->Wait();
   }
+  // Shards on loan from the swap pool must not outlive it.
+  for (size_t c = 0; c < borrows_.size(); ++c) {
+    if (borrows_[c] > 0) FreeStorage(chunks_[c].group->param_shard);
+  }
 }
 
 CoordinatorStats ParamCoordinator::stats() const {
@@ -56,6 +61,13 @@ CoordinatorStats ParamCoordinator::stats() const {
   CoordinatorStats s = stats_;
   s.trace_mismatches = trace_.mismatches();
   s.cached_bytes = pool_.held_bytes();
+  if (swapper_) {
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      if (slot_[c] >= 0) s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+    }
+    s.swap_buffer_bytes = static_cast<int64_t>(swapper_->buffer_bytes());
+    s.swap = swapper_->stats();
+  }
   return s;
 }
 
@@ -80,6 +92,12 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  if (swapped(chunk)) {
+    // The shard lives on NVMe: into a swap buffer for the gather's input,
+    // given back once the gather has landed (WaitChunkLocked).
+    AcquireShardLocked(chunk, /*read=*/true);
+    gather_hold_[static_cast<size_t>(chunk)] = ++gather_seq_;
+  }
   pool_.Fill(g.params);
   s.work = pg_->AllGather(g.param_shard, g.params);
   s.state = State::kInFlight;
@@ -94,6 +112,10 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
   if (s.state != State::kInFlight) return;
   absl::Status st = s.work->Wait();
   s.work.reset();
+  if (!slot_.empty() && gather_hold_[static_cast<size_t>(chunk)] > 0) {
+    gather_hold_[static_cast<size_t>(chunk)] = 0;
+    ReleaseShardLocked(chunk, /*dirty=*/false);
+  }
   if (!st.ok()) {
     const Chunk& c = chunks_[static_cast<size_t>(chunk)];
     throw Error(absl::Status(
@@ -152,7 +174,11 @@ void ParamCoordinator::ObserveLocked(int unit) {
 
 void ParamCoordinator::PrefetchLocked() {
   const std::vector<int>& order = trace_.order();
-  for (size_t i = trace_.position(); i < order.size(); ++i) {
+  // Shards on NVMe first: their reads overlap each other and the compute
+  // ahead, and a gather below then waits only for what is still in flight.
+  if (swapper_) ReadAheadLocked(trace_.position());
+  size_t i = trace_.position();
+  for (; i < order.size(); ++i) {
     const int v = order[i];
     UnitState& u = unit_state_[static_cast<size_t>(v)];
     if (u.sharded_numel == 0 || UnitGatheredLocked(v)) continue;
@@ -162,6 +188,19 @@ void ParamCoordinator::PrefetchLocked() {
     u.prefetched_ahead = true;
     window_numel_ += u.sharded_numel;
     ++stats_.prefetched_units;
+  }
+}
+
+void ParamCoordinator::ReadAheadLocked(size_t position) {
+  const std::vector<int>& order = trace_.order();
+  for (size_t i = position; i < order.size(); ++i) {
+    for (int c : units_[static_cast<size_t>(order[i])].chunks) {
+      if (!swapped(c) || chunk_state_[static_cast<size_t>(c)].state != State::kReleased) continue;
+      const int slot = slot_[static_cast<size_t>(c)];
+      if (swapper_->resident(slot)) continue;
+      // The swapper keeps a buffer for a gather that was not foreseen.
+      if (!swapper_->TryReadAhead(slot)) return;
+    }
   }
 }
 
@@ -283,7 +322,10 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
     for (int c : chunks) {
       FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
       // Persistent chunks own a view of `params`: already up to date.
-      if (g.param_shard.defined()) g.param_shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
+      if (!g.param_shard.defined()) continue;
+      at::Tensor shard = AcquireShardLocked(c, /*read=*/false);
+      shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
+      ReleaseShardLocked(c, /*dirty=*/true);
     }
   }
   for (int c : chunks) {
@@ -293,6 +335,142 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
       ReleaseChunkLocked(c);
     }
   }
+}
+
+}  // namespace zt::zero
+
+namespace zt::zero {
+
+std::string ParamCoordinator::ChunkLabel(int chunk) const {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  return absl::StrFormat("unit '%s' (chunk %d, %d elements per rank)", UnitLabel(units_[static_cast<size_t>(c.unit)].name),
+                         chunk, c.group->layout.shard_numel);
+}
+
+absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (swapper_) return absl::FailedPreconditionError("parameter shards are already offloaded");
+  slot_.assign(chunks_.size(), -1);
+  borrows_.assign(chunks_.size(), 0);
+  gather_hold_.assign(chunks_.size(), 0);
+  offload::ParamSwapOptions so;
+  so.dir = options.dir;
+  so.file_name = options.file_name;
+  so.buffer_count = options.buffer_count;
+  int64_t kept = 0, largest = 0;
+  int largest_chunk = -1;
+  std::vector<int> order;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const FlatGroup& g = *chunks_[c].group;
+    if (chunks_[c].persistent || !g.param_shard.defined()) continue;
+    const int64_t n = g.layout.shard_numel;
+    if (kept + n <= options.max_in_cpu) {
+      kept += n;  // stays in memory (offload_param.max_in_cpu)
+      continue;
+    }
+    slot_[c] = static_cast<int>(so.slot_bytes.size());
+    so.slot_bytes.push_back(static_cast<uint64_t>(g.param_shard.nbytes()));
+    so.slot_names.push_back(ChunkLabel(static_cast<int>(c)));
+    order.push_back(static_cast<int>(c));
+    if (n > largest) {
+      largest = n;
+      largest_chunk = static_cast<int>(c);
+    }
+  }
+  if (order.empty()) {
+    slot_.clear();
+    return absl::OkStatus();
+  }
+  if (largest > options.buffer_numel) {
+    slot_.clear();
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "zero_optimization.offload_param.buffer_size is %d elements, but the shard of %s has %d; raise buffer_size "
+        "to at least %d (a chunk holds up to reduce_bucket_size elements, or one larger parameter)",
+        options.buffer_numel, ChunkLabel(largest_chunk), largest, largest));
+  }
+  const int64_t elem = chunks_[static_cast<size_t>(order.front())].group->param_shard.element_size();
+  so.buffer_bytes = static_cast<uint64_t>(std::min(options.buffer_numel, largest) * elem);
+  auto created = offload::ParamSwapper::Create(so, io);
+  if (!created.ok()) {
+    slot_.clear();
+    return created.status();
+  }
+  swapper_ = std::move(*created);
+  // Write every shard out, then let its memory go.
+  for (int c : order) {
+    FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
+    at::Tensor resident = g.param_shard;
+    auto buffer = swapper_->Acquire(slot_[static_cast<size_t>(c)], /*read=*/false);
+    if (!buffer.ok()) return buffer.status();
+    std::memcpy(*buffer, resident.data_ptr(), resident.nbytes());
+    ZT_RETURN_IF_ERROR(swapper_->Release(slot_[static_cast<size_t>(c)], /*dirty=*/true));
+    FreeStorage(g.param_shard);
+  }
+  return swapper_->Flush();
+}
+
+at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
+  FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  if (!swapped(chunk)) return g.OwnedParams();
+  const int slot = slot_[static_cast<size_t>(chunk)];
+  for (;;) {
+    absl::StatusOr<void*> buffer = swapper_->Acquire(slot, read);
+    if (buffer.ok()) {
+      if (borrows_[static_cast<size_t>(chunk)]++ == 0) BorrowStorage(g.param_shard, *buffer);
+      return g.param_shard;
+    }
+    if (!absl::IsResourceExhausted(buffer.status())) {
+      throw Error(absl::Status(buffer.status().code(), absl::StrCat("parameter offload: ", buffer.status().message())));
+    }
+    // Every buffer is pinned: the oldest gather still holding its shard
+    // gives one back once it lands.
+    int oldest = -1;
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      if (gather_hold_[c] > 0 && (oldest < 0 || gather_hold_[c] < gather_hold_[static_cast<size_t>(oldest)])) {
+        oldest = static_cast<int>(c);
+      }
+    }
+    if (oldest < 0) {
+      throw Error(absl::ResourceExhaustedError(absl::StrFormat(
+          "parameter offload: %s needs a swap buffer but all %d are pinned; raise "
+          "zero_optimization.offload_param.buffer_count",
+          ChunkLabel(chunk), swapper_->buffer_count())));
+    }
+    WaitChunkLocked(oldest);
+  }
+}
+
+void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
+  if (!swapped(chunk)) return;
+  FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  if (--borrows_[static_cast<size_t>(chunk)] == 0) FreeStorage(g.param_shard);
+  absl::Status st = swapper_->Release(slot_[static_cast<size_t>(chunk)], dirty);
+  if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat("parameter offload: ", st.message())));
+}
+
+at::Tensor ParamCoordinator::AcquireShard(int chunk, bool read) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AcquireShardLocked(chunk, read);
+}
+
+void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseShardLocked(chunk, dirty);
+}
+
+void ParamCoordinator::FlushShards() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!swapper_) return;
+  absl::Status st = swapper_->Flush();
+  if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat("parameter offload: ", st.message())));
+}
+
+at::Tensor ParamCoordinator::TrainableShards::Acquire(int g, bool read) {
+  return c_->AcquireShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)], read);
+}
+
+void ParamCoordinator::TrainableShards::Release(int g, bool dirty) {
+  c_->ReleaseShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)], dirty);
 }
 
 }  // namespace zt::zero

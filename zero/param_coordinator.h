@@ -21,6 +21,14 @@
 // for gathered parameters never exceeds the most gathered at once, and
 // ReleaseCache() returns it to the allocator.
 //
+// With parameter offload to NVMe (OffloadShards), most shards live in a swap
+// file instead of memory: a gather first brings the shard into a buffer of a
+// bounded pool (offload/param_swapper.h) and gives the buffer back once the
+// all-gather has landed; after the prefetch window, the shards of the units
+// that come next in the trace are read ahead into free buffers, so a gather
+// rarely waits for the disk. The optimizer reaches the shards through
+// shard_access().
+//
 // Prefetch follows the order recorded in the previous micro-step (UnitTrace),
 // bounded by stage3_prefetch_bucket_size (elements gathered ahead of use) and
 // stage3_max_live_parameters (elements gathered at once, the unit in use
@@ -46,8 +54,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "comm/process_group.h"
+#include "offload/io_engine.h"
+#include "offload/param_swapper.h"
 #include "zero/flat_group.h"
+#include "zero/sharded_optimizer.h"
 #include "zero/storage.h"
 #include "zero/unit_trace.h"
 
@@ -59,6 +71,15 @@ struct CoordinatorOptions {
   int64_t max_reuse_distance = 1000000000;   // stage3_max_reuse_distance
 };
 
+// zero_optimization.offload_param with device "nvme".
+struct ParamOffloadOptions {
+  std::string dir;                     // nvme_path
+  std::string file_name = "params.swp";
+  int buffer_count = 5;
+  int64_t buffer_numel = 100000000;    // buffer_size (elements of the model dtype)
+  int64_t max_in_cpu = 1000000000;     // shard elements kept in memory instead
+};
+
 struct CoordinatorStats {
   int64_t gathered_bytes = 0;       // full (non-persistent) chunk bytes allocated now
   int64_t peak_gathered_bytes = 0;  // most at once since the last ResetPeak()
@@ -66,6 +87,9 @@ struct CoordinatorStats {
   int64_t prefetched_units = 0;     // unit gathers issued ahead of use
   int64_t trace_mismatches = 0;     // requests that departed from the trace
   int64_t cached_bytes = 0;         // freed gather buffers kept for reuse (zero/storage.h)
+  int64_t swapped_shard_bytes = 0;  // parameter shards living on NVMe (not in memory)
+  int64_t swap_buffer_bytes = 0;    // the parameter swap pool
+  offload::ParamSwapper::Stats swap;  // zeros without parameter offload
 };
 
 class ParamCoordinator {
@@ -113,6 +137,24 @@ class ParamCoordinator {
   void Pin(const std::vector<int>& chunks);
   void Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank);
 
+  // Parameter offload to NVMe: every non-persistent chunk's shard beyond the
+  // first `max_in_cpu` elements (in chunk order) moves to a swap file under
+  // options.dir, and its memory is freed. Call once, before training.
+  // Errors: the swap file's (missing directory, no room, ...) and a
+  // buffer_size smaller than the largest shard (naming the unit).
+  absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io);
+  bool swapped(int chunk) const { return !slot_.empty() && slot_[static_cast<size_t>(chunk)] >= 0; }
+  // Chunk c's owned shard, resident until ReleaseShard (for swapped chunks a
+  // pool buffer: with `read` it holds the shard, else the caller overwrites
+  // it all); `dirty` writes it back. Unswapped chunks: their param_shard.
+  // Throws zt::Error on I/O failure or when every swap buffer stays pinned.
+  at::Tensor AcquireShard(int chunk, bool read);
+  void ReleaseShard(int chunk, bool dirty);
+  // The optimizer's view: trainable group g -> its chunk's shard.
+  ParamShardAccess* shard_access() { return &shard_access_; }
+  // Waits for every shard write-back (before reading the swap file elsewhere).
+  void FlushShards();
+
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<Unit>& units() const { return units_; }
@@ -145,6 +187,22 @@ class ParamCoordinator {
   void WaitChunkLocked(int chunk);
   void ReleaseChunkLocked(int chunk);
   bool UnitGatheredLocked(int unit) const;
+  at::Tensor AcquireShardLocked(int chunk, bool read);
+  void ReleaseShardLocked(int chunk, bool dirty);
+  // Reads ahead the swapped shards of the units at trace positions from
+  // `position` on, while the pool has more than one free buffer.
+  void ReadAheadLocked(size_t position);
+  std::string ChunkLabel(int chunk) const;
+
+  class TrainableShards final : public ParamShardAccess {
+   public:
+    explicit TrainableShards(ParamCoordinator* c) : c_(c) {}
+    at::Tensor Acquire(int g, bool read) override;
+    void Release(int g, bool dirty) override;
+
+   private:
+    ParamCoordinator* c_;
+  };
 
   std::vector<Unit> units_;
   std::vector<Chunk> chunks_;
@@ -162,6 +220,14 @@ class ParamCoordinator {
   bool callback_queued_ = false;
   bool logged_mismatch_ = false;
   CoordinatorStats stats_;
+
+  // Parameter offload (empty vectors without it).
+  std::unique_ptr<offload::ParamSwapper> swapper_;
+  std::vector<int> slot_;               // per chunk: swap slot, -1 when the shard stays in memory
+  std::vector<int> borrows_;            // per chunk: holders of the shard's borrowed buffer
+  std::vector<int64_t> gather_hold_;    // per chunk: > 0 (an issue number) while its gather holds the shard
+  int64_t gather_seq_ = 0;
+  TrainableShards shard_access_{this};
 };
 
 }  // namespace zt::zero

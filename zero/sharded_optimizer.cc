@@ -3,21 +3,59 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "util/error.h"
 #include "util/status.h"
 
 namespace zt::zero {
+namespace {
 
-ShardedOptimizer::ShardedOptimizer(std::vector<FlatGroup>& groups, const OptimizerConfig& config,
-                                   ops::Impl impl)
-    : groups_(groups), opt_(ops::MakeShardOptimizer(config, impl)) {
-  at::NoGradGuard no_grad;
-  for (FlatGroup& g : groups_) {
-    at::Tensor owned = g.OwnedParams();
-    const bool alias = owned.scalar_type() == at::kFloat;
-    master_.push_back(alias ? owned : owned.to(at::kFloat).contiguous());
-    aliased_.push_back(alias ? 1 : 0);
-    states_.push_back(opt_->InitState(master_.back()));
+// Conversions between the owned parameters and fp32 go through temporaries
+// of at most this many elements, so a huge group never doubles in memory.
+constexpr int64_t kCopyChunk = int64_t{1} << 22;
+
+at::Tensor FloatView(float* data, int64_t n) { return at::from_blob(data, {n}, at::kFloat); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(std::vector<FlatGroup>& groups,
+                                                                           const OptimizerConfig& config,
+                                                                           ShardedOptimizerOptions options) {
+  std::unique_ptr<ShardedOptimizer> so(new ShardedOptimizer(groups, std::move(options)));
+  try {
+    so->opt_ = ops::MakeShardOptimizer(config, so->options_.impl);
+    at::NoGradGuard no_grad;
+    const at::ScalarType dtype = groups.empty() ? at::kFloat : groups.front().params.scalar_type();
+    so->master_is_params_ = dtype == at::kFloat;
+    std::vector<std::string> kinds;
+    if (!so->master_is_params_) kinds.push_back("master");
+    for (const auto& item : so->opt_->InitState(at::empty({0}, at::kFloat)).tensors) kinds.push_back(item.first);
+    so->master_kind_ = so->master_is_params_ ? -1 : 0;
+    std::vector<int64_t> owned;
+    for (const FlatGroup& g : groups) owned.push_back(g.owned_end() - g.owned_begin());
+    if (so->options_.swap.has_value()) {
+      ZT_ASSIGN_OR_RETURN(so->state_, MakeSwappedState(kinds, owned, *so->options_.swap, so->options_.io));
+    } else {
+      so->state_ = MakeResidentState(kinds, owned);
+    }
+    // The optimizer state starts at zero (both stores are zero-filled);
+    // the master starts as the owned parameters.
+    so->RefreshMaster();
+  } catch (const Error& e) {
+    return e.status();
   }
+  return so;
+}
+
+at::Tensor ShardedOptimizer::AcquireParams(int g, bool read) {
+  if (options_.params != nullptr) return options_.params->Acquire(g, read);
+  return groups_[static_cast<size_t>(g)].OwnedParams();
+}
+
+void ShardedOptimizer::ReleaseParams(int g, bool dirty) {
+  if (options_.params != nullptr) options_.params->Release(g, dirty);
 }
 
 double ShardedOptimizer::LocalGradSquaredNorm() const {
@@ -40,43 +78,157 @@ bool ShardedOptimizer::LocalHasNonFinite() const {
 
 void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper) {
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    FlatGroup& g = groups_[i];
-    at::Tensor grads = g.OwnedGrads();
-    if (grad_multiplier != 1.0) grads.mul_(grad_multiplier);
-    at::Tensor grads32 = grads.scalar_type() == at::kFloat ? grads : grads.to(at::kFloat);
-    opt_->Step(master_[i], grads32, states_[i], hyper);
-    if (!aliased_[i]) g.OwnedParams().copy_(master_[i]);
-  }
+  const std::vector<std::string>& kinds = state_->kinds();
+  const int first_state = master_kind_ + 1;
+  int64_t step_after = step_ + 1;
+  // Pieces of one group arrive consecutively: its parameters stay acquired
+  // until the walk moves on, then go back written.
+  int current = -1;
+  at::Tensor owned;
+  absl::Status st = state_->ForEachPiece(OptimizerState::Access::kReadWrite,
+                                         [&](int g, int64_t b, int64_t e, float* const* data) {
+    if (current != g) {
+      if (current >= 0) ReleaseParams(current, /*dirty=*/true);
+      current = -1;
+      owned = AcquireParams(g, /*read=*/master_is_params_);
+      current = g;
+    }
+    const int64_t n = e - b;
+    ops::ShardState ss;
+    ss.step = step_;
+    for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) ss.tensors[kinds[k]] = FloatView(data[k], n);
+    ops::StepExtras extras;
+    extras.grad_scale = grad_multiplier;
+    at::Tensor params;
+    if (master_is_params_) {
+      params = owned.narrow(0, b, n);
+    } else {
+      params = FloatView(data[master_kind_], n);
+      extras.out = owned.narrow(0, b, n);
+    }
+    const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
+    opt_->Step(params, grads, ss, hyper, extras);
+    step_after = ss.step;
+    return absl::OkStatus();
+  });
+  if (current >= 0) ReleaseParams(current, /*dirty=*/true);
+  ThrowIfError(st);
+  step_ = step_after;
 }
 
 void ShardedOptimizer::RefreshMaster() {
+  if (master_is_params_) return;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    if (!aliased_[i]) master_[i].copy_(groups_[i].OwnedParams());
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    at::Tensor owned = AcquireParams(g, /*read=*/true);
+    absl::Status st;
+    for (int64_t b = 0; b < owned.numel() && st.ok(); b += kCopyChunk) {
+      const int64_t e = std::min(owned.numel(), b + kCopyChunk);
+      const at::Tensor values = owned.narrow(0, b, e - b).to(at::kFloat).contiguous();
+      st = state_->Write(master_kind_, g, b, e, values.data_ptr<float>());
+    }
+    ReleaseParams(g, /*dirty=*/false);
+    ThrowIfError(st);
   }
 }
 
 void ShardedOptimizer::WriteBackParams() {
+  if (master_is_params_) return;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    if (!aliased_[i]) groups_[i].OwnedParams().copy_(master_[i]);
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    at::Tensor owned = AcquireParams(g, /*read=*/false);
+    absl::Status st;
+    at::Tensor tmp;
+    for (int64_t b = 0; b < owned.numel() && st.ok(); b += kCopyChunk) {
+      const int64_t e = std::min(owned.numel(), b + kCopyChunk);
+      if (const float* resident = state_->Resident(master_kind_, g)) {
+        owned.narrow(0, b, e - b).copy_(FloatView(const_cast<float*>(resident) + b, e - b));
+        continue;
+      }
+      if (!tmp.defined()) tmp = at::empty({std::min(owned.numel(), kCopyChunk)}, at::kFloat);
+      st = state_->Read(master_kind_, g, b, e, tmp.data_ptr<float>());
+      if (st.ok()) owned.narrow(0, b, e - b).copy_(tmp.narrow(0, 0, e - b));
+    }
+    ReleaseParams(g, /*dirty=*/true);
+    ThrowIfError(st);
+  }
+}
+
+std::vector<std::string> ShardedOptimizer::state_names() const {
+  const std::vector<std::string>& k = state_->kinds();
+  return std::vector<std::string>(k.begin() + (master_kind_ + 1), k.end());
+}
+
+absl::Status ShardedOptimizer::Read(const std::string& kind, int g, int64_t b, int64_t e, float* dst) {
+  if (kind == "master" && master_is_params_) {
+    try {
+      at::NoGradGuard no_grad;
+      at::Tensor owned = AcquireParams(g, /*read=*/true);
+      FloatView(dst, e - b).copy_(owned.narrow(0, b, e - b));
+      ReleaseParams(g, /*dirty=*/false);
+    } catch (const Error& err) {
+      return err.status();
+    }
+    return absl::OkStatus();
+  }
+  const int k = state_->KindIndex(kind);
+  if (k < 0) return absl::NotFoundError(absl::StrCat("this optimizer keeps no '", kind, "'"));
+  return state_->Read(k, g, b, e, dst);
+}
+
+const float* ShardedOptimizer::Resident(const std::string& kind, int g) const {
+  if (kind == "master" && master_is_params_) {
+    return options_.params == nullptr ? groups_[static_cast<size_t>(g)].OwnedParams().data_ptr<float>() : nullptr;
+  }
+  const int k = state_->KindIndex(kind);
+  return k < 0 ? nullptr : state_->Resident(k, g);
+}
+
+absl::StatusOr<std::unique_ptr<OptimizerState>> ShardedOptimizer::MakeStaging() const {
+  std::vector<int64_t> owned;
+  for (int g = 0; g < state_->num_groups(); ++g) owned.push_back(state_->owned_numel(g));
+  if (!options_.swap.has_value()) return MakeResidentState(state_->kinds(), owned);
+  offload::OptimizerSwapOptions swap = *options_.swap;
+  swap.file_prefix += ".staging";
+  return MakeSwappedState(state_->kinds(), owned, swap, options_.io);
+}
+
+void ShardedOptimizer::SetMasters(const std::vector<at::Tensor>& masters) {
+  at::NoGradGuard no_grad;
+  if (master_is_params_) {
+    for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+      at::Tensor owned = AcquireParams(g, /*read=*/false);
+      owned.copy_(masters[static_cast<size_t>(g)]);
+      ReleaseParams(g, /*dirty=*/true);
+    }
+    return;
+  }
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    const at::Tensor m = masters[static_cast<size_t>(g)].contiguous();
+    ThrowIfError(state_->Write(master_kind_, g, 0, m.numel(), m.data_ptr<float>()));
+  }
+  WriteBackParams();
+}
+
+void ShardedOptimizer::Adopt(std::unique_ptr<OptimizerState> staged, const std::vector<at::Tensor>& masters,
+                             int64_t step) {
+  ZT_CHECK(staged != nullptr && staged->kinds() == state_->kinds());
+  state_ = std::move(staged);
+  step_ = step;
+  if (master_is_params_) {
+    SetMasters(masters);
+  } else {
+    WriteBackParams();
   }
 }
 
 int64_t ShardedOptimizer::master_bytes() const {
-  int64_t n = 0;
-  for (size_t i = 0; i < master_.size(); ++i) {
-    if (!aliased_[i]) n += static_cast<int64_t>(master_[i].nbytes());
-  }
-  return n;
+  return master_kind_ >= 0 ? state_->resident_bytes(master_kind_) : 0;
 }
 
 int64_t ShardedOptimizer::state_bytes() const {
   int64_t n = 0;
-  for (const ops::ShardState& s : states_) {
-    for (const auto& [name, t] : s.tensors) n += static_cast<int64_t>(t.nbytes());
-  }
+  for (int k = master_kind_ + 1; k < static_cast<int>(state_->kinds().size()); ++k) n += state_->resident_bytes(k);
   return n;
 }
 

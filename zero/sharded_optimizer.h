@@ -1,28 +1,67 @@
 // ShardedOptimizer: fp32 master weights and optimizer state for the elements
-// this rank owns (its shard of every group at stages 1/2, everything at
+// this rank owns (its shard of every group at stages 1-3, everything at
 // stage 0), and the update that writes them back into the model's buffers.
 //
 // With an fp32 model the master weights are the owned parameters themselves
-// (no copy): the optimizer updates the flat buffer in place. With bf16/fp16
-// models they are an fp32 copy of the owned shard, rounded back after each
-// step. Gradients are read from FlatGroup::OwnedGrads() and scaled in place.
+// (no copy): the optimizer updates them in place. With bf16/fp16 models they
+// are an fp32 copy of the owned shard, and the step writes the rounded
+// result into the owned parameters in the same pass (ops::StepExtras), with
+// 1 / loss scale and the clipping coefficient folded into the gradient read.
+//
+// Where the state lives (zero/optimizer_state.h): in host memory (no
+// offload, or offload_optimizer.device "cpu"), or on NVMe, visited one
+// sub-group at a time through a bounded buffer pool ("nvme"). Where the
+// owned parameters live: in their groups, or, under stage-3 parameter
+// offload, behind a ParamShardAccess that swaps them in for the update.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/statusor.h"
 #include "config/config.h"
+#include "offload/optimizer_swapper.h"
 #include "ops/shard_optimizer.h"
 #include "zero/flat_group.h"
+#include "zero/optimizer_state.h"
 
 namespace zt::zero {
 
+// The owned parameters of a group when they may be swapped out (stage-3
+// offload_param to NVMe). Acquire returns group g's owned parameters (model
+// dtype, contiguous) resident until Release; with `read` they hold the
+// current values, otherwise the caller overwrites every element. Release
+// with `dirty` writes them back. Throws zt::Error on I/O failure.
+class ParamShardAccess {
+ public:
+  virtual ~ParamShardAccess() = default;
+  virtual at::Tensor Acquire(int g, bool read) = 0;
+  virtual void Release(int g, bool dirty) = 0;
+};
+
+struct ShardedOptimizerOptions {
+  ops::Impl impl = ops::Impl::kFast;
+  // Set: keep the state on NVMe (nvme_path, sub_group_size, buffers,
+  // pipelining) through `io`. Unset: in host memory.
+  std::optional<offload::OptimizerSwapOptions> swap;
+  offload::IoEngine* io = nullptr;
+  // Stage-3 parameter offload; nullptr: the groups' OwnedParams().
+  ParamShardAccess* params = nullptr;
+};
+
 class ShardedOptimizer {
  public:
-  ShardedOptimizer(std::vector<FlatGroup>& groups, const OptimizerConfig& config,
-                   ops::Impl impl = ops::Impl::kFast);
+  // Builds the state (reserving swap files at "nvme"), copies the owned
+  // parameters into the fp32 master where it is a copy. Errors: the config's
+  // (InvalidArgument naming the key) or the swap files' (missing directory,
+  // no room, too few buffers).
+  static absl::StatusOr<std::unique_ptr<ShardedOptimizer>> Create(std::vector<FlatGroup>& groups,
+                                                                  const OptimizerConfig& config,
+                                                                  ShardedOptimizerOptions options = {});
 
   // Sum of squares of this rank's owned gradients, accumulated in double.
   double LocalGradSquaredNorm() const;
@@ -30,29 +69,58 @@ class ShardedOptimizer {
   bool LocalHasNonFinite() const;
 
   // master <- optimizer(master, grads * grad_multiplier); owned params <- master.
+  // Throws zt::Error when swapping fails (the message names the file).
   void Step(double grad_multiplier, const ops::StepHyper& hyper);
 
   // Re-reads the owned parameters into the fp32 master copies, after the
   // parameters were written directly (GatheredParameters with a modifier).
   void RefreshMaster();
-  // Rounds the fp32 masters back into the owned parameters (what Step ends
-  // with), after the masters were set directly (a loaded checkpoint).
-  void WriteBackParams();
 
-  int64_t master_bytes() const;  // 0 where the master aliases the parameters
-  int64_t state_bytes() const;
+  // Checkpoint support. kinds(): "master" (when the store holds a copy) and
+  // the optimizer's state names; state_names(): the latter only.
+  const std::vector<std::string>& kinds() const { return state_->kinds(); }
+  std::vector<std::string> state_names() const;
+  // True when the owned fp32 parameters are the master (nothing stored).
+  bool master_is_params() const { return master_is_params_; }
+  int64_t step_count() const { return step_; }
+  // Elements [b, e) of group g's owned range of `kind` ("master" included,
+  // read from the parameters where they are the master).
+  absl::Status Read(const std::string& kind, int g, int64_t b, int64_t e, float* dst);
+  // Where `kind` of group g lies in host memory, or nullptr (swapped, or
+  // the master that is the parameters).
+  const float* Resident(const std::string& kind, int g) const;
+  // Loading: a fresh empty store shaped and placed like this one (a second
+  // set of swap files at "nvme"), filled by the caller, then adopted with
+  // the masters (one fp32 tensor per group's owned range, used where the
+  // master is the parameters) and the step count. Adopt writes the new
+  // masters into the owned parameters.
+  absl::StatusOr<std::unique_ptr<OptimizerState>> MakeStaging() const;
+  void Adopt(std::unique_ptr<OptimizerState> staged, const std::vector<at::Tensor>& masters, int64_t step);
+  // LoadWeights: new master values (one fp32 tensor per group), state kept.
+  void SetMasters(const std::vector<at::Tensor>& masters);
 
-  // Checkpoint access: per group, the fp32 master shard and the state.
-  const std::vector<at::Tensor>& master() const { return master_; }
-  std::vector<ops::ShardState>& states() { return states_; }
-  const std::vector<ops::ShardState>& states() const { return states_; }
+  int64_t master_bytes() const;  // resident bytes; 0 where the master is the parameters or on disk
+  int64_t state_bytes() const;   // resident bytes of the optimizer state
+  int64_t disk_bytes() const { return state_->disk_bytes(); }
+  int64_t buffer_bytes() const { return state_->buffer_bytes(); }
+  std::string Describe() const { return state_->Describe(); }
+  offload::OptimizerSwapper::Stats swap_stats() const { return state_->swap_stats(); }
 
  private:
+  ShardedOptimizer(std::vector<FlatGroup>& groups, ShardedOptimizerOptions options)
+      : groups_(groups), options_(std::move(options)) {}
+  at::Tensor AcquireParams(int g, bool read);
+  void ReleaseParams(int g, bool dirty);
+  // owned params <- master (rounded), group by group.
+  void WriteBackParams();
+
   std::vector<FlatGroup>& groups_;
+  ShardedOptimizerOptions options_;
   std::unique_ptr<ops::ShardOptimizer> opt_;
-  std::vector<at::Tensor> master_;
-  std::vector<char> aliased_;
-  std::vector<ops::ShardState> states_;
+  std::unique_ptr<OptimizerState> state_;
+  bool master_is_params_ = false;
+  int master_kind_ = -1;  // index of "master" in kinds(), -1 when the parameters are the master
+  int64_t step_ = 0;      // completed optimizer steps (ShardState::step)
 };
 
 }  // namespace zt::zero

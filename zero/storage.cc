@@ -36,6 +36,13 @@ void FreeStorage(const at::Tensor& flat) {
   storage->set_nbytes(0);
 }
 
+void BorrowStorage(const at::Tensor& flat, void* data) {
+  c10::StorageImpl* storage = StorageOf(flat);
+  ZT_CHECK_MSG(storage->nbytes() == 0, "BorrowStorage on a storage that still holds memory");
+  // A null deleter context: freeing the loan does nothing to the lender.
+  storage->set_data_ptr_noswap(at::DataPtr(data, flat.device()));
+  storage->set_nbytes(flat.nbytes());
+}
 
 void StoragePool::Fill(const at::Tensor& flat) {
   if (HasStorage(flat)) return;

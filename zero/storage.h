@@ -24,6 +24,10 @@ namespace zt::zero {
 bool HasStorage(const at::Tensor& flat);
 // Drops the storage's memory (no-op when already freed).
 void FreeStorage(const at::Tensor& flat);
+// Points the storage at `data` (at least flat.nbytes() bytes) without owning
+// it: memory a swap buffer pool lends (parameter offload). FreeStorage gives
+// it back; the lender must outlive the loan.
+void BorrowStorage(const at::Tensor& flat, void* data);
 
 // Buffers taken from freed flat tensors, handed to the next ones that need
 // memory. It only ever holds buffers that were in use at once, so it is

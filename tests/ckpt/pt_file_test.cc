@@ -455,7 +455,7 @@ TEST(PtFile, InvalidTreesAreRefusedAndLeaveNoFile) {
     std::string error;
   };
   std::vector<Case> cases = {
-      {"NoData", MakeDict({{"w", no_data}}), "tensor at root['w']: float32 [4] has no data pointer"},
+      {"NoData", MakeDict({{"w", no_data}}), "tensor at root['w']: float32 [4] has neither data nor a source"},
       {"BadUtf8", Value(List{1, std::string("\xff\xfe")}), "string at root[1] is not valid UTF-8"},
       {"BoolKey", MakeDict({{"x", Value(std::move(bool_key))}}), "dict at root['x'] has a bool key"},
       {"NegativeShape", Value(MakeTensor(DType::kFloat32, {-1}, nullptr)), "negative size"},

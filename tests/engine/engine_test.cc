@@ -46,9 +46,13 @@ TEST(EngineCreate, RejectsWhatItCannotRun) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("\"optimizer\""), std::string::npos) << r.status();
 
-  Config offload = BaseConfig(2);
-  offload.zero.offload_optimizer.device = OffloadDevice::kCpu;
-  EXPECT_EQ(Engine::Create(model, offload, Single()).status().code(), absl::StatusCode::kUnimplemented);
+  // Partial offload (ratio < 1) is DeepSpeed's; this engine offloads all or nothing.
+  Config partial = BaseConfig(3);
+  partial.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  partial.zero.offload_optimizer.ratio = 0.5;
+  auto p = Engine::Create(model, partial, Single());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(p.status().message().find("offload_optimizer.ratio"), std::string::npos) << p.status();
 
   Config batch = BaseConfig(1);
   batch.batch.train_batch_size = 6;  // 6 != 4 * 1 * 1

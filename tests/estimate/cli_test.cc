@@ -44,7 +44,14 @@ TEST(EstimateCli, OneStageWithOffload) {
   EXPECT_TRUE(absl::StrContains(r.output, "stage 2")) << r.output;
   EXPECT_FALSE(absl::StrContains(r.output, "stage 1 ")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "offloaded to CPU")) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "does not implement offload")) << r.output;
+  r = Zt("--model llama-tiny --world-size 2 --stage 3 --offload nvme --offload-param nvme");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* s : {"swap buffers", "on NVMe", "offload nvme"}) {
+    EXPECT_TRUE(absl::StrContains(r.output, s)) << s << "\n" << r.output;
+  }
+  r = Zt("--model llama-tiny --world-size 2 --offload-param disk");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "--offload-param must be none, cpu or nvme")) << r.output;
 }
 
 TEST(EstimateCli, BareParameterCount) {

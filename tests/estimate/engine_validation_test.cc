@@ -15,6 +15,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -112,6 +115,84 @@ ZT_RANK_WORKER(estimate_vs_engine) {
     }
   }
   return absl::OkStatus();
+}
+
+// NVMe offload: the swap files and pools the engine reports must be what the
+// estimator replays, to the byte, and the model states left in memory too.
+ZT_RANK_WORKER(estimate_vs_engine_offload) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
+  const std::string model_name = ctx.arg;
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
+  const std::string dir = absl::StrCat("/tmp/zt_estimate_offload_", ::getppid());
+  std::filesystem::create_directories(dir);
+  struct Case {
+    int stage;
+    bool bf16;
+    bool params;
+  };
+  for (const Case& k : {Case{1, true, false}, Case{2, true, false}, Case{3, true, true}, Case{3, false, true}}) {
+    const std::string where = absl::StrFormat("%s, stage %d, %s, world %d, NVMe%s", model_name, k.stage,
+                                              k.bf16 ? "bf16" : "fp32", pg->size(), k.params ? " + params" : "");
+    Config c;
+    c.batch.train_micro_batch_size_per_gpu = 2;
+    c.batch.gradient_accumulation_steps = 1;
+    c.steps_per_print = 1000;
+    c.optimizer.present = true;
+    c.zero.stage = k.stage;
+    c.zero.overlap_comm = k.stage == 3;
+    c.bf16.enabled = k.bf16;
+    c.zero.reduce_bucket_size = 5000;
+    c.zero.param_persistence_threshold = 500;
+    c.zero.sub_group_size = 3000;
+    auto& oo = c.zero.offload_optimizer;
+    oo.device = OffloadDevice::kNvme;
+    oo.nvme_path = dir;
+    oo.buffer_count = 7;  // room for read-ahead only
+    oo.pipeline_read = oo.pipeline_write = true;
+    if (k.params) {
+      auto& op = c.zero.offload_param;
+      op.device = OffloadDevice::kNvme;
+      op.nvme_path = dir;
+      op.buffer_count = 4;
+      op.buffer_size = 1 << 20;
+      op.max_in_cpu = 6000;  // some shards stay in memory
+    }
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel({model_name, {}, 1}));
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+    for (int step = 0; step < 2; ++step) {
+      engine->Backward(Loss(*model, k.bf16, 2, 16));
+      engine->Step();
+    }
+    const ModelStateBytes m = engine->memory();
+    ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
+                        estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
+    ZT_RETURN_IF_ERROR(Within(where, "params", m.params, e.params, 0.0));
+    ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.0));
+    ZT_RETURN_IF_ERROR(Within(where, "on NVMe", m.nvme, e.offloaded_nvme, 0.0));
+    ZT_RETURN_IF_ERROR(Within(where, "swap buffers", m.swap_buffers, e.swap_buffers, 0.0));
+    if (pg->rank() == 0) {
+      std::printf("%s: model states %lld, NVMe %lld, swap buffers %lld (= estimate)\n", where.c_str(),
+                  static_cast<long long>(m.model_states()), static_cast<long long>(m.nvme),
+                  static_cast<long long>(m.swap_buffers));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
+    for (int world : {1, 2}) {
+      RankRunOptions o;
+      o.world_size = world;
+      o.arg = model;
+      o.timeout = std::chrono::seconds(300);
+      RankRunResult r = RunRanks("estimate_vs_engine_offload", o);
+      std::error_code ignored;
+      std::filesystem::remove_all(absl::StrCat("/tmp/zt_estimate_offload_", ::getpid()), ignored);
+      EXPECT_TRUE(r.ok()) << model << " world " << world << ": " << r.Summary();
+    }
+  }
 }
 
 TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {

@@ -113,17 +113,42 @@ TEST(MemoryEstimate, OffloadMovesMasterAndStateOffTheAccelerator) {
   EXPECT_EQ(cpu.optimizer_state, 0);
   EXPECT_EQ(cpu.offloaded_cpu, on.master + on.optimizer_state);
   EXPECT_EQ(cpu.model_states(), on.model_states() - cpu.offloaded_cpu);
-  o.offload = Offload::kNvme;
-  const MemoryEstimate nvme = Estimate(CountOnlyShape(psi), o);
-  EXPECT_EQ(nvme.offloaded_nvme, cpu.offloaded_cpu);
-  EXPECT_EQ(nvme.offloaded_cpu, 0);
-  // fp32: the master no longer aliases the parameters once it moves.
+  // fp32 on "cpu": DeepSpeed keeps an fp32 master copy there too.
   o.precision = Precision::kFp32;
-  o.offload = Offload::kCpu;
   EXPECT_EQ(Estimate(CountOnlyShape(psi), o).offloaded_cpu, 12 * psi / 4);
   // Stage 0 has no offload (DeepSpeed needs stage >= 1).
   o.stage = 0;
   EXPECT_EQ(Estimate(CountOnlyShape(psi), o).offloaded_cpu, 0);
+}
+
+TEST(MemoryEstimate, NvmeOffloadCountsSwapFilesAndBuffers) {
+  // 2^20 parameters over 4 ranks: 262144 owned elements per rank.
+  const int64_t psi = 1 << 20;
+  EstimateOptions o;
+  o.precision = Precision::kBf16;
+  o.world_size = 4;
+  o.stage = 2;
+  o.offload = Offload::kNvme;
+  o.sub_group_size = 100000;  // rounded up to 100352 (98 x 1024): 3 sub-groups
+  o.optimizer_buffer_count = 4;
+  const MemoryEstimate nvme = Estimate(CountOnlyShape(psi), o);
+  EXPECT_EQ(nvme.master, 0);
+  EXPECT_EQ(nvme.optimizer_state, 0);
+  EXPECT_EQ(nvme.offloaded_cpu, 0);
+  // Three kinds (master, exp_avg, exp_avg_sq), three sub-groups each.
+  EXPECT_EQ(nvme.offloaded_nvme, 3 * 3 * 100352 * 4);
+  // 4 buffers hold one sub-group of three kinds: no pipelining.
+  EXPECT_EQ(nvme.swap_buffers, 3 * 100352 * 4);
+  o.pipeline_read = o.pipeline_write = true;
+  EXPECT_EQ(Estimate(CountOnlyShape(psi), o).swap_buffers, 3 * 100352 * 4);
+  o.optimizer_buffer_count = 9;
+  EXPECT_EQ(Estimate(CountOnlyShape(psi), o).swap_buffers, 9 * 100352 * 4);
+  // fp32: the parameters are the master, only the moments are swapped.
+  o.precision = Precision::kFp32;
+  EXPECT_EQ(Estimate(CountOnlyShape(psi), o).offloaded_nvme, 2 * 3 * 100352 * 4);
+  // Too few buffers for one sub-group is the engine's error too.
+  o.optimizer_buffer_count = 1;
+  EXPECT_FALSE(EstimateMemory(CountOnlyShape(psi), o).ok());
 }
 
 TEST(MemoryEstimate, Stage3PersistenceAndGatheredWorkingSet) {

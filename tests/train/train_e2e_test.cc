@@ -143,6 +143,37 @@ TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
   }
 }
 
+// The NVMe offload preset as a user runs it: optimizer state and parameter
+// shards in swap files, the loss falls, and no swap file outlives the run.
+// Without the swap directory it fails at start-up, naming it.
+TEST(TrainE2E, NvmeOffloadPreset) {
+  const std::string dir = TempDir("nvme");
+  const std::string corpus = MakeCorpus(dir);
+  const std::string swap = dir + "/swap";
+  const std::string common = absl::StrCat(
+      "train --model gpt2-tiny --data ", corpus, " --config ", ZT_SOURCE_DIR, "/configs/zero3_offload_nvme.json",
+      " --seq-len 32 --micro-batch 8 --lr 3e-3 --nproc 2 --eval-interval -1 --save-dir none --export none",
+      " --set 'zero_optimization.offload_optimizer.nvme_path=\"", swap, "\"'",
+      " --set 'zero_optimization.offload_param.nvme_path=\"", swap, "\"'");
+  CommandResult missing = Zt(absl::StrCat(common, " --steps 2", Quick(dir + "/missing")));
+  EXPECT_NE(missing.code, 0) << missing.output;
+  EXPECT_TRUE(absl::StrContains(missing.output, swap)) << missing.output;
+
+  std::filesystem::create_directories(swap);
+  const int steps = 16;
+  CommandResult r = Zt(absl::StrCat(common, " --steps ", steps, Quick(dir + "/out"),
+                                    " --set zero_optimization.offload_param.max_in_cpu=0",
+                                    " --set 'csv_monitor={\"enabled\": true, \"output_path\": \"", dir,
+                                    "/out\", \"job_name\": \"gpt2-tiny\"}'"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "optimizer state on NVMe")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "parameter shards on NVMe")) << r.output;
+  auto loss = ReadCsv(LossCsv(dir + "/out", "gpt2-tiny"));
+  ASSERT_EQ(loss.size(), static_cast<size_t>(steps)) << r.output;
+  EXPECT_LT(MeanOf(loss, steps - 2, steps), 0.8 * MeanOf(loss, 1, 3)) << r.output;
+  EXPECT_TRUE(std::filesystem::is_empty(swap)) << "swap files left behind in " << swap;
+}
+
 // 20 steps straight vs 10 steps, stop, --resume to 20: the same losses.
 TEST(TrainE2E, ResumeContinuesTheLossCurve) {
   const std::string dir = TempDir("resume");

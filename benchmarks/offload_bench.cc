@@ -1,0 +1,411 @@
+// Offload step time and memory: the same model and batch trained with the
+// optimizer state in memory ("none"), offloaded to "cpu", offloaded to NVMe
+// ("nvme"), and at stage 3 with the parameter shards on NVMe too
+// ("nvme-params"), one after another in one process group, over --rounds
+// passes in alternating order. Prints per-step medians (forward, backward,
+// step), the ratio to "none" measured in the same run, model states left in
+// memory, bytes on disk, NVMe traffic per step and each mode's peak RSS (the
+// kernel's high-water mark, reset before each mode).
+// A rank program: run it under a launcher, e.g.
+//
+//   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
+//
+// The scale run (one step of a model whose fp32 optimizer state exceeds the
+// machine's RAM; benchmarks/run_offload_scale.sh) uses --modes nvme-params
+// --sharded-init with a big --set override of the model.
+//
+// Limits: CPU and Gloo; swap files on whatever disk --nvme-path is on.
+#include <torch/torch.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "apps/flags.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "engine/engine.h"
+#include "models/registry.h"
+#include "ops/kernels.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/strings.h"
+#include "util/system_info.h"
+#include "zero/sharded_init.h"
+
+namespace zt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Resets the kernel's high-water mark of this process's RSS to its current
+// RSS, so each mode reports its own peak (Linux >= 4.0).
+void ResetPeakRss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
+struct Options {
+  std::string model = "gpt2-tiny";
+  std::vector<std::string> overrides;
+  std::vector<std::string> modes;
+  int stage = 3;
+  std::string nvme_path = "/tmp/zt_offload_bench";
+  int64_t steps = 5, warmup = 2, micro_batch = 2, seq = 64;
+  int rounds = 2;
+  bool bf16 = false;
+  int64_t sub_group_size = 100000000;
+  int buffer_count = 9;
+  bool pipeline = true;
+  int param_buffer_count = 8;
+  int64_t param_buffer_size = 0;  // 0: the largest shard
+  int64_t max_in_cpu = 0;
+  int64_t bucket = 20000000;
+  int64_t max_live = 1000000000;        // stage3_max_live_parameters
+  int64_t reuse_distance = 1000000000;  // stage3_max_reuse_distance
+  bool sharded_init = false;
+  std::string json;
+};
+
+struct ModeResult {
+  std::string mode;
+  std::vector<double> steps, forwards, backwards, optimizers;  // every timed step, every round
+  double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // their medians
+  double peak_rss = 0;               // bytes, this rank
+  ModelStateBytes memory;
+  double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
+  double final_loss = 0;
+  int64_t num_params = 0;
+  double build_s = 0;
+};
+
+Config MakeConfig(const Options& o, const std::string& mode, int world) {
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = o.micro_batch;
+  c.batch.gradient_accumulation_steps = 1;
+  c.batch.train_batch_size = o.micro_batch * world;
+  c.steps_per_print = 0;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.optimizer.lr = 1e-4;
+  c.optimizer.weight_decay = 0.01;
+  c.bf16.enabled = o.bf16;
+  c.zero.stage = o.stage;
+  c.zero.reduce_bucket_size = o.bucket;
+  c.zero.overlap_comm = true;
+  c.zero.sub_group_size = o.sub_group_size;
+  c.zero.max_live_parameters = o.max_live;
+  c.zero.max_reuse_distance = o.reuse_distance;
+  if (mode == "cpu") c.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  if (mode == "nvme" || mode == "nvme-params") {
+    auto& oo = c.zero.offload_optimizer;
+    oo.device = OffloadDevice::kNvme;
+    oo.nvme_path = o.nvme_path;
+    oo.buffer_count = o.buffer_count;
+    oo.pipeline_read = oo.pipeline_write = o.pipeline;
+  }
+  if (mode == "nvme-params") {
+    auto& op = c.zero.offload_param;
+    op.device = OffloadDevice::kNvme;
+    op.nvme_path = o.nvme_path;
+    op.buffer_count = o.param_buffer_count;
+    op.buffer_size = o.param_buffer_size > 0 ? o.param_buffer_size : o.bucket;
+    op.max_in_cpu = o.max_in_cpu;
+  }
+  return c;
+}
+
+absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
+                                   const std::shared_ptr<comm::ProcessGroup>& pg) {
+  ModeResult r;
+  r.mode = mode;
+  Config config = MakeConfig(o, mode, pg->size());
+  ZT_RETURN_IF_ERROR(ResolveBatch(config.batch, pg->size()));
+  models::ModelSpec spec;
+  spec.name = o.model;
+  for (const std::string& kv : o.overrides) {
+    std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    int64_t v = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("--set expects KEY=INTEGER, got '", kv, "'"));
+    }
+    spec.overrides[parts[0]] = v;
+  }
+  ResetPeakRss();
+  const auto t_build = Clock::now();
+  std::unique_ptr<models::Model> model;
+  {
+    // Stage 3 can shard each block as it is built: no rank ever holds the
+    // whole model.
+    std::unique_ptr<ShardedInit> init;
+    if (o.sharded_init && o.stage == 3) init = std::make_unique<ShardedInit>(pg, config);
+    ZT_ASSIGN_OR_RETURN(model, models::CreateModel(spec));
+  }
+  r.num_params = model->info().num_params;
+  if (model->info().task != models::Task::kLanguageModel) {
+    return absl::InvalidArgumentError("--model must be a language model");
+  }
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg));
+  r.build_s = Since(t_build);
+  const int64_t seq = std::min(o.seq, model->info().max_seq_len);
+  torch::manual_seed(1234 + static_cast<uint64_t>(pg->rank()));
+  const torch::Tensor tokens = torch::randint(model->info().vocab_size, {o.micro_batch, seq + 1}, torch::kLong);
+  const torch::Tensor x = tokens.narrow(1, 0, seq), y = tokens.narrow(1, 1, seq);
+
+  std::vector<double>& step = r.steps;
+  std::vector<double>& fwd = r.forwards;
+  std::vector<double>& bwd = r.backwards;
+  std::vector<double>& opt = r.optimizers;
+  OffloadStats before;
+  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) before = engine->offload_stats();
+    const auto t0 = Clock::now();
+    const torch::Tensor logits = model->Forward(x).to(torch::kFloat);
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+    const auto t1 = Clock::now();
+    engine->Backward(loss);
+    const auto t2 = Clock::now();
+    engine->Step();
+    const auto t3 = Clock::now();
+    r.final_loss = loss.item<double>();
+    if (s < o.warmup) continue;
+    fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
+    bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
+    opt.push_back(std::chrono::duration<double>(t3 - t2).count());
+    step.push_back(std::chrono::duration<double>(t3 - t0).count());
+  }
+  const OffloadStats after = engine->offload_stats();
+  const double n = static_cast<double>(std::max<int64_t>(1, o.steps));
+  r.nvme_read_per_step = static_cast<double>(after.optimizer_read_bytes + after.param_read_bytes -
+                                             before.optimizer_read_bytes - before.param_read_bytes) / n;
+  r.nvme_written_per_step = static_cast<double>(after.optimizer_written_bytes + after.param_written_bytes -
+                                                before.optimizer_written_bytes - before.param_written_bytes) / n;
+  r.nvme_wait_per_step = (after.optimizer_wait_seconds + after.param_wait_seconds - before.optimizer_wait_seconds -
+                          before.param_wait_seconds) / n;
+  r.memory = engine->memory();
+  r.peak_rss = static_cast<double>(PeakResidentBytes());
+  return r;
+}
+
+// Every rank's value of `v` (rank order).
+std::vector<double> GatherAll(comm::ProcessGroup& pg, double v) {
+  at::Tensor all = at::zeros({pg.size()}, at::kDouble);
+  all[pg.rank()] = v;
+  ThrowIfError(pg.AllReduce(all, comm::ReduceOp::kSum)->Wait());
+  std::vector<double> out(static_cast<size_t>(pg.size()));
+  for (int r = 0; r < pg.size(); ++r) out[static_cast<size_t>(r)] = all[r].item<double>();
+  return out;
+}
+
+std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+int Main(int argc, char** argv) {
+  cli::Flags f("zt_bench_offload");
+  f.String("model", "gpt2-tiny", "a built-in language model (zt train --help lists them)");
+  f.Repeated("set", "a model dimension override KEY=VALUE (n_layer, n_embd, ...)");
+  f.String("modes", "none,cpu,nvme,nvme-params", "comma-separated: none, cpu, nvme, nvme-params (stage 3)");
+  f.Int("stage", 3, "ZeRO stage (1-3)");
+  f.String("nvme-path", "/tmp/zt_offload_bench", "directory for the swap files (created)");
+  f.Int("steps", 5, "timed steps per mode");
+  f.Int("warmup", 2, "untimed steps first");
+  f.Int("rounds", 2, "passes over the modes, alternating their order; medians over all of them");
+  f.Int("micro-batch", 2, "sequences per rank per step");
+  f.Int("seq", 64, "tokens per sequence");
+  f.String("precision", "fp32", "fp32 or bf16");
+  f.Int("sub-group-size", 100000000, "zero_optimization.sub_group_size (elements)");
+  f.Int("buffer-count", 9, "offload_optimizer.buffer_count");
+  f.Bool("no-pipeline", "pipeline_read and pipeline_write off");
+  f.Int("param-buffer-count", 8, "offload_param.buffer_count");
+  f.Int("param-buffer-size", 0, "offload_param.buffer_size (0: reduce_bucket_size)");
+  f.Int("max-in-cpu", 0, "offload_param.max_in_cpu");
+  f.Int("bucket", 20000000, "reduce_bucket_size (also the largest stage-3 chunk)");
+  f.Int("max-live", 1000000000, "stage3_max_live_parameters (elements gathered at once)");
+  f.Int("reuse-distance", 1000000000, "stage3_max_reuse_distance (0: free every unit after use)");
+  f.Bool("sharded-init", "build the model under zt::ShardedInit (stage 3)");
+  f.String("json", "", "also write the results as JSON to this file (rank 0)");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::Status parsed = f.Parse(args);
+  if (!parsed.ok() || f.help_requested()) {
+    std::fprintf(stderr, "%s\n%s", std::string(parsed.message()).c_str(),
+                 f.Usage("zt launch --nproc-per-node N -- zt_bench_offload [flags]").c_str());
+    return parsed.ok() ? 0 : 2;
+  }
+  Options o;
+  o.model = f.GetString("model");
+  o.overrides = f.GetRepeated("set");
+  o.modes = absl::StrSplit(f.GetString("modes"), ',', absl::SkipEmpty());
+  o.stage = static_cast<int>(f.GetInt("stage"));
+  o.nvme_path = f.GetString("nvme-path");
+  o.steps = f.GetInt("steps");
+  o.warmup = f.GetInt("warmup");
+  o.rounds = std::max(1, static_cast<int>(f.GetInt("rounds")));
+  o.micro_batch = f.GetInt("micro-batch");
+  o.seq = f.GetInt("seq");
+  o.bf16 = f.GetString("precision") == "bf16";
+  o.sub_group_size = f.GetInt("sub-group-size");
+  o.buffer_count = static_cast<int>(f.GetInt("buffer-count"));
+  o.pipeline = !f.GetBool("no-pipeline");
+  o.param_buffer_count = static_cast<int>(f.GetInt("param-buffer-count"));
+  o.param_buffer_size = f.GetInt("param-buffer-size");
+  o.max_in_cpu = f.GetInt("max-in-cpu");
+  o.bucket = f.GetInt("bucket");
+  o.max_live = f.GetInt("max-live");
+  o.reuse_distance = f.GetInt("reuse-distance");
+  o.sharded_init = f.GetBool("sharded-init");
+  o.json = f.GetString("json");
+  for (const std::string& m : o.modes) {
+    if (m != "none" && m != "cpu" && m != "nvme" && m != "nvme-params") {
+      std::fprintf(stderr, "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params)\n", m.c_str());
+      return 2;
+    }
+    if (m == "nvme-params" && o.stage != 3) {
+      std::fprintf(stderr, "--modes: nvme-params needs --stage 3\n");
+      return 2;
+    }
+  }
+
+  auto env = comm::ReadRankEnv();
+  if (!env.ok()) {
+    std::fprintf(stderr, "zt_bench_offload is a rank program: run it under zt launch (%s)\n",
+                 std::string(env.status().message()).c_str());
+    return 2;
+  }
+  at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env->world_size));
+  auto pg_or = comm::InitProcessGroup(*env, {});
+  if (!pg_or.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(pg_or.status().message()).c_str());
+    return 1;
+  }
+  std::shared_ptr<comm::ProcessGroup> pg = *pg_or;
+  const bool lead = pg->rank() == 0;
+  std::filesystem::create_directories(o.nvme_path);
+  if (lead) {
+    std::printf("%s\n", SystemInfoLine().c_str());
+    std::printf("optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s free)\n",
+                ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, pg->size(), o.bf16 ? "bf16" : "fp32",
+                static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq), o.nvme_path.c_str(),
+                HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
+  }
+  // Rounds alternate the order of the modes (A B C, C B A, ...) so that the
+  // process warming up and the machine's drift fall on every mode alike.
+  std::vector<ModeResult> results(o.modes.size());
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t k = 0; k < o.modes.size(); ++k) {
+      const size_t i = round % 2 == 0 ? k : o.modes.size() - 1 - k;
+      const std::string& mode = o.modes[i];
+      absl::StatusOr<ModeResult> r;
+      try {
+        r = RunMode(o, mode, pg);
+      } catch (const std::exception& e) {
+        r = absl::InternalError(e.what());
+      }
+      if (!r.ok()) {
+        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(), std::string(r.status().message()).c_str());
+        return 1;
+      }
+      ModeResult& acc = results[i];
+      const double peak = std::max(acc.peak_rss, r->peak_rss);
+      std::vector<double> steps = acc.steps, fwds = acc.forwards, bwds = acc.backwards, opts = acc.optimizers;
+      steps.insert(steps.end(), r->steps.begin(), r->steps.end());
+      fwds.insert(fwds.end(), r->forwards.begin(), r->forwards.end());
+      bwds.insert(bwds.end(), r->backwards.begin(), r->backwards.end());
+      opts.insert(opts.end(), r->optimizers.begin(), r->optimizers.end());
+      acc = *r;  // the latest round's memory and traffic
+      acc.peak_rss = peak;
+      acc.steps = std::move(steps);
+      acc.forwards = std::move(fwds);
+      acc.backwards = std::move(bwds);
+      acc.optimizers = std::move(opts);
+    }
+  }
+  for (ModeResult& r : results) {
+    r.step_s = Median(r.steps);
+    r.forward_s = Median(r.forwards);
+    r.backward_s = Median(r.backwards);
+    r.optimizer_s = Median(r.optimizers);
+  }
+
+  // Rank 0 prints; peak RSS is per rank (the largest shown).
+  std::vector<std::vector<double>> peaks;
+  for (const ModeResult& r : results) peaks.push_back(GatherAll(*pg, r.peak_rss));
+  if (!lead) return 0;
+  const ModeResult* base = nullptr;
+  for (const ModeResult& r : results) {
+    if (r.mode == "none") base = &r;
+  }
+  std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
+              HumanCount(static_cast<double>(results.front().num_params)).c_str());
+  std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %9s\n", "mode", "step s", "x none", "fwd s",
+              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "peak GiB");
+  std::vector<std::string> json_rows;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ModeResult& r = results[i];
+    const double peak = *std::max_element(peaks[i].begin(), peaks[i].end());
+    const std::string ratio = base != nullptr ? absl::StrFormat("%.2f", r.step_s / base->step_s) : "-";
+    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %9s\n", r.mode.c_str(), r.step_s,
+                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, Gib(static_cast<double>(r.memory.model_states())).c_str(),
+                Gib(static_cast<double>(r.memory.nvme)).c_str(), Gib(static_cast<double>(r.memory.swap_buffers)).c_str(),
+                HumanBytes(r.nvme_read_per_step).c_str(), HumanBytes(r.nvme_written_per_step).c_str(),
+                r.nvme_wait_per_step, Gib(peak).c_str());
+    json_rows.push_back(absl::StrFormat(
+        "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
+        "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
+        "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
+        "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
+        r.mode, r.step_s, base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s) : "null", r.forward_s,
+        r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers,
+        r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step,
+        absl::StrJoin(peaks[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
+        r.final_loss, r.build_s));
+  }
+  // The fp32 optimizer state (master + Adam moments, 12 bytes a parameter)
+  // against this machine's RAM: the point of NVMe offload.
+  const double state = 12.0 * static_cast<double>(results.front().num_params);
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  std::string summary = absl::StrFormat("summary: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
+                                        HumanCount(static_cast<double>(results.front().num_params)), Gib(state),
+                                        state / ram, Gib(ram));
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ModeResult& r = results[i];
+    absl::StrAppend(&summary, absl::StrFormat("; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
+                                              base != nullptr && &r != base ? absl::StrFormat(" (%.2fx none)", r.step_s / base->step_s) : "",
+                                              Gib(*std::max_element(peaks[i].begin(), peaks[i].end()))));
+  }
+  std::printf("%s\n", summary.c_str());
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    out << absl::StrFormat(
+        "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", \"num_params\": %d, "
+        "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
+        SystemInfoLine(), o.model, absl::StrJoin(o.overrides, " "), results.front().num_params, pg->size(), o.stage,
+        o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", "));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace zt
+
+int main(int argc, char** argv) { return zt::Main(argc, argv); }

@@ -1,0 +1,128 @@
+// ParamSwapper: stage-3 parameter shards (bytes of the model's dtype) kept in
+// one swap file per rank and brought into a bounded pool of host buffers
+// when a gather or the optimizer needs them, or ahead of that (read-ahead
+// driven by the stage-3 prefetch plan). ZeRO-Infinity's parameter offload.
+//
+// Each swapped shard is a "slot" with a fixed place in the file. A slot is
+//   on disk   -> no buffer;
+//   reading   -> a buffer, a read in flight;
+//   resident  -> a buffer holding its current bytes (pinned while acquired,
+//                else a clean cached copy that may be evicted at any time);
+//   writing   -> a buffer whose bytes are being written back.
+// Buffers go, in this order of preference, from: the free list, the least
+// recently used unpinned resident slot (slots read ahead and not used yet
+// last), the oldest finished write, an unpinned read in flight (waited for,
+// then dropped). When every buffer is pinned, Acquire returns
+// ResourceExhausted and the caller must release one (the stage-3
+// coordinator waits for a gather that holds one). Read-ahead never takes
+// the last buffer and never evicts anything but idle cached copies.
+//
+// Contract: not thread-safe (the coordinator calls it under its mutex).
+// Buffers handed out stay valid until Release. I/O errors come back as
+// Statuses naming the swap file, the slot and the offset.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "offload/aligned_buffer.h"
+#include "offload/io_engine.h"
+#include "offload/swap_file.h"
+
+namespace zt::offload {
+
+struct ParamSwapOptions {
+  std::string dir;                     // offload_param.nvme_path
+  std::string file_name = "params.swp";
+  std::vector<uint64_t> slot_bytes;    // bytes of each swapped shard
+  std::vector<std::string> slot_names;  // for messages ("unit 'h.3' chunk 7")
+  int buffer_count = 5;                // offload_param.buffer_count
+  uint64_t buffer_bytes = 0;           // offload_param.buffer_size x element size
+};
+
+class ParamSwapper {
+ public:
+  // Creates and reserves the file and the pool. InvalidArgument when a slot
+  // does not fit a buffer (the message names the largest shard and
+  // offload_param.buffer_size) or buffer_count < 1.
+  static absl::StatusOr<std::unique_ptr<ParamSwapper>> Create(const ParamSwapOptions& options, IoEngine* io);
+  // Waits for transfers still in flight: they use the pool's buffers.
+  ~ParamSwapper();
+  ParamSwapper(const ParamSwapper&) = delete;
+  ParamSwapper& operator=(const ParamSwapper&) = delete;
+
+  // Pins slot `s` in a buffer and returns it. With `read`, the buffer holds
+  // the slot's bytes (read from disk unless already resident); without, its
+  // contents are unspecified and the caller overwrites all of them.
+  // ResourceExhausted when every buffer is pinned.
+  absl::StatusOr<void*> Acquire(int s, bool read);
+  // Unpins; `dirty` writes the buffer back (asynchronously; the slot stays
+  // resident and readable meanwhile).
+  absl::Status Release(int s, bool dirty);
+  // Starts reading slot `s` if it is on disk, fewer than buffer_count - 1
+  // slots are read ahead and unused, and a buffer is free or holds an idle
+  // cached copy; true when the slot is (now) resident or in flight.
+  bool TryReadAhead(int s);
+  // Waits for every write (e.g. before a checkpoint reads the file).
+  absl::Status Flush();
+
+  bool resident(int s) const;
+  int num_slots() const { return static_cast<int>(slots_.size()); }
+  int free_buffers() const;
+  int buffer_count() const { return pool_ ? pool_->count() : 0; }
+  uint64_t file_bytes() const { return file_ ? file_->size() : 0; }
+  uint64_t buffer_bytes() const { return pool_ ? pool_->total_bytes() : 0; }
+
+  struct Stats {
+    uint64_t reads = 0, read_bytes = 0;      // slot reads issued
+    uint64_t writes = 0, write_bytes = 0;
+    uint64_t hits = 0;                       // Acquire found the slot resident or in flight
+    uint64_t read_ahead = 0;                 // reads started by TryReadAhead
+    uint64_t evictions = 0;
+    double wait_seconds = 0;                 // time Acquire/Flush blocked on I/O
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  enum class State { kDisk, kReading, kResident, kWriting };
+  struct Slot {
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+    State state = State::kDisk;
+    int buffer = -1;
+    int pins = 0;
+    bool ahead = false;   // read ahead and not acquired since
+    IoTicket ticket = 0;  // the read or write in flight
+  };
+
+  ParamSwapper() = default;
+  // A buffer for a new occupant, evicting as described above; -1 when every
+  // buffer is pinned. `error` receives an I/O failure met on the way.
+  int TakeBuffer(absl::Status* error);
+  // A free buffer, or one taken from an idle (resident, unpinned, not read
+  // ahead) cached copy; -1 otherwise. Never waits.
+  int TakeIdleBuffer();
+  // Takes a slot's buffer away (the slot goes back to disk) and returns it;
+  // Evict counts it as an eviction.
+  int Detach(int s);
+  int Evict(int s);
+  absl::Status WaitSlot(int s);  // finishes the slot's read or write
+  void Touch(int s);             // most recently used
+  absl::Status Annotate(const absl::Status& st, int s, const char* what) const;
+
+  ParamSwapOptions options_;
+  IoEngine* io_ = nullptr;
+  std::unique_ptr<SwapFile> file_;
+  std::unique_ptr<BufferPool> pool_;
+  std::vector<Slot> slots_;
+  std::list<int> lru_;  // resident, reading or writing slots, least recent first
+  int ahead_count_ = 0;  // slots with `ahead` set
+  Stats stats_;
+};
+
+}  // namespace zt::offload

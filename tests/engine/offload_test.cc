@@ -1,0 +1,540 @@
+// Offload parity: a run with the optimizer state offloaded (to "cpu", or to
+// NVMe swap files streamed by sub-group) and, at stage 3, the parameter
+// shards on NVMe must end with the same parameters as the same run without
+// offload (which parity_test.cc and stage3_parity_test.cc prove against
+// single-process LibTorch).
+//
+// Tolerance against the run without offload: |a - b| <= 1e-6 |b| + 1e-12 in
+// fp32 and bf16 (the same kernels see the same numbers in the same order, so
+// in practice the results are bit-identical; the tolerance is the issue's
+// bound).
+//
+// Modes exercise: several sub-groups that cut across groups, pipelined
+// reads and writes, a pool too small to pipeline, parameter swap buffers
+// that force evictions and synchronous reads, max_in_cpu keeping some shards
+// in memory, and (stage 3) evaluation between steps and GatheredParameters
+// writing into swapped shards. Also: checkpoints saved from NVMe-offloaded
+// state load into a run without offload (and back) and continue exactly;
+// configs the offload cannot run fail at Engine::Create with the key named.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "comm/init.h"
+#include "comm/rank_env.h"
+#include "engine/engine.h"
+#include "engine/gathered_parameters.h"
+#include "tests/engine/parity_model.h"
+#include "tests/engine/stage3_model.h"
+#include "tests/testing/ranks.h"
+#include "util/error.h"
+#include "util/status.h"
+
+namespace zt::testing {
+namespace {
+
+constexpr int64_t kSteps = 6;
+
+// Big enough for several 1024-element sub-groups per rank: 14,410 parameters
+// over layers whose sizes divide by no world size.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(32, 100));
+    fc2 = register_module("fc2", torch::nn::Linear(100, 100));
+    fc3 = register_module("fc3", torch::nn::Linear(100, 10));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc3(torch::tanh(fc2(torch::tanh(fc1(x))))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+TinyGptOptions GptOptions() {
+  TinyGptOptions o;
+  o.dim = 40;
+  o.hidden = {72, 130, 24};
+  return o;
+}
+
+// The swap directory every rank of a run shares (files are per rank and
+// pid), named after the test process, which removes it when its ranks are
+// done (RemoveSwapDir).
+std::string SwapDirOf(pid_t test_process) {
+  const char* base = std::getenv("ZT_TEST_SWAP_DIR");
+  return absl::StrCat(base != nullptr ? base : "/tmp", "/zt_offload_test_", test_process);
+}
+std::string SwapDir() {
+  const std::string dir = SwapDirOf(::getppid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+void RemoveSwapDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(SwapDirOf(::getpid()), ignored);
+}
+
+struct Mode {
+  std::string name;
+  std::function<void(Config&, const std::string& dir)> setup;
+  int min_stage = 1;
+};
+
+void NvmeOptimizer(Config& c, const std::string& dir) {
+  auto& o = c.zero.offload_optimizer;
+  o.device = OffloadDevice::kNvme;
+  o.nvme_path = dir;
+  c.zero.sub_group_size = 1024;  // several sub-groups, cutting across groups
+}
+
+std::vector<Mode> Modes() {
+  std::vector<Mode> m;
+  m.push_back({"cpu", [](Config& c, const std::string&) { c.zero.offload_optimizer.device = OffloadDevice::kCpu; }});
+  m.push_back({"nvme_pipelined", [](Config& c, const std::string& dir) {
+                 NvmeOptimizer(c, dir);
+                 c.zero.offload_optimizer.buffer_count = 9;
+                 c.zero.offload_optimizer.pipeline_read = true;
+                 c.zero.offload_optimizer.pipeline_write = true;
+               }});
+  m.push_back({"nvme_read_ahead_only", [](Config& c, const std::string& dir) {
+                 NvmeOptimizer(c, dir);
+                 c.zero.offload_optimizer.buffer_count = 6;
+                 c.zero.offload_optimizer.pipeline_read = true;
+                 c.zero.offload_optimizer.pipeline_write = true;  // no room: runs read-ahead only
+               }});
+  m.push_back({"nvme_unpipelined", [](Config& c, const std::string& dir) {
+                 NvmeOptimizer(c, dir);
+                 c.zero.offload_optimizer.buffer_count = 3;
+                 c.zero.sub_group_size = 3000;  // not a multiple of 1024: rounded up
+               }});
+  m.push_back({"nvme_params", [](Config& c, const std::string& dir) {
+                 auto& p = c.zero.offload_param;
+                 p.device = OffloadDevice::kNvme;
+                 p.nvme_path = dir;
+                 p.buffer_count = 3;  // fewer than a unit's chunks: evictions and waits
+                 p.buffer_size = 8192;
+                 p.max_in_cpu = 0;
+               },
+               3});
+  m.push_back({"nvme_all", [](Config& c, const std::string& dir) {
+                 NvmeOptimizer(c, dir);
+                 c.zero.offload_optimizer.buffer_count = 9;
+                 c.zero.offload_optimizer.pipeline_read = true;
+                 c.zero.offload_optimizer.pipeline_write = true;
+                 auto& p = c.zero.offload_param;
+                 p.device = OffloadDevice::kNvme;
+                 p.nvme_path = dir;
+                 p.buffer_count = 8;
+                 p.buffer_size = 8192;
+                 p.max_in_cpu = 3000;  // some shards stay in memory
+               },
+               3});
+  return m;
+}
+
+struct Training {
+  std::string name;
+  std::function<void(Config&)> setup = [](Config&) {};
+  bool bf16 = false;
+};
+
+std::vector<Training> Trainings(int stage) {
+  std::vector<Training> t;
+  t.push_back({"adamw"});
+  t.push_back({"bf16", [](Config& c) {
+                 c.bf16.enabled = true;
+                 c.optimizer.lr = 1e-3;
+               },
+               true});
+  t.push_back({"lion_clip_gas2", [](Config& c) {
+                 c.optimizer.type = OptimizerType::kLion;
+                 c.optimizer.lr = 1e-3;
+                 c.optimizer.betas = {0.9, 0.99};
+                 c.gradient_clipping = 0.05;
+                 c.batch.gradient_accumulation_steps = 2;
+               }});
+  if (stage < 3) {
+    t.push_back({"sgd_momentum", [](Config& c) {
+                   c.optimizer.type = OptimizerType::kSGD;
+                   c.optimizer.lr = 0.05;
+                   c.optimizer.momentum = 0.9;
+                 }});
+    t.push_back({"adagrad", [](Config& c) {
+                   c.optimizer.type = OptimizerType::kAdagrad;
+                   c.optimizer.lr = 0.05;
+                 }});
+  }
+  return t;
+}
+
+// Full parameter values by name after a run (gathered at stage 3).
+using Snapshot = std::map<std::string, torch::Tensor>;
+
+Snapshot Take(Engine& engine, torch::nn::Module& module) {
+  Snapshot s;
+  GatheredParameters full(engine);
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    s[item.key()] = item.value().detach().to(torch::kFloat).clone();
+  }
+  full.Release();
+  return s;
+}
+
+std::string Compare(const Snapshot& a, const Snapshot& b, double rtol, double atol) {
+  for (const auto& [name, t] : b) {
+    const torch::Tensor& x = a.at(name);
+    const torch::Tensor excess = (x - t).abs() - (atol + rtol * t.abs());
+    const double worst = excess.max().item<double>();
+    if (worst > 0) {
+      return absl::StrFormat("'%s' differs by up to %g (max |a - b| %g)", name, worst,
+                             (x - t).abs().max().item<double>());
+    }
+  }
+  return "";
+}
+
+struct RunResult {
+  Snapshot params;
+  ModelStateBytes memory;
+  zero::CoordinatorStats stage3;
+  std::vector<double> eval_losses;
+};
+
+// Which steps a run trains, and the checkpoints it loads first and saves
+// after step `save_after` (-1: none).
+struct Plan {
+  int64_t from = 0;
+  std::string load;
+  std::string save;
+  int64_t save_after = -1;
+};
+
+absl::Status Checkpoints(Engine& engine, const Plan& plan, int64_t after_step) {
+  if (after_step == plan.save_after && !plan.save.empty()) return engine.SaveCheckpoint(plan.save);
+  return absl::OkStatus();
+}
+
+// Trains steps [plan.from, kSteps) of `config` and snapshots the parameters.
+// Stage 3 runs the GPT-style model (frozen adapter unit, tied head),
+// evaluates after every step and writes through GatheredParameters once.
+absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
+                                const Plan& plan = {}) {
+  const int rank = pg->rank();
+  RunResult r;
+  if (config.zero.stage < 3) {
+    const ParityData data = MakeData(kSteps * config.batch.train_batch, 32, 10, 1234);
+    torch::manual_seed(7 + static_cast<uint64_t>(rank));
+    Mlp model;
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg));
+    if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
+    ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
+    for (int64_t s = plan.from; s < kSteps; ++s) {
+      for (int64_t k = 0; k < config.batch.accumulation_steps; ++k) {
+        const int64_t start = MicroBatchStart(config.batch, s, k, rank);
+        torch::Tensor x = data.x.narrow(0, start, config.batch.micro_batch);
+        if (config.bf16.enabled) x = x.to(torch::kBFloat16);
+        engine->Backward(torch::mse_loss(model->forward(x).to(torch::kFloat),
+                                         data.y.narrow(0, start, config.batch.micro_batch)));
+        engine->Step();
+      }
+      ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, s));
+    }
+    r.memory = engine->memory();
+    r.params = Take(*engine, *model);
+    return r;
+  }
+  const TinyGptOptions opts = GptOptions();
+  const ParityData data = MakeTokenData(kSteps * config.batch.train_batch, opts, 1234);
+  const ParityData eval_data = MakeTokenData(4, opts, 4321);
+  torch::manual_seed(7 + static_cast<uint64_t>(rank));
+  TinyGptHandle model = MakeTinyGpt(opts, /*root_is_unit=*/false);
+  if (config.bf16.enabled) model.module->to(torch::kBFloat16);
+  auto loss_of = [&](const torch::Tensor& x, const torch::Tensor& y) {
+    const torch::Tensor logits = model.forward(x).to(torch::kFloat);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+  };
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg));
+  if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
+  ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
+  for (int64_t s = plan.from; s < kSteps; ++s) {
+    for (int64_t k = 0; k < config.batch.accumulation_steps; ++k) {
+      const int64_t start = MicroBatchStart(config.batch, s, k, rank);
+      engine->Backward(loss_of(data.x.narrow(0, start, config.batch.micro_batch),
+                               data.y.narrow(0, start, config.batch.micro_batch)));
+      engine->Step();
+    }
+    {
+      torch::NoGradGuard no_grad;
+      r.eval_losses.push_back(loss_of(eval_data.x, eval_data.y).item<double>());
+    }
+    if (s == 2) {
+      GatheredParameters full(*engine, *model.impl->h[1], /*modifier_rank=*/0);
+      if (rank == 0) {
+        torch::NoGradGuard no_grad;
+        model.impl->h[1]->c_fc->weight.mul_(0.75);
+      }
+      full.Release();
+    }
+    ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, s));
+  }
+  r.memory = engine->memory();
+  r.stage3 = *engine->stage3_stats();
+  r.params = Take(*engine, *model.module);
+  return r;
+}
+
+absl::Status CheckAccounting(const std::string& where, const Mode& mode, const Config& config, const RunResult& r) {
+  const bool nvme_opt = config.zero.offload_optimizer.device == OffloadDevice::kNvme;
+  const bool nvme_params = config.zero.offload_param.device == OffloadDevice::kNvme;
+  if (nvme_opt && (r.memory.optimizer_state != 0 || r.memory.master != 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d bytes of optimizer state and %d of master still in memory",
+                                               where, r.memory.optimizer_state, r.memory.master));
+  }
+  if ((nvme_opt || nvme_params) && (r.memory.nvme <= 0 || r.memory.swap_buffers <= 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme,
+                                               r.memory.swap_buffers));
+  }
+  if (nvme_params) {
+    const auto& sw = r.stage3.swap;
+    if (r.stage3.swapped_shard_bytes <= 0 || sw.reads == 0 || sw.writes == 0) {
+      return absl::InternalError(absl::StrFormat("%s: parameter swap unused (%d bytes swapped, %d reads, %d writes)",
+                                                 where, r.stage3.swapped_shard_bytes, sw.reads, sw.writes));
+    }
+    // Tight pools must evict; roomy ones must read ahead.
+    if (mode.name == "nvme_params" && sw.evictions == 0) {
+      return absl::InternalError(absl::StrCat(where, ": 3 swap buffers never evicted"));
+    }
+    if (mode.name == "nvme_all" && sw.read_ahead == 0) {
+      return absl::InternalError(absl::StrCat(where, ": 8 swap buffers never read ahead"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Config BaseConfig(int stage) {
+  Config c = ParityBaseConfig(stage);
+  c.zero.reduce_bucket_size = stage == 3 ? 2000 : 3000;  // several groups / chunks
+  c.zero.param_persistence_threshold = 0;
+  return c;
+}
+
+ZT_RANK_WORKER(offload_parity) {
+  const std::vector<std::string> args = absl::StrSplit(ctx.arg, ',');
+  const int stage = std::stoi(args[0]);
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  comm::GroupOptions options;
+  options.timeout = std::chrono::seconds(60);
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, options));
+  const std::string dir = SwapDir();
+  for (const Training& t : Trainings(stage)) {
+    Config base = BaseConfig(stage);
+    t.setup(base);
+    ZT_RETURN_IF_ERROR(ResolveBatch(base.batch, pg->size()));
+    RunResult plain;
+    try {
+      ZT_ASSIGN_OR_RETURN(plain, Train(base, pg));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(t.name, " without offload threw: ", e.what()));
+    }
+    for (const Mode& m : Modes()) {
+      if (stage < m.min_stage) continue;
+      const std::string where = absl::StrFormat("stage %d world %d %s, offload %s", stage, pg->size(), t.name, m.name);
+      Config config = base;
+      m.setup(config, dir);
+      RunResult off;
+      try {
+        ZT_ASSIGN_OR_RETURN(off, Train(config, pg));
+      } catch (const std::exception& e) {
+        return absl::InternalError(absl::StrCat(where, " threw: ", e.what()));
+      }
+      const std::string diff = Compare(off.params, plain.params, 1e-6, 1e-12);
+      if (!diff.empty()) return absl::InternalError(absl::StrCat(where, ": differs from the run without offload: ", diff));
+      for (size_t i = 0; i < off.eval_losses.size(); ++i) {
+        if (std::abs(off.eval_losses[i] - plain.eval_losses[i]) > 1e-6 * std::abs(plain.eval_losses[i])) {
+          return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, without offload %.9g",
+                                                     where, i, off.eval_losses[i], plain.eval_losses[i]));
+        }
+      }
+      ZT_RETURN_IF_ERROR(CheckAccounting(where, m, config, off));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class OffloadParityTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(OffloadParityTest, MatchesTheRunWithoutOffload) {
+  const auto [stage, world] = GetParam();
+  RankRunOptions options;
+  options.world_size = world;
+  options.arg = std::to_string(stage);
+  options.timeout = std::chrono::seconds(600);
+  RankRunResult result = RunRanks("offload_parity", options);
+  RemoveSwapDir();
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, OffloadParityTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 2, 3)),
+                         [](const auto& info) {
+                           return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param));
+                         });
+
+
+// Checkpoints across placements: A trains with NVMe offload and saves after
+// step 2; B loads it without offload, saves again at once and finishes; C
+// loads B's save with NVMe offload and finishes. All three must end equal.
+ZT_RANK_WORKER(offload_checkpoint) {
+  const int stage = std::stoi(ctx.arg);
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  comm::GroupOptions options;
+  options.timeout = std::chrono::seconds(60);
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, options));
+  const std::string dir = SwapDir();
+  Config plain = BaseConfig(stage);
+  plain.bf16.enabled = true;  // a master copy to save and restore
+  plain.optimizer.lr = 1e-3;
+  ZT_RETURN_IF_ERROR(ResolveBatch(plain.batch, pg->size()));
+  Config offloaded = plain;
+  for (const Mode& m : Modes()) {
+    if (m.name == (stage == 3 ? "nvme_all" : "nvme_pipelined")) m.setup(offloaded, dir);
+  }
+  const std::string a = dir + "/ckpt_a", b = dir + "/ckpt_b";
+  try {
+    Plan pa;
+    pa.save = a;
+    pa.save_after = 2;
+    ZT_ASSIGN_OR_RETURN(RunResult ra, Train(offloaded, pg, pa));
+    Plan pb;
+    pb.from = 3;
+    pb.load = a;
+    pb.save = b;
+    pb.save_after = 2;
+    ZT_ASSIGN_OR_RETURN(RunResult rb, Train(plain, pg, pb));
+    Plan pc;
+    pc.from = 3;
+    pc.load = b;
+    ZT_ASSIGN_OR_RETURN(RunResult rc, Train(offloaded, pg, pc));
+    std::string diff = Compare(rb.params, ra.params, 1e-6, 1e-12);
+    if (!diff.empty()) return absl::InternalError(absl::StrCat("stage ", stage, ": resumed without offload: ", diff));
+    diff = Compare(rc.params, ra.params, 1e-6, 1e-12);
+    if (!diff.empty()) return absl::InternalError(absl::StrCat("stage ", stage, ": resumed with offload: ", diff));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("stage ", stage, " threw: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+TEST(OffloadCheckpoint, ResumesAcrossPlacements) {
+  for (int stage : {2, 3}) {
+    RankRunOptions options;
+    options.world_size = 2;
+    options.arg = std::to_string(stage);
+    options.timeout = std::chrono::seconds(300);
+    RankRunResult result = RunRanks("offload_checkpoint", options);
+    RemoveSwapDir();
+    EXPECT_TRUE(result.ok()) << "stage " << stage << ": " << result.Summary();
+  }
+}
+
+// Engine::Create on a config the offload cannot run: the error names the key.
+absl::Status ExpectCreateError(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
+                               const std::vector<std::string>& needles) {
+  torch::manual_seed(1);
+  TinyGptHandle model = MakeTinyGpt(GptOptions(), false);
+  Mlp mlp;
+  auto engine = config.zero.stage == 3 ? Engine::Create(model.module, config, pg) : Engine::Create(mlp, config, pg);
+  if (engine.ok()) return absl::InternalError(absl::StrCat("expected an error mentioning ", needles.front()));
+  for (const std::string& n : needles) {
+    if (engine.status().message().find(n) == std::string::npos) {
+      return absl::InternalError(absl::StrCat("error lacks '", n, "': ", engine.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+ZT_RANK_WORKER(offload_errors) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  const std::string dir = SwapDir();
+  auto nvme = [&](int stage) {
+    Config c = BaseConfig(stage);
+    c.bf16.enabled = true;
+    NvmeOptimizer(c, dir);
+    return c;
+  };
+  {
+    Config c = nvme(2);
+    c.zero.offload_optimizer.nvme_path = dir + "/does/not/exist";
+    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"nvme_path", "/does/not/exist"}));
+  }
+  {
+    Config c = nvme(2);
+    c.zero.offload_optimizer.buffer_count = 2;  // master, exp_avg, exp_avg_sq need 3
+    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"buffer_count", "at least 3"}));
+  }
+  {
+    Config c = nvme(2);
+    c.zero.offload_optimizer.ratio = 0.5;
+    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"ratio"}));
+  }
+  {
+    Config c = BaseConfig(3);
+    c.zero.offload_param.device = OffloadDevice::kNvme;
+    c.zero.offload_param.nvme_path = dir;
+    c.zero.offload_param.max_in_cpu = 0;
+    c.zero.offload_param.buffer_size = 100;  // smaller than every chunk's shard
+    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"offload_param.buffer_size", "unit '"}));
+  }
+  // A write that fails in the middle of training (the file size limit makes
+  // the kernel refuse it with EFBIG): a clean error naming the swap file,
+  // never a crash or silent corruption.
+  {
+    Config c = nvme(2);
+    torch::manual_seed(1);
+    Mlp model;
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, c, pg));
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit;
+    ::getrlimit(RLIMIT_FSIZE, &limit);
+    const struct rlimit tight = {8192, limit.rlim_max};
+    ::setrlimit(RLIMIT_FSIZE, &tight);
+    std::string message;
+    try {
+      engine->Backward(torch::mse_loss(model->forward(torch::ones({2, 32}, torch::kBFloat16)).to(torch::kFloat),
+                                       torch::zeros({2, 10})));
+      engine->Step();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("a failed swap write should name the file and offset, got: '",
+                                              message, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(OffloadErrors, NameTheKeyOrFile) {
+  RankRunOptions options;
+  options.world_size = 1;
+  options.timeout = std::chrono::seconds(120);
+  RankRunResult result = RunRanks("offload_errors", options);
+  RemoveSwapDir();
+  EXPECT_TRUE(result.ok()) << result.Summary();
+}
+
+}  // namespace
+}  // namespace zt::testing
+
+int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }

@@ -1,0 +1,175 @@
+// Implementation of zero/optimizer_state.h: resident tensors, and the
+// group <-> sub-group mapping over an OptimizerSwapper.
+#include "zero/optimizer_state.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "util/error.h"
+#include "util/status.h"
+
+namespace zt::zero {
+
+int OptimizerState::KindIndex(const std::string& name) const {
+  for (size_t k = 0; k < kinds_.size(); ++k) {
+    if (kinds_[k] == name) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+namespace {
+
+// Runs one piece, turning exceptions into a Status: a swap walk must wait
+// for its transfers before unwinding, and callers release what they hold.
+absl::Status CallPiece(const OptimizerState::PieceFn& piece, int g, int64_t b, int64_t e, float* const* data) {
+  try {
+    return piece(g, b, e, data);
+  } catch (const Error& err) {
+    return err.status();
+  } catch (const std::exception& err) {
+    return absl::InternalError(absl::StrCat("optimizer step: ", err.what()));
+  }
+}
+
+absl::Status CheckRange(const OptimizerState& s, int kind, int g, int64_t b, int64_t e) {
+  if (kind < 0 || kind >= static_cast<int>(s.kinds().size()) || g < 0 || g >= s.num_groups() || b < 0 ||
+      e > s.owned_numel(g) || b > e) {
+    return absl::OutOfRangeError(absl::StrCat("optimizer state: kind ", kind, " group ", g, " range ", b, "..", e,
+                                              " is outside the state"));
+  }
+  return absl::OkStatus();
+}
+
+class ResidentState final : public OptimizerState {
+ public:
+  ResidentState(std::vector<std::string> kinds, std::vector<int64_t> owned_numel)
+      : OptimizerState(std::move(kinds), std::move(owned_numel)) {
+    tensors_.resize(kinds_.size());
+    for (auto& per_group : tensors_) {
+      for (int64_t n : owned_numel_) per_group.push_back(at::zeros({n}, at::kFloat));
+    }
+  }
+
+  absl::Status ForEachPiece(Access, const PieceFn& piece) override {
+    std::vector<float*> data(kinds_.size());
+    for (int g = 0; g < num_groups(); ++g) {
+      for (size_t k = 0; k < kinds_.size(); ++k) data[k] = tensors_[k][static_cast<size_t>(g)].data_ptr<float>();
+      ZT_RETURN_IF_ERROR(CallPiece(piece, g, 0, owned_numel(g), data.data()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) override {
+    ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
+    std::memcpy(dst, Resident(kind, g) + b, static_cast<size_t>(e - b) * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  absl::Status Write(int kind, int g, int64_t b, int64_t e, const float* src) override {
+    ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
+    std::memcpy(tensor(kind, g).data_ptr<float>() + b, src, static_cast<size_t>(e - b) * sizeof(float));
+    return absl::OkStatus();
+  }
+
+  const float* Resident(int kind, int g) const override {
+    return tensors_[static_cast<size_t>(kind)][static_cast<size_t>(g)].data_ptr<float>();
+  }
+
+  int64_t resident_bytes(int kind) const override {
+    int64_t n = 0;
+    for (const at::Tensor& t : tensors_[static_cast<size_t>(kind)]) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  }
+
+  at::Tensor tensor(int kind, int g) const { return tensors_[static_cast<size_t>(kind)][static_cast<size_t>(g)]; }
+
+ private:
+  std::vector<std::vector<at::Tensor>> tensors_;  // [kind][group]
+};
+
+// Groups laid end to end in the swapper's arrays: group g's owned range
+// starts at base_[g].
+class SwappedState final : public OptimizerState {
+ public:
+  SwappedState(std::vector<std::string> kinds, std::vector<int64_t> owned_numel,
+               std::unique_ptr<offload::OptimizerSwapper> swapper)
+      : OptimizerState(std::move(kinds), std::move(owned_numel)), swapper_(std::move(swapper)) {
+    int64_t at = 0;
+    for (int64_t n : owned_numel_) {
+      base_.push_back(at);
+      at += n;
+    }
+    base_.push_back(at);
+  }
+
+  absl::Status ForEachPiece(Access access, const PieceFn& piece) override {
+    std::vector<float*> data(kinds_.size());
+    return swapper_->Run(access, [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
+      // The first group reaching into the sub-group, then every one after it.
+      int g = static_cast<int>(std::upper_bound(base_.begin(), base_.end(), sg.begin) - base_.begin()) - 1;
+      for (; g < num_groups() && base_[static_cast<size_t>(g)] < sg.end; ++g) {
+        const int64_t lo = std::max(sg.begin, base_[static_cast<size_t>(g)]);
+        const int64_t hi = std::min(sg.end, base_[static_cast<size_t>(g) + 1]);
+        if (lo >= hi) continue;  // an empty group
+        for (size_t k = 0; k < kinds_.size(); ++k) data[k] = buf[k] + (lo - sg.begin);
+        const int64_t base = base_[static_cast<size_t>(g)];
+        ZT_RETURN_IF_ERROR(CallPiece(piece, g, lo - base, hi - base, data.data()));
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) override {
+    ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
+    const int64_t base = base_[static_cast<size_t>(g)];
+    return swapper_->ReadRange(kind, base + b, base + e, dst);
+  }
+
+  absl::Status Write(int kind, int g, int64_t b, int64_t e, const float* src) override {
+    ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
+    const int64_t base = base_[static_cast<size_t>(g)];
+    return swapper_->WriteRange(kind, base + b, base + e, src);
+  }
+
+  const float* Resident(int, int) const override { return nullptr; }
+  int64_t resident_bytes(int) const override { return 0; }
+  int64_t disk_bytes() const override { return static_cast<int64_t>(swapper_->file_bytes()); }
+  int64_t buffer_bytes() const override { return static_cast<int64_t>(swapper_->buffer_bytes()); }
+  std::string Describe() const override { return swapper_->Describe(); }
+  offload::OptimizerSwapper::Stats swap_stats() const override { return swapper_->stats(); }
+
+ private:
+  std::unique_ptr<offload::OptimizerSwapper> swapper_;
+  std::vector<int64_t> base_;  // num_groups + 1 entries
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerState> MakeResidentState(std::vector<std::string> kinds, std::vector<int64_t> owned_numel) {
+  return std::make_unique<ResidentState>(std::move(kinds), std::move(owned_numel));
+}
+
+absl::StatusOr<std::unique_ptr<OptimizerState>> MakeSwappedState(std::vector<std::string> kinds,
+                                                                 std::vector<int64_t> owned_numel,
+                                                                 offload::OptimizerSwapOptions options,
+                                                                 offload::IoEngine* io) {
+  // Nothing to keep (plain SGD on fp32 parameters): nothing to swap.
+  if (kinds.empty()) return MakeResidentState(std::move(kinds), std::move(owned_numel));
+  options.kinds = kinds;
+  options.total_numel = 0;
+  for (int64_t n : owned_numel) options.total_numel += n;
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<offload::OptimizerSwapper> swapper, offload::OptimizerSwapper::Create(options, io));
+  return std::unique_ptr<OptimizerState>(
+      std::make_unique<SwappedState>(std::move(kinds), std::move(owned_numel), std::move(swapper)));
+}
+
+at::Tensor ResidentTensor(OptimizerState& state, int kind, int g) {
+  auto* resident = dynamic_cast<ResidentState*>(&state);
+  ZT_CHECK_MSG(resident != nullptr, "ResidentTensor on a swapped optimizer state");
+  return resident->tensor(kind, g);
+}
+
+}  // namespace zt::zero
