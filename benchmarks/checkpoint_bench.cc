@@ -215,6 +215,10 @@ absl::Status Main(int argc, char** argv) {
       "consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
       static_cast<double>(ckpt_bytes) / (1 << 30), med(save_gbs), med(load_gbs), med(cons_gbs), med(raw_w), med(raw_r),
       med(rss) / (1 << 20), med(rss) / model_bytes);
+  std::cout << absl::StrFormat(
+      "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx of the raw disk bandwidth; consolidation peak RSS %.1f%% "
+      "of the model\n",
+      med(save_gbs) / med(raw_w), med(load_gbs) / med(raw_r), med(cons_gbs) / med(raw_r), 100.0 * med(rss) / model_bytes);
   return absl::OkStatus();
 }
 

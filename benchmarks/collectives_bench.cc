@@ -136,6 +136,7 @@ absl::Status Run(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
 
+  std::string summary;
   for (int64_t bytes = flags.GetInt("min-bytes"); bytes <= flags.GetInt("max-bytes"); bytes *= 2) {
     const int64_t numel = bytes / 4;
     const int64_t S = numel * 4;
@@ -206,6 +207,18 @@ absl::Status Run(const std::vector<std::string>& args) {
                   cell(rring).c_str(), cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw,
                   rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S,
                   static_cast<double>(wire_c10d) / S);
+      std::printf("RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
+                  "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
+                  "wire_c10d=%.4f\n",
+                  static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw,
+                  rring.seconds * 1e6, rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw,
+                  static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
+      // The largest message decides the bandwidth a training step sees.
+      summary = absl::StrFormat(
+          "at %s on %d ranks: all-gather %.2f GB/s, reduce-scatter %.2f GB/s busBw = %.2fx our all-reduce, "
+          "%.2fx c10d's; an all-reduce sends %.2fx the buffer (optimum %.2f)",
+          zt::HumanBytes(static_cast<double>(S)), n, rag.bus_bw, rrs.bus_bw, rrs.bus_bw / rar.bus_bw,
+          rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S, ar_factor);
       std::fflush(stdout);
     }
   }
@@ -213,6 +226,7 @@ absl::Status Run(const std::vector<std::string>& args) {
     std::printf("RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
                 "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
                 ar_factor);
+    std::printf("SUMMARY: %s\n", summary.c_str());
   }
   return ours->Barrier()->Wait();
 }

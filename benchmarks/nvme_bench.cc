@@ -284,6 +284,13 @@ absl::Status Main(int argc, char** argv) {
                                  r.gbps.write, r.gbps.read, r.gbps.write / raw.write, r.gbps.read / raw.read,
                                  r.is_default ? "   (default aio settings)" : "")
               << std::endl;
+    std::cout << absl::StrFormat(
+                     "RESULT backend=%s threads=%d queue_depth=%d block_size=%d default=%d write_gbs=%.4f "
+                     "read_gbs=%.4f raw_write_gbs=%.4f raw_read_gbs=%.4f write_ratio=%.4f read_ratio=%.4f",
+                     IoBackendName(r.options.backend), r.options.threads, r.options.queue_depth,
+                     r.options.block_size, r.is_default ? 1 : 0, r.gbps.write, r.gbps.read, raw.write, raw.read,
+                     r.gbps.write / raw.write, r.gbps.read / raw.read)
+              << std::endl;
   };
   auto measure = [&](IoOptions o, int n_rounds) -> absl::Status {
     auto io = IoEngine::Create(o);
@@ -347,7 +354,7 @@ absl::Status Main(int argc, char** argv) {
                            r.options.threads, r.options.queue_depth, BlockName(r.options.block_size));
   };
   std::cout << absl::StrFormat(
-      "summary: raw write %.3f read %.3f GB/s (%d threads: %.3f / %.3f) | default (%s) write %.3f (%.2fx) read "
+      "SUMMARY: raw write %.3f read %.3f GB/s (%d threads: %.3f / %.3f) | default (%s) write %.3f (%.2fx) read "
       "%.3f (%.2fx) | best (%s) write %.3f (%.2fx) read %.3f (%.2fx) | target >= 0.90x of the one-thread raw\n",
       raw.write, raw.read, raw_threads, raw_parallel.write, raw_parallel.read, describe(d), d.gbps.write,
       d.gbps.write / raw.write, d.gbps.read, d.gbps.read / raw.read, describe(*best), best->gbps.write,

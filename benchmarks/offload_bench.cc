@@ -369,6 +369,11 @@ int Main(int argc, char** argv) {
                 Gib(static_cast<double>(r.memory.nvme)).c_str(), Gib(static_cast<double>(r.memory.swap_buffers)).c_str(),
                 HumanBytes(r.nvme_read_per_step).c_str(), HumanBytes(r.nvme_written_per_step).c_str(),
                 r.nvme_wait_per_step, Gib(peak).c_str());
+    std::printf("RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
+                "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
+                r.mode.c_str(), o.stage, pg->size(), static_cast<long long>(r.num_params), r.step_s,
+                base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s).c_str() : "-",
+                r.nvme_read_per_step, r.nvme_written_per_step, peak / (1 << 30));
     json_rows.push_back(absl::StrFormat(
         "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
         "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
@@ -384,7 +389,7 @@ int Main(int argc, char** argv) {
   // against this machine's RAM: the point of NVMe offload.
   const double state = 12.0 * static_cast<double>(results.front().num_params);
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  std::string summary = absl::StrFormat("summary: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
+  std::string summary = absl::StrFormat("SUMMARY: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
                                         HumanCount(static_cast<double>(results.front().num_params)), Gib(state),
                                         state / ram, Gib(ram));
   for (size_t i = 0; i < results.size(); ++i) {

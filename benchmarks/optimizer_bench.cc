@@ -358,6 +358,11 @@ int main(int argc, char** argv) {
                       absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), ours * 1e6,
                       static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch,
                       of_stream);
+          std::printf("RESULT numel=%lld threads=%d isa=%s mode=%s active=%d step_us=%.3f gbs=%.4f torch_ratio=%.4f "
+                      "stream_fraction=%.4f\n",
+                      static_cast<long long>(n), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0,
+                      ours * 1e6, static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch,
+                      of_stream / 100.0);
           Extremes& e = per_isa[isa];
           if (vs_torch > 0.0) {
             e.min_torch = e.min_torch == 0.0 ? vs_torch : std::min(e.min_torch, vs_torch);
@@ -385,7 +390,7 @@ int main(int argc, char** argv) {
                                     e.min_torch, e.max_torch, zt::SizeName(sizes.back()),
                                     absl::StrJoin(e.roofline, ", ")));
   }
-  std::printf("\nsummary (targets: >= 2x torch, >= 85%% of stream): %s\n",
+  std::printf("\nSUMMARY: (targets: >= 2x torch, >= 85%% of stream) %s\n",
               absl::StrJoin(parts, " | ").c_str());
   return 0;
 }

@@ -5,7 +5,7 @@
 # (docs/benchmarks.md, "Offload"). The scale run is run_offload_scale.sh.
 #
 #   benchmarks/run_offload.sh                 # ~43M-parameter GPT-2 shape, swap files under /tmp
-#   NVME_PATH=/mnt/nvme/zt ROUNDS=3 benchmarks/run_offload.sh
+#   NVME_PATH=/mnt/nvme/zt ROUNDS=3 STAGES=3 benchmarks/run_offload.sh
 #
 # Writes $BUILD_DIR/offload_stage{3,2}.json.
 set -euo pipefail
@@ -15,10 +15,11 @@ BUILD_DIR=${ZT_BUILD_DIR:-build}
 NPROC=${NPROC:-2}
 NVME_PATH=${NVME_PATH:-/tmp/zt_offload_bench}
 ROUNDS=${ROUNDS:-2}
+STAGES=${STAGES:-"3 2"}
 MODEL_ARGS=(--model gpt2-tiny --set n_layer=6 --set n_embd=768 --set n_head=12 --set vocab=256 --set seq_len=128)
 mkdir -p "$NVME_PATH"
 
-for stage in 3 2; do
+for stage in $STAGES; do
   modes=none,cpu,nvme
   [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params
   echo "== stage $stage =="

@@ -71,6 +71,13 @@ echo "Model and batch:"
 grep -m1 -o 'model: .*' "$LOG" || true
 echo
 
+echo "Legend. bwd ms: Engine::Backward incl. waiting for the gradient reduction; opt ms: Engine::Step (optimizer +"
+echo "  parameter all-gather). peak: LibTorch CPU bytes at the peak of the timed steps minus those before the"
+echo "  model existed (largest rank). gathered: stage 3's most full-layer MiB at once. x paper: bytes this"
+echo "  rank sent per step / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3, x dtype bytes), Ψ = parameters"
+echo "  (unpadded): an all-reduce (or reduce-scatter + all-gather), plus stage 3's second all-gather."
+echo
+
 # RESULT lines -> medians. Keys: world, round, impl/stage.
 awk -v world_list="$WORLDS" '
 function median(list,    n, a, i, j, t) {
@@ -114,7 +121,8 @@ END {
         acc["peak"] = acc["peak"] " " v[world, rd, id, "peak_mib"]
         acc["sent"] = acc["sent"] " " v[world, rd, id, "sent_mib"]
         acc["sps"] = acc["sps"] " " v[world, rd, id, "samples_per_s"]
-        acc["bratio"] = acc["bratio"] " " (v[world, rd, id, "sent_mib"] / v[world, rd, id, "ideal_mib"])
+        if (v[world, rd, id, "ideal_mib"] > 0)
+          acc["bratio"] = acc["bratio"] " " (v[world, rd, id, "sent_mib"] / v[world, rd, id, "ideal_mib"])
         states = v[world, rd, id, "model_state_mib"]; formula = v[world, rd, id, "formula_mib"]
         gathered = (s ~ /^3/) ? sprintf("%.1f", v[world, rd, id, "gathered_mib"]) : "-"
         if ((world, rd, "zt0") in seen) {
@@ -123,9 +131,12 @@ END {
         }
       }
       if (acc["ms"] == "") continue
-      printf "%-13s %8.1f %6.2f %7.1f %7.1f %9.1f %6.2f %8.1f / %8.1f %9s %9.2f %7.2f %10.1f\n", s, median(acc["ms"]),
+      msr_med[world, s] = median(acc["msr"]); st_mib[world, s] = states; fo_mib[world, s] = formula
+      if (acc["bratio"] != "") paper[world, s] = median(acc["bratio"])
+      bratio = acc["bratio"] == "" ? "-" : sprintf("%.2f", median(acc["bratio"]))
+      printf "%-13s %8.1f %6.2f %7.1f %7.1f %9.1f %6.2f %8.1f / %8.1f %9s %9.2f %7s %10.1f\n", s, median(acc["ms"]),
              median(acc["msr"]), median(acc["bwd"]), median(acc["opt"]), median(acc["peak"]), median(acc["peakr"]),
-             states, formula, gathered, median(acc["sent"]), median(acc["bratio"]), median(acc["sps"])
+             states, formula, gathered, median(acc["sent"]), bratio, median(acc["sps"])
     }
     delete acc
     for (key in rounds) {
@@ -143,15 +154,43 @@ END {
     if (acc["ddp"] != "") {
       printf "%-13s %8.1f %6s %7.1f %7.1f %9s %6s %19s %9s %9s %7s %10.1f\n", "DDP", median(acc["dms"]), "",
              median(acc["dbwd"]), median(acc["dopt"]), "", "", "", "", "", "", median(acc["ddp"])
+      ddp_rel[world] = median(acc["rel"])
       printf "zt stage 0 throughput / DDP throughput: %.2f (median of the per-round ratios:%s)\n", median(acc["rel"]),
              acc["rel"]
       printf "same training, same result: final loss after the last step: zt stage 0 %s, DDP %s\n", zt_loss, ddp_loss
     }
     printf "\n"
   }
+  # One line for the suite: the largest world first (memory, traffic, time),
+  # then zt vs DDP per world and, at world 1, vs plain LibTorch.
+  top = ""
+  for (wi = 1; wi <= nw; wi++) if (wl[wi] in worlds) top = wl[wi]
+  if (top == "") exit
+  line = sprintf("world %s: model states per rank", top)
+  worst = 0
+  for (ri = 1; ri <= nruns; ri++) {
+    s = run_order[ri]
+    if (!((top, s) in st_mib) || s == "torch") continue
+    if (s == "1" || s == "2" || s == "3") line = line sprintf(" st%s %.2fx", s, st_mib[top, s] / st_mib[top, "0"])
+    dev = st_mib[top, s] / fo_mib[top, s] - 1; if (dev < 0) dev = -dev; if (dev > worst) worst = dev
+  }
+  line = line sprintf(" of stage 0 (within %.1f%% of the ZeRO formulas); step time", 100 * worst)
+  for (ri = 1; ri <= nruns; ri++) {
+    s = run_order[ri]
+    if ((top, s) in msr_med && s != "0" && s != "torch") line = line sprintf(" %s %.2fx", s, msr_med[top, s])
+  }
+  line = line " of stage 0; sent/paper"
+  for (ri = 1; ri <= nruns; ri++) {
+    s = run_order[ri]
+    if ((top, s) in paper && s != "torch") line = line sprintf(" %s %.2f", s, paper[top, s])
+  }
+  sep = "; zt stage 0 throughput / DDP:"
+  for (wi = 1; wi <= nw; wi++) {
+    if (wl[wi] in ddp_rel) { line = line sprintf("%s %.2f (world %s)", sep, ddp_rel[wl[wi]], wl[wi]); sep = "," }
+  }
+  for (wi = 1; wi <= nw; wi++) {
+    if ((wl[wi], "torch") in msr_med && wl[wi] == 1)
+      line = line sprintf("; single rank: plain LibTorch takes %.2fx our stage-0 step", msr_med[1, "torch"])
+  }
+  print "SUMMARY: " line
 }' "$LOG"
-echo "bwd ms: Engine::Backward incl. waiting for the gradient reduction; opt ms: Engine::Step (optimizer +"
-echo "  parameter all-gather). peak: LibTorch CPU bytes at the peak of the timed steps minus those before the"
-echo "  model existed (largest rank). gathered: stage 3's most full-layer MiB at once. x paper: bytes this"
-echo "  rank sent per step / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3, x dtype bytes), Ψ = parameters"
-echo "  (unpadded): an all-reduce (or reduce-scatter + all-gather), plus stage 3's second all-gather."

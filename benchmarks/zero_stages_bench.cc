@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "apps/flags.h"
 #include "comm/init.h"
@@ -58,7 +59,7 @@ struct BenchOptions {
   bool bf16 = false;
   bool overlap = true;
   uint64_t seed = 1234;
-  std::vector<std::string> runs;  // "0", "1", "2", "3", "3-no-prefetch", "3-reuse"
+  std::vector<std::string> runs;  // "torch", "0", "1", "2", "3", "3-no-prefetch", "3-reuse"
 };
 
 // One configuration to measure.
@@ -67,6 +68,7 @@ struct RunSpec {
   int stage = 0;
   bool prefetch = true;  // stage 3: stage3_prefetch_bucket_size default, else 0
   bool reuse = false;    // stage 3: DeepSpeed's default max_reuse_distance, else 0
+  bool plain = false;    // "torch": plain LibTorch, no engine (one process only)
 };
 
 absl::StatusOr<RunSpec> ParseRun(absl::string_view name) {
@@ -80,9 +82,11 @@ absl::StatusOr<RunSpec> ParseRun(absl::string_view name) {
   } else if (name == "3-reuse") {
     r.stage = 3;
     r.reuse = true;
+  } else if (name == "torch") {
+    r.plain = true;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--stages: '", name, "' is not a run this benchmark knows (0, 1, 2, 3, 3-no-prefetch, 3-reuse)"));
+        "--stages: '", name, "' is not a run this benchmark knows (torch, 0, 1, 2, 3, 3-no-prefetch, 3-reuse)"));
   }
   return r;
 }
@@ -272,6 +276,60 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, const RunSpec& run,
   return r;
 }
 
+// The reference a user without zerotorch would write: the same model, data
+// and AdamW, torch::optim in one process, no engine. One rank only (there is
+// no C++ DDP to compare with; ddp_baseline.py is the multi-rank baseline).
+absl::StatusOr<RankResult> RunPlainTorch(const BenchOptions& o, const RankData& data) {
+  RankResult r;
+  const int64_t baseline = CpuMemory().current_bytes;
+  {
+    torch::manual_seed(o.seed);  // the engine runs start from these same weights
+    Mlp model(o.width, o.depth);
+    torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(0.01));
+    using Clock = std::chrono::steady_clock;
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    int64_t batch_index = 0;
+    double phase[3] = {0, 0, 0};
+    auto step = [&]() {
+      const size_t i = static_cast<size_t>(batch_index++ % static_cast<int64_t>(data.x.size()));
+      const auto t0 = Clock::now();
+      opt.zero_grad();
+      torch::Tensor loss = torch::mse_loss(model->forward(data.x[i]), data.y[i]);
+      const auto t1 = Clock::now();
+      loss.backward();
+      const auto t2 = Clock::now();
+      opt.step();
+      const auto t3 = Clock::now();
+      phase[0] = ms(t0, t1);
+      phase[1] = ms(t1, t2);
+      phase[2] = ms(t2, t3);
+      return loss.item<double>();
+    };
+    for (int64_t s = 0; s < o.warmup; ++s) step();
+    ResetCpuMemoryPeak();
+    std::vector<double> times;
+    std::vector<double> phases[3];
+    const int64_t faults_before = MinorFaults();
+    for (int64_t s = 0; s < o.steps; ++s) {
+      const auto t0 = Clock::now();
+      r.final_loss = step();
+      times.push_back(ms(t0, Clock::now()));
+      for (int k = 0; k < 3; ++k) phases[k].push_back(phase[k]);
+    }
+    r.minor_faults = static_cast<double>(MinorFaults() - faults_before) / static_cast<double>(o.steps);
+    r.step_ms = Median(times);
+    for (int k = 0; k < 3; ++k) r.phase_ms[k] = Median(phases[k]);
+    r.peak_bytes = static_cast<double>(CpuMemory().peak_bytes - baseline);
+    // Parameters, gradients and AdamW's two moments, all fp32.
+    int64_t numel = 0;
+    for (const torch::Tensor& p : model->parameters()) numel += p.numel();
+    r.model_state_bytes = 16.0 * static_cast<double>(numel);
+  }
+  return r;
+}
+
 // Every rank's results, in rank order (a collective).
 absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, comm::ProcessGroup& pg) {
   const int n = pg.size();
@@ -414,6 +472,16 @@ absl::Status Run(int argc, char** argv) {
   std::vector<std::pair<RunSpec, RankResult>> results;
   for (const std::string& name : o.runs) {
     ZT_ASSIGN_OR_RETURN(RunSpec run, ParseRun(name));
+    if (run.plain) {
+      // Skipped, not failed: a suite runs the same --stages at every world size.
+      if (world > 1 || o.bf16) {
+        if (rank == 0) std::cout << "(run torch skipped: plain LibTorch runs fp32 in one process only)\n";
+        continue;
+      }
+      ZT_ASSIGN_OR_RETURN(RankResult mine, RunPlainTorch(o, data));
+      results.emplace_back(run, mine);
+      continue;
+    }
     ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, run, pg, data));
     ZT_ASSIGN_OR_RETURN(std::vector<RankResult> all, GatherResults(mine, *pg));
     results.emplace_back(run, WorstOf(all));
@@ -468,14 +536,24 @@ absl::Status Run(int argc, char** argv) {
   for (const auto& [run, r] : results) {
     const double formula = FormulaBytesPerParam(run.stage, world, o.bf16) * static_cast<double>(psi);
     std::cout << absl::StrFormat(
-        "RESULT impl=zt stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
+        "RESULT impl=%s stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
         "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
         "formula_mib=%.2f gathered_mib=%.3f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
-        run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
+        run.plain ? "torch" : "zt", run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
         r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB,
         r.model_state_bytes / kMiB, formula / kMiB, r.gathered_peak / kMiB, r.sent_per_step / kMiB,
         ideal_for(run) / kMiB, r.final_loss);
   }
+  // One line: per run, step time and per-rank model states relative to stage 0.
+  std::vector<std::string> parts;
+  for (const auto& [run, r] : results) {
+    if (base == nullptr || &r == base) continue;
+    parts.push_back(absl::StrFormat("%s %sx time %sx states", run.name, vs_base(r.step_ms, &RankResult::step_ms),
+                                    vs_base(r.model_state_bytes, &RankResult::model_state_bytes)));
+  }
+  std::cout << absl::StrFormat("SUMMARY: world %d, vs stage 0: %s\n", world,
+                               parts.empty() ? std::string("(no stage-0 run to compare with)")
+                                             : absl::StrJoin(parts, ", "));
   std::cout.flush();
   return absl::OkStatus();
 }
