@@ -4,7 +4,7 @@
 # summary) and the SVG charts in docs/bench/. Raw output, per benchmark:
 # $BUILD_DIR/bench/NAME.txt (what it printed), NAME.json (its RESULT rows and
 # summary), NAME.err (stderr). Every number is a ratio measured in the same
-# run; the whole suite takes about 15 minutes on a 2-core machine.
+# run; the whole suite takes about 13 minutes on a 2-core machine.
 #
 #   scripts/bench.sh                  # everything
 #   scripts/bench.sh zero_stages nvme # some
@@ -24,7 +24,7 @@ ALL=(collectives optimizer zero_stages activation_checkpoint checkpoint nvme off
 command_of() {
   case "$1" in
     collectives) echo "$BIN/zt launch --nproc-per-node 2 -- $BIN/zt_bench_collectives --max-bytes 67108864" ;;
-    optimizer) echo "$BIN/zt_bench_optimizer" ;;
+    optimizer) echo "$BIN/zt_bench_optimizer --benchmark_repetitions=3 --benchmark_report_aggregates_only=true" ;;
     zero_stages) echo "WORLDS='1 2 3 4' ROUNDS=2 benchmarks/run_zero_stages.sh --global-batch 48 --stages torch,0,1,2,3,3-no-prefetch" ;;
     activation_checkpoint) echo "$BIN/zt_bench_activation_checkpoint --seq-lens 64,256,512 --rounds 2" ;;
     checkpoint) echo "$BIN/zt_bench_checkpoint --rounds 2" ;;
