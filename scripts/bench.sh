@@ -28,7 +28,7 @@ command_of() {
     zero_stages) echo "WORLDS='1 2 3 4' ROUNDS=2 benchmarks/run_zero_stages.sh --global-batch 48 --stages torch,0,1,2,3,3-no-prefetch" ;;
     activation_checkpoint) echo "$BIN/zt_bench_activation_checkpoint --seq-lens 64,256,512 --rounds 2" ;;
     checkpoint) echo "$BIN/zt_bench_checkpoint --rounds 2" ;;
-    nvme) echo "$BIN/zt_bench_nvme --rounds 5 --no-sweep" ;;
+    nvme) echo "$BIN/zt_bench_nvme --rounds 7 --no-sweep" ;;
     offload) echo "ROUNDS=1 STAGES=3 benchmarks/run_offload.sh" ;;
     *) return 1 ;;
   esac
