@@ -71,6 +71,48 @@ class ThreadScope {
   int saved_;
 };
 
+// The arrays of one size, shared by our kernels and the streaming roofline:
+// both sides of a "% of stream" ratio must run over the same memory. On a
+// virtual machine the bandwidth of a fresh allocation depends on how the
+// host backs its pages (nested-paging TLB misses): on our VM two 64 MiB
+// arrays allocated one after the other streamed at 17.6 and 46.6 GB/s, so a
+// roofline measured on other allocations than the kernel's said more about
+// the allocator than about the kernel. Allocated once per size, kept for
+// the whole run; each benchmark refills the values before timing.
+struct Arrays {
+  at::Tensor p, g32, g16, m, v, out;
+};
+
+Arrays& SharedArrays(int64_t n) {
+  static std::map<int64_t, Arrays> arrays;
+  auto it = arrays.find(n);
+  if (it == arrays.end()) {
+    Arrays a;
+    a.p = torch::empty({n});
+    a.g32 = torch::empty({n});
+    a.g16 = torch::empty({n}, at::kBFloat16);
+    a.m = torch::empty({n});
+    a.v = torch::empty({n});
+    a.out = torch::empty({n}, at::kBFloat16);
+    it = arrays.emplace(n, std::move(a)).first;
+  }
+  return it->second;
+}
+
+// Fresh values in the shared arrays: parameters and gradients ~ N(0, 1)
+// (the fused form's bf16 gradients carry the loss scale), zero moments.
+Arrays& ResetArrays(int64_t n, bool fused) {
+  torch::NoGradGuard no_grad;
+  Arrays& a = SharedArrays(n);
+  a.p.normal_();
+  a.g32.normal_();
+  if (fused) a.g16.copy_(a.g32 / kGradScale);
+  a.m.zero_();
+  a.v.zero_();
+  a.out.zero_();
+  return a;
+}
+
 // Our optimizer on `kernels` (null: the double-precision reference). With
 // `fused`, the gradient is bf16 carrying a loss scale and the step also
 // writes a bf16 copy of the parameters.
@@ -79,19 +121,22 @@ void BenchShard(benchmark::State& state, const ops::kernels::KernelTable* kernel
   ThreadScope scope(threads);
   const auto opt = kernels != nullptr ? ops::MakeShardOptimizer(AdamWConfig(), *kernels)
                                       : ops::MakeShardOptimizer(AdamWConfig(), ops::Impl::kReference);
-  at::Tensor p = torch::randn({n});
-  const at::Tensor g = fused ? (torch::randn({n}) / kGradScale).to(at::kBFloat16) : torch::randn({n});
-  ops::ShardState s = opt->InitState(p);
+  Arrays& a = ResetArrays(n, fused);
+  const at::Tensor& g = fused ? a.g16 : a.g32;
+  ops::ShardState s = opt->InitState(a.p);
+  // The moments live in the shared arrays (same memory as the stream's).
+  s.tensors["exp_avg"] = a.m;
+  s.tensors["exp_avg_sq"] = a.v;
   ops::StepHyper hyper;
   hyper.lr = 1e-4;
   ops::StepExtras extras;
   if (fused) {
     extras.grad_scale = kGradScale;
-    extras.out = torch::empty({n}, at::kBFloat16);
+    extras.out = a.out;
   }
   for (auto _ : state) {
-    opt->Step(p, g, s, hyper, extras);
-    benchmark::DoNotOptimize(p.data_ptr<float>());
+    opt->Step(a.p, g, s, hyper, extras);
+    benchmark::DoNotOptimize(a.p.data_ptr<float>());
   }
   SetCounters(state, n);
 }
@@ -178,19 +223,19 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void StreamFused(
 #endif
 void BenchStream(benchmark::State& state, bool fused, int64_t n, int threads) {
   ThreadScope scope(threads);
-  at::Tensor p = torch::randn({n}), m = torch::zeros({n}), v = torch::zeros({n});
-  const at::Tensor g = fused ? torch::randn({n}).to(at::kBFloat16) : torch::randn({n});
-  at::Tensor out = torch::empty({n}, at::kBFloat16);
-  float* pp = p.data_ptr<float>();
-  float* mp = m.data_ptr<float>();
-  float* vp = v.data_ptr<float>();
+  Arrays& a = ResetArrays(n, fused);
+  float* pp = a.p.data_ptr<float>();
+  float* mp = a.m.data_ptr<float>();
+  float* vp = a.v.data_ptr<float>();
+  const float* g32 = a.g32.data_ptr<float>();
+  const auto* g16 = static_cast<const uint16_t*>(a.g16.data_ptr());
+  auto* out = static_cast<uint16_t*>(a.out.data_ptr());
   for (auto _ : state) {
     at::parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
       if (fused) {
-        StreamFused(pp + begin, static_cast<const uint16_t*>(g.data_ptr()) + begin, mp + begin,
-                    vp + begin, static_cast<uint16_t*>(out.data_ptr()) + begin, end - begin);
+        StreamFused(pp + begin, g16 + begin, mp + begin, vp + begin, out + begin, end - begin);
       } else {
-        StreamF32(pp + begin, g.data_ptr<float>() + begin, mp + begin, vp + begin, end - begin);
+        StreamF32(pp + begin, g32 + begin, mp + begin, vp + begin, end - begin);
       }
     });
     benchmark::DoNotOptimize(pp);
@@ -211,7 +256,12 @@ class RecordingReporter : public benchmark::ConsoleReporter {
       // What the console prints, converted from the run's display unit.
       const double seconds =
           run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
-      const std::string name = run.run_name.str();
+      // The names RunName() builds: without the "/min_time:2.000" part
+      // that MinTime() adds.
+      std::string name = run.run_name.str();
+      if (const size_t at = name.find("/min_time:"); at != std::string::npos) {
+        name.erase(at, name.find('/', at + 1) - at);
+      }
       if (run.run_type == Run::RT_Iteration) {
         runs_[name].push_back(seconds);
       } else if (run.aggregate_name == "median") {
@@ -286,8 +336,13 @@ int main(int argc, char** argv) {
     // Microseconds for the L2-resident size, milliseconds for the others.
     const benchmark::TimeUnit unit = n < (int64_t{1} << 20) ? benchmark::kMicrosecond
                                                             : benchmark::kMillisecond;
-    auto reg = [unit](const std::string& name, auto&&... args) {
-      benchmark::RegisterBenchmark(name.c_str(), args...)->UseRealTime()->Unit(unit);
+    // Beyond the LLC, at least 2 s per measurement: on our VM the first
+    // second of steps over the same arrays ran up to 2x slower than the
+    // steady state (for our kernel, not for the stream), so the default
+    // 0.5 s measured the start-up, not what a training run sees.
+    const double min_time = n >= (int64_t{1} << 24) ? 2.0 : 0.5;
+    auto reg = [unit, min_time](const std::string& name, auto&&... args) {
+      benchmark::RegisterBenchmark(name.c_str(), args...)->UseRealTime()->Unit(unit)->MinTime(min_time);
     };
     for (int t : thread_counts) {
       reg(Name("stream_baseline", n, t), zt::BenchStream, false, n, t);
