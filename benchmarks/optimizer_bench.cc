@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -221,26 +222,96 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void StreamFused(
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
 #error "optimizer_bench.cc must be compiled with -fopenmp"
 #endif
-void BenchStream(benchmark::State& state, bool fused, int64_t n, int threads) {
-  ThreadScope scope(threads);
-  Arrays& a = ResetArrays(n, fused);
+// One step of the streaming roofline over `a` (the first n elements).
+void StreamStep(Arrays& a, bool fused, int64_t n) {
   float* pp = a.p.data_ptr<float>();
   float* mp = a.m.data_ptr<float>();
   float* vp = a.v.data_ptr<float>();
   const float* g32 = a.g32.data_ptr<float>();
   const auto* g16 = static_cast<const uint16_t*>(a.g16.data_ptr());
   auto* out = static_cast<uint16_t*>(a.out.data_ptr());
+  at::parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
+    if (fused) {
+      StreamFused(pp + begin, g16 + begin, mp + begin, vp + begin, out + begin, end - begin);
+    } else {
+      StreamF32(pp + begin, g32 + begin, mp + begin, vp + begin, end - begin);
+    }
+  });
+}
+
+void BenchStream(benchmark::State& state, bool fused, int64_t n, int threads) {
+  ThreadScope scope(threads);
+  Arrays& a = ResetArrays(n, fused);
   for (auto _ : state) {
-    at::parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
-      if (fused) {
-        StreamFused(pp + begin, g16 + begin, mp + begin, vp + begin, out + begin, end - begin);
-      } else {
-        StreamF32(pp + begin, g32 + begin, mp + begin, vp + begin, end - begin);
-      }
-    });
-    benchmark::DoNotOptimize(pp);
+    StreamStep(a, fused, n);
+    benchmark::DoNotOptimize(a.p.data_ptr<float>());
   }
   SetCounters(state, n);
+}
+
+// The share of the roofline, paired: rounds of `steps` stream steps and
+// `steps` kernel steps back to back over the same arrays (the order
+// alternating between rounds), stream time / kernel time per round, the
+// median over rounds. Google Benchmark times the stream and the kernels a
+// minute apart, and this VM's memory bandwidth drifts by 30% or more over a
+// minute; a pair a fraction of a second apart sees the same machine.
+struct PairedFraction {
+  double median = 0, min = 0, max = 0;
+};
+
+PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fused, int64_t n, int threads,
+                              int rounds, int steps) {
+  ThreadScope scope(threads);
+  const auto opt = ops::MakeShardOptimizer(AdamWConfig(), kernels);
+  Arrays& a = ResetArrays(n, fused);
+  ops::ShardState s = opt->InitState(a.p);
+  s.tensors["exp_avg"] = a.m;
+  s.tensors["exp_avg_sq"] = a.v;
+  ops::StepHyper hyper;
+  hyper.lr = 1e-4;
+  ops::StepExtras extras;
+  if (fused) {
+    extras.grad_scale = kGradScale;
+    extras.out = a.out;
+  }
+  const at::Tensor& g = fused ? a.g16 : a.g32;
+  using Clock = std::chrono::steady_clock;
+  auto time_stream = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) StreamStep(a, fused, n);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  auto time_kernel = [&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) opt->Step(a.p, g, s, hyper, extras);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // Warm-up past the slow start seen on fresh arrays (see MinTime below).
+  // The stream's arithmetic on m and v stays finite, and the Adam steps
+  // that follow start from whatever it left: neither takes a slow path.
+  for (int i = 0; i < 3; ++i) {
+    time_stream();
+    time_kernel();
+  }
+  std::vector<double> fractions;
+  for (int r = 0; r < rounds; ++r) {
+    double stream, kernel;
+    if (r % 2 == 0) {
+      stream = time_stream();
+      kernel = time_kernel();
+    } else {
+      kernel = time_kernel();
+      stream = time_stream();
+    }
+    fractions.push_back(stream / kernel);
+  }
+  std::sort(fractions.begin(), fractions.end());
+  const size_t k = fractions.size();
+  PairedFraction f;
+  f.median = k % 2 ? fractions[k / 2] : 0.5 * (fractions[k / 2 - 1] + fractions[k / 2]);
+  f.min = fractions.front();
+  f.max = fractions.back();
+  return f;
 }
 
 // Console output as usual, plus each benchmark's wall seconds per step for
@@ -430,9 +501,42 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // The roofline share at the largest (DRAM-bound) size, paired (see
+  // PairedRoofline): what the summary reports.
+  const int64_t largest = sizes.back();
+  bool largest_ran = false;
+  for (kernels::Isa isa : isas) {
+    largest_ran = largest_ran || get(RunName(ShardName(isa, false), largest, 1)) > 0.0 ||
+                  get(RunName(ShardName(isa, true), largest, 1)) > 0.0;
+  }
+  if (largest_ran) {
+    std::printf("\nshare of the streaming roofline at %s, paired (median of 9 rounds of 10 stream + 10 kernel "
+                "steps over the same arrays, order alternating; min-max over rounds):\n",
+                zt::SizeName(largest).c_str());
+    std::printf("%-8s %-16s %12s %14s\n", "threads", "variant", "% of stream", "rounds");
+    for (auto& [isa, e] : per_isa) e.roofline.clear();
+    for (int t : thread_counts) {
+      for (kernels::Isa isa : isas) {
+        for (bool fused : {false, true}) {
+          const zt::PairedFraction f =
+              zt::PairedRoofline(*kernels::KernelsFor(isa), fused, largest, t, /*rounds=*/9, /*steps=*/10);
+          const std::string mode = fused ? "fused" : "fp32";
+          std::printf("%-8d %-16s %11.0f%% %6.0f-%.0f%%\n", t,
+                      absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), 100.0 * f.median, 100.0 * f.min,
+                      100.0 * f.max);
+          std::printf("RESULT numel=%lld threads=%d isa=%s mode=%s active=%d paired_stream_fraction=%.4f "
+                      "paired_min=%.4f paired_max=%.4f\n",
+                      static_cast<long long>(largest), t, kernels::IsaName(isa), mode.c_str(),
+                      isa == active ? 1 : 0, f.median, f.min, f.max);
+          per_isa[isa].roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, 100.0 * f.median));
+        }
+      }
+    }
+  }
+
   // One line: per variant (active first), the speed-up range vs
   // torch::optim::Adam over every size, thread count and mode, and the
-  // share of the streaming roofline at the largest (DRAM-bound) size.
+  // paired share of the streaming roofline at the largest (DRAM-bound) size.
   std::vector<std::string> parts;
   std::vector<kernels::Isa> order = {active};
   for (kernels::Isa isa : isas) {
@@ -440,7 +544,7 @@ int main(int argc, char** argv) {
   }
   for (kernels::Isa isa : order) {
     const Extremes& e = per_isa[isa];
-    parts.push_back(absl::StrFormat("%s%s: %.2fx-%.1fx torch::optim::Adam, at %s %s of stream",
+    parts.push_back(absl::StrFormat("%s%s: %.2fx-%.1fx torch::optim::Adam, at %s %s of stream (paired)",
                                     kernels::IsaName(isa), isa == active ? " (active)" : "",
                                     e.min_torch, e.max_torch, zt::SizeName(sizes.back()),
                                     absl::StrJoin(e.roofline, ", ")));

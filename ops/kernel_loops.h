@@ -78,10 +78,14 @@ inline uint16_t FloatToHalf(float f) {
 
 // fp32 -> bf16 rounded to nearest even (c10::BFloat16's bias trick; inf stays
 // inf, a finite value may round up to inf); NaN becomes `nan_bits`.
+// The NaN test compares as signed: both sides are below 2^31, so it is the
+// same test, and AVX2 has a signed 32-bit compare but no unsigned one (GCC
+// otherwise spends a max and an equality compare per vector on it).
 inline uint16_t FloatToBf16(float f, uint16_t nan_bits) {
   const uint32_t u = Bits(f);
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan_bits : static_cast<uint16_t>(rounded);
+  const int32_t magnitude = static_cast<int32_t>(u & 0x7FFFFFFFu);
+  return magnitude > 0x7F800000 ? nan_bits : static_cast<uint16_t>(rounded);
 }
 
 void WidenBf16(const uint16_t* __restrict src, float* __restrict dst, int64_t n) {
