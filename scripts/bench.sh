@@ -4,7 +4,7 @@
 # summary) and the SVG charts in docs/bench/. Raw output, per benchmark:
 # $BUILD_DIR/bench/NAME.txt (what it printed), NAME.json (its RESULT rows and
 # summary), NAME.err (stderr). Every number is a ratio measured in the same
-# run; the whole suite takes about 13 minutes on a 2-core machine.
+# run; the whole suite takes about 17 minutes on a 2-core machine.
 #
 #   scripts/bench.sh                  # everything
 #   scripts/bench.sh zero_stages nvme # some
