@@ -57,6 +57,13 @@ OptimizerConfig AdamWConfig() {
   return c;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
 void SetCounters(benchmark::State& state, int64_t n) {
   state.SetItemsProcessed(state.iterations() * n);
   state.SetBytesProcessed(state.iterations() * n * kBytesPerElement);
@@ -114,30 +121,45 @@ Arrays& ResetArrays(int64_t n, bool fused) {
   return a;
 }
 
-// Our optimizer on `kernels` (null: the double-precision reference). With
-// `fused`, the gradient is bf16 carrying a loss scale and the step also
-// writes a bf16 copy of the parameters.
+// One AdamW shard over the shared arrays of size n, with its moments in
+// them too (the same memory the stream uses). With `fused`, the gradient is
+// bf16 carrying a loss scale and each step also writes a bf16 copy of the
+// parameters. Construction resets the arrays' values.
+class ShardRun {
+ public:
+  ShardRun(std::unique_ptr<ops::ShardOptimizer> opt, int64_t n, bool fused)
+      : opt_(std::move(opt)), a_(ResetArrays(n, fused)), g_(fused ? a_.g16 : a_.g32) {
+    state_ = opt_->InitState(a_.p);
+    state_.tensors["exp_avg"] = a_.m;
+    state_.tensors["exp_avg_sq"] = a_.v;
+    hyper_.lr = 1e-4;
+    if (fused) {
+      extras_.grad_scale = kGradScale;
+      extras_.out = a_.out;
+    }
+  }
+  void Step() { opt_->Step(a_.p, g_, state_, hyper_, extras_); }
+  Arrays& arrays() { return a_; }
+
+ private:
+  std::unique_ptr<ops::ShardOptimizer> opt_;
+  Arrays& a_;
+  const at::Tensor g_;
+  ops::ShardState state_;
+  ops::StepHyper hyper_;
+  ops::StepExtras extras_;
+};
+
+// Our optimizer on `kernels` (null: the double-precision reference).
 void BenchShard(benchmark::State& state, const ops::kernels::KernelTable* kernels, bool fused,
                 int64_t n, int threads) {
   ThreadScope scope(threads);
-  const auto opt = kernels != nullptr ? ops::MakeShardOptimizer(AdamWConfig(), *kernels)
-                                      : ops::MakeShardOptimizer(AdamWConfig(), ops::Impl::kReference);
-  Arrays& a = ResetArrays(n, fused);
-  const at::Tensor& g = fused ? a.g16 : a.g32;
-  ops::ShardState s = opt->InitState(a.p);
-  // The moments live in the shared arrays (same memory as the stream's).
-  s.tensors["exp_avg"] = a.m;
-  s.tensors["exp_avg_sq"] = a.v;
-  ops::StepHyper hyper;
-  hyper.lr = 1e-4;
-  ops::StepExtras extras;
-  if (fused) {
-    extras.grad_scale = kGradScale;
-    extras.out = a.out;
-  }
+  ShardRun run(kernels != nullptr ? ops::MakeShardOptimizer(AdamWConfig(), *kernels)
+                                  : ops::MakeShardOptimizer(AdamWConfig(), ops::Impl::kReference),
+               n, fused);
   for (auto _ : state) {
-    opt->Step(a.p, g, s, hyper, extras);
-    benchmark::DoNotOptimize(a.p.data_ptr<float>());
+    run.Step();
+    benchmark::DoNotOptimize(run.arrays().p.data_ptr<float>());
   }
   SetCounters(state, n);
 }
@@ -262,19 +284,8 @@ struct PairedFraction {
 PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fused, int64_t n, int threads,
                               int rounds, int steps) {
   ThreadScope scope(threads);
-  const auto opt = ops::MakeShardOptimizer(AdamWConfig(), kernels);
-  Arrays& a = ResetArrays(n, fused);
-  ops::ShardState s = opt->InitState(a.p);
-  s.tensors["exp_avg"] = a.m;
-  s.tensors["exp_avg_sq"] = a.v;
-  ops::StepHyper hyper;
-  hyper.lr = 1e-4;
-  ops::StepExtras extras;
-  if (fused) {
-    extras.grad_scale = kGradScale;
-    extras.out = a.out;
-  }
-  const at::Tensor& g = fused ? a.g16 : a.g32;
+  ShardRun run(ops::MakeShardOptimizer(AdamWConfig(), kernels), n, fused);
+  Arrays& a = run.arrays();
   using Clock = std::chrono::steady_clock;
   auto time_stream = [&] {
     const auto t0 = Clock::now();
@@ -283,7 +294,7 @@ PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fus
   };
   auto time_kernel = [&] {
     const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) opt->Step(a.p, g, s, hyper, extras);
+    for (int i = 0; i < steps; ++i) run.Step();
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
   // Warm-up past the slow start seen on fresh arrays (see MinTime below).
@@ -305,12 +316,10 @@ PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fus
     }
     fractions.push_back(stream / kernel);
   }
-  std::sort(fractions.begin(), fractions.end());
-  const size_t k = fractions.size();
   PairedFraction f;
-  f.median = k % 2 ? fractions[k / 2] : 0.5 * (fractions[k / 2 - 1] + fractions[k / 2]);
-  f.min = fractions.front();
-  f.max = fractions.back();
+  f.median = Median(fractions);
+  f.min = *std::min_element(fractions.begin(), fractions.end());
+  f.max = *std::max_element(fractions.begin(), fractions.end());
   return f;
 }
 
@@ -347,10 +356,7 @@ class RecordingReporter : public benchmark::ConsoleReporter {
     if (auto it = medians_.find(name); it != medians_.end()) return it->second;
     auto it = runs_.find(name);
     if (it == runs_.end() || it->second.empty()) return 0.0;
-    std::vector<double> v = it->second;
-    std::sort(v.begin(), v.end());
-    const size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+    return Median(it->second);
   }
 
  private:
