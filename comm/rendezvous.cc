@@ -3,7 +3,11 @@
 // which rank, address and variable are involved.
 #include "comm/rendezvous.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <exception>
 #include <vector>
@@ -45,6 +49,32 @@ int AnnouncedWorld(const std::vector<uint8_t>& value) {
   return -1;
 }
 
+// Waits until something accepts TCP connections at host:port, or `timeout`
+// passes (then returns and lets TCPStore report the failure). LibTorch 1.13's
+// TCPStore client sleeps a whole second after a refused connect, and a rank
+// that starts a few milliseconds before rank 0 listens hits that in about
+// half of all launches; probing every 10 ms here removes the second. The
+// probe connects and closes at once, which the store's server ignores.
+void WaitForListener(const std::string& host, int port, std::chrono::milliseconds timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool connected = false;
+  while (!connected && std::chrono::steady_clock::now() < deadline) {
+    for (addrinfo* a = found; a != nullptr && !connected; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      close(fd);
+    }
+    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  freeaddrinfo(found);
+}
+
 }  // namespace
 
 std::string FormatDuration(std::chrono::milliseconds d) {
@@ -77,6 +107,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   opts.numWorkers = c10::nullopt;  // we count ranks ourselves, to name the missing ones
   opts.waitWorkers = false;
   opts.timeout = timeout;
+  if (!hosts_store) WaitForListener(env.master_addr, env.master_port, timeout);
   try {
     tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {

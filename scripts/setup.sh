@@ -35,9 +35,15 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# OpenBLAS registers itself as the libblas.so.3 alternative; say which one is live.
+# OpenBLAS registers itself as the libblas.so.3 alternative; say which one is
+# live and which kernel set it picks on this CPU (OPENBLAS_CORETYPE overrides
+# it): rounding, and so the last digits of training results, depend on it.
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
-echo "setup: libblas.so.3 -> ${blas:-unknown}"
+core=$(python3 -c 'import ctypes
+f = ctypes.CDLL("libblas.so.3").openblas_get_corename
+f.restype = ctypes.c_char_p
+print(f().decode())' 2>/dev/null || echo "not OpenBLAS")
+echo "setup: libblas.so.3 -> ${blas:-unknown} (core: ${core}${OPENBLAS_CORETYPE:+, OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE})"
 
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 JOBS=${ZT_JOBS:-$(nproc)}

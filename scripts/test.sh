@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
 # Set up, build and run every test; prints the ctest summary.
 # Extra arguments go to ctest (e.g. scripts/test.sh -R config).
+#
+# Results that depend on floating-point rounding must hold whichever kernels
+# OpenBLAS picks for the CPU, so after the full run the suites labelled
+# `numerics` run once more under a second kernel set: Haswell (AVX2), or
+# Sandybridge (AVX) where Haswell is already the machine's own choice.
+# ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 cd "$BUILD_DIR"
 ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-2}" "$@"
+
+if (($# == 0)); then
+  native=$(python3 -c 'import ctypes
+f = ctypes.CDLL("libblas.so.3").openblas_get_corename
+f.restype = ctypes.c_char_p
+print(f().decode())' 2>/dev/null || true)
+  second=${ZT_SECOND_BLAS_CORE:-Haswell}
+  if [ -z "${ZT_SECOND_BLAS_CORE:-}" ] && [ "$native" = "Haswell" ]; then second=Sandybridge; fi
+  if [ -n "$native" ] && [ "$second" != "none" ]; then
+    echo "test: the numerics suites again with OPENBLAS_CORETYPE=$second (this machine's own choice: $native)"
+    OPENBLAS_CORETYPE=$second ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-2}" -L numerics
+  fi
+fi

@@ -1,6 +1,7 @@
 // Implementation of util/system_info.h (Linux only: reads /proc).
 #include "util/system_info.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,6 +36,16 @@ std::string LoadedBlasLibrary() {
   return found.empty() ? "none loaded" : found;
 }
 
+std::string BlasCoreName() {
+  // OpenBLAS exports char* openblas_get_corename(void); look it up in what is
+  // already loaded rather than linking OpenBLAS (LibTorch links libblas.so.3).
+  using CoreNameFn = char* (*)();
+  auto fn = reinterpret_cast<CoreNameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (fn == nullptr) return "";
+  const char* name = fn();
+  return name == nullptr ? "" : std::string(name);
+}
+
 std::string CpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
@@ -49,8 +60,10 @@ std::string CpuModel() {
 
 std::string SystemInfoLine() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string core = BlasCoreName();
   return absl::StrCat("cpu: ", CpuModel(), " | cores: ", sysconf(_SC_NPROCESSORS_ONLN),
-                      " | OMP_NUM_THREADS: ", omp ? omp : "unset", " | BLAS: ", LoadedBlasLibrary());
+                      " | OMP_NUM_THREADS: ", omp ? omp : "unset", " | BLAS: ", LoadedBlasLibrary(),
+                      core.empty() ? "" : absl::StrCat(" (core ", core, ")"));
 }
 
 namespace {

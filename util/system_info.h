@@ -13,10 +13,16 @@ namespace zt {
 // no BLAS is mapped yet.
 std::string LoadedBlasLibrary();
 
+// The kernel set OpenBLAS chose for this CPU ("Haswell", "SkylakeX",
+// "Cooperlake", ...; OPENBLAS_CORETYPE overrides it), or "" when the loaded
+// BLAS is not OpenBLAS. Results that depend on rounding can differ between
+// kernel sets, so benchmarks and test logs print it.
+std::string BlasCoreName();
+
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown".
 std::string CpuModel();
 
-// One line: cpu, online cores, OMP_NUM_THREADS, BLAS.
+// One line: cpu, online cores, OMP_NUM_THREADS, BLAS (and its core type).
 std::string SystemInfoLine();
 
 // This process's peak resident memory in bytes (VmHWM of /proc/self/status:

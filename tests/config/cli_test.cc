@@ -1,5 +1,7 @@
 // `zt config` as users run it: exit codes 0/2, the OK line, errors on
 // stderr, --print output that re-parses, and the reference subcommand.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -20,7 +22,9 @@ struct CommandResult {
 // Runs the built zt binary with `args` (shell-quoted by the caller).
 CommandResult Zt(const std::string& args, const std::string& env = "") {
   const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/zt_cli_out.txt", err = dir + "/zt_cli_err.txt";
+  // Per process: ctest runs this binary's cases side by side.
+  const std::string tag = std::to_string(::getpid());
+  const std::string out = dir + "/zt_cli_out_" + tag + ".txt", err = dir + "/zt_cli_err_" + tag + ".txt";
   const std::string command = env + " " ZT_BINARY_DIR "/bin/zt " + args + " >" + out + " 2>" + err;
   int status = std::system(command.c_str());
   CommandResult run;
@@ -33,7 +37,7 @@ CommandResult Zt(const std::string& args, const std::string& env = "") {
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
 }

@@ -1,6 +1,8 @@
 // The parser on valid input: defaults, "auto", legacy spellings, aliases,
 // comments; and its error reporting: all errors at once, in document order,
 // duplicate keys, malformed JSON with line and column, file errors.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -381,7 +383,7 @@ TEST(LoadConfigFile, FileErrorsNameThePath) {
   EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(directory.status().message().find("is a directory"), absl::string_view::npos);
 
-  const std::string path = ::testing::TempDir() + "/bad_config.json";
+  const std::string path = ::testing::TempDir() + "/bad_config_" + std::to_string(::getpid()) + ".json";
   {
     std::ofstream out(path);
     out << R"({"train_batch_size": 8, "zero_optimization": {"stage": 5}})";

@@ -1,12 +1,16 @@
 // Implementation of tests/engine/parity_model.h.
 #include "tests/engine/parity_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "absl/strings/str_format.h"
 #include "engine/lr_scheduler.h"
-#include "ops/shard_optimizer.h"
 
 namespace zt::testing {
 
@@ -76,25 +80,28 @@ class ReferenceOptimizer {
                          .initial_accumulator_value(c.initial_accumulator_value));
         break;
       case OptimizerType::kLion:
-        // No LibTorch Lion: the plain scalar reference over each whole tensor.
-        lion_ = ops::MakeShardOptimizer(c, ops::Impl::kReference);
-        for (auto& p : params_) lion_state_.push_back(lion_->InitState(p.detach()));
+        // No LibTorch Lion: plain tensor ops in the parameters' dtype.
+        lion_ = c;
+        for (auto& p : params_) lion_m_.push_back(torch::zeros_like(p.detach()));
         break;
     }
   }
 
   void Step(double lr, std::optional<double> momentum, std::optional<double> beta2) {
     if (lion_) {
+      // Chen et al. 2023: the sign of an interpolated momentum, decoupled
+      // weight decay, no bias correction (DeepSpeed's Lion).
       torch::NoGradGuard ng;
+      const double b1 = momentum.value_or(lion_->betas[0]);
+      const double b2 = beta2.value_or(lion_->betas[1]);
       for (size_t i = 0; i < params_.size(); ++i) {
         if (!params_[i].grad().defined()) continue;
         torch::Tensor p = params_[i].detach();
-        torch::Tensor flat = p.view({-1});
-        ops::StepHyper h;
-        h.lr = lr;
-        h.momentum = momentum;
-        h.beta2 = beta2;
-        lion_->Step(flat, params_[i].grad().contiguous().view({-1}), lion_state_[i], h);
+        const torch::Tensor g = params_[i].grad();
+        torch::Tensor& m = lion_m_[i];
+        const torch::Tensor u = m * b1 + g * (1.0 - b1);
+        p.mul_(1.0 - lr * lion_->weight_decay).sub_(u.sign() * lr);
+        m.mul_(b2).add_(g, 1.0 - b2);
       }
       return;
     }
@@ -121,28 +128,32 @@ class ReferenceOptimizer {
  private:
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> torch_opt_;
-  std::unique_ptr<ops::ShardOptimizer> lion_;
-  std::vector<ops::ShardState> lion_state_;
+  std::optional<OptimizerConfig> lion_;
+  std::vector<torch::Tensor> lion_m_;
 };
 
 }  // namespace
 
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                    const ParityData& data, const Config& config, int64_t steps) {
-  const bool bf16 = config.bf16.enabled;
+                    const ParityData& data, const Config& config, int64_t steps, RefArith arith) {
+  const bool f64 = arith == RefArith::kFloat64;
+  const torch::Dtype input = f64 ? torch::kDouble : config.bf16.enabled ? torch::kBFloat16 : torch::kFloat;
+  const torch::Dtype loss = f64 ? torch::kDouble : torch::kFloat;
   TrainReferenceWithLoss(
       model,
       [&](const torch::Tensor& x, const torch::Tensor& y) {
-        return torch::mse_loss(forward(bf16 ? x.to(torch::kBFloat16) : x).to(torch::kFloat), y);
+        return torch::mse_loss(forward(x.to(input)).to(loss), y.to(loss));
       },
-      data, config, steps);
+      data, config, steps, nullptr, arith);
 }
 
 void TrainReferenceWithLoss(torch::nn::Module& model,
                             const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss_fn,
                             const ParityData& data, const Config& config, int64_t steps,
-                            const std::function<void(int64_t)>& after_step) {
-  const bool bf16 = config.bf16.enabled;
+                            const std::function<void(int64_t)>& after_step, RefArith arith) {
+  const bool f64 = arith == RefArith::kFloat64;
+  const bool bf16 = config.bf16.enabled && !f64;
+  if (f64) model.to(torch::kDouble);
   if (bf16) model.to(torch::kBFloat16);
   // Each parameter once, even when tied (registered under several names).
   std::vector<torch::Tensor> model_params;
@@ -209,6 +220,57 @@ std::string CompareParams(torch::nn::Module& a, torch::nn::Module& b, double rto
     }
   }
   return worst_msg;
+}
+
+TruthComparison CompareWithTruth(torch::nn::Module& engine, torch::nn::Module& reference, torch::nn::Module& truth,
+                                 const TruthTolerance& tolerance) {
+  TruthComparison c;
+  auto pe = engine.named_parameters();
+  auto pr = reference.named_parameters();
+  auto pt = truth.named_parameters();
+  if (pe.size() != pt.size() || pr.size() != pt.size()) {
+    c.failure = "different parameter counts";
+    return c;
+  }
+  double worst_excess = 0.0;
+  for (const auto& item : pt) {
+    const std::string& name = item.key();
+    const torch::Tensor t = item.value().detach().to(torch::kDouble);
+    const torch::Tensor de = (pe[name].detach().to(torch::kDouble) - t).abs();
+    const double e = de.max().item<double>();
+    const torch::Tensor ref = pr[name].detach().to(torch::kDouble);
+    const double r = (ref - t).abs().max().item<double>();
+    c.engine_vs_reference =
+        std::max(c.engine_vs_reference, (pe[name].detach().to(torch::kDouble) - ref).abs().max().item<double>());
+    const double scale = t.abs().max().item<double>();
+    const double bound = tolerance.multiple * r + tolerance.floor * scale;
+    c.engine_error = std::max(c.engine_error, e);
+    c.reference_error = std::max(c.reference_error, r);
+    const double margin = bound > 0 ? e / bound : (e > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    if (margin > c.worst_margin || c.worst_param.empty()) {
+      c.worst_margin = margin;
+      c.worst_param = name;
+    }
+    if (e > bound && e - bound > worst_excess) {
+      worst_excess = e - bound;
+      const int64_t i = de.flatten().argmax().item<int64_t>();
+      c.failure = absl::StrFormat(
+          "%s[%d]: engine %.9g, float64 truth %.9g: engine off by %.3g, the plain reference by at most %.3g "
+          "(bound %g x that + %g x max|truth| %.3g = %.3g)",
+          name, i, pe[name].detach().flatten()[i].item<double>(), t.flatten()[i].item<double>(), e, r,
+          tolerance.multiple, tolerance.floor, scale, bound);
+    }
+  }
+  return c;
+}
+
+void RecordTruthStats(const std::string& where, const TruthComparison& c) {
+  const char* path = std::getenv("ZT_PARITY_STATS");
+  if (path == nullptr || *path == '\0') return;
+  std::ofstream out(path, std::ios::app);
+  out << absl::StrFormat("%s\tmargin %.3f (%s)\tengine %.3g\treference %.3g\tengine-reference %.3g\t%s\n", where,
+                         c.worst_margin, c.worst_param, c.engine_error, c.reference_error, c.engine_vs_reference,
+                         c.failure.empty() ? "ok" : "FAIL");
 }
 
 }  // namespace zt::testing

@@ -51,23 +51,68 @@ ParityData MakeData(int64_t rows, int64_t in_features, int64_t out_features, uin
 // the union over ranks and micro-steps is the step's global batch in order.
 int64_t MicroBatchStart(const BatchConfig& b, int64_t step, int64_t micro, int rank);
 
+// The arithmetic of a reference run: the config's (fp32, or a bf16 model
+// with fp32 master copies, as the engine does), or float64 throughout: the
+// "truth" that every correct fp32 or bf16 run only approximates.
+enum class RefArith { kAsConfigured, kFloat64 };
+
 // Trains `model` for `steps` optimizer steps on the global batch with a
 // plain single-process loop mirroring `config` (optimizer, scheduler incl.
-// OneCycle momentum, clipping). For bf16 configs the model runs in bf16 and
-// the optimizer updates fp32 master copies, as the engine does.
+// OneCycle momentum, clipping), in `arith`.
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                    const ParityData& data, const Config& config, int64_t steps);
+                    const ParityData& data, const Config& config, int64_t steps,
+                    RefArith arith = RefArith::kAsConfigured);
 
 // The same loop with any loss: loss(x, y) gets the step's global batch rows
-// as they are in `data` (no dtype conversion). `after_step(s)` runs after
+// as they are in `data` (no dtype conversion; a float64 model gets float64
+// logits back from integer token inputs). `after_step(s)` runs after
 // optimizer step s. Tied parameters are stepped once.
 void TrainReferenceWithLoss(torch::nn::Module& model,
                             const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss,
                             const ParityData& data, const Config& config, int64_t steps,
-                            const std::function<void(int64_t)>& after_step = nullptr);
+                            const std::function<void(int64_t)>& after_step = nullptr,
+                            RefArith arith = RefArith::kAsConfigured);
 
 // Largest violation of |a - b| <= atol + rtol * |b| over all parameters,
 // as a message ("" when within tolerance).
 std::string CompareParams(torch::nn::Module& a, torch::nn::Module& b, double rtol, double atol);
+
+// Parity that holds whichever kernels the BLAS picks (docs/testing.md has
+// the derivation). After a few Adam steps, fp32 runs of the same math that
+// only add in another order (another GEMM blocking, another micro-batch or
+// rank split) end apart by far more than their per-operation rounding:
+// Adam divides by sqrt(v), so a gradient element that nearly cancels turns
+// its rounding into a step of up to lr. A fixed tolerance therefore holds
+// on one CPU and not on the next. Instead, a float64 run of the same steps
+// is the truth, and the plain LibTorch run in the engine's precision shows
+// how far an honest run of that precision lands from it on this machine:
+//
+//   for every parameter:  max|engine - truth| <= multiple * max|reference - truth|
+//                                               + floor * max|truth|
+//
+// `floor` keeps a tensor whose reference happens to land on the truth from
+// demanding the impossible. A real error (gradients not averaged, a micro-
+// batch not accumulated, a stale shard) moves the engine by O(lr) per step,
+// orders of magnitude beyond the bound.
+struct TruthTolerance {
+  double multiple = 0.0;
+  double floor = 0.0;
+};
+
+struct TruthComparison {
+  std::string failure;      // "" when every parameter is within the bound
+  double worst_margin = 0;  // max over parameters of max|engine - truth| / bound (<= 1 passes)
+  std::string worst_param;  // where that margin was reached
+  double engine_error = 0;  // max over all parameters of |engine - truth|
+  double reference_error = 0;  // the same for the plain reference
+  double engine_vs_reference = 0;  // max |engine - reference|: what a fixed tolerance would compare
+};
+
+TruthComparison CompareWithTruth(torch::nn::Module& engine, torch::nn::Module& reference, torch::nn::Module& truth,
+                                 const TruthTolerance& tolerance);
+
+// One line of the comparison's figures; appended to the file named by
+// ZT_PARITY_STATS when that is set (how docs/testing.md's table was made).
+void RecordTruthStats(const std::string& where, const TruthComparison& c);
 
 }  // namespace zt::testing

@@ -51,7 +51,9 @@ torch::Tensor TinyGptImpl::forward(const torch::Tensor& idx) {
   torch::Tensor x = wte(idx) + wpe(pos);
   for (int i : order) x = h[static_cast<size_t>(i)](x);
   if (adapter) x = adapter(x);
-  return lm_head(ln_f(x)).to(torch::kFloat);
+  torch::Tensor logits = lm_head(ln_f(x));
+  // bf16 logits go to fp32 for the loss; fp32 and float64 (the truth run) stay.
+  return logits.scalar_type() == torch::kBFloat16 ? logits.to(torch::kFloat) : logits;
 }
 
 TinyGptHandle MakeTinyGpt(const TinyGptOptions& o, bool root_is_unit) {

@@ -48,7 +48,7 @@ TORCH_MODULE(TiedHead);
 
 struct TinyGptImpl : torch::nn::Module {
   explicit TinyGptImpl(const TinyGptOptions& o);
-  // idx: [batch, seq] int64 -> logits [batch, seq, vocab] (float32)
+  // idx: [batch, seq] int64 -> logits [batch, seq, vocab] (float32; float64 for a float64 model)
   torch::Tensor forward(const torch::Tensor& idx);
 
   TinyGptOptions options;

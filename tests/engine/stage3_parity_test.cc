@@ -3,26 +3,31 @@
 // stage 3 must end with the same parameters as one process training it on
 // the whole global batch with plain LibTorch.
 //
-// Tolerances: fp32 |engine - ref| <= 1e-5 |ref| + 1e-6 after 10 steps, as in
-// parity_test.cc; bf16 against a bf16 reference within one bf16 rounding step
-// (|ref| / 128, this model's weights reach 2 where a step is 0.008) + 4e-3
-// (see the variant). Variants cover
-// prefetch on/off and tight windows, persistence, the top module as a unit,
-// one or several chunks per unit, accumulation, clipping, overlap off, bf16,
-// a unit order that changes once and one that changes every step, evaluation
-// between steps (its losses must match too), and GatheredParameters with a
-// modifier rank writing into the shards.
+// Tolerance: CompareWithTruth (parity_model.h). A float64 run of the same
+// steps is the truth; the engine must land within kTruth.multiple times as
+// far from it as the plain LibTorch run in the same precision lands, per
+// parameter. A fixed 1e-5 held with OpenBLAS's Haswell kernels and failed
+// with its Cooperlake kernels (AVX-512): the float64 runs showed the plain
+// fp32 reference itself 1e-5..1e-4 from the truth there, so the engine was
+// no further off than LibTorch; docs/testing.md has the figures. bf16 runs
+// are held to the same rule against a bf16 reference.
+//
+// Variants cover prefetch on/off and tight windows, persistence, the top
+// module as a unit, one or several chunks per unit, accumulation, clipping,
+// overlap off, bf16, a unit order that changes once and one that changes
+// every step, evaluation between steps (its losses must match too), and
+// GatheredParameters with a modifier rank writing into the shards. Each
+// (variant, world) pair is its own test case and ctest entry.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <algorithm>
+#include <tuple>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
@@ -37,13 +42,13 @@ namespace zt::testing {
 namespace {
 
 constexpr int64_t kSteps = 10;
+// See the file comment and docs/testing.md for how these were derived.
+constexpr TruthTolerance kTruth{/*multiple=*/4.0, /*floor=*/1e-6};
 
 struct Variant {
   std::string name;
   std::function<void(Config&)> setup = [](Config&) {};
   bool root_unit = false;
-  double rtol = 1e-5;
-  double atol = 1e-6;
   std::function<std::vector<int>(int64_t step)> order;  // blocks to run at a step (null: all, in order)
   bool eval = false;                                    // evaluate after every step
   int64_t modify_step = -1;                             // GatheredParameters(modifier 0) after this step
@@ -103,13 +108,6 @@ std::vector<Variant> Variants() {
                  c.bf16.enabled = true;
                  c.optimizer.lr = 1e-3;
                }};
-  // One bf16 rounding step (2^-7 relative at the bottom of a binade) plus
-  // four Adam steps of lr 1e-3: gradients near zero round differently when
-  // summed over ranks than in the reference's full batch, and Adam turns a
-  // different sign into a step the other way. The fp32 variants prove the
-  // arithmetic; this one proves the bf16 path stays with the reference.
-  bf16.rtol = 1.0 / 128;
-  bf16.atol = 4e-3;
   v.push_back(bf16);
   return v;
 }
@@ -133,6 +131,8 @@ absl::Status RunVariant(const Variant& v, const std::shared_ptr<comm::ProcessGro
   TinyGptHandle model = MakeTinyGpt(opts, v.root_unit);
   torch::manual_seed(99);
   TinyGpt reference(opts);
+  torch::manual_seed(99);
+  TinyGpt truth(opts);
 
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg));
   std::vector<double> eval_losses;
@@ -175,73 +175,102 @@ absl::Status RunVariant(const Variant& v, const std::shared_ptr<comm::ProcessGro
     return absl::InternalError(absl::StrCat(where, ": ", stats.trace_mismatches, " unit-order changes observed"));
   }
 
-  int64_t ref_step = 0;
-  std::vector<double> ref_eval;
-  TrainReferenceWithLoss(
-      *reference,
-      [&](const torch::Tensor& x, const torch::Tensor& y) {
-        if (v.order) reference->order = v.order(ref_step);
-        ++ref_step;
-        return CrossEntropy(reference->forward(x), y);
-      },
-      data, config, kSteps,
-      [&](int64_t s) {
-        if (v.eval) {
-          torch::NoGradGuard no_grad;
-          ref_eval.push_back(CrossEntropy(reference->forward(eval_data.x), eval_data.y).item<double>());
-        }
-        if (s == v.modify_step) {
-          torch::NoGradGuard no_grad;
-          reference->ln_f->weight.mul_(1.5);
-        }
-      });
+  // The same steps twice: in the engine's precision with plain LibTorch, and
+  // in float64 (the truth both approximate).
+  auto train = [&](TinyGpt& m, RefArith arith) {
+    int64_t step = 0;
+    std::vector<double> losses;
+    TrainReferenceWithLoss(
+        *m,
+        [&](const torch::Tensor& x, const torch::Tensor& y) {
+          if (v.order) m->order = v.order(step);
+          ++step;
+          return CrossEntropy(m->forward(x), y);
+        },
+        data, config, kSteps,
+        [&](int64_t s) {
+          if (v.eval) {
+            torch::NoGradGuard no_grad;
+            losses.push_back(CrossEntropy(m->forward(eval_data.x), eval_data.y).item<double>());
+          }
+          if (s == v.modify_step) {
+            torch::NoGradGuard no_grad;
+            m->ln_f->weight.mul_(1.5);
+          }
+        },
+        arith);
+    return losses;
+  };
+  const std::vector<double> ref_eval = train(reference, RefArith::kAsConfigured);
+  const std::vector<double> truth_eval = train(truth, RefArith::kFloat64);
   for (size_t i = 0; i < eval_losses.size(); ++i) {
-    if (std::abs(eval_losses[i] - ref_eval[i]) > 1e-5 * std::abs(ref_eval[i]) + 1e-6) {
-      return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, reference %.9g", where, i,
-                                                 eval_losses[i], ref_eval[i]));
+    const double e = std::abs(eval_losses[i] - truth_eval[i]);
+    const double r = std::abs(ref_eval[i] - truth_eval[i]);
+    if (e > kTruth.multiple * r + kTruth.floor * std::abs(truth_eval[i])) {
+      return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, float64 truth %.9g, plain "
+                                                 "reference %.9g",
+                                                 where, i, eval_losses[i], truth_eval[i], ref_eval[i]));
     }
   }
-  std::string diff;
+  TruthComparison cmp;
   {
     GatheredParameters full(*engine);
-    diff = CompareParams(*model.module, *reference, v.rtol, v.atol);
+    cmp = CompareWithTruth(*model.module, *reference, *truth, kTruth);
     full.Release();
   }
-  if (!diff.empty()) return absl::InternalError(absl::StrCat(where, ": parameters differ from the reference: ", diff));
+  if (rank == 0) RecordTruthStats(where, cmp);
+  if (!cmp.failure.empty()) {
+    return absl::InternalError(absl::StrCat(where, ": parameters differ from the reference: ", cmp.failure));
+  }
   return absl::OkStatus();
 }
 
+const Variant* FindVariant(const std::vector<Variant>& all, const std::string& name) {
+  for (const Variant& v : all) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+// ctx.arg: the variant to run.
 ZT_RANK_WORKER(stage3_parity) {
+  const std::vector<Variant> all = Variants();
+  const Variant* v = FindVariant(all, ctx.arg);
+  if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("no variant named '", ctx.arg, "'"));
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, options));
-  // ctx.arg: comma-separated variant names to run (empty: all), for debugging
-  // a rank worker by hand with --zt-rank-arg under `zt launch`.
-  const std::vector<std::string> only = absl::StrSplit(ctx.arg, ',', absl::SkipEmpty());
-  for (const Variant& v : Variants()) {
-    if (!only.empty() && std::find(only.begin(), only.end(), v.name) == only.end()) continue;
-    try {
-      ZT_RETURN_IF_ERROR(RunVariant(v, pg));
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("variant ", v.name, " threw: ", e.what()));
-    }
+  try {
+    return RunVariant(*v, pg);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("variant ", v->name, " threw: ", e.what()));
   }
-  return absl::OkStatus();
 }
 
-class Stage3ParityTest : public ::testing::TestWithParam<int> {};
+std::vector<std::string> VariantNames() {
+  std::vector<std::string> names;
+  for (const Variant& v : Variants()) names.push_back(v.name);
+  return names;
+}
+
+class Stage3ParityTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(Stage3ParityTest, MatchesSingleProcessReference) {
+  const auto& [variant, world] = GetParam();
   RankRunOptions options;
-  options.world_size = GetParam();
-  options.timeout = std::chrono::seconds(600);
+  options.world_size = world;
+  options.arg = variant;
+  options.timeout = std::chrono::seconds(300);
   RankRunResult result = RunRanks("stage3_parity", options);
   EXPECT_TRUE(result.ok()) << result.Summary();
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, Stage3ParityTest, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return absl::StrCat("world", info.param); });
+INSTANTIATE_TEST_SUITE_P(Variants, Stage3ParityTest,
+                         ::testing::Combine(::testing::ValuesIn(VariantNames()), ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           return absl::StrCat(std::get<0>(info.param), "_world", std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace zt::testing

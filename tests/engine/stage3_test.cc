@@ -308,6 +308,8 @@ ZT_RANK_WORKER(stage3_sharded_init) {
   // Trains exactly like a model built whole (rank 0's initial values).
   torch::manual_seed(7);
   Chain reference;
+  torch::manual_seed(7);
+  Chain truth;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(*model, c, pg));
   const int64_t steps = 3;
   ParityData data;
@@ -321,10 +323,15 @@ ZT_RANK_WORKER(stage3_sharded_init) {
     engine->Step();
   }
   TrainReference(*reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, c, steps);
+  TrainReference(*truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, c, steps,
+                 RefArith::kFloat64);
   GatheredParameters full(*engine);
-  const std::string diff = CompareParams(**model, *reference, 1e-5, 1e-6);
+  // Rounding-aware parity, as in parity_test.cc (docs/testing.md).
+  const TruthComparison cmp = CompareWithTruth(**model, *reference, *truth, {/*multiple=*/4.0, /*floor=*/1e-6});
   full.Release();
-  if (!diff.empty()) return absl::InternalError(absl::StrCat("world ", pg->size(), ": ShardedInit model: ", diff));
+  if (!cmp.failure.empty()) {
+    return absl::InternalError(absl::StrCat("world ", pg->size(), ": ShardedInit model: ", cmp.failure));
+  }
   return absl::OkStatus();
 }
 
