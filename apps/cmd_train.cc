@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,11 +19,16 @@
 #include "apps/flags.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
+#include "estimate/builtin_models.h"
+#include "estimate/memory_estimate.h"
 #include "models/registry.h"
 #include "train/train_config.h"
 #include "train/train_options.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/strings.h"
+#include "util/system_info.h"
 
 namespace zt::cli {
 namespace {
@@ -121,6 +128,11 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
   o->progress = !f.GetBool("no-progress");
   o->threads = static_cast<int>(f.GetInt("threads"));
   if (o->resume && o->save_dir == "none") return BadFlag("--resume needs checkpoints: drop --save-dir none");
+  if (o->save_dir == "none" && !o->export_path.empty() && o->export_path != "none") {
+    return BadFlag(absl::StrCat("--export ", o->export_path,
+                                " is written from the final checkpoint, and --save-dir none turns checkpoints off: "
+                                "drop --save-dir none, or drop --export"));
+  }
 
   // Command-line values written into the config.
   if (f.WasSet("stage")) {
@@ -129,6 +141,11 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
     co->values["zero_optimization.stage"] = absl::StrCat(s);
   }
   const bool micro = f.WasSet("micro-batch"), gas = f.WasSet("grad-accum"), global = f.WasSet("global-batch");
+  for (const char* name : {"micro-batch", "grad-accum", "global-batch"}) {
+    if (f.WasSet(name) && f.GetInt(name) < 1) {
+      return BadFlag(absl::StrCat("--", name, " must be at least 1, got ", f.GetInt(name)));
+    }
+  }
   if (micro) co->values["train_micro_batch_size_per_gpu"] = absl::StrCat(f.GetInt("micro-batch"));
   if (gas) co->values["gradient_accumulation_steps"] = absl::StrCat(f.GetInt("grad-accum"));
   if (global) co->values["train_batch_size"] = absl::StrCat(f.GetInt("global-batch"));
@@ -168,6 +185,42 @@ std::string SelfExe() {
   return buf;
 }
 
+// More ranks than cores time-share the CPU; far more also multiply the
+// per-process memory. Warns about the first, refuses what cannot fit in the
+// memory available now (the estimate of model states, buffers and
+// activations per rank plus the LibTorch process itself, about 200 MiB).
+absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& json, const std::string& source,
+                            int nproc) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1 || nproc <= cores) return absl::OkStatus();
+  constexpr int64_t kProcessBytes = int64_t{200} << 20;
+  int64_t per_rank = kProcessBytes;
+  absl::StatusOr<Config> config = train::ParseTrainConfig(json, source, nproc);
+  models::ModelSpec spec;
+  spec.name = o.model;
+  spec.overrides = o.model_overrides;
+  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
+  if (config.ok() && shape.ok()) {
+    estimate::EstimateOptions eo = estimate::OptionsFromConfig(*config, nproc);
+    absl::StatusOr<estimate::MemoryEstimate> m = estimate::EstimateMemory(*shape, eo);
+    if (m.ok()) per_rank += m->total() + m->offloaded_cpu;
+  }
+  const int64_t available = AvailableMemoryBytes();
+  const std::string need = absl::StrCat(nproc, " ranks x ", HumanBytes(static_cast<double>(per_rank)), " = ",
+                                        HumanBytes(static_cast<double>(per_rank) * nproc));
+  if (available > 0 && per_rank * nproc > available) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "--nproc ", nproc, " needs about ", need, " of memory, more than the ",
+        HumanBytes(static_cast<double>(available)), " available: start fewer ranks (this machine has ", cores,
+        " cores)"));
+  }
+  std::fprintf(stderr,
+               "zt train: warning: %d ranks on %ld cores share the CPU (each rank gets one thread and they take "
+               "turns; expect it to be slower than %ld ranks); memory: about %s\n",
+               nproc, cores, cores, need.c_str());
+  return absl::OkStatus();
+}
+
 int Fail(const absl::Status& st) {
   std::string message(st.message());
   std::fprintf(stderr, "zt train: %s\n", message.c_str());
@@ -204,7 +257,17 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
   if (!env.ok()) return Fail(env.status());
   const bool under_launcher = env->source != comm::RankEnv().source;
+  const std::string output_dir = train::ResolveOutputPaths(options).output_dir;
+  std::optional<train::RunLock> run_lock;  // held until this process exits
   if (under_launcher) {
+    // Started by another launcher: rank 0 holds the output directory's lock
+    // (a zt train parent that started us holds it already).
+    const char* held = std::getenv(train::kRunLockHeldEnv);
+    if (env->rank == 0 && (held == nullptr || std::string(held) != "1")) {
+      absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);
+      if (!lock.ok()) return Fail(lock.status());
+      run_lock.emplace(std::move(*lock));
+    }
     if (flags.WasSet("nproc") && flags.GetInt("nproc") != env->world_size && env->rank == 0) {
       std::fprintf(stderr, "zt train: note: --nproc %lld ignored: the launcher started %d ranks (%s)\n",
                    flags.GetInt("nproc"), env->world_size, env->source.c_str());
@@ -227,6 +290,10 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   if (absl::Status st = train::CheckTrainJob(options, *json, source, static_cast<int>(nproc)); !st.ok()) {
     return Fail(st);
   }
+  if (absl::Status st = CheckRankCount(options, *json, source, static_cast<int>(nproc)); !st.ok()) return Fail(st);
+  absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);
+  if (!lock.ok()) return Fail(lock.status());
+  run_lock.emplace(std::move(*lock));
   if (nproc == 1) {
     try {
       absl::Status st = train::RunTrainingRank(options, *json, source);
@@ -239,6 +306,7 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   }
   comm::LaunchOptions lo;
   lo.nproc_per_node = static_cast<int>(nproc);
+  lo.extra_env[train::kRunLockHeldEnv] = "1";
   lo.command = {SelfExe(), "train"};
   lo.command.insert(lo.command.end(), args.begin(), args.end());
   // Ranks write straight to our stdout/stderr: rank 0's progress line can

@@ -74,6 +74,7 @@ absl::Status Flags::Parse(const std::vector<std::string>& args) {
           "; see ", command_, " --help"));
     }
     const Spec& spec = it->second;
+    given_.insert(name);
     if (spec.kind == Kind::kBool) {
       if (has_value && value != "true" && value != "false" && value != "1" && value != "0") {
         return absl::InvalidArgumentError(
@@ -141,14 +142,7 @@ const std::vector<std::string>& Flags::GetRepeated(const std::string& name) cons
   return it == repeated_.end() ? kEmpty : it->second;
 }
 
-bool Flags::WasSet(const std::string& name) const {
-  auto spec = specs_.find(name);
-  if (spec == specs_.end()) return false;
-  if (spec->second.kind == Kind::kRepeated) return repeated_.count(name) > 0;
-  auto it = values_.find(name);
-  if (spec->second.kind == Kind::kBool) return it != values_.end();
-  return it != values_.end() && it->second != spec->second.default_text;
-}
+bool Flags::WasSet(const std::string& name) const { return given_.count(name) > 0; }
 
 std::string Flags::Usage(const std::string& synopsis) const {
   std::string out = absl::StrCat("usage: ", command_, " ", synopsis, "\n\noptions:\n");

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ class Flags {
   const std::string& GetString(const std::string& name) const;
   bool GetBool(const std::string& name) const;
   const std::vector<std::string>& GetRepeated(const std::string& name) const;
+  // True when the command line gave the flag, even with its default value:
+  // `--stage 0` over a stage-3 config and `--lr 0` (refused) must not read
+  // as "not given".
   bool WasSet(const std::string& name) const;
 
   const std::vector<std::string>& positional() const { return positional_; }
@@ -58,6 +62,7 @@ class Flags {
   std::vector<std::string> order_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<std::string>> repeated_;
+  std::set<std::string> given_;  // names the command line gave
   std::vector<std::string> positional_;
   std::vector<std::string> rest_;
   bool help_requested_ = false;

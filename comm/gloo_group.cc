@@ -164,7 +164,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     }
     workers_.clear();
     if (heartbeat_) {
-      heartbeat_->AnnounceLeaving();
+      heartbeat_->AnnounceLeaving(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2)));
       if (rank_ == 0 && size_ > 1) {
         heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
             options_.timeout, std::max<std::chrono::milliseconds>(std::chrono::seconds(10),

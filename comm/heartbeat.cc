@@ -59,6 +59,8 @@ struct Heartbeat::State {
   bool exited = false;
   int64_t counter = 0;
   std::string pending_abort;
+  bool pending_leave = false;  // AnnounceLeaving asked for "left/<rank>"
+  bool leave_written = false;  // ... and the thread wrote it (or the store failed)
 
   void WriteBeat() {
     store->set(std::to_string(rank), Bytes(absl::StrCat(counter++, " ", UnixMillis())));
@@ -73,21 +75,27 @@ struct Heartbeat::State {
   void Run() {
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      cv.wait_for(lock, interval, [&] { return stop || !pending_abort.empty(); });
+      cv.wait_for(lock, interval, [&] { return stop || !pending_abort.empty() || pending_leave; });
       std::string abort_reason;
       abort_reason.swap(pending_abort);
+      const bool leave = pending_leave && !leave_written;
       const bool last = stop;
       lock.unlock();
       try {
         // An abort reason is written even when stopping: peers diagnosing
         // the failure we caused need it after we are gone.
         if (!abort_reason.empty()) store->set(absl::StrCat("abort/", rank), Bytes(abort_reason));
-        if (!last) WriteBeat();
+        if (leave) store->set(absl::StrCat("left/", rank), Bytes("1"));
+        if (!last && !leave) WriteBeat();
       } catch (const std::exception&) {
         // The store is gone (rank 0 exited or died). Peers that need the
         // heartbeat will say the store is unreachable; nothing to do here.
       }
       lock.lock();
+      if (leave) {
+        leave_written = true;
+        cv.notify_all();
+      }
       if (last && pending_abort.empty()) break;
     }
     exited = true;
@@ -177,12 +185,15 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
   return result->diagnosis;
 }
 
-void Heartbeat::AnnounceLeaving() {
-  try {
-    state_->store->set(absl::StrCat("left/", state_->rank), Bytes("1"));
-  } catch (const std::exception&) {
-    // Store already gone: nobody is waiting for us.
-  }
+void Heartbeat::AnnounceLeaving(std::chrono::milliseconds bound) {
+  // Through the background thread, never on the caller's: when rank 0 (the
+  // store's host) is stopped, the thread may sit in a store read that only
+  // the store's own timeout (minutes) ends, holding the client's lock, and a
+  // write from here would queue behind it. Nobody needs our "left" mark then.
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->pending_leave = true;
+  state_->cv.notify_all();
+  state_->cv.wait_for(lock, bound, [&] { return state_->leave_written || state_->exited; });
 }
 
 void Heartbeat::WaitUntilOthersLeft(std::chrono::milliseconds bound) {

@@ -3,7 +3,9 @@
 // write per rank per interval; reads happen only after a failure.
 //
 // Limits: the store lives in rank 0's process, so when rank 0 itself is dead
-// or stopped the diagnosis can only say that (store unreachable). Ages come
+// or stopped the diagnosis can only say that (store unreachable). No call
+// here waits on the store without a deadline: every store access runs on a
+// background thread that a hung store can strand, never the caller. Ages come
 // from wall clocks, which are only as close as the hosts' clocks.
 #pragma once
 
@@ -57,8 +59,9 @@ class Heartbeat {
   // down while a peer may still need it (e.g. to diagnose a failure). Every
   // rank announces that it is leaving; rank 0 then waits until each peer has
   // left or its heartbeat has been still for max(3 intervals, 3 s) (dead or stopped),
-  // at most `bound`.
-  void AnnounceLeaving();
+  // at most `bound`. AnnounceLeaving waits at most `bound` for its mark to be
+  // written (the store may be hung: rank 0 stopped) and never blocks longer.
+  void AnnounceLeaving(std::chrono::milliseconds bound);
   void WaitUntilOthersLeft(std::chrono::milliseconds bound);
 
   std::chrono::milliseconds interval() const { return interval_; }

@@ -8,9 +8,12 @@
 #include "train/trainer.h"
 
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -178,11 +181,60 @@ absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::string& exp
   return absl::OkStatus();
 }
 
+// A data path must be something zt train can size and read to the end: a
+// regular file or a directory of them. A pipe would block forever and
+// /dev/zero never ends.
+absl::Status CheckDataPath(const char* flag, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) return absl::OkStatus();  // the data reader names a missing path
+  if (std::filesystem::is_regular_file(st) || std::filesystem::is_directory(st)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " ", path, " is not a regular file or directory (a pipe, socket or device): zt train sizes and "
+      "re-reads its data, so write it to a file first"));
+}
+
+// Creates `dir` if needed and proves a file can be written there, so an
+// unwritable checkpoint or output directory is named before any step runs
+// instead of at the first save.
+absl::Status CheckWritableDir(const char* what, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create the ", what, " ", dir, ": ", ec.message(), "; choose another directory"));
+  }
+  const std::string probe = absl::StrCat(dir, "/.zt_write_check.", getpid());
+  std::ofstream out(probe, std::ios::trunc);
+  out << "ok";
+  out.close();
+  const bool ok = static_cast<bool>(out);
+  std::filesystem::remove(probe, ec);
+  if (!ok) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the ", what, " ", dir, " is not writable (", std::strerror(errno),
+                     "); fix its permissions or choose another directory"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json, const std::string& config_source,
                            int world_size) {
   ZT_ASSIGN_OR_RETURN(Config config, ParseTrainConfig(config_json, config_source, world_size));
+  if (config.fp16.enabled && !at::hasCUDA()) {
+    // LibTorch's CPU kernels lack fp16 for LayerNorm, matmul and more; the
+    // ranks would fail at their first forward.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fp16 compute needs CUDA and this build runs on the CPU (fp16 comes from --precision fp16 or fp16.enabled "
+        "in ", config_source, "): use --precision bf16 (bf16.enabled) or fp32"));
+  }
+  ZT_RETURN_IF_ERROR(CheckDataPath("--data", o.data));
+  ZT_RETURN_IF_ERROR(CheckDataPath("--eval-data", o.eval_data));
+  const OutputPaths paths = ResolveOutputPaths(o);
+  ZT_RETURN_IF_ERROR(CheckWritableDir("output directory (--output-dir)", paths.output_dir));
+  if (!paths.save_dir.empty()) ZT_RETURN_IF_ERROR(CheckWritableDir("checkpoint directory (--save-dir)", paths.save_dir));
   models::ModelSpec spec;
   spec.name = o.model;
   spec.overrides = o.model_overrides;

@@ -14,12 +14,14 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -117,6 +119,53 @@ absl::Status RunVictimScenario(const zt::testing::RankContext& ctx, int signal_n
     KillRank(dir, victim);  // end the stopped process instead of waiting for the harness
   }
   return result;
+}
+
+// A rank, the store's host (rank 0) included, stops while its peers are in
+// a collective. The survivors must get the error and then destroy their
+// group within a bound far below the store's own timeout (20 s here): the
+// group's shutdown may not wait on a store whose host is frozen. The victim
+// stays stopped until every survivor is done, so nothing but the fix can
+// end their wait early; the last survivor then kills it.
+ZT_RANK_WORKER(stopped_rank_shutdown) {
+  const int victim = Victim(ctx.arg);
+  const std::string dir = ArgValue(ctx.arg, "dir");
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  at::Tensor t = at::ones({1000});
+  for (int i = 0; i < 3; ++i) ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum)->Wait());
+  const int n = group->size();
+  if (group->rank() == victim) {
+    WritePid(dir, victim);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::raise(SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return absl::InternalError("the victim survived its signal");
+  }
+  at::Tensor flat = at::zeros({1 << 16});
+  const int64_t b = zt::comm::ShardBegin(flat.numel(), n, group->rank());
+  at::Tensor shard = flat.narrow(0, b, zt::comm::ShardEnd(flat.numel(), n, group->rank()) - b);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = group->AllGather(shard, flat)->Wait();
+  const auto failed = std::chrono::steady_clock::now();
+  group.reset();  // the group's shutdown: heartbeat, "left" mark, rank 0's wait for peers
+  const auto done = std::chrono::steady_clock::now();
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  std::printf("rank %d: error after %.2f s, group shut down in %.2f s: %s\n", ctx.rank, seconds(failed - start),
+              seconds(done - failed), st.ToString().c_str());
+  std::fflush(stdout);
+  std::ofstream(absl::StrCat(dir, "/done", ctx.rank)) << "1\n";
+  bool all_done = true;
+  for (int r = 0; r < n; ++r) {
+    if (r != victim && access(absl::StrCat(dir, "/done", r).c_str(), F_OK) != 0) all_done = false;
+  }
+  if (all_done) KillRank(dir, victim);
+  ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
+  if (seconds(failed - start) > 10.0 || seconds(done - failed) > 6.0) {
+    return absl::InternalError(absl::StrFormat("rank %d: error after %.2f s and shutdown in %.2f s; expected "
+                                               "within the 3 s comm timeout plus the diagnosis (10 s) and 6 s",
+                                               ctx.rank, seconds(failed - start), seconds(done - failed)));
+  }
+  return absl::OkStatus();
 }
 
 std::string TempDir() {
@@ -244,6 +293,26 @@ TEST(Faults, StoppedRankBecomesDeadlineExceeded) {
     for (int r = 0; r < 3; ++r) EXPECT_FALSE(result.timed_out[r]) << result.Summary();
   }
 }
+
+class StoppedRankShutdown : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(StoppedRankShutdown, SurvivorsExitWithinTheTimeout) {
+  const auto [world, victim] = GetParam();
+  auto opts = FaultOptions(world, absl::StrCat("victim=", victim, ",dir=", TempDir()), "3");
+  opts.may_fail_ranks = {victim};
+  auto result = zt::testing::RunRanks("stopped_rank_shutdown", opts);
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+  for (int r = 0; r < world; ++r) EXPECT_FALSE(result.timed_out[r]) << result.Summary();
+}
+
+// The store's host (rank 0) and the last rank, at worlds 2 and 3.
+INSTANTIATE_TEST_SUITE_P(WorldsAndVictims, StoppedRankShutdown,
+                         ::testing::Values(std::make_tuple(2, 0), std::make_tuple(2, 1), std::make_tuple(3, 0),
+                                           std::make_tuple(3, 2)),
+                         [](const auto& info) {
+                           return absl::StrCat("world", std::get<0>(info.param), "_stop_rank", std::get<1>(info.param));
+                         });
 
 TEST(Faults, RankThatNeverJoinsIsNamed) {
   auto opts = FaultOptions(3, "victim=2", "600");

@@ -3,14 +3,19 @@
 // at every ZeRO stage (the loss falls), a resumed run continues the loss
 // curve of an uninterrupted one, evaluation counts each sample once at any
 // world size, fine-tuning starts from the exported weights, the monitors and
-// the report are written, and bad input fails before any rank starts.
+// the report are written, bad input fails before any rank starts, and a
+// second run into a busy output directory is refused.
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +23,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -113,6 +119,8 @@ std::string LossCsv(const std::string& out, const std::string& job) {
 TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
   const std::string dir = TempDir("stages");
   const std::string corpus = MakeCorpus(dir);
+  const std::string fifo = dir + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   struct Case {
     std::string model, data, extra;
     int steps;
@@ -325,6 +333,8 @@ TEST(TrainE2E, UnderALauncherWithTokenFileAndCheckpointing) {
 TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   const std::string dir = TempDir("errors");
   const std::string corpus = MakeCorpus(dir);
+  const std::string fifo = dir + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   struct Case {
     std::string args, expect;
   };
@@ -339,14 +349,80 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data " + corpus + " --init-from /nonexistent/w.safetensors", "/nonexistent/w.safetensors"},
       {"--model gpt2-tiny --stage 5", "--stage"},
       {"--model gpt2-tiny --precision fp8", "--precision"},
+      // Values equal to a flag's default are still given, and refused by name.
+      {"--model gpt2-tiny --lr 0", "--lr must be > 0"},
+      {"--model gpt2-tiny --nproc 0", "--nproc must be in [1, 256]"},
+      {"--model gpt2-tiny --micro-batch 0", "--micro-batch must be at least 1"},
+      {"--model gpt2-tiny --grad-accum 0", "--grad-accum must be at least 1"},
+      {"--model gpt2-tiny --save-dir none --export " + dir + "/w.safetensors", "--save-dir none"},
+      {"--model gpt2-tiny --data " + corpus + " --precision fp16", "fp16 compute needs CUDA"},
+      {"--model gpt2-tiny --data /dev/zero", "not a regular file or directory"},
+      {"--model gpt2-tiny --data " + fifo, "not a regular file or directory"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
-    CommandResult r = Zt(absl::StrCat("train ", c.args, " --nproc 2 --output-dir ", dir, "/out"));
+    CommandResult r = Zt(absl::StrCat("train --nproc 2 --output-dir ", dir, "/out ", c.args));
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, c.expect)) << r.output;
     EXPECT_FALSE(absl::StrContains(r.output, "[zt r")) << "a rank started:\n" << r.output;
   }
+}
+
+TEST(TrainE2E, UnwritableSaveDirIsNamedBeforeTraining) {
+  const std::string dir = TempDir("unwritable");
+  const std::string corpus = MakeCorpus(dir);
+  // A regular file where the checkpoint directory should be: no directory
+  // can be made there, even as root.
+  std::ofstream(dir + "/blocker") << "x";
+  CommandResult r = Zt(absl::StrCat("train --model gpt2-tiny --data ", corpus, " --steps 2 --nproc 2 --output-dir ",
+                                    dir, "/out --save-dir ", dir, "/blocker/ckpt"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "checkpoint directory (--save-dir) " + dir + "/blocker/ckpt")) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "[zt r")) << "a rank started:\n" << r.output;
+}
+
+TEST(TrainE2E, SecondRunIntoTheSameOutputDirectoryIsRefused) {
+  const std::string dir = TempDir("lock");
+  const std::string corpus = MakeCorpus(dir);
+  const std::string args = absl::StrCat("train --model gpt2-tiny --data ", corpus, " --nproc 2 --no-progress ",
+                                        "--output-dir ", dir, "/out");
+  // The first run holds the lock for its whole life: start it, wait until
+  // it has the lock (its pid is in the lock file), then start the second.
+  const std::string first_cmd = absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args,
+                                             " --steps 400 > ", dir, "/first.log 2>&1 & echo $!");
+  CommandResult started;
+  {
+    FILE* p = ::popen(first_cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[64] = {0};
+    ASSERT_NE(std::fgets(buf, sizeof(buf), p), nullptr);
+    ::pclose(p);
+    started.output = buf;
+  }
+  const int first_pid = std::atoi(started.output.c_str());
+  ASSERT_GT(first_pid, 0);
+  bool locked = false;
+  for (int i = 0; i < 600 && !locked; ++i) {
+    std::ifstream in(dir + "/out/.zt_run.lock");
+    std::string holder((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    locked = absl::StrContains(holder, "pid ");
+    if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(locked);
+  CommandResult second = Zt(absl::StrCat(args, " --steps 2"));
+  ::kill(first_pid, SIGTERM);
+  for (int i = 0; i < 200 && ::kill(first_pid, 0) == 0; ++i) {
+    ::waitpid(first_pid, nullptr, WNOHANG);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(second.code, 0) << second.output;
+  EXPECT_TRUE(absl::StrContains(second.output, "another zt train run (pid ")) << second.output;
+  EXPECT_TRUE(absl::StrContains(second.output, dir + "/out")) << second.output;
+  EXPECT_FALSE(absl::StrContains(second.output, "[zt r")) << "a rank started:\n" << second.output;
+
+  // Once the holder is gone (killed here), the directory is free again.
+  CommandResult third = Zt(absl::StrCat(args, " --steps 2 --save-dir none --export none"));
+  EXPECT_EQ(third.code, 0) << third.output;
 }
 
 }  // namespace

@@ -31,6 +31,16 @@ TEST(Flags, ParsesAllForms) {
   EXPECT_FALSE(f.WasSet("out"));
 }
 
+TEST(Flags, ValueEqualToTheDefaultStillCountsAsGiven) {
+  Flags f = MakeFlags();
+  ASSERT_TRUE(f.Parse({"--world-size", "1", "--out=x", "--lr", "0.001"}).ok());
+  EXPECT_TRUE(f.WasSet("world-size"));
+  EXPECT_TRUE(f.WasSet("out"));
+  EXPECT_TRUE(f.WasSet("lr"));
+  EXPECT_FALSE(f.WasSet("print"));
+  EXPECT_FALSE(f.WasSet("set"));
+}
+
 TEST(Flags, UnderscoreSpellingAccepted) {
   Flags f = MakeFlags();
   ASSERT_TRUE(f.Parse({"--world_size=3"}).ok());
