@@ -4,10 +4,14 @@
 #include "ckpt/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <utility>
 
@@ -53,9 +57,49 @@ std::string DirName(const std::string& path) {
 
 // ---------------------------------------------------------------- AtomicFile
 
+namespace {
+
+// "<name>.tmp.<pid>" -> true, with the pid; anything else -> false.
+bool ParseTemporaryName(const std::string& name, std::string* target, long* pid) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return false;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  *target = name.substr(0, at);
+  *pid = std::strtol(digits.c_str(), nullptr, 10);
+  return true;
+}
+
+}  // namespace
+
+int RemoveStaleTemporaries(const std::string& dir, const std::string& only_for) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::string target;
+    long pid = 0;
+    if (!ParseTemporaryName(entry.path().filename().string(), &target, &pid)) continue;
+    if (!only_for.empty() && target != only_for) continue;
+    // A live process of this host may still be writing it (kill(pid, 0)
+    // succeeds, or fails with EPERM for another user's process).
+    if (pid == ::getpid() || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
+      if (only_for.empty()) continue;
+    }
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
+}
+
 absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
   if (path.empty() || path.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "': not a file name"));
+  }
+  // Temporaries of earlier writers of this same file that were killed
+  // mid-write: this writer replaces whatever they were making.
+  {
+    const size_t slash = path.rfind('/');
+    RemoveStaleTemporaries(slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1)),
+                           path.substr(slash == std::string::npos ? 0 : slash + 1));
   }
   AtomicFile file;
   file.path_ = path;

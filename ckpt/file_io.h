@@ -40,6 +40,13 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporaries ("<name>.tmp.<pid>") that writers killed mid-write
+// left in `dir`. With `only_for` ("<name>"), removes every temporary of that
+// one file, which the caller is about to write itself (each checkpoint file
+// has one writer); without it, only those whose pid is not a live process of
+// this host. Returns how many were removed; errors are ignored (best effort).
+int RemoveStaleTemporaries(const std::string& dir, const std::string& only_for = "");
+
 // Writes `contents` to `path` atomically (small files: `latest`, JSON).
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);

@@ -79,7 +79,8 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
   const std::string folder = out_dir + "/" + ck.tag();
   ZT_RETURN_IF_ERROR(MakeDir(folder));
 
-  const TrainingState& ts = ck.training_state();
+  TrainingState ts = ck.training_state();
+  ts.save_id = NewSaveId();  // a new save, whose files agree with each other only
   const Value* module_v = ck.model_states().AsDict().Find("module");
   const Value* buffers_v = ck.model_states().AsDict().Find("buffer_names");
   std::vector<std::string> buffer_names;

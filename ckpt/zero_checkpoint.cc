@@ -2,7 +2,9 @@
 #include "ckpt/zero_checkpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -126,6 +128,14 @@ std::string OptimStatesFile(int rank, DType model_dtype) {
                          model_dtype == DType::kBFloat16 ? "bf16_" : "", rank);
 }
 
+int64_t NewSaveId() {
+  std::random_device rd;
+  const uint64_t bits = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const int64_t id = static_cast<int64_t>(bits >> 1);  // positive: pickles as a plain int
+  return id == 0 ? 1 : id;
+}
+
 Value MakeOptimStates(const SavedLayout& layout, int rank, const RankShards& shards, const TrainingState& ts) {
   // base_optimizer_state: torch.optim's state_dict shape, one "param" per group.
   Dict state;
@@ -154,6 +164,8 @@ Value MakeOptimStates(const SavedLayout& layout, int rank, const RankShards& sha
 
   Dict zt;
   zt.Set("rank", rank);
+  zt.Set("save_id", ts.save_id);
+  zt.Set("global_steps", ts.global_steps);
   zt.Set("optimizer_type", ts.optimizer_type);
   zt.Set("optimizer_step", ts.optimizer_step);
   if (shards.rng_cpu.has_value()) zt.Set("rng_cpu", *shards.rng_cpu);
@@ -206,6 +218,7 @@ Value MakeModelStates(const SavedLayout& layout, int rank, const TrainingState& 
   root.Set("client_state", client_state.is_none() ? Value(Dict()) : client_state);
   root.Set("zt_layout", layout.ToValue());
   root.Set("zt_rank", rank);
+  root.Set("zt_save_id", ts.save_id);
   if (layout.stage == 3) root.Set("frozen_param_fragments", TensorList(shards.frozen));
   return Value(std::move(root));
 }
@@ -262,6 +275,9 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   ZT_ASSIGN_OR_RETURN(ts.skipped_steps, meta.Int("skipped_steps"));
   ZT_ASSIGN_OR_RETURN(ts.micro_steps, meta.Int("micro_steps"));
   ZT_ASSIGN_OR_RETURN(ts.ds_config, meta.Str("ds_config"));
+  if (const Value* id = first->root().AsDict().Find("zt_save_id"); id != nullptr && id->is_int()) {
+    ts.save_id = id->AsInt();
+  }
   c->model_.push_back(std::move(first));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
@@ -272,6 +288,38 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   for (int r = 0; r < l.world_size; ++r) {
     ZT_ASSIGN_OR_RETURN(auto o, PtReader::Open(Join(folder, OptimStatesFile(r, l.model_dtype))));
     c->optim_.push_back(std::move(o));
+  }
+
+  // Every file must come from the save rank 0's model states belong to, and
+  // sit under its own rank's name.
+  auto same_save = [&](const std::string& path, const Dict& d, const char* rank_key, const char* id_key,
+                       int rank) -> absl::Status {
+    const Value* id = d.Find(id_key);
+    const Value* file_rank = d.Find(rank_key);
+    if (ts.save_id != 0 && (id == nullptr || !id->is_int() || id->AsInt() != ts.save_id)) {
+      return absl::DataLossError(absl::StrFormat(
+          "'%s' belongs to another save than '%s' (save id %s, not %x): the folder mixes files of different "
+          "saves (swapped, from another step or another run); restore the files of one save",
+          path, c->model_[0]->path(), id != nullptr && id->is_int() ? absl::StrFormat("%x", id->AsInt()) : "none",
+          ts.save_id));
+    }
+    if (file_rank != nullptr && file_rank->is_int() && file_rank->AsInt() != rank) {
+      return absl::DataLossError(absl::StrFormat(
+          "'%s' holds rank %d's state but is named for rank %d: the files were renamed or swapped", path,
+          file_rank->AsInt(), rank));
+    }
+    return absl::OkStatus();
+  };
+  for (int r = 0; r < l.world_size; ++r) {
+    const PtReader& o = *c->optim_[static_cast<size_t>(r)];
+    if (!o.root().is_dict()) return absl::DataLossError(absl::StrCat("'", o.path(), "' does not hold a dict"));
+    const Value* zt = o.root().AsDict().Find("zt");
+    if (zt != nullptr && zt->is_dict()) ZT_RETURN_IF_ERROR(same_save(o.path(), zt->AsDict(), "rank", "save_id", r));
+    if (l.stage == 3) {
+      const PtReader& m = *c->model_[static_cast<size_t>(r)];
+      if (!m.root().is_dict()) return absl::DataLossError(absl::StrCat("'", m.path(), "' does not hold a dict"));
+      ZT_RETURN_IF_ERROR(same_save(m.path(), m.root().AsDict(), "zt_rank", "zt_save_id", r));
+    }
   }
 
   // Per rank: the fp32 master and state tensors of every group.

@@ -54,7 +54,16 @@ struct TrainingState {
   std::string optimizer_type;  // "AdamW", "Adam", "SGD", "Adagrad", "Lion"
   int64_t optimizer_step = 0;  // steps the optimizer state has seen
   std::string ds_config;       // the config text
+  // Shared by every file of one save and different for every save (rank 0
+  // draws it, all ranks write it): files of different saves mixed in one
+  // folder (swapped, or one rank's from an older step or another run) are
+  // refused at Open even though each file's CRCs are fine. 0: not recorded
+  // (checkpoints written before it existed), no check.
+  int64_t save_id = 0;
 };
+
+// A fresh save id: random, positive, never 0.
+int64_t NewSaveId();
 
 // What one rank saves: its range of every group (all 1-D, contiguous).
 struct RankShards {

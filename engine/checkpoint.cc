@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/convert.h"
 #include "ckpt/export.h"
+#include "ckpt/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
@@ -259,6 +260,12 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   ts.optimizer_type = std::string(ToString(config_.optimizer.type));
   ts.optimizer_step = optimizer_->step_count();
   ts.ds_config = config_.source_json;
+  {
+    // One id for every file of this save: rank 0's, shared by a max-reduce.
+    at::Tensor id = at::full({1}, rank == 0 ? ckpt::NewSaveId() : int64_t{0}, at::kLong);
+    ZT_RETURN_IF_ERROR(pg_->AllReduce(id, comm::ReduceOp::kMax)->Wait());
+    ts.save_id = id.item<int64_t>();
+  }
 
   // The module state dict: buffers, and at stages 0-2 the full parameters.
   ckpt::Dict module;
@@ -425,6 +432,8 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
     ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag));
     const ckpt::SavedLayout& l = ck->layout();
     const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
+    // What saves killed mid-write left beside the complete files.
+    if (pg_->rank() == 0) ckpt::RemoveStaleTemporaries(dir + "/" + ck->tag());
     // Same model: every trainable parameter there, with its shape.
     for (size_t i = 0; i < params_.size(); ++i) {
       const auto at = l.FindTrainable(param_names_[i]);

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -23,6 +24,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "ckpt/export.h"
 #include "ckpt/zero_checkpoint.h"
@@ -218,6 +222,31 @@ absl::Status CheckWritableDir(const char* what, const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Subdirectories of `save_dir` that hold checkpoint files (*model_states.pt
+// or *optim_states.pt), sorted by their step number where they have one.
+absl::StatusOr<std::vector<std::string>> ListCheckpointTags(const std::string& save_dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(save_dir, ec)) {
+    if (!entry.is_directory()) continue;
+    bool has_files = false;
+    for (const auto& f : std::filesystem::directory_iterator(entry.path(), ec)) {
+      const std::string name = f.path().filename().string();
+      if (absl::EndsWith(name, "model_states.pt") || absl::EndsWith(name, "optim_states.pt")) has_files = true;
+    }
+    if (!has_files) continue;
+    const std::string tag = entry.path().filename().string();
+    int64_t step = -1;
+    if (absl::StartsWith(tag, "global_step") && !absl::SimpleAtoi(tag.substr(11), &step)) step = -1;
+    found.emplace_back(step, tag);
+  }
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", save_dir, ": ", ec.message()));
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> tags;
+  for (auto& f : found) tags.push_back(std::move(f.second));
+  return tags;
+}
+
 }  // namespace
 
 absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json, const std::string& config_source,
@@ -348,8 +377,18 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
                   paths.save_dir.c_str(), static_cast<long long>(engine->global_steps()),
                   static_cast<long long>(pos.epoch), static_cast<long long>(pos.offset));
     }
-  } else if (o.resume && rank0) {
-    std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths.save_dir.c_str());
+  } else if (o.resume && !paths.save_dir.empty()) {
+    // No `latest`: a fresh start is right only where no checkpoint was ever
+    // saved. Tags without `latest` mean it was lost or deleted; starting
+    // fresh would overwrite them, so refuse and name them.
+    ZT_ASSIGN_OR_RETURN(std::vector<std::string> tags, ListCheckpointTags(paths.save_dir));
+    if (!tags.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume: ", paths.save_dir, " has checkpoints (", absl::StrJoin(tags, ", "),
+          ") but no 'latest' file naming which to resume; write the tag to resume into ", paths.save_dir,
+          "/latest (e.g. echo ", tags.back(), " > ", paths.save_dir, "/latest), or use another --save-dir"));
+    }
+    if (rank0) std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths.save_dir.c_str());
   }
   if (!resumed && !o.init_from.empty()) {
     ZT_RETURN_IF_ERROR(engine->LoadWeights(o.init_from));

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -536,6 +537,89 @@ ZT_RANK_WORKER(corruption) {
 TEST(CheckpointFaults, CorruptedAndTruncatedFilesAreClearErrors) {
   RankRunResult r = RunWorker("corruption", 2, "dir=" + TempDir("corrupt") + "/ck");
   EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+// Files of different saves in one folder: each file's CRCs are fine, so only
+// the save identity every file carries can tell. Rank 0 and 1's optim files
+// swapped; rank 1's files replaced by those of an older step of the same run;
+// rank 1's files from another run. Each must be refused at load with the
+// file named, never trained on. Also: temporaries a killed save left are
+// gone after the next save and load.
+ZT_RANK_WORKER(mixed_saves) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  const int stage = Int(a, "stage");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(stage, false), pg));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/a", "one"));
+  TrainStep(*engine, m, 1, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/a", "two"));
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/b", "two"));  // "another run": same step, another save
+  const std::string o0 = ckpt::OptimStatesFile(0, ckpt::DType::kFloat32);
+  const std::string o1 = ckpt::OptimStatesFile(1, ckpt::DType::kFloat32);
+  const std::string m1 = ckpt::ModelStatesFile(stage, 1);
+  auto expect_refused = [&](const std::string& what) -> absl::Status {
+    ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+    auto loaded = engine->LoadCheckpoint(dir + "/a", "two");
+    if (loaded.ok()) return absl::InternalError(absl::StrCat(what, ": the mixed checkpoint loaded"));
+    const std::string msg(loaded.status().message());
+    std::printf("%s: %s\n", what.c_str(), msg.c_str());
+    if (!absl::StrContains(msg, "optim_states.pt") && !absl::StrContains(msg, "model_states.pt")) {
+      return absl::InternalError(absl::StrCat(what, ": the error should name the file: ", msg));
+    }
+    return absl::OkStatus();
+  };
+  const std::string two = dir + "/a/two/";
+  auto cp = [](const std::string& from, const std::string& to) {
+    std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+  };
+  if (pg->rank() == 0) {
+    cp(two + o0, dir + "/o0.bak");
+    cp(two + o1, dir + "/o1.bak");
+    if (stage == 3) cp(two + m1, dir + "/m1.bak");
+    // Swapped optim files.
+    cp(dir + "/o1.bak", two + o0);
+    cp(dir + "/o0.bak", two + o1);
+  }
+  ZT_RETURN_IF_ERROR(expect_refused("swapped optim files"));
+  if (pg->rank() == 0) {
+    cp(dir + "/o0.bak", two + o0);
+    cp(dir + "/a/one/" + o1, two + o1);  // rank 1 from an older step
+    if (stage == 3) cp(dir + "/a/one/" + m1, two + m1);
+  }
+  ZT_RETURN_IF_ERROR(expect_refused("rank 1 from an older step"));
+  if (pg->rank() == 0) {
+    cp(dir + "/b/two/" + o1, two + o1);  // rank 1 from another run
+    if (stage == 3) cp(dir + "/b/two/" + m1, two + m1);
+  }
+  ZT_RETURN_IF_ERROR(expect_refused("rank 1 from another save"));
+  if (pg->rank() == 0) {
+    cp(dir + "/o1.bak", two + o1);
+    if (stage == 3) cp(dir + "/m1.bak", two + m1);
+    // What a save killed mid-write leaves: a temporary of a dead process.
+    std::ofstream(two + o1 + ".tmp.999999999") << "partial";
+    std::ofstream(dir + "/a/one/" + o0 + ".tmp.999999999") << "partial";
+  }
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir + "/a", "two").status());  // whole again: loads
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir + "/a", "one"));
+  ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
+  for (const std::string& tmp : {two + o1 + ".tmp.999999999", dir + "/a/one/" + o0 + ".tmp.999999999"}) {
+    if (std::filesystem::exists(tmp)) return absl::InternalError(absl::StrCat(tmp, " was left behind"));
+  }
+  return absl::OkStatus();
+}
+
+TEST(CheckpointFaults, FilesOfDifferentSavesAreRefused) {
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(stage);
+    RankRunResult r = RunWorker("mixed_saves", 2, absl::StrCat("stage=", stage, ";dir=", TempDir("mixed")));
+    ASSERT_TRUE(r.ok()) << r.Summary();
+    EXPECT_TRUE(absl::StrContains(r.outputs[0], "is named for rank")) << r.outputs[0];
+    EXPECT_TRUE(absl::StrContains(r.outputs[0], "belongs to another save")) << r.outputs[0];
+  }
 }
 
 // Python: torch.load opens every file of a saved checkpoint; the export

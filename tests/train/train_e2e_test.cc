@@ -368,6 +368,23 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   }
 }
 
+TEST(TrainE2E, ResumeWithoutLatestRefusesAndNamesTheTags) {
+  const std::string dir = TempDir("nolatest");
+  const std::string corpus = MakeCorpus(dir);
+  const std::string args = absl::StrCat("train --model gpt2-tiny --data ", corpus, " --nproc 2 --no-progress ",
+                                        "--output-dir ", dir, "/out --export none");
+  CommandResult first = Zt(absl::StrCat(args, " --steps 4 --save-interval 2"));
+  ASSERT_EQ(first.code, 0) << first.output;
+  ASSERT_TRUE(std::filesystem::remove(dir + "/out/checkpoints/latest"));
+  CommandResult resumed = Zt(absl::StrCat(args, " --steps 6 --resume"));
+  EXPECT_NE(resumed.code, 0) << resumed.output;
+  EXPECT_TRUE(absl::StrContains(resumed.output, "global_step2, global_step4")) << resumed.output;
+  EXPECT_TRUE(absl::StrContains(resumed.output, "no 'latest' file")) << resumed.output;
+  // Nothing was overwritten: both tags are still there, untouched by a fresh start.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out/checkpoints/global_step4"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out/checkpoints/global_step6"));
+}
+
 TEST(TrainE2E, UnwritableSaveDirIsNamedBeforeTraining) {
   const std::string dir = TempDir("unwritable");
   const std::string corpus = MakeCorpus(dir);
