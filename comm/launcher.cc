@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -568,6 +569,14 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   env["GROUP_RANK"] = std::to_string(options.node_rank);
   env["NODE_RANK"] = std::to_string(options.node_rank);
   env["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
+  // The job's identity, checked at the rendezvous so that a rank of another
+  // job that finds this job's store on the same port is refused. One node:
+  // a fresh id for every launch. Several nodes: each node's launcher would
+  // draw its own, so only a ZT_JOB_ID the user gives every node is used.
+  if (options.nnodes == 1) {
+    std::random_device rd;
+    env["ZT_JOB_ID"] = absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
+  }
   std::string omp_note;
   if (!env.count("OMP_NUM_THREADS") && !options.extra_env.count("OMP_NUM_THREADS")) {
     int cores = UsableCores();

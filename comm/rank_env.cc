@@ -101,6 +101,11 @@ absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
   }
   std::optional<std::string> agent_store = Get(getenv, "TORCHELASTIC_USE_AGENT_STORE");
   env.agent_hosts_store = multi && agent_store.has_value() && *agent_store == "True";
+  if (std::optional<std::string> job = Get(getenv, "ZT_JOB_ID"); job.has_value() && !job->empty()) {
+    env.job_id = *job;
+  } else if (std::optional<std::string> run = Get(getenv, "TORCHELASTIC_RUN_ID"); run.has_value()) {
+    env.job_id = *run;
+  }
   return absl::OkStatus();
 }
 

@@ -25,6 +25,11 @@ struct RankEnv {
   // (TORCHELASTIC_USE_AGENT_STORE=True): every rank, rank 0 included, connects
   // to it as a client instead of rank 0 starting one.
   bool agent_hosts_store = false;
+  // Which job this rank belongs to (ZT_JOB_ID, which zt launch and zt train
+  // set for their ranks, else torchrun's TORCHELASTIC_RUN_ID); "" when the
+  // ranks were started by hand. The rendezvous refuses a rank of another job
+  // that found this job's store on the same MASTER_PORT.
+  std::string job_id;
 
   // "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500"
   std::string DebugString() const;

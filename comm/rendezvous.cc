@@ -136,9 +136,31 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   const std::string lost = absl::StrCat(
       "rank ", rank, " lost the rendezvous store at ", handle.address,
       " (hosted by rank 0) during the rendezvous: ");
+  // Rank 0 publishes its job before it announces itself, so every rank that
+  // sees rank 0 joined can compare.
+  if (rank == 0) {
+    try {
+      store->set("job", Bytes(env.job_id));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+    }
+  }
+  // Claim this rank's slot with an atomic counter: a second process with the
+  // same rank (another job's rank that found this store on the same
+  // MASTER_PORT) is refused instead of overwriting the first one's entry.
+  // (LibTorch 1.13's compareSet does not wake waiters, so it cannot be used.)
+  const std::string announce =
+      absl::StrCat("world=", world, " host=", HostName(), " pid=", getpid(), " job=", env.job_id);
   try {
-    store->set(keys[rank], Bytes(absl::StrCat("world=", world, " host=", HostName(),
-                                              " pid=", getpid())));
+    if (store->add("claim/" + keys[rank], 1) != 1) {
+      const std::vector<uint8_t> got = store->check({keys[rank]}) ? store->get(keys[rank]) : Bytes("unknown");
+      return absl::AlreadyExistsError(absl::StrCat(
+          "rank ", rank, " is already taken in the rendezvous at ", handle.address, " by another process (",
+          std::string(got.begin(), got.end()), "; this one: ", announce,
+          "): two jobs use the same MASTER_ADDR:MASTER_PORT, or two processes were started with the same RANK; "
+          "give each job its own MASTER_PORT"));
+    }
+    store->set(keys[rank], Bytes(announce));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
   }
@@ -185,9 +207,17 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
         "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
   }
 
-  // Every rank must agree on the world size; a rank launched with another
-  // WORLD_SIZE would otherwise wait for ranks that never come.
+  // Every rank must belong to rank 0's job (when launchers name jobs) and
+  // agree on the world size; a rank launched with another WORLD_SIZE would
+  // otherwise wait for ranks that never come.
   try {
+    const std::vector<uint8_t> job_bytes = store->get("job");
+    const std::string job(job_bytes.begin(), job_bytes.end());
+    if (!job.empty() && !env.job_id.empty() && job != env.job_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank, " of job ", env.job_id, " reached the rendezvous store of job ", job, " at ",
+          handle.address, ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
+    }
     for (int r = 0; r < world; ++r) {
       int other = AnnouncedWorld(store->get(keys[r]));
       if (other != world) {

@@ -1,0 +1,67 @@
+// comm/rendezvous.h in one process, ranks as threads over a real TCPStore on
+// 127.0.0.1: a rank of another job that finds this job's store on the same
+// MASTER_PORT is refused by name, and so is a second process claiming a rank
+// that already joined.
+#include "comm/rendezvous.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "comm/launcher.h"
+
+namespace zt::comm {
+namespace {
+
+RankEnv Env(int rank, int world, int port, const std::string& job) {
+  RankEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  env.local_world_size = world;
+  env.master_addr = "127.0.0.1";
+  env.master_port = port;
+  env.source = "test";
+  env.job_id = job;
+  return env;
+}
+
+TEST(Rendezvous, RankOfAnotherJobIsRefused) {
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const auto timeout = std::chrono::seconds(20);
+  // Job A's rank 0 hosts the store; job B's rank 1 reaches it first.
+  auto host = std::async(std::launch::async, [&] { return Rendezvous(Env(0, 2, *port, "job-a"), timeout); });
+  absl::StatusOr<StoreHandle> foreign = Rendezvous(Env(1, 2, *port, "job-b"), timeout);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
+  EXPECT_TRUE(absl::StrContains(foreign.status().message(), "rank 1 of job job-b reached the rendezvous store of job "
+                                                            "job-a"))
+      << foreign.status();
+  EXPECT_TRUE(absl::StrContains(foreign.status().message(), "own MASTER_PORT")) << foreign.status();
+
+  // Job A's own rank 1 then finds its slot taken: refused, never mixed in.
+  absl::StatusOr<StoreHandle> late = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kAlreadyExists) << late.status();
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "rank 1 is already taken")) << late.status();
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "job=job-b")) << late.status();
+  host.wait();
+}
+
+TEST(Rendezvous, SameJobJoins) {
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const auto timeout = std::chrono::seconds(20);
+  auto host = std::async(std::launch::async, [&] { return Rendezvous(Env(0, 2, *port, "job-a"), timeout); });
+  absl::StatusOr<StoreHandle> peer = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
+  EXPECT_TRUE(peer.ok()) << peer.status();
+  absl::StatusOr<StoreHandle> h = host.get();
+  EXPECT_TRUE(h.ok()) << h.status();
+}
+
+}  // namespace
+}  // namespace zt::comm
