@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include <cstdlib>
 #include <exception>
 #include <vector>
 
@@ -152,7 +153,11 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   const std::string announce =
       absl::StrCat("world=", world, " host=", HostName(), " pid=", getpid(), " job=", env.job_id);
   try {
-    if (store->add("claim/" + keys[rank], 1) != 1) {
+    // torchrun's agent keeps its store across worker restarts: a restarted
+    // worker claims afresh under its restart count.
+    const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    const std::string claim = absl::StrCat("claim/", restart != nullptr ? restart : "0", "/", keys[rank]);
+    if (store->add(claim, 1) != 1) {
       const std::vector<uint8_t> got = store->check({keys[rank]}) ? store->get(keys[rank]) : Bytes("unknown");
       return absl::AlreadyExistsError(absl::StrCat(
           "rank ", rank, " is already taken in the rendezvous at ", handle.address, " by another process (",
