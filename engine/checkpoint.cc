@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -260,12 +261,24 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   ts.optimizer_type = std::string(ToString(config_.optimizer.type));
   ts.optimizer_step = optimizer_->step_count();
   ts.ds_config = config_.source_json;
+  // One id for every file of this save (rank 0's, shared by a max-reduce),
+  // and whether the tag's folder exists already (any rank seeing it counts).
+  // Nothing is created before this point, so every rank judges the same tree.
+  bool replacing = false;
   {
-    // One id for every file of this save: rank 0's, shared by a max-reduce.
-    at::Tensor id = at::full({1}, rank == 0 ? ckpt::NewSaveId() : int64_t{0}, at::kLong);
+    at::Tensor id = at::zeros({2}, at::kLong);
+    if (rank == 0) id[0] = ckpt::NewSaveId();
+    std::error_code ec;
+    id[1] = std::filesystem::exists(folder, ec) ? 1 : 0;
     ZT_RETURN_IF_ERROR(pg_->AllReduce(id, comm::ReduceOp::kMax)->Wait());
-    ts.save_id = id.item<int64_t>();
+    ts.save_id = id[0].item<int64_t>();
+    replacing = id[1].item<int64_t>() != 0;
   }
+  // A tag that exists (a second run into the same save dir, or a tag saved
+  // twice) is written beside it and swapped in only once every rank's files
+  // are complete: a save that fails on one rank leaves the old tag whole.
+  const std::string staging =
+      replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
 
   // The module state dict: buffers, and at stages 0-2 the full parameters.
   ckpt::Dict module;
@@ -287,13 +300,13 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     }
   }
 
-  absl::Status local = MakeDirs(folder);
+  absl::Status local = MakeDirs(staging);
   if (local.ok()) {
     try {
-      local = ckpt::WritePtFile(folder + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
+      local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
                                 ckpt::MakeOptimStates(layout, rank, shards, ts));
       if (local.ok() && write_model_states) {
-        local = ckpt::WritePtFile(folder + "/" + ckpt::ModelStatesFile(stage_, rank),
+        local = ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(stage_, rank),
                                   ckpt::MakeModelStates(layout, rank, ts, module, buffer_names, shards, client_state));
       }
     } catch (const Error& e) {
@@ -303,11 +316,31 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   if (!local.ok()) {
     ZT_LOG(ERROR) << "saving checkpoint '" << folder << "': " << local.message();
   }
-  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("saving checkpoint '", folder, "'")));
+  absl::Status agreed = AgreeAcrossRanks(local, absl::StrCat("saving checkpoint '", folder, "'"));
+  if (!agreed.ok()) {
+    if (replacing && rank == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(staging, ec);  // the old tag stays as it was
+    }
+    return agreed;
+  }
 
   // Every rank's files are in place: only now does `latest` move.
   absl::Status done = absl::OkStatus();
-  if (rank == 0) {
+  if (rank == 0 && replacing) {
+    // The old folder steps aside, the new one takes its name, the old one goes.
+    const std::string old = absl::StrFormat("%s.replaced.%x", folder, ts.save_id);
+    std::error_code ec;
+    std::filesystem::rename(folder, old, ec);
+    if (!ec) std::filesystem::rename(staging, folder, ec);
+    if (ec) {
+      done = absl::InternalError(absl::StrCat("replacing checkpoint '", folder, "' with '", staging,
+                                              "': ", ec.message()));
+    } else {
+      std::filesystem::remove_all(old, ec);
+    }
+  }
+  if (rank == 0 && done.ok()) {
     if (config_.zero.gather_16bit_weights_on_model_save) {
       auto opened = ckpt::ZeroCheckpoint::Open(dir, tag);
       ckpt::ExportOptions eo;

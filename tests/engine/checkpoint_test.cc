@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -474,6 +475,51 @@ ZT_RANK_WORKER(load_after_crash) {
   ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir).status());
   if (engine->global_steps() != 1) return absl::InternalError("latest did not load the first checkpoint");
   return absl::OkStatus();
+}
+
+// The same tag saved again (a second run into the same save dir) while a
+// rank dies: the tag must still hold the first save, whole.
+ZT_RANK_WORKER(crash_during_replace) {
+  const auto a = Args(ctx.arg);
+  const std::string dir = a.at("dir");
+  ZT_ASSIGN_OR_RETURN(auto pg, Group(/*timeout_s=*/10));
+  Model m = MakeModel(false, true, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, "first"));
+  TrainStep(*engine, m, 1, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, "first"));  // replaced whole while all ranks live
+  TrainStep(*engine, m, 2, false);
+  if (pg->rank() == 1) std::_Exit(3);  // dies instead of saving
+  absl::Status st = engine->SaveCheckpoint(dir, "first");
+  if (st.ok()) return absl::InternalError("a save with a dead rank succeeded");
+  return absl::OkStatus();
+}
+
+ZT_RANK_WORKER(load_replaced) {
+  const auto a = Args(ctx.arg);
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 5);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(a.at("dir")).status());
+  if (engine->global_steps() != 2) {
+    return absl::InternalError(absl::StrCat("expected the second complete save (step 2), got step ",
+                                            engine->global_steps()));
+  }
+  return absl::OkStatus();
+}
+
+TEST(CheckpointFaults, RankDyingWhileATagIsSavedAgainLeavesTheTagWhole) {
+  const std::string dir = TempDir("replace") + "/ck";
+  RankRunResult r = RunWorker("crash_during_replace", 2, "dir=" + dir, /*may_fail=*/{1});
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("load_replaced", 2, "dir=" + dir);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+  // Only the tag and `latest` remain: no staging or replaced folders.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "latest"}));
 }
 
 TEST(CheckpointFaults, RankDyingDuringSaveLeavesThePreviousCheckpoint) {
