@@ -324,6 +324,18 @@ void GlooBarrier(const GlooCall& call) {
   ::gloo::barrier(opts);
 }
 
+void GlooExchangeHeaders(const GlooCall& call, const int64_t* mine, int64_t* all, int words) {
+  const int n = call.context->size;
+  const size_t bytes = static_cast<size_t>(words) * sizeof(int64_t);
+  std::memcpy(all + static_cast<size_t>(call.context->rank) * words, mine, bytes);
+  if (n == 1) return;
+  ::gloo::AllgatherOptions opts(call.context);
+  opts.setOutput(reinterpret_cast<uint8_t*>(all), bytes * static_cast<size_t>(n));
+  opts.setTag(call.tag | 0x80000000u);
+  opts.setTimeout(call.timeout);
+  ::gloo::allgather(opts);
+}
+
 // gloo's allgather and allgatherv are rings: at step i rank r forwards chunk
 // (r - i) to r+1, for i = 0..n-2, so it sends every chunk but (r+1)'s and
 // receives every chunk but its own.

@@ -67,6 +67,12 @@ void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, Wi
 // gloo::barrier (no payload).
 void GlooBarrier(const GlooCall& call);
 
+// Every rank's `words` int64 values into `all` (rank-major), under a tag
+// space of its own (the collective's tag with the top bit set), so it never
+// meets the collective's data messages. Control traffic: not counted in the
+// group's byte counters.
+void GlooExchangeHeaders(const GlooCall& call, const int64_t* mine, int64_t* all, int words);
+
 // The payload schedule of the gloo library algorithms above, mirrored from
 // their source so the counters report what they put on the wire.
 WireBytes AllGatherWireBytes(const std::vector<int64_t>& chunk_bytes, int rank);

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "comm/collective_args.h"
 #include "comm/gloo_collectives.h"
 #include "comm/gloo_device.h"
@@ -230,8 +231,16 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         std::lock_guard<std::mutex> lock(mu_);
         status = NotStarted(info);
       } else {
+        const GlooCall call{context_, info.seq, options_.timeout};
         try {
-          task.fn(GlooCall{context_, info.seq, options_.timeout}, wire);
+          absl::Status agreed = options_.check_agreement && size_ > 1 ? CheckAgreement(call, info)
+                                                                       : absl::OkStatus();
+          if (!agreed.ok()) {
+            Fail(task.state, std::string(agreed.message()), agreed, /*diagnose=*/false);
+          } else {
+            task.fn(call, wire);
+          }
+          status = task.state->IsCompleted() ? task.state->status() : absl::OkStatus();
         } catch (const std::exception& e) {
           const std::string cause = CleanGlooMessage(e.what());
           const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", rank_);
@@ -257,6 +266,30 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     std::lock_guard<std::mutex> lock(mu_);
     --live_workers_;
     exit_cv_.notify_all();
+  }
+
+  // Exchanges (seq, kind, bytes, dtype) with every rank before any data
+  // moves; a difference is a named error naming each rank's collective.
+  absl::Status CheckAgreement(const GlooCall& call, const CollectiveInfo& info) {
+    constexpr int kWords = 4;
+    const int64_t mine[kWords] = {static_cast<int64_t>(info.seq), static_cast<int64_t>(info.kind), info.bytes,
+                                  static_cast<int64_t>(info.dtype)};
+    std::vector<int64_t> all(static_cast<size_t>(size_) * kWords);
+    GlooExchangeHeaders(call, mine, all.data(), kWords);
+    std::vector<std::string> differ;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t* h = &all[static_cast<size_t>(r) * kWords];
+      if (std::equal(h, h + kWords, mine)) continue;
+      CollectiveInfo theirs{static_cast<CollectiveKind>(h[1]), static_cast<uint32_t>(h[0]), h[2],
+                            static_cast<c10::ScalarType>(h[3])};
+      differ.push_back(absl::StrCat("rank ", r, " is in ", theirs.Describe()));
+    }
+    if (differ.empty()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ranks disagree on collective #", info.seq, ": ", absl::StrJoin(differ, ", "), " while rank ", rank_,
+        " is in ", info.Describe(),
+        ": the ranks ran different numbers of steps or different modules (for example, evaluation on one "
+        "rank only); every rank must issue the same collectives in the same order"));
   }
 
   void Forget(const std::shared_ptr<WorkState>& state) {

@@ -62,6 +62,16 @@ absl::Status ApplyEnvOverrides(GroupOptions& options) {
     }
     options.worker_threads = threads;
   }
+  if (const char* v = Env("ZT_COMM_CHECK")) {
+    const std::string c = absl::AsciiStrToLower(v);
+    if (c == "1" || c == "true" || c == "on") {
+      options.check_agreement = true;
+    } else if (c == "0" || c == "false" || c == "off") {
+      options.check_agreement = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("ZT_COMM_CHECK='", v, "' is not one of 0, 1"));
+    }
+  }
   if (const char* v = Env("ZT_REDUCE_SCATTER_ALGO")) {
     std::string a = absl::AsciiStrToLower(v);
     if (a == "alltoall") {

@@ -1,7 +1,8 @@
 // Options for creating a process group (timeouts, backend choice, worker
 // threads, algorithm choices), with environment overrides for operators:
 // ZT_COMM_TIMEOUT_S, ZT_RENDEZVOUS_TIMEOUT_S, ZT_COMM_BACKEND, ZT_COMM_THREADS,
-// ZT_COMM_HEARTBEAT_S, ZT_REDUCE_SCATTER_ALGO (docs/comm.md lists them).
+// ZT_COMM_HEARTBEAT_S, ZT_REDUCE_SCATTER_ALGO, ZT_COMM_CHECK (docs/comm.md
+// lists them).
 #pragma once
 
 #include <chrono>
@@ -42,6 +43,13 @@ struct GroupOptions {
   // so the scratch memory is twice this). Larger stages mean fewer round
   // trips; 4 MiB measured best on loopback (docs/benchmarks.md).
   int64_t segment_bytes = int64_t{4} << 20;
+  // Before each collective's data moves, the ranks exchange a 32-byte header
+  // (sequence number, kind, size, dtype): ranks that issue different
+  // collectives (different step counts, evaluation on one rank only) get a
+  // named error on every rank at once, instead of a timeout minutes later or
+  // gloo aborting the process on mismatched message sizes. Costs one small
+  // ring exchange per collective; ZT_COMM_CHECK=0 turns it off.
+  bool check_agreement = true;
   // Key prefix inside the rendezvous store, so several groups can share it.
   std::string store_prefix = "zt";
 };

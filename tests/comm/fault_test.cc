@@ -168,6 +168,38 @@ ZT_RANK_WORKER(stopped_rank_shutdown) {
   return absl::OkStatus();
 }
 
+// Ranks that issue different collectives at the same point (rank 0
+// evaluates alone, the DDP habit; or ranks ran different step counts): every
+// rank gets an error naming each rank's collective within seconds, far below
+// the 600 s transfer timeout, and no gloo exception ends the process.
+ZT_RANK_WORKER(disagreeing_collectives) {
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  at::Tensor t = at::ones({1000});
+  for (int i = 0; i < 3; ++i) ZT_RETURN_IF_ERROR(group->AllReduce(t, ReduceOp::kSum)->Wait());
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st;
+  if (group->rank() == 0) {
+    at::Tensor small = at::ones({16});
+    st = group->AllReduce(small, ReduceOp::kSum)->Wait();  // an evaluation loss
+  } else {
+    const int n = group->size();
+    at::Tensor flat = at::zeros({1 << 16});
+    const int64_t b = zt::comm::ShardBegin(flat.numel(), n, group->rank());
+    at::Tensor shard = flat.narrow(0, b, zt::comm::ShardEnd(flat.numel(), n, group->rank()) - b);
+    st = group->AllGather(shard, flat)->Wait();  // the next training step's gather
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank %d after %.2f s: %s\n", group->rank(), seconds, st.ToString().c_str());
+  ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kFailedPrecondition, st, "FailedPrecondition"));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "ranks disagree on collective #"), st,
+                            "'ranks disagree on collective #'"));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #") && absl::StrContains(st.message(), "(64 B fp32)") &&
+                                absl::StrContains(st.message(), "(256 KiB fp32)"),
+                            st, "both ranks' collectives named"));
+  ZT_RETURN_IF_ERROR(Expect(seconds < 10.0, st, "the error within 10 s"));
+  return absl::OkStatus();
+}
+
 std::string TempDir() {
   char tmpl[] = "/tmp/zt_fault_XXXXXX";
   const char* dir = mkdtemp(tmpl);
@@ -313,6 +345,14 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndVictims, StoppedRankShutdown,
                          [](const auto& info) {
                            return absl::StrCat("world", std::get<0>(info.param), "_stop_rank", std::get<1>(info.param));
                          });
+
+TEST(Faults, DisagreeingCollectivesAreNamedOnEveryRank) {
+  for (int world : {2, 3}) {
+    auto result = zt::testing::RunRanks("disagreeing_collectives", FaultOptions(world, "", "600"));
+    MaybePrint(result);
+    EXPECT_TRUE(result.ok()) << result.Summary();
+  }
+}
 
 TEST(Faults, RankThatNeverJoinsIsNamed) {
   auto opts = FaultOptions(3, "victim=2", "600");
