@@ -7,9 +7,13 @@
 # `numerics` run once more under a second kernel set: Haswell (AVX2), or
 # Sandybridge (AVX) where Haswell is already the machine's own choice.
 # ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
+# In CI (CI=true), or with ZT_SANITIZE_STAGE=address, the comm, zero and
+# offload suites then run once more under AddressSanitizer (scripts/sanitize.sh,
+# about 9 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+ROOT=$(pwd)
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 cd "$BUILD_DIR"
 ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-2}" "$@"
@@ -25,4 +29,10 @@ print(f().decode())' 2>/dev/null || true)
     echo "test: the numerics suites again with OPENBLAS_CORETYPE=$second (this machine's own choice: $native)"
     OPENBLAS_CORETYPE=$second ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-2}" -L numerics
   fi
+fi
+
+if (($# == 0)) && { [ "${CI:-}" = "true" ] || [ -n "${ZT_SANITIZE_STAGE:-}" ]; }; then
+  cd "$ROOT"
+  echo "test: the comm, zero and offload suites under ${ZT_SANITIZE_STAGE:-address}"
+  scripts/sanitize.sh "${ZT_SANITIZE_STAGE:-address}"
 fi
