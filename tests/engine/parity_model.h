@@ -40,6 +40,22 @@ struct ParityData {
   torch::Tensor x, y;  // [steps * global_batch, features]
 };
 
+// Parity variants (structs with a `name`) as test parameters: their names
+// for INSTANTIATE_TEST_SUITE_P, and the one a rank worker was handed.
+template <class Variant>
+std::vector<std::string> VariantNames(const std::vector<Variant>& all) {
+  std::vector<std::string> names;
+  for (const Variant& v : all) names.push_back(v.name);
+  return names;
+}
+template <class Variant>
+const Variant* FindVariant(const std::vector<Variant>& all, const std::string& name) {
+  for (const Variant& v : all) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
 // The parity tests' common config: micro-batch 2, no accumulation, AdamW
 // (lr 1e-2, weight decay 0.01), overlap_comm on, no step log.
 Config ParityBaseConfig(int stage);

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -201,8 +200,8 @@ ZT_RANK_WORKER(parity) {
   if (parts.size() != 2) return absl::InvalidArgumentError(absl::StrCat("expected stage:variant, got ", ctx.arg));
   const int stage = std::stoi(parts[0]);
   const std::vector<Variant> all = Variants();
-  const auto v = std::find_if(all.begin(), all.end(), [&](const Variant& x) { return x.name == parts[1]; });
-  if (v == all.end()) return absl::InvalidArgumentError(absl::StrCat("no variant named '", parts[1], "'"));
+  const Variant* v = FindVariant(all, parts[1]);
+  if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("no variant named '", parts[1], "'"));
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
@@ -212,12 +211,6 @@ ZT_RANK_WORKER(parity) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("variant ", v->name, " threw: ", e.what()));
   }
-}
-
-std::vector<std::string> VariantNames() {
-  std::vector<std::string> names;
-  for (const Variant& v : Variants()) names.push_back(v.name);
-  return names;
 }
 
 class ParityTest : public ::testing::TestWithParam<std::tuple<int, int, std::string>> {};
@@ -234,7 +227,7 @@ TEST_P(ParityTest, MatchesSingleProcessReference) {
 
 INSTANTIATE_TEST_SUITE_P(StagesWorldsVariants, ParityTest,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 3, 4),
-                                            ::testing::ValuesIn(VariantNames())),
+                                            ::testing::ValuesIn(VariantNames(Variants()))),
                          [](const auto& info) {
                            return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param),
                                                "_", std::get<2>(info.param));

@@ -225,13 +225,6 @@ absl::Status RunVariant(const Variant& v, const std::shared_ptr<comm::ProcessGro
   return absl::OkStatus();
 }
 
-const Variant* FindVariant(const std::vector<Variant>& all, const std::string& name) {
-  for (const Variant& v : all) {
-    if (v.name == name) return &v;
-  }
-  return nullptr;
-}
-
 // ctx.arg: the variant to run.
 ZT_RANK_WORKER(stage3_parity) {
   const std::vector<Variant> all = Variants();
@@ -248,12 +241,6 @@ ZT_RANK_WORKER(stage3_parity) {
   }
 }
 
-std::vector<std::string> VariantNames() {
-  std::vector<std::string> names;
-  for (const Variant& v : Variants()) names.push_back(v.name);
-  return names;
-}
-
 class Stage3ParityTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(Stage3ParityTest, MatchesSingleProcessReference) {
@@ -267,7 +254,7 @@ TEST_P(Stage3ParityTest, MatchesSingleProcessReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Stage3ParityTest,
-                         ::testing::Combine(::testing::ValuesIn(VariantNames()), ::testing::Values(1, 2, 3, 4)),
+                         ::testing::Combine(::testing::ValuesIn(VariantNames(Variants())), ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
                            return absl::StrCat(std::get<0>(info.param), "_world", std::get<1>(info.param));
                          });
