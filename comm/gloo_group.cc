@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/collective_args.h"
+#include "comm/collective_label.h"
 #include "comm/gloo_collectives.h"
 #include "comm/gloo_device.h"
 #include "comm/gloo_store.h"
@@ -268,20 +270,26 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     exit_cv_.notify_all();
   }
 
-  // Exchanges (seq, kind, bytes, dtype) with every rank before any data
-  // moves; a difference is a named error naming each rank's collective.
+  // Exchanges (seq, kind, bytes, dtype) and the label's first 48 bytes with
+  // every rank before any data moves; any difference is a named error naming
+  // each rank's collective and what it was for.
   absl::Status CheckAgreement(const GlooCall& call, const CollectiveInfo& info) {
     constexpr int kWords = 4;
-    const int64_t mine[kWords] = {static_cast<int64_t>(info.seq), static_cast<int64_t>(info.kind), info.bytes,
-                                  static_cast<int64_t>(info.dtype)};
-    std::vector<int64_t> all(static_cast<size_t>(size_) * kWords);
-    GlooExchangeHeaders(call, mine, all.data(), kWords);
+    constexpr int kLabelWords = 6;  // 48 bytes of the label; longer ones are cut for peers
+    constexpr int kAll = kWords + kLabelWords;
+    int64_t mine[kAll] = {static_cast<int64_t>(info.seq), static_cast<int64_t>(info.kind), info.bytes,
+                          static_cast<int64_t>(info.dtype)};
+    std::memcpy(&mine[kWords], info.label.data(), std::min(info.label.size(), sizeof(int64_t) * kLabelWords));
+    std::vector<int64_t> all(static_cast<size_t>(size_) * kAll);
+    GlooExchangeHeaders(call, mine, all.data(), kAll);
     std::vector<std::string> differ;
     for (int r = 0; r < size_; ++r) {
-      const int64_t* h = &all[static_cast<size_t>(r) * kWords];
-      if (std::equal(h, h + kWords, mine)) continue;
+      const int64_t* h = &all[static_cast<size_t>(r) * kAll];
+      if (std::equal(h, h + kAll, mine)) continue;
+      const char* text = reinterpret_cast<const char*>(h + kWords);
       CollectiveInfo theirs{static_cast<CollectiveKind>(h[1]), static_cast<uint32_t>(h[0]), h[2],
-                            static_cast<c10::ScalarType>(h[3])};
+                            static_cast<c10::ScalarType>(h[3]),
+                            std::string(text, strnlen(text, sizeof(int64_t) * kLabelWords))};
       differ.push_back(absl::StrCat("rank ", r, " is in ", theirs.Describe()));
     }
     if (differ.empty()) return absl::OkStatus();
@@ -413,7 +421,7 @@ void GlooGroup::ResetStats() { impl_->ResetStats(); }
 std::unique_ptr<Work> GlooGroup::AllGather(const at::Tensor& shard, const at::Tensor& flat) {
   CollectiveInfo info{CollectiveKind::kAllGather, 0,
                       flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
-                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte};
+                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   bool in_place = false;
   absl::Status ok = CheckAllGatherArgs(shard, flat, rank(), size(), c10::DeviceType::CPU, &in_place);
   if (!ok.ok()) return impl_->Reject(info, ok);
@@ -427,7 +435,7 @@ std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at:
                                                ReduceOp op) {
   CollectiveInfo info{CollectiveKind::kReduceScatter, 0,
                       flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
-                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte};
+                      flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckReduceScatterArgs(flat, shard, op, rank(), size(), c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
   const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
@@ -443,7 +451,7 @@ std::unique_ptr<Work> GlooGroup::AllReduce(const at::Tensor& tensor, ReduceOp op
   CollectiveInfo info{
       CollectiveKind::kAllReduce, 0,
       tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
-      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte};
+      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckAllReduceArgs(tensor, op, c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
   const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
@@ -459,7 +467,7 @@ std::unique_ptr<Work> GlooGroup::Broadcast(const at::Tensor& tensor, int root) {
   CollectiveInfo info{
       CollectiveKind::kBroadcast, 0,
       tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
-      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte};
+      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckBroadcastArgs(tensor, root, size(), c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
   return impl_->Submit(info, [tensor, root](const GlooCall& call, WireBytes& wire) {
@@ -468,7 +476,7 @@ std::unique_ptr<Work> GlooGroup::Broadcast(const at::Tensor& tensor, int root) {
 }
 
 std::unique_ptr<Work> GlooGroup::Barrier() {
-  CollectiveInfo info{CollectiveKind::kBarrier, 0, 0, c10::ScalarType::Byte};
+  CollectiveInfo info{CollectiveKind::kBarrier, 0, 0, c10::ScalarType::Byte, CollectiveLabel::Current()};
   return impl_->Submit(info, [](const GlooCall& call, WireBytes&) { GlooBarrier(call); });
 }
 

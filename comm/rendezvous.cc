@@ -16,10 +16,12 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/store_socket.h"
 
 namespace zt::comm {
 namespace {
@@ -125,6 +127,10 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
         ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
         "MASTER_PORT, and that this host can reach that address"));
   }
+  // Every later store operation of this rank gets the rendezvous deadline,
+  // so a store host that stops answering ends the rendezvous (and the
+  // gloo connect after it) with an error instead of a wait without end.
+  if (!hosts_store) BoundStoreSocket(tcp->getPort(), timeout);
   handle.address = absl::StrCat(env.master_addr, ":", tcp->getPort());
   handle.store = tcp;
   handle.env.master_port = tcp->getPort();
@@ -134,16 +140,25 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   keys.reserve(world);
   for (int r = 0; r < world; ++r) keys.push_back(std::to_string(r));
 
-  const std::string lost = absl::StrCat(
-      "rank ", rank, " lost the rendezvous store at ", handle.address,
-      " (hosted by rank 0) during the rendezvous: ");
+  const std::string host = env.agent_hosts_store ? "the torchrun agent" : "rank 0";
+  auto lost = [&](const std::exception& e) {
+    const std::string what = FirstLine(e.what());
+    if (absl::StrContains(what, "Socket Timeout") || absl::StrContains(what, "timed out")) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", rank, ": the rendezvous store at ", handle.address, " (hosted by ", host,
+          ") did not answer within ", FormatDuration(timeout), " (", what, "): ", host,
+          " may be stopped, hung or overloaded; ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+    }
+    return absl::UnavailableError(absl::StrCat("rank ", rank, " lost the rendezvous store at ", handle.address,
+                                               " (hosted by ", host, ") during the rendezvous: ", what));
+  };
   // Rank 0 publishes its job before it announces itself, so every rank that
   // sees rank 0 joined can compare.
   if (rank == 0) {
     try {
       store->set("job", Bytes(env.job_id));
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+      return lost(e);
     }
   }
   // Claim this rank's slot with an atomic counter: a second process with the
@@ -167,7 +182,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
     }
     store->set(keys[rank], Bytes(announce));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+    return lost(e);
   }
 
   try {
@@ -181,7 +196,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
         (store->check({keys[r]}) ? joined : missing).push_back(r);
       }
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+      return lost(e);
     }
     // The store lives in rank 0: it stays up until the ranks that joined
     // have read who is missing (each says so under "done/"), so they can
@@ -232,7 +247,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
       }
     }
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(lost, FirstLine(e.what())));
+    return lost(e);
   }
   return handle;
 }

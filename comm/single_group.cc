@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/collective_args.h"
+#include "comm/collective_label.h"
 #include "comm/work.h"
 
 namespace zt::comm {
@@ -16,7 +17,7 @@ std::unique_ptr<Work> SingleGroup::Finish(CollectiveKind kind, const at::Tensor&
                                           const std::function<void()>& action) {
   CollectiveInfo info{kind, 0,
                       t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0,
-                      t.defined() ? t.scalar_type() : c10::ScalarType::Byte};
+                      t.defined() ? t.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   std::lock_guard<std::mutex> lock(mu_);
   info.seq = next_seq_++;
   if (!failure_.ok()) {

@@ -24,9 +24,12 @@ std::string DTypeName(c10::ScalarType dtype) {
 }
 
 std::string CollectiveInfo::Describe() const {
-  if (kind == CollectiveKind::kBarrier) return absl::StrCat(ToString(kind), " #", seq);
-  return absl::StrCat(ToString(kind), " #", seq, " (", HumanBytes(static_cast<double>(bytes)), " ",
-                      DTypeName(dtype), ")");
+  std::string out = kind == CollectiveKind::kBarrier
+                        ? absl::StrCat(ToString(kind), " #", seq)
+                        : absl::StrCat(ToString(kind), " #", seq, " (", HumanBytes(static_cast<double>(bytes)), " ",
+                                       DTypeName(dtype), ")");
+  if (!label.empty()) absl::StrAppend(&out, " for ", label);
+  return out;
 }
 
 bool WorkState::Complete(absl::Status status) {

@@ -24,6 +24,8 @@ struct CollectiveInfo {
   uint32_t seq = 0;        // the group's sequence number (also the transport tag)
   int64_t bytes = 0;       // size of the full buffer the collective works on
   c10::ScalarType dtype = c10::ScalarType::Byte;
+  std::string label;       // what it is for (comm/collective_label.h); "" when not given
+  // "all_gather #151 (4 MiB fp32) for parameters of unit h.3"
   std::string Describe() const;
 };
 

@@ -25,6 +25,7 @@
 #include "ckpt/pt_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
+#include "comm/collective_label.h"
 #include "engine/engine.h"
 #include "engine/tensor_ref.h"
 #include "util/error.h"
@@ -113,6 +114,7 @@ std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
 
 absl::Status Engine::AgreeAcrossRanks(const absl::Status& local, const std::string& what) {
   if (pg_->size() == 1) return local;
+  comm::CollectiveLabel label(what);
   at::Tensor flags = at::zeros({pg_->size()}, at::kInt);
   flags[pg_->rank()] = local.ok() ? 0 : 1;
   absl::Status st = pg_->AllGather(flags.narrow(0, pg_->rank(), 1).clone(), flags)->Wait();
@@ -130,6 +132,7 @@ absl::Status Engine::AgreeAcrossRanks(const absl::Status& local, const std::stri
 absl::Status Engine::CheckTagAgreement(const std::string& tag) {
   if (pg_->size() == 1 || config_.checkpoint.tag_validation == TagValidation::kIgnore) return absl::OkStatus();
   at::Tensor hi = at::full({1}, TagHash(tag), at::kLong), lo = hi.clone();
+  comm::CollectiveLabel label("the checkpoint tag check");
   ZT_RETURN_IF_ERROR(pg_->AllReduce(hi, comm::ReduceOp::kMax)->Wait());
   ZT_RETURN_IF_ERROR(pg_->AllReduce(lo, comm::ReduceOp::kMin)->Wait());
   if (hi.item<int64_t>() == lo.item<int64_t>()) return absl::OkStatus();
@@ -268,6 +271,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   {
     at::Tensor id = at::zeros({2}, at::kLong);
     if (rank == 0) id[0] = ckpt::NewSaveId();
+    comm::CollectiveLabel label("the checkpoint save id");
     std::error_code ec;
     id[1] = std::filesystem::exists(folder, ec) ? 1 : 0;
     ZT_RETURN_IF_ERROR(pg_->AllReduce(id, comm::ReduceOp::kMax)->Wait());
@@ -427,6 +431,7 @@ void Engine::CommitFrozen(std::vector<std::pair<at::Tensor, at::Tensor>>& frozen
   if (stage_ >= 1 && pg_->size() > 1) {
     GatherParams();
     std::vector<std::unique_ptr<comm::Work>> works;
+    comm::CollectiveLabel label("loaded frozen parameters");
     for (zero::FlatGroup& g : frozen_groups_) {
       if (!g.param_shard.defined()) works.push_back(pg_->AllGather(g.OwnedParams(), g.params));
     }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "comm/collective_label.h"
 #include "offload/io_engine.h"
 #include "ops/kernels.h"
 #include "util/error.h"
@@ -409,6 +410,7 @@ absl::Status Engine::ConvertAndBroadcastBuffers(at::ScalarType dtype) {
   }
   if (pg_->size() == 1) return absl::OkStatus();
   std::vector<std::unique_ptr<comm::Work>> works;
+  comm::CollectiveLabel label("module buffers from rank 0");
   for (const at::Tensor& b : buffers) works.push_back(pg_->Broadcast(b, 0));
   for (auto& w : works) {
     absl::Status st = w->Wait();
@@ -467,6 +469,7 @@ void Engine::UnpinChunks(const std::vector<int>& chunks, std::optional<int> modi
     // Stages 0-2 keep full parameters everywhere: share the modifier's.
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
+    comm::CollectiveLabel label("modified parameters (GatheredParameters)");
     for (zero::FlatGroup& g : groups_) works.push_back(pg_->Broadcast(g.params, *modifier_rank));
     std::vector<std::pair<at::Tensor, at::Tensor>> copies;
     for (const auto& p : module_->named_parameters(/*recurse=*/true)) {
@@ -493,6 +496,7 @@ absl::Status Engine::BroadcastInitialState() {
   if (pg_->size() == 1) return absl::OkStatus();
   at::NoGradGuard no_grad;
   std::vector<std::unique_ptr<comm::Work>> works;
+  comm::CollectiveLabel label("the initial state from rank 0");
   for (zero::FlatGroup& g : groups_) works.push_back(pg_->Broadcast(g.params, 0));
   // Buffers and frozen parameters are not in any group: send them one by one.
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (original, contiguous copy)
@@ -599,6 +603,7 @@ void Engine::OptimizerStep() {
     const bool local = optimizer_->LocalHasNonFinite();
     if (pg_->size() > 1) {
       at::Tensor flag = at::full({1}, local ? 1.0f : 0.0f, at::kFloat);
+      comm::CollectiveLabel label("the fp16 overflow check");
       CheckWork(pg_->AllReduce(flag, comm::ReduceOp::kMax), "agreeing on fp16 overflow");
       overflow = flag.item<float>() > 0.0f;
     } else {
@@ -622,6 +627,7 @@ void Engine::OptimizerStep() {
       double sq = optimizer_->LocalGradSquaredNorm();
       if (sharded) {
         at::Tensor t = at::full({1}, sq, at::kDouble);
+        comm::CollectiveLabel label("the gradient norm");
         CheckWork(pg_->AllReduce(t, comm::ReduceOp::kSum), "computing the global gradient norm");
         sq = t.item<double>();
       }
@@ -653,6 +659,7 @@ void Engine::OptimizerStep() {
 void Engine::GatherParams() {
   std::vector<std::unique_ptr<comm::Work>> works;
   works.reserve(groups_.size());
+  comm::CollectiveLabel label("updated parameters after the optimizer step");
   for (zero::FlatGroup& g : groups_) {
     // Stage 3 gathers sharded chunks on demand; only persistent ones (which
     // own a slice of their live buffer) are refreshed here.

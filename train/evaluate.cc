@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_label.h"
 #include "data/sampler.h"
 #include "util/status.h"
 
@@ -45,6 +46,7 @@ absl::StatusOr<EvalResult> Evaluate(models::Model& model, const TrainData& data,
     sums[3] += valid.sum();
   }
   if (was_training) model.module()->train();
+  comm::CollectiveLabel label("the evaluation results");
   std::unique_ptr<comm::Work> work = group.AllReduce(sums, comm::ReduceOp::kSum);
   absl::Status st = work->Wait();
   if (!st.ok()) return absl::Status(st.code(), absl::StrCat("reducing the evaluation results: ", st.message()));

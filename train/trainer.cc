@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "ckpt/export.h"
 #include "ckpt/zero_checkpoint.h"
+#include "comm/collective_label.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "data/sampler.h"
@@ -60,6 +61,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // so no rank goes on to a collective its peers will never join.
 absl::Status Agree(comm::ProcessGroup& pg, const absl::Status& local, const std::string& what) {
   at::Tensor flag = at::full({1}, local.ok() ? 0 : 1, at::kInt);
+  comm::CollectiveLabel label(what);
   absl::Status st = pg.AllReduce(flag, comm::ReduceOp::kMax)->Wait();
   if (!st.ok()) return st;
   if (!local.ok()) return local;
@@ -478,6 +480,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
       return torch::nll_loss(out, targets[i]);
     });
     at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
+    comm::CollectiveLabel label("the step's mean loss");
     ZT_RETURN_IF_ERROR(pg->AllReduce(loss_t, comm::ReduceOp::kAvg)->Wait());
     const double loss = loss_t.item<double>();
     const double step_sec = Seconds(t0, Clock::now());

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "comm/collective_label.h"
 #include "util/error.h"
 #include "util/status.h"
 
@@ -189,6 +190,7 @@ void GradReducer::LaunchLocked(int group_index) {
   InFlight f;
   f.group = group_index;
   f.input = input;
+  comm::CollectiveLabel label(absl::StrCat("gradient bucket ", group_index, " of ", groups_.size()));
   if (options_.stage == 0) {
     f.output = input;
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);

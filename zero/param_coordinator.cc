@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "comm/collective_label.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -99,6 +100,9 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     gather_hold_[static_cast<size_t>(chunk)] = ++gather_seq_;
   }
   pool_.Fill(g.params);
+  comm::CollectiveLabel label(absl::StrCat("parameters of unit '",
+                                           UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
+                                           "' (", phase_, ")"));
   s.work = pg_->AllGather(g.param_shard, g.params);
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
@@ -207,6 +211,7 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
 void ParamCoordinator::PreForward(int unit, bool training) {
   std::lock_guard<std::mutex> lock(mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
+  phase_ = training ? "forward" : "evaluation";
   if (training) {
     ObserveLocked(unit);
   } else {
@@ -250,6 +255,7 @@ void ParamCoordinator::PreBackward(int unit) {
     callback_queued_ = true;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { EndBackward(); });
   }
+  phase_ = "backward";
   ObserveLocked(unit);
 }
 
@@ -295,6 +301,7 @@ void ParamCoordinator::EndBackward() {
 
 void ParamCoordinator::Pin(const std::vector<int>& chunks) {
   std::lock_guard<std::mutex> lock(mu_);
+  phase_ = "GatheredParameters";
   for (int c : chunks) GatherChunkLocked(c);
   for (int c : chunks) {
     WaitChunkLocked(c);
@@ -307,6 +314,7 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
   if (modifier_rank.has_value()) {
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
+    comm::CollectiveLabel label("modified parameters (GatheredParameters)");
     for (int c : chunks) works.push_back(pg_->Broadcast(chunks_[static_cast<size_t>(c)].group->params, *modifier_rank));
     for (size_t i = 0; i < works.size(); ++i) {
       absl::Status st = works[i]->Wait();

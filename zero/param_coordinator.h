@@ -219,6 +219,11 @@ class ParamCoordinator {
   StoragePool pool_;
   bool callback_queued_ = false;
   bool logged_mismatch_ = false;
+  // Why gathers are issued right now ("forward", "backward", "evaluation",
+  // "GatheredParameters"), for their collective labels: every rank issues
+  // the same gathers in the same phases, so a rank in another phase (one
+  // rank evaluating alone) is named at its first gather.
+  const char* phase_ = "forward";
   CoordinatorStats stats_;
 
   // Parameter offload (empty vectors without it).

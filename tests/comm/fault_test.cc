@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "comm/collective_label.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "gtest/gtest.h"
@@ -179,9 +180,11 @@ ZT_RANK_WORKER(disagreeing_collectives) {
   const auto start = std::chrono::steady_clock::now();
   absl::Status st;
   if (group->rank() == 0) {
+    zt::comm::CollectiveLabel label("the evaluation loss");
     at::Tensor small = at::ones({16});
-    st = group->AllReduce(small, ReduceOp::kSum)->Wait();  // an evaluation loss
+    st = group->AllReduce(small, ReduceOp::kSum)->Wait();
   } else {
+    zt::comm::CollectiveLabel label("parameters of unit 'h.3'");
     const int n = group->size();
     at::Tensor flat = at::zeros({1 << 16});
     const int64_t b = zt::comm::ShardBegin(flat.numel(), n, group->rank());
@@ -196,7 +199,26 @@ ZT_RANK_WORKER(disagreeing_collectives) {
   ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #") && absl::StrContains(st.message(), "(64 B fp32)") &&
                                 absl::StrContains(st.message(), "(256 KiB fp32)"),
                             st, "both ranks' collectives named"));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "(64 B fp32) for the evaluation loss") &&
+                                absl::StrContains(st.message(), "(256 KiB fp32) for parameters of unit 'h.3'"),
+                            st, "what each rank's collective was for"));
   ZT_RETURN_IF_ERROR(Expect(seconds < 10.0, st, "the error within 10 s"));
+  return absl::OkStatus();
+}
+
+// Same kind, size and type but different labels (two units of one size):
+// still a disagreement, named with both labels, before any data moves.
+ZT_RANK_WORKER(disagreeing_labels) {
+  ZT_ASSIGN_OR_RETURN(auto group, Init());
+  at::Tensor t = at::ones({1000});
+  zt::comm::CollectiveLabel label(group->rank() == 0 ? "parameters of unit 'h.0'" : "parameters of unit 'h.5'");
+  absl::Status st = group->AllReduce(t, ReduceOp::kSum)->Wait();
+  std::printf("rank %d: %s\n", group->rank(), st.ToString().c_str());
+  ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kFailedPrecondition &&
+                                absl::StrContains(st.message(), "for parameters of unit 'h.0'") &&
+                                absl::StrContains(st.message(), "for parameters of unit 'h.5'"),
+                            st, "FailedPrecondition naming both labels"));
+  if (t[0].item<float>() != 1.0f) return absl::InternalError("data moved despite the disagreement");
   return absl::OkStatus();
 }
 
@@ -226,6 +248,41 @@ zt::testing::RankRunOptions FaultOptions(int world, std::string arg, const char*
 }
 
 }  // namespace
+
+// The store's host (rank 0) freezes while the others are still joining the
+// rendezvous: they connect (the kernel accepts into the listen backlog) but
+// nothing answers. Each must fail within the rendezvous timeout (3 s here)
+// plus one more store deadline for the diagnosis, naming the store and rank
+// 0, instead of waiting on a socket without a deadline.
+ZT_RANK_WORKER(store_host_stops_in_rendezvous) {
+  const std::string dir = ArgValue(ctx.arg, "dir");
+  if (ctx.rank == 0) {
+    WritePid(dir, 0);
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the store is up by now
+      ::raise(SIGSTOP);
+    }).detach();
+    absl::Status st = Init().status();
+    return absl::InternalError(absl::StrCat("the stopped store host went on: ", st.ToString()));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // join after rank 0 froze
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status st = Init().status();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank %d after %.2f s: %s\n", ctx.rank, seconds, st.ToString().c_str());
+  std::fflush(stdout);
+  std::ofstream(absl::StrCat(dir, "/done", ctx.rank)) << "1\n";
+  bool all_done = true;
+  for (int r = 1; r < ctx.world_size; ++r) {
+    if (access(absl::StrCat(dir, "/done", r).c_str(), F_OK) != 0) all_done = false;
+  }
+  if (all_done) KillRank(dir, 0);
+  ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "rendezvous store") &&
+                                absl::StrContains(st.message(), "rank 0"),
+                            st, "the rendezvous store of rank 0 named"));
+  return Expect(seconds < 8.0, st, "the error within 8 s (the 3 s rendezvous timeout twice, plus slack)");
+}
 
 ZT_RANK_WORKER(killed_mid_collective) { return RunVictimScenario(ctx, SIGKILL); }
 ZT_RANK_WORKER(stopped_mid_collective) { return RunVictimScenario(ctx, SIGSTOP); }
@@ -346,12 +403,34 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndVictims, StoppedRankShutdown,
                            return absl::StrCat("world", std::get<0>(info.param), "_stop_rank", std::get<1>(info.param));
                          });
 
+class StoreHostStopsInRendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(StoreHostStopsInRendezvous, OthersFailWithinTheTimeout) {
+  const int world = GetParam();
+  auto opts = FaultOptions(world, absl::StrCat("dir=", TempDir()), "3");
+  opts.extra_env["ZT_RENDEZVOUS_TIMEOUT_S"] = "3";
+  opts.may_fail_ranks = {0};
+  auto result = zt::testing::RunRanks("store_host_stops_in_rendezvous", opts);
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
+  for (int r = 1; r < world; ++r) EXPECT_FALSE(result.timed_out[r]) << result.Summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, StoreHostStopsInRendezvous, ::testing::Values(2, 3),
+                         [](const auto& info) { return absl::StrCat("world", info.param); });
+
 TEST(Faults, DisagreeingCollectivesAreNamedOnEveryRank) {
   for (int world : {2, 3}) {
     auto result = zt::testing::RunRanks("disagreeing_collectives", FaultOptions(world, "", "600"));
     MaybePrint(result);
     EXPECT_TRUE(result.ok()) << result.Summary();
   }
+}
+
+TEST(Faults, DisagreeingLabelsAreNamedBeforeDataMoves) {
+  auto result = zt::testing::RunRanks("disagreeing_labels", FaultOptions(2, "", "600"));
+  MaybePrint(result);
+  EXPECT_TRUE(result.ok()) << result.Summary();
 }
 
 TEST(Faults, RankThatNeverJoinsIsNamed) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -446,14 +449,19 @@ TEST(CheckpointImport, ExportedWeightsLoadIntoShardsAndModules) {
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
-// A rank dies as a save begins: the save fails on the others and `latest`
-// still names the previous checkpoint, which loads. `tags` (comma-separated)
-// are saved one per training step; rank 1 dies instead of saving the last.
+// A rank dies (or, with `stop`, freezes: SIGSTOP) as a save begins: the
+// save fails on the others and `latest` still names the previous checkpoint,
+// which loads. `tags` (comma-separated) are saved one per training step; the
+// `victim` rank (default 1) dies instead of saving the last. A frozen rank 0
+// is the store's host as well: the survivors must still fail within the
+// 3 s collective timeout plus the diagnosis, and shut down, not wait for it.
 ZT_RANK_WORKER(crash_during_save) {
   const auto a = Args(ctx.arg);
   const std::string dir = a.at("dir");
   const std::vector<std::string> tags = absl::StrSplit(a.at("tags"), ',');
-  ZT_ASSIGN_OR_RETURN(auto pg, Group(/*timeout_s=*/10));
+  const int victim = a.count("victim") ? Int(a, "victim") : 1;
+  const bool stop = a.count("stop") > 0;
+  ZT_ASSIGN_OR_RETURN(auto pg, Group(/*timeout_s=*/stop ? 3 : 10));
   Model m = MakeModel(false, true, 1);
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
   for (size_t i = 0; i + 1 < tags.size(); ++i) {
@@ -461,10 +469,39 @@ ZT_RANK_WORKER(crash_during_save) {
     ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, tags[i]));
   }
   TrainStep(*engine, m, static_cast<int>(tags.size()) - 1, false);
-  if (pg->rank() == 1) std::_Exit(3);  // dies instead of saving
+  const std::string pid_file = dir + ".victim_pid";
+  if (pg->rank() == victim) {
+    if (!stop) std::_Exit(3);  // dies instead of saving
+    std::ofstream(pid_file) << getpid() << "\n";
+    ::raise(SIGSTOP);  // until the last survivor kills it
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return absl::InternalError("the stopped rank went on");
+  }
+  const auto start = std::chrono::steady_clock::now();
   absl::Status st = engine->SaveCheckpoint(dir, tags.back());
+  const auto failed = std::chrono::steady_clock::now();
+  engine.reset();
+  pg.reset();
+  const auto done = std::chrono::steady_clock::now();
+  auto seconds = [](auto d) { return std::chrono::duration<double>(d).count(); };
+  std::printf("rank %d: save failed after %.2f s, shut down in %.2f s: %s\n", ctx.rank, seconds(failed - start),
+              seconds(done - failed), std::string(st.message()).c_str());
+  std::fflush(stdout);
+  if (stop) {
+    std::ofstream(absl::StrCat(dir, ".done", ctx.rank)) << "1\n";
+    bool all_done = true;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      if (r != victim && access(absl::StrCat(dir, ".done", r).c_str(), F_OK) != 0) all_done = false;
+    }
+    int pid = 0;
+    if (all_done && (std::ifstream(pid_file) >> pid) && pid > 0) ::kill(pid, SIGKILL);
+  }
   if (st.ok()) return absl::InternalError("a save with a dead rank succeeded");
-  std::printf("save failed as expected: %s\n", std::string(st.message()).c_str());
+  if (stop && (seconds(failed - start) > 15.0 || seconds(done - failed) > 8.0)) {
+    return absl::InternalError(absl::StrFormat("the save failed after %.2f s and the shutdown took %.2f s; expected "
+                                               "within the 3 s timeout plus the diagnosis (15 s) and 8 s",
+                                               seconds(failed - start), seconds(done - failed)));
+  }
   return absl::OkStatus();
 }
 
@@ -518,6 +555,33 @@ TEST(CheckpointFaults, RankDyingDuringSaveLeavesThePreviousCheckpoint) {
   r = RunWorker("load_after_crash", 2, "dir=" + dir);
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
+
+// The store's host (rank 0) or the last rank freezes as a save begins, at
+// worlds 2 and 3: the survivors fail and exit on time, and the previous
+// checkpoint stays `latest` and loads.
+class FrozenRankDuringSave : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(FrozenRankDuringSave, SurvivorsFailOnTimeAndThePreviousCheckpointLoads) {
+  const auto [world, victim] = GetParam();
+  const std::string dir = TempDir(absl::StrCat("frozen", world, victim)) + "/ck";
+  RankRunResult r = RunWorker("crash_during_save", world,
+                              absl::StrCat("dir=", dir, ";tags=first,second;stop=1;victim=", victim), {victim});
+  if (std::getenv("ZT_TEST_VERBOSE") != nullptr) {  // the measured times
+    for (int rank = 0; rank < world; ++rank) std::printf("rank %d: %s", rank, r.outputs[rank].c_str());
+  }
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  for (int rank = 0; rank < world; ++rank) EXPECT_FALSE(r.timed_out[rank]) << r.Summary();
+  EXPECT_EQ(ReadAll(dir + "/latest"), std::vector<char>({'f', 'i', 'r', 's', 't', '\n'}));
+  r = RunWorker("load_after_crash", world, "dir=" + dir);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndVictims, FrozenRankDuringSave,
+                         ::testing::Values(std::make_tuple(2, 0), std::make_tuple(2, 1), std::make_tuple(3, 0),
+                                           std::make_tuple(3, 2)),
+                         [](const auto& info) {
+                           return absl::StrCat("world", std::get<0>(info.param), "_stop_rank", std::get<1>(info.param));
+                         });
 
 // Damaged files: a flipped byte in a tensor, a truncated file. Each is a
 // clear error naming the file, and the engine's parameters stay as they were.
