@@ -95,7 +95,8 @@ int RunInspect(const std::vector<std::string>& args) {
   int64_t params = 0;
   for (const auto& g : l.groups) params += static_cast<int64_t>(g.params.size());
   for (const auto& g : l.frozen) params += static_cast<int64_t>(g.params.size());
-  std::printf("checkpoint: %s/%s\n", (*ck)->dir().c_str(), (*ck)->tag().c_str());
+  std::printf("checkpoint: %s/%s (written by %s)\n", (*ck)->dir().c_str(), (*ck)->tag().c_str(),
+              (*ck)->format().c_str());
   const std::string states = (*ck)->state_names().empty() ? "none" : absl::StrJoin((*ck)->state_names(), ", ");
   std::printf("ZeRO stage %d, %d ranks, model dtype %s, optimizer %s (state: %s)\n", l.stage, l.world_size,
               std::string(ckpt::DTypeName(l.model_dtype)).c_str(), ts.optimizer_type.c_str(), states.c_str());
@@ -124,6 +125,8 @@ int RunConsolidate(const std::vector<std::string>& args) {
   flags.String("dtype", "fp32", "fp32, bf16 or fp16: the dtype of floating-point tensors");
   flags.String("max-shard-size", "5GB", "split the output into shards of at most this size (when OUT is a directory)");
   flags.Bool("no-buffers", "leave the module's buffers out");
+  flags.Bool("tied-copies", "also write tied aliases (lm_head.weight) as tensors of their own, as DeepSpeed's "
+                            "zero_to_fp32 does");
   int code = 0;
   if (!ParseFlags(flags, args, "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB]",
                   "\nWrites the checkpoint's full weights, by their names, as safetensors: OUT is a file ending\n"
@@ -151,6 +154,7 @@ int RunConsolidate(const std::vector<std::string>& args) {
     return 2;
   }
   options.include_buffers = !flags.GetBool("no-buffers");
+  options.tied_copies = flags.GetBool("tied-copies");
   auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"));
   if (!ck.ok()) return Fail("consolidate", ck.status());
   auto result = ckpt::ExportSafetensors(**ck, flags.positional()[1], options);

@@ -104,6 +104,31 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
     }
   }
 
+  // Tied aliases as tensors of their own (DeepSpeed's zero_to_fp32 writes
+  // them so); by default they are named in the metadata only.
+  if (options.tied_copies) {
+    for (const auto& [alias, name] : l.shared) {
+      Item it;
+      if (const auto where = l.FindTrainable(name)) {
+        const SavedParam& p = l.groups[where->first].params[where->second];
+        it.entry = {alias, out_dtype(DType::kFloat32), p.shape};
+        it.numel = p.numel;
+        it.read = [&ck, name = name](int64_t b, int64_t e, void* dst) {
+          return ck.ReadTrainable(name, "master", b, e, static_cast<float*>(dst));
+        };
+      } else if (const auto fwhere = l.FindFrozen(name)) {
+        const SavedParam& p = l.frozen[fwhere->first].params[fwhere->second];
+        it.entry = {alias, out_dtype(l.model_dtype), p.shape};
+        it.source = l.model_dtype;
+        it.numel = p.numel;
+        it.read = [&ck, name = name](int64_t b, int64_t e, void* dst) { return ck.ReadFrozen(name, b, e, dst); };
+      } else {
+        continue;  // tied to a module entry (a buffer): written under its own name above
+      }
+      items.push_back(std::move(it));
+    }
+  }
+
   std::vector<SafetensorsEntry> entries;
   for (const Item& it : items) entries.push_back(it.entry);
   const bool single_file = absl::EndsWith(out, ".safetensors");

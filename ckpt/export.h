@@ -27,6 +27,10 @@ struct ExportOptions {
   // Larger outputs are split into shards of at most this many bytes.
   uint64_t max_shard_bytes = 5ull << 30;
   bool include_buffers = true;
+  // Also write every tied alias (e.g. lm_head.weight tied to wte.weight) as a
+  // tensor of its own, as DeepSpeed's zero_to_fp32 does. Off: aliases are
+  // listed in the metadata ("zt_tied") and left out, as Hugging Face does.
+  bool tied_copies = false;
   int64_t chunk_elements = 4 << 20;
 };
 

@@ -1,8 +1,10 @@
 // Internal: Python pickle (protocol 2) for ckpt::Value trees, the way
 // torch.save pickles them. The writer emits only opcodes every torch.load
 // accepts (including torch 2.x's weights_only unpickler); the reader accepts
-// what Python's pickler emits for such trees (protocols 2-4) and refuses any
-// other global by name.
+// what Python's pickler emits for such trees (protocols 2-4), plus what
+// DeepSpeed's checkpoint files hold (torch.Size as a tuple, set as a list,
+// ZeroStageEnum as its int, loss scalers and fragment_address as dicts with
+// a "__class__" entry), and refuses any other global by name.
 #pragma once
 
 #include <functional>

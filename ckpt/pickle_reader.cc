@@ -1,8 +1,14 @@
 // UnpickleValue: a small pickle virtual machine for what torch.save writes.
 // Objects live as a shared Obj graph while unpickling (so memoized lists and
 // dicts mutate in place, as in Python) and become a Value tree at STOP.
-// Anything outside that vocabulary -- another global, bytes, sets -- is an
-// error naming the opcode or the global and its offset in the pickle.
+//
+// Besides containers and tensors it understands what DeepSpeed's checkpoint
+// files hold, without executing anything: attributes set on a state dict
+// (OrderedDict._metadata, dropped), torch.Size (a tuple), set (a list), the
+// ZeroStageEnum (its int value), and a few plain record classes (loss
+// scalers, fragment_address) that become dicts with a "__class__" entry.
+// Anything else -- another global, bytes -- is an error naming the opcode or
+// the global and its offset in the pickle.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -19,6 +25,31 @@ namespace {
 
 constexpr int kMaxDepth = 1000;
 
+// Classes whose instances are plain records (NEWOBJ with no arguments, then
+// BUILD with a dict of attributes): read as dicts, "__class__" first.
+constexpr const char* kRecordClasses[] = {
+    "deepspeed.runtime.fp16.loss_scaler.LossScaler",
+    "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+    "deepspeed.utils.tensor_fragment.fragment_address",
+};
+
+bool IsRecordClass(const std::string& name) {
+  for (const char* c : kRecordClasses) {
+    if (name == c) return true;
+  }
+  return false;
+}
+
+// deepspeed.runtime.zero.config.ZeroStageEnum's members.
+std::optional<int64_t> ZeroStageValue(const std::string& member) {
+  if (member == "disabled") return 0;
+  if (member == "optimizer_states") return 1;
+  if (member == "gradients") return 2;
+  if (member == "weights" || member == "max_stage") return 3;
+  return std::nullopt;
+}
+constexpr char kZeroStageEnum[] = "deepspeed.runtime.zero.config.ZeroStageEnum";
+
 struct Obj;
 using ObjPtr = std::shared_ptr<Obj>;
 
@@ -34,6 +65,7 @@ struct Obj {
   std::vector<std::pair<ObjPtr, ObjPtr>> dict;
   std::unordered_map<std::string, size_t> dict_index;  // key ("s<str>" or "i<int>") -> position
   bool ordered = false;
+  bool record = false;  // a record class's instance, read as a dict
   TensorRef tensor;  // storage (record fields) or tensor (plus the view)
   int64_t storage_numel = 0;
 };
@@ -81,7 +113,8 @@ class Unpickler {
   absl::Status Unsupported(absl::string_view what) const {
     return absl::UnimplementedError(absl::StrCat(
         where_, ": pickle offset ", op_pos_, ": ", what,
-        "; zerotorch reads dicts, OrderedDicts, lists, tuples, None, bool, int, float, str and tensors"));
+        "; zerotorch reads dicts, OrderedDicts, lists, tuples, sets, None, bool, int, float, str, tensors and "
+        "DeepSpeed's checkpoint records"));
   }
 
   // --- reading the byte stream
@@ -169,6 +202,7 @@ class Unpickler {
   }
 
   absl::Status PushGlobal(std::string module, std::string name) {
+    if (module == "__builtin__") module = "builtins";  // protocol 2 spells Python 3's builtins so
     ObjPtr g = Make(Obj::Kind::kGlobal);
     g->s = absl::StrCat(module, ".", name);
     Push(std::move(g));
@@ -305,9 +339,61 @@ class Unpickler {
         return Error(absl::StrCat(fn, " called with unexpected arguments"));
       }
       Push(args->items[0]);
+    } else if (fn == "torch.Size") {
+      // torch.Size((2, 3)): a tuple of ints.
+      if (args->items.size() != 1) return Error("torch.Size called with unexpected arguments");
+      ZT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntTuple(args->items[0], "torch.Size"));
+      std::vector<ObjPtr> items;
+      for (int64_t d : dims) items.push_back(MakeInt(d));
+      Push(MakeTuple(std::move(items)));
+    } else if (fn == "builtins.set" || fn == "builtins.frozenset") {
+      // set([...]): its items as a list (in the pickled order).
+      ObjPtr l = Make(Obj::Kind::kList);
+      if (args->items.size() > 1) return Error(absl::StrCat(fn, " called with unexpected arguments"));
+      if (!args->items.empty()) {
+        const ObjPtr& src = args->items[0];
+        if (src->kind != Obj::Kind::kList && src->kind != Obj::Kind::kTuple) {
+          return Error(absl::StrCat(fn, " of a ", KindName(src->kind)));
+        }
+        l->items = src->items;
+      }
+      Push(std::move(l));
+    } else if (fn == "builtins.getattr") {
+      // getattr(ZeroStageEnum, 'optimizer_states'): how Python pickles an enum member by name.
+      if (args->items.size() != 2 || args->items[0]->kind != Obj::Kind::kGlobal ||
+          args->items[1]->kind != Obj::Kind::kStr) {
+        return Unsupported("getattr with arguments other than (class, name)");
+      }
+      const std::string& cls = args->items[0]->s;
+      const std::optional<int64_t> v = cls == kZeroStageEnum ? ZeroStageValue(args->items[1]->s) : std::nullopt;
+      if (!v) return Unsupported(absl::StrCat("global '", cls, ".", args->items[1]->s, "' is not supported"));
+      Push(MakeInt(*v));
+    } else if (fn == kZeroStageEnum) {
+      // ZeroStageEnum(1): the member by value.
+      if (args->items.size() != 1 || args->items[0]->kind != Obj::Kind::kInt) {
+        return Error("ZeroStageEnum called with unexpected arguments");
+      }
+      Push(args->items[0]);
     } else {
       return Unsupported(absl::StrCat("global '", fn, "' is not supported"));
     }
+    return absl::OkStatus();
+  }
+
+  // NEWOBJ: cls.__new__(cls, *args). Only the record classes, without arguments.
+  absl::Status NewObj() {
+    ZT_ASSIGN_OR_RETURN(ObjPtr args, Pop());
+    ZT_ASSIGN_OR_RETURN(ObjPtr cls, Pop());
+    if (cls->kind != Obj::Kind::kGlobal) return Error(absl::StrCat("NEWOBJ on a ", KindName(cls->kind)));
+    if (!IsRecordClass(cls->s)) return Unsupported(absl::StrCat("global '", cls->s, "' is not supported"));
+    if (args->kind != Obj::Kind::kTuple || !args->items.empty()) {
+      return Unsupported(absl::StrCat("'", cls->s, "' created with arguments"));
+    }
+    ObjPtr d = Make(Obj::Kind::kDict);
+    d->record = true;
+    std::vector<ObjPtr> kv{MakeStr("__class__"), MakeStr(cls->s)};
+    ZT_RETURN_IF_ERROR(SetItems(d, kv));
+    Push(std::move(d));
     return absl::OkStatus();
   }
 
@@ -322,10 +408,28 @@ class Unpickler {
                            std::all_of(state->items.begin(), state->items.end(), [](const ObjPtr& s) {
                              return s->kind == Obj::Kind::kNone || (s->kind == Obj::Kind::kDict && s->dict.empty());
                            }));
-    if (!harmless || (target->kind != Obj::Kind::kDict && target->kind != Obj::Kind::kTensor)) {
-      return Unsupported(absl::StrCat("BUILD with ", KindName(state->kind), " state on a ", KindName(target->kind)));
+    if (harmless && (target->kind == Obj::Kind::kDict || target->kind == Obj::Kind::kTensor)) return absl::OkStatus();
+    if (target->kind == Obj::Kind::kDict && state->kind == Obj::Kind::kDict) {
+      if (target->record) {
+        // A record's attributes become its entries.
+        std::vector<ObjPtr> kv;
+        for (const auto& [k, v] : state->dict) {
+          kv.push_back(k);
+          kv.push_back(v);
+        }
+        return SetItems(target, kv);
+      }
+      // Attributes set on a dict: a state dict's `_metadata` (module
+      // versions, which nothing here needs) is dropped; others are refused.
+      for (const auto& [k, v] : state->dict) {
+        if (k->kind != Obj::Kind::kStr || k->s != "_metadata") {
+          return Unsupported(absl::StrCat("an attribute '", k->kind == Obj::Kind::kStr ? k->s : "?",
+                                          "' set on a dict"));
+        }
+      }
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
+    return Unsupported(absl::StrCat("BUILD with ", KindName(state->kind), " state on a ", KindName(target->kind)));
   }
 
   absl::Status Step(uint8_t op) {
@@ -494,6 +598,8 @@ class Unpickler {
         return Reduce();
       case 'b':  // BUILD
         return Build();
+      case 0x81:  // NEWOBJ
+        return NewObj();
       case 'Q': {  // BINPERSID
         ZT_ASSIGN_OR_RETURN(ObjPtr pid, Pop());
         return PersistentLoad(pid);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ckpt/file_io.h"
+#include "ckpt/value_fields.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
@@ -40,80 +41,6 @@ Value LossScalerValue(const TrainingState& ts) {
   d.Set("cur_hysteresis", ts.scaler_hysteresis);
   d.Set("dynamic", ts.dynamic_loss_scale);
   return Value(std::move(d));
-}
-
-// Typed lookups on a parsed file, with errors that name the file and key.
-class Fields {
- public:
-  Fields(const std::string& file, const Dict& d, std::string where) : file_(file), d_(d), where_(std::move(where)) {}
-  absl::StatusOr<const Value*> Get(const std::string& key) const {
-    const Value* v = d_.Find(key);
-    if (v == nullptr) return Missing(key);
-    return v;
-  }
-  absl::StatusOr<int64_t> Int(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_int()) return Wrong(key, "an int", *v);
-    return v->AsInt();
-  }
-  absl::StatusOr<double> Double(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_int() && !v->is_double()) return Wrong(key, "a number", *v);
-    return v->AsDouble();
-  }
-  absl::StatusOr<bool> Bool(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_bool()) return Wrong(key, "a bool", *v);
-    return v->AsBool();
-  }
-  absl::StatusOr<std::string> Str(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_string()) return Wrong(key, "a str", *v);
-    return v->AsString();
-  }
-  absl::StatusOr<const Dict*> Sub(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_dict()) return Wrong(key, "a dict", *v);
-    return &v->AsDict();
-  }
-  absl::StatusOr<const List*> Seq(const std::string& key) const {
-    ZT_ASSIGN_OR_RETURN(const Value* v, Get(key));
-    if (!v->is_list() && !v->is_tuple()) return Wrong(key, "a list", *v);
-    return &v->AsList();
-  }
-  std::string where(const std::string& key) const { return where_.empty() ? key : where_ + "." + key; }
-
- private:
-  absl::Status Missing(const std::string& key) const {
-    return absl::DataLossError(absl::StrCat("checkpoint file '", file_, "' has no '", where(key),
-                                            "' (not a zerotorch checkpoint, or written by an incompatible version)"));
-  }
-  absl::Status Wrong(const std::string& key, const char* want, const Value& got) const {
-    return absl::DataLossError(absl::StrCat("checkpoint file '", file_, "': '", where(key), "' is a ",
-                                            got.TypeName(), ", expected ", want));
-  }
-  const std::string& file_;
-  const Dict& d_;
-  std::string where_;
-};
-
-// Tensors of a list, checked: 1-D fp32 (or `dtype`), `count` of them.
-absl::StatusOr<std::vector<const TensorRef*>> TensorsOf(const List& l, size_t count, DType dtype,
-                                                        const std::string& file, const std::string& what) {
-  if (l.size() != count) {
-    return absl::DataLossError(absl::StrFormat("checkpoint file '%s': %s has %d entries, the layout %d", file, what,
-                                               l.size(), count));
-  }
-  std::vector<const TensorRef*> out;
-  for (size_t i = 0; i < l.size(); ++i) {
-    if (!l[i].is_tensor() || l[i].AsTensor().dtype != dtype || l[i].AsTensor().shape.size() != 1 ||
-        !l[i].AsTensor().contiguous()) {
-      return absl::DataLossError(absl::StrFormat("checkpoint file '%s': %s[%d] is not a 1-D %s tensor", file, what, i,
-                                                 std::string(DTypeName(dtype))));
-    }
-    out.push_back(&l[i].AsTensor());
-  }
-  return out;
 }
 
 }  // namespace
@@ -250,11 +177,13 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   // Rank 0's model states name the stage and world size; the rest follows.
   std::unique_ptr<PtReader> first;
   std::string first_path;
+  int file_stage = 0;
   for (int stage : {0, 3}) {
     first_path = Join(folder, ModelStatesFile(stage, 0));
     auto r = PtReader::Open(first_path);
     if (r.ok()) {
       first = std::move(*r);
+      file_stage = stage;
       break;
     }
     if (!absl::IsNotFound(r.status())) return r.status();
@@ -265,6 +194,11 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
                                             "); is the tag right, and did the save finish?"));
   }
   if (!first->root().is_dict()) return absl::DataLossError(absl::StrCat("'", first_path, "' does not hold a dict"));
+  // DeepSpeed's own checkpoints carry its version and no layout of ours.
+  if (first->root().AsDict().Find("zt_layout") == nullptr && first->root().AsDict().Find("ds_version") != nullptr) {
+    ZT_RETURN_IF_ERROR(c->OpenDeepSpeed(folder, std::move(first), file_stage));
+    return c;
+  }
   Fields meta(first_path, first->root().AsDict(), "");
   ZT_ASSIGN_OR_RETURN(const Value* layout_v, meta.Get("zt_layout"));
   ZT_ASSIGN_OR_RETURN(c->layout_, SavedLayout::FromValue(*layout_v));

@@ -18,6 +18,9 @@
 //
 // ZeroCheckpoint reads any parameter's elements by name at any world size:
 // it finds which saved ranks hold the range and reads only those bytes.
+// It reads DeepSpeed's own checkpoints (stages 1-3, fp32/bf16/fp16) as well:
+// Open recognizes them (no zt_layout) and maps their partitions into the same
+// SavedLayout (ckpt/deepspeed_checkpoint.cc).
 #pragma once
 
 #include <cstdint>
@@ -91,6 +94,8 @@ class ZeroCheckpoint {
   static absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> Open(const std::string& dir, const std::string& tag = "");
 
   const std::string& dir() const { return dir_; }
+  // Who wrote it: "zerotorch" or "DeepSpeed <version>".
+  const std::string& format() const { return format_; }
   const std::string& tag() const { return tag_; }
   const SavedLayout& layout() const { return layout_; }
   const TrainingState& training_state() const { return ts_; }
@@ -125,6 +130,9 @@ class ZeroCheckpoint {
 
  private:
   ZeroCheckpoint() = default;
+  // Fills this checkpoint from DeepSpeed's files; `first` is rank 0's model
+  // states (found as the file of `file_stage`'s naming), which carry no zt_layout.
+  absl::Status OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage);
   absl::Status ReadGroupRange(const std::vector<std::unique_ptr<PtReader>>& files,
                               const std::vector<std::vector<const TensorRef*>>& per_rank, size_t group,
                               int64_t padded_numel, int64_t begin, int64_t end, size_t elem_size, void* dst) const;
@@ -132,6 +140,10 @@ class ZeroCheckpoint {
   absl::StatusOr<const std::vector<std::vector<const TensorRef*>>*> Source(const std::string& what) const;
 
   std::string dir_, tag_;
+  std::string format_ = "zerotorch";
+  // Stage-3 DeepSpeed files: each parameter's piece is a view into a rank's
+  // flat tensor; the views live here (master_ and state_ point at them).
+  std::vector<std::unique_ptr<TensorRef>> views_;
   SavedLayout layout_;
   TrainingState ts_;
   std::vector<std::unique_ptr<PtReader>> model_;  // rank 0 only at stages 0-2

@@ -417,6 +417,14 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
        Bytes("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" "(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n"
                    "X\x01\x00\x00\x00" "7X\x03\x00\x00\x00" "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89" "}tR."),
        "record 'archive/data/7' is missing"},
+      {"UnknownClass", Bytes("\x80\x02" "cfoo\nBar\n)\x81."), "global 'foo.Bar' is not supported"},
+      {"GetattrOfAnotherClass",
+       Bytes("\x80\x02" "c__builtin__\ngetattr\n" "cfoo\nEnum\n" "X\x01\x00\x00\x00" "a\x86R."),
+       "global 'foo.Enum.a' is not supported"},
+      {"AttributeOnADict", Bytes("\x80\x02}}X\x01\x00\x00\x00" "xK\x01sb."), "attribute 'x' set on a dict"},
+      {"RecordWithArguments",
+       Bytes("\x80\x02" "cdeepspeed.utils.tensor_fragment\nfragment_address\nK\x01\x85\x81."),
+       "created with arguments"},
       {"ViewOutsideStorage",
        Bytes("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" "(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n"
                    "X\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x02tQK\x01K\x02\x85K\x01\x85\x89" "}tR."),
@@ -441,6 +449,44 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
   auto no_pickle = PtReader::Open(ZipWithPickle(dir, "nopkl.pt", ok_pickle, "archive/other.pkl"));
   ASSERT_FALSE(no_pickle.ok());
   EXPECT_TRUE(absl::StrContains(no_pickle.status().message(), "without '<archive>/data.pkl'")) << no_pickle.status();
+}
+
+// What DeepSpeed's files pickle besides containers, read without running
+// anything: a state dict's _metadata attribute (dropped), torch.Size, set,
+// ZeroStageEnum by name and by value, and record objects (as dicts).
+TEST(PtFile, DeepSpeedObjectsAreReadAsPlainValues) {
+  ScratchDir dir;
+  const std::string pickle = Bytes(
+      "\x80\x02}("
+      // 'sd': OrderedDict() with _metadata set by BUILD
+      "X\x02\x00\x00\x00" "sd" "ccollections\nOrderedDict\n)R}X\x09\x00\x00\x00" "_metadata}sb"
+      // 'shape': torch.Size((2, 3))
+      "X\x05\x00\x00\x00" "shape" "ctorch\nSize\nK\x02K\x03\x86\x85R"
+      // 'names': set(['a'])
+      "X\x05\x00\x00\x00" "names" "c__builtin__\nset\n]X\x01\x00\x00\x00" "aa\x85R"
+      // 'stage': getattr(ZeroStageEnum, 'weights'); 'stage1': ZeroStageEnum(1)
+      "X\x05\x00\x00\x00" "stage" "c__builtin__\ngetattr\n" "cdeepspeed.runtime.zero.config\nZeroStageEnum\n"
+      "X\x07\x00\x00\x00" "weights\x86R"
+      "X\x06\x00\x00\x00" "stage1" "cdeepspeed.runtime.zero.config\nZeroStageEnum\nK\x01\x85R"
+      // 'scaler': LossScaler with cur_scale 1.0
+      "X\x06\x00\x00\x00" "scaler" "cdeepspeed.runtime.fp16.loss_scaler\nLossScaler\n)\x81}"
+      "X\x09\x00\x00\x00" "cur_scaleG?\xf0\x00\x00\x00\x00\x00\x00sb"
+      "u.");
+  auto r = PtReader::Open(ZipWithPickle(dir, "ds.pt", pickle));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Dict& d = (*r)->root().AsDict();
+  EXPECT_TRUE(d.Find("sd")->AsDict().items.empty());
+  EXPECT_TRUE(d.Find("sd")->AsDict().ordered);
+  ASSERT_TRUE(d.Find("shape")->is_tuple());
+  EXPECT_EQ(d.Find("shape")->AsList().size(), 2u);
+  EXPECT_EQ(d.Find("shape")->AsList()[1].AsInt(), 3);
+  ASSERT_TRUE(d.Find("names")->is_list());
+  EXPECT_EQ(d.Find("names")->AsList()[0].AsString(), "a");
+  EXPECT_EQ(d.Find("stage")->AsInt(), 3);
+  EXPECT_EQ(d.Find("stage1")->AsInt(), 1);
+  const Dict& scaler = d.Find("scaler")->AsDict();
+  EXPECT_EQ(scaler.Find("__class__")->AsString(), "deepspeed.runtime.fp16.loss_scaler.LossScaler");
+  EXPECT_EQ(scaler.Find("cur_scale")->AsDouble(), 1.0);
 }
 
 TEST(PtFile, InvalidTreesAreRefusedAndLeaveNoFile) {
