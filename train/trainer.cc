@@ -127,17 +127,28 @@ absl::Status CheckBatchFits(const TrainData& data, int64_t global_batch) {
 // (rank r takes positions r, r+W, ... of the epoch's permutation, so offset
 // k at W ranks consumed positions [0, kW): continue at kW / W' per rank,
 // rounded down -- a few samples may be seen twice, none skipped). On other
-// data: the start of the saved epoch.
-absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, const data::SampleStream& stream) {
+// data: the start of the saved epoch. A checkpoint without a position (not
+// written by zt train: DeepSpeed's own, or the C++ API's) continues this
+// run's sample order after the `global_samples` it says were trained on.
+absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, const data::SampleStream& stream,
+                                                    int64_t global_samples) {
   const ckpt::Value* epoch = client.Find("sampler_epoch");
   const ckpt::Value* offset = client.Find("sampler_offset");
   const ckpt::Value* world = client.Find("sampler_world_size");
   const ckpt::Value* samples = client.Find("sampler_num_samples");
   for (const ckpt::Value* v : {epoch, offset, world, samples}) {
     if (v == nullptr || !v->is_int()) {
-      return absl::InvalidArgumentError(
-          "the checkpoint has no sampler position in its client state: it was not written by zt train; load its "
-          "weights with --init-from after `zt ckpt consolidate`, or drop --resume");
+      const data::SamplerOptions& now = stream.sampler().options();
+      const int64_t epoch_len = stream.sampler().total_size();
+      data::StreamPosition pos{epoch_len > 0 ? global_samples / epoch_len : 0,
+                               epoch_len > 0 ? (global_samples % epoch_len) / now.world_size : 0};
+      if (now.rank == 0) {
+        ZT_LOG(WARNING) << "the checkpoint holds no data position (it was not written by zt train): continuing "
+                           "this run's sample order after the "
+                        << global_samples << " samples it was trained on (epoch " << pos.epoch << ", sample "
+                        << pos.offset << " of each rank's shard)";
+      }
+      return pos;
     }
   }
   const data::SamplerOptions& now = stream.sampler().options();
@@ -366,11 +377,8 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   bool resumed = false;
   if (o.resume && !paths.save_dir.empty() && std::filesystem::exists(paths.save_dir + "/latest")) {
     ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine->LoadCheckpoint(paths.save_dir));
-    if (!client.is_dict()) {
-      return absl::InvalidArgumentError(absl::StrCat("checkpoint ", paths.save_dir,
-                                                     " has no client state: it was not written by zt train"));
-    }
-    ZT_ASSIGN_OR_RETURN(data::StreamPosition pos, ResumePosition(client.AsDict(), stream));
+    if (!client.is_dict()) client = ckpt::Value(ckpt::Dict{});
+    ZT_ASSIGN_OR_RETURN(data::StreamPosition pos, ResumePosition(client.AsDict(), stream, engine->global_samples()));
     ZT_RETURN_IF_ERROR(stream.SetPosition(pos));
     if (const ckpt::Value* h = client.AsDict().Find("history")) history = RunHistory::FromValue(*h);
     resumed = true;
