@@ -1,4 +1,4 @@
-// ZeroCheckpoint::OpenDeepSpeed: reads the files DeepSpeed (0.14-0.16) writes
+// ZeroCheckpoint::OpenDeepSpeed: reads the files DeepSpeed writes (the 0.14 format; tried with 0.14.5)
 // into the same SavedLayout the rest of zt_ckpt uses, so consolidation,
 // resharding, inspection and resuming treat both alike. Facts of the format
 // (from DeepSpeed's engine, stage_1_and_2, stage3 and zero_to_fp32, checked

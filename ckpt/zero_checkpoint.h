@@ -18,7 +18,7 @@
 //
 // ZeroCheckpoint reads any parameter's elements by name at any world size:
 // it finds which saved ranks hold the range and reads only those bytes.
-// It reads DeepSpeed's own checkpoints (stages 1-3, fp32/bf16/fp16) as well:
+// It reads DeepSpeed's own checkpoints (stages 1-3; tested with DeepSpeed 0.14.5's fp32 and bf16 files) too:
 // Open recognizes them (no zt_layout) and maps their partitions into the same
 // SavedLayout (ckpt/deepspeed_checkpoint.cc).
 #pragma once
