@@ -24,7 +24,14 @@ constexpr int64_t kBlock = 1024;
 // The hot loops are plain functions compiled twice (AVX2+F16C+FMA for
 // Haswell and newer, and the baseline); the loader picks one at run time, so
 // the binary stays portable. Each works on one L1-resident block.
+// Under ThreadSanitizer the clones are off: GCC instruments the ifunc
+// resolver it generates, which the loader runs before TSan's runtime is
+// initialized, and the process dies at start (found by the TSan build).
+#if defined(__SANITIZE_THREAD__)
+#define ZT_SIMD_CLONES
+#else
 #define ZT_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#endif
 
 template <typename T>
 using AccOf = std::conditional_t<std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>,

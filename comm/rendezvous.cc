@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <set>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -111,6 +112,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   opts.waitWorkers = false;
   opts.timeout = timeout;
   if (!hosts_store) WaitForListener(env.master_addr, env.master_port, timeout);
+  const std::set<int> sockets_before = hosts_store ? std::set<int>() : SocketFds();
   try {
     tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {
@@ -130,7 +132,7 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   // Every later store operation of this rank gets the rendezvous deadline,
   // so a store host that stops answering ends the rendezvous (and the
   // gloo connect after it) with an error instead of a wait without end.
-  if (!hosts_store) BoundStoreSocket(tcp->getPort(), timeout);
+  if (!hosts_store) BoundStoreSocket(sockets_before, tcp->getPort(), timeout);
   handle.address = absl::StrCat(env.master_addr, ":", tcp->getPort());
   handle.store = tcp;
   handle.env.master_port = tcp->getPort();

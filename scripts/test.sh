@@ -7,9 +7,9 @@
 # `numerics` run once more under a second kernel set: Haswell (AVX2), or
 # Sandybridge (AVX) where Haswell is already the machine's own choice.
 # ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
-# In CI (CI=true), or with ZT_SANITIZE_STAGE=address, the comm, zero and
-# offload suites then run once more under AddressSanitizer (scripts/sanitize.sh,
-# about 9 minutes on 2 cores).
+# In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
+# comm, zero and offload suites then run once more under AddressSanitizer and
+# UndefinedBehaviorSanitizer (scripts/sanitize.sh, about 11 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -33,6 +33,6 @@ fi
 
 if (($# == 0)) && { [ "${CI:-}" = "true" ] || [ -n "${ZT_SANITIZE_STAGE:-}" ]; }; then
   cd "$ROOT"
-  echo "test: the comm, zero and offload suites under ${ZT_SANITIZE_STAGE:-address}"
-  scripts/sanitize.sh "${ZT_SANITIZE_STAGE:-address}"
+  echo "test: the comm, zero and offload suites under ${ZT_SANITIZE_STAGE:-address,undefined}"
+  scripts/sanitize.sh "${ZT_SANITIZE_STAGE:-address,undefined}"
 fi
