@@ -43,6 +43,7 @@
 #include "tests/ckpt/ckpt_test_util.h"
 #include "tests/engine/stage3_model.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/worker_args.h"
 #include "util/error.h"
 #include "util/status.h"
 
@@ -50,14 +51,7 @@ namespace zt::testing {
 namespace {
 
 // Worker arguments: "key=value;key=value".
-std::map<std::string, std::string> Args(const std::string& arg) {
-  std::map<std::string, std::string> out;
-  for (absl::string_view kv : absl::StrSplit(arg, ';', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    out[p[0]] = p.size() > 1 ? p[1] : "";
-  }
-  return out;
-}
+std::map<std::string, std::string> Args(const std::string& arg) { return WorkerArgs(arg); }
 
 int Int(const std::map<std::string, std::string>& a, const std::string& k) {
   int v = 0;

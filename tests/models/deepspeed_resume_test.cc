@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "ckpt/zero_checkpoint.h"
 #include "comm/group_options.h"
 #include "comm/init.h"
@@ -24,6 +23,7 @@
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
 #include "tests/testing/scratch_dir.h"
+#include "tests/testing/worker_args.h"
 #include "util/status.h"
 
 namespace zt::models {
@@ -34,15 +34,6 @@ using testing::RankRunResult;
 using testing::RunRanks;
 
 const std::string kFixtures = std::string(ZT_SOURCE_DIR) + "/tests/fixtures/deepspeed-0.14.5";
-
-std::map<std::string, std::string> Args(const std::string& arg) {
-  std::map<std::string, std::string> out;
-  for (absl::string_view kv : absl::StrSplit(arg, ';', absl::SkipEmpty())) {
-    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    out[p[0]] = p.size() > 1 ? p[1] : "";
-  }
-  return out;
-}
 
 // Every trainable parameter's `what` ("master" or a state) in `a` and `b`, bit for bit.
 absl::Status SameTrainable(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckpoint& b, const std::string& what) {
@@ -63,7 +54,7 @@ absl::Status SameTrainable(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckp
 }
 
 ZT_RANK_WORKER(resume_from_deepspeed) {
-  const auto a = Args(ctx.arg);
+  const auto a = testing::WorkerArgs(ctx.arg);
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
