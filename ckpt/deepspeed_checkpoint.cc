@@ -181,16 +181,10 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   // placeholders at stage 3, full tensors at stages 1/2).
   l.model_dtype = DType::kFloat32;
   if (const Value* module = first->root().AsDict().Find("module"); module != nullptr && module->is_dict()) {
-    for (const auto& [k, v] : module->AsDict().items) {
-      bool is_param = false;
-      for (const auto& params : param_groups) {
-        for (const SavedParam& p : params) is_param |= k.is_string() && p.name == k.AsString();
-      }
-      if (is_param && v.is_tensor()) {  // not a buffer, whose dtype may differ
-        l.model_dtype = v.AsTensor().dtype;
-        break;
-      }
-    }
+    const std::string& first_param = param_groups.empty() || param_groups[0].empty() ? "" : param_groups[0][0].name;
+    // A parameter's entry, not a buffer's, whose dtype may differ.
+    const Value* t = module->AsDict().Find(first_param);
+    if (t != nullptr && t->is_tensor()) l.model_dtype = t->AsTensor().dtype;
   }
 
   // The optim files name the stage.
