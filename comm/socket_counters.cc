@@ -1,7 +1,6 @@
 // Implementation of comm/socket_counters.h.
 #include "comm/socket_counters.h"
 
-#include <dirent.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,23 +11,16 @@
 #include <cstring>
 #include <string>
 
-#include "absl/strings/numbers.h"
+#include "comm/store_socket.h"
 
 namespace zt::comm {
 
 absl::StatusOr<SocketBytes> ReadSocketBytes() {
   SocketBytes total;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return absl::UnavailableError("cannot list /proc/self/fd");
-  const int own_fd = dirfd(dir);
+  if (access("/proc/self/fd", R_OK) != 0) return absl::UnavailableError("cannot list /proc/self/fd");
   bool fields_missing = false;
-  while (dirent* entry = readdir(dir)) {
-    int fd = -1;
-    if (!absl::SimpleAtoi(entry->d_name, &fd) || fd == own_fd) continue;
-    char target[64] = {0};
-    std::string path = std::string("/proc/self/fd/") + entry->d_name;
-    if (readlink(path.c_str(), target, sizeof(target) - 1) <= 0) continue;
-    if (std::strncmp(target, "socket:", 7) != 0) continue;
+  // SocketFds (comm/store_socket.h) lists the descriptors from their names only.
+  for (int fd : SocketFds()) {
     int protocol = 0;
     socklen_t len = sizeof(protocol);
     if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 || protocol != IPPROTO_TCP) {
@@ -45,7 +37,6 @@ absl::StatusOr<SocketBytes> ReadSocketBytes() {
     total.received += static_cast<int64_t>(info.tcpi_bytes_received);
     ++total.sockets;
   }
-  closedir(dir);
   if (fields_missing && total.sockets == 0) {
     return absl::UnavailableError("this kernel's TCP_INFO has no tcpi_bytes_acked/received");
   }
