@@ -4,12 +4,10 @@
 #include "comm/launcher.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -24,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "comm/free_port.h"
 #include "comm/line_buffer.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
@@ -515,38 +514,6 @@ absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   }
   if (o.kill_grace.count() < 0) return absl::InvalidArgumentError("kill_grace must not be negative");
   return absl::OkStatus();
-}
-
-absl::StatusOr<int> PickFreePort(const std::string& addr) {
-  struct addrinfo hints {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  struct addrinfo* found = nullptr;
-  int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &found);
-  if (rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve master address '", addr, "': ", ::gai_strerror(rc)));
-  }
-  std::unique_ptr<struct addrinfo, decltype(&::freeaddrinfo)> owner(found, &::freeaddrinfo);
-  std::string last_error = "no address";
-  for (struct addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd sock(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
-    if (!sock.valid() || ::bind(sock.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    struct sockaddr_storage bound {};
-    socklen_t len = sizeof(bound);
-    if (::getsockname(sock.get(), reinterpret_cast<struct sockaddr*>(&bound), &len) != 0) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    if (bound.ss_family == AF_INET) return ntohs(reinterpret_cast<struct sockaddr_in*>(&bound)->sin_port);
-    if (bound.ss_family == AF_INET6) return ntohs(reinterpret_cast<struct sockaddr_in6*>(&bound)->sin6_port);
-  }
-  return absl::UnavailableError(absl::StrCat("cannot bind a free port on master address '", addr, "': ",
-                                             last_error, " (is it an address of this machine?)"));
 }
 
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {

@@ -115,10 +115,6 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 // starting anything.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);
 
-// A TCP port that is free on `addr` right now: binds port 0, reads the port the
-// kernel chose, closes. Another process may take it before it is used.
-absl::StatusOr<int> PickFreePort(const std::string& addr);
-
 // "SIGTERM", "SIGKILL", ..., or "signal N".
 std::string SignalName(int signal);
 

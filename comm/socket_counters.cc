@@ -1,8 +1,10 @@
 // Implementation of comm/socket_counters.h.
 #include "comm/socket_counters.h"
 
+#include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,7 +35,12 @@ absl::StatusOr<SocketBytes> ReadSocketBytes() {
       fields_missing = true;
       continue;
     }
-    total.sent += static_cast<int64_t>(info.tcpi_bytes_acked);
+    // Bytes the process wrote = acknowledged + still in the send queue
+    // (SIOCOUTQ: written, not yet acknowledged). Counting only the acknowledged
+    // part would make a snapshot depend on how quickly the peer's kernel acks.
+    int queued = 0;
+    if (ioctl(fd, SIOCOUTQ, &queued) != 0) queued = 0;
+    total.sent += static_cast<int64_t>(info.tcpi_bytes_acked) + queued;
     total.received += static_cast<int64_t>(info.tcpi_bytes_received);
     ++total.sockets;
   }

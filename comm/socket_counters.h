@@ -11,8 +11,8 @@
 namespace zt::comm {
 
 struct SocketBytes {
-  int64_t sent = 0;      // tcpi_bytes_acked: sent and acknowledged by the peer
-  int64_t received = 0;  // tcpi_bytes_received
+  int64_t sent = 0;      // written by the process: tcpi_bytes_acked + SIOCOUTQ
+  int64_t received = 0;  // tcpi_bytes_received: arrived, read or not
   int sockets = 0;       // TCP sockets looked at
 };
 

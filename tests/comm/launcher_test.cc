@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/free_port.h"
 #include "absl/strings/str_split.h"
 #include "comm/line_buffer.h"
 #include "gtest/gtest.h"
@@ -247,6 +248,33 @@ TEST(Launcher, PicksAFreePortThatCanBeBound) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(::bind(sock.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
   EXPECT_FALSE(PickFreePort("no-such-host.invalid").ok());
+}
+
+// Ports come from below the kernel's ephemeral range, where no outgoing
+// connection takes them, and two pickers at once rarely agree (with bind
+// port 0 they often do: the kernel hands a just-closed port out again).
+TEST(Launcher, PicksPortsBelowTheEphemeralRange) {
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  std::stringstream text;
+  text << file.rdbuf();
+  const int first_ephemeral = ParseEphemeralRange(text.str()).first;
+  if (first_ephemeral < 11000) GTEST_SKIP() << "ephemeral range starts at " << first_ephemeral;
+  std::set<int> seen;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+    ASSERT_TRUE(port.ok()) << port.status();
+    EXPECT_GE(*port, 10000);
+    EXPECT_LT(*port, first_ephemeral);
+    seen.insert(*port);
+  }
+  EXPECT_GE(seen.size(), 18u) << "20 picks gave only " << seen.size() << " distinct ports";
+}
+
+TEST(Launcher, ParsesTheEphemeralRange) {
+  EXPECT_EQ(ParseEphemeralRange("32768\t60999\n"), std::make_pair(32768, 60999));
+  EXPECT_EQ(ParseEphemeralRange("1024 65535"), std::make_pair(1024, 65535));
+  EXPECT_EQ(ParseEphemeralRange(""), std::make_pair(32768, 60999));
+  EXPECT_EQ(ParseEphemeralRange("61000 32768"), std::make_pair(32768, 60999));
 }
 
 TEST(Launcher, SetsTheRankEnvironmentOnOneNode) {

@@ -2,10 +2,9 @@
 // each kind, the TCP bytes this process sent and received (TCP_INFO of all
 // its sockets) must match the group's counters within a few percent. The
 // slack covers gloo's framing, heartbeats and barriers' headers.
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
+#include <functional>
 
 #include <ATen/ATen.h>
 
@@ -35,12 +34,16 @@ absl::Status Near(const char* what, const char* dir, int64_t wire, int64_t count
 // Runs `fn` (one collective) between snapshots of the socket counters and
 // compares the deltas with the group's counters for `kind`.
 absl::Status Measure(ProcessGroup& g, CollectiveKind kind, const std::function<absl::Status()>& fn) {
-  ZT_RETURN_IF_ERROR(g.Barrier()->Wait());
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the barrier's acks land
+  // The snapshot comes before the barrier: a peer that leaves the barrier
+  // first starts sending at once, and its bytes must land after `before`.
+  // The barrier's own few bytes fall inside the slack. No sleeps: `sent`
+  // counts bytes written (acknowledged or still queued), so it does not
+  // wait for the peer's acks, and every byte this rank needs has arrived
+  // when fn() returns.
   ZT_ASSIGN_OR_RETURN(zt::comm::SocketBytes before, zt::comm::ReadSocketBytes());
   g.ResetStats();
+  ZT_RETURN_IF_ERROR(g.Barrier()->Wait());
   ZT_RETURN_IF_ERROR(fn());
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // acks of our last sends
   ZT_ASSIGN_OR_RETURN(zt::comm::SocketBytes after, zt::comm::ReadSocketBytes());
   const zt::comm::CollectiveCounters c = g.stats()[kind];
   const char* name = zt::comm::ToString(kind);
