@@ -258,6 +258,9 @@ void Parser::Apply(const KeySpec& spec, const Json& value, const std::string& wr
     if (value != spec.default_value) Note(written, absl::StrCat("accepted, no effect in zerotorch (", spec.meaning, ")"));
     return;
   }
+  if (!spec.ignored_reason.empty() && value != spec.default_value) {
+    Note(written, absl::StrCat("accepted, ignored by this build: ", spec.ignored_reason));
+  }
   if (spec.batch) {
     batch_written_[spec.path] = value.get<int64_t>();
   } else {

@@ -143,6 +143,10 @@ KeySpec&& KeySpec::NoEffect() && {
   support = Support::kNoEffect;
   return std::move(*this);
 }
+KeySpec&& KeySpec::IgnoredHere(std::string reason) && {
+  ignored_reason = std::move(reason);
+  return std::move(*this);
+}
 KeySpec&& KeySpec::Unsupported(std::string hint) && {
   support = Support::kUnsupported;
   unsupported_hint = std::move(hint);

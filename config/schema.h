@@ -71,6 +71,10 @@ struct KeySpec {
   Derive derive_auto = nullptr;      // what "auto" becomes, when not the default
   std::string derive_text;           // e.g. "= optimizer.params.lr"
   std::string unsupported_hint;      // kUnsupported: what to use instead
+  // Non-empty: the key is read into Config (API users see the value) but
+  // nothing in this build acts on it; says what zerotorch does instead.
+  // `zt config check` notes it when a config sets it off its default.
+  std::string ignored_reason;
 
   // Builder steps, so each row in the table reads as one sentence.
   KeySpec&& Range(std::optional<double> lo, std::optional<double> hi) &&;
@@ -87,6 +91,7 @@ struct KeySpec {
   KeySpec&& AutoDerived(Derive fn, std::string text) &&;
   KeySpec&& DefaultText(std::string text) &&;
   KeySpec&& NoEffect() &&;
+  KeySpec&& IgnoredHere(std::string reason) &&;
   KeySpec&& Unsupported(std::string hint) &&;
 
   // The parent object's path and this key's own name.

@@ -57,6 +57,7 @@ void AddOptimizerKeys(std::vector<KeySpec>& keys) {
           .AppliesTo({O::kAdam, O::kAdamW}));
   add(BoolKey(p + "torch_adam", ZT_FIELD(optimizer.torch_adam), false,
               "Use LibTorch's Adam/AdamW kernels instead of zerotorch's fused ones (for comparisons).")
+          .IgnoredHere("zerotorch always runs its own fused Adam kernels")
           .AppliesTo({O::kAdam, O::kAdamW}));
   add(BoolKey(p + "amsgrad", {}, false, "the AMSGrad variant")
           .AppliesTo({O::kAdam, O::kAdamW})

@@ -69,9 +69,11 @@ void AddRuntimeKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& leg
               Choices({TagValidation::kIgnore, TagValidation::kWarn, TagValidation::kFail}), "Warn",
               "What to do when ranks save under different tags (matched case-insensitively)."));
   add("checkpoint", BoolKey("checkpoint.load_universal", ZT_FIELD(checkpoint.load_universal), false,
-                            "Load a universal (world-size independent) checkpoint."));
+                            "Load a universal (world-size independent) checkpoint.")
+          .IgnoredHere("zerotorch loads its own checkpoints at any world size without conversion; DeepSpeed's universal-checkpoint folders are not read"));
   add("checkpoint", BoolKey("checkpoint.use_node_local_storage", ZT_FIELD(checkpoint.use_node_local_storage),
-                            false, "Each node writes its ranks' shards to its own local disk."));
+                            false, "Each node writes its ranks' shards to its own local disk.")
+          .IgnoredHere("every rank writes into the one checkpoint directory, which all nodes must share"));
   add("checkpoint", FeatureBlock("checkpoint.parallel_write", "pipeline-stage parallel checkpoint writes",
                                  "zerotorch has no pipeline stages"));
 

@@ -47,12 +47,16 @@ void AddTrainingKeys(std::vector<KeySpec>& keys) {
           .Nullable()
           .DefaultText("null (the model's dtype)"));
   add(BoolKey("zero_allow_untested_optimizer", ZT_FIELD(zero_allow_untested_optimizer), false,
-              "Allow ZeRO with a client optimizer (one not built from the `optimizer` block)."));
+              "Allow ZeRO with a client optimizer (one not built from the `optimizer` block).")
+          .IgnoredHere("the engine builds its optimizer from the `optimizer` block; client optimizers are not taken"));
   add(BoolKey("zero_force_ds_cpu_optimizer", ZT_FIELD(zero_force_ds_cpu_optimizer), true,
-              "With optimizer offload, require zerotorch's CPU optimizer rather than a client optimizer."));
-  add(BoolKey("dump_state", ZT_FIELD(dump_state), false, "Log the resolved engine state after start-up."));
+              "With optimizer offload, require zerotorch's CPU optimizer rather than a client optimizer.")
+          .IgnoredHere("offloaded optimizer state is always updated by zerotorch's own CPU optimizer"));
+  add(BoolKey("dump_state", ZT_FIELD(dump_state), false, "Log the resolved engine state after start-up.")
+          .IgnoredHere("no state dump is logged"));
   add(BoolKey("memory_breakdown", ZT_FIELD(memory_breakdown), false,
-              "Log memory use every `steps_per_print` steps."));
+              "Log memory use every `steps_per_print` steps.")
+          .IgnoredHere("no per-step memory log (`zt estimate` and the benchmarks report memory)"));
   add(BoolKey("dataloader_drop_last", {}, false,
               "DeepSpeed's data loader drops the last incomplete batch. zerotorch builds no data loader; "
               "accepted, no effect.")
@@ -72,7 +76,8 @@ void AddPrecisionKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& l
   add("fp16", BoolKey("fp16.enabled", ZT_FIELD(fp16.enabled), false,
                       "Train with fp16 weights, fp32 master weights and loss scaling."));
   add("fp16", BoolKey("fp16.auto_cast", ZT_FIELD(fp16.auto_cast), false,
-                      "Cast floating-point inputs of the model's forward to fp16."));
+                      "Cast floating-point inputs of the model's forward to fp16.")
+          .IgnoredHere("inputs are not cast; the model sees the dtype its caller gives"));
   add("fp16", FloatKey("fp16.loss_scale", ZT_FIELD(fp16.loss_scale), 0.0,
                        "0: dynamic loss scaling; > 0: this static scale.")
                   .AtLeast(0));

@@ -26,7 +26,8 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
                     "Directory for the swap files; required with device \"nvme\".")
               .Nullable());
   add(so, BoolKey(o + "pin_memory", ZT_FIELD(zero.offload_optimizer.pin_memory), false,
-                  "Use page-locked host buffers (faster copies, less memory for everything else)."));
+                  "Use page-locked host buffers (faster copies, less memory for everything else).")
+          .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
   add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
                  "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
                  "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32), three times that to overlap "
@@ -64,7 +65,8 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
                     "Directory for the swap files; required with device \"nvme\".")
               .Nullable());
   add(sp, BoolKey(p + "pin_memory", ZT_FIELD(zero.offload_param.pin_memory), false,
-                  "Use page-locked host buffers."));
+                  "Use page-locked host buffers.")
+          .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
   add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), 5,
                  "NVMe swap buffers for parameters.")
               .AtLeast(1));
@@ -90,27 +92,34 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
              "0: data parallel; 1: partition optimizer states; 2: and gradients; 3: and parameters.")
           .Range(0, 3));
   add(BoolKey(z + "contiguous_gradients", ZT_FIELD(zero.contiguous_gradients), true,
-              "Copy gradients into one contiguous buffer as they are produced (less fragmentation)."));
+              "Copy gradients into one contiguous buffer as they are produced (less fragmentation).")
+          .IgnoredHere("gradients always live in contiguous flat buffers"));
   add(BoolKey(z + "reduce_scatter", ZT_FIELD(zero.reduce_scatter), true,
-              "Average gradients with reduce-scatter (false: all-reduce, then keep the local part)."));
+              "Average gradients with reduce-scatter (false: all-reduce, then keep the local part).")
+          .IgnoredHere("gradients are always averaged with reduce-scatter at stages 1-3 (all-reduce at stage 0)"));
   add(IntKey(z + "reduce_bucket_size", ZT_FIELD(zero.reduce_bucket_size), 500000000,
              "Gradient elements reduced per bucket.")
           .AtLeast(1));
   add(BoolKey(z + "allgather_partitions", ZT_FIELD(zero.allgather_partitions), true,
-              "Gather updated partitions with all-gather (false: one broadcast per rank)."));
+              "Gather updated partitions with all-gather (false: one broadcast per rank).")
+          .IgnoredHere("updated partitions are always all-gathered"));
   add(IntKey(z + "allgather_bucket_size", ZT_FIELD(zero.allgather_bucket_size), 500000000,
              "Parameter elements all-gathered per bucket.")
+          .IgnoredHere("stages 1-2 all-gather the updated parameters one flat group at a time, groups sized by reduce_bucket_size")
           .AtLeast(1));
   add(BoolKey(z + "overlap_comm", ZT_FIELD(zero.overlap_comm), false,
               "Overlap gradient reduction with the backward pass (uses more memory for buckets).")
           .Derived(+[](const Config& c) -> Json { return c.zero.stage == 3; }, "true at stage 3, else false"));
   add(BoolKey(z + "load_from_fp32_weights", ZT_FIELD(zero.load_from_fp32_weights), true,
               "On load, restore master weights from the checkpoint's fp32 copy (not from the 16-bit "
-              "model weights)."));
+              "model weights).")
+          .IgnoredHere("the fp32 master weights are always restored from the checkpoint's fp32 copy"));
   add(BoolKey(z + "elastic_checkpoint", ZT_FIELD(zero.elastic_checkpoint), false,
-              "Stage 1/2: save optimizer state so it can be loaded at another world size."));
+              "Stage 1/2: save optimizer state so it can be loaded at another world size.")
+          .IgnoredHere("every checkpoint loads at any world size"));
   add(BoolKey(z + "round_robin_gradients", ZT_FIELD(zero.round_robin_gradients), false,
-              "Stage 1/2 with CPU offload: spread gradient copies across ranks round-robin."));
+              "Stage 1/2 with CPU offload: spread gradient copies across ranks round-robin.")
+          .IgnoredHere("gradient copies to the CPU are not spread round-robin"));
   add(IntKey(z + "sub_group_size", ZT_FIELD(zero.sub_group_size), 1000000000,
              "Stage 3: parameter elements per optimizer sub-group (the unit swapped to NVMe).")
           .AtLeast(1));
@@ -140,7 +149,8 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
               "Stage 3: gather the full 16-bit weights when saving the model.")
           .Alias("gather_16bit_weights_on_model_save"));
   add(BoolKey(z + "ignore_unused_parameters", ZT_FIELD(zero.ignore_unused_parameters), true,
-              "Stage 1/2: tolerate parameters that get no gradient (false: report them as an error)."));
+              "Stage 1/2: tolerate parameters that get no gradient (false: report them as an error).")
+          .IgnoredHere("parameters that get no gradient are always tolerated (their gradient is zero)"));
 
   // DeepSpeed keys that only tune its Python implementation.
   add(BoolKey(z + "use_multi_rank_bucket_allreduce", {}, true,

@@ -208,6 +208,23 @@ TEST(Parser, BadAutoValuesAreErrors) {
   EXPECT_NE(nvme.errors[0].message.find("--auto scheduler.params.total_num_steps=VALUE"), std::string::npos);
 }
 
+// Keys a DeepSpeed config may carry that this build reads but does not act
+// on: set off their default, `zt config check` says so in a note naming the
+// key and what zerotorch does instead; at their default, nothing is said.
+TEST(Parser, KeysThisBuildIgnoresAreNotedWhenSet) {
+  ParseResult r = Parse(R"({"train_batch_size": 1, "zero_optimization": {"stage": 2,
+      "contiguous_gradients": false, "reduce_scatter": true,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
+  ASSERT_TRUE(r.config) << ErrorsText(r);
+  EXPECT_FALSE(r.config->zero.contiguous_gradients);
+  EXPECT_TRUE(HasNote(r, "zero_optimization.contiguous_gradients: accepted, ignored by this build: gradients always"))
+      << Notes(r);
+  EXPECT_TRUE(HasNote(r, "zero_optimization.offload_optimizer.pin_memory: accepted, ignored by this build"))
+      << Notes(r);
+  EXPECT_FALSE(HasNote(r, "reduce_scatter")) << Notes(r);
+  EXPECT_EQ(r.notes.size(), 2u) << Notes(r);
+}
+
 TEST(Parser, LegacySpellingsAreMappedWithNotes) {
   ParseResult r = Parse(R"({"train_batch_size": 1, "bfloat16": {"enabled": true},
       "zero_optimization": {"stage": 3, "cpu_offload": true, "cpu_offload_param": true,
