@@ -37,14 +37,8 @@ int Fail(const std::string& command, const absl::Status& st) {
 
 bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::string& synopsis, const char* help,
                 size_t positionals, int* exit_code) {
-  if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    *exit_code = 2;
-    return false;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s%s", flags.Usage(synopsis).c_str(), help);
-    *exit_code = 0;
+  if (std::optional<int> done = flags.ParseCommandLine(args, synopsis, help)) {
+    *exit_code = *done;
     return false;
   }
   if (flags.positional().size() != positionals) {

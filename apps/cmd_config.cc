@@ -76,14 +76,7 @@ int RunCheck(const std::vector<std::string>& args) {
   flags.Bool("print", "print each resolved config as JSON instead of the OK line");
   flags.Repeated("auto", "KEY=VALUE: the value for a key written as \"auto\", e.g. optimizer.params.lr=3e-4");
   const std::string synopsis = "FILE... [--world-size N] [--print] [--auto KEY=VALUE]...";
-  if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s%s", flags.Usage(synopsis).c_str(), kCheckHelp);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(args, synopsis, kCheckHelp)) return *done;
   if (flags.positional().empty()) {
     std::fprintf(stderr, "zt config check: give at least one config file\n\n%s", flags.Usage(synopsis).c_str());
     return 2;
@@ -128,15 +121,10 @@ int RunCheck(const std::vector<std::string>& args) {
 
 int RunReference(const std::vector<std::string>& args) {
   Flags flags("zt config reference");
-  if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s\nPrints the reference of every config key (type, default, meaning) as markdown; "
-                "docs/config_reference.md is its output.\n",
-                flags.Usage("").c_str());
-    return 0;
+  if (std::optional<int> done = flags.ParseCommandLine(
+          args, "", "\nPrints the reference of every config key (type, default, meaning) as markdown; "
+                    "docs/config_reference.md is its output.\n")) {
+    return *done;
   }
   if (!flags.positional().empty()) {
     std::fprintf(stderr, "zt config reference: takes no arguments, got '%s'\n", flags.positional()[0].c_str());

@@ -273,14 +273,7 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.Int("seq-len", 0, "tokens per sequence (default: the model's longest)");
   f.String("config", "", "a DeepSpeed-style JSON config (precision, optimizer, bucket sizes, offload)");
   f.Bool("activation-checkpointing", "the transformer blocks are checkpointed (zt::Checkpoint)");
-  if (absl::Status st = f.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (f.help_requested()) {
-    std::printf("%s%s", f.Usage(kSynopsis).c_str(), kHelp);
-    return 0;
-  }
+  if (std::optional<int> done = f.ParseCommandLine(args, kSynopsis, kHelp)) return *done;
   absl::StatusOr<Request> r = ToRequest(f);
   if (!r.ok()) {
     std::fprintf(stderr, "zt estimate: %s\n", std::string(r.status().message()).c_str());

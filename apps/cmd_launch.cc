@@ -100,14 +100,7 @@ int RunLaunchCommand(const std::vector<std::string>& args) {
   flags.Double("timeout", 0, "stop every rank after this many seconds and exit 124 (0: no limit)");
   flags.Double("kill-grace", 5, "seconds between SIGTERM and SIGKILL when stopping ranks");
   flags.Bool("no-prefix", "do not prefix output lines with [rank R]");
-  if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s%s", flags.Usage(kSynopsis).c_str(), kDescription);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(args, kSynopsis, kDescription)) return *done;
   comm::LaunchOptions options;
   if (absl::Status st = ToOptions(flags, &options); !st.ok()) {
     std::string message(st.message());

@@ -75,7 +75,7 @@ void Define(Flags& f) {
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
   f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
   f.String("export", "", "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
-  f.String("report", "", "HTML report (default: <output-dir>/report.html)");
+  f.String("report", "", "HTML report (default: <output-dir>/report.html; none: no report)");
   f.Int("seed", 1234, "seed for the model's initialization and the data order");
   f.Bool("no-progress", "no progress line (log lines only)");
   f.Int("threads", 0, "intra-op threads per rank (default: cores / ranks)");
@@ -232,14 +232,7 @@ int Fail(const absl::Status& st) {
 int RunTrainCommand(const std::vector<std::string>& args) {
   Flags flags("zt train");
   Define(flags);
-  if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s%s", flags.Usage(kSynopsis).c_str(), kDescription);
-    return 0;
-  }
+  if (std::optional<int> done = flags.ParseCommandLine(args, kSynopsis, kDescription)) return *done;
   if (flags.GetBool("list-models")) {
     std::printf("%s", models::ModelHelp().c_str());
     return 0;

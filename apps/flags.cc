@@ -39,6 +39,19 @@ void Flags::Repeated(const std::string& name, const std::string& help) {
   order_.push_back(name);
 }
 
+std::optional<int> Flags::ParseCommandLine(const std::vector<std::string>& args, const std::string& synopsis,
+                                           const std::string& description) {
+  if (absl::Status st = Parse(args); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  if (help_requested()) {
+    std::printf("%s%s", Usage(synopsis).c_str(), description.c_str());
+    return 0;
+  }
+  return std::nullopt;
+}
+
 absl::Status Flags::Parse(const std::vector<std::string>& args) {
   std::vector<std::string> names(order_.begin(), order_.end());
   for (size_t i = 0; i < args.size(); ++i) {

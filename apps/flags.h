@@ -11,6 +11,7 @@
 
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,12 @@ class Flags {
   // Unknown flags, missing values and unparsable numbers are InvalidArgument
   // with a "did you mean" where a known flag is close.
   absl::Status Parse(const std::vector<std::string>& args);
+
+  // The start of every command: Parse(args); a parse error is printed to
+  // stderr and gives exit code 2, --help prints Usage(synopsis) and
+  // `description` to stdout and gives 0; nullopt means "go on".
+  std::optional<int> ParseCommandLine(const std::vector<std::string>& args, const std::string& synopsis,
+                                      const std::string& description);
 
   long long GetInt(const std::string& name) const;
   double GetDouble(const std::string& name) const;

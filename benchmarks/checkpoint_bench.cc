@@ -32,7 +32,9 @@
 #include "ckpt/zero_checkpoint.h"
 #include "comm/single_group.h"
 #include "engine/engine.h"
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/system_info.h"
@@ -42,7 +44,6 @@ namespace zt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t width, int64_t depth) {
@@ -140,7 +141,7 @@ absl::Status Main(int argc, char** argv) {
   const int64_t depth = std::max<int64_t>(1, flags.GetInt("params") / (width * width + width));
   const int rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("rounds")));
   SetMinLogLevel(LogLevel::kWarning);
-  ::mkdir(dir.c_str(), 0755);
+  ZT_RETURN_IF_ERROR(MakeDirs(dir));
   std::string zt = argv[0];
   zt = zt.substr(0, zt.find_last_of('/') + 1) + "zt";
 

@@ -41,6 +41,7 @@
 #include "offload/aligned_buffer.h"
 #include "offload/io_engine.h"
 #include "offload/swap_file.h"
+#include "util/clock.h"
 #include "util/status.h"
 #include "util/strings.h"
 #include "util/system_info.h"
@@ -57,7 +58,6 @@ using offload::SwapFile;
 
 constexpr uint64_t kRawChunk = 8 << 20;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 double GBps(uint64_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
 std::string FsType(const std::string& dir) {

@@ -42,6 +42,7 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "util/file_io.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 #include "zero/sharded_init.h"
@@ -300,7 +301,10 @@ int Main(int argc, char** argv) {
   }
   std::shared_ptr<comm::ProcessGroup> pg = *pg_or;
   const bool lead = pg->rank() == 0;
-  std::filesystem::create_directories(o.nvme_path);
+  if (absl::Status made = zt::MakeDirs(o.nvme_path); !made.ok()) {
+    std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(made.message()).c_str());
+    return 1;
+  }
   if (lead) {
     std::printf("%s\n", SystemInfoLine().c_str());
     std::printf("optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s free)\n",
@@ -400,12 +404,15 @@ int Main(int argc, char** argv) {
   }
   std::printf("%s\n", summary.c_str());
   if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    out << absl::StrFormat(
+    const absl::Status written = zt::WriteFileAtomically(o.json, absl::StrFormat(
         "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", \"num_params\": %d, "
         "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
         SystemInfoLine(), o.model, absl::StrJoin(o.overrides, " "), results.front().num_params, pg->size(), o.stage,
-        o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", "));
+        o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", ")));
+    if (!written.ok()) {
+      std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(written.message()).c_str());
+      return 1;
+    }
   }
   return 0;
 }

@@ -1,12 +1,7 @@
 #include "benchmarks/results.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "util/file_io.h"
 
 namespace zt::bench {
 namespace {
@@ -206,30 +202,6 @@ absl::StatusOr<std::pair<BenchLog, RunInfo>> ReadBenchJson(absl::string_view jso
   return std::make_pair(std::move(log), std::move(run));
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno),
-                                                      " (is the folder there and writable?)"));
-    }
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) {
-      const std::string why = std::strerror(errno);
-      std::remove(tmp.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed: ", why, " (disk full?)"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", why));
-  }
-  return absl::OkStatus();
-}
-
 ResultLog::ResultLog(std::string benchmark, std::string json_path, std::ostream& out)
     : benchmark_(std::move(benchmark)), json_path_(std::move(json_path)), out_(out) {}
 
@@ -243,7 +215,7 @@ absl::Status ResultLog::Finish(absl::string_view summary) {
   out_ << kSummaryPrefix << summary << "\n";
   out_.flush();
   if (json_path_.empty()) return absl::OkStatus();
-  return WriteFileAtomically(json_path_, BenchLogJson(benchmark_, log_, RunInfo{}));
+  return zt::WriteFileAtomically(json_path_, BenchLogJson(benchmark_, log_, RunInfo{}));
 }
 
 }  // namespace zt::bench

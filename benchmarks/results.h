@@ -73,10 +73,6 @@ std::string BenchLogJson(absl::string_view benchmark, const BenchLog& log, const
 // The inverse of BenchLogJson (numbers come back in %.17g form).
 absl::StatusOr<std::pair<BenchLog, RunInfo>> ReadBenchJson(absl::string_view json_text, absl::string_view source);
 
-// Writes `contents` to `path` through a temporary file in the same folder
-// and a rename: readers never see half a file.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
-
 // For a benchmark program. Rows are printed as RESULT lines when added; Finish
 // prints the summary and, when json_path is set, writes the JSON there.
 class ResultLog {

@@ -99,11 +99,6 @@ absl::StatusOr<std::vector<SavedGroup>> GroupsFrom(const Value& v, const std::st
 
 }  // namespace
 
-int64_t PaddedFor(int64_t numel, int world) {
-  const int64_t align = 2 * static_cast<int64_t>(world);
-  return std::max<int64_t>(align, (numel + align - 1) / align * align);
-}
-
 std::pair<int64_t, int64_t> SavedLayout::Range(int64_t padded_numel, int rank) const {
   const int64_t n = world_size;
   if (rule == PartitionRule::kEven) {

@@ -65,8 +65,4 @@ struct SavedLayout {
   static absl::StatusOr<SavedLayout> FromValue(const Value& v);
 };
 
-// A group's buffer re-padded for `world` ranks the way the engine pads
-// (stages 1-3: a multiple of 2 x world) and each rank's share of it.
-int64_t PaddedFor(int64_t numel, int world);
-
 }  // namespace zt::ckpt

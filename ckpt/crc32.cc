@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ckpt/file_io.h"
+#include "ckpt/crc32.h"
 
 namespace zt::ckpt {
 namespace {

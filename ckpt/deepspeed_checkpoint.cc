@@ -30,12 +30,13 @@
 #include "absl/strings/str_format.h"
 #include "ckpt/value_fields.h"
 #include "ckpt/zero_checkpoint.h"
+#include "plan/layout.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
 namespace {
 
-std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "/" + b; }
 
 nlohmann::ordered_json ToJson(const Value& v) {
   if (v.is_none()) return nullptr;
@@ -69,7 +70,6 @@ std::string OptimizerName(const std::string& ds_type) {
   return ds_type;
 }
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One rank's flat tensors (sub-groups) read as one stream: `Take(n)` is a
 // view of the next n elements; a piece never straddles two tensors.
@@ -190,9 +190,9 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   // The optim files name the stage.
   model_.push_back(std::move(first));
   for (int r = 0; r < l.world_size; ++r) {
-    auto o = PtReader::Open(Join(folder, OptimStatesFile(r, l.model_dtype)));
+    auto o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype)));
     if (!o.ok() && absl::IsNotFound(o.status()) && l.model_dtype == DType::kBFloat16) {
-      o = PtReader::Open(Join(folder, OptimStatesFile(r, DType::kFloat32)));
+      o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, DType::kFloat32)));
     }
     if (!o.ok()) return o.status();
     if (!(*o)->root().is_dict()) return absl::DataLossError(absl::StrCat("'", (*o)->path(), "' does not hold a dict"));
@@ -211,7 +211,7 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   }
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(Join(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
       model_.push_back(std::move(m));
     }
   }
@@ -225,7 +225,7 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
         g.params.push_back(p);
         g.params.back().offset = 0;
         g.numel = p.numel;
-        group_piece.push_back(CeilDiv(p.numel, world));
+        group_piece.push_back(plan::PerParamShardNumel(p.numel, world));
         g.padded_numel = group_piece.back() * world;
         l.groups.push_back(std::move(g));
       }

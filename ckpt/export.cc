@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/convert.h"
 #include "ckpt/safetensors.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
@@ -31,10 +32,6 @@ struct Item {
   std::function<absl::Status(int64_t b, int64_t e, void* dst)> read;
 };
 
-absl::Status MakeDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat("cannot create directory '", dir, "': ", std::strerror(errno)));
-}
 
 }  // namespace
 
@@ -138,7 +135,7 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
     plan.shards.push_back({out.substr(out.find_last_of('/') + 1), entries});
     dir = out.find('/') == std::string::npos ? "." : out.substr(0, out.find_last_of('/'));
   } else {
-    ZT_RETURN_IF_ERROR(MakeDir(out));
+    ZT_RETURN_IF_ERROR(MakeDirs(out));
     plan = PlanShards(entries, options.max_shard_bytes);
   }
   std::map<std::string, std::string> metadata = {{"format", "pt"},

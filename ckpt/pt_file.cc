@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ckpt/crc32.h"
 #include "ckpt/pickle.h"
 #include "ckpt/pt_file_internal.h"
 #include "ckpt/zip.h"

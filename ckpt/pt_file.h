@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 #include "ckpt/value.h"
 
 namespace zt::ckpt {

@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ckpt/file_io.h"
+#include "plan/layout.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
 namespace {
 
-absl::Status MakeDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat("cannot create directory '", dir, "': ", std::strerror(errno)));
-}
 
 // Owned bytes behind TensorRefs for one file write.
 struct Arena {
@@ -72,12 +69,13 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
   SavedLayout layout = old;
   layout.world_size = world;
   if (old.rule == PartitionRule::kEven) {
-    for (SavedGroup& g : layout.groups) g.padded_numel = PaddedFor(g.numel, world);
-    for (SavedGroup& g : layout.frozen) g.padded_numel = PaddedFor(g.numel, world);
+    // Re-padded the way the engine pads for `world` ranks (plan/layout.h).
+    for (SavedGroup& g : layout.groups) g.padded_numel = plan::PaddedNumel(g.numel, world);
+    for (SavedGroup& g : layout.frozen) g.padded_numel = plan::PaddedNumel(g.numel, world);
   }
-  ZT_RETURN_IF_ERROR(MakeDir(out_dir));
+  ZT_RETURN_IF_ERROR(MakeDirs(out_dir));
   const std::string folder = out_dir + "/" + ck.tag();
-  ZT_RETURN_IF_ERROR(MakeDir(folder));
+  ZT_RETURN_IF_ERROR(MakeDirs(folder));
 
   TrainingState ts = ck.training_state();
   ts.save_id = NewSaveId();  // a new save, whose files agree with each other only

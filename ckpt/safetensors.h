@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ckpt/dtype.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 
 namespace zt::ckpt {
 

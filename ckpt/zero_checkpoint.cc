@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 #include "ckpt/value_fields.h"
 #include "util/status.h"
 
@@ -19,7 +19,6 @@ namespace {
 
 constexpr char kVersion[] = "zerotorch 0.1.0";
 
-std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "/" + b; }
 
 Value TensorList(const std::vector<TensorRef>& ts) {
   List l;
@@ -151,7 +150,7 @@ Value MakeModelStates(const SavedLayout& layout, int rank, const TrainingState& 
 }
 
 absl::StatusOr<std::string> ReadLatestTag(const std::string& dir) {
-  const std::string path = Join(dir, "latest");
+  const std::string path = JoinPath(dir, "latest");
   auto text = ReadSmallFile(path, 4096);
   if (!text.ok()) {
     return absl::NotFoundError(absl::StrCat("no checkpoint in '", dir, "': cannot read '", path, "' (",
@@ -172,14 +171,14 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   } else {
     c->tag_ = tag;
   }
-  const std::string folder = Join(dir, c->tag_);
+  const std::string folder = JoinPath(dir, c->tag_);
 
   // Rank 0's model states name the stage and world size; the rest follows.
   std::unique_ptr<PtReader> first;
   std::string first_path;
   int file_stage = 0;
   for (int stage : {0, 3}) {
-    first_path = Join(folder, ModelStatesFile(stage, 0));
+    first_path = JoinPath(folder, ModelStatesFile(stage, 0));
     auto r = PtReader::Open(first_path);
     if (r.ok()) {
       first = std::move(*r);
@@ -215,12 +214,12 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   c->model_.push_back(std::move(first));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(Join(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
       c->model_.push_back(std::move(m));
     }
   }
   for (int r = 0; r < l.world_size; ++r) {
-    ZT_ASSIGN_OR_RETURN(auto o, PtReader::Open(Join(folder, OptimStatesFile(r, l.model_dtype))));
+    ZT_ASSIGN_OR_RETURN(auto o, PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype))));
     c->optim_.push_back(std::move(o));
   }
 

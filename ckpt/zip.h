@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 
 namespace zt::ckpt {
 

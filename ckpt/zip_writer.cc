@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ckpt/crc32.h"
 #include "ckpt/zip.h"
 #include "util/status.h"
 

@@ -1,5 +1,5 @@
 // Token files: mmap owner, llm.c header detection and validation, vocab
-// scans, atomic writer (through ckpt::AtomicFile).
+// scans, atomic writer (through AtomicFile).
 #include "data/token_file.h"
 
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 #include "util/unique_fd.h"
 
 namespace zt::data {
@@ -256,7 +256,7 @@ absl::Status WriteTokenFile(const std::string& path, absl::Span<const int32_t> t
     return absl::InvalidArgumentError(absl::StrCat("writing '", path, "': ", tokens.size(),
                                                    " tokens do not fit llm.c's int32 token count"));
   }
-  ZT_ASSIGN_OR_RETURN(ckpt::AtomicFile out, ckpt::AtomicFile::Create(path));
+  ZT_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path));
   if (llmc_header) {
     std::vector<int32_t> header(kLlmcHeaderInts, 0);
     header[0] = kLlmcMagic;

@@ -21,10 +21,11 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/convert.h"
 #include "ckpt/export.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
+#include "comm/agreement.h"
 #include "comm/collective_label.h"
 #include "engine/engine.h"
 #include "engine/tensor_ref.h"
@@ -33,7 +34,7 @@
 #include "util/status.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
-#include "zero/layout.h"
+#include "plan/layout.h"
 #include "zero/optimizer_state.h"
 #include "zero/sharded_optimizer.h"
 
@@ -63,21 +64,6 @@ bool HasTensor(const ckpt::Value& v) {
     }
   }
   return false;
-}
-
-absl::Status MakeDirs(const std::string& path) {
-  std::string prefix;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      prefix = path.substr(0, i);
-      if (prefix.empty()) continue;
-      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::PermissionDeniedError(absl::StrCat("cannot create checkpoint directory '", prefix, "': ",
-                                                        std::strerror(errno)));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 int64_t TagHash(const std::string& tag) {
@@ -111,23 +97,6 @@ std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
 }
 
 }  // namespace
-
-absl::Status Engine::AgreeAcrossRanks(const absl::Status& local, const std::string& what) {
-  if (pg_->size() == 1) return local;
-  comm::CollectiveLabel label(what);
-  at::Tensor flags = at::zeros({pg_->size()}, at::kInt);
-  flags[pg_->rank()] = local.ok() ? 0 : 1;
-  absl::Status st = pg_->AllGather(flags.narrow(0, pg_->rank(), 1).clone(), flags)->Wait();
-  if (!st.ok()) return absl::Status(st.code(), absl::StrCat(what, ": ranks could not agree: ", st.message()));
-  if (!local.ok()) return local;
-  std::vector<int> failed;
-  for (int r = 0; r < pg_->size(); ++r) {
-    if (flags[r].item<int>() != 0) failed.push_back(r);
-  }
-  if (failed.empty()) return absl::OkStatus();
-  return absl::AbortedError(absl::StrCat(what, " failed on rank", failed.size() > 1 ? "s " : " ",
-                                         absl::StrJoin(failed, ", "), " (their logs say why)"));
-}
 
 absl::Status Engine::CheckTagAgreement(const std::string& tag) {
   if (pg_->size() == 1 || config_.checkpoint.tag_validation == TagValidation::kIgnore) return absl::OkStatus();
@@ -171,7 +140,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     ckpt::SavedGroup sg;
     sg.padded_numel = g.layout.padded_numel;
     sg.numel = g.layout.numel;
-    for (const zero::ParamSlot& s : g.layout.slots) {
+    for (const plan::ParamSlot& s : g.layout.slots) {
       sg.params.push_back({name(s.param_index), param(s.param_index).sizes().vec(), s.offset, s.numel});
     }
     return sg;
@@ -320,7 +289,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   if (!local.ok()) {
     ZT_LOG(ERROR) << "saving checkpoint '" << folder << "': " << local.message();
   }
-  absl::Status agreed = AgreeAcrossRanks(local, absl::StrCat("saving checkpoint '", folder, "'"));
+  absl::Status agreed = comm::AgreeAcrossRanks(*pg_, local, absl::StrCat("saving checkpoint '", folder, "'"));
   if (!agreed.ok()) {
     if (replacing && rank == 0) {
       std::error_code ec;
@@ -351,9 +320,9 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
       eo.dtype = layout.model_dtype;
       done = opened.ok() ? ckpt::ExportSafetensors(**opened, folder, eo).status() : opened.status();
     }
-    if (done.ok()) done = ckpt::WriteFileAtomically(dir + "/latest", tag + "\n");
+    if (done.ok()) done = WriteFileAtomically(dir + "/latest", tag + "\n");
   }
-  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(done, absl::StrCat("finishing checkpoint '", folder, "'")));
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, done, absl::StrCat("finishing checkpoint '", folder, "'")));
   if (rank == 0) {
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << global_steps_ << ")";
   }
@@ -370,8 +339,8 @@ absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& w
     if (at_once.has_value()) {
       ZT_RETURN_IF_ERROR(*at_once);
     } else {
-      for (const zero::ParamSlot& s : g.layout.slots) {
-        const zero::SlotRange r = zero::Intersect(s, b, e);
+      for (const plan::ParamSlot& s : g.layout.slots) {
+        const plan::SlotRange r = plan::Intersect(s, b, e);
         if (r.empty()) continue;
         ZT_RETURN_IF_ERROR(read(param_names_[static_cast<size_t>(s.param_index)], r.begin_in_param, r.end_in_param,
                                 data + (s.offset + r.begin_in_param - b)));
@@ -388,8 +357,8 @@ absl::Status Engine::ReadFrozen(const FrozenReader& frozen, std::vector<std::pai
     for (const zero::FlatGroup& g : frozen_groups_) {
       at::Tensor dst = g.OwnedParams();
       at::Tensor tmp = at::zeros_like(dst);
-      for (const zero::ParamSlot& s : g.layout.slots) {
-        const zero::SlotRange r = zero::Intersect(s, g.owned_begin(), g.owned_end());
+      for (const plan::ParamSlot& s : g.layout.slots) {
+        const plan::SlotRange r = plan::Intersect(s, g.owned_begin(), g.owned_end());
         if (r.empty()) continue;
         ZT_RETURN_IF_ERROR(frozen(frozen_names_[static_cast<size_t>(s.param_index - t)], r.begin_in_param,
                                   r.end_in_param,
@@ -471,7 +440,7 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
     const ckpt::SavedLayout& l = ck->layout();
     const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
     // What saves killed mid-write left beside the complete files.
-    if (pg_->rank() == 0) ckpt::RemoveStaleTemporaries(dir + "/" + ck->tag());
+    if (pg_->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
     // Same model: every trainable parameter there, with its shape.
     for (size_t i = 0; i < params_.size(); ++i) {
       const auto at = l.FindTrainable(param_names_[i]);
@@ -530,7 +499,7 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
       const ckpt::SavedGroup& sg = l.groups[gi];
       bool match = sg.padded_numel == g.layout.padded_numel && sg.params.size() == g.layout.slots.size();
       for (size_t k = 0; match && k < sg.params.size(); ++k) {
-        const zero::ParamSlot& slot = g.layout.slots[k];
+        const plan::ParamSlot& slot = g.layout.slots[k];
         match = sg.params[k].name == param_names_[static_cast<size_t>(slot.param_index)] &&
                 sg.params[k].offset == slot.offset && sg.params[k].numel == slot.numel;
       }
@@ -592,7 +561,7 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
   if (!local.ok()) {
     ZT_LOG(ERROR) << local.message();
   }
-  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading checkpoint from '", dir, "'")));
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, local, absl::StrCat("loading checkpoint from '", dir, "'")));
 
   // Everyone read everything: commit.
   optimizer_->Adopt(std::move(staged), masters, ck->training_state().optimizer_step);
@@ -703,7 +672,7 @@ absl::Status Engine::LoadWeights(const std::string& path) {
   if (!local.ok()) {
     ZT_LOG(ERROR) << local.message();
   }
-  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(local, absl::StrCat("loading weights from '", path, "'")));
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, local, absl::StrCat("loading weights from '", path, "'")));
   optimizer_->SetMasters(masters);
   CommitFrozen(frozen_tmp);
   {

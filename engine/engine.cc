@@ -13,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "comm/agreement.h"
 #include "comm/collective_label.h"
 #include "offload/io_engine.h"
 #include "ops/kernels.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -24,7 +26,7 @@
 #include "zero/activation_checkpoint.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
-#include "zero/layout.h"
+#include "plan/layout.h"
 #include "zero/sharded_optimizer.h"
 #include "zero/sharded_init.h"
 #include "zero/stage3_setup.h"
@@ -35,10 +37,6 @@ namespace zt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
   if (!d) return std::nullopt;
@@ -114,7 +112,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
 
   // Trainable parameters, each once (tied weights appear under several names).
   std::unordered_set<const void*> seen;
-  std::vector<zero::ParamInfo> infos;
+  std::vector<plan::ParamInfo> infos;
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
@@ -129,7 +127,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
     }
     params_.push_back(p);
     param_names_.push_back(item.key());
-    zero::ParamInfo info;
+    plan::ParamInfo info;
     info.name = item.key();
     info.shape = p.sizes().vec();
     info.numel = p.numel();
@@ -141,8 +139,8 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
 
   const int partitions = stage_ >= 1 ? pg_->size() : 1;
   const int partition = stage_ >= 1 ? pg_->rank() : 0;
-  zero::Layout layout = zero::PlanLayout(infos, config_.zero.reduce_bucket_size, partitions);
-  for (const zero::GroupLayout& gl : layout.groups) {
+  plan::Layout layout = plan::PlanLayout(infos, config_.zero.reduce_bucket_size, partitions);
+  for (const plan::GroupLayout& gl : layout.groups) {
     groups_.push_back(zero::FlattenParams(gl, params_, partition, /*sharded=*/stage_ >= 1));
   }
   ZT_RETURN_IF_ERROR(BroadcastInitialState());
@@ -230,7 +228,7 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
     }
     chunks.push_back(chunk);
   }
-  zero::CoordinatorOptions co;
+  plan::PrefetchLimits co;
   co.prefetch_bucket_numel = config_.zero.prefetch_bucket_size;
   co.max_live_numel = config_.zero.max_live_parameters;
   co.max_reuse_distance = config_.zero.max_reuse_distance;
@@ -246,7 +244,7 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
     po.buffer_count = op.buffer_count;
     po.buffer_numel = op.buffer_size;
     po.max_in_cpu = op.max_in_cpu;
-    ZT_RETURN_IF_ERROR(AgreeAcrossRanks(coordinator_->OffloadShards(po, io_.get()),
+    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, coordinator_->OffloadShards(po, io_.get()),
                                         "moving the parameter shards to offload_param.nvme_path"));
     // Building the model and sharding it freed gigabytes in pieces small
     // enough to stay in the C heap: give them back before the gradients come.
@@ -346,7 +344,7 @@ absl::Status Engine::MakeOptimizer() {
     so.params = coordinator_->shard_access();
   }
   auto made = zero::ShardedOptimizer::Create(groups_, config_.optimizer, so);
-  ZT_RETURN_IF_ERROR(AgreeAcrossRanks(made.status(), "setting up the optimizer state"));
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, made.status(), "setting up the optimizer state"));
   optimizer_ = std::move(*made);
   return absl::OkStatus();
 }
@@ -446,7 +444,7 @@ std::vector<int> Engine::ChunksOf(const std::vector<at::Tensor>& params) const {
   for (const at::Tensor& p : params) wanted.insert(p.unsafeGetTensorImpl());
   for (size_t c = 0; c < chunks.size(); ++c) {
     const bool trainable = chunks[c].trainable;
-    for (const zero::ParamSlot& slot : chunks[c].group->layout.slots) {
+    for (const plan::ParamSlot& slot : chunks[c].group->layout.slots) {
       const at::Tensor& p = trainable ? params_[static_cast<size_t>(slot.param_index)]
                                       : frozen_params_[static_cast<size_t>(slot.param_index) - params_.size()];
       if (wanted.count(p.unsafeGetTensorImpl()) != 0) {

@@ -198,7 +198,6 @@ class Engine {
   void PinChunks(const std::vector<int>& chunks);
   void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
   // Checkpoint support (engine/checkpoint.cc).
-  absl::Status AgreeAcrossRanks(const absl::Status& local, const std::string& what);
   absl::Status CheckTagAgreement(const std::string& tag);
   // Reading weights for LoadCheckpoint / LoadWeights into fresh tensors
   // (committed only when every rank succeeded).

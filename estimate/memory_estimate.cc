@@ -1,7 +1,7 @@
-// Implementation of estimate/memory_estimate.h. The layout helpers below
-// restate zero/layout.cc (PlanLayout) and zero/unit_plan.cc (PlanUnitChunks)
-// over sizes; the gather replay restates zero/param_coordinator.cc's rules.
-// tests/estimate/engine_validation_test.cc checks them against the engine.
+// Implementation of estimate/memory_estimate.h. The groups, chunks and the
+// gather replay run the engine's own rules from plan/ (PlanLayout,
+// PlanUnitChunks, UnitTrace, the prefetch policy) over sizes.
+// tests/estimate/engine_validation_test.cc checks the result against the engine.
 #include "estimate/memory_estimate.h"
 
 #include <algorithm>
@@ -9,6 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "plan/layout.h"
+#include "plan/prefetch_policy.h"
+#include "plan/unit_plan.h"
+#include "plan/unit_trace.h"
 #include "util/status.h"
 #include "util/strings.h"
 
@@ -25,60 +29,52 @@ struct Group {
   bool persistent = false;
 };
 
-// zero/layout.cc PlanLayout: walk backwards, close a group when the next
-// parameter would overflow the bucket, pad to a multiple of 2 x partitions.
+Group FromLayout(const plan::GroupLayout& g) {
+  Group out;
+  out.numel = g.numel;
+  out.padded = g.padded_numel;
+  out.shard = g.shard_numel;
+  return out;
+}
+
+// Stages 0-2: the engine's groups (plan::PlanLayout) over sizes alone.
 std::vector<Group> PlanGroups(const std::vector<int64_t>& numels, int64_t bucket, int partitions) {
-  const int64_t alignment = 2 * static_cast<int64_t>(partitions);
-  std::vector<int64_t> sums;
-  int64_t current = 0;
-  for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
-    if (sums.empty() || (current > 0 && current + *it > bucket)) {
-      sums.push_back(0);
-      current = 0;
-    }
-    sums.back() += *it;
-    current += *it;
-  }
+  std::vector<plan::ParamInfo> infos(numels.size());
+  for (size_t i = 0; i < numels.size(); ++i) infos[i].numel = numels[i];
   std::vector<Group> groups;
-  for (int64_t n : sums) {
-    Group g;
-    g.numel = n;
-    g.padded = std::max<int64_t>(alignment, (n + alignment - 1) / alignment * alignment);
-    g.shard = g.padded / partitions;
-    groups.push_back(g);
-  }
+  for (const plan::GroupLayout& g : plan::PlanLayout(infos, bucket, partitions).groups) groups.push_back(FromLayout(g));
   return groups;
 }
 
-// zero/unit_plan.cc PlanUnitChunks for every unit, in unit order.
+// Stage 3: the engine's chunks (plan::PlanUnitChunks) for every unit, in unit
+// order. Unit 0 is the root, persistent as a whole.
 std::vector<Group> PlanChunks(const ModelShape& shape, const EstimateOptions& o) {
   std::vector<Group> chunks;
   int64_t persistent_used = 0;
+  plan::PersistencePolicy policy;
+  policy.param_threshold = o.param_persistence_threshold;
+  policy.model_threshold = o.model_persistence_threshold;
   for (int u = 0; u < shape.num_units; ++u) {
-    std::vector<int64_t> classes[2][2];  // [frozen][persistent]
     // Engine order: trainable parameters first, then frozen ones.
+    std::vector<plan::UnitParam> params;
     for (int pass = 0; pass < 2; ++pass) {
       for (const ParamShape& p : shape.params) {
         if (p.unit != u || p.trainable != (pass == 0)) continue;
-        bool persistent = u == 0;
-        if (!persistent && p.numel <= o.param_persistence_threshold &&
-            persistent_used <= o.model_persistence_threshold - p.numel) {
-          persistent = true;
-        }
-        if (persistent) persistent_used += p.numel;
-        classes[p.trainable ? 0 : 1][persistent ? 1 : 0].push_back(p.numel);
+        plan::UnitParam up;
+        up.param_index = static_cast<int>(params.size());
+        up.numel = p.numel;
+        up.trainable = p.trainable;
+        params.push_back(up);
       }
     }
-    for (int t = 0; t < 2; ++t) {
-      for (int s = 0; s < 2; ++s) {
-        if (classes[t][s].empty()) continue;
-        for (Group g : PlanGroups(classes[t][s], o.reduce_bucket_size, o.world_size)) {
-          g.unit = u;
-          g.trainable = t == 0;
-          g.persistent = s == 1;
-          chunks.push_back(g);
-        }
-      }
+    for (const plan::ChunkLayout& c :
+         plan::PlanUnitChunks(params, o.reduce_bucket_size, o.world_size, policy, /*all_persistent=*/u == 0,
+                              &persistent_used)) {
+      Group g = FromLayout(c.layout);
+      g.unit = u;
+      g.trainable = c.trainable;
+      g.persistent = c.persistent;
+      chunks.push_back(g);
     }
   }
   return chunks;
@@ -86,68 +82,60 @@ std::vector<Group> PlanChunks(const ModelShape& shape, const EstimateOptions& o)
 
 // The most non-persistent elements gathered at once over the first micro-step
 // (no trace yet: one unit at a time) and the second (the trace is followed:
-// prefetch window, reuse distance), as zero/param_coordinator.cc decides.
+// prefetch window, reuse distance). The unit order is recorded and followed
+// by the engine's plan::UnitTrace, and every gather/keep decision is the
+// engine's plan/prefetch_policy.h; what remains here is the bookkeeping of
+// zero/param_coordinator.cc (which units are gathered, the window's size).
 int64_t GatheredPeakNumel(const ModelShape& shape, const std::vector<Group>& chunks, const EstimateOptions& o) {
   std::vector<int64_t> sharded(static_cast<size_t>(shape.num_units), 0);
   for (const Group& c : chunks) {
     if (!c.persistent) sharded[static_cast<size_t>(c.unit)] += c.padded;
   }
-  std::vector<int> trace;
-  if (shape.outer_unit >= 0) trace.push_back(shape.outer_unit);
-  trace.insert(trace.end(), shape.sequence.begin(), shape.sequence.end());
-  if (shape.outer_unit >= 0) trace.push_back(shape.outer_unit);
-  trace.insert(trace.end(), shape.sequence.rbegin(), shape.sequence.rend());
+  auto numel_of = [&](int u) { return sharded[static_cast<size_t>(u)]; };
+  plan::PrefetchLimits limits;
+  limits.prefetch_bucket_numel = o.prefetch_bucket_size;
+  limits.max_live_numel = o.max_live_parameters;
+  limits.max_reuse_distance = o.max_reuse_distance;
 
+  plan::UnitTrace trace;
   std::vector<char> gathered(sharded.size(), 0), ahead(sharded.size(), 0);
   int64_t live = 0, window = 0, peak = 0;
-  size_t pos = 0;
-  bool following = false;
   auto gather = [&](int u) {
-    if (gathered[static_cast<size_t>(u)] || sharded[static_cast<size_t>(u)] == 0) return;
+    if (gathered[static_cast<size_t>(u)] || numel_of(u) == 0) return;
     gathered[static_cast<size_t>(u)] = 1;
-    live += sharded[static_cast<size_t>(u)];
+    live += numel_of(u);
     peak = std::max(peak, live);
   };
   auto release = [&](int u) {
     if (!gathered[static_cast<size_t>(u)]) return;
     gathered[static_cast<size_t>(u)] = 0;
-    live -= sharded[static_cast<size_t>(u)];
+    live -= numel_of(u);
   };
+  // ParamCoordinator::ObserveLocked + PrefetchLocked.
   auto observe = [&](int u) {
-    if (following) ++pos;
+    trace.Observe(u);
     if (ahead[static_cast<size_t>(u)]) {
       ahead[static_cast<size_t>(u)] = 0;
-      window -= sharded[static_cast<size_t>(u)];
+      window -= numel_of(u);
     }
     gather(u);
-    if (!following) return;
-    for (size_t i = pos; i < trace.size(); ++i) {
-      const int v = trace[i];
-      const int64_t n = sharded[static_cast<size_t>(v)];
+    if (!trace.following()) return;
+    const std::vector<int>& order = trace.order();
+    for (size_t i = trace.position(); i < order.size(); ++i) {
+      const int v = order[i];
+      const int64_t n = numel_of(v);
       if (n == 0 || gathered[static_cast<size_t>(v)]) continue;
-      if (window + n > o.prefetch_bucket_size || live + n > o.max_live_parameters) break;
+      if (!plan::FitsPrefetch(window, live, n, limits)) break;
       gather(v);
       ahead[static_cast<size_t>(v)] = 1;
       window += n;
     }
   };
+  // ParamCoordinator::PostForward.
   auto post_forward = [&](int u) {
-    bool keep = false;
-    if (following) {
-      int64_t distance = 0;
-      for (size_t i = pos; i < trace.size(); ++i) {
-        if (trace[i] == u) {
-          keep = distance < o.max_reuse_distance && live <= o.max_live_parameters;
-          break;
-        }
-        distance += sharded[static_cast<size_t>(trace[i])];
-      }
-    }
-    if (!keep) release(u);
+    if (!plan::KeepAfterForward(trace.ReuseDistance(u, numel_of), live, limits)) release(u);
   };
   for (int step = 0; step < 2; ++step) {
-    following = step == 1;
-    pos = 0;
     window = 0;
     std::fill(ahead.begin(), ahead.end(), 0);
     if (shape.outer_unit >= 0) observe(shape.outer_unit);
@@ -162,6 +150,7 @@ int64_t GatheredPeakNumel(const ModelShape& shape, const std::vector<Group>& chu
       release(*it);  // its gradients are complete
     }
     for (size_t u = 0; u < gathered.size(); ++u) release(static_cast<int>(u));
+    trace.EndMicroStep();
   }
   return peak;
 }

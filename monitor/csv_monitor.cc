@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::monitor {

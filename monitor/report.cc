@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "monitor/file_util.h"
+#include "util/file_io.h"
 
 namespace zt::monitor {
 namespace {
@@ -113,7 +114,7 @@ absl::Status WriteTrainingReport(const std::string& path, const ReportData& data
     absl::Status st = MakeDirs(path.substr(0, slash), "the report path");
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("training report ", path, ": ", st.message()));
   }
-  absl::Status st = WriteFileAtomically(path, TrainingReportHtml(data));
+  absl::Status st = zt::WriteFileAtomically(path, TrainingReportHtml(data));
   if (!st.ok()) return absl::Status(st.code(), absl::StrCat("training report ", path, ": ", st.message()));
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "monitor/crc32c.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::monitor {

@@ -87,14 +87,7 @@ class OptimizerSwapper {
   absl::Status ReadRange(int kind, int64_t begin, int64_t end, float* dst);
   absl::Status WriteRange(int kind, int64_t begin, int64_t end, const float* src);
 
-  int num_sub_groups() const { return num_sub_groups_; }
-  int64_t sub_group_numel() const { return sub_group_numel_; }
-  int64_t total_numel() const { return options_.total_numel; }
   const std::vector<std::string>& kinds() const { return options_.kinds; }
-  // Sub-groups whose buffers are in use at once, and the overlap that runs.
-  int slots() const { return slots_; }
-  bool read_ahead() const { return read_ahead_; }
-  bool write_behind() const { return write_behind_; }
   // "read-ahead + write-behind, 3 sub-groups of 3 x 24 MiB buffers" etc.
   std::string Describe() const;
   uint64_t file_bytes() const;    // reserved on disk, all kinds

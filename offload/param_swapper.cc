@@ -84,7 +84,6 @@ void ParamSwapper::Touch(int s) {
 
 bool ParamSwapper::resident(int s) const { return slots_[static_cast<size_t>(s)].state != State::kDisk; }
 
-int ParamSwapper::free_buffers() const { return pool_->count() - pool_->in_use(); }
 
 absl::Status ParamSwapper::WaitSlot(int s) {
   Slot& slot = slots_[static_cast<size_t>(s)];

@@ -72,10 +72,7 @@ class ParamSwapper {
   absl::Status Flush();
 
   bool resident(int s) const;
-  int num_slots() const { return static_cast<int>(slots_.size()); }
-  int free_buffers() const;
   int buffer_count() const { return pool_ ? pool_->count() : 0; }
-  uint64_t file_bytes() const { return file_ ? file_->size() : 0; }
   uint64_t buffer_bytes() const { return pool_ ? pool_->total_bytes() : 0; }
 
   struct Stats {

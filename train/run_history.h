@@ -25,7 +25,6 @@ class RunHistory {
   void AddEval(int64_t step, double loss, double metric);  // metric: perplexity or accuracy
 
   double LastLoss() const { return loss_.empty() ? 0.0 : loss_.back(); }
-  size_t steps_recorded() const { return step_.size(); }
   const std::vector<double>& steps() const { return step_; }
   const std::vector<double>& losses() const { return loss_; }
 

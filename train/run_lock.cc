@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/file_io.h"
 
 namespace zt::train {
 namespace {
@@ -29,11 +29,9 @@ std::string ReadHolder(int fd) {
 }  // namespace
 
 absl::StatusOr<RunLock> RunLock::Acquire(const std::string& output_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(output_dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create the output directory ", output_dir, ": ",
-                                                    ec.message(), "; choose another --output-dir"));
+  if (absl::Status made = MakeDirs(output_dir); !made.ok()) {
+    return absl::Status(made.code(),
+                        absl::StrCat("the output directory: ", made.message(), "; choose another --output-dir"));
   }
   const std::string path = output_dir + "/.zt_run.lock";
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));

@@ -28,8 +28,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "ckpt/export.h"
 #include "ckpt/zero_checkpoint.h"
+#include "comm/agreement.h"
 #include "comm/collective_label.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -43,7 +45,9 @@
 #include "train/run_history.h"
 #include "train/train_config.h"
 #include "train/train_data.h"
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "zero/sharded_init.h"
@@ -55,19 +59,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// Every rank agrees on a status: the first failure (by rank) is everyone's,
-// so no rank goes on to a collective its peers will never join.
-absl::Status Agree(comm::ProcessGroup& pg, const absl::Status& local, const std::string& what) {
-  at::Tensor flag = at::full({1}, local.ok() ? 0 : 1, at::kInt);
-  comm::CollectiveLabel label(what);
-  absl::Status st = pg.AllReduce(flag, comm::ReduceOp::kMax)->Wait();
-  if (!st.ok()) return st;
-  if (!local.ok()) return local;
-  if (flag.item<int>() != 0) return absl::AbortedError(absl::StrCat(what, " failed on another rank (see its log)"));
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<monitor::Monitor>> MakeMonitors(const Config& config, const OutputPaths& paths,
                                                                const std::string& job) {
@@ -187,13 +178,7 @@ absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::string& exp
     std::string existing((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (existing.find("\"architectures\"") == std::string::npos) return absl::OkStatus();
   }
-  std::ofstream out(target.string() + ".tmp", std::ios::trunc);
-  out << json;
-  out.close();
-  std::error_code ec;
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", target.string(), ".tmp"));
-  std::filesystem::rename(target.string() + ".tmp", target, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot write ", target.string(), ": ", ec.message()));
+  ZT_RETURN_IF_ERROR(WriteFileAtomically(target.string(), json));
   *written = target.string();
   return absl::OkStatus();
 }
@@ -215,17 +200,19 @@ absl::Status CheckDataPath(const char* flag, const std::string& path) {
 // unwritable checkpoint or output directory is named before any step runs
 // instead of at the first save.
 absl::Status CheckWritableDir(const char* what, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the ", what, " ", dir, ": ", ec.message(), "; choose another directory"));
+  if (absl::Status made = MakeDirs(dir); !made.ok()) {
+    // MakeDirs says "cannot create <dir>: <why>"; keep the why, name the flag.
+    absl::string_view why = made.message();
+    absl::ConsumePrefix(&why, absl::StrCat("cannot create ", dir, ": "));
+    return absl::Status(made.code(),
+                        absl::StrCat("cannot create the ", what, " ", dir, ": ", why, "; choose another directory"));
   }
   const std::string probe = absl::StrCat(dir, "/.zt_write_check.", getpid());
   std::ofstream out(probe, std::ios::trunc);
   out << "ok";
   out.close();
   const bool ok = static_cast<bool>(out);
+  std::error_code ec;
   std::filesystem::remove(probe, ec);
   if (!ok) {
     return absl::PermissionDeniedError(
@@ -304,7 +291,7 @@ OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   } else {
     p.export_path = p.output_dir + "/model.safetensors";
   }
-  p.report = o.report.empty() ? p.output_dir + "/report.html" : o.report;
+  p.report = o.report == "none" ? "" : (o.report.empty() ? p.output_dir + "/report.html" : o.report);
   p.monitor_dir = p.output_dir;
   return p;
 }
@@ -410,11 +397,8 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   {
     absl::Status st = absl::OkStatus();
     if (rank0) {
-      std::error_code ec;
-      std::filesystem::create_directories(paths.output_dir, ec);
-      if (ec) {
-        st = absl::PermissionDeniedError(absl::StrCat("cannot create the output directory ", paths.output_dir,
-                                                      ": ", ec.message(), "; pass --output-dir DIR"));
+      if (absl::Status made = MakeDirs(paths.output_dir); !made.ok()) {
+        st = absl::Status(made.code(), absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
       }
       if (st.ok()) {
         auto m = MakeMonitors(config, paths, info.name);
@@ -425,7 +409,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
         }
       }
     }
-    ZT_RETURN_IF_ERROR(Agree(*pg, st, "creating the output directory and monitors"));
+    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg, st, "creating the output directory and monitors"));
   }
   const int64_t first_step = engine->global_steps();
   if (rank0 && o.progress) {
@@ -556,7 +540,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
         }
       }
     }
-    ZT_RETURN_IF_ERROR(Agree(*pg, st, "exporting the consolidated weights"));
+    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg, st, "exporting the consolidated weights"));
   }
   if (rank0) {
     ReportInfo ri;
@@ -570,7 +554,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
                {"steps", absl::StrCat(first_step, " -> ", engine->global_steps())},
                {"wall time", absl::StrFormat("%.1f s", Seconds(t_start, Clock::now()))},
                {"system", SystemInfoLine()}};
-    ZT_RETURN_IF_ERROR(WriteReport(paths.report, ri, history, lm));
+    if (!paths.report.empty()) ZT_RETURN_IF_ERROR(WriteReport(paths.report, ri, history, lm));
     std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
                 static_cast<long long>(engine->global_steps() - first_step), Seconds(t_start, Clock::now()),
                 history.LastLoss());
@@ -578,7 +562,7 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
     if (!paths.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths.save_dir.c_str());
     if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
     if (!hf_config.empty()) std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
-    std::printf("  report:      %s\n", paths.report.c_str());
+    if (!paths.report.empty()) std::printf("  report:      %s\n", paths.report.c_str());
     std::fflush(stdout);
   }
   return absl::OkStatus();

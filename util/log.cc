@@ -44,7 +44,6 @@ const char* LevelName(LogLevel level) {
 LogLevel MinLogLevel() { return static_cast<LogLevel>(MinLevelStorage().load()); }
 void SetMinLogLevel(LogLevel level) { MinLevelStorage().store(static_cast<int>(level)); }
 void SetLogRank(int rank) { g_rank.store(rank); }
-int LogRank() { return g_rank.load(); }
 
 namespace internal {
 

@@ -19,7 +19,6 @@ void SetMinLogLevel(LogLevel level);
 
 // The rank printed in every prefix; -1 (the default) prints no rank.
 void SetLogRank(int rank);
-int LogRank();
 
 namespace internal {
 class LogMessage {

@@ -14,11 +14,11 @@ at::Tensor FlatGroup::OwnedParams() const {
 
 at::Tensor FlatGroup::OwnedGrads() const { return sharded ? grad_shard : grads; }
 
-at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot, const at::Tensor& like) {
+at::Tensor SlotView(const at::Tensor& flat, const plan::ParamSlot& slot, const at::Tensor& like) {
   return flat.narrow(0, slot.offset, slot.numel).view(like.sizes());
 }
 
-FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>& all_params,
+FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params,
                         int partition, bool sharded, std::optional<at::ScalarType> dtype) {
   FlatGroup g;
   g.layout = layout;
@@ -31,7 +31,7 @@ FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>
                        first.options().dtype(dtype.value_or(first.scalar_type())).requires_grad(false));
   at::NoGradGuard no_grad;
   g.params.narrow(0, layout.numel, layout.padded_numel - layout.numel).zero_();
-  for (const ParamSlot& slot : layout.slots) {
+  for (const plan::ParamSlot& slot : layout.slots) {
     const at::Tensor& p = all_params.at(static_cast<size_t>(slot.param_index));
     ZT_CHECK_MSG(dtype.has_value() || p.scalar_type() == first.scalar_type(),
                  "parameters of one group must share a dtype");
@@ -47,7 +47,7 @@ FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>
 
 void AttachFlatGrads(FlatGroup& group, const std::vector<at::Tensor>& all_params) {
   group.grads = at::zeros({group.layout.padded_numel}, group.params.options());
-  for (const ParamSlot& slot : group.layout.slots) {
+  for (const plan::ParamSlot& slot : group.layout.slots) {
     at::Tensor param = all_params.at(static_cast<size_t>(slot.param_index));
     param.mutable_grad() = SlotView(group.grads, slot, param);
   }

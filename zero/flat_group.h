@@ -17,12 +17,12 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "zero/layout.h"
+#include "plan/layout.h"
 
 namespace zt::zero {
 
 struct FlatGroup {
-  GroupLayout layout;
+  plan::GroupLayout layout;
   int partition = 0;          // which shard this rank owns (0 at stage 0)
   bool sharded = false;       // stages 1-3: this rank owns one shard; stage 0: everything
 
@@ -45,7 +45,7 @@ struct FlatGroup {
 // and re-points the parameter at its view (Tensor::set_data keeps the same
 // autograd leaf, so hooks and user references stay valid). The buffer has
 // the parameters' dtype, or `dtype` when given (the copy converts).
-FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>& all_params,
+FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params,
                         int partition, bool sharded, std::optional<at::ScalarType> dtype = std::nullopt);
 
 // Allocates the full flat gradient buffer (zeros) and sets each parameter's
@@ -53,6 +53,6 @@ FlatGroup FlattenParams(const GroupLayout& layout, const std::vector<at::Tensor>
 void AttachFlatGrads(FlatGroup& group, const std::vector<at::Tensor>& all_params);
 
 // View of `flat` for one slot, shaped like the parameter.
-at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot, const at::Tensor& like);
+at::Tensor SlotView(const at::Tensor& flat, const plan::ParamSlot& slot, const at::Tensor& like);
 
 }  // namespace zt::zero

@@ -111,7 +111,7 @@ void GradReducer::OnGradReady(int param_index) {
   const auto [g, s] = where_[static_cast<size_t>(param_index)];
   if (g < 0) return;
   FlatGroup& group = groups_[static_cast<size_t>(g)];
-  const ParamSlot& slot = group.layout.slots[static_cast<size_t>(s)];
+  const plan::ParamSlot& slot = group.layout.slots[static_cast<size_t>(s)];
   at::Tensor& param = params_[static_cast<size_t>(param_index)];
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;

@@ -24,12 +24,12 @@ std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" 
 
 ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
                                    std::vector<int> trainable_chunk_of_group,
-                                   std::shared_ptr<comm::ProcessGroup> group, CoordinatorOptions options)
+                                   std::shared_ptr<comm::ProcessGroup> group, plan::PrefetchLimits limits)
     : units_(std::move(units)),
       chunks_(std::move(chunks)),
       trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
       pg_(std::move(group)),
-      options_(options),
+      limits_(limits),
       chunk_state_(chunks_.size()),
       unit_state_(units_.size()) {
   for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -154,8 +154,8 @@ std::vector<int> ParamCoordinator::GatherUnitLocked(int unit) {
 }
 
 void ParamCoordinator::ObserveLocked(int unit) {
-  const UnitTrace::Observation obs = trace_.Observe(unit);
-  if (obs == UnitTrace::Observation::kMismatch && !logged_mismatch_) {
+  const plan::UnitTrace::Observation obs = trace_.Observe(unit);
+  if (obs == plan::UnitTrace::Observation::kMismatch && !logged_mismatch_) {
     logged_mismatch_ = true;
     const int expected = trace_.last_expected();
     ZT_LOG(WARNING) << absl::StrFormat(
@@ -186,8 +186,7 @@ void ParamCoordinator::PrefetchLocked() {
     const int v = order[i];
     UnitState& u = unit_state_[static_cast<size_t>(v)];
     if (u.sharded_numel == 0 || UnitGatheredLocked(v)) continue;
-    if (window_numel_ + u.sharded_numel > options_.prefetch_bucket_numel) break;
-    if (live_numel_ + u.sharded_numel > options_.max_live_numel) break;
+    if (!plan::FitsPrefetch(window_numel_, live_numel_, u.sharded_numel, limits_)) break;
     GatherUnitLocked(v);
     u.prefetched_ahead = true;
     window_numel_ += u.sharded_numel;
@@ -239,9 +238,7 @@ void ParamCoordinator::PostForward(int unit, bool training) {
   if (u.active > 0) return;
   const std::optional<int64_t> distance = trace_.ReuseDistance(
       unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
-  const bool keep = distance.has_value() && *distance < options_.max_reuse_distance &&
-                    live_numel_ <= options_.max_live_numel;
-  if (keep) return;
+  if (plan::KeepAfterForward(distance, live_numel_, limits_)) return;
   for (int c : units_[static_cast<size_t>(unit)].chunks) ReleaseChunkLocked(c);
 }
 
@@ -464,13 +461,6 @@ at::Tensor ParamCoordinator::AcquireShard(int chunk, bool read) {
 void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
   std::lock_guard<std::mutex> lock(mu_);
   ReleaseShardLocked(chunk, dirty);
-}
-
-void ParamCoordinator::FlushShards() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!swapper_) return;
-  absl::Status st = swapper_->Flush();
-  if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat("parameter offload: ", st.message())));
 }
 
 at::Tensor ParamCoordinator::TrainableShards::Acquire(int g, bool read) {

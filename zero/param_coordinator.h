@@ -58,18 +58,13 @@
 #include "comm/process_group.h"
 #include "offload/io_engine.h"
 #include "offload/param_swapper.h"
+#include "plan/prefetch_policy.h"
+#include "plan/unit_trace.h"
 #include "zero/flat_group.h"
 #include "zero/sharded_optimizer.h"
 #include "zero/storage.h"
-#include "zero/unit_trace.h"
 
 namespace zt::zero {
-
-struct CoordinatorOptions {
-  int64_t prefetch_bucket_numel = 50000000;  // stage3_prefetch_bucket_size
-  int64_t max_live_numel = 1000000000;       // stage3_max_live_parameters
-  int64_t max_reuse_distance = 1000000000;   // stage3_max_reuse_distance
-};
 
 // zero_optimization.offload_param with device "nvme".
 struct ParamOffloadOptions {
@@ -108,7 +103,7 @@ class ParamCoordinator {
   // `trainable_chunk_of_group[g]` is the chunk holding the reducer's group g.
   ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
                    std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
-                   CoordinatorOptions options);
+                   plan::PrefetchLimits limits);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -152,8 +147,6 @@ class ParamCoordinator {
   void ReleaseShard(int chunk, bool dirty);
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }
-  // Waits for every shard write-back (before reading the swap file elsewhere).
-  void FlushShards();
 
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -208,12 +201,12 @@ class ParamCoordinator {
   std::vector<Chunk> chunks_;
   std::vector<int> trainable_chunk_of_group_;
   std::shared_ptr<comm::ProcessGroup> pg_;
-  CoordinatorOptions options_;
+  plan::PrefetchLimits limits_;
 
   mutable std::mutex mu_;
   std::vector<ChunkState> chunk_state_;
   std::vector<UnitState> unit_state_;
-  UnitTrace trace_;
+  plan::UnitTrace trace_;
   int64_t window_numel_ = 0;  // gathered ahead of use, not yet requested
   int64_t live_numel_ = 0;    // non-persistent chunk elements gathered or in flight
   StoragePool pool_;

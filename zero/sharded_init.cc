@@ -66,22 +66,22 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
   CollectOwn(self, /*is_top=*/true, seen, ps->params);
   ps->world_size = init->group().size();
   ps->options = init->options();
-  std::vector<UnitParam> infos;
+  std::vector<plan::UnitParam> infos;
   for (size_t i = 0; i < ps->params.size(); ++i) {
     const at::Tensor& p = ps->params[i];
     if (!at::isFloatingType(p.scalar_type()) || !p.device().is_cpu()) {
       throw Error(absl::InvalidArgumentError(
           "zt::ShardedInit shards floating-point CPU parameters; a unit has a parameter that is not"));
     }
-    UnitParam up;
+    plan::UnitParam up;
     up.param_index = static_cast<int>(i);
     up.numel = p.numel();
     up.trainable = p.requires_grad();
     infos.push_back(up);
   }
-  ps->layouts = PlanUnitChunks(infos, ps->options.bucket_numel, ps->world_size, ps->options.persistence,
+  ps->layouts = plan::PlanUnitChunks(infos, ps->options.bucket_numel, ps->world_size, ps->options.persistence,
                                /*all_persistent=*/false, init->persistent_used());
-  for (const ChunkLayout& layout : ps->layouts) {
+  for (const plan::ChunkLayout& layout : ps->layouts) {
     ps->groups.push_back(ShardChunk(layout, ps->params, init->group(), ps->options.dtype));
   }
   unit.preshard() = std::move(ps);

@@ -33,7 +33,7 @@
 #include "zero/flat_group.h"
 #include "zero/stage3_setup.h"
 #include "zero/unit.h"
-#include "zero/unit_plan.h"
+#include "plan/unit_plan.h"
 
 namespace zt {
 
@@ -61,7 +61,7 @@ namespace zero {
 // A unit's shards made at construction, waiting for Engine::Create.
 struct PresharedUnit {
   std::vector<at::Tensor> params;   // the unit's own parameters; slots index this list
-  std::vector<ChunkLayout> layouts;
+  std::vector<plan::ChunkLayout> layouts;
   std::vector<FlatGroup> groups;    // one per layout, released
   int world_size = 1;
   Stage3Options options;

@@ -94,7 +94,7 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
 
 }  // namespace
 
-FlatGroup ShardChunk(const ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
+FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype) {
   FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), /*sharded=*/true, dtype);
   if (pg.size() > 1) {
@@ -155,7 +155,7 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
   for (int e : members[0]) b.root_numel += b.params[static_cast<size_t>(e)].numel();
 
   int64_t persistent_used = 0;
-  auto add_chunk = [&b](int unit, const ChunkLayout& layout, FlatGroup group) {
+  auto add_chunk = [&b](int unit, const plan::ChunkLayout& layout, FlatGroup group) {
     Stage3Build::ChunkRef ref;
     ref.trainable = layout.trainable;
     ref.unit = unit;
@@ -187,8 +187,8 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
         local_to_engine[k] = e;
       }
       for (size_t c = 0; c < ps.layouts.size(); ++c) {
-        ChunkLayout layout = ps.layouts[c];
-        for (ParamSlot& slot : layout.layout.slots) {
+        plan::ChunkLayout layout = ps.layouts[c];
+        for (plan::ParamSlot& slot : layout.layout.slots) {
           slot.param_index = local_to_engine[static_cast<size_t>(slot.param_index)];
           const at::Tensor& p = b.params[static_cast<size_t>(slot.param_index)];
           if (p.requires_grad() != layout.trainable) {
@@ -208,18 +208,18 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
       base->preshard().reset();
     }
 
-    std::vector<UnitParam> infos;
+    std::vector<plan::UnitParam> infos;
     for (int e : fresh) {
-      UnitParam up;
+      plan::UnitParam up;
       up.param_index = e;
       up.numel = b.params[static_cast<size_t>(e)].numel();
       up.trainable = b.params[static_cast<size_t>(e)].requires_grad();
       infos.push_back(up);
     }
     if (infos.empty()) continue;
-    std::vector<ChunkLayout> layouts = PlanUnitChunks(infos, options.bucket_numel, pg.size(), options.persistence,
+    std::vector<plan::ChunkLayout> layouts = plan::PlanUnitChunks(infos, options.bucket_numel, pg.size(), options.persistence,
                                                       /*all_persistent=*/u == 0, &persistent_used);
-    for (const ChunkLayout& layout : layouts) {
+    for (const plan::ChunkLayout& layout : layouts) {
       add_chunk(u, layout, ShardChunk(layout, b.params, pg, options.dtype));
     }
   }

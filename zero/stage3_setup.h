@@ -18,13 +18,13 @@
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
 #include "zero/unit.h"
-#include "zero/unit_plan.h"
+#include "plan/unit_plan.h"
 
 namespace zt::zero {
 
 struct Stage3Options {
   int64_t bucket_numel = 500000000;  // reduce_bucket_size: the largest chunk
-  PersistencePolicy persistence;
+  plan::PersistencePolicy persistence;
   at::ScalarType dtype = at::kFloat;  // the model's training dtype
 };
 
@@ -59,7 +59,7 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
 // become views of it), broadcasts rank 0's values, and for a non-persistent
 // chunk keeps this rank's shard in `param_shard` and frees the buffer.
 // Collective. Throws zt::Error on a communication failure.
-FlatGroup ShardChunk(const ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
+FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype);
 
 }  // namespace zt::zero

@@ -9,9 +9,7 @@
 //       "suite" block, a table of every named benchmark's summary
 //
 // LibTorch-free. Nothing is half-written: every file goes through a rename.
-#include <sys/stat.h>
 
-#include <cerrno>
 
 #include <fstream>
 #include <iostream>
@@ -27,6 +25,8 @@
 #include "benchmarks/report/charts.h"
 #include "benchmarks/report/doc_blocks.h"
 #include "benchmarks/results.h"
+#include "util/file_io.h"
+#include "util/status.h"
 
 namespace zt::bench {
 namespace {
@@ -123,9 +123,7 @@ absl::Status Render(const std::vector<std::string>& args) {
     if (!next.ok()) return absl::Status(next.status().code(), absl::StrCat(doc_path, ": ", next.status().message()));
     text = std::move(*next);
   }
-  if (!to_write.empty() && mkdir(chart_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create ", chart_dir));
-  }
+  if (!to_write.empty()) ZT_RETURN_IF_ERROR(zt::MakeDirs(chart_dir));
   for (const Chart& c : to_write) {
     if (absl::Status st = WriteFileAtomically(absl::StrCat(chart_dir, "/", c.file), c.svg); !st.ok()) return st;
   }

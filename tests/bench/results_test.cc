@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/testing/scratch_dir.h"
+#include "util/file_io.h"
 #include "util/system_info.h"
 
 namespace zt::bench {
@@ -89,11 +90,11 @@ TEST(BenchJson, MalformedJsonIsAnErrorNamingTheFile) {
 
 TEST(WriteFileAtomically, WritesWholeFilesAndLeavesNoTemporaryBehind) {
   testing::ScratchDir dir("zt_bench");
-  ASSERT_TRUE(WriteFileAtomically(dir.File("a.txt"), "first").ok());
-  ASSERT_TRUE(WriteFileAtomically(dir.File("a.txt"), "second").ok());
+  ASSERT_TRUE(zt::WriteFileAtomically(dir.File("a.txt"), "first").ok());
+  ASSERT_TRUE(zt::WriteFileAtomically(dir.File("a.txt"), "second").ok());
   EXPECT_EQ(testing::ReadFileBytes(dir.File("a.txt")), "second");
   EXPECT_EQ(dir.List(), std::vector<std::string>{"a.txt"});
-  const absl::Status st = WriteFileAtomically(dir.File("no/such/folder/a.txt"), "x");
+  const absl::Status st = zt::WriteFileAtomically(dir.File("no/such/folder/a.txt"), "x");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("no/such/folder/a.txt"), std::string::npos) << st;
 }

@@ -21,7 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/value.h"
 #include "tests/testing/scratch_dir.h"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ckpt/crc32.h"
 #include "absl/strings/match.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/pt_file_internal.h"

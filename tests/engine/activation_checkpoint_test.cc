@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/gathered_parameters.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "util/status.h"
 #include "zero/activation_checkpoint.h"
@@ -97,14 +98,7 @@ Net MakeNet(Mode mode) {
 }
 
 Config ConfigFor(int stage) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 4;
-  c.batch.gradient_accumulation_steps = 2;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 1e-2;
-  c.zero.stage = stage;
+  Config c = TestConfig(stage, /*micro_batch=*/4, /*accumulation=*/2, OptimizerType::kAdamW, 1e-2);
   c.zero.reduce_bucket_size = 300;
   c.zero.overlap_comm = stage >= 2;
   c.zero.param_persistence_threshold = 0;

@@ -43,7 +43,9 @@
 #include "tests/ckpt/ckpt_test_util.h"
 #include "tests/engine/stage3_model.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
 #include "tests/testing/worker_args.h"
+#include "tests/testing/zt_command.h"
 #include "util/error.h"
 #include "util/status.h"
 
@@ -69,19 +71,15 @@ absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> Group(int timeout_s = 60) {
 constexpr int64_t kGlobalBatch = 12;  // divides by 1, 2, 3 and 4
 
 Config TrainConfig(int stage, bool fp16) {
-  Config c;
+  // The global batch is fixed, the micro-batch follows from the world size.
+  Config c = TestConfig(stage, /*micro_batch=*/1, /*accumulation=*/2, OptimizerType::kAdamW, 1e-2);
+  c.batch.train_micro_batch_size_per_gpu.reset();
   c.batch.train_batch_size = kGlobalBatch;
-  c.batch.gradient_accumulation_steps = 2;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 1e-2;
   c.optimizer.weight_decay = 0.01;
   c.scheduler.type = SchedulerType::kWarmupDecayLR;
   c.scheduler.warmup_max_lr = 1e-2;
   c.scheduler.warmup_num_steps = 3;
   c.scheduler.total_num_steps = 20;
-  c.zero.stage = stage;
   c.zero.reduce_bucket_size = 300;
   c.zero.param_persistence_threshold = 0;
   c.zero.overlap_comm = stage >= 2;
@@ -331,21 +329,9 @@ INSTANTIATE_TEST_SUITE_P(Stages, ReshardTest, ::testing::Values(1, 2, 3),
 
 // `zt ckpt`: inspect (with --verify), consolidate and reshard a checkpoint
 // the engine saved; the resharded checkpoint exports the same bytes.
-struct CommandResult {
-  int code = -1;
-  std::string output;
-};
+using CommandResult = zt::testing::ZtRun;
 
-CommandResult Zt(const std::string& args) {
-  CommandResult r;
-  FILE* p = ::popen(absl::StrCat(ZT_BINARY_DIR, "/bin/zt ", args, " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult Zt(const std::string& args) { return zt::testing::RunZt(args); }
 
 TEST(CheckpointCli, InspectConsolidateReshard) {
   const std::string dir = TempDir("cli");

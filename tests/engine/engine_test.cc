@@ -10,6 +10,7 @@
 #include "engine/cpu_memory.h"
 #include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
+#include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "zero/activation_checkpoint.h"
 #include "zero/unit.h"
@@ -20,15 +21,7 @@ namespace {
 using testing::ParityNet;
 
 Config BaseConfig(int stage) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 4;
-  c.batch.gradient_accumulation_steps = 1;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 1e-3;
-  c.zero.stage = stage;
-  c.steps_per_print = 1000;
-  return c;
+  return testing::TestConfig(stage, /*micro_batch=*/4, /*accumulation=*/1);
 }
 
 std::shared_ptr<comm::ProcessGroup> Single() { return std::make_shared<comm::SingleGroup>(); }

@@ -18,6 +18,7 @@
 #include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "util/status.h"
 #include "zero/unit.h"
@@ -26,14 +27,7 @@ namespace zt::testing {
 namespace {
 
 Config Fp16Config(int stage, int initial_power) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kSGD;
-  c.optimizer.lr = 0.05;
-  c.zero.stage = stage;
+  Config c = TestConfig(stage, /*micro_batch=*/2, /*accumulation=*/1, OptimizerType::kSGD, 0.05);
   c.zero.reduce_bucket_size = 8;  // w and b in separate groups (chunks at stage 3)
   c.zero.param_persistence_threshold = 0;  // stage 3: shard even these tiny tensors
   c.fp16.enabled = true;

@@ -1,5 +1,6 @@
 // Implementation of tests/engine/parity_model.h.
 #include "tests/engine/parity_model.h"
+#include "tests/testing/test_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,16 +16,9 @@
 namespace zt::testing {
 
 Config ParityBaseConfig(int stage) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 1e-2;
+  Config c = TestConfig(stage, /*micro_batch=*/2, /*accumulation=*/1, OptimizerType::kAdamW, 1e-2);
   c.optimizer.weight_decay = 0.01;
   c.optimizer.adam_w_mode = true;
-  c.zero.stage = stage;
   c.zero.overlap_comm = true;
   return c;
 }

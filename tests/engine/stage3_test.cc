@@ -30,6 +30,7 @@
 #include "engine/gathered_parameters.h"
 #include "tests/engine/parity_model.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "util/status.h"
 #include "zero/sharded_init.h"
@@ -63,12 +64,7 @@ struct ChainImpl : torch::nn::Module {
 TORCH_MODULE(Chain);
 
 Config Stage3Config(bool bf16) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.zero.stage = 3;
+  Config c = TestConfig(/*stage=*/3, /*micro_batch=*/2, /*accumulation=*/1);
   c.zero.param_persistence_threshold = 0;
   c.zero.max_reuse_distance = 0;
   c.zero.prefetch_bucket_size = 0;

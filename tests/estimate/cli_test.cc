@@ -9,24 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/zt_command.h"
 
 namespace {
 
-struct CommandResult {
-  int code = -1;
-  std::string output;
-};
+using CommandResult = zt::testing::ZtRun;
 
-CommandResult Zt(const std::string& args) {
-  CommandResult r;
-  FILE* p = ::popen(absl::StrCat(ZT_BINARY_DIR, "/bin/zt estimate ", args, " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult Zt(const std::string& args) { return zt::testing::RunZt("estimate " + args); }
 
 TEST(EstimateCli, PrintsEveryStageSideBySide) {
   CommandResult r = Zt("--model gpt2-xl --world-size 8 --precision bf16 --micro-batch 1");

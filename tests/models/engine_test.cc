@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "util/status.h"
 
@@ -27,14 +28,7 @@ using testing::RankRunResult;
 using testing::RunRanks;
 
 Config EngineConfig(int stage) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.optimizer.lr = 3e-3;
-  c.zero.stage = stage;
+  Config c = testing::TestConfig(stage, /*micro_batch=*/2, /*accumulation=*/1, OptimizerType::kAdamW, 3e-3);
   if (stage == 3) {
     c.zero.param_persistence_threshold = 0;  // shard even the small norms
     c.zero.prefetch_bucket_size = 0;

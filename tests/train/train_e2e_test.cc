@@ -33,26 +33,14 @@
 #include "data/token_dataset.h"
 #include "data/token_file.h"
 #include "monitor/event_file_reader.h"
+#include "tests/testing/zt_command.h"
 
 namespace zt::train {
 namespace {
 
-struct CommandResult {
-  int code = -1;
-  std::string output;
-};
+using CommandResult = zt::testing::ZtRun;
 
-CommandResult Zt(const std::string& args) {
-  CommandResult r;
-  const std::string cmd = absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args, " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CommandResult Zt(const std::string& args) { return zt::testing::RunZt(args, "OMP_NUM_THREADS=1"); }
 
 std::string TempDir(const std::string& name) {
   std::string base = ::testing::TempDir();
@@ -242,8 +230,16 @@ TEST(TrainE2E, EvaluationCountsEachSampleOnce) {
     CommandResult r = Zt(absl::StrCat("train --model gpt2-tiny --data ", corpus,
                                       " --seq-len 32 --global-batch 12 --stage 2 --steps 3 --eval-interval 0"
                                       " --save-dir none --export none --nproc ",
-                                      world, Quick(absl::StrCat(dir, "/w", world))));
+                                      world, Quick(absl::StrCat(dir, "/w", world)),
+                                      world == 1 ? " --report none" : ""));
     ASSERT_EQ(r.code, 0) << r.output;
+    if (world == 1) {  // --report none, like --save-dir none: no report, and no file named "none"
+      EXPECT_FALSE(absl::StrContains(r.output, "report:")) << r.output;
+      EXPECT_FALSE(std::filesystem::exists("none"));
+      for (const auto& e : std::filesystem::recursive_directory_iterator(dir + "/w1")) {
+        EXPECT_NE(e.path().filename(), "report.html") << e.path();
+      }
+    }
     EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("(", expected, " sequences, ", expected * 32, " tokens)")))
         << "expected " << expected << " sequences\n" << r.output;
     auto eval = ReadCsv(absl::StrCat(dir, "/w", world, "/gpt2-tiny/Eval_Samples_eval_loss.csv"));

@@ -1,11 +1,11 @@
 // UnitTrace: recording, following, departures and reuse distances.
-#include "zero/unit_trace.h"
+#include "plan/unit_trace.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace zt::zero {
+namespace zt::plan {
 namespace {
 
 using Obs = UnitTrace::Observation;
@@ -78,4 +78,4 @@ TEST(UnitTraceTest, ReuseDistanceCountsElementsGatheredInBetween) {
 }
 
 }  // namespace
-}  // namespace zt::zero
+}  // namespace zt::plan

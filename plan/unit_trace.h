@@ -18,7 +18,7 @@
 #include <optional>
 #include <vector>
 
-namespace zt::zero {
+namespace zt::plan {
 
 class UnitTrace {
  public:
@@ -59,4 +59,4 @@ class UnitTrace {
   int64_t mismatches_ = 0;
 };
 
-}  // namespace zt::zero
+}  // namespace zt::plan

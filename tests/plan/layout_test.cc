@@ -1,11 +1,12 @@
 // Layout math: grouping by bucket size, padding, shard ranges, intersections.
-#include "zero/layout.h"
+#include "plan/layout.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
-namespace zt::zero {
+namespace zt::plan {
 namespace {
 
 std::vector<ParamInfo> Params(const std::vector<int64_t>& sizes) {
@@ -100,5 +101,35 @@ TEST(Intersect, ClipsToRange) {
   EXPECT_EQ(r.end_in_param, 20);
 }
 
+// The one padding rule every flat buffer follows (and that the checkpoint
+// tools and the estimate now call instead of restating).
+TEST(PaddedNumel, MultipleOfTwiceThePartitionsAndNeverEmpty) {
+  EXPECT_EQ(PaddedNumel(33, 4), 40);
+  EXPECT_EQ(PaddedNumel(40, 4), 40);
+  EXPECT_EQ(PaddedNumel(0, 4), 8);
+  EXPECT_EQ(PaddedNumel(1, 1), 2);
+  EXPECT_EQ(PaddedNumel(7, 3), 12);
+  for (int parts : {1, 2, 3, 5, 8}) {
+    for (int64_t n : {0, 1, 9, 100, 1001}) {
+      const int64_t p = PaddedNumel(n, parts);
+      EXPECT_EQ(p % (2 * parts), 0);
+      EXPECT_GE(p, n);
+      EXPECT_LT(p - std::max<int64_t>(n, 1), 2 * parts);
+    }
+  }
+  // PlanLayout pads with it.
+  Layout l = PlanLayout(Params({10, 20, 3}), 1000, 3);
+  EXPECT_EQ(l.groups[0].padded_numel, PaddedNumel(33, 3));
+}
+
+// DeepSpeed's stage-3 rule: ceil(numel / world) per rank, per parameter.
+TEST(PerParamShardNumel, CeilOfTheShare) {
+  EXPECT_EQ(PerParamShardNumel(10, 3), 4);
+  EXPECT_EQ(PerParamShardNumel(9, 3), 3);
+  EXPECT_EQ(PerParamShardNumel(1, 4), 1);
+  EXPECT_EQ(PerParamShardNumel(0, 2), 0);
+  EXPECT_EQ(PerParamShardNumel(7, 1), 7);
+}
+
 }  // namespace
-}  // namespace zt::zero
+}  // namespace zt::plan

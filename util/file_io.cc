@@ -1,7 +1,7 @@
 // AtomicFile, ReadFile and the small-file helpers: POSIX calls with EINTR and
 // short transfers handled, and errors that name the path, the offset, the
 // errno text and what to do about it.
-#include "ckpt/file_io.h"
+#include "util/file_io.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "util/status.h"
 
-namespace zt::ckpt {
+namespace zt {
 namespace {
 
 // What a user can do about an errno, appended to messages.
@@ -212,6 +212,39 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
   return contents;
 }
 
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (dir.back() == '/') return dir + name;
+  return absl::StrCat(dir, "/", name);
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string partial = path.substr(0, slash);
+    pos = slash + 1;
+    if (partial.empty()) continue;  // leading '/'
+    struct stat st;
+    if (::stat(partial.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot create ", path, ": ", partial, " exists and is not a directory"));
+      }
+      continue;
+    }
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      const int err = errno;
+      const std::string where = partial == path ? "" : absl::StrCat(" (creating ", partial, ")");
+      return absl::Status(absl::ErrnoToStatusCode(err),
+                          absl::StrCat("cannot create ", path, ": ", std::strerror(err), where, Advice(err)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ------------------------------------------------------------------ ReadFile
 
 absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path) {
@@ -253,4 +286,4 @@ absl::Status ReadFile::PRead(void* dst, size_t n, uint64_t offset) const {
   return absl::OkStatus();
 }
 
-}  // namespace zt::ckpt
+}  // namespace zt

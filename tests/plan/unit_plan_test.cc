@@ -1,13 +1,13 @@
 // PlanUnitChunks: classes never mix, persistence follows DeepSpeed's two
 // thresholds, chunks respect the bucket size and pad to 2 x ranks.
-#include "zero/unit_plan.h"
+#include "plan/unit_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <vector>
 
-namespace zt::zero {
+namespace zt::plan {
 namespace {
 
 std::vector<UnitParam> Params(const std::vector<std::pair<int64_t, bool>>& sizes) {
@@ -77,4 +77,4 @@ TEST(UnitPlanTest, AllPersistentForTheRoot) {
 }
 
 }  // namespace
-}  // namespace zt::zero
+}  // namespace zt::plan

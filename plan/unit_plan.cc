@@ -1,9 +1,9 @@
-// Implementation of zero/unit_plan.h.
-#include "zero/unit_plan.h"
+// Implementation of plan/unit_plan.h.
+#include "plan/unit_plan.h"
 
 #include "util/status.h"
 
-namespace zt::zero {
+namespace zt::plan {
 
 std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, int64_t bucket_numel,
                                         int partitions, const PersistencePolicy& policy,
@@ -42,4 +42,4 @@ std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, in
   return chunks;
 }
 
-}  // namespace zt::zero
+}  // namespace zt::plan

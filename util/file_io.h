@@ -1,7 +1,8 @@
-// File plumbing for checkpoints: every write goes to a temporary name, is
-// fsynced and renamed into place (and the directory fsynced), so a crash
-// leaves either the old file or the new one, never half of one; every read
-// checks sizes. Errors name the path (and the offset), say what failed
+// File plumbing for every file the project writes (checkpoints, token files,
+// `latest`, monitors' and benchmarks' JSON, the report): every write goes to
+// a temporary name, is fsynced and renamed into place (and the directory
+// fsynced), so a crash leaves either the old file or the new one, never half
+// of one; every read checks sizes. Errors name the path (and the offset), say what failed
 // (errno text) and what to do (e.g. ENOSPC: "free N bytes or choose another
 // directory").
 #pragma once
@@ -13,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "util/unique_fd.h"
 
-namespace zt::ckpt {
+namespace zt {
 
 // Writes a new file at `path` through `<path>.tmp.<pid>`; Commit() makes it
 // appear atomically. Destroying an uncommitted AtomicFile removes the
@@ -51,6 +52,13 @@ int RemoveStaleTemporaries(const std::string& dir, const std::string& only_for =
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
 
+// "a/b" + "c" -> "a/b/c" ("a/b/" too); an empty `dir` gives `name`.
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+// mkdir -p with mode 0755. Errors name `path` (and the component that could
+// not be made), the errno text and what to do.
+absl::Status MakeDirs(const std::string& path);
+
 // A file opened for positioned reads.
 class ReadFile {
  public:
@@ -67,7 +75,4 @@ class ReadFile {
   uint64_t size_ = 0;
 };
 
-// CRC-32 (the zip polynomial), incrementally: crc = Crc32(crc, data, n), starting at 0.
-uint32_t Crc32(uint32_t crc, const void* data, size_t n);
-
-}  // namespace zt::ckpt
+}  // namespace zt

@@ -1,11 +1,11 @@
-// Implementation of zero/layout.h.
-#include "zero/layout.h"
+// Implementation of plan/layout.h.
+#include "plan/layout.h"
 
 #include <algorithm>
 
 #include "util/status.h"
 
-namespace zt::zero {
+namespace zt::plan {
 
 int64_t Layout::total_numel() const {
   int64_t n = 0;
@@ -13,10 +13,14 @@ int64_t Layout::total_numel() const {
   return n;
 }
 
-int64_t Layout::total_padded_numel() const {
-  int64_t n = 0;
-  for (const GroupLayout& g : groups) n += g.padded_numel;
-  return n;
+int64_t PaddedNumel(int64_t numel, int partitions) {
+  const int64_t alignment = 2 * static_cast<int64_t>(partitions);
+  return std::max<int64_t>(alignment, (numel + alignment - 1) / alignment * alignment);
+}
+
+int64_t PerParamShardNumel(int64_t numel, int partitions) {
+  const int64_t n = static_cast<int64_t>(partitions);
+  return (numel + n - 1) / n;
 }
 
 Layout PlanLayout(const std::vector<ParamInfo>& params, int64_t bucket_numel, int partitions) {
@@ -24,7 +28,6 @@ Layout PlanLayout(const std::vector<ParamInfo>& params, int64_t bucket_numel, in
   ZT_CHECK(partitions >= 1);
   Layout layout;
   layout.partitions = partitions;
-  const int64_t alignment = 2 * static_cast<int64_t>(partitions);
 
   // Walk backwards, closing a group when the next parameter would overflow it.
   std::vector<std::vector<int>> members;
@@ -52,7 +55,7 @@ Layout PlanLayout(const std::vector<ParamInfo>& params, int64_t bucket_numel, in
       g.numel += slot.numel;
       g.slots.push_back(slot);
     }
-    g.padded_numel = std::max<int64_t>(alignment, (g.numel + alignment - 1) / alignment * alignment);
+    g.padded_numel = PaddedNumel(g.numel, partitions);
     g.shard_numel = g.padded_numel / partitions;
     layout.groups.push_back(std::move(g));
   }
@@ -70,4 +73,4 @@ SlotRange Intersect(const ParamSlot& slot, int64_t begin, int64_t end) {
   return r;
 }
 
-}  // namespace zt::zero
+}  // namespace zt::plan

@@ -2,8 +2,8 @@
 // share a chunk (a flat buffer that is gathered, released and reduced as one
 // piece), and which chunks stay gathered for good ("persistent").
 //
-// Pure functions over sizes, like zero/layout.h (which they reuse), so the
-// checkpoint code can replay them for any world size.
+// Pure functions over sizes, like plan/layout.h (which they reuse), so the
+// checkpoint code and the memory estimate replay them for any world size.
 //
 // Rules:
 //  * trainable and frozen parameters never share a chunk (frozen ones have no
@@ -21,9 +21,9 @@
 #include <limits>
 #include <vector>
 
-#include "zero/layout.h"
+#include "plan/layout.h"
 
-namespace zt::zero {
+namespace zt::plan {
 
 struct UnitParam {
   int param_index = 0;  // index in the engine's parameter list
@@ -48,4 +48,4 @@ std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, in
                                         int partitions, const PersistencePolicy& policy,
                                         bool all_persistent, int64_t* persistent_used);
 
-}  // namespace zt::zero
+}  // namespace zt::plan

@@ -1,7 +1,8 @@
 // Partitioning math for ZeRO stages 0-2: which parameters share a flat buffer
 // (a "group"), where each parameter sits in it, and which slice each rank owns.
-// Pure functions, no tensors and no communication, so they are easy to test
-// and the checkpoint code can replay them for any world size.
+// Pure functions, no tensors and no communication, in the LibTorch-free
+// planning library that the engine (zero/), the checkpoint tools (ckpt/) and
+// the memory estimate (estimate/) all link: a layout rule changes here once.
 //
 // Groups double as communication buckets: a group's gradients are reduced as
 // soon as all of them are ready, so groups hold about `bucket_numel` elements.
@@ -13,7 +14,18 @@
 #include <string>
 #include <vector>
 
-namespace zt::zero {
+namespace zt::plan {
+
+// The padding rule of every flat buffer: `numel` rounded up to a multiple of
+// 2 x partitions (DeepSpeed's stage 1/2 alignment), and at least that, so
+// each of `partitions` ranks owns an equal, non-empty, contiguous shard.
+int64_t PaddedNumel(int64_t numel, int partitions);
+
+// DeepSpeed's stage-3 rule, for reading (and one day writing) its
+// checkpoints: every parameter is partitioned on its own, each of
+// `partitions` ranks holding ceil(numel / partitions) elements of it (the
+// last rank's piece padded).
+int64_t PerParamShardNumel(int64_t numel, int partitions);
 
 struct ParamInfo {
   std::string name;
@@ -42,7 +54,6 @@ struct Layout {
   std::vector<GroupLayout> groups;
   int partitions = 1;  // ranks sharing each group's optimizer state (1 at stage 0)
   int64_t total_numel() const;
-  int64_t total_padded_numel() const;
 };
 
 // Plans the groups. `bucket_numel` > 0 bounds a group's size except that a
@@ -61,4 +72,4 @@ struct SlotRange {
 };
 SlotRange Intersect(const ParamSlot& slot, int64_t begin, int64_t end);
 
-}  // namespace zt::zero
+}  // namespace zt::plan

@@ -1,7 +1,7 @@
-// Implementation of zero/unit_trace.h.
-#include "zero/unit_trace.h"
+// Implementation of plan/unit_trace.h.
+#include "plan/unit_trace.h"
 
-namespace zt::zero {
+namespace zt::plan {
 
 UnitTrace::Observation UnitTrace::Observe(int unit) {
   recording_.push_back(unit);
@@ -35,4 +35,4 @@ void UnitTrace::EndMicroStep() {
   following_ = !trace_.empty();
 }
 
-}  // namespace zt::zero
+}  // namespace zt::plan
