@@ -54,10 +54,13 @@ bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::s
 bool ParseSize(const std::string& text, uint64_t* out) {
   std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
   double scale = 1;
-  const std::pair<const char*, double> units[] = {{"GIB", 1024.0 * 1024 * 1024}, {"MIB", 1024.0 * 1024},
-                                                   {"KIB", 1024.0},              {"GB", 1e9},
-                                                   {"MB", 1e6},                  {"KB", 1e3},
-                                                   {"B", 1}};
+  const std::pair<const char*, double> units[] = {{"GIB", 1024.0 * 1024 * 1024},
+                                                  {"MIB", 1024.0 * 1024},
+                                                  {"KIB", 1024.0},
+                                                  {"GB", 1e9},
+                                                  {"MB", 1e6},
+                                                  {"KB", 1e3},
+                                                  {"B", 1}};
   for (const auto& [suffix, factor] : units) {
     const std::string s(suffix);
     if (t.size() > s.size() && t.compare(t.size() - s.size(), s.size(), s) == 0) {
@@ -119,8 +122,9 @@ int RunConsolidate(const std::vector<std::string>& args) {
   flags.String("dtype", "fp32", "fp32, bf16 or fp16: the dtype of floating-point tensors");
   flags.String("max-shard-size", "5GB", "split the output into shards of at most this size (when OUT is a directory)");
   flags.Bool("no-buffers", "leave the module's buffers out");
-  flags.Bool("tied-copies", "also write tied aliases (lm_head.weight) as tensors of their own, as DeepSpeed's "
-                            "zero_to_fp32 does");
+  flags.Bool("tied-copies",
+             "also write tied aliases (lm_head.weight) as tensors of their own, as DeepSpeed's "
+             "zero_to_fp32 does");
   int code = 0;
   if (!ParseFlags(flags, args, "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB]",
                   "\nWrites the checkpoint's full weights, by their names, as safetensors: OUT is a file ending\n"

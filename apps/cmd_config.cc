@@ -121,9 +121,10 @@ int RunCheck(const std::vector<std::string>& args) {
 
 int RunReference(const std::vector<std::string>& args) {
   Flags flags("zt config reference");
-  if (std::optional<int> done = flags.ParseCommandLine(
-          args, "", "\nPrints the reference of every config key (type, default, meaning) as markdown; "
-                    "docs/config_reference.md is its output.\n")) {
+  if (std::optional<int> done =
+          flags.ParseCommandLine(args, "",
+                                 "\nPrints the reference of every config key (type, default, meaning) as markdown; "
+                                 "docs/config_reference.md is its output.\n")) {
     return *done;
   }
   if (!flags.positional().empty()) {

@@ -4,11 +4,10 @@
 // 2 bad input.
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -26,7 +25,8 @@ namespace zt::cli {
 namespace {
 
 constexpr const char* kSynopsis =
-    "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] [--precision fp32|bf16|fp16] "
+    "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] "
+    "[--precision fp32|bf16|fp16] "
     "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing]";
 
 constexpr const char* kHelp =
@@ -67,8 +67,8 @@ absl::StatusOr<nlohmann::json> ReadConfigJson(const std::string& path) {
   text << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("--config ", path, ": not a JSON object (zt config check ",
-                                                   path, " says more)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--config ", path, ": not a JSON object (zt config check ", path, " says more)"));
   }
   return j;
 }
@@ -247,12 +247,14 @@ int Run(const Request& r) {
   }
   if (!r.shape.units_known) std::printf("  gathered: needs the model's layers; use --model\n");
   if (first.offload == estimate::Offload::kCpu) {
-    std::printf("  offload cpu: the fp32 master + optimizer state a GPU build moves to host memory (stages 1-3);\n"
-                "  on a CPU-only build they are in host memory either way\n");
+    std::printf(
+        "  offload cpu: the fp32 master + optimizer state a GPU build moves to host memory (stages 1-3);\n"
+        "  on a CPU-only build they are in host memory either way\n");
   }
   if (nvme) {
-    std::printf("  offload nvme: optimizer state (stages 1-3) and, with --offload-param nvme, stage-3 parameter\n"
-                "  shards in swap files, streamed through the swap buffers (counted in total); docs/offload.md\n");
+    std::printf(
+        "  offload nvme: optimizer state (stages 1-3) and, with --offload-param nvme, stage-3 parameter\n"
+        "  shards in swap files, streamed through the swap buffers (counted in total); docs/offload.md\n");
   }
   return 0;
 }
@@ -269,7 +271,8 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.String("precision", "", "fp32, bf16 or fp16 (default: the config's, else fp32)");
   f.String("offload", "", "optimizer offload: none, cpu or nvme (default: the config's)");
   f.String("offload-param", "", "stage-3 parameter offload: none, cpu or nvme (default: the config's)");
-  f.Int("micro-batch", 0, "sequences per rank per micro-step; turns on the activation estimate (default: the config's)");
+  f.Int("micro-batch", 0,
+        "sequences per rank per micro-step; turns on the activation estimate (default: the config's)");
   f.Int("seq-len", 0, "tokens per sequence (default: the model's longest)");
   f.String("config", "", "a DeepSpeed-style JSON config (precision, optimizer, bucket sizes, offload)");
   f.Bool("activation-checkpointing", "the transformer blocks are checkpointed (zt::Checkpoint)");

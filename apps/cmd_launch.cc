@@ -48,8 +48,8 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
   if (nproc < 1 || nproc > 4096) return BadFlag(absl::StrCat("--nproc-per-node must be in [1, 4096], got ", nproc));
   if (nnodes < 1 || nnodes > 65536) return BadFlag(absl::StrCat("--nnodes must be in [1, 65536], got ", nnodes));
   if (node_rank < 0 || node_rank >= nnodes) {
-    return BadFlag(absl::StrCat("--node-rank must be in [0, ", nnodes - 1, "] with --nnodes ", nnodes, ", got ",
-                                node_rank));
+    return BadFlag(
+        absl::StrCat("--node-rank must be in [0, ", nnodes - 1, "] with --nnodes ", nnodes, ", got ", node_rank));
   }
   if (flags.WasSet("master-port") && (port < 1 || port > 65535)) {
     return BadFlag(absl::StrCat("--master-port must be in [1, 65535], got ", port,
@@ -57,11 +57,13 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
   }
   if (nnodes > 1) {
     if (!flags.WasSet("master-addr")) {
-      return BadFlag(absl::StrCat("--nnodes ", nnodes, " needs --master-addr: an address of node 0 that every node "
+      return BadFlag(absl::StrCat("--nnodes ", nnodes,
+                                  " needs --master-addr: an address of node 0 that every node "
                                   "can reach (the same on every node)"));
     }
     if (!flags.WasSet("master-port")) {
-      return BadFlag(absl::StrCat("--nnodes ", nnodes, " needs --master-port: a free TCP port on node 0, the same "
+      return BadFlag(absl::StrCat("--nnodes ", nnodes,
+                                  " needs --master-port: a free TCP port on node 0, the same "
                                   "on every node (for example --master-port 29500)"));
     }
   }

@@ -22,9 +22,9 @@
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
 #include "models/registry.h"
+#include "train/run_lock.h"
 #include "train/train_config.h"
 #include "train/train_options.h"
-#include "train/run_lock.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -33,8 +33,7 @@
 namespace zt::cli {
 namespace {
 
-constexpr char kSynopsis[] =
-    "[--config ds_config.json] [--model NAME] [--data PATH] [--steps N] [--nproc N] [options]";
+constexpr char kSynopsis[] = "[--config ds_config.json] [--model NAME] [--data PATH] [--steps N] [--nproc N] [options]";
 
 constexpr char kDescription[] =
     "\nTrains a built-in model (--list-models) with ZeRO. With no arguments: gpt2-mini on the\n"
@@ -74,7 +73,8 @@ void Define(Flags& f) {
   f.Int("save-interval", 0, "save a checkpoint every N steps (0: only at the end)");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
   f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
-  f.String("export", "", "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
+  f.String("export", "",
+           "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
   f.String("report", "", "HTML report (default: <output-dir>/report.html; none: no report)");
   f.Int("seed", 1234, "seed for the model's initialization and the data order");
   f.Bool("no-progress", "no progress line (log lines only)");
@@ -209,10 +209,10 @@ absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& jso
   const std::string need = absl::StrCat(nproc, " ranks x ", HumanBytes(static_cast<double>(per_rank)), " = ",
                                         HumanBytes(static_cast<double>(per_rank) * nproc));
   if (available > 0 && per_rank * nproc > available) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "--nproc ", nproc, " needs about ", need, " of memory, more than the ",
-        HumanBytes(static_cast<double>(available)), " available: start fewer ranks (this machine has ", cores,
-        " cores)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("--nproc ", nproc, " needs about ", need, " of memory, more than the ",
+                     HumanBytes(static_cast<double>(available)), " available: start fewer ranks (this machine has ",
+                     cores, " cores)"));
   }
   std::fprintf(stderr,
                "zt train: warning: %d ranks on %ld cores share the CPU (each rank gets one thread and they take "

@@ -77,14 +77,14 @@ absl::Status Flags::Parse(const std::vector<std::string>& args) {
       has_value = true;
     }
     // Accept --world_size as well as --world-size.
-    for (char& c : name) if (c == '_') c = '-';
+    for (char& c : name)
+      if (c == '_') c = '-';
     auto it = specs_.find(name);
     if (it == specs_.end()) {
       std::string hint = NearestName(name, names);
-      return absl::InvalidArgumentError(absl::StrCat(
-          command_, ": unknown option --", name,
-          hint.empty() ? "" : absl::StrCat(" (did you mean --", hint, "?)"),
-          "; see ", command_, " --help"));
+      return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown option --", name,
+                                                     hint.empty() ? "" : absl::StrCat(" (did you mean --", hint, "?)"),
+                                                     "; see ", command_, " --help"));
     }
     const Spec& spec = it->second;
     given_.insert(name);
@@ -107,15 +107,13 @@ absl::Status Flags::Parse(const std::vector<std::string>& args) {
       errno = 0;
       (void)std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || errno != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(command_, ": --", name, " needs an integer, got '", value, "'"));
+        return absl::InvalidArgumentError(absl::StrCat(command_, ": --", name, " needs an integer, got '", value, "'"));
       }
     } else if (spec.kind == Kind::kDouble) {
       char* end = nullptr;
       (void)std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0') {
-        return absl::InvalidArgumentError(
-            absl::StrCat(command_, ": --", name, " needs a number, got '", value, "'"));
+        return absl::InvalidArgumentError(absl::StrCat(command_, ": --", name, " needs a number, got '", value, "'"));
       }
     }
     if (spec.kind == Kind::kRepeated) {

@@ -58,8 +58,8 @@ struct BlockImpl : torch::nn::Module {
     const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / heads;
     std::vector<torch::Tensor> qkv = c_attn(ln_1(x)).split(d, -1);
     auto split_heads = [&](const torch::Tensor& y) { return y.view({b, t, heads, hd}).transpose(1, 2); };
-    torch::Tensor att = torch::matmul(split_heads(qkv[0]), split_heads(qkv[1]).transpose(-2, -1)) /
-                        std::sqrt(static_cast<double>(hd));
+    torch::Tensor att =
+        torch::matmul(split_heads(qkv[0]), split_heads(qkv[1]).transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
     att = torch::softmax(att.masked_fill(torch::ones({t, t}, torch::kBool).triu(1), -1e4), -1);
     torch::Tensor y = torch::matmul(att, split_heads(qkv[2])).transpose(1, 2).contiguous().view({b, t, d});
     torch::Tensor h = x + attn_proj(y);
@@ -74,7 +74,8 @@ struct GptImpl : torch::nn::Module {
   GptImpl(const Options& o, int64_t max_seq) {
     wte = register_module("wte", torch::nn::Embedding(o.vocab, o.dim));
     wpe = register_module("wpe", torch::nn::Embedding(max_seq, o.dim));
-    for (int64_t i = 0; i < o.layers; ++i) h.push_back(register_module(absl::StrCat("h", i), zt::Unit<BlockImpl>(o.dim, o.heads)));
+    for (int64_t i = 0; i < o.layers; ++i)
+      h.push_back(register_module(absl::StrCat("h", i), zt::Unit<BlockImpl>(o.dim, o.heads)));
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dim})));
   }
   torch::Tensor forward(const torch::Tensor& idx) {
@@ -162,7 +163,8 @@ absl::StatusOr<Options> Parse(int argc, char** argv) {
   Options o;
   for (absl::string_view s : absl::StrSplit(flags.GetString("seq-lens"), ',', absl::SkipEmpty())) {
     int64_t v = 0;
-    if (!absl::SimpleAtoi(s, &v) || v < 1) return absl::InvalidArgumentError(absl::StrCat("--seq-lens: bad length '", s, "'"));
+    if (!absl::SimpleAtoi(s, &v) || v < 1)
+      return absl::InvalidArgumentError(absl::StrCat("--seq-lens: bad length '", s, "'"));
     o.seq_lens.push_back(v);
   }
   o.layers = flags.GetInt("layers");
@@ -243,8 +245,9 @@ absl::Status Main(int argc, char** argv) {
         "(recompute = %.2f forward passes)",
         seq, Median(peak_ratio), Median(step_ratio), Median(recompute));
   }
-  std::cout << "step ratio = (fwd + bwd) checkpointed / plain; recompute/F = (bwd checkpointed - bwd plain) / fwd "
-               "plain; peak = bytes allocated above the step's start (activations, saved inputs, gradients in flight)\n";
+  std::cout
+      << "step ratio = (fwd + bwd) checkpointed / plain; recompute/F = (bwd checkpointed - bwd plain) / fwd "
+         "plain; peak = bytes allocated above the step's start (activations, saved inputs, gradients in flight)\n";
   std::cout << "SUMMARY: " << summary << "\n";
   return absl::OkStatus();
 }

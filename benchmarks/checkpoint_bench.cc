@@ -13,13 +13,12 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-
-#include <cstdio>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -47,7 +46,8 @@ using Clock = std::chrono::steady_clock;
 
 struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t width, int64_t depth) {
-    for (int64_t i = 0; i < depth; ++i) layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
+    for (int64_t i = 0; i < depth; ++i)
+      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
   }
   torch::Tensor forward(torch::Tensor x) {
     for (auto& l : layers) x = torch::tanh(l(x));
@@ -115,7 +115,8 @@ absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, con
   while (size_t n = std::fread(buf, 1, sizeof(buf), p)) output.append(buf, n);
   const int status = ::pclose(p);
   const double seconds = Seconds(t0, Clock::now());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return absl::InternalError(absl::StrCat(cmd, " failed: ", output));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return absl::InternalError(absl::StrCat(cmd, " failed: ", output));
   const size_t at = output.find("peak resident memory: ");
   double mib = -1;
   if (at == std::string::npos || std::sscanf(output.c_str() + at, "peak resident memory: %lf", &mib) != 1) {
@@ -205,8 +206,10 @@ absl::Status Main(int argc, char** argv) {
   };
   std::cout << absl::StrFormat("checkpoint: %.2f GiB in %s\n", static_cast<double>(ckpt_bytes) / (1 << 30), dir);
   std::cout << absl::StrFormat("%-12s %9s %10s %8s\n", "operation", "GB/s", "disk GB/s", "ratio");
-  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "save", med(save_gbs), med(raw_w), med(save_gbs) / med(raw_w));
-  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "load", med(load_gbs), med(raw_r), med(load_gbs) / med(raw_r));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "save", med(save_gbs), med(raw_w),
+                               med(save_gbs) / med(raw_w));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "load", med(load_gbs), med(raw_r),
+                               med(load_gbs) / med(raw_r));
   std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (model bytes / time; reads the masters, writes the model)\n",
                                "consolidate", med(cons_gbs), med(raw_r), med(cons_gbs) / med(raw_r));
   std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
@@ -219,7 +222,8 @@ absl::Status Main(int argc, char** argv) {
   std::cout << absl::StrFormat(
       "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx of the raw disk bandwidth; consolidation peak RSS %.1f%% "
       "of the model\n",
-      med(save_gbs) / med(raw_w), med(load_gbs) / med(raw_r), med(cons_gbs) / med(raw_r), 100.0 * med(rss) / model_bytes);
+      med(save_gbs) / med(raw_w), med(load_gbs) / med(raw_r), med(cons_gbs) / med(raw_r),
+      100.0 * med(rss) / model_bytes);
   return absl::OkStatus();
 }
 

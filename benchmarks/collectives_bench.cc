@@ -6,16 +6,16 @@
 // puts on this rank's TCP sockets. A rank program: start it with
 //   zt launch --nproc-per-node 4 -- build/bin/zt_bench_collectives
 // or with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by any launcher.
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
-#include <vector>
-
-#include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -45,8 +45,7 @@ struct Result {
 
 // Times `iters` calls of `op` after `warmup` calls, between barriers; the
 // time is the slowest rank's (max over ranks).
-absl::StatusOr<double> TimeOp(ProcessGroup& sync, int warmup, int iters,
-                              const std::function<absl::Status()>& op) {
+absl::StatusOr<double> TimeOp(ProcessGroup& sync, int warmup, int iters, const std::function<absl::Status()>& op) {
   for (int i = 0; i < warmup; ++i) ZT_RETURN_IF_ERROR(op());
   ZT_RETURN_IF_ERROR(sync.Barrier()->Wait());
   const auto start = Clock::now();
@@ -98,8 +97,7 @@ absl::Status Run(const std::vector<std::string>& args) {
   zt::comm::GroupOptions options;
   ZT_RETURN_IF_ERROR(zt::comm::ApplyEnvOverrides(options));
   zt::SetLogRank(env.rank);
-  ZT_ASSIGN_OR_RETURN(zt::comm::StoreHandle store,
-                      zt::comm::Rendezvous(env, options.rendezvous_timeout, "zt"));
+  ZT_ASSIGN_OR_RETURN(zt::comm::StoreHandle store, zt::comm::Rendezvous(env, options.rendezvous_timeout, "zt"));
   options.backend = zt::comm::BackendChoice::kGloo;
   if (flags.GetInt("segment-bytes") > 0) options.segment_bytes = flags.GetInt("segment-bytes");
   options.store_prefix = "zt";
@@ -114,8 +112,7 @@ absl::Status Run(const std::vector<std::string>& args) {
   auto c10d_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
   c10d_options->devices = {device.device};
   auto c10d_store = c10::make_intrusive<c10d::PrefixStore>("c10d", store.store);
-  auto baseline = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, env.rank, env.world_size,
-                                                             c10d_options);
+  auto baseline = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, env.rank, env.world_size, c10d_options);
 
   const int n = env.world_size;
   const bool print = env.rank == 0;
@@ -123,16 +120,15 @@ absl::Status Run(const std::vector<std::string>& args) {
   const double ar_factor = 2.0 * (n - 1) / n;
   if (print) {
     std::printf("%s\n", zt::SystemInfoLine().c_str());
-    std::printf("world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n",
-                n, at::get_num_threads(), ours->device_description().c_str(),
-                static_cast<int>(flags.GetInt("rounds")));
+    std::printf(
+        "world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n", n,
+        at::get_num_threads(), ours->device_description().c_str(), static_cast<int>(flags.GetInt("rounds")));
     std::printf("busBw (nccl-tests): all-reduce algBw*2(n-1)/n; all-gather, reduce-scatter algBw*(n-1)/n\n");
-    std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather",
-                "reduce-scatter a2a", "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)",
-                "RS/AR", "RS/AR", "wire/S", "wire/S");
+    std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather", "reduce-scatter a2a",
+                "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)", "RS/AR", "RS/AR", "wire/S", "wire/S");
     std::printf("%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s\n",
-                "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us",
-                "algBw", "busBw", "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
+                "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw",
+                "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
     std::fflush(stdout);
   }
 
@@ -205,14 +201,14 @@ absl::Status Run(const std::vector<std::string>& args) {
       std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f\n",
                   zt::HumanBytes(static_cast<double>(S)).c_str(), cell(rag).c_str(), cell(rrs).c_str(),
                   cell(rring).c_str(), cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw,
-                  rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S,
-                  static_cast<double>(wire_c10d) / S);
-      std::printf("RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
-                  "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
-                  "wire_c10d=%.4f\n",
-                  static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw,
-                  rring.seconds * 1e6, rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw,
-                  static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
+                  rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
+      std::printf(
+          "RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
+          "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
+          "wire_c10d=%.4f\n",
+          static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw,
+          rring.seconds * 1e6, rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw,
+          static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
       // The largest message decides the bandwidth a training step sees.
       summary = absl::StrFormat(
           "at %s on %d ranks: all-gather %.2f GB/s, reduce-scatter %.2f GB/s busBw = %.2fx our all-reduce, "
@@ -223,9 +219,10 @@ absl::Status Run(const std::vector<std::string>& args) {
     }
   }
   if (print) {
-    std::printf("RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
-                "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
-                ar_factor);
+    std::printf(
+        "RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
+        "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
+        ar_factor);
     std::printf("SUMMARY: %s\n", summary.c_str());
   }
   return ours->Barrier()->Wait();

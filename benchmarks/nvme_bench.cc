@@ -265,9 +265,10 @@ absl::Status Main(int argc, char** argv) {
     words[i] = x;
   }
   std::cout << absl::StrFormat(
-      "nvme: %s swap file in %s (%s), requests of %s, medians of %d rounds (sweep: %d); GB/s = 1e9 B/s\n",
-      HumanBytes(static_cast<double>(size)), dir, FsType(dir), HumanBytes(static_cast<double>(buffer_bytes)), rounds,
-      sweep_rounds) << std::flush;
+                   "nvme: %s swap file in %s (%s), requests of %s, medians of %d rounds (sweep: %d); GB/s = 1e9 B/s\n",
+                   HumanBytes(static_cast<double>(size)), dir, FsType(dir),
+                   HumanBytes(static_cast<double>(buffer_bytes)), rounds, sweep_rounds)
+            << std::flush;
 
   // Untimed first fill: afterwards every pass writes allocated, written
   // extents (the steady state of a swap file), raw and engine alike.
@@ -343,9 +344,8 @@ absl::Status Main(int argc, char** argv) {
     std::cout << absl::StrFormat(
                      "RESULT backend=%s threads=%d queue_depth=%d block_size=%d default=%d write_gbs=%.4f "
                      "read_gbs=%.4f raw_write_gbs=%.4f raw_read_gbs=%.4f write_ratio=%.4f read_ratio=%.4f",
-                     IoBackendName(r.options.backend), r.options.threads, r.options.queue_depth,
-                     r.options.block_size, r.is_default ? 1 : 0, r.gbps.write, r.gbps.read, raw.write, raw.read,
-                     r.ratio.write, r.ratio.read)
+                     IoBackendName(r.options.backend), r.options.threads, r.options.queue_depth, r.options.block_size,
+                     r.is_default ? 1 : 0, r.gbps.write, r.gbps.read, raw.write, raw.read, r.ratio.write, r.ratio.read)
               << std::endl;
   };
   auto measure = [&](IoOptions o, int n_rounds) -> absl::Status {
@@ -416,9 +416,9 @@ absl::Status Main(int argc, char** argv) {
       "SUMMARY: raw write %.3f read %.3f GB/s (%d threads: %.3f / %.3f) | default (%s) write %.3f (%.2fx) read "
       "%.3f (%.2fx) | best (%s) write %.3f (%.2fx) read %.3f (%.2fx) | target >= 0.90x of the one-thread raw "
       "(defaults: medians of %d paired rounds)\n",
-      raw.write, raw.read, raw_threads, raw_parallel.write, raw_parallel.read, describe(d), d.gbps.write,
-      d.ratio.write, d.gbps.read, d.ratio.read, describe(*best), best->gbps.write, best->ratio.write,
-      best->gbps.read, best->ratio.read, rounds);
+      raw.write, raw.read, raw_threads, raw_parallel.write, raw_parallel.read, describe(d), d.gbps.write, d.ratio.write,
+      d.gbps.read, d.ratio.read, describe(*best), best->gbps.write, best->ratio.write, best->gbps.read,
+      best->ratio.read, rounds);
   return absl::OkStatus();
 }
 

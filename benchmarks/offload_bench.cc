@@ -15,9 +15,8 @@
 // --sharded-init with a big --set override of the model.
 //
 // Limits: CPU and Gloo; swap files on whatever disk --nvme-path is on.
-#include <torch/torch.h>
-
 #include <ATen/Parallel.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
@@ -40,9 +39,9 @@
 #include "models/registry.h"
 #include "ops/kernels.h"
 #include "util/error.h"
+#include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "util/file_io.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 #include "zero/sharded_init.h"
@@ -92,9 +91,9 @@ struct Options {
 
 struct ModeResult {
   std::string mode;
-  std::vector<double> steps, forwards, backwards, optimizers;  // every timed step, every round
+  std::vector<double> steps, forwards, backwards, optimizers;         // every timed step, every round
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // their medians
-  double peak_rss = 0;               // bytes, this rank
+  double peak_rss = 0;                                                // bytes, this rank
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
   double final_loss = 0;
@@ -184,7 +183,8 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     if (s == o.warmup) before = engine->offload_stats();
     const auto t0 = Clock::now();
     const torch::Tensor logits = model->Forward(x).to(torch::kFloat);
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+    const torch::Tensor loss =
+        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
     const auto t1 = Clock::now();
     engine->Backward(loss);
     const auto t2 = Clock::now();
@@ -200,11 +200,14 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   const OffloadStats after = engine->offload_stats();
   const double n = static_cast<double>(std::max<int64_t>(1, o.steps));
   r.nvme_read_per_step = static_cast<double>(after.optimizer_read_bytes + after.param_read_bytes -
-                                             before.optimizer_read_bytes - before.param_read_bytes) / n;
+                                             before.optimizer_read_bytes - before.param_read_bytes) /
+                         n;
   r.nvme_written_per_step = static_cast<double>(after.optimizer_written_bytes + after.param_written_bytes -
-                                                before.optimizer_written_bytes - before.param_written_bytes) / n;
+                                                before.optimizer_written_bytes - before.param_written_bytes) /
+                            n;
   r.nvme_wait_per_step = (after.optimizer_wait_seconds + after.param_wait_seconds - before.optimizer_wait_seconds -
-                          before.param_wait_seconds) / n;
+                          before.param_wait_seconds) /
+                         n;
   r.memory = engine->memory();
   r.peak_rss = static_cast<double>(PeakResidentBytes());
   return r;
@@ -307,10 +310,12 @@ int Main(int argc, char** argv) {
   }
   if (lead) {
     std::printf("%s\n", SystemInfoLine().c_str());
-    std::printf("optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s free)\n",
-                ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, pg->size(), o.bf16 ? "bf16" : "fp32",
-                static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq), o.nvme_path.c_str(),
-                HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
+    std::printf(
+        "optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s "
+        "free)\n",
+        ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, pg->size(),
+        o.bf16 ? "bf16" : "fp32", static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq),
+        o.nvme_path.c_str(), HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
   }
   // Rounds alternate the order of the modes (A B C, C B A, ...) so that the
   // process warming up and the machine's drift fall on every mode alike.
@@ -326,7 +331,8 @@ int Main(int argc, char** argv) {
         r = absl::InternalError(e.what());
       }
       if (!r.ok()) {
-        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(), std::string(r.status().message()).c_str());
+        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(),
+                     std::string(r.status().message()).c_str());
         return 1;
       }
       ModeResult& acc = results[i];
@@ -362,22 +368,25 @@ int Main(int argc, char** argv) {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results.front().num_params)).c_str());
   std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %9s\n", "mode", "step s", "x none", "fwd s",
-              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "peak GiB");
+              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
+              "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results.size(); ++i) {
     const ModeResult& r = results[i];
     const double peak = *std::max_element(peaks[i].begin(), peaks[i].end());
     const std::string ratio = base != nullptr ? absl::StrFormat("%.2f", r.step_s / base->step_s) : "-";
     std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %9s\n", r.mode.c_str(), r.step_s,
-                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, Gib(static_cast<double>(r.memory.model_states())).c_str(),
-                Gib(static_cast<double>(r.memory.nvme)).c_str(), Gib(static_cast<double>(r.memory.swap_buffers)).c_str(),
-                HumanBytes(r.nvme_read_per_step).c_str(), HumanBytes(r.nvme_written_per_step).c_str(),
-                r.nvme_wait_per_step, Gib(peak).c_str());
-    std::printf("RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
-                "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
-                r.mode.c_str(), o.stage, pg->size(), static_cast<long long>(r.num_params), r.step_s,
-                base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s).c_str() : "-",
-                r.nvme_read_per_step, r.nvme_written_per_step, peak / (1 << 30));
+                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
+                Gib(static_cast<double>(r.memory.model_states())).c_str(),
+                Gib(static_cast<double>(r.memory.nvme)).c_str(),
+                Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
+                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, Gib(peak).c_str());
+    std::printf(
+        "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
+        "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
+        r.mode.c_str(), o.stage, pg->size(), static_cast<long long>(r.num_params), r.step_s,
+        base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s).c_str() : "-", r.nvme_read_per_step,
+        r.nvme_written_per_step, peak / (1 << 30));
     json_rows.push_back(absl::StrFormat(
         "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
         "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
@@ -386,29 +395,34 @@ int Main(int argc, char** argv) {
         r.mode, r.step_s, base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s) : "null", r.forward_s,
         r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers,
         r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step,
-        absl::StrJoin(peaks[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
+        absl::StrJoin(peaks[i], ", ",
+                      [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
         r.final_loss, r.build_s));
   }
   // The fp32 optimizer state (master + Adam moments, 12 bytes a parameter)
   // against this machine's RAM: the point of NVMe offload.
   const double state = 12.0 * static_cast<double>(results.front().num_params);
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  std::string summary = absl::StrFormat("SUMMARY: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
-                                        HumanCount(static_cast<double>(results.front().num_params)), Gib(state),
-                                        state / ram, Gib(ram));
+  std::string summary =
+      absl::StrFormat("SUMMARY: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
+                      HumanCount(static_cast<double>(results.front().num_params)), Gib(state), state / ram, Gib(ram));
   for (size_t i = 0; i < results.size(); ++i) {
     const ModeResult& r = results[i];
-    absl::StrAppend(&summary, absl::StrFormat("; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
-                                              base != nullptr && &r != base ? absl::StrFormat(" (%.2fx none)", r.step_s / base->step_s) : "",
-                                              Gib(*std::max_element(peaks[i].begin(), peaks[i].end()))));
+    absl::StrAppend(
+        &summary,
+        absl::StrFormat("; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
+                        base != nullptr && &r != base ? absl::StrFormat(" (%.2fx none)", r.step_s / base->step_s) : "",
+                        Gib(*std::max_element(peaks[i].begin(), peaks[i].end()))));
   }
   std::printf("%s\n", summary.c_str());
   if (!o.json.empty()) {
-    const absl::Status written = zt::WriteFileAtomically(o.json, absl::StrFormat(
-        "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", \"num_params\": %d, "
-        "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
-        SystemInfoLine(), o.model, absl::StrJoin(o.overrides, " "), results.front().num_params, pg->size(), o.stage,
-        o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", ")));
+    const absl::Status written = zt::WriteFileAtomically(
+        o.json, absl::StrFormat(
+                    "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", "
+                    "\"num_params\": %d, "
+                    "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
+                    SystemInfoLine(), o.model, absl::StrJoin(o.overrides, " "), results.front().num_params, pg->size(),
+                    o.stage, o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", ")));
     if (!written.ok()) {
       std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(written.message()).c_str());
       return 1;

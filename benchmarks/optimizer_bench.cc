@@ -14,6 +14,9 @@
 // Ratios at the end come from this run.
 //
 //   build/bin/zt_bench_optimizer [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,10 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <benchmark/benchmark.h>
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -151,8 +150,7 @@ class ShardRun {
 };
 
 // Our optimizer on `kernels` (null: the double-precision reference).
-void BenchShard(benchmark::State& state, const ops::kernels::KernelTable* kernels, bool fused,
-                int64_t n, int threads) {
+void BenchShard(benchmark::State& state, const ops::kernels::KernelTable* kernels, bool fused, int64_t n, int threads) {
   ThreadScope scope(threads);
   ShardRun run(kernels != nullptr ? ops::MakeShardOptimizer(AdamWConfig(), *kernels)
                                   : ops::MakeShardOptimizer(AdamWConfig(), ops::Impl::kReference),
@@ -170,11 +168,8 @@ void BenchTorch(benchmark::State& state, int64_t n, int threads) {
   torch::NoGradGuard no_grad;
   at::Tensor p = torch::randn({n});
   p.mutable_grad() = torch::randn({n});
-  Optimizer opt(std::vector<at::Tensor>{p}, Options(1e-4)
-                                                .betas(std::make_tuple(0.9, 0.999))
-                                                .eps(1e-8)
-                                                .weight_decay(0.01)
-                                                .amsgrad(false));
+  Optimizer opt(std::vector<at::Tensor>{p},
+                Options(1e-4).betas(std::make_tuple(0.9, 0.999)).eps(1e-8).weight_decay(0.01).amsgrad(false));
   for (auto _ : state) {
     opt.step();
     benchmark::DoNotOptimize(p.data_ptr<float>());
@@ -192,11 +187,9 @@ void BenchTorchFused(benchmark::State& state, int64_t n, int threads) {
   p.mutable_grad() = torch::zeros({n});
   const at::Tensor g = (torch::randn({n}) / kGradScale).to(at::kBFloat16);
   at::Tensor out = torch::empty({n}, at::kBFloat16);
-  torch::optim::Adam opt(std::vector<at::Tensor>{p}, torch::optim::AdamOptions(1e-4)
-                                                         .betas(std::make_tuple(0.9, 0.999))
-                                                         .eps(1e-8)
-                                                         .weight_decay(0.01)
-                                                         .amsgrad(false));
+  torch::optim::Adam opt(
+      std::vector<at::Tensor>{p},
+      torch::optim::AdamOptions(1e-4).betas(std::make_tuple(0.9, 0.999)).eps(1e-8).weight_decay(0.01).amsgrad(false));
   for (auto _ : state) {
     p.mutable_grad().copy_(g);
     p.mutable_grad().mul_(kGradScale);
@@ -211,9 +204,10 @@ void BenchTorchFused(benchmark::State& state, int64_t n, int threads) {
 // arithmetic: what a fused kernel could reach if it were purely
 // bandwidth-bound. Cloned per ISA and chosen at load time, so the roofline
 // is as wide as the widest kernel variant.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamF32(
-    float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-    int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamF32(float* __restrict p,
+                                                                            const float* __restrict g,
+                                                                            float* __restrict m, float* __restrict v,
+                                                                            int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     m[i] = m[i] * 0.5f + gi;
@@ -222,9 +216,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void StreamF32(
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamFused(
-    float* __restrict p, const uint16_t* __restrict g, float* __restrict m, float* __restrict v,
-    uint16_t* __restrict out, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void StreamFused(float* __restrict p,
+                                                                              const uint16_t* __restrict g,
+                                                                              float* __restrict m, float* __restrict v,
+                                                                              uint16_t* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float gi;
     const uint32_t wide = static_cast<uint32_t>(g[i]) << 16;
@@ -281,8 +276,8 @@ struct PairedFraction {
   double median = 0, min = 0, max = 0;
 };
 
-PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fused, int64_t n, int threads,
-                              int rounds, int steps) {
+PairedFraction PairedRoofline(const ops::kernels::KernelTable& kernels, bool fused, int64_t n, int threads, int rounds,
+                              int steps) {
   ThreadScope scope(threads);
   ShardRun run(ops::MakeShardOptimizer(AdamWConfig(), kernels), n, fused);
   Arrays& a = run.arrays();
@@ -334,8 +329,7 @@ class RecordingReporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.error_occurred) continue;
       // What the console prints, converted from the run's display unit.
-      const double seconds =
-          run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+      const double seconds = run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
       // The names RunName() builds: without the "/min_time:2.000" part
       // that MinTime() adds.
       std::string name = run.run_name.str();
@@ -369,9 +363,7 @@ std::string Name(const std::string& what, int64_t n, int threads) {
 }
 
 // Google Benchmark appends "/real_time" to the names of UseRealTime() runs.
-std::string RunName(const std::string& what, int64_t n, int threads) {
-  return Name(what, n, threads) + "/real_time";
-}
+std::string RunName(const std::string& what, int64_t n, int threads) { return Name(what, n, threads) + "/real_time"; }
 
 std::string ShardName(ops::kernels::Isa isa, bool fused) {
   return absl::StrCat(fused ? "zt_adamw_fused_" : "zt_adamw_", ops::kernels::IsaName(isa));
@@ -396,9 +388,10 @@ int main(int argc, char** argv) {
   const kernels::Isa active = kernels::ActiveIsa();  // throws on a bad ZT_CPU_ISA
   std::printf("%s | optimizer kernels: %s (this CPU runs: %s)\n", zt::SystemInfoLine().c_str(),
               kernels::IsaName(active), absl::StrJoin(isa_names, ", ").c_str());
-  std::printf("default intra-op threads: %d | bytes per element: %lld (fp32: p,g,m,v read; p,m,v "
-              "written | fused: bf16 g read, bf16 out written)\n",
-              at::get_num_threads(), static_cast<long long>(zt::kBytesPerElement));
+  std::printf(
+      "default intra-op threads: %d | bytes per element: %lld (fp32: p,g,m,v read; p,m,v "
+      "written | fused: bf16 g read, bf16 out written)\n",
+      at::get_num_threads(), static_cast<long long>(zt::kBytesPerElement));
   benchmark::Initialize(&argc, argv);
 
   // The OpenMP default can be below the core count (it was 1 on our 2-core
@@ -411,8 +404,7 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> sizes = {int64_t{1} << 14, int64_t{1} << 20, int64_t{1} << 24};
   for (int64_t n : sizes) {
     // Microseconds for the L2-resident size, milliseconds for the others.
-    const benchmark::TimeUnit unit = n < (int64_t{1} << 20) ? benchmark::kMicrosecond
-                                                            : benchmark::kMillisecond;
+    const benchmark::TimeUnit unit = n < (int64_t{1} << 20) ? benchmark::kMicrosecond : benchmark::kMillisecond;
     // Beyond the LLC, at least 2 s per measurement: on our VM the first
     // second of steps over the same arrays ran up to 2x slower than the
     // steady state (for our kernel, not for the stream), so the default
@@ -426,15 +418,12 @@ int main(int argc, char** argv) {
       reg(Name("stream_fused", n, t), zt::BenchStream, true, n, t);
       for (kernels::Isa isa : isas) {
         for (bool fused : {false, true}) {
-          reg(Name(ShardName(isa, fused), n, t), zt::BenchShard, kernels::KernelsFor(isa), fused,
-              n, t);
+          reg(Name(ShardName(isa, fused), n, t), zt::BenchShard, kernels::KernelsFor(isa), fused, n, t);
         }
       }
       reg(Name("zt_adamw_reference", n, t), zt::BenchShard, nullptr, false, n, t);
-      reg(Name("torch_adamw", n, t),
-          zt::BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t);
-      reg(Name("torch_adam", n, t), zt::BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>,
-          n, t);
+      reg(Name("torch_adamw", n, t), zt::BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t);
+      reg(Name("torch_adam", n, t), zt::BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>, n, t);
       reg(Name("torch_adam_fused", n, t), zt::BenchTorchFused, n, t);
     }
   }
@@ -448,16 +437,15 @@ int main(int argc, char** argv) {
   const std::string fast = ShardName(active, false);
   std::printf("\nstep-time ratios, active ISA %s (this run, medians; > 1: fast is faster):\n",
               kernels::IsaName(active));
-  std::printf("%-6s %-8s %14s %14s %14s %16s\n", "size", "threads", "ref/fast", "torchAdamW/fast",
-              "torchAdam/fast", "fast GB/s (% of stream)");
+  std::printf("%-6s %-8s %14s %14s %14s %16s\n", "size", "threads", "ref/fast", "torchAdamW/fast", "torchAdam/fast",
+              "fast GB/s (% of stream)");
   for (int64_t n : sizes) {
     for (int t : thread_counts) {
       const double ours = get(RunName(fast, n, t));
       if (ours <= 0.0) continue;  // filtered out with --benchmark_filter
       const double gbps = static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9;
       std::printf("%-6s %-8d %14.2f %14.2f %14.2f %9.1f (%3.0f%%)\n", zt::SizeName(n).c_str(), t,
-                  ratio(get(RunName("zt_adamw_reference", n, t)), ours),
-                  ratio(get(RunName("torch_adamw", n, t)), ours),
+                  ratio(get(RunName("zt_adamw_reference", n, t)), ours), ratio(get(RunName("torch_adamw", n, t)), ours),
                   ratio(get(RunName("torch_adam", n, t)), ours), gbps,
                   100.0 * ratio(get(RunName("stream_baseline", n, t)), ours));
     }
@@ -466,10 +454,11 @@ int main(int argc, char** argv) {
   // Per variant. fp32 rows compare with torch::optim::Adam and the fp32
   // stream; fused rows with the LibTorch sequence doing the same job
   // (torch_adam_fused) and the fused stream.
-  std::printf("\nper ISA variant (torch: torch::optim::Adam doing the same job; stream: a kernel "
-              "moving the same bytes):\n");
-  std::printf("%-6s %-8s %-16s %10s %9s %12s %12s\n", "size", "threads", "variant", "us/step",
-              "GB/s", "torch/ours", "% of stream");
+  std::printf(
+      "\nper ISA variant (torch: torch::optim::Adam doing the same job; stream: a kernel "
+      "moving the same bytes):\n");
+  std::printf("%-6s %-8s %-16s %10s %9s %12s %12s\n", "size", "threads", "variant", "us/step", "GB/s", "torch/ours",
+              "% of stream");
   struct Extremes {
     double min_torch = 0.0, max_torch = 0.0;
     std::vector<std::string> roofline;  // "% of stream" at the largest size
@@ -481,20 +470,17 @@ int main(int argc, char** argv) {
         for (bool fused : {false, true}) {
           const double ours = get(RunName(ShardName(isa, fused), n, t));
           if (ours <= 0.0) continue;
-          const double vs_torch =
-              ratio(get(RunName(fused ? "torch_adam_fused" : "torch_adam", n, t)), ours);
-          const double of_stream =
-              100.0 * ratio(get(RunName(fused ? "stream_fused" : "stream_baseline", n, t)), ours);
+          const double vs_torch = ratio(get(RunName(fused ? "torch_adam_fused" : "torch_adam", n, t)), ours);
+          const double of_stream = 100.0 * ratio(get(RunName(fused ? "stream_fused" : "stream_baseline", n, t)), ours);
           const std::string mode = fused ? "fused" : "fp32";
           std::printf("%-6s %-8d %-16s %10.1f %9.1f %11.2fx %11.0f%%\n", zt::SizeName(n).c_str(), t,
                       absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), ours * 1e6,
-                      static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch,
-                      of_stream);
-          std::printf("RESULT numel=%lld threads=%d isa=%s mode=%s active=%d step_us=%.3f gbs=%.4f torch_ratio=%.4f "
-                      "stream_fraction=%.4f\n",
-                      static_cast<long long>(n), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0,
-                      ours * 1e6, static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch,
-                      of_stream / 100.0);
+                      static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch, of_stream);
+          std::printf(
+              "RESULT numel=%lld threads=%d isa=%s mode=%s active=%d step_us=%.3f gbs=%.4f torch_ratio=%.4f "
+              "stream_fraction=%.4f\n",
+              static_cast<long long>(n), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0, ours * 1e6,
+              static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch, of_stream / 100.0);
           Extremes& e = per_isa[isa];
           if (vs_torch > 0.0) {
             e.min_torch = e.min_torch == 0.0 ? vs_torch : std::min(e.min_torch, vs_torch);
@@ -516,9 +502,10 @@ int main(int argc, char** argv) {
                   get(RunName(ShardName(isa, true), largest, 1)) > 0.0;
   }
   if (largest_ran) {
-    std::printf("\nshare of the streaming roofline at %s, paired (median of 9 rounds of 10 stream + 10 kernel "
-                "steps over the same arrays, order alternating; min-max over rounds):\n",
-                zt::SizeName(largest).c_str());
+    std::printf(
+        "\nshare of the streaming roofline at %s, paired (median of 9 rounds of 10 stream + 10 kernel "
+        "steps over the same arrays, order alternating; min-max over rounds):\n",
+        zt::SizeName(largest).c_str());
     std::printf("%-8s %-16s %12s %14s\n", "threads", "variant", "% of stream", "rounds");
     for (auto& [isa, e] : per_isa) e.roofline.clear();
     for (int t : thread_counts) {
@@ -527,13 +514,13 @@ int main(int argc, char** argv) {
           const zt::PairedFraction f =
               zt::PairedRoofline(*kernels::KernelsFor(isa), fused, largest, t, /*rounds=*/9, /*steps=*/10);
           const std::string mode = fused ? "fused" : "fp32";
-          std::printf("%-8d %-16s %11.0f%% %6.0f-%.0f%%\n", t,
-                      absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), 100.0 * f.median, 100.0 * f.min,
-                      100.0 * f.max);
-          std::printf("RESULT numel=%lld threads=%d isa=%s mode=%s active=%d paired_stream_fraction=%.4f "
-                      "paired_min=%.4f paired_max=%.4f\n",
-                      static_cast<long long>(largest), t, kernels::IsaName(isa), mode.c_str(),
-                      isa == active ? 1 : 0, f.median, f.min, f.max);
+          std::printf("%-8d %-16s %11.0f%% %6.0f-%.0f%%\n", t, absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(),
+                      100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+          std::printf(
+              "RESULT numel=%lld threads=%d isa=%s mode=%s active=%d paired_stream_fraction=%.4f "
+              "paired_min=%.4f paired_max=%.4f\n",
+              static_cast<long long>(largest), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0, f.median,
+              f.min, f.max);
           per_isa[isa].roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, 100.0 * f.median));
         }
       }
@@ -551,11 +538,9 @@ int main(int argc, char** argv) {
   for (kernels::Isa isa : order) {
     const Extremes& e = per_isa[isa];
     parts.push_back(absl::StrFormat("%s%s: %.2fx-%.1fx torch::optim::Adam, at %s %s of stream (paired)",
-                                    kernels::IsaName(isa), isa == active ? " (active)" : "",
-                                    e.min_torch, e.max_torch, zt::SizeName(sizes.back()),
-                                    absl::StrJoin(e.roofline, ", ")));
+                                    kernels::IsaName(isa), isa == active ? " (active)" : "", e.min_torch, e.max_torch,
+                                    zt::SizeName(sizes.back()), absl::StrJoin(e.roofline, ", ")));
   }
-  std::printf("\nSUMMARY: (targets: >= 2x torch, >= 85%% of stream) %s\n",
-              absl::StrJoin(parts, " | ").c_str());
+  std::printf("\nSUMMARY: (targets: >= 2x torch, >= 85%% of stream) %s\n", absl::StrJoin(parts, " | ").c_str());
   return 0;
 }

@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <ostream>
-
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,8 +34,8 @@ absl::Status ParseFields(absl::string_view text, const std::string& where,
   for (absl::string_view token : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
     const size_t eq = token.find('=');
     if (eq == absl::string_view::npos || !ValidKey(token.substr(0, eq))) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": '", token,
-                                                     "' is not key=value with a key of [a-z0-9_]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": '", token, "' is not key=value with a key of [a-z0-9_]"));
     }
     out->emplace_back(std::string(token.substr(0, eq)), std::string(token.substr(eq + 1)));
   }

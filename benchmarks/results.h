@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace zt::bench {
 
@@ -50,9 +50,9 @@ class ResultRow {
 
 // What one run of a benchmark printed.
 struct BenchLog {
-  std::string machine;         // the first SystemInfoLine() ("cpu: ...") seen
+  std::string machine;          // the first SystemInfoLine() ("cpu: ...") seen
   std::vector<ResultRow> rows;  // context keys first, then the row's own
-  std::string summary;         // the last "SUMMARY: " line, without the prefix
+  std::string summary;          // the last "SUMMARY: " line, without the prefix
 };
 
 // Parses `text`; `source` names it in errors. A malformed RESULT or ### line
@@ -64,7 +64,7 @@ struct RunInfo {
   std::string command;  // what was run
   std::string date;     // UTC
   std::string commit;
-  double seconds = 0;   // wall time of the whole benchmark
+  double seconds = 0;  // wall time of the whole benchmark
 };
 
 // {"benchmark", "machine", "summary", "run": {...}, "rows": [{k: v}]}; a value

@@ -12,6 +12,7 @@
 //
 // Limits: CPU and Gloo only; memory counts LibTorch CPU allocations (the
 // counting allocator), not Gloo's own buffers or the allocator's slack.
+#include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
 
@@ -20,8 +21,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/Parallel.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,10 +36,10 @@
 #include "comm/rank_env.h"
 #include "engine/cpu_memory.h"
 #include "engine/engine.h"
-#include "zero/unit.h"
 #include "util/error.h"
 #include "util/status.h"
 #include "util/system_info.h"
+#include "zero/unit.h"
 
 namespace zt {
 namespace {
@@ -157,15 +156,15 @@ Config MakeConfig(const BenchOptions& o, const RunSpec& run) {
 
 // What one rank measured for one stage.
 struct RankResult {
-  double step_ms = 0;          // median over the timed steps
+  double step_ms = 0;              // median over the timed steps
   double phase_ms[3] = {0, 0, 0};  // medians of forward+loss, Engine::Backward, Engine::Step
-  double peak_bytes = 0;       // peak allocated during the timed steps minus the baseline
-  double sent_per_step = 0;    // bytes this rank sent per timed step, all collectives
+  double peak_bytes = 0;           // peak allocated during the timed steps minus the baseline
+  double sent_per_step = 0;        // bytes this rank sent per timed step, all collectives
   double model_state_bytes = 0;
   double rs_ag_ar[3] = {0, 0, 0};  // sent per step: reduce-scatter, all-gather, all-reduce
   double final_loss = 0;
-  double minor_faults = 0;     // per timed step (the whole process): fresh pages touched
-  double gathered_peak = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
+  double minor_faults = 0;   // per timed step (the whole process): fresh pages touched
+  double gathered_peak = 0;  // stage 3: most gathered (non-persistent) parameter bytes at once
 };
 constexpr int64_t kResultFields = 13;
 
@@ -261,8 +260,8 @@ absl::StatusOr<RankResult> RunStage(const BenchOptions& o, const RunSpec& run,
     r.gathered_peak = static_cast<double>(engine->memory().peak_gathered);
     if (engine->global_steps() != o.warmup + o.steps || engine->skipped_steps() != 0) {
       return absl::InternalError(absl::StrCat("run ", run.name, ": expected ", o.warmup + o.steps,
-                                              " optimizer steps, the engine counted ", engine->global_steps(),
-                                              " (", engine->skipped_steps(), " skipped)"));
+                                              " optimizer steps, the engine counted ", engine->global_steps(), " (",
+                                              engine->skipped_steps(), " skipped)"));
     }
   }
   // Collective closures hold their tensors until a comm worker drops the
@@ -335,10 +334,9 @@ absl::StatusOr<std::vector<RankResult>> GatherResults(const RankResult& mine, co
   const int n = pg.size();
   torch::Tensor flat = torch::zeros({kResultFields * n}, torch::kDouble);
   torch::Tensor shard = flat.narrow(0, kResultFields * pg.rank(), kResultFields);
-  const double values[kResultFields] = {mine.step_ms,      mine.peak_bytes, mine.sent_per_step,
-                                        mine.model_state_bytes, mine.rs_ag_ar[0], mine.rs_ag_ar[1],
-                                        mine.rs_ag_ar[2],  mine.final_loss,   mine.phase_ms[0],
-                                        mine.phase_ms[1],  mine.phase_ms[2],  mine.minor_faults,
+  const double values[kResultFields] = {mine.step_ms,      mine.peak_bytes,  mine.sent_per_step, mine.model_state_bytes,
+                                        mine.rs_ag_ar[0],  mine.rs_ag_ar[1], mine.rs_ag_ar[2],   mine.final_loss,
+                                        mine.phase_ms[0],  mine.phase_ms[1], mine.phase_ms[2],   mine.minor_faults,
                                         mine.gathered_peak};
   for (int64_t i = 0; i < kResultFields; ++i) shard[i] = values[i];
   ZT_RETURN_IF_ERROR(pg.AllGather(shard, flat)->Wait());
@@ -463,8 +461,8 @@ absl::Status Run(int argc, char** argv) {
         "model: %d x Linear(%d, %d) with GELU, Ψ = %d parameters (%.2f M); %s; AdamW lr %g wd 0.01\n"
         "world %d, %d intra-op threads per rank, global batch %d (%d per rank), %d warm-up + %d timed steps, "
         "reduce_bucket_size %d elements, overlap_comm %s, stage3_prefetch_bucket_size %d\n",
-        o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32",
-        o.lr, world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel,
+        o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32", o.lr,
+        world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel,
         o.overlap ? "on" : "off", o.prefetch_numel);
     std::cout.flush();
   }
@@ -505,9 +503,8 @@ absl::Status Run(int argc, char** argv) {
                                "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
   for (const auto& [run, r] : results) {
     std::cout << absl::StrFormat("%-13s %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", run.name, r.step_ms,
-                                 vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1],
-                                 r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
-                                 r.minor_faults, r.final_loss);
+                                 vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1], r.phase_ms[2],
+                                 static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.minor_faults, r.final_loss);
   }
   std::cout << absl::StrFormat(
       "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
@@ -522,12 +519,11 @@ absl::Status Run(int argc, char** argv) {
   for (const auto& [run, r] : results) {
     const double formula_bpp = FormulaBytesPerParam(run.stage, world, o.bf16);
     const double formula = formula_bpp * static_cast<double>(psi);
-    std::cout << absl::StrFormat("%-13s %9.1f %6s %11.1f %12.1f (%4.1f) %12s %9.2f %7s  %.2f / %.2f / %.2f\n",
-                                 run.name, r.peak_bytes / kMiB, vs_base(r.peak_bytes, &RankResult::peak_bytes),
-                                 r.model_state_bytes / kMiB, formula / kMiB, formula_bpp,
-                                 run.stage == 3 ? absl::StrFormat("%.1f", r.gathered_peak / kMiB) : std::string("-"),
-                                 r.sent_per_step / kMiB, Ratio(r.sent_per_step, ideal_for(run)), r.rs_ag_ar[0] / kMiB,
-                                 r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB);
+    std::cout << absl::StrFormat(
+        "%-13s %9.1f %6s %11.1f %12.1f (%4.1f) %12s %9.2f %7s  %.2f / %.2f / %.2f\n", run.name, r.peak_bytes / kMiB,
+        vs_base(r.peak_bytes, &RankResult::peak_bytes), r.model_state_bytes / kMiB, formula / kMiB, formula_bpp,
+        run.stage == 3 ? absl::StrFormat("%.1f", r.gathered_peak / kMiB) : std::string("-"), r.sent_per_step / kMiB,
+        Ratio(r.sent_per_step, ideal_for(run)), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB);
   }
   if (base != nullptr) {
     std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
@@ -539,9 +535,9 @@ absl::Status Run(int argc, char** argv) {
         "RESULT impl=%s stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
         "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
         "formula_mib=%.2f gathered_mib=%.3f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
-        run.plain ? "torch" : "zt", run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms, r.phase_ms[0], r.phase_ms[1],
-        r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.peak_bytes / kMiB,
-        r.model_state_bytes / kMiB, formula / kMiB, r.gathered_peak / kMiB, r.sent_per_step / kMiB,
+        run.plain ? "torch" : "zt", run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms,
+        r.phase_ms[0], r.phase_ms[1], r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
+        r.peak_bytes / kMiB, r.model_state_bytes / kMiB, formula / kMiB, r.gathered_peak / kMiB, r.sent_per_step / kMiB,
         ideal_for(run) / kMiB, r.final_loss);
   }
   // One line: per run, step time and per-rank model states relative to stage 0.
@@ -551,9 +547,9 @@ absl::Status Run(int argc, char** argv) {
     parts.push_back(absl::StrFormat("%s %sx time %sx states", run.name, vs_base(r.step_ms, &RankResult::step_ms),
                                     vs_base(r.model_state_bytes, &RankResult::model_state_bytes)));
   }
-  std::cout << absl::StrFormat("SUMMARY: world %d, vs stage 0: %s\n", world,
-                               parts.empty() ? std::string("(no stage-0 run to compare with)")
-                                             : absl::StrJoin(parts, ", "));
+  std::cout << absl::StrFormat(
+      "SUMMARY: world %d, vs stage 0: %s\n", world,
+      parts.empty() ? std::string("(no stage-0 run to compare with)") : absl::StrJoin(parts, ", "));
   std::cout.flush();
   return absl::OkStatus();
 }

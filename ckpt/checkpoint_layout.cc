@@ -44,8 +44,8 @@ absl::StatusOr<int64_t> GetInt(const Dict& d, const std::string& key, const std:
     v = *r;
   }
   if (!v->is_int()) {
-    return absl::DataLossError(absl::StrCat("checkpoint layout: ", where, ".", key, " is a ", v->TypeName(),
-                                            ", expected an int"));
+    return absl::DataLossError(
+        absl::StrCat("checkpoint layout: ", where, ".", key, " is a ", v->TypeName(), ", expected an int"));
   }
   return v->AsInt();
 }
@@ -63,7 +63,8 @@ absl::StatusOr<std::vector<SavedGroup>> GroupsFrom(const Value& v, const std::st
     g.padded_numel = *padded;
     auto params = Get(gv.AsDict(), "params", gw);
     if (!params.ok()) return params.status();
-    if (!(*params)->is_list()) return absl::DataLossError(absl::StrCat("checkpoint layout: ", gw, ".params is not a list"));
+    if (!(*params)->is_list())
+      return absl::DataLossError(absl::StrCat("checkpoint layout: ", gw, ".params is not a list"));
     for (size_t k = 0; k < (*params)->AsList().size(); ++k) {
       const std::string pw = absl::StrCat(gw, ".params[", k, "]");
       const Value& pv = (*params)->AsList()[k];
@@ -71,11 +72,13 @@ absl::StatusOr<std::vector<SavedGroup>> GroupsFrom(const Value& v, const std::st
       SavedParam p;
       auto name = Get(pv.AsDict(), "name", pw);
       if (!name.ok()) return name.status();
-      if (!(*name)->is_string()) return absl::DataLossError(absl::StrCat("checkpoint layout: ", pw, ".name is not a str"));
+      if (!(*name)->is_string())
+        return absl::DataLossError(absl::StrCat("checkpoint layout: ", pw, ".name is not a str"));
       p.name = (*name)->AsString();
       auto shape = Get(pv.AsDict(), "shape", pw);
       if (!shape.ok()) return shape.status();
-      if (!(*shape)->is_list()) return absl::DataLossError(absl::StrCat("checkpoint layout: ", pw, ".shape is not a list"));
+      if (!(*shape)->is_list())
+        return absl::DataLossError(absl::StrCat("checkpoint layout: ", pw, ".shape is not a list"));
       for (const Value& s : (*shape)->AsList()) {
         if (!s.is_int()) return absl::DataLossError(absl::StrCat("checkpoint layout: ", pw, ".shape holds a non-int"));
         p.shape.push_back(s.AsInt());
@@ -171,7 +174,8 @@ absl::StatusOr<SavedLayout> SavedLayout::FromValue(const Value& v) {
   auto world = GetInt(d, "world_size", "zt_layout");
   if (!stage.ok()) return stage.status();
   if (!world.ok()) return world.status();
-  if (*stage < 0 || *stage > 3 || *world < 1) return absl::DataLossError("checkpoint layout: stage or world_size out of range");
+  if (*stage < 0 || *stage > 3 || *world < 1)
+    return absl::DataLossError("checkpoint layout: stage or world_size out of range");
   l.stage = static_cast<int>(*stage);
   l.world_size = static_cast<int>(*world);
   const Value* dt = d.Find("model_dtype");

@@ -45,8 +45,8 @@ struct SavedLayout {
   int world_size = 1;
   DType model_dtype = DType::kFloat32;
   PartitionRule rule = PartitionRule::kEven;
-  std::vector<SavedGroup> groups;  // trainable: fp32 master + optimizer state in the optim files
-  std::vector<SavedGroup> frozen;  // stage 3 frozen chunks: fragments in the model-states files
+  std::vector<SavedGroup> groups;             // trainable: fp32 master + optimizer state in the optim files
+  std::vector<SavedGroup> frozen;             // stage 3 frozen chunks: fragments in the model-states files
   std::map<std::string, std::string> shared;  // tied: alias name -> the name it is stored under
 
   // Element range [begin, end) of group buffer `padded_numel` that `rank`

@@ -11,7 +11,7 @@ uint16_t FloatToBFloat16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  bits += 0x7fffu + ((bits >> 16) & 1u);                                                      // round to nearest even
   return static_cast<uint16_t>(bits >> 16);
 }
 
@@ -27,7 +27,7 @@ uint16_t FloatToHalf(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {
     // Subnormal half (or zero): the value is M * 2^(e - 150) with M the
@@ -109,8 +109,8 @@ absl::Status ConvertElements(DType from, const void* src, DType to, void* dst, s
     return absl::OkStatus();
   }
   if (!IsFloating(from) || !IsFloating(to)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot convert ", std::string(DTypeName(from)), " to ", std::string(DTypeName(to)), " (only floating types convert)"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot convert ", std::string(DTypeName(from)), " to ",
+                                                   std::string(DTypeName(to)), " (only floating types convert)"));
   }
   // fp64 -> fp32 rounds once; fp64 -> bf16/fp16 goes through fp32 (twice).
   // Checkpoints never hold fp64 parameters, so that double rounding is moot.

@@ -1,11 +1,11 @@
 // CRC-32 (zip/gzip polynomial 0xEDB88320, reflected), slicing-by-8: eight
 // 256-entry tables built at compile time let the loop fold 8 input bytes per
 // step (~1.5-2 GB/s per core, vs ~400 MB/s for the byte-wise table). No zlib.
+#include "ckpt/crc32.h"
+
 #include <array>
 #include <cstdint>
 #include <cstring>
-
-#include "ckpt/crc32.h"
 
 namespace zt::ckpt {
 namespace {
@@ -44,9 +44,8 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
     std::memcpy(&lo, p, 4);
     std::memcpy(&hi, p + 4, 4);
     lo ^= c;
-    c = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^
-        kTables[4][lo >> 24] ^ kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^
-        kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
+    c = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^ kTables[4][lo >> 24] ^
+        kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^ kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
     p += 8;
     n -= 8;
   }

@@ -22,7 +22,6 @@
 //  * the base optimizer's state (exp_avg, ...) is laid out like the fp32
 //    partitions, plus a 0-d `step`.
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
@@ -36,7 +35,6 @@
 
 namespace zt::ckpt {
 namespace {
-
 
 nlohmann::ordered_json ToJson(const Value& v) {
   if (v.is_none()) return nullptr;
@@ -70,12 +68,12 @@ std::string OptimizerName(const std::string& ds_type) {
   return ds_type;
 }
 
-
 // One rank's flat tensors (sub-groups) read as one stream: `Take(n)` is a
 // view of the next n elements; a piece never straddles two tensors.
 class FlatCursor {
  public:
-  FlatCursor(std::vector<const TensorRef*> flats, std::string what) : flats_(std::move(flats)), what_(std::move(what)) {}
+  FlatCursor(std::vector<const TensorRef*> flats, std::string what)
+      : flats_(std::move(flats)), what_(std::move(what)) {}
   absl::StatusOr<TensorRef> Take(int64_t n, const std::string& param) {
     while (index_ < flats_.size() && offset_ == flats_[index_]->numel()) {
       ++index_;
@@ -117,7 +115,8 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   TrainingState& ts = ts_;
   ZT_ASSIGN_OR_RETURN(const int64_t world, meta.Int("dp_world_size"));
   if (world < 1) return absl::DataLossError(absl::StrCat("'", first_path, "': dp_world_size is ", world));
-  if (const Value* mp = first->root().AsDict().Find("mp_world_size"); mp != nullptr && mp->is_int() && mp->AsInt() != 1) {
+  if (const Value* mp = first->root().AsDict().Find("mp_world_size");
+      mp != nullptr && mp->is_int() && mp->AsInt() != 1) {
     return absl::UnimplementedError(absl::StrCat("'", first_path, "' was saved with model parallelism (mp_world_size ",
                                                  mp->AsInt(), "); zerotorch reads data-parallel checkpoints only"));
   }
@@ -150,14 +149,15 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     for (const auto& [k, v] : group.AsDict().items) {
       SavedParam p;
       if (!k.is_string() || !(v.is_tuple() || v.is_list())) {
-        return absl::DataLossError(absl::StrFormat("'%s': param_shapes[%d] holds an entry that is not name -> shape",
-                                                   first_path, g));
+        return absl::DataLossError(
+            absl::StrFormat("'%s': param_shapes[%d] holds an entry that is not name -> shape", first_path, g));
       }
       p.name = k.AsString();
       p.numel = 1;
       for (const Value& d : v.AsList()) {
         if (!d.is_int() || d.AsInt() < 0) {
-          return absl::DataLossError(absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", first_path, p.name));
+          return absl::DataLossError(
+              absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", first_path, p.name));
         }
         p.shape.push_back(d.AsInt());
         p.numel *= d.AsInt();
@@ -268,8 +268,8 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     const size_t flat_count = flats_l->size();
     ZT_ASSIGN_OR_RETURN(auto flats, TensorsOf(*flats_l, flat_count, DType::kFloat32, path, master_key));
     if (l.stage != 3 && flat_count != l.groups.size()) {
-      return absl::DataLossError(absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key,
-                                                 flat_count, l.groups.size()));
+      return absl::DataLossError(
+          absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key, flat_count, l.groups.size()));
     }
     // The state per sub-group: tensors laid out like the partitions, and `step`.
     std::map<std::string, std::vector<const TensorRef*>> state_flats;
@@ -305,7 +305,8 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
         state_flats[k.AsString()].push_back(&t);
       }
       if (g == 0) names = here;
-      if (here != names) return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
+      if (here != names)
+        return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
     }
     if (r == 0) {
       state_names_ = names;

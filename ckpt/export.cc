@@ -32,13 +32,13 @@ struct Item {
   std::function<absl::Status(int64_t b, int64_t e, void* dst)> read;
 };
 
-
 }  // namespace
 
 absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const std::string& out,
                                                const ExportOptions& options) {
   if (!IsFloating(options.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat("export dtype must be floating point, not ", std::string(DTypeName(options.dtype))));
+    return absl::InvalidArgumentError(
+        absl::StrCat("export dtype must be floating point, not ", std::string(DTypeName(options.dtype))));
   }
   const SavedLayout& l = ck.layout();
   std::vector<Item> items;

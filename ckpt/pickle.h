@@ -27,7 +27,7 @@ absl::StatusOr<std::string> PickleValue(const Value& root, const StorageKeyFn& s
 
 // A persistent storage id as torch.save writes it.
 struct PickledStorage {
-  std::string key;       // record "data/<key>"
+  std::string key;  // record "data/<key>"
   DType dtype;
   int64_t numel = 0;     // elements
   std::string location;  // "cpu", "cuda:0", ... (ignored: bytes are bytes)

@@ -11,8 +11,8 @@
 // the global and its offset in the pickle.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -60,13 +60,13 @@ struct Obj {
   bool b = false;
   int64_t i = 0;
   double d = 0;
-  std::string s;  // str; "module.name" for a global
+  std::string s;              // str; "module.name" for a global
   std::vector<ObjPtr> items;  // list, tuple
   std::vector<std::pair<ObjPtr, ObjPtr>> dict;
   std::unordered_map<std::string, size_t> dict_index;  // key ("s<str>" or "i<int>") -> position
   bool ordered = false;
   bool record = false;  // a record class's instance, read as a dict
-  TensorRef tensor;  // storage (record fields) or tensor (plus the view)
+  TensorRef tensor;     // storage (record fields) or tensor (plus the view)
   int64_t storage_numel = 0;
 };
 
@@ -402,12 +402,11 @@ class Unpickler {
     ZT_ASSIGN_OR_RETURN(ObjPtr target, Top());
     // Harmless state: none, or an empty dict (e.g. an OrderedDict's or a
     // tensor's empty __dict__). Anything else would be lost silently.
-    const bool harmless = state->kind == Obj::Kind::kNone ||
-                          (state->kind == Obj::Kind::kDict && state->dict.empty()) ||
-                          (state->kind == Obj::Kind::kTuple &&
-                           std::all_of(state->items.begin(), state->items.end(), [](const ObjPtr& s) {
-                             return s->kind == Obj::Kind::kNone || (s->kind == Obj::Kind::kDict && s->dict.empty());
-                           }));
+    const bool harmless =
+        state->kind == Obj::Kind::kNone || (state->kind == Obj::Kind::kDict && state->dict.empty()) ||
+        (state->kind == Obj::Kind::kTuple && std::all_of(state->items.begin(), state->items.end(), [](const ObjPtr& s) {
+           return s->kind == Obj::Kind::kNone || (s->kind == Obj::Kind::kDict && s->dict.empty());
+         }));
     if (harmless && (target->kind == Obj::Kind::kDict || target->kind == Obj::Kind::kTensor)) return absl::OkStatus();
     if (target->kind == Obj::Kind::kDict && state->kind == Obj::Kind::kDict) {
       if (target->record) {
@@ -423,8 +422,8 @@ class Unpickler {
       // versions, which nothing here needs) is dropped; others are refused.
       for (const auto& [k, v] : state->dict) {
         if (k->kind != Obj::Kind::kStr || k->s != "_metadata") {
-          return Unsupported(absl::StrCat("an attribute '", k->kind == Obj::Kind::kStr ? k->s : "?",
-                                          "' set on a dict"));
+          return Unsupported(
+              absl::StrCat("an attribute '", k->kind == Obj::Kind::kStr ? k->s : "?", "' set on a dict"));
         }
       }
       return absl::OkStatus();
@@ -455,9 +454,7 @@ class Unpickler {
         Push(top);
         return absl::OkStatus();
       }
-      case 'N':
-        Push(Make(Obj::Kind::kNone));
-        return absl::OkStatus();
+      case 'N': Push(Make(Obj::Kind::kNone)); return absl::OkStatus();
       case 0x88:
       case 0x89: {  // NEWTRUE, NEWFALSE
         ObjPtr b = Make(Obj::Kind::kBool);
@@ -505,15 +502,9 @@ class Unpickler {
       case 0x8d:  // BINUNICODE8
         ZT_RETURN_IF_ERROR(Need(8));
         return PushString(LittleEndian(8));
-      case '}':
-        Push(Make(Obj::Kind::kDict));
-        return absl::OkStatus();
-      case ']':
-        Push(Make(Obj::Kind::kList));
-        return absl::OkStatus();
-      case ')':
-        Push(MakeTuple({}));
-        return absl::OkStatus();
+      case '}': Push(Make(Obj::Kind::kDict)); return absl::OkStatus();
+      case ']': Push(Make(Obj::Kind::kList)); return absl::OkStatus();
+      case ')': Push(MakeTuple({})); return absl::OkStatus();
       case 'd': {  // DICT from MARK
         ZT_ASSIGN_OR_RETURN(std::vector<ObjPtr> kv, PopMark());
         ObjPtr d = Make(Obj::Kind::kDict);
@@ -604,8 +595,7 @@ class Unpickler {
         ZT_ASSIGN_OR_RETURN(ObjPtr pid, Pop());
         return PersistentLoad(pid);
       }
-      default:
-        return Unsupported(absl::StrFormat("opcode 0x%02x ('%c')", op, op >= 0x20 && op < 0x7f ? op : '?'));
+      default: return Unsupported(absl::StrFormat("opcode 0x%02x ('%c')", op, op >= 0x20 && op < 0x7f ? op : '?'));
     }
   }
 
@@ -635,17 +625,15 @@ class Unpickler {
         d.items.reserve(o.dict.size());
         for (const auto& [k, v] : o.dict) {
           ZT_ASSIGN_OR_RETURN(Value key, ToValue(*k, path, depth + 1));
-          std::string sub = k->kind == Obj::Kind::kStr ? absl::StrCat(path, "['", k->s, "']")
-                                                       : absl::StrCat(path, "[", k->i, "]");
+          std::string sub =
+              k->kind == Obj::Kind::kStr ? absl::StrCat(path, "['", k->s, "']") : absl::StrCat(path, "[", k->i, "]");
           ZT_ASSIGN_OR_RETURN(Value value, ToValue(*v, sub, depth + 1));
           d.items.emplace_back(std::move(key), std::move(value));
         }
         return Value(std::move(d));
       }
-      case Obj::Kind::kGlobal:
-        return Unsupported(absl::StrCat("object '", o.s, "' at ", path));
-      case Obj::Kind::kStorage:
-        return Unsupported(absl::StrCat("a bare storage (not a tensor) at ", path));
+      case Obj::Kind::kGlobal: return Unsupported(absl::StrCat("object '", o.s, "' at ", path));
+      case Obj::Kind::kStorage: return Unsupported(absl::StrCat("a bare storage (not a tensor) at ", path));
     }
     return Error("unknown object");
   }

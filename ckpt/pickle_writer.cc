@@ -11,8 +11,8 @@
 namespace zt::ckpt {
 namespace {
 
-constexpr int kMaxDepth = 1000;      // deeper trees are almost surely cyclic
-constexpr size_t kBatch = 1000;      // items per APPENDS/SETITEMS, as Python batches
+constexpr int kMaxDepth = 1000;  // deeper trees are almost surely cyclic
+constexpr size_t kBatch = 1000;  // items per APPENDS/SETITEMS, as Python batches
 
 // Opcodes (pickletools names).
 constexpr char kMark = '(';
@@ -46,11 +46,21 @@ bool ValidUtf8(const std::string& s) {
     unsigned char c = p[i];
     size_t len;
     uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      return false;
     if (i + len > n) return false;
     for (size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return false;
@@ -158,7 +168,8 @@ class Pickler {
       for (int i = 7; i >= 0; --i) U8(static_cast<uint8_t>((bits >> (8 * i)) & 0xFF));
     } else if (v.is_string()) {
       if (!ValidUtf8(v.AsString())) {
-        return absl::InvalidArgumentError(absl::StrCat("string at ", path, " is not valid UTF-8; Python could "
+        return absl::InvalidArgumentError(absl::StrCat("string at ", path,
+                                                       " is not valid UTF-8; Python could "
                                                        "not load it"));
       }
       if (v.AsString().size() > 0xFFFFFFFFu) {
@@ -206,8 +217,8 @@ class Pickler {
           } else if (key.is_int()) {
             key_text = absl::StrCat(key.AsInt());
           } else {
-            return absl::InvalidArgumentError(absl::StrCat("dict at ", path, " has a ", key.TypeName(),
-                                                           " key; keys must be str or int"));
+            return absl::InvalidArgumentError(
+                absl::StrCat("dict at ", path, " has a ", key.TypeName(), " key; keys must be str or int"));
           }
           ZT_RETURN_IF_ERROR(Write(key, path, depth + 1));
           ZT_RETURN_IF_ERROR(Write(value, absl::StrCat(path, "[", key_text, "]"), depth + 1));
@@ -247,7 +258,7 @@ class Pickler {
       s *= std::max<int64_t>(t.shape[i], 1);  // PyTorch's contiguous strides skip empty dims
     }
     IntTuple(stride);
-    out_.push_back(kNewFalse);  // requires_grad
+    out_.push_back(kNewFalse);             // requires_grad
     Global("collections", "OrderedDict");  // backward hooks: empty
     out_.push_back(kEmptyTuple);
     out_.push_back(kReduce);

@@ -21,7 +21,7 @@
 namespace zt::ckpt {
 namespace {
 
-constexpr size_t kVerifyChunk = 8u << 20;        // CRC checks read at most this much at a time
+constexpr size_t kVerifyChunk = 8u << 20;         // CRC checks read at most this much at a time
 constexpr uint64_t kMaxPickleBytes = 1ull << 31;  // data.pkl is metadata; more means a broken file
 
 // Elements laid out in row-major order from storage_offset (any offset; a
@@ -71,9 +71,10 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
       numel *= d;
     }
     if (numel > 0 && t.data == nullptr && !t.source) {
-      return absl::InvalidArgumentError(absl::StrCat(std::string(DTypeName(t.dtype)), " ", ShapeText(t.shape),
-                                                     " has neither data nor a source (TensorRef::data must point at its "
-                                                     "contiguous bytes while writing)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(DTypeName(t.dtype)), " ", ShapeText(t.shape),
+                       " has neither data nor a source (TensorRef::data must point at its "
+                       "contiguous bytes while writing)"));
     }
     // Same memory, type and shape: one storage, as torch.save shares it.
     if (t.data != nullptr) {
@@ -126,9 +127,10 @@ namespace {
 std::string Where(const ReadFile& f) { return absl::StrCat("checkpoint file '", f.path(), "'"); }
 
 absl::Status CrcMismatch(const ReadFile& f, const ZipEntry& e, uint32_t got) {
-  return absl::DataLossError(absl::StrFormat("%s: record '%s' CRC-32 mismatch (file corrupted?): the directory "
-                                             "says %08x, the %d bytes at offset %d hash to %08x",
-                                             Where(f), e.name, e.crc32, e.size, e.data_offset, got));
+  return absl::DataLossError(
+      absl::StrFormat("%s: record '%s' CRC-32 mismatch (file corrupted?): the directory "
+                      "says %08x, the %d bytes at offset %d hash to %08x",
+                      Where(f), e.name, e.crc32, e.size, e.data_offset, got));
 }
 
 // Streams the record through CRC-32 in bounded chunks.
@@ -162,14 +164,15 @@ absl::StatusOr<std::unique_ptr<PtReader>> PtReader::Open(const std::string& path
     // "<archive>/data.pkl" with a one-level archive folder.
     if (absl::EndsWith(e.name, "/data.pkl") && e.name.find('/') == e.name.size() - 9) {
       if (pickle_entry != nullptr) {
-        return absl::DataLossError(absl::StrCat(Where(file), ": two pickles, '", pickle_entry->name, "' and '",
-                                                e.name, "'; not a torch.save checkpoint"));
+        return absl::DataLossError(absl::StrCat(Where(file), ": two pickles, '", pickle_entry->name, "' and '", e.name,
+                                                "'; not a torch.save checkpoint"));
       }
       pickle_entry = &e;
     }
   }
   if (pickle_entry == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(file), ": a zip file without '<archive>/data.pkl'; not a "
+    return absl::InvalidArgumentError(absl::StrCat(Where(file),
+                                                   ": a zip file without '<archive>/data.pkl'; not a "
                                                    "checkpoint written by torch.save or zerotorch"));
   }
   if (pickle_entry->size > kMaxPickleBytes) {
@@ -191,8 +194,8 @@ absl::StatusOr<std::unique_ptr<PtReader>> PtReader::Open(const std::string& path
     if (e == nullptr) return absl::DataLossError(absl::StrCat("record '", t.record, "' is missing"));
     const uint64_t need = static_cast<uint64_t>(s.numel) * DTypeSize(s.dtype);
     if (s.numel > static_cast<int64_t>(e->size) || e->size < need) {
-      return absl::DataLossError(absl::StrCat("record '", t.record, "' has ", e->size, " bytes; its ", s.numel,
-                                              " ", std::string(DTypeName(s.dtype)), " elements need ", need));
+      return absl::DataLossError(absl::StrCat("record '", t.record, "' has ", e->size, " bytes; its ", s.numel, " ",
+                                              std::string(DTypeName(s.dtype)), " elements need ", need));
     }
     t.file_offset = e->data_offset;
     t.storage_nbytes = e->size;
@@ -213,8 +216,8 @@ namespace {
 absl::StatusOr<std::pair<const ZipEntry*, uint64_t>> Locate(const ReadFile& f, const ZipEntry* e, const TensorRef& t,
                                                             int64_t begin, int64_t end) {
   if (e == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(f), ": no record '", t.record,
-                                                   "' (is this TensorRef from another file?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(f), ": no record '", t.record, "' (is this TensorRef from another file?)"));
   }
   if (!RowMajor(t)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -223,8 +226,8 @@ absl::StatusOr<std::pair<const ZipEntry*, uint64_t>> Locate(const ReadFile& f, c
   }
   const int64_t numel = t.numel();
   if (begin < 0 || begin > end || end > numel) {
-    return absl::OutOfRangeError(absl::StrCat(Where(f), ": elements [", begin, ", ", end, ") of a tensor with ",
-                                              numel, " elements (record '", t.record, "')"));
+    return absl::OutOfRangeError(absl::StrCat(Where(f), ": elements [", begin, ", ", end, ") of a tensor with ", numel,
+                                              " elements (record '", t.record, "')"));
   }
   const uint64_t size = DTypeSize(t.dtype);
   const uint64_t first = (static_cast<uint64_t>(t.storage_offset) + static_cast<uint64_t>(begin)) * size;

@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "util/file_io.h"
 #include "ckpt/value.h"
+#include "util/file_io.h"
 
 namespace zt::ckpt {
 
@@ -65,7 +65,7 @@ class PtReader {
   PtReader() = default;
   ReadFile file_;
   Value root_;
-  struct Records;                          // the zip directory, by name (pt_file.cc)
+  struct Records;  // the zip directory, by name (pt_file.cc)
   std::shared_ptr<const Records> records_;
 };
 

@@ -16,7 +16,6 @@
 namespace zt::ckpt {
 namespace {
 
-
 // Owned bytes behind TensorRefs for one file write.
 struct Arena {
   std::vector<std::unique_ptr<std::vector<char>>> blocks;
@@ -134,8 +133,8 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
       std::memcpy(arena.data(t), rng.data(), rng.size());
       shards.rng_cpu = t;
     }
-    ZT_RETURN_IF_ERROR(WritePtFile(folder + "/" + OptimStatesFile(r, layout.model_dtype),
-                                   MakeOptimStates(layout, r, shards, ts)));
+    ZT_RETURN_IF_ERROR(
+        WritePtFile(folder + "/" + OptimStatesFile(r, layout.model_dtype), MakeOptimStates(layout, r, shards, ts)));
     if (layout.stage == 3 || r == 0) {
       const Dict empty;
       ZT_RETURN_IF_ERROR(WritePtFile(folder + "/" + ModelStatesFile(layout.stage, r),

@@ -57,8 +57,11 @@ uint64_t SafetensorsEntry::nbytes() const {
 // ------------------------------------------------------------------- writer
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
-    const std::string& path, std::vector<SafetensorsEntry> entries, const std::map<std::string, std::string>& metadata) {
-  auto where = [&](const std::string& name) { return absl::StrCat("safetensors file '", path, "', tensor '", name, "'"); };
+    const std::string& path, std::vector<SafetensorsEntry> entries,
+    const std::map<std::string, std::string>& metadata) {
+  auto where = [&](const std::string& name) {
+    return absl::StrCat("safetensors file '", path, "', tensor '", name, "'");
+  };
   Json header = Json::object();
   if (!metadata.empty()) {
     Json m = Json::object();
@@ -98,8 +101,8 @@ absl::Status SafetensorsWriter::Write(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     if (current_ >= entries_.size()) {
-      return absl::FailedPreconditionError(absl::StrCat("safetensors file '", file_->path(), "': ", n,
-                                                        " bytes written past the last declared tensor"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("safetensors file '", file_->path(), "': ", n, " bytes written past the last declared tensor"));
     }
     const uint64_t room = entries_[current_].nbytes() - written_in_current_;
     const size_t take = static_cast<size_t>(std::min<uint64_t>(room, n));
@@ -119,10 +122,11 @@ absl::Status SafetensorsWriter::Write(const void* data, size_t n) {
 absl::Status SafetensorsWriter::Finish() {
   if (current_ < entries_.size()) {
     const SafetensorsEntry& e = entries_[current_];
-    return absl::FailedPreconditionError(absl::StrCat(
-        "safetensors file '", file_->path(), "': tensor '", e.name, "' got ", written_in_current_, " of its ",
-        e.nbytes(), " bytes (", entries_.size() - current_, " tensors incomplete); write every declared tensor "
-        "before Finish"));
+    return absl::FailedPreconditionError(absl::StrCat("safetensors file '", file_->path(), "': tensor '", e.name,
+                                                      "' got ", written_in_current_, " of its ", e.nbytes(), " bytes (",
+                                                      entries_.size() - current_,
+                                                      " tensors incomplete); write every declared tensor "
+                                                      "before Finish"));
   }
   return file_->Commit();
 }
@@ -143,8 +147,8 @@ ShardPlan PlanShards(const std::vector<SafetensorsEntry>& entries, uint64_t max_
   if (plan.shards.empty()) plan.shards.emplace_back();  // an empty model is still one (empty) file
   const size_t n = plan.shards.size();
   for (size_t i = 0; i < n; ++i) {
-    plan.shards[i].file = n == 1 ? absl::StrCat(stem, ".safetensors")
-                                 : absl::StrFormat("%s-%05d-of-%05d.safetensors", stem, i + 1, n);
+    plan.shards[i].file =
+        n == 1 ? absl::StrCat(stem, ".safetensors") : absl::StrFormat("%s-%05d-of-%05d.safetensors", stem, i + 1, n);
   }
   return plan;
 }
@@ -169,9 +173,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const
   std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
   ZT_ASSIGN_OR_RETURN(r->file_, ReadFile::Open(path));
   const std::string where = absl::StrCat("safetensors file '", path, "'");
-  auto bad = [&](const std::string& what) {
-    return absl::DataLossError(absl::StrCat(where, ": ", what));
-  };
+  auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat(where, ": ", what)); };
   const uint64_t size = r->file_.size();
   if (size < 8) return bad(absl::StrCat("only ", size, " bytes; not a safetensors file or truncated"));
   unsigned char len_bytes[8];
@@ -180,8 +182,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const
   for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
     return bad(absl::StrCat("header length ", header_len, " exceeds ",
-                            header_len > kMaxHeaderBytes ? "the 100 MiB limit" : "the file",
-                            " (file has ", size, " bytes); not a safetensors file or truncated"));
+                            header_len > kMaxHeaderBytes ? "the 100 MiB limit" : "the file", " (file has ", size,
+                            " bytes); not a safetensors file or truncated"));
   }
   std::string text(header_len, '\0');
   ZT_RETURN_IF_ERROR(r->file_.PRead(text.data(), text.size(), 8));
@@ -212,8 +214,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const
     if (!value.contains("dtype") || !value["dtype"].is_string()) return field("'dtype' missing or not a string");
     const std::string dtype_name = value["dtype"].get<std::string>();
     std::optional<DType> dtype = DTypeFromSafetensorsName(dtype_name);
-    if (!dtype) return field(absl::StrCat("dtype '", dtype_name, "' is not supported (F32, F64, F16, BF16, I64, "
-                                          "I32, I16, I8, U8, BOOL)"));
+    if (!dtype)
+      return field(absl::StrCat("dtype '", dtype_name,
+                                "' is not supported (F32, F64, F16, BF16, I64, "
+                                "I32, I16, I8, U8, BOOL)"));
     Tensor t;
     t.name = key;
     t.dtype = *dtype;
@@ -272,14 +276,12 @@ const SafetensorsReader::Tensor* SafetensorsReader::Find(const std::string& name
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
-absl::Status SafetensorsReader::Read(const Tensor& t, void* dst) const {
-  return ReadBytes(t, 0, t.nbytes, dst);
-}
+absl::Status SafetensorsReader::Read(const Tensor& t, void* dst) const { return ReadBytes(t, 0, t.nbytes, dst); }
 
 absl::Status SafetensorsReader::ReadBytes(const Tensor& t, uint64_t begin, uint64_t end, void* dst) const {
   if (begin > end || end > t.nbytes) {
-    return absl::OutOfRangeError(absl::StrCat("safetensors file '", path(), "', tensor '", t.name, "': bytes [",
-                                              begin, ", ", end, ") of a ", t.nbytes, "-byte tensor"));
+    return absl::OutOfRangeError(absl::StrCat("safetensors file '", path(), "', tensor '", t.name, "': bytes [", begin,
+                                              ", ", end, ") of a ", t.nbytes, "-byte tensor"));
   }
   return file_.PRead(dst, static_cast<size_t>(end - begin), t.file_offset + begin);
 }
@@ -302,7 +304,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::Open(const s
     } else if (::stat(index.c_str(), &st) == 0) {
       file = index;
     } else {
-      return absl::NotFoundError(absl::StrCat("directory '", path, "' holds neither model.safetensors nor "
+      return absl::NotFoundError(absl::StrCat("directory '", path,
+                                              "' holds neither model.safetensors nor "
                                               "model.safetensors.index.json"));
     }
   }
@@ -328,16 +331,16 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::Open(const s
       if (inserted) {
         auto reader = SafetensorsReader::Open(absl::StrCat(Dir(file), "/", shard_name));
         if (!reader.ok()) {
-          return absl::Status(reader.status().code(), absl::StrCat(where, " lists shard '", shard_name, "': ",
-                                                                   reader.status().message()));
+          return absl::Status(reader.status().code(),
+                              absl::StrCat(where, " lists shard '", shard_name, "': ", reader.status().message()));
         }
         model->files_.push_back(std::move(reader).value());
       }
       const SafetensorsReader& reader = *model->files_[it->second];
       const SafetensorsReader::Tensor* t = reader.Find(name);
       if (t == nullptr) {
-        return absl::DataLossError(absl::StrCat(where, " maps '", name, "' to '", shard_name,
-                                                "', which does not hold it"));
+        return absl::DataLossError(
+            absl::StrCat(where, " maps '", name, "' to '", shard_name, "', which does not hold it"));
       }
       model->where_[name] = {it->second, static_cast<size_t>(t - reader.tensors().data())};
     }

@@ -45,8 +45,8 @@ const Value* Dict::Find(int64_t key) const {
 void Dict::Set(Value key, Value value) {
   ZT_CHECK_MSG(key.is_string() || key.is_int(), "dict keys must be str or int, got %s", key.TypeName());
   for (auto& [k, v] : items) {
-    bool same = key.is_string() ? (k.is_string() && k.AsString() == key.AsString())
-                                : (k.is_int() && k.AsInt() == key.AsInt());
+    bool same =
+        key.is_string() ? (k.is_string() && k.AsString() == key.AsString()) : (k.is_int() && k.AsInt() == key.AsInt());
     if (same) {
       v = std::move(value);
       return;

@@ -35,12 +35,12 @@ struct TensorRef {
   // into dst, called in order, a bounded chunk at a time, during the write.
   std::function<absl::Status(uint64_t offset, void* dst, uint64_t n)> source;
   // Reading (filled by PtReader): the storage this tensor views.
-  std::vector<int64_t> stride;        // in elements
-  int64_t storage_offset = 0;         // in elements
-  std::string record;                 // zip record holding the storage
-  uint64_t file_offset = 0;           // absolute offset of the storage's first byte
+  std::vector<int64_t> stride;  // in elements
+  int64_t storage_offset = 0;   // in elements
+  std::string record;           // zip record holding the storage
+  uint64_t file_offset = 0;     // absolute offset of the storage's first byte
   uint64_t storage_nbytes = 0;
-  uint32_t crc32 = 0;                 // of the whole storage record
+  uint32_t crc32 = 0;  // of the whole storage record
 
   int64_t numel() const;
   uint64_t nbytes() const { return static_cast<uint64_t>(numel()) * DTypeSize(dtype); }
@@ -105,7 +105,7 @@ class Value {
   int64_t AsInt() const;
   double AsDouble() const;
   const std::string& AsString() const;
-  const List& AsList() const;    // a list or a tuple's items
+  const List& AsList() const;  // a list or a tuple's items
   const Dict& AsDict() const;
   Dict& AsDict();
   const TensorRef& AsTensor() const;

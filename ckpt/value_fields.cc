@@ -56,15 +56,15 @@ absl::Status Fields::Missing(const std::string& key) const {
 }
 
 absl::Status Fields::Wrong(const std::string& key, const char* want, const Value& got) const {
-  return absl::DataLossError(absl::StrCat("checkpoint file '", file_, "': '", where(key), "' is a ", got.TypeName(),
-                                          ", expected ", want));
+  return absl::DataLossError(
+      absl::StrCat("checkpoint file '", file_, "': '", where(key), "' is a ", got.TypeName(), ", expected ", want));
 }
 
 absl::StatusOr<std::vector<const TensorRef*>> TensorsOf(const List& l, size_t count, DType dtype,
                                                         const std::string& file, const std::string& what) {
   if (l.size() != count) {
-    return absl::DataLossError(absl::StrFormat("checkpoint file '%s': %s has %d entries, the layout %d", file, what,
-                                               l.size(), count));
+    return absl::DataLossError(
+        absl::StrFormat("checkpoint file '%s': %s has %d entries, the layout %d", file, what, l.size(), count));
   }
   std::vector<const TensorRef*> out;
   for (size_t i = 0; i < l.size(); ++i) {

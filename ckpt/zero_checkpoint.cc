@@ -10,15 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "util/file_io.h"
 #include "ckpt/value_fields.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
 namespace {
 
 constexpr char kVersion[] = "zerotorch 0.1.0";
-
 
 Value TensorList(const std::vector<TensorRef>& ts) {
   List l;
@@ -50,8 +49,8 @@ std::string ModelStatesFile(int stage, int rank) {
 }
 
 std::string OptimStatesFile(int rank, DType model_dtype) {
-  return absl::StrFormat("%szero_pp_rank_%d_mp_rank_00_optim_states.pt",
-                         model_dtype == DType::kBFloat16 ? "bf16_" : "", rank);
+  return absl::StrFormat("%szero_pp_rank_%d_mp_rank_00_optim_states.pt", model_dtype == DType::kBFloat16 ? "bf16_" : "",
+                         rank);
 }
 
 int64_t NewSaveId() {
@@ -237,9 +236,9 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
           ts.save_id));
     }
     if (file_rank != nullptr && file_rank->is_int() && file_rank->AsInt() != rank) {
-      return absl::DataLossError(absl::StrFormat(
-          "'%s' holds rank %d's state but is named for rank %d: the files were renamed or swapped", path,
-          file_rank->AsInt(), rank));
+      return absl::DataLossError(
+          absl::StrFormat("'%s' holds rank %d's state but is named for rank %d: the files were renamed or swapped",
+                          path, file_rank->AsInt(), rank));
     }
     return absl::OkStatus();
   };
@@ -297,7 +296,8 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
         per_name[k.AsString()].push_back(&t);
       }
       if (g == 0) names = here;
-      if (here != names) return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
+      if (here != names)
+        return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
     }
     if (r == 0) {
       c->state_names_ = names;
@@ -321,7 +321,8 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   if (l.stage == 3) {
     for (int r = 0; r < l.world_size; ++r) {
       const std::string& path = c->model_[r]->path();
-      if (!c->model_[r]->root().is_dict()) return absl::DataLossError(absl::StrCat("'", path, "' does not hold a dict"));
+      if (!c->model_[r]->root().is_dict())
+        return absl::DataLossError(absl::StrCat("'", path, "' does not hold a dict"));
       Fields f(path, c->model_[r]->root().AsDict(), "");
       ZT_ASSIGN_OR_RETURN(const List* frags, f.Seq("frozen_param_fragments"));
       ZT_ASSIGN_OR_RETURN(auto fr, TensorsOf(*frags, l.frozen.size(), l.model_dtype, path, "frozen_param_fragments"));
@@ -405,7 +406,8 @@ absl::Status ZeroCheckpoint::ReadGroup(size_t group, const std::string& what, in
   if (group >= layout_.groups.size()) return absl::OutOfRangeError(absl::StrCat("no trainable group ", group));
   const int64_t padded = layout_.groups[group].padded_numel;
   if (begin < 0 || end > padded || begin > end) {
-    return absl::OutOfRangeError(absl::StrFormat("group %d has %d elements; asked for [%d, %d)", group, padded, begin, end));
+    return absl::OutOfRangeError(
+        absl::StrFormat("group %d has %d elements; asked for [%d, %d)", group, padded, begin, end));
   }
   ZT_ASSIGN_OR_RETURN(const auto* src, Source(what));
   return ReadGroupRange(optim_, *src, group, padded, begin, end, sizeof(float), dst);
@@ -415,20 +417,21 @@ absl::Status ZeroCheckpoint::ReadFrozenGroup(size_t group, int64_t begin, int64_
   if (group >= layout_.frozen.size()) return absl::OutOfRangeError(absl::StrCat("no frozen group ", group));
   const int64_t padded = layout_.frozen[group].padded_numel;
   if (begin < 0 || end > padded || begin > end) {
-    return absl::OutOfRangeError(absl::StrFormat("frozen group %d has %d elements; asked for [%d, %d)", group, padded,
-                                                 begin, end));
+    return absl::OutOfRangeError(
+        absl::StrFormat("frozen group %d has %d elements; asked for [%d, %d)", group, padded, begin, end));
   }
   return ReadGroupRange(model_, frozen_, group, padded, begin, end, DTypeSize(layout_.model_dtype), dst);
 }
 
-absl::Status ZeroCheckpoint::ReadTrainable(const std::string& name, const std::string& what, int64_t begin,
-                                           int64_t end, float* dst) const {
+absl::Status ZeroCheckpoint::ReadTrainable(const std::string& name, const std::string& what, int64_t begin, int64_t end,
+                                           float* dst) const {
   const auto where = layout_.FindTrainable(name);
   if (!where) return absl::NotFoundError(absl::StrCat("checkpoint has no trainable parameter '", name, "'"));
   const SavedGroup& g = layout_.groups[where->first];
   const SavedParam& p = g.params[where->second];
   if (begin < 0 || end > p.numel || begin > end) {
-    return absl::OutOfRangeError(absl::StrFormat("'%s' has %d elements; asked for [%d, %d)", name, p.numel, begin, end));
+    return absl::OutOfRangeError(
+        absl::StrFormat("'%s' has %d elements; asked for [%d, %d)", name, p.numel, begin, end));
   }
   ZT_ASSIGN_OR_RETURN(const auto* src, Source(what));
   return ReadGroupRange(optim_, *src, where->first, g.padded_numel, p.offset + begin, p.offset + end, sizeof(float),
@@ -441,7 +444,8 @@ absl::Status ZeroCheckpoint::ReadFrozen(const std::string& name, int64_t begin, 
   const SavedGroup& g = layout_.frozen[where->first];
   const SavedParam& p = g.params[where->second];
   if (begin < 0 || end > p.numel || begin > end) {
-    return absl::OutOfRangeError(absl::StrFormat("'%s' has %d elements; asked for [%d, %d)", name, p.numel, begin, end));
+    return absl::OutOfRangeError(
+        absl::StrFormat("'%s' has %d elements; asked for [%d, %d)", name, p.numel, begin, end));
   }
   return ReadGroupRange(model_, frozen_, where->first, g.padded_numel, p.offset + begin, p.offset + end,
                         DTypeSize(layout_.model_dtype), dst);

@@ -19,8 +19,8 @@ struct ZipWriterOptions {
   // Sizes and offsets >= this go through ZIP64 fields (tests lower it to
   // exercise ZIP64 without writing 4 GiB; 0 makes every field ZIP64).
   uint64_t zip64_threshold = 0xFFFFFFFFu;
-  uint32_t alignment = 64;          // record data starts at a multiple of this
-  size_t chunk_bytes = 4u << 20;    // write (and CRC) granularity
+  uint32_t alignment = 64;        // record data starts at a multiple of this
+  size_t chunk_bytes = 4u << 20;  // write (and CRC) granularity
 };
 
 // Appends records to an AtomicFile and closes the archive with Finish().

@@ -97,8 +97,8 @@ absl::StatusOr<std::vector<ZipEntry>> ReadZipDirectory(const ReadFile& file) {
   size_t at = 0;
   for (uint64_t i = 0; i < count; ++i) {
     if (cd.size() - at < kCentralHeaderSize || Get32(&cd[at]) != kCentralHeaderSig) {
-      return Corrupt(file, absl::StrCat("central directory entry ", i, " at offset ", cd_offset + at,
-                                        " has no valid signature"));
+      return Corrupt(
+          file, absl::StrCat("central directory entry ", i, " at offset ", cd_offset + at, " has no valid signature"));
     }
     const char* h = &cd[at];
     const uint16_t flags = Get16(h + 8);
@@ -140,8 +140,8 @@ absl::StatusOr<std::vector<ZipEntry>> ReadZipDirectory(const ReadFile& file) {
       return absl::UnimplementedError(absl::StrCat(Prefix(file), "record '", e.name, "' is encrypted"));
     }
     if (method != 0 || csize != usize) {
-      return absl::UnimplementedError(absl::StrCat(Prefix(file), "record '", e.name, "' is compressed (method ",
-                                                   method, "); only stored records are supported, as torch.save "
+      return absl::UnimplementedError(absl::StrCat(Prefix(file), "record '", e.name, "' is compressed (method ", method,
+                                                   "); only stored records are supported, as torch.save "
                                                    "writes them"));
     }
     e.size = usize;
@@ -154,15 +154,13 @@ absl::StatusOr<std::vector<ZipEntry>> ReadZipDirectory(const ReadFile& file) {
     }
     std::string local(kLocalHeaderSize + name_len, '\0');
     ZT_RETURN_IF_ERROR(file.PRead(local.data(), local.size(), e.header_offset));
-    if (Get32(local.data()) != kLocalHeaderSig ||
-        std::string_view(local).substr(kLocalHeaderSize) != e.name) {
-      return Corrupt(file, absl::StrCat("record '", e.name, "': no matching local header at offset ",
-                                        e.header_offset));
+    if (Get32(local.data()) != kLocalHeaderSig || std::string_view(local).substr(kLocalHeaderSize) != e.name) {
+      return Corrupt(file, absl::StrCat("record '", e.name, "': no matching local header at offset ", e.header_offset));
     }
     e.data_offset = e.header_offset + kLocalHeaderSize + Get16(&local[26]) + Get16(&local[28]);
     if (e.data_offset > cd_offset || e.size > cd_offset - e.data_offset) {
-      return absl::DataLossError(absl::StrCat(Prefix(file), "record '", e.name, "' is truncated: expected ",
-                                              e.size, " bytes at offset ", e.data_offset, ", but its data area ends at ",
+      return absl::DataLossError(absl::StrCat(Prefix(file), "record '", e.name, "' is truncated: expected ", e.size,
+                                              " bytes at offset ", e.data_offset, ", but its data area ends at ",
                                               cd_offset));
     }
     entries.push_back(std::move(e));

@@ -1,9 +1,9 @@
 // Implementation of comm/agreement.h.
 #include "comm/agreement.h"
 
-#include <vector>
-
 #include <ATen/ATen.h>
+
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -10,48 +10,43 @@
 namespace zt::comm {
 namespace {
 
-absl::Status CheckTensor(const char* what, const char* name, const at::Tensor& t,
-                         RequiredDevice device) {
+absl::Status CheckTensor(const char* what, const char* name, const at::Tensor& t, RequiredDevice device) {
   if (!t.defined()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": `", name, "` is an undefined tensor"));
   }
   if (!t.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": `", name, "` is not contiguous: pass a flat buffer or call .contiguous()"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": `", name, "` is not contiguous: pass a flat buffer or call .contiguous()"));
   }
   if (device.has_value() && t.device().type() != *device) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": `", name, "` is on ",
-                                                   t.device().str(), " but this backend needs ",
-                                                   c10::DeviceTypeName(*device, true),
+    return absl::InvalidArgumentError(absl::StrCat(what, ": `", name, "` is on ", t.device().str(),
+                                                   " but this backend needs ", c10::DeviceTypeName(*device, true),
                                                    " tensors"));
   }
   return absl::OkStatus();
 }
 
-absl::Status SameKind(const char* what, const at::Tensor& a, const char* an, const at::Tensor& b,
-                      const char* bn) {
+absl::Status SameKind(const char* what, const at::Tensor& a, const char* an, const at::Tensor& b, const char* bn) {
   if (a.scalar_type() != b.scalar_type()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": `", an, "` is ",
-                                                   DTypeName(a.scalar_type()), " but `", bn,
+    return absl::InvalidArgumentError(absl::StrCat(what, ": `", an, "` is ", DTypeName(a.scalar_type()), " but `", bn,
                                                    "` is ", DTypeName(b.scalar_type())));
   }
   if (a.device() != b.device()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": `", an, "` is on ", a.device().str(),
-                                                   " but `", bn, "` is on ", b.device().str()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": `", an, "` is on ", a.device().str(), " but `", bn, "` is on ", b.device().str()));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckReduceOp(const char* what, c10::ScalarType dtype, ReduceOp op) {
   if (!IsReducibleDType(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": cannot reduce ", DTypeName(dtype), " tensors (supported: fp32, fp64, bf16, fp16, "
-        "int32, int64)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": cannot reduce ", DTypeName(dtype),
+                                                   " tensors (supported: fp32, fp64, bf16, fp16, "
+                                                   "int32, int64)"));
   }
   if (op == ReduceOp::kAvg && !c10::isFloatingType(dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": avg is defined for floating-point tensors only, not ", DTypeName(dtype),
-        ": use sum and divide"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": avg is defined for floating-point tensors only, not ",
+                                                   DTypeName(dtype), ": use sum and divide"));
   }
   return absl::OkStatus();
 }
@@ -69,17 +64,16 @@ bool Overlap(Range a, Range b) { return a.begin < b.end && b.begin < a.end; }
 
 // Checks shard/flat sizes and aliasing; sets *own_slice when `shard` is
 // exactly flat's slice for `rank`.
-absl::Status CheckShardOfFlat(const char* what, const at::Tensor& shard, const at::Tensor& flat,
-                              int rank, int world, bool* own_slice) {
+absl::Status CheckShardOfFlat(const char* what, const at::Tensor& shard, const at::Tensor& flat, int rank, int world,
+                              bool* own_slice) {
   const int64_t numel = flat.numel();
   const int64_t begin = ShardBegin(numel, world, rank);
   const int64_t expected = ShardEnd(numel, world, rank) - begin;
   if (shard.numel() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": `shard` has ", shard.numel(), " elements but rank ", rank, "'s shard of a ",
-        numel, "-element flat buffer over ", world, " ranks has ", expected,
-        " (elements [", begin, ", ", begin + expected,
-        "); shards are ceil(numel / world) long, the last ones shorter)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": `shard` has ", shard.numel(), " elements but rank ", rank, "'s shard of a ", numel,
+                     "-element flat buffer over ", world, " ranks has ", expected, " (elements [", begin, ", ",
+                     begin + expected, "); shards are ceil(numel / world) long, the last ones shorter)"));
   }
   *own_slice = false;
   if (expected == 0 || numel == 0) return absl::OkStatus();
@@ -90,16 +84,15 @@ absl::Status CheckShardOfFlat(const char* what, const at::Tensor& shard, const a
     *own_slice = true;
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": `shard` overlaps `flat` but is not rank ", rank, "'s slice of it (elements [",
-      begin, ", ", begin + expected, ")): pass flat.narrow(0, ", begin, ", ", expected,
-      ") or a separate buffer"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": `shard` overlaps `flat` but is not rank ", rank, "'s slice of it (elements [", begin, ", ",
+                   begin + expected, ")): pass flat.narrow(0, ", begin, ", ", expected, ") or a separate buffer"));
 }
 
 }  // namespace
 
-absl::Status CheckAllGatherArgs(const at::Tensor& shard, const at::Tensor& flat, int rank,
-                                int world, RequiredDevice device, bool* in_place) {
+absl::Status CheckAllGatherArgs(const at::Tensor& shard, const at::Tensor& flat, int rank, int world,
+                                RequiredDevice device, bool* in_place) {
   const char* what = "all_gather";
   if (auto s = CheckTensor(what, "shard", shard, device); !s.ok()) return s;
   if (auto s = CheckTensor(what, "flat", flat, device); !s.ok()) return s;
@@ -107,15 +100,15 @@ absl::Status CheckAllGatherArgs(const at::Tensor& shard, const at::Tensor& flat,
   return CheckShardOfFlat(what, shard, flat, rank, world, in_place);
 }
 
-absl::Status CheckReduceScatterArgs(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op,
-                                    int rank, int world, RequiredDevice device) {
+absl::Status CheckReduceScatterArgs(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op, int rank, int world,
+                                    RequiredDevice device) {
   const char* what = "reduce_scatter";
   if (auto s = CheckTensor(what, "flat", flat, device); !s.ok()) return s;
   if (auto s = CheckTensor(what, "shard", shard, device); !s.ok()) return s;
   if (auto s = SameKind(what, flat, "flat", shard, "shard"); !s.ok()) return s;
   if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": op ", ToString(op), " is not supported (sum and avg only); use all_reduce"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": op ", ToString(op), " is not supported (sum and avg only); use all_reduce"));
   }
   if (auto s = CheckReduceOp(what, flat.scalar_type(), op); !s.ok()) return s;
   bool own_slice = false;
@@ -128,8 +121,7 @@ absl::Status CheckAllReduceArgs(const at::Tensor& tensor, ReduceOp op, RequiredD
   return CheckReduceOp(what, tensor.scalar_type(), op);
 }
 
-absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world,
-                                RequiredDevice device) {
+absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world, RequiredDevice device) {
   const char* what = "broadcast";
   if (auto s = CheckTensor(what, "tensor", tensor, device); !s.ok()) return s;
   if (root < 0 || root >= world) {

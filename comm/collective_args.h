@@ -3,9 +3,9 @@
 // corrupted buffer.
 #pragma once
 
-#include <optional>
-
 #include <ATen/core/Tensor.h>
+
+#include <optional>
 
 #include "absl/status/status.h"
 #include "comm/process_group.h"
@@ -17,17 +17,16 @@ namespace zt::comm {
 using RequiredDevice = std::optional<c10::DeviceType>;
 
 // Also reports whether `shard` is `flat`'s own slice (in-place all-gather).
-absl::Status CheckAllGatherArgs(const at::Tensor& shard, const at::Tensor& flat, int rank,
-                                int world, RequiredDevice device, bool* in_place);
+absl::Status CheckAllGatherArgs(const at::Tensor& shard, const at::Tensor& flat, int rank, int world,
+                                RequiredDevice device, bool* in_place);
 
 // `shard` may be `flat`'s own slice (then that slice is overwritten); any
 // other overlap is an error.
-absl::Status CheckReduceScatterArgs(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op,
-                                    int rank, int world, RequiredDevice device);
+absl::Status CheckReduceScatterArgs(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op, int rank, int world,
+                                    RequiredDevice device);
 
 absl::Status CheckAllReduceArgs(const at::Tensor& tensor, ReduceOp op, RequiredDevice device);
 
-absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world,
-                                RequiredDevice device);
+absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world, RequiredDevice device);
 
 }  // namespace zt::comm

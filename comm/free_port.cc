@@ -79,8 +79,7 @@ absl::StatusOr<int> PickFreePort(const std::string& addr) {
   struct addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &found);
   if (rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve master address '", addr, "': ", ::gai_strerror(rc)));
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve master address '", addr, "': ", ::gai_strerror(rc)));
   }
   AddrInfoPtr owner(found, &::freeaddrinfo);
   std::string last_error = "no address";
@@ -99,8 +98,8 @@ absl::StatusOr<int> PickFreePort(const std::string& addr) {
   }
   const int port = TryBind(found, 0, &last_error);
   if (port > 0) return port;
-  return absl::UnavailableError(absl::StrCat("cannot bind a free port on master address '", addr, "': ",
-                                             last_error, " (is it an address of this machine?)"));
+  return absl::UnavailableError(absl::StrCat("cannot bind a free port on master address '", addr, "': ", last_error,
+                                             " (is it an address of this machine?)"));
 }
 
 }  // namespace zt::comm

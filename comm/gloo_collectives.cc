@@ -4,10 +4,6 @@
 // uneven shards and half types.
 #include "comm/gloo_collectives.h"
 
-#include <algorithm>
-#include <cstring>
-#include <string>
-
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/barrier.h>
@@ -15,6 +11,10 @@
 #include <gloo/common/error.h>
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "comm/reduce_kernels.h"
 #include "util/status.h"
@@ -37,13 +37,11 @@ uint64_t MakeSlot(uint64_t prefix, uint32_t tag, uint64_t delta) {
 // Remaining budget of a collective; gloo needs a positive timeout.
 class Deadline {
  public:
-  explicit Deadline(std::chrono::milliseconds timeout)
-      : timeout_(timeout), end_(Clock::now() + timeout) {}
+  explicit Deadline(std::chrono::milliseconds timeout) : timeout_(timeout), end_(Clock::now() + timeout) {}
   std::chrono::milliseconds Remaining() const {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end_ - Clock::now());
     if (left.count() <= 0) {
-      throw ::gloo::IoException("Timed out after " + std::to_string(timeout_.count()) +
-                                "ms (collective deadline)");
+      throw ::gloo::IoException("Timed out after " + std::to_string(timeout_.count()) + "ms (collective deadline)");
     }
     return left;
   }
@@ -75,9 +73,8 @@ void WaitSends(::gloo::transport::UnboundBuffer& buf, int count, const Deadline&
 // from every peer into one of two scratch halves, so segment k+1 is on the
 // wire while segment k is summed. Empty pieces (short last shards) are
 // skipped on both sides, which agree because both know every shard's size.
-void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, int64_t numel,
-                           c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
-                           WireBytes& wire) {
+void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, int64_t numel, c10::ScalarType dtype,
+                           ReduceOp op, int64_t segment_bytes, WireBytes& wire) {
   auto& ctx = *call.context;
   const int n = ctx.size;
   const int r = ctx.rank;
@@ -131,8 +128,7 @@ void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, 
       const int dst = (r + i) % n;
       const Piece theirs = piece(dst, k);
       if (theirs.length == 0) continue;
-      in->send(dst, slot, static_cast<size_t>(theirs.offset) * es,
-               static_cast<size_t>(theirs.length) * es);
+      in->send(dst, slot, static_cast<size_t>(theirs.offset) * es, static_cast<size_t>(theirs.length) * es);
       ++sends_posted;
       wire.sent += theirs.length * static_cast<int64_t>(es);
     }
@@ -172,8 +168,8 @@ void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, 
 // right neighbour and receives chunk (r-t-2)'s partial from the left, adds
 // the local slice and keeps it for the next step; after n-1 steps chunk r is
 // complete. Partials travel in the tensor's dtype (rounded at every hop).
-void ReduceScatterRing(const GlooCall& call, const void* flat, void* shard, int64_t numel,
-                       c10::ScalarType dtype, ReduceOp op, WireBytes& wire) {
+void ReduceScatterRing(const GlooCall& call, const void* flat, void* shard, int64_t numel, c10::ScalarType dtype,
+                       ReduceOp op, WireBytes& wire) {
   auto& ctx = *call.context;
   const int n = ctx.size;
   const int r = ctx.rank;
@@ -209,8 +205,7 @@ void ReduceScatterRing(const GlooCall& call, const void* flat, void* shard, int6
     if (len[send_chunk] > 0) {
       if (t == 0) {
         send_buf = in.get();
-        in->send(right, slot, static_cast<size_t>(begin(send_chunk)) * es,
-                 static_cast<size_t>(len[send_chunk]) * es);
+        in->send(right, slot, static_cast<size_t>(begin(send_chunk)) * es, static_cast<size_t>(len[send_chunk]) * es);
       } else {
         send_buf = partial[t % 2].get();
         send_buf->send(right, slot, 0, static_cast<size_t>(len[send_chunk]) * es);
@@ -234,8 +229,8 @@ void ReduceScatterRing(const GlooCall& call, const void* flat, void* shard, int6
 
 }  // namespace
 
-void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel,
-                   size_t elem_size, WireBytes& wire) {
+void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel, size_t elem_size,
+                   WireBytes& wire) {
   auto& ctx = call.context;
   const int n = ctx->size;
   const int r = ctx->rank;
@@ -272,9 +267,8 @@ void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t 
   wire.received += w.received;
 }
 
-void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat,
-                       void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
-                       int64_t segment_bytes, WireBytes& wire) {
+void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat, void* shard,
+                       int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes, WireBytes& wire) {
   const int n = call.context->size;
   if (n == 1 || numel == 0) {
     // One rank: the reduction of one input (avg divides by 1).
@@ -288,9 +282,8 @@ void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, c
   }
 }
 
-void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data,
-                   int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
-                   WireBytes& wire) {
+void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data, int64_t numel,
+                   c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes, WireBytes& wire) {
   const int n = call.context->size;
   const int r = call.context->rank;
   if (numel == 0) return;

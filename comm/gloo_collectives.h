@@ -9,12 +9,12 @@
 // framing headers are not payload).
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <c10/core/ScalarType.h>
 
 #include "comm/group_options.h"
 #include "comm/process_group.h"
@@ -41,8 +41,8 @@ struct GlooCall {
 // ShardBegin..ShardEnd. `shard` == nullptr means rank r's slice of `flat`
 // already holds its input (in place). Even splits use gloo::allgather, uneven
 // ones gloo::allgatherv; both ring algorithms move (n-1)/n of the buffer.
-void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel,
-                   size_t elem_size, WireBytes& wire);
+void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t numel, size_t elem_size,
+                   WireBytes& wire);
 
 // Reduce-scatter of `numel` elements: rank r receives the reduction of every
 // rank's [ShardBegin, ShardEnd) slice of `flat` into `shard` (which may be
@@ -51,15 +51,13 @@ void GlooAllGather(const GlooCall& call, const void* shard, void* flat, int64_t 
 //              every peer that peer's slice and sums what it receives in rank
 //              order, accumulating halves in fp32 (one rounding).
 //   kRing:     n-1 ring steps forwarding partial sums in the tensor's dtype.
-void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat,
-                       void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
-                       int64_t segment_bytes, WireBytes& wire);
+void GlooReduceScatter(const GlooCall& call, ReduceScatterAlgorithm algorithm, const void* flat, void* shard,
+                       int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes, WireBytes& wire);
 
 // All-reduce in place: reduce-scatter into this rank's own slice, then an
 // in-place all-gather: 2(n-1)/n of the buffer each way, the optimum.
-void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data,
-                   int64_t numel, c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes,
-                   WireBytes& wire);
+void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void* data, int64_t numel,
+                   c10::ScalarType dtype, ReduceOp op, int64_t segment_bytes, WireBytes& wire);
 
 // Broadcast in place from `root` with gloo::broadcast (binomial tree).
 void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, WireBytes& wire);

@@ -2,6 +2,7 @@
 #include "comm/gloo_device.h"
 
 #include <arpa/inet.h>
+#include <gloo/transport/tcp/device.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,8 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-
-#include <gloo/transport/tcp/device.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -92,10 +91,10 @@ absl::StatusOr<GlooDevice> CreateGlooDevice(const RankEnv& env) {
   try {
     result.device = ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", env.rank, " could not create the Gloo TCP device on ", result.description, ": ",
-        e.what(), ". Set GLOO_SOCKET_IFNAME to the network interface that connects the hosts "
-        "(see `ip addr`)"));
+    return absl::UnavailableError(
+        absl::StrCat("rank ", env.rank, " could not create the Gloo TCP device on ", result.description, ": ", e.what(),
+                     ". Set GLOO_SOCKET_IFNAME to the network interface that connects the hosts "
+                     "(see `ip addr`)"));
   }
   return result;
 }

@@ -2,6 +2,9 @@
 // the glue between at::Tensor arguments and comm/gloo_collectives.h.
 #include "comm/gloo_group.h"
 
+#include <ATen/ATen.h>
+#include <gloo/rendezvous/context.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -10,11 +13,8 @@
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <vector>
-
-#include <ATen/ATen.h>
-#include <gloo/rendezvous/context.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -72,11 +72,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   absl::Status StartHeartbeat() {
     try {
-      heartbeat_ = std::make_unique<Heartbeat>(store_.store, options_.store_prefix, rank_, size_,
-                                               options_.heartbeat_interval);
+      heartbeat_ =
+          std::make_unique<Heartbeat>(store_.store, options_.store_prefix, rank_, size_, options_.heartbeat_interval);
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("rank ", rank_,
-                                                 " could not write its heartbeat to the store at ",
+      return absl::UnavailableError(absl::StrCat("rank ", rank_, " could not write its heartbeat to the store at ",
                                                  store_.address, ": ", CleanGlooMessage(e.what())));
     }
     return absl::OkStatus();
@@ -105,11 +104,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     std::weak_ptr<Impl> weak = weak_from_this();
     // Wait() allows the transfer timeout plus the time a failure diagnosis
     // takes, so the worker's own, more specific error normally arrives first.
-    return std::make_unique<AsyncWork>(
-        std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
-        [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
-          if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
-        });
+    return std::make_unique<AsyncWork>(std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
+                                       [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
+                                         if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
+                                       });
   }
 
   // A call whose arguments are wrong fails the group: the other ranks are
@@ -123,9 +121,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       state = std::make_shared<WorkState>(info);
       active_.push_back(state);
     }
-    absl::Status status(error.code(),
-                        absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
-                                     "; the process group is no longer usable)"));
+    absl::Status status(error.code(), absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
+                                                   "; the process group is no longer usable)"));
     Fail(state, std::string(status.message()), status, /*diagnose=*/false);
     Forget(state);
     return CompletedWork(info, state->status());
@@ -133,8 +130,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   void OnWaitTimeout(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited) {
     const std::string headline =
-        absl::StrCat(state->info().Describe(), " did not complete within ", FormatDuration(waited),
-                     " on rank ", rank_);
+        absl::StrCat(state->info().Describe(), " did not complete within ", FormatDuration(waited), " on rank ", rank_);
     Fail(state, headline, absl::DeadlineExceededError(headline), /*diagnose=*/true);
   }
 
@@ -153,8 +149,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     }
     if (!exited) {
       Fail(nullptr, "the process group was destroyed with collectives still running",
-           absl::CancelledError(absl::StrCat("process group destroyed on rank ", rank_,
-                                             " while collectives were still running")),
+           absl::CancelledError(
+               absl::StrCat("process group destroyed on rank ", rank_, " while collectives were still running")),
            /*diagnose=*/false);
     }
     for (std::thread& t : workers_) {
@@ -170,8 +166,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       heartbeat_->AnnounceLeaving(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2)));
       if (rank_ == 0 && size_ > 1) {
         heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
-            options_.timeout, std::max<std::chrono::milliseconds>(std::chrono::seconds(10),
-                                                                  options_.heartbeat_interval * 5)));
+            options_.timeout,
+            std::max<std::chrono::milliseconds>(std::chrono::seconds(10), options_.heartbeat_interval * 5)));
       }
     }
     if (exited) heartbeat_.reset();
@@ -200,15 +196,14 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   };
 
   std::chrono::milliseconds DiagnosisBudget() const {
-    return std::max<std::chrono::milliseconds>(options_.heartbeat_interval * 3 / 2,
-                                               std::chrono::seconds(1)) +
+    return std::max<std::chrono::milliseconds>(options_.heartbeat_interval * 3 / 2, std::chrono::seconds(1)) +
            std::chrono::seconds(3);
   }
 
   absl::Status NotStarted(const CollectiveInfo& info) const {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.Describe(), " not started on rank ", rank_, ": the process group failed earlier",
-        failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message())));
+    return absl::FailedPreconditionError(
+        absl::StrCat(info.Describe(), " not started on rank ", rank_, ": the process group failed earlier",
+                     failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message())));
   }
 
   bool IsFailing() {
@@ -235,8 +230,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       } else {
         const GlooCall call{context_, info.seq, options_.timeout};
         try {
-          absl::Status agreed = options_.check_agreement && size_ > 1 ? CheckAgreement(call, info)
-                                                                       : absl::OkStatus();
+          absl::Status agreed = options_.check_agreement && size_ > 1 ? CheckAgreement(call, info) : absl::OkStatus();
           if (!agreed.ok()) {
             Fail(task.state, std::string(agreed.message()), agreed, /*diagnose=*/false);
           } else {
@@ -246,8 +240,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         } catch (const std::exception& e) {
           const std::string cause = CleanGlooMessage(e.what());
           const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", rank_);
-          Fail(task.state, headline,
-               absl::Status(ClassifyGlooError(cause), absl::StrCat(headline, ": gloo: ", cause)),
+          Fail(task.state, headline, absl::Status(ClassifyGlooError(cause), absl::StrCat(headline, ": gloo: ", cause)),
                /*diagnose=*/true, cause);
           status = task.state->status();
         }
@@ -293,11 +286,11 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       differ.push_back(absl::StrCat("rank ", r, " is in ", theirs.Describe()));
     }
     if (differ.empty()) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ranks disagree on collective #", info.seq, ": ", absl::StrJoin(differ, ", "), " while rank ", rank_,
-        " is in ", info.Describe(),
-        ": the ranks ran different numbers of steps or different modules (for example, evaluation on one "
-        "rank only); every rank must issue the same collectives in the same order"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("ranks disagree on collective #", info.seq, ": ", absl::StrJoin(differ, ", "), " while rank ",
+                     rank_, " is in ", info.Describe(),
+                     ": the ranks ran different numbers of steps or different modules (for example, evaluation on one "
+                     "rank only); every rank must issue the same collectives in the same order"));
   }
 
   void Forget(const std::shared_ptr<WorkState>& state) {
@@ -310,18 +303,16 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   // completes every pending Work; `state` (if any) gets `status` with the
   // diagnosis inserted before the gloo cause. Later callers wait for that
   // reason and complete their work as aborted because of it.
-  void Fail(const std::shared_ptr<WorkState>& state, const std::string& headline,
-            absl::Status status, bool diagnose, const std::string& gloo_cause = "") {
+  void Fail(const std::shared_ptr<WorkState>& state, const std::string& headline, absl::Status status, bool diagnose,
+            const std::string& gloo_cause = "") {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (failing_) {
-        failure_cv_.wait_for(lock, DiagnosisBudget() + std::chrono::seconds(2),
-                             [&] { return !failure_.ok(); });
+        failure_cv_.wait_for(lock, DiagnosisBudget() + std::chrono::seconds(2), [&] { return !failure_.ok(); });
         if (state != nullptr) {
           state->Complete(absl::Status(
               status.code(), absl::StrCat(headline, ": aborted because the process group failed",
-                                          failure_.ok() ? std::string()
-                                                        : absl::StrCat(": ", failure_.message()))));
+                                          failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message()))));
         }
         return;
       }
@@ -333,9 +324,9 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget());
       const std::string found = d.ToString(rank_);
       if (!found.empty()) {
-        status = absl::Status(status.code(),
-                              absl::StrCat(headline, ": ", found,
-                                           gloo_cause.empty() ? "" : absl::StrCat("; gloo: ", gloo_cause)));
+        status = absl::Status(
+            status.code(),
+            absl::StrCat(headline, ": ", found, gloo_cause.empty() ? "" : absl::StrCat("; gloo: ", gloo_cause)));
         heartbeat_->PostAbort(std::string(status.message()));
       }
     }
@@ -353,9 +344,9 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     failure_cv_.notify_all();
     for (const auto& other : pending) {
       if (other == state) continue;
-      other->Complete(absl::Status(
-          status.code(), absl::StrCat(other->info().Describe(), " aborted on rank ", rank_,
-                                      " because the process group failed: ", status.message())));
+      other->Complete(
+          absl::Status(status.code(), absl::StrCat(other->info().Describe(), " aborted on rank ", rank_,
+                                                   " because the process group failed: ", status.message())));
     }
   }
 
@@ -378,8 +369,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   CommStats stats_;
 };
 
-absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store,
-                                                             const GroupOptions& options) {
+absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store, const GroupOptions& options) {
   const RankEnv& env = store.env;
   absl::StatusOr<GlooDevice> device = CreateGlooDevice(env);
   if (!device.ok()) return device.status();
@@ -387,15 +377,13 @@ absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& 
   auto context = std::make_shared<::gloo::rendezvous::Context>(env.rank, env.world_size);
   context->setTimeout(options.rendezvous_timeout);
   try {
-    GlooStoreAdapter adapter(
-        c10::make_intrusive<c10d::PrefixStore>(options.store_prefix + "/gloo", store.store));
+    GlooStoreAdapter adapter(c10::make_intrusive<c10d::PrefixStore>(options.store_prefix + "/gloo", store.store));
     context->connectFullMesh(adapter, device->device);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        "rank ", env.rank, " could not connect to its ", env.world_size - 1,
-        " peers through Gloo (listening on ", device->description, ", store ", store.address,
-        ") within ", FormatDuration(options.rendezvous_timeout), ": ", CleanGlooMessage(e.what()),
-        ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
+        "rank ", env.rank, " could not connect to its ", env.world_size - 1, " peers through Gloo (listening on ",
+        device->description, ", store ", store.address, ") within ", FormatDuration(options.rendezvous_timeout), ": ",
+        CleanGlooMessage(e.what()), ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
   }
   context->setTimeout(options.timeout);
 
@@ -426,13 +414,12 @@ std::unique_ptr<Work> GlooGroup::AllGather(const at::Tensor& shard, const at::Te
   absl::Status ok = CheckAllGatherArgs(shard, flat, rank(), size(), c10::DeviceType::CPU, &in_place);
   if (!ok.ok()) return impl_->Reject(info, ok);
   return impl_->Submit(info, [shard, flat, in_place](const GlooCall& call, WireBytes& wire) {
-    GlooAllGather(call, in_place ? nullptr : shard.data_ptr(), flat.data_ptr(), flat.numel(),
-                  flat.element_size(), wire);
+    GlooAllGather(call, in_place ? nullptr : shard.data_ptr(), flat.data_ptr(), flat.numel(), flat.element_size(),
+                  wire);
   });
 }
 
-std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
-                                               ReduceOp op) {
+std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) {
   CollectiveInfo info{CollectiveKind::kReduceScatter, 0,
                       flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
                       flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
@@ -440,34 +427,29 @@ std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at:
   if (!ok.ok()) return impl_->Reject(info, ok);
   const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
   const int64_t segment_bytes = impl_->options_.segment_bytes;
-  return impl_->Submit(info, [flat, shard, op, algorithm, segment_bytes](const GlooCall& call,
-                                                                          WireBytes& wire) {
-    GlooReduceScatter(call, algorithm, flat.data_ptr(), shard.data_ptr(), flat.numel(),
-                      flat.scalar_type(), op, segment_bytes, wire);
+  return impl_->Submit(info, [flat, shard, op, algorithm, segment_bytes](const GlooCall& call, WireBytes& wire) {
+    GlooReduceScatter(call, algorithm, flat.data_ptr(), shard.data_ptr(), flat.numel(), flat.scalar_type(), op,
+                      segment_bytes, wire);
   });
 }
 
 std::unique_ptr<Work> GlooGroup::AllReduce(const at::Tensor& tensor, ReduceOp op) {
-  CollectiveInfo info{
-      CollectiveKind::kAllReduce, 0,
-      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
-      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
+  CollectiveInfo info{CollectiveKind::kAllReduce, 0,
+                      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
+                      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckAllReduceArgs(tensor, op, c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
   const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
   const int64_t segment_bytes = impl_->options_.segment_bytes;
-  return impl_->Submit(info, [tensor, op, algorithm, segment_bytes](const GlooCall& call,
-                                                                    WireBytes& wire) {
-    GlooAllReduce(call, algorithm, tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op,
-                  segment_bytes, wire);
+  return impl_->Submit(info, [tensor, op, algorithm, segment_bytes](const GlooCall& call, WireBytes& wire) {
+    GlooAllReduce(call, algorithm, tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op, segment_bytes, wire);
   });
 }
 
 std::unique_ptr<Work> GlooGroup::Broadcast(const at::Tensor& tensor, int root) {
-  CollectiveInfo info{
-      CollectiveKind::kBroadcast, 0,
-      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
-      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
+  CollectiveInfo info{CollectiveKind::kBroadcast, 0,
+                      tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
+                      tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckBroadcastArgs(tensor, root, size(), c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
   return impl_->Submit(info, [tensor, root](const GlooCall& call, WireBytes& wire) {

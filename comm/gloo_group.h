@@ -36,8 +36,7 @@ class GlooGroup final : public ProcessGroup {
   // workers, and ends with a barrier so no rank leaves start-up (and could
   // take rank 0's store down) before all have connected. Collective on all
   // ranks of `store.env`.
-  static absl::StatusOr<std::shared_ptr<GlooGroup>> Create(const StoreHandle& store,
-                                                           const GroupOptions& options);
+  static absl::StatusOr<std::shared_ptr<GlooGroup>> Create(const StoreHandle& store, const GroupOptions& options);
 
   // Lets queued collectives finish (bounded by the group timeout; at once
   // when the group has failed), then stops the workers. Workers stuck in a
@@ -50,8 +49,7 @@ class GlooGroup final : public ProcessGroup {
   std::chrono::milliseconds timeout() const override;
 
   std::unique_ptr<Work> AllGather(const at::Tensor& shard, const at::Tensor& flat) override;
-  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
-                                      ReduceOp op) override;
+  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) override;
   std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
   std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
   std::unique_ptr<Work> Barrier() override;

@@ -3,12 +3,12 @@
 // only forwards calls.
 #pragma once
 
+#include <gloo/rendezvous/store.h>
+
 #include <chrono>
 #include <string>
-#include <vector>
-
-#include <gloo/rendezvous/store.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 namespace zt::comm {
 
@@ -27,8 +27,7 @@ class GlooStoreAdapter : public ::gloo::rendezvous::Store {
 
   void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
 
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     store_->wait(keys, timeout);
   }
 

@@ -21,8 +21,7 @@ absl::Status ParseSeconds(const char* name, std::chrono::milliseconds& out) {
   const char* v = Env(name);
   if (v == nullptr) return absl::OkStatus();
   double seconds = 0;
-  if (!absl::SimpleAtod(v, &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
-      seconds > 7 * 24 * 3600.0) {
+  if (!absl::SimpleAtod(v, &seconds) || !std::isfinite(seconds) || seconds <= 0 || seconds > 7 * 24 * 3600.0) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, "='", v, "' is not a positive number of seconds (e.g. ", name, "=60)"));
   }
@@ -34,8 +33,7 @@ absl::Status ParseSeconds(const char* name, std::chrono::milliseconds& out) {
 
 absl::Status ApplyEnvOverrides(GroupOptions& options) {
   if (absl::Status s = ParseSeconds("ZT_COMM_TIMEOUT_S", options.timeout); !s.ok()) return s;
-  if (absl::Status s = ParseSeconds("ZT_RENDEZVOUS_TIMEOUT_S", options.rendezvous_timeout);
-      !s.ok()) {
+  if (absl::Status s = ParseSeconds("ZT_RENDEZVOUS_TIMEOUT_S", options.rendezvous_timeout); !s.ok()) {
     return s;
   }
   if (absl::Status s = ParseSeconds("ZT_COMM_HEARTBEAT_S", options.heartbeat_interval); !s.ok()) {
@@ -50,15 +48,13 @@ absl::Status ApplyEnvOverrides(GroupOptions& options) {
     } else if (b == "single") {
       options.backend = BackendChoice::kSingle;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ZT_COMM_BACKEND='", v, "' is not one of auto, gloo, single"));
+      return absl::InvalidArgumentError(absl::StrCat("ZT_COMM_BACKEND='", v, "' is not one of auto, gloo, single"));
     }
   }
   if (const char* v = Env("ZT_COMM_THREADS")) {
     int threads = 0;
     if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > 64) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ZT_COMM_THREADS='", v, "' is not an integer in [1, 64]"));
+      return absl::InvalidArgumentError(absl::StrCat("ZT_COMM_THREADS='", v, "' is not an integer in [1, 64]"));
     }
     options.worker_threads = threads;
   }
@@ -79,8 +75,7 @@ absl::Status ApplyEnvOverrides(GroupOptions& options) {
     } else if (a == "ring") {
       options.reduce_scatter_algorithm = ReduceScatterAlgorithm::kRing;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ZT_REDUCE_SCATTER_ALGO='", v, "' is not one of alltoall, ring"));
+      return absl::InvalidArgumentError(absl::StrCat("ZT_REDUCE_SCATTER_ALGO='", v, "' is not one of alltoall, ring"));
     }
   }
   return absl::OkStatus();

@@ -8,7 +8,6 @@
 #include <exception>
 #include <mutex>
 #include <thread>
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "absl/strings/numbers.h"
@@ -21,8 +20,7 @@ namespace zt::comm {
 namespace {
 
 int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -36,8 +34,7 @@ Beat ParseBeat(const std::vector<uint8_t>& value) {
   Beat b;
   size_t space = s.find(' ');
   if (space == std::string::npos) return b;
-  if (!absl::SimpleAtoi(s.substr(0, space), &b.counter) ||
-      !absl::SimpleAtoi(s.substr(space + 1), &b.unix_ms)) {
+  if (!absl::SimpleAtoi(s.substr(0, space), &b.counter) || !absl::SimpleAtoi(s.substr(space + 1), &b.unix_ms)) {
     b.counter = -1;
   }
   return b;
@@ -62,9 +59,7 @@ struct Heartbeat::State {
   bool pending_leave = false;  // AnnounceLeaving asked for "left/<rank>"
   bool leave_written = false;  // ... and the thread wrote it (or the store failed)
 
-  void WriteBeat() {
-    store->set(std::to_string(rank), Bytes(absl::StrCat(counter++, " ", UnixMillis())));
-  }
+  void WriteBeat() { store->set(std::to_string(rank), Bytes(absl::StrCat(counter++, " ", UnixMillis()))); }
 
   std::vector<Beat> ReadBeats() {
     std::vector<Beat> beats(world);
@@ -103,8 +98,8 @@ struct Heartbeat::State {
   }
 };
 
-Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& prefix, int rank,
-                     int world_size, std::chrono::milliseconds interval)
+Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& prefix, int rank, int world_size,
+                     std::chrono::milliseconds interval)
     : state_(std::make_shared<State>()), interval_(interval) {
   state_->store = c10::make_intrusive<c10d::PrefixStore>(prefix + "/hb", std::move(store));
   state_->rank = rank;
@@ -243,17 +238,15 @@ std::string Diagnosis::ToString(int self_rank) const {
                                  absl::StrJoin(ages, ", "), ")"));
   }
   if (store_unreachable && self_rank != 0) {
-    parts.push_back(absl::StrCat(
-        "the rendezvous store on rank 0 ", store_error.empty() ? "did not answer" : "failed",
-        " (rank 0 is probably dead or stopped)",
-        store_error.empty() ? "" : absl::StrCat(": ", store_error)));
+    parts.push_back(absl::StrCat("the rendezvous store on rank 0 ", store_error.empty() ? "did not answer" : "failed",
+                                 " (rank 0 is probably dead or stopped)",
+                                 store_error.empty() ? "" : absl::StrCat(": ", store_error)));
   }
   if (stopped_ranks.empty() && !aborts.empty()) {
     parts.push_back(absl::StrCat("reported by ", aborts.front()));
   }
   if (stopped_ranks.empty() && aborts.empty() && !left_ranks.empty()) {
-    parts.push_back(absl::StrCat(left_ranks.size() == 1 ? "peer rank " : "peer ranks ",
-                                 FormatRankList(left_ranks),
+    parts.push_back(absl::StrCat(left_ranks.size() == 1 ? "peer rank " : "peer ranks ", FormatRankList(left_ranks),
                                  " already shut down the process group (the ranks did not run "
                                  "the same collectives)"));
   }

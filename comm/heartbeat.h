@@ -12,9 +12,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 namespace zt::comm {
 
@@ -23,11 +22,11 @@ struct Diagnosis {
   // Heartbeat did not advance during the check, and the rank neither
   // reported a failure nor shut its group down: dead or stopped.
   std::vector<int> stopped_ranks;
-  std::vector<double> silent_seconds;   // per stopped rank: time since its last beat
-  std::vector<std::string> aborts;      // "rank 3: <reason>" posted by ranks that failed
-  std::vector<int> left_ranks;          // shut their group down without a failure report
-  bool store_unreachable = false;       // the store (rank 0) did not answer in time
-  std::string store_error;              // its error, when it failed rather than hung
+  std::vector<double> silent_seconds;  // per stopped rank: time since its last beat
+  std::vector<std::string> aborts;     // "rank 3: <reason>" posted by ranks that failed
+  std::vector<int> left_ranks;         // shut their group down without a failure report
+  bool store_unreachable = false;      // the store (rank 0) did not answer in time
+  std::string store_error;             // its error, when it failed rather than hung
 
   // "peer rank 2 stopped responding (no heartbeat for 6 s)"; "" when nothing found.
   std::string ToString(int self_rank) const;
@@ -40,8 +39,8 @@ class Heartbeat {
  public:
   // Writes the first beat synchronously (so every key exists once all ranks
   // have started) and starts the thread. `store` is shared with the group.
-  Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& prefix, int rank,
-            int world_size, std::chrono::milliseconds interval);
+  Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& prefix, int rank, int world_size,
+            std::chrono::milliseconds interval);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

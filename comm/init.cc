@@ -1,14 +1,13 @@
 // Implementation of comm/init.h.
 #include "comm/init.h"
 
+#include <ATen/Parallel.h>
 #include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
-
-#include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/gloo_group.h"
@@ -38,8 +37,7 @@ int DefaultThreadsPerRank(int local_world_size) {
   return std::max(1, cores / std::max(1, local_world_size));
 }
 
-absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& env,
-                                                               const GroupOptions& options) {
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& env, const GroupOptions& options) {
   GroupOptions opts = options;
   ZT_RETURN_IF_ERROR(ApplyEnvOverrides(opts));
   SetLogRank(env.rank);
@@ -48,9 +46,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
   IgnoreSigpipe();
 
   if (opts.backend == BackendChoice::kSingle && env.world_size != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "backend 'single' needs a world of one rank, but the world size is ", env.world_size,
-        " (", env.source, "): use ZT_COMM_BACKEND=auto or gloo"));
+    return absl::InvalidArgumentError(absl::StrCat("backend 'single' needs a world of one rank, but the world size is ",
+                                                   env.world_size, " (", env.source,
+                                                   "): use ZT_COMM_BACKEND=auto or gloo"));
   }
   if (env.world_size == 1 && opts.backend != BackendChoice::kGloo) {
     return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(opts.timeout));
@@ -58,8 +56,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
   ZT_ASSIGN_OR_RETURN(StoreHandle store, Rendezvous(env, opts.rendezvous_timeout, opts.store_prefix));
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<GlooGroup> group, GlooGroup::Create(store, opts));
   ZT_LOG(DEBUG) << "process group ready: gloo, " << env.DebugString() << ", listening on "
-                << group->device_description() << ", timeout " << FormatDuration(opts.timeout)
-                << ", reduce-scatter " << ToString(opts.reduce_scatter_algorithm);
+                << group->device_description() << ", timeout " << FormatDuration(opts.timeout) << ", reduce-scatter "
+                << ToString(opts.reduce_scatter_algorithm);
   return std::shared_ptr<ProcessGroup>(std::move(group));
 }
 

@@ -25,8 +25,7 @@ namespace zt::comm {
 //    GroupOptions::backend forces Gloo), Gloo for CPU tensors otherwise;
 //  * runs the rendezvous and connects the group.
 // Errors name the rank, the address and the variable to change.
-absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& env,
-                                                               const GroupOptions& options);
+absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& env, const GroupOptions& options);
 
 // The intra-op thread count InitProcessGroup chooses for a rank: CPUs this
 // process may run on (sched_getaffinity) divided by ranks on this host.

@@ -143,8 +143,7 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::s
   if (name.find('/') != std::string::npos) {
     struct stat st {};
     if (::stat(name.c_str(), &st) != 0) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot execute '", name, "': ", std::strerror(errno)));
+      return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': ", std::strerror(errno)));
     }
     if (!S_ISREG(st.st_mode) || ::access(name.c_str(), X_OK) != 0) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -163,9 +162,8 @@ absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::s
     return absl::PermissionDeniedError(
         absl::StrCat("cannot execute '", name, "': found in PATH but not executable (PATH=", path_env, ")"));
   }
-  return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': command not found in PATH=",
-                                          path_env, " (give a path such as ./", name,
-                                          " or fix PATH)"));
+  return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': command not found in PATH=", path_env,
+                                          " (give a path such as ./", name, " or fix PATH)"));
 }
 
 // Owns the strings behind an execve() argv/envp array.
@@ -192,7 +190,9 @@ void WriteAll(int fd, std::string_view data) {
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && errno == EAGAIN) {
-      struct pollfd p {fd, POLLOUT, 0};
+      struct pollfd p {
+        fd, POLLOUT, 0
+      };
       ::poll(&p, 1, 100);
     } else {
       return;
@@ -204,9 +204,9 @@ struct Rank {
   RankResult result;
   bool running = true;  // not yet seen exiting (it stays unreaped until the end)
   bool reaped = false;
-  UniqueFd out, err;    // read ends of its stdout/stderr pipes (prefix/capture modes)
+  UniqueFd out, err;  // read ends of its stdout/stderr pipes (prefix/capture modes)
   LineBuffer out_lines, err_lines;
-  std::string prefix;   // "[rank R] "
+  std::string prefix;  // "[rank R] "
 };
 
 class RankSet {
@@ -258,8 +258,9 @@ class RankSet {
         UniqueFd& fd = is_stderr ? rank.err : rank.out;
         if (!fd.valid()) continue;
         Drain(rank, is_stderr);
-        (is_stderr ? rank.err_lines : rank.out_lines)
-            .Flush([&](std::string_view line) { EmitLine(rank, is_stderr, line); });
+        (is_stderr ? rank.err_lines : rank.out_lines).Flush([&](std::string_view line) {
+          EmitLine(rank, is_stderr, line);
+        });
         fd.Reset();
       }
     }
@@ -349,9 +350,8 @@ std::string SecondsText(std::chrono::milliseconds ms) {
 }
 
 // Child side of fork(): only async-signal-safe calls from here to execve.
-[[noreturn]] void ExecRank(const char* path, char* const* argv, char* const* envp, int out_fd,
-                           int err_fd, int stdin_fd, int status_fd, pid_t launcher_pid,
-                           const struct sigaction* old_actions) {
+[[noreturn]] void ExecRank(const char* path, char* const* argv, char* const* envp, int out_fd, int err_fd, int stdin_fd,
+                           int status_fd, pid_t launcher_pid, const struct sigaction* old_actions) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher_pid) ::_exit(127);  // the launcher died before prctl
@@ -426,8 +426,8 @@ absl::Status StartRank(const SpawnSpec& spec, const CStringArray& envp, Rank& ra
   while ((n = ::read(status_read.get(), &exec_errno, sizeof(exec_errno))) < 0 && errno == EINTR) {
   }
   if (n > 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot execute '", spec.exec_path, "' (rank ",
-                                                      rank.result.rank, "): ", std::strerror(exec_errno)));
+    return absl::FailedPreconditionError(absl::StrCat("cannot execute '", spec.exec_path, "' (rank ", rank.result.rank,
+                                                      "): ", std::strerror(exec_errno)));
   }
   if (spec.use_pipes) {
     ::fcntl(rank.out.get(), F_SETFL, O_NONBLOCK);
@@ -439,8 +439,7 @@ absl::Status StartRank(const SpawnSpec& spec, const CStringArray& envp, Rank& ra
 // Sets the exit code and the one-line account of what went wrong.
 void DescribeOutcome(const LaunchOptions& options, const std::vector<int>& stopped_ranks,
                      const std::vector<int>& needed_sigkill, LaunchResult& result) {
-  std::string stopped_text =
-      stopped_ranks.empty() ? "" : absl::StrCat("; stopped ", RanksPhrase(stopped_ranks));
+  std::string stopped_text = stopped_ranks.empty() ? "" : absl::StrCat("; stopped ", RanksPhrase(stopped_ranks));
   std::string sigkill_text =
       needed_sigkill.empty()
           ? ""
@@ -455,8 +454,7 @@ void DescribeOutcome(const LaunchOptions& options, const std::vector<int>& stopp
     result.failure = absl::StrCat("rank ", failed.rank, " (pid ", failed.pid, ") ", how, stopped_text, sigkill_text);
   } else if (result.interrupted_by != 0) {
     result.exit_code = 128 + result.interrupted_by;
-    std::string forwarded =
-        stopped_ranks.empty() ? "" : absl::StrCat("; forwarded to ", RanksPhrase(stopped_ranks));
+    std::string forwarded = stopped_ranks.empty() ? "" : absl::StrCat("; forwarded to ", RanksPhrase(stopped_ranks));
     result.failure = absl::StrCat("interrupted by ", SignalName(result.interrupted_by), forwarded, sigkill_text);
   } else if (result.timed_out) {
     result.exit_code = kTimeoutExitCode;
@@ -491,13 +489,12 @@ std::string SignalName(int signal) {
 
 absl::Status ValidateLaunchOptions(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nproc_per_node must be at least 1, got ", o.nproc_per_node));
+    return absl::InvalidArgumentError(absl::StrCat("nproc_per_node must be at least 1, got ", o.nproc_per_node));
   }
   if (o.nnodes < 1) return absl::InvalidArgumentError(absl::StrCat("nnodes must be at least 1, got ", o.nnodes));
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
-    return absl::InvalidArgumentError(absl::StrCat("node_rank must be in [0, ", o.nnodes - 1, "] for nnodes=",
-                                                   o.nnodes, ", got ", o.node_rank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_rank must be in [0, ", o.nnodes - 1, "] for nnodes=", o.nnodes, ", got ", o.node_rank));
   }
   if (o.master_addr.empty()) return absl::InvalidArgumentError("master_addr is empty");
   if (o.master_port < 0 || o.master_port > 65535) {
@@ -549,8 +546,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
     int cores = UsableCores();
     int threads = std::max(1, cores / options.nproc_per_node);
     env["OMP_NUM_THREADS"] = std::to_string(threads);
-    omp_note = absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads, " per rank (", cores,
-                            " cores / ", options.nproc_per_node, " ranks). Set OMP_NUM_THREADS to choose.\n");
+    omp_note = absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads, " per rank (", cores, " cores / ",
+                            options.nproc_per_node, " ranks). Set OMP_NUM_THREADS to choose.\n");
   }
 
   // Look the command up in the PATH the ranks will have.

@@ -51,7 +51,7 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: a free port on master_addr (single node only)
+  int master_port = 0;               // 0: a free port on master_addr (single node only)
   std::vector<std::string> command;  // argv; argv[0] is looked up in PATH when it has no '/'
   std::map<std::string, std::string> extra_env;
   // Global ranks whose failure does not stop the others (fault tests kill a
@@ -69,7 +69,7 @@ struct LaunchOptions {
   // Forward SIGINT/SIGTERM received by this process to the ranks.
   bool forward_signals = true;
   std::optional<std::chrono::milliseconds> timeout;  // none: wait forever
-  std::chrono::milliseconds kill_grace{5000};         // SIGTERM -> SIGKILL delay
+  std::chrono::milliseconds kill_grace{5000};        // SIGTERM -> SIGKILL delay
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
 };
@@ -77,11 +77,11 @@ struct LaunchOptions {
 inline constexpr size_t kMaxCapturedBytes = 8u << 20;
 
 struct RankResult {
-  int rank = 0;        // global rank
+  int rank = 0;  // global rank
   int local_rank = 0;
   pid_t pid = -1;
-  int exit_code = 0;   // exit status, or 128 + signal when killed by a signal
-  int signal = 0;      // the signal that killed it, 0 if it exited
+  int exit_code = 0;       // exit status, or 128 + signal when killed by a signal
+  int signal = 0;          // the signal that killed it, 0 if it exited
   bool timed_out = false;  // still running at the timeout
   bool stopped = false;    // still running when the launcher stopped the ranks
   std::string output;      // capture_output only
@@ -94,9 +94,9 @@ struct LaunchResult {
   // (128 + signal for a signal), kTimeoutExitCode at the timeout, or
   // 128 + signal when the launcher was interrupted.
   int exit_code = 0;
-  int failed_local_rank = -1;     // the first failing rank, -1 if none
+  int failed_local_rank = -1;  // the first failing rank, -1 if none
   bool timed_out = false;
-  int interrupted_by = 0;         // SIGINT/SIGTERM the launcher received, 0 if none
+  int interrupted_by = 0;  // SIGINT/SIGTERM the launcher received, 0 if none
   // One line saying what went wrong, e.g. "rank 1 (pid 4242) exited with code 3;
   // stopped ranks 0, 2, 3". Empty on success.
   std::string failure;

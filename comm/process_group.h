@@ -17,13 +17,13 @@
 //    kind (stats()), so benchmarks can compare against analytic volumes.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 
@@ -93,8 +93,7 @@ class ProcessGroup {
 
   // Element-wise reduction of `flat` across ranks; this rank receives its
   // slice into `shard`. kSum and kAvg only. `flat` is not modified.
-  virtual std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
-                                              ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) = 0;
 
   // In-place element-wise reduction of `tensor` across ranks.
   virtual std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) = 0;

@@ -40,16 +40,15 @@ std::optional<std::string> Get(const EnvLookup& getenv, const char* name) {
   return trimmed;
 }
 
-absl::StatusOr<int> ParseInt(const std::string& name, const std::string& value, int min_value,
-                             int max_value, const std::string& hint) {
+absl::StatusOr<int> ParseInt(const std::string& name, const std::string& value, int min_value, int max_value,
+                             const std::string& hint) {
   int parsed = 0;
   if (!absl::SimpleAtoi(value, &parsed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "='", value, "' is not an integer: ", hint));
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", value, "' is not an integer: ", hint));
   }
   if (parsed < min_value || parsed > max_value) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "=", parsed, " is out of range [",
-                                                   min_value, ", ", max_value, "]: ", hint));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=", parsed, " is out of range [", min_value, ", ", max_value, "]: ", hint));
   }
   return parsed;
 }
@@ -73,9 +72,9 @@ absl::StatusOr<int> SlurmTasksOnNode(const std::string& spec, int node_id) {
     if (node_id < node + repeat) return tasks;
     node += repeat;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "SLURM_TASKS_PER_NODE='", spec, "' does not describe node SLURM_NODEID=", node_id,
-      ": run under srun, or set LOCAL_RANK and LOCAL_WORLD_SIZE with RANK and WORLD_SIZE"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("SLURM_TASKS_PER_NODE='", spec, "' does not describe node SLURM_NODEID=", node_id,
+                   ": run under srun, or set LOCAL_RANK and LOCAL_WORLD_SIZE with RANK and WORLD_SIZE"));
 }
 
 absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
@@ -85,19 +84,18 @@ absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
   if (addr.has_value() && !addr->empty()) {
     env.master_addr = *addr;
   } else if (multi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MASTER_ADDR is not set (world size ", env.world_size, " via ", env.source,
-        "): set MASTER_ADDR to the host name or IP address of rank 0, the same on every rank"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MASTER_ADDR is not set (world size ", env.world_size, " via ", env.source,
+                     "): set MASTER_ADDR to the host name or IP address of rank 0, the same on every rank"));
   }
   if (port.has_value() && !port->empty()) {
-    ZT_ASSIGN_OR_RETURN(env.master_port,
-                        ParseInt("MASTER_PORT", *port, multi ? 1 : 0, 65535,
-                                 "set MASTER_PORT to a free TCP port on rank 0's host (1-65535), "
-                                 "the same on every rank"));
+    ZT_ASSIGN_OR_RETURN(env.master_port, ParseInt("MASTER_PORT", *port, multi ? 1 : 0, 65535,
+                                                  "set MASTER_PORT to a free TCP port on rank 0's host (1-65535), "
+                                                  "the same on every rank"));
   } else if (multi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MASTER_PORT is not set (world size ", env.world_size, " via ", env.source,
-        "): set MASTER_PORT to a free TCP port on rank 0's host, the same on every rank"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MASTER_PORT is not set (world size ", env.world_size, " via ", env.source,
+                     "): set MASTER_PORT to a free TCP port on rank 0's host, the same on every rank"));
   }
   std::optional<std::string> agent_store = Get(getenv, "TORCHELASTIC_USE_AGENT_STORE");
   env.agent_hosts_store = multi && agent_store.has_value() && *agent_store == "True";
@@ -116,38 +114,33 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
   std::optional<std::string> size = Get(getenv, c.size);
   if (!size.has_value() && !rank.has_value()) {
     const char* present = Get(getenv, c.local_rank) ? c.local_rank : c.local_size;
-    return absl::InvalidArgumentError(absl::StrCat(
-        present, " is set but ", c.rank, " and ", c.size, " are not: set ", c.rank, " and ",
-        c.size, " (", c.name, " convention), or unset ", present, " for a single rank"));
+    return absl::InvalidArgumentError(absl::StrCat(present, " is set but ", c.rank, " and ", c.size, " are not: set ",
+                                                   c.rank, " and ", c.size, " (", c.name, " convention), or unset ",
+                                                   present, " for a single rank"));
   }
   if (!size.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        c.rank, rank ? absl::StrCat(" is set (", *rank, ")") : std::string(" is not set"),
-        " but ", c.size, " is not: set ", c.size, " to the number of ranks (", c.name,
-        " convention)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(c.rank, rank ? absl::StrCat(" is set (", *rank, ")") : std::string(" is not set"), " but ", c.size,
+                     " is not: set ", c.size, " to the number of ranks (", c.name, " convention)"));
   }
   const std::string size_hint = absl::StrCat("set ", c.size, " to the number of ranks (>= 1)");
   ZT_ASSIGN_OR_RETURN(env.world_size, ParseInt(c.size, *size, 1, 1 << 20, size_hint));
   if (!rank.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(c.size, " is set (", *size, ") but ", c.rank,
-                                                   " is not: set ", c.rank,
-                                                   " to this process's rank in [0, ",
-                                                   env.world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(c.size, " is set (", *size, ") but ", c.rank, " is not: set ",
+                                                   c.rank, " to this process's rank in [0, ", env.world_size, ")"));
   }
-  ZT_ASSIGN_OR_RETURN(
-      env.rank, ParseInt(c.rank, *rank, 0, env.world_size - 1,
-                         absl::StrCat("set ", c.rank, " to this process's rank in [0, ",
-                                      env.world_size, ") (", c.size, "=", env.world_size, ")")));
+  ZT_ASSIGN_OR_RETURN(env.rank, ParseInt(c.rank, *rank, 0, env.world_size - 1,
+                                         absl::StrCat("set ", c.rank, " to this process's rank in [0, ", env.world_size,
+                                                      ") (", c.size, "=", env.world_size, ")")));
 
   // Local size: named variable, or SLURM's per-node task list.
   std::optional<std::string> local_size = Get(getenv, c.local_size);
   bool have_local_size = false;
   if (local_size.has_value()) {
-    ZT_ASSIGN_OR_RETURN(
-        env.local_world_size,
-        ParseInt(c.local_size, *local_size, 1, env.world_size,
-                 absl::StrCat("set ", c.local_size, " to the number of ranks on this host (1..",
-                              c.size, "=", env.world_size, ")")));
+    ZT_ASSIGN_OR_RETURN(env.local_world_size,
+                        ParseInt(c.local_size, *local_size, 1, env.world_size,
+                                 absl::StrCat("set ", c.local_size, " to the number of ranks on this host (1..", c.size,
+                                              "=", env.world_size, ")")));
     have_local_size = true;
   } else if (c.local_size == nullptr) {  // SLURM
     std::optional<std::string> per_node = Get(getenv, "SLURM_NTASKS_PER_NODE");
@@ -159,8 +152,8 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
     } else if (tasks.has_value()) {
       int node_id = 0;
       if (std::optional<std::string> id = Get(getenv, "SLURM_NODEID")) {
-        ZT_ASSIGN_OR_RETURN(node_id, ParseInt("SLURM_NODEID", *id, 0, 1 << 20,
-                                              "expected the node index within the job"));
+        ZT_ASSIGN_OR_RETURN(node_id,
+                            ParseInt("SLURM_NODEID", *id, 0, 1 << 20, "expected the node index within the job"));
       }
       ZT_ASSIGN_OR_RETURN(env.local_world_size, SlurmTasksOnNode(*tasks, node_id));
       have_local_size = true;
@@ -168,25 +161,23 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
   }
   if (!have_local_size) env.local_world_size = env.world_size;  // assume one host
   if (env.local_world_size > env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "local world size ", env.local_world_size, " is larger than the world size ",
-        env.world_size, " (", c.name, "): check ", c.local_size ? c.local_size : "SLURM_TASKS_PER_NODE",
-        " and ", c.size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local world size ", env.local_world_size, " is larger than the world size ", env.world_size, " (",
+                     c.name, "): check ", c.local_size ? c.local_size : "SLURM_TASKS_PER_NODE", " and ", c.size));
   }
 
   std::optional<std::string> local_rank = Get(getenv, c.local_rank);
   if (local_rank.has_value()) {
-    ZT_ASSIGN_OR_RETURN(
-        env.local_rank,
-        ParseInt(c.local_rank, *local_rank, 0, env.local_world_size - 1,
-                 absl::StrCat("set ", c.local_rank, " to this process's index on its host, in [0, ",
-                              env.local_world_size, ")")));
+    ZT_ASSIGN_OR_RETURN(env.local_rank,
+                        ParseInt(c.local_rank, *local_rank, 0, env.local_world_size - 1,
+                                 absl::StrCat("set ", c.local_rank, " to this process's index on its host, in [0, ",
+                                              env.local_world_size, ")")));
   } else if (!have_local_size || env.local_world_size == env.world_size) {
     env.local_rank = env.rank;  // single host: local rank == rank
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        c.local_rank, " is not set but the job spans several hosts (", env.local_world_size,
-        " of ", env.world_size, " ranks here): set ", c.local_rank));
+    return absl::InvalidArgumentError(absl::StrCat(c.local_rank, " is not set but the job spans several hosts (",
+                                                   env.local_world_size, " of ", env.world_size, " ranks here): set ",
+                                                   c.local_rank));
   }
   ZT_RETURN_IF_ERROR(ReadMaster(getenv, env));
   return env;
@@ -195,8 +186,8 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
 }  // namespace
 
 std::string RankEnv::DebugString() const {
-  std::string s = absl::StrCat("rank ", rank, "/", world_size, " (local ", local_rank, "/",
-                               local_world_size, ") via ", source);
+  std::string s =
+      absl::StrCat("rank ", rank, "/", world_size, " (local ", local_rank, "/", local_world_size, ") via ", source);
   if (world_size > 1) absl::StrAppend(&s, ", rendezvous ", master_addr, ":", master_port);
   return s;
 }

@@ -14,10 +14,10 @@ namespace zt::comm {
 struct RankEnv {
   int rank = 0;
   int world_size = 1;
-  int local_rank = 0;        // rank among the processes on this host
-  int local_world_size = 1;  // processes on this host
+  int local_rank = 0;                     // rank among the processes on this host
+  int local_world_size = 1;               // processes on this host
   std::string master_addr = "127.0.0.1";  // host of rank 0's store
-  int master_port = 0;                     // 0 only for a single rank
+  int master_port = 0;                    // 0 only for a single rank
   // Which convention the values came from: "torchrun", "Open MPI", "MPICH/PMI",
   // "SLURM" or "none (single rank)".
   std::string source = "none (single rank)";

@@ -4,15 +4,14 @@
 // time; halves convert through c10's inline bit conversions.
 #include "comm/reduce_kernels.h"
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
-
-#include <immintrin.h>
-
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
 #include "util/status.h"
 
@@ -34,8 +33,7 @@ constexpr int64_t kBlock = 1024;
 #endif
 
 template <typename T>
-using AccOf = std::conditional_t<std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>,
-                                 float, T>;
+using AccOf = std::conditional_t<std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>, float, T>;
 
 // acc[i] = x[i] (converted to the accumulator type).
 template <typename T>
@@ -65,15 +63,11 @@ inline void StoreBlock(T* out, const AccOf<T>* acc, int64_t len, int divisor) {
   for (int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
-#define ZT_DEFINE_BLOCK_KERNELS(T, Name)                                                        \
-  ZT_SIMD_CLONES void Load##Name(AccOf<T>* acc, const T* x, int64_t len) {                     \
-    LoadBlock<T>(acc, x, len);                                                                  \
-  }                                                                                             \
-  ZT_SIMD_CLONES void Add##Name(AccOf<T>* acc, const T* x, int64_t len) {                      \
-    AddBlock<T>(acc, x, len);                                                                   \
-  }                                                                                             \
-  ZT_SIMD_CLONES void Store##Name(T* out, const AccOf<T>* acc, int64_t len, int divisor) {     \
-    StoreBlock<T>(out, acc, len, divisor);                                                      \
+#define ZT_DEFINE_BLOCK_KERNELS(T, Name)                                                                \
+  ZT_SIMD_CLONES void Load##Name(AccOf<T>* acc, const T* x, int64_t len) { LoadBlock<T>(acc, x, len); } \
+  ZT_SIMD_CLONES void Add##Name(AccOf<T>* acc, const T* x, int64_t len) { AddBlock<T>(acc, x, len); }   \
+  ZT_SIMD_CLONES void Store##Name(T* out, const AccOf<T>* acc, int64_t len, int divisor) {              \
+    StoreBlock<T>(out, acc, len, divisor);                                                              \
   }
 
 ZT_DEFINE_BLOCK_KERNELS(float, F32)
@@ -100,8 +94,7 @@ __attribute__((target("avx2,f16c"))) void AddF16C(float* acc, const c10::Half* x
   }
   for (; i < len; ++i) acc[i] += _cvtsh_ss(x[i].x);
 }
-__attribute__((target("avx2,f16c"))) void StoreF16C(c10::Half* out, const float* acc, int64_t len,
-                                                   int divisor) {
+__attribute__((target("avx2,f16c"))) void StoreF16C(c10::Half* out, const float* acc, int64_t len, int divisor) {
   const __m256 d = _mm256_set1_ps(static_cast<float>(divisor));
   int64_t i = 0;
   for (; i + 8 <= len; i += 8) {
@@ -118,24 +111,20 @@ const bool kHasF16C = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("
 
 template <typename T>
 struct Kernels;
-#define ZT_KERNELS(T, Name)                                                                     \
-  template <>                                                                                   \
-  struct Kernels<T> {                                                                           \
-    static void Load(AccOf<T>* a, const T* x, int64_t n) { Load##Name(a, x, n); }              \
-    static void Add(AccOf<T>* a, const T* x, int64_t n) { Add##Name(a, x, n); }                \
-    static void Store(T* o, const AccOf<T>* a, int64_t n, int d) { Store##Name(o, a, n, d); }  \
+#define ZT_KERNELS(T, Name)                                                                   \
+  template <>                                                                                 \
+  struct Kernels<T> {                                                                         \
+    static void Load(AccOf<T>* a, const T* x, int64_t n) { Load##Name(a, x, n); }             \
+    static void Add(AccOf<T>* a, const T* x, int64_t n) { Add##Name(a, x, n); }               \
+    static void Store(T* o, const AccOf<T>* a, int64_t n, int d) { Store##Name(o, a, n, d); } \
   };
 ZT_KERNELS(float, F32)
 ZT_KERNELS(double, F64)
 ZT_KERNELS(c10::BFloat16, BF16)
 template <>
 struct Kernels<c10::Half> {
-  static void Load(float* a, const c10::Half* x, int64_t n) {
-    kHasF16C ? LoadF16C(a, x, n) : LoadF16(a, x, n);
-  }
-  static void Add(float* a, const c10::Half* x, int64_t n) {
-    kHasF16C ? AddF16C(a, x, n) : AddF16(a, x, n);
-  }
+  static void Load(float* a, const c10::Half* x, int64_t n) { kHasF16C ? LoadF16C(a, x, n) : LoadF16(a, x, n); }
+  static void Add(float* a, const c10::Half* x, int64_t n) { kHasF16C ? AddF16C(a, x, n) : AddF16(a, x, n); }
   static void Store(c10::Half* o, const float* a, int64_t n, int d) {
     kHasF16C ? StoreF16C(o, a, n, d) : StoreF16(o, a, n, d);
   }
@@ -155,8 +144,7 @@ A MinMax(A acc, A x, ReduceOp op) {
 }
 
 template <typename T>
-void ReduceTyped(T* dst, const std::vector<const void*>& srcs, int64_t count, ReduceOp op,
-                 int avg_divisor) {
+void ReduceTyped(T* dst, const std::vector<const void*>& srcs, int64_t count, ReduceOp op, int avg_divisor) {
   using A = AccOf<T>;
   using K = Kernels<T>;
   const size_t n = srcs.size();
@@ -192,28 +180,23 @@ bool IsReducibleDType(c10::ScalarType dtype) {
   }
 }
 
-void ReduceInto(void* dst, const std::vector<const void*>& srcs, int64_t count,
-                c10::ScalarType dtype, ReduceOp op, int avg_divisor) {
+void ReduceInto(void* dst, const std::vector<const void*>& srcs, int64_t count, c10::ScalarType dtype, ReduceOp op,
+                int avg_divisor) {
   ZT_CHECK(!srcs.empty());
   ZT_CHECK(avg_divisor > 0);
   if (count <= 0) return;
   switch (dtype) {
-    case c10::ScalarType::Float:
-      return ReduceTyped(static_cast<float*>(dst), srcs, count, op, avg_divisor);
-    case c10::ScalarType::Double:
-      return ReduceTyped(static_cast<double*>(dst), srcs, count, op, avg_divisor);
-    case c10::ScalarType::BFloat16:
-      return ReduceTyped(static_cast<c10::BFloat16*>(dst), srcs, count, op, avg_divisor);
-    case c10::ScalarType::Half:
-      return ReduceTyped(static_cast<c10::Half*>(dst), srcs, count, op, avg_divisor);
+    case c10::ScalarType::Float: return ReduceTyped(static_cast<float*>(dst), srcs, count, op, avg_divisor);
+    case c10::ScalarType::Double: return ReduceTyped(static_cast<double*>(dst), srcs, count, op, avg_divisor);
+    case c10::ScalarType::BFloat16: return ReduceTyped(static_cast<c10::BFloat16*>(dst), srcs, count, op, avg_divisor);
+    case c10::ScalarType::Half: return ReduceTyped(static_cast<c10::Half*>(dst), srcs, count, op, avg_divisor);
     case c10::ScalarType::Int:
       ZT_CHECK(op != ReduceOp::kAvg);
       return ReduceTyped(static_cast<int32_t*>(dst), srcs, count, op, avg_divisor);
     case c10::ScalarType::Long:
       ZT_CHECK(op != ReduceOp::kAvg);
       return ReduceTyped(static_cast<int64_t*>(dst), srcs, count, op, avg_divisor);
-    default:
-      ZT_CHECK_MSG(false, "ReduceInto: unsupported dtype %s", c10::toString(dtype));
+    default: ZT_CHECK_MSG(false, "ReduceInto: unsupported dtype %s", c10::toString(dtype));
   }
 }
 

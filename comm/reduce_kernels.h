@@ -3,10 +3,10 @@
 // and round once, so the result is the same as summing in fp32 in rank order.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <c10/core/ScalarType.h>
 
 #include "comm/process_group.h"
 
@@ -20,7 +20,7 @@ bool IsReducibleDType(c10::ScalarType dtype);
 // sums wrap on overflow; kAvg is for floating types only. NaN propagates
 // through kMax/kMin. `dst` may be one of `srcs` (same pointer), not a
 // partial overlap.
-void ReduceInto(void* dst, const std::vector<const void*>& srcs, int64_t count,
-                c10::ScalarType dtype, ReduceOp op, int avg_divisor);
+void ReduceInto(void* dst, const std::vector<const void*>& srcs, int64_t count, c10::ScalarType dtype, ReduceOp op,
+                int avg_divisor);
 
 }  // namespace zt::comm

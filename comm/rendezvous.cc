@@ -7,15 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
-
 #include <cstdlib>
 #include <exception>
 #include <set>
-#include <vector>
-
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -117,17 +115,17 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
     tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {
     if (hosts_store) {
-      return absl::UnavailableError(absl::StrCat(
-          "rank 0 could not host the rendezvous store on port ", env.master_port,
-          " (MASTER_PORT) for ", env.master_addr, " (MASTER_ADDR): ", FirstLine(e.what()),
-          ". Another process may hold the port: choose a free MASTER_PORT"));
+      return absl::UnavailableError(absl::StrCat("rank 0 could not host the rendezvous store on port ", env.master_port,
+                                                 " (MASTER_PORT) for ", env.master_addr,
+                                                 " (MASTER_ADDR): ", FirstLine(e.what()),
+                                                 ". Another process may hold the port: choose a free MASTER_PORT"));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", rank, " could not reach the rendezvous store of ",
-        env.agent_hosts_store ? "the torchrun agent" : "rank 0", " at ", wanted,
-        " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", FirstLine(e.what()),
-        ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
-        "MASTER_PORT, and that this host can reach that address"));
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank, " could not reach the rendezvous store of ",
+                     env.agent_hosts_store ? "the torchrun agent" : "rank 0", " at ", wanted,
+                     " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", FirstLine(e.what()),
+                     ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
+                     "MASTER_PORT, and that this host can reach that address"));
   }
   // Every later store operation of this rank gets the rendezvous deadline,
   // so a store host that stops answering ends the rendezvous (and the
@@ -146,10 +144,10 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   auto lost = [&](const std::exception& e) {
     const std::string what = FirstLine(e.what());
     if (absl::StrContains(what, "Socket Timeout") || absl::StrContains(what, "timed out")) {
-      return absl::UnavailableError(absl::StrCat(
-          "rank ", rank, ": the rendezvous store at ", handle.address, " (hosted by ", host,
-          ") did not answer within ", FormatDuration(timeout), " (", what, "): ", host,
-          " may be stopped, hung or overloaded; ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+      return absl::UnavailableError(
+          absl::StrCat("rank ", rank, ": the rendezvous store at ", handle.address, " (hosted by ", host,
+                       ") did not answer within ", FormatDuration(timeout), " (", what, "): ", host,
+                       " may be stopped, hung or overloaded; ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
     }
     return absl::UnavailableError(absl::StrCat("rank ", rank, " lost the rendezvous store at ", handle.address,
                                                " (hosted by ", host, ") during the rendezvous: ", what));
@@ -217,16 +215,15 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
       // A joined rank that died meanwhile; nothing more to report.
     }
     if (missing.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          "rank ", rank, " failed waiting for the rendezvous at ", handle.address, ": ",
-          FirstLine(wait_error.what())));
+      return absl::UnavailableError(absl::StrCat("rank ", rank, " failed waiting for the rendezvous at ",
+                                                 handle.address, ": ", FirstLine(wait_error.what())));
     }
-    return absl::DeadlineExceededError(absl::StrCat(
-        missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world,
-        " did not join the rendezvous at ", handle.address, " within ", FormatDuration(timeout),
-        " (joined: ", FormatRankList(joined),
-        "). Start the missing ranks, or check their WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "
-        "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world,
+                     " did not join the rendezvous at ", handle.address, " within ", FormatDuration(timeout),
+                     " (joined: ", FormatRankList(joined),
+                     "). Start the missing ranks, or check their WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "
+                     "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
   }
 
   // Every rank must belong to rank 0's job (when launchers name jobs) and
@@ -237,15 +234,15 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
     const std::string job(job_bytes.begin(), job_bytes.end());
     if (!job.empty() && !env.job_id.empty() && job != env.job_id) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank, " of job ", env.job_id, " reached the rendezvous store of job ", job, " at ",
-          handle.address, ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
+          "rank ", rank, " of job ", env.job_id, " reached the rendezvous store of job ", job, " at ", handle.address,
+          ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
     }
     for (int r = 0; r < world; ++r) {
       int other = AnnouncedWorld(store->get(keys[r]));
       if (other != world) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "rank ", r, " joined the rendezvous at ", handle.address, " with world size ", other,
-            " but rank ", rank, " has ", world, ": start every rank with the same WORLD_SIZE"));
+        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " joined the rendezvous at ", handle.address,
+                                                       " with world size ", other, " but rank ", rank, " has ", world,
+                                                       ": start every rank with the same WORLD_SIZE"));
       }
     }
   } catch (const std::exception& e) {

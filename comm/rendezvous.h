@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"

@@ -1,9 +1,9 @@
 // Implementation of comm/single_group.h.
 #include "comm/single_group.h"
 
-#include <functional>
-
 #include <ATen/ATen.h>
+
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "comm/collective_args.h"
@@ -12,23 +12,20 @@
 
 namespace zt::comm {
 
-std::unique_ptr<Work> SingleGroup::Finish(CollectiveKind kind, const at::Tensor& t,
-                                          absl::Status status,
+std::unique_ptr<Work> SingleGroup::Finish(CollectiveKind kind, const at::Tensor& t, absl::Status status,
                                           const std::function<void()>& action) {
-  CollectiveInfo info{kind, 0,
-                      t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0,
+  CollectiveInfo info{kind, 0, t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0,
                       t.defined() ? t.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   std::lock_guard<std::mutex> lock(mu_);
   info.seq = next_seq_++;
   if (!failure_.ok()) {
-    return CompletedWork(info, absl::FailedPreconditionError(absl::StrCat(
-                                   info.Describe(), " not started: the process group failed earlier: ",
-                                   failure_.message())));
+    return CompletedWork(info,
+                         absl::FailedPreconditionError(absl::StrCat(
+                             info.Describe(), " not started: the process group failed earlier: ", failure_.message())));
   }
   if (!status.ok()) {
-    failure_ = absl::Status(status.code(),
-                            absl::StrCat(status.message(), " (", info.Describe(),
-                                         " on rank 0; the process group is no longer usable)"));
+    failure_ = absl::Status(status.code(), absl::StrCat(status.message(), " (", info.Describe(),
+                                                        " on rank 0; the process group is no longer usable)"));
     return CompletedWork(info, failure_);
   }
   if (action) action();
@@ -44,8 +41,7 @@ std::unique_ptr<Work> SingleGroup::AllGather(const at::Tensor& shard, const at::
   });
 }
 
-std::unique_ptr<Work> SingleGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
-                                                 ReduceOp op) {
+std::unique_ptr<Work> SingleGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) {
   absl::Status ok = CheckReduceScatterArgs(flat, shard, op, 0, 1, std::nullopt);
   // Sum or average over one rank is the input itself.
   return Finish(CollectiveKind::kReduceScatter, flat, ok, [&] {
@@ -60,8 +56,7 @@ std::unique_ptr<Work> SingleGroup::AllReduce(const at::Tensor& tensor, ReduceOp 
 }
 
 std::unique_ptr<Work> SingleGroup::Broadcast(const at::Tensor& tensor, int root) {
-  return Finish(CollectiveKind::kBroadcast, tensor,
-                CheckBroadcastArgs(tensor, root, 1, std::nullopt));
+  return Finish(CollectiveKind::kBroadcast, tensor, CheckBroadcastArgs(tensor, root, 1, std::nullopt));
 }
 
 std::unique_ptr<Work> SingleGroup::Barrier() {

@@ -14,8 +14,7 @@ namespace zt::comm {
 
 class SingleGroup final : public ProcessGroup {
  public:
-  explicit SingleGroup(std::chrono::milliseconds timeout = std::chrono::minutes(5))
-      : timeout_(timeout) {}
+  explicit SingleGroup(std::chrono::milliseconds timeout = std::chrono::minutes(5)) : timeout_(timeout) {}
 
   int rank() const override { return 0; }
   int size() const override { return 1; }
@@ -24,8 +23,7 @@ class SingleGroup final : public ProcessGroup {
 
   // Each runs synchronously on the calling thread; the returned Work is complete.
   std::unique_ptr<Work> AllGather(const at::Tensor& shard, const at::Tensor& flat) override;
-  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard,
-                                      ReduceOp op) override;
+  std::unique_ptr<Work> ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) override;
   std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
   std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
   std::unique_ptr<Work> Barrier() override;

@@ -58,9 +58,7 @@ absl::Status WorkState::status() {
 
 AsyncWork::AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout,
                      WaitTimeoutHandler on_timeout)
-    : state_(std::move(state)),
-      default_timeout_(default_timeout),
-      on_timeout_(std::move(on_timeout)) {}
+    : state_(std::move(state)), default_timeout_(default_timeout), on_timeout_(std::move(on_timeout)) {}
 
 absl::Status AsyncWork::Wait(std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
@@ -68,8 +66,8 @@ absl::Status AsyncWork::Wait(std::chrono::milliseconds timeout) {
     if (on_timeout_) on_timeout_(state_, timeout);
     // The handler completes the work; if it could not (no handler), do it
     // here so the result is stable.
-    state_->Complete(absl::DeadlineExceededError(absl::StrCat(
-        state_->info().Describe(), " did not complete within ", FormatDuration(timeout))));
+    state_->Complete(absl::DeadlineExceededError(
+        absl::StrCat(state_->info().Describe(), " did not complete within ", FormatDuration(timeout))));
   }
   return state_->status();
 }

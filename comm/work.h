@@ -3,6 +3,8 @@
 // Thread-safe: workers complete it, any thread may wait on it.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -10,8 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <c10/core/ScalarType.h>
 
 #include "absl/status/status.h"
 #include "comm/process_group.h"
@@ -21,10 +21,10 @@ namespace zt::comm {
 // What a collective is, for messages: "all_gather #17 (4.0 MiB bf16)".
 struct CollectiveInfo {
   CollectiveKind kind = CollectiveKind::kBarrier;
-  uint32_t seq = 0;        // the group's sequence number (also the transport tag)
-  int64_t bytes = 0;       // size of the full buffer the collective works on
+  uint32_t seq = 0;   // the group's sequence number (also the transport tag)
+  int64_t bytes = 0;  // size of the full buffer the collective works on
   c10::ScalarType dtype = c10::ScalarType::Byte;
-  std::string label;       // what it is for (comm/collective_label.h); "" when not given
+  std::string label;  // what it is for (comm/collective_label.h); "" when not given
   // "all_gather #151 (4 MiB fp32) for parameters of unit h.3"
   std::string Describe() const;
 };
@@ -64,8 +64,7 @@ using WaitTimeoutHandler =
 // The Work implementation every backend returns.
 class AsyncWork : public Work {
  public:
-  AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout,
-            WaitTimeoutHandler on_timeout);
+  AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout, WaitTimeoutHandler on_timeout);
 
   // Blocks until completion or `timeout`. On timeout the handler turns the
   // work into a DeadlineExceeded error (the group aborts), so a later Wait

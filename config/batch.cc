@@ -48,9 +48,9 @@ absl::Status ResolveBatch(BatchConfig& batch, int world_size) {
     int64_t mg = 0, product = 0;
     if (!Multiply(*m, *g, &mg) || !Multiply(mg, w, &product)) return TooLarge();
     if (*t != product) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kBatch, " ", *t, " != ", kMicro, " ", *m, " * ", kGas, " ", *g, " * world size ", w, " (= ", product,
-          "); change one of them, or drop ", kBatch, " to have it derived"));
+      return absl::InvalidArgumentError(absl::StrCat(kBatch, " ", *t, " != ", kMicro, " ", *m, " * ", kGas, " ", *g,
+                                                     " * world size ", w, " (= ", product,
+                                                     "); change one of them, or drop ", kBatch, " to have it derived"));
     }
     train = *t, micro = *m, gas = *g;
   } else if (t && m) {
@@ -58,9 +58,8 @@ absl::Status ResolveBatch(BatchConfig& batch, int world_size) {
     if (!Multiply(*m, w, &mw)) return TooLarge();
     if (*t % mw != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          kBatch, " ", *t, " is not divisible by ", kMicro, " ", *m, " * world size ", w, " (= ", mw, "), so ",
-          kGas, " cannot be derived; make ", kBatch, " a multiple of ", mw, " (", Multiples(*t, mw), ") or change ",
-          kMicro));
+          kBatch, " ", *t, " is not divisible by ", kMicro, " ", *m, " * world size ", w, " (= ", mw, "), so ", kGas,
+          " cannot be derived; make ", kBatch, " a multiple of ", mw, " (", Multiples(*t, mw), ") or change ", kMicro));
     }
     train = *t, micro = *m, gas = *t / mw;
   } else if (t && g) {

@@ -57,15 +57,16 @@ void Parser::CheckZero() {
     Error(Written("zero_optimization.offload_optimizer.nvme_path"),
           "missing: device \"nvme\" needs nvme_path, a directory on a local NVMe drive");
   }
-  if (op.device == OffloadDevice::kNvme && op.nvme_path.empty() && !Failed("zero_optimization.offload_param.nvme_path")) {
+  if (op.device == OffloadDevice::kNvme && op.nvme_path.empty() &&
+      !Failed("zero_optimization.offload_param.nvme_path")) {
     Error(Written("zero_optimization.offload_param.nvme_path"),
           "missing: device \"nvme\" needs nvme_path, a directory on a local NVMe drive");
   }
   if (oo.ratio < 1.0) {
     if (z.stage != 3) {
-      Error(Written("zero_optimization.offload_optimizer.ratio"),
-            absl::StrCat("partial offload (ratio ", Num(oo.ratio), " < 1) needs ZeRO stage 3, as in DeepSpeed; ",
-                         stage));
+      Error(
+          Written("zero_optimization.offload_optimizer.ratio"),
+          absl::StrCat("partial offload (ratio ", Num(oo.ratio), " < 1) needs ZeRO stage 3, as in DeepSpeed; ", stage));
     } else if (oo.device == OffloadDevice::kNone) {
       Error(Written("zero_optimization.offload_optimizer.ratio"),
             "a ratio below 1 needs an offload device: set offload_optimizer.device to \"cpu\" or \"nvme\"");
@@ -129,8 +130,7 @@ void Parser::CheckActivationCheckpointing() {
 }
 
 void Parser::ResolveBatchSizes() {
-  static const char* kKeys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
-                                "gradient_accumulation_steps"};
+  static const char* kKeys[] = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"};
   for (const char* key : kKeys) {
     if (Failed(key)) return;  // the equation would only repeat that error
   }
@@ -149,7 +149,8 @@ void Parser::ResolveBatchSizes() {
         Json parsed = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
         absl::StatusOr<Json> checked = CheckValue(*a.spec, parsed.is_discarded() ? Json(*text) : parsed);
         if (!checked.ok()) {
-          Error(a.written, absl::StrCat("\"auto\" was given the value ", *text, ", which ", checked.status().message()));
+          Error(a.written,
+                absl::StrCat("\"auto\" was given the value ", *text, ", which ", checked.status().message()));
           return;
         }
         values[i] = checked->get<int64_t>();
@@ -182,15 +183,15 @@ void Parser::ResolveBatchSizes() {
     return;
   }
   if (micro_fallback) b.train_micro_batch_size_per_gpu.reset();  // derived, not written
-  const std::string equation = absl::StrCat("train_batch_size ", b.train_batch, " = micro ", b.micro_batch,
-                                            " * gas ", b.accumulation_steps, " * world ", b.world_size);
+  const std::string equation = absl::StrCat("train_batch_size ", b.train_batch, " = micro ", b.micro_batch, " * gas ",
+                                            b.accumulation_steps, " * world ", b.world_size);
   const int64_t resolved[3] = {b.train_batch, b.micro_batch, b.accumulation_steps};
   for (int i = 0; i < 3; ++i) {
     if (!is_auto[i]) continue;
     std::string why = equation;
     if (i == 1 && micro_fallback) {
-      why = absl::StrCat("nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N to choose; ",
-                         equation);
+      why =
+          absl::StrCat("nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N to choose; ", equation);
     }
     Note(auto_written[i], absl::StrCat("\"auto\" -> ", resolved[i], " (", why, ")"));
   }

@@ -110,7 +110,7 @@ struct SchedulerConfig {
   int64_t cycle_first_step_size = 2000;
   int64_t cycle_second_step_size = 2000;  // defaults to cycle_first_step_size
   int64_t cycle_first_stair_count = 0;
-  int64_t cycle_second_stair_count = 0;   // defaults to cycle_first_stair_count
+  int64_t cycle_second_stair_count = 0;  // defaults to cycle_first_stair_count
   int64_t decay_step_size = 0;
   bool cycle_momentum = true;
   double cycle_min_mom = 0.8;
@@ -236,8 +236,8 @@ struct ConfigError {
 };
 
 struct ParseOptions {
-  int world_size = 1;          // data-parallel size used to resolve batch sizes
-  std::string source_name;     // shown in messages, e.g. the file path
+  int world_size = 1;       // data-parallel size used to resolve batch sizes
+  std::string source_name;  // shown in messages, e.g. the file path
   // Values for keys written as "auto" (JSON path -> JSON text), e.g. from a
   // command line: {"optimizer.params.lr", "3e-4"}. Keys without an entry
   // resolve to their documented default or derived value. An entry naming no
@@ -247,10 +247,10 @@ struct ParseOptions {
 };
 
 struct ParseResult {
-  std::optional<Config> config;    // set exactly when errors is empty
-  std::vector<ConfigError> errors; // every problem in the file, in document order
+  std::optional<Config> config;     // set exactly when errors is empty
+  std::vector<ConfigError> errors;  // every problem in the file, in document order
   std::vector<std::string> notes;
-  std::string source_name;         // ParseOptions::source_name
+  std::string source_name;  // ParseOptions::source_name
   // InvalidArgument listing all errors, one per line as
   // "<source_name>: <path>: <message>", or OK.
   absl::Status status() const;

@@ -135,8 +135,8 @@ JsonDocument ParseJsonText(std::string_view text) {
   JsonDocument doc;
   if (size_t deep = TooDeep(text, kMaxDepth); deep != std::string_view::npos) {
     auto [line, column] = LineColumn(text, deep);
-    doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column,
-                                           ": nested more than ", kMaxDepth, " levels deep")});
+    doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column, ": nested more than ",
+                                           kMaxDepth, " levels deep")});
     return doc;
   }
   std::vector<Frame> stack;

@@ -6,12 +6,11 @@
 
 #include <cstddef>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 

@@ -55,9 +55,7 @@ std::vector<std::string> TypeNames(uint32_t mask, const KeySpec* type_row) {
 Parser::Parser(std::string_view text, const ParseOptions& options)
     : schema_(Schema::Get()), options_(options), text_(text) {}
 
-void Parser::Error(std::string path, std::string message) {
-  errors_.push_back({std::move(path), std::move(message)});
-}
+void Parser::Error(std::string path, std::string message) { errors_.push_back({std::move(path), std::move(message)}); }
 
 void Parser::Note(const std::string& path, const std::string& text) {
   notes_.push_back(path.empty() ? text : absl::StrCat(path, ": ", text));
@@ -121,10 +119,10 @@ void Parser::ReadTypes() {
     }
     return *type;
   };
-  optimizer_type_ = MatchType<OptimizerType>(schema_.FindPath("optimizer.type"),
-                                             type_of("optimizer", "optimizer.type"));
-  scheduler_type_ = MatchType<SchedulerType>(schema_.FindPath("scheduler.type"),
-                                             type_of("scheduler", "scheduler.type"));
+  optimizer_type_ =
+      MatchType<OptimizerType>(schema_.FindPath("optimizer.type"), type_of("optimizer", "optimizer.type"));
+  scheduler_type_ =
+      MatchType<SchedulerType>(schema_.FindPath("scheduler.type"), type_of("scheduler", "scheduler.type"));
 }
 
 void Parser::WalkObject(const Json& object, const std::string& canonical, const std::string& written) {
@@ -133,8 +131,8 @@ void Parser::WalkObject(const Json& object, const std::string& canonical, const 
   }
 }
 
-void Parser::HandleKey(const std::string& canonical_parent, const std::string& written_parent,
-                       const std::string& key, const Json& value) {
+void Parser::HandleKey(const std::string& canonical_parent, const std::string& written_parent, const std::string& key,
+                       const Json& value) {
   const std::string written = JoinPath(written_parent, key);
   std::vector<const KeySpec*> rows = schema_.Find(canonical_parent, key);
   if (rows.empty()) {
@@ -226,13 +224,13 @@ void Parser::HandleScalar(const KeySpec& spec, const Json& value, const std::str
   if ((spec.path == "optimizer.type" || spec.path == "scheduler.type") && value.is_string() &&
       !CheckValue(spec, value).ok()) {
     const std::string& name = value.get_ref<const std::string&>();
-    std::string known = spec.path == "optimizer.type" ? KnownUnsupportedOptimizer(name)
-                                                      : KnownUnsupportedScheduler(name);
+    std::string known =
+        spec.path == "optimizer.type" ? KnownUnsupportedOptimizer(name) : KnownUnsupportedScheduler(name);
     if (!known.empty()) {
       std::vector<std::string> names;
       for (const EnumChoice& c : spec.choices) names.push_back(c.name);
-      Error(written, absl::StrCat("\"", known, "\" is not supported by zerotorch; supported: ",
-                                  absl::StrJoin(names, ", ")));
+      Error(written,
+            absl::StrCat("\"", known, "\" is not supported by zerotorch; supported: ", absl::StrJoin(names, ", ")));
       failed_.insert(spec.path);
       return;
     }
@@ -249,13 +247,14 @@ void Parser::HandleScalar(const KeySpec& spec, const Json& value, const std::str
 void Parser::Apply(const KeySpec& spec, const Json& value, const std::string& written) {
   if (spec.support == Support::kUnsupported) {
     if (value != spec.default_value) {
-      Error(written, absl::StrCat("not supported by zerotorch: ", spec.meaning, "; ", spec.unsupported_hint,
-                                  " (got ", ShowValue(value), ")"));
+      Error(written, absl::StrCat("not supported by zerotorch: ", spec.meaning, "; ", spec.unsupported_hint, " (got ",
+                                  ShowValue(value), ")"));
     }
     return;
   }
   if (spec.support == Support::kNoEffect) {
-    if (value != spec.default_value) Note(written, absl::StrCat("accepted, no effect in zerotorch (", spec.meaning, ")"));
+    if (value != spec.default_value)
+      Note(written, absl::StrCat("accepted, no effect in zerotorch (", spec.meaning, ")"));
     return;
   }
   if (!spec.ignored_reason.empty() && value != spec.default_value) {
@@ -326,8 +325,9 @@ void Parser::ReportUnknownKey(const std::string& canonical_parent, const std::st
                               const std::string& key) {
   const std::string written = JoinPath(written_parent, key);
   if (canonical_parent == "optimizer.params" && key == "max_grad_norm") {
-    Error(written, "max_grad_norm is not an optimizer parameter here: use the top-level \"gradient_clipping\" "
-                   "(DeepSpeed ignores max_grad_norm too)");
+    Error(written,
+          "max_grad_norm is not an optimizer parameter here: use the top-level \"gradient_clipping\" "
+          "(DeepSpeed ignores max_grad_norm too)");
     return;
   }
   std::vector<std::string> candidates;
@@ -350,8 +350,8 @@ void Parser::ReportUnknownKey(const std::string& canonical_parent, const std::st
     if (!seen) elsewhere.push_back(&row);
   }
   if (elsewhere.size() == 1 && elsewhere[0]->parent().empty()) {
-    Error(written, absl::StrCat("unknown key here: \"", key, "\" is a top-level key; move it out of \"",
-                                written_parent, "\""));
+    Error(written,
+          absl::StrCat("unknown key here: \"", key, "\" is a top-level key; move it out of \"", written_parent, "\""));
     return;
   }
   if (elsewhere.size() == 1) {
@@ -368,9 +368,10 @@ void Parser::ReportUnknownKey(const std::string& canonical_parent, const std::st
     return;
   }
   if (canonical_parent.empty()) {
-    Error(written, "unknown top-level key (DeepSpeed silently ignores unknown top-level keys; zerotorch "
-                   "rejects them so a typo cannot change training unnoticed). `zt config reference` lists "
-                   "every key");
+    Error(written,
+          "unknown top-level key (DeepSpeed silently ignores unknown top-level keys; zerotorch "
+          "rejects them so a typo cannot change training unnoticed). `zt config reference` lists "
+          "every key");
     return;
   }
   std::sort(candidates.begin(), candidates.end());
@@ -383,7 +384,8 @@ void Parser::ReportUnknownKey(const std::string& canonical_parent, const std::st
 
 void Parser::ApplyLegacyPinMemory() {
   if (!legacy_pin_memory_) return;
-  for (const char* path : {"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory"}) {
+  for (const char* path :
+       {"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory"}) {
     if (IsExplicit(path)) continue;
     SetField(*schema_.FindPath(path), config_, *legacy_pin_memory_);
     explicit_.insert(path);
@@ -424,7 +426,8 @@ void Parser::ResolveAutos() {
     }
     if (spec.required) {
       Error(a.written, absl::StrCat("\"auto\" has no default to fall back on here; write the value, or pass "
-                                    "it with --auto ", spec.path, "=VALUE"));
+                                    "it with --auto ",
+                                    spec.path, "=VALUE"));
       failed_.insert(spec.path);
       continue;
     }
@@ -474,7 +477,8 @@ void Parser::CheckRequired() {
     if (owner.empty()) {
       std::vector<std::string> names;
       for (const EnumChoice& c : spec.choices) names.push_back(c.name);
-      Error(Written(spec.path), absl::StrCat("missing: the block needs a \"type\", one of ", absl::StrJoin(names, ", ")));
+      Error(Written(spec.path),
+            absl::StrCat("missing: the block needs a \"type\", one of ", absl::StrJoin(names, ", ")));
     } else {
       Error(Written(spec.path), absl::StrCat("missing: ", owner, " needs it (", spec.meaning, ")"));
     }
@@ -500,7 +504,8 @@ void Parser::CheckAutoValues() {
     } else if (in_file) {
       Note(key, absl::StrCat("the value ", text, " given for \"auto\" is unused: the file sets this key itself"));
     } else {
-      Note(key, absl::StrCat("the value ", text, " given for \"auto\" is unused: the file does not have this key "
+      Note(key, absl::StrCat("the value ", text,
+                             " given for \"auto\" is unused: the file does not have this key "
                              "(write \"auto\" there to use it)"));
     }
   }

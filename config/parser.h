@@ -35,8 +35,7 @@ class Parser {
   void HandleFeatureBlock(const KeySpec& spec, const Json& value, const std::string& written);
   void HandleScalar(const KeySpec& spec, const Json& value, const std::string& written);
   void HandleLegacy(const LegacySpelling& legacy, const Json& value, const std::string& written);
-  void ReportUnknownKey(const std::string& canonical_parent, const std::string& written_parent,
-                        const std::string& key);
+  void ReportUnknownKey(const std::string& canonical_parent, const std::string& written_parent, const std::string& key);
   void ReportWrongType(const std::string& canonical_parent, const std::vector<const KeySpec*>& rows,
                        const std::string& key, const std::string& written);
   // Records that `canonical` was given (as `written`); false (with an error)

@@ -33,8 +33,8 @@ std::string KeyRow(const KeySpec& spec) {
   std::string meaning = spec.meaning;
   for (const std::string& alias : spec.aliases) absl::StrAppend(&meaning, " Also accepted as `", alias, "`.");
   if (!spec.ignored_reason.empty()) absl::StrAppend(&meaning, " **Ignored by this build:** ", spec.ignored_reason, ".");
-  return absl::StrCat("| `", spec.path, "`", AppliesText(spec), " | ", Cell(config_internal::TypeColumn(spec)),
-                      " | ", Cell(config_internal::DefaultColumn(spec)), " | ", Cell(meaning), " |\n");
+  return absl::StrCat("| `", spec.path, "`", AppliesText(spec), " | ", Cell(config_internal::TypeColumn(spec)), " | ",
+                      Cell(config_internal::DefaultColumn(spec)), " | ", Cell(meaning), " |\n");
 }
 
 void AppendAutoSection(std::string& out) {

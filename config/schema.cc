@@ -44,13 +44,15 @@ std::vector<Section> MakeSections() {
        "(Hugging Face templates) and no value is passed with `--auto`, `train_micro_batch_size_per_gpu` "
        "becomes 1 and the check says so."},
       {"Training", "Top-level keys that shape every step."},
-      {"fp16", "Mixed precision with fp16 weights and dynamic (or static) loss scaling. With dynamic "
-               "scaling the scale starts at 2^`initial_scale_power`; a step whose gradients overflow on any "
-               "rank is skipped everywhere; after `hysteresis` overflows the scale halves (never below "
-               "`min_loss_scale`), and after `loss_scale_window` clean steps it doubles. `fp16` and `bf16` "
-               "cannot both be enabled."},
-      {"bf16", "Mixed precision with bfloat16 weights; no loss scaling. `bfloat16` is accepted as the old "
-               "name of this block."},
+      {"fp16",
+       "Mixed precision with fp16 weights and dynamic (or static) loss scaling. With dynamic "
+       "scaling the scale starts at 2^`initial_scale_power`; a step whose gradients overflow on any "
+       "rank is skipped everywhere; after `hysteresis` overflows the scale halves (never below "
+       "`min_loss_scale`), and after `loss_scale_window` clean steps it doubles. `fp16` and `bf16` "
+       "cannot both be enabled."},
+      {"bf16",
+       "Mixed precision with bfloat16 weights; no loss scaling. `bfloat16` is accepted as the old "
+       "name of this block."},
       {"optimizer",
        "`{\"type\": ..., \"params\": {...}}`. `type` is matched case-insensitively. Each parameter belongs to "
        "the types listed next to it; a parameter of another type is an error. Defaults follow DeepSpeed's "
@@ -68,13 +70,15 @@ std::vector<Section> MakeSections() {
        "Keeps optimizer state (and runs the optimizer step) on the CPU or on NVMe. Needs stage 1, 2 or 3."},
       {"zero_optimization.offload_param",
        "Keeps partitioned parameters on the CPU or on NVMe between uses. Needs stage 3."},
-      {"aio", "Asynchronous I/O for NVMe offload (a top-level block, not part of `zero_optimization`). "
-              "DeepSpeed uses libaio; zerotorch uses io_uring with the same knobs."},
+      {"aio",
+       "Asynchronous I/O for NVMe offload (a top-level block, not part of `zero_optimization`). "
+       "DeepSpeed uses libaio; zerotorch uses io_uring with the same knobs."},
       {"activation_checkpointing", "Activation checkpointing for models that use zerotorch's checkpoint API."},
       {"checkpoint", "Checkpoint saving and loading."},
       {"data_types", "Data types of internal buffers."},
-      {"Monitoring", "`tensorboard` and `csv_monitor` write training metrics (loss, learning rate, loss "
-                     "scale) every `steps_per_print` steps."},
+      {"Monitoring",
+       "`tensorboard` and `csv_monitor` write training metrics (loss, learning rate, loss "
+       "scale) every `steps_per_print` steps."},
   };
 }
 

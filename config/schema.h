@@ -31,12 +31,12 @@ enum class Support {
 template <typename T>
 using FieldRef = T& (*)(Config&);
 struct EnumRef {
-  int (*get)(const Config&);    // -1: null (an unset optional)
+  int (*get)(const Config&);  // -1: null (an unset optional)
   void (*set)(Config&, int);
 };
-using Binding = std::variant<std::monostate, FieldRef<bool>, FieldRef<int>, FieldRef<int64_t>,
-                             FieldRef<double>, FieldRef<std::string>, FieldRef<std::array<double, 2>>,
-                             FieldRef<std::optional<int64_t>>, EnumRef>;
+using Binding =
+    std::variant<std::monostate, FieldRef<bool>, FieldRef<int>, FieldRef<int64_t>, FieldRef<double>,
+                 FieldRef<std::string>, FieldRef<std::array<double, 2>>, FieldRef<std::optional<int64_t>>, EnumRef>;
 
 // A value computed from the rest of the (already parsed) config.
 using Derive = Json (*)(const Config&);
@@ -78,10 +78,10 @@ struct KeySpec {
 
   // Builder steps, so each row in the table reads as one sentence.
   KeySpec&& Range(std::optional<double> lo, std::optional<double> hi) &&;
-  KeySpec&& Above(double lo) &&;   // > lo
-  KeySpec&& AtLeast(double lo) &&; // >= lo
-  KeySpec&& Below(double hi) &&;   // < hi
-  KeySpec&& AtMost(double hi) &&;  // <= hi
+  KeySpec&& Above(double lo) &&;    // > lo
+  KeySpec&& AtLeast(double lo) &&;  // >= lo
+  KeySpec&& Below(double hi) &&;    // < hi
+  KeySpec&& AtMost(double hi) &&;   // <= hi
   KeySpec&& Nullable() &&;
   KeySpec&& Required() &&;
   KeySpec&& Alias(std::string name) &&;
@@ -198,16 +198,17 @@ std::string ShortNumber(const Json& value);
 }  // namespace zt::config_internal
 
 // Accessor for a zt::Config member, usable as a Binding: ZT_FIELD(zero.stage).
-#define ZT_FIELD(member) (+[](::zt::Config& c) -> auto& { return c.member; })
+#define ZT_FIELD(member) (+[](::zt::Config & c) -> auto& { return c.member; })
 // Accessor for an enum member: ZT_ENUM_FIELD(zero.offload_param.device).
-#define ZT_ENUM_FIELD(member)                                                           \
-  (::zt::config_internal::EnumRef{                                                     \
-      +[](const ::zt::Config& c) { return static_cast<int>(c.member); },               \
-      +[](::zt::Config& c, int v) { c.member = static_cast<decltype(c.member)>(v); }})
+#define ZT_ENUM_FIELD(member)                                                                        \
+  (::zt::config_internal::EnumRef{+[](const ::zt::Config& c) { return static_cast<int>(c.member); }, \
+                                  +[](::zt::Config& c, int v) { c.member = static_cast<decltype(c.member)>(v); }})
 // Accessor for a std::optional<Enum> member (null <-> nullopt).
-#define ZT_OPT_ENUM_FIELD(member, Type)                                                 \
-  (::zt::config_internal::EnumRef{                                                     \
-      +[](const ::zt::Config& c) { return c.member ? static_cast<int>(*c.member) : -1; }, \
-      +[](::zt::Config& c, int v) {                                                    \
-        if (v < 0) c.member.reset(); else c.member = static_cast<Type>(v);             \
-      }})
+#define ZT_OPT_ENUM_FIELD(member, Type)                                                                               \
+  (::zt::config_internal::EnumRef{+[](const ::zt::Config& c) { return c.member ? static_cast<int>(*c.member) : -1; }, \
+                                  +[](::zt::Config& c, int v) {                                                       \
+                                    if (v < 0)                                                                        \
+                                      c.member.reset();                                                               \
+                                    else                                                                              \
+                                      c.member = static_cast<Type>(v);                                                \
+                                  }})

@@ -62,9 +62,7 @@ void AddOptimizerKeys(std::vector<KeySpec>& keys) {
   add(BoolKey(p + "amsgrad", {}, false, "the AMSGrad variant")
           .AppliesTo({O::kAdam, O::kAdamW})
           .Unsupported("DeepSpeed's fused and CPU Adam do not implement it either"));
-  add(FloatKey(p + "momentum", ZT_FIELD(optimizer.momentum), 0.0, "Momentum factor.")
-          .AtLeast(0)
-          .AppliesTo({O::kSGD}));
+  add(FloatKey(p + "momentum", ZT_FIELD(optimizer.momentum), 0.0, "Momentum factor.").AtLeast(0).AppliesTo({O::kSGD}));
   add(FloatKey(p + "dampening", ZT_FIELD(optimizer.dampening), 0.0, "Dampening of the momentum.")
           .AtLeast(0)
           .AppliesTo({O::kSGD}));
@@ -87,8 +85,8 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
   };
   add(ObjectKey("scheduler", "Learning-rate schedule."));
   add(EnumKey("scheduler.type", ZT_ENUM_FIELD(scheduler.type),
-              Choices({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR, S::kOneCycle, S::kLRRangeTest}),
-              nullptr, "Schedule.")
+              Choices({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR, S::kOneCycle, S::kLRRangeTest}), nullptr,
+              "Schedule.")
           .Required());
   add(ObjectKey("scheduler.params", "Parameters of the chosen type."));
 
@@ -101,12 +99,13 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
                "Learning rate at the end of warm-up. \"auto\" takes `optimizer.params.lr`.")
           .AtLeast(0)
           .AppliesTo(warmup)
-          .AutoDerived(+[](const Config& c) -> Json { return c.optimizer.lr; }, "= optimizer.params.lr"));
+          .AutoDerived(
+              +[](const Config& c) -> Json { return c.optimizer.lr; }, "= optimizer.params.lr"));
   add(IntKey(p + "warmup_num_steps", ZT_FIELD(scheduler.warmup_num_steps), 1000, "Warm-up length in steps.")
           .AtLeast(0)
           .AppliesTo({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR}));
-  add(EnumKey(p + "warmup_type", ZT_ENUM_FIELD(scheduler.warmup_type),
-              Choices({WarmupType::kLog, WarmupType::kLinear}), "log", "Shape of the warm-up curve.")
+  add(EnumKey(p + "warmup_type", ZT_ENUM_FIELD(scheduler.warmup_type), Choices({WarmupType::kLog, WarmupType::kLinear}),
+              "log", "Shape of the warm-up curve.")
           .AppliesTo({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR}));
   add(IntKey(p + "total_num_steps", ZT_FIELD(scheduler.total_num_steps), nullptr,
              "Length of the whole schedule; the rate reaches its floor here.")
@@ -128,8 +127,7 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
           .AtLeast(0)
           .Required()
           .AppliesTo(one_cycle));
-  add(FloatKey(p + "cycle_max_lr", ZT_FIELD(scheduler.cycle_max_lr), nullptr,
-               "Learning rate at the peak of the cycle.")
+  add(FloatKey(p + "cycle_max_lr", ZT_FIELD(scheduler.cycle_max_lr), nullptr, "Learning rate at the peak of the cycle.")
           .AtLeast(0)
           .Required()
           .AppliesTo(one_cycle));
@@ -145,8 +143,8 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
              "Steps of the falling half of the cycle.")
           .AtLeast(1)
           .AppliesTo(one_cycle)
-          .Derived(+[](const Config& c) -> Json { return c.scheduler.cycle_first_step_size; },
-                   "= cycle_first_step_size"));
+          .Derived(
+              +[](const Config& c) -> Json { return c.scheduler.cycle_first_step_size; }, "= cycle_first_step_size"));
   add(IntKey(p + "cycle_first_stair_count", ZT_FIELD(scheduler.cycle_first_stair_count), 0,
              "Stairs in the rising half (0: a smooth ramp).")
           .AtLeast(0)
@@ -155,8 +153,9 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
              "Stairs in the falling half (0: a smooth ramp).")
           .AtLeast(0)
           .AppliesTo(one_cycle)
-          .Derived(+[](const Config& c) -> Json { return c.scheduler.cycle_first_stair_count; },
-                   "= cycle_first_stair_count"));
+          .Derived(
+              +[](const Config& c) -> Json { return c.scheduler.cycle_first_stair_count; },
+              "= cycle_first_stair_count"));
   add(IntKey(p + "decay_step_size", ZT_FIELD(scheduler.decay_step_size), 0,
              "Interval of the post-cycle decay in steps (0: no decay).")
           .AtLeast(0)
@@ -179,12 +178,10 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
           .AppliesTo(one_cycle));
 
   const auto range_test = {S::kLRRangeTest};
-  add(FloatKey(p + "lr_range_test_min_lr", ZT_FIELD(scheduler.lr_range_test_min_lr), 1e-3,
-               "Starting learning rate.")
+  add(FloatKey(p + "lr_range_test_min_lr", ZT_FIELD(scheduler.lr_range_test_min_lr), 1e-3, "Starting learning rate.")
           .AtLeast(0)
           .AppliesTo(range_test));
-  add(IntKey(p + "lr_range_test_step_size", ZT_FIELD(scheduler.lr_range_test_step_size), 2000,
-             "Steps per increase.")
+  add(IntKey(p + "lr_range_test_step_size", ZT_FIELD(scheduler.lr_range_test_step_size), 2000, "Steps per increase.")
           .AtLeast(1)
           .AppliesTo(range_test));
   add(FloatKey(p + "lr_range_test_step_rate", ZT_FIELD(scheduler.lr_range_test_step_rate), 1.0,
@@ -199,10 +196,9 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
 std::string KnownUnsupportedOptimizer(std::string_view type) {
   // DeepSpeed's own optimizers, then the torch.optim classes DeepSpeed would
   // look up by name.
-  static const char* kNames[] = {"Lamb",   "OneBitAdam", "OneBitLamb", "ZeroOneAdam", "MuAdam",
-                                 "MuAdamW", "MuSGD",     "Muon",       "RMSprop",     "Adadelta",
-                                 "Adamax", "NAdam",      "RAdam",      "ASGD",        "LBFGS",
-                                 "Rprop",  "SparseAdam", "FusedAdam",  "CPUAdam"};
+  static const char* kNames[] = {"Lamb",  "OneBitAdam", "OneBitLamb", "ZeroOneAdam", "MuAdam", "MuAdamW", "MuSGD",
+                                 "Muon",  "RMSprop",    "Adadelta",   "Adamax",      "NAdam",  "RAdam",   "ASGD",
+                                 "LBFGS", "Rprop",      "SparseAdam", "FusedAdam",   "CPUAdam"};
   for (const char* name : kNames) {
     if (absl::EqualsIgnoreCase(name, std::string(type))) return name;
   }
@@ -211,10 +207,13 @@ std::string KnownUnsupportedOptimizer(std::string_view type) {
 
 std::string KnownUnsupportedScheduler(std::string_view type) {
   // torch.optim.lr_scheduler classes, which DeepSpeed falls back to by name.
-  static const char* kNames[] = {"LambdaLR",       "StepLR",         "MultiStepLR",  "ConstantLR",
-                                 "LinearLR",       "ExponentialLR",  "CosineAnnealingLR",
-                                 "CyclicLR",       "OneCycleLR",     "CosineAnnealingWarmRestarts",
-                                 "ReduceLROnPlateau", "PolynomialLR", "SequentialLR", "ChainedScheduler"};
+  static const char* kNames[] = {"LambdaLR",          "StepLR",
+                                 "MultiStepLR",       "ConstantLR",
+                                 "LinearLR",          "ExponentialLR",
+                                 "CosineAnnealingLR", "CyclicLR",
+                                 "OneCycleLR",        "CosineAnnealingWarmRestarts",
+                                 "ReduceLROnPlateau", "PolynomialLR",
+                                 "SequentialLR",      "ChainedScheduler"};
   for (const char* name : kNames) {
     if (absl::EqualsIgnoreCase(name, std::string(type))) return name;
   }

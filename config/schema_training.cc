@@ -54,8 +54,7 @@ void AddTrainingKeys(std::vector<KeySpec>& keys) {
           .IgnoredHere("offloaded optimizer state is always updated by zerotorch's own CPU optimizer"));
   add(BoolKey("dump_state", ZT_FIELD(dump_state), false, "Log the resolved engine state after start-up.")
           .IgnoredHere("no state dump is logged"));
-  add(BoolKey("memory_breakdown", ZT_FIELD(memory_breakdown), false,
-              "Log memory use every `steps_per_print` steps.")
+  add(BoolKey("memory_breakdown", ZT_FIELD(memory_breakdown), false, "Log memory use every `steps_per_print` steps.")
           .IgnoredHere("no per-step memory log (`zt estimate` and the benchmarks report memory)"));
   add(BoolKey("dataloader_drop_last", {}, false,
               "DeepSpeed's data loader drops the last incomplete batch. zerotorch builds no data loader; "
@@ -77,19 +76,19 @@ void AddPrecisionKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& l
                       "Train with fp16 weights, fp32 master weights and loss scaling."));
   add("fp16", BoolKey("fp16.auto_cast", ZT_FIELD(fp16.auto_cast), false,
                       "Cast floating-point inputs of the model's forward to fp16.")
-          .IgnoredHere("inputs are not cast; the model sees the dtype its caller gives"));
-  add("fp16", FloatKey("fp16.loss_scale", ZT_FIELD(fp16.loss_scale), 0.0,
-                       "0: dynamic loss scaling; > 0: this static scale.")
-                  .AtLeast(0));
+                  .IgnoredHere("inputs are not cast; the model sees the dtype its caller gives"));
+  add("fp16",
+      FloatKey("fp16.loss_scale", ZT_FIELD(fp16.loss_scale), 0.0, "0: dynamic loss scaling; > 0: this static scale.")
+          .AtLeast(0));
   add("fp16", IntKey("fp16.initial_scale_power", ZT_FIELD(fp16.initial_scale_power), 16,
                      "Dynamic scaling starts at 2^initial_scale_power.")
                   .Range(0, 64));
   add("fp16", IntKey("fp16.loss_scale_window", ZT_FIELD(fp16.loss_scale_window), 1000,
                      "Overflow-free steps after which the dynamic scale doubles.")
                   .AtLeast(1));
-  add("fp16", IntKey("fp16.hysteresis", ZT_FIELD(fp16.hysteresis), 2,
-                     "Overflows tolerated before the dynamic scale is halved.")
-                  .AtLeast(1));
+  add("fp16",
+      IntKey("fp16.hysteresis", ZT_FIELD(fp16.hysteresis), 2, "Overflows tolerated before the dynamic scale is halved.")
+          .AtLeast(1));
   add("fp16", BoolKey("fp16.consecutive_hysteresis", ZT_FIELD(fp16.consecutive_hysteresis), false,
                       "Refill the hysteresis after every overflow-free step (only consecutive overflows "
                       "count)."));

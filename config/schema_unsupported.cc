@@ -45,10 +45,10 @@ void AddUnsupportedKeys(std::vector<KeySpec>& keys) {
   }
   keys.push_back(BoolKey("sparse_gradients", {}, false, "sparse (CSR) gradients for embeddings")
                      .Unsupported("gradients are dense"));
-  keys.push_back(BoolKey("disable_allgather", {}, false, "broadcast instead of all-gather")
-                     .Unsupported("leave it false"));
-  keys.push_back(BoolKey("graph_harvesting", {}, false, "CUDA graph capture of short kernels")
-                     .Unsupported("leave it false"));
+  keys.push_back(
+      BoolKey("disable_allgather", {}, false, "broadcast instead of all-gather").Unsupported("leave it false"));
+  keys.push_back(
+      BoolKey("graph_harvesting", {}, false, "CUDA graph capture of short kernels").Unsupported("leave it false"));
   keys.push_back(IntKey("sequence_parallel_size", {}, 1, "Ulysses sequence parallelism")
                      .Unsupported("zerotorch is data-parallel (ZeRO) only"));
   keys.push_back(EnumKey("seq_parallel_comm_data_type", {},

@@ -8,9 +8,7 @@ namespace {
 
 const char* kZ = "zero_optimization";
 
-std::vector<EnumChoice> Devices() {
-  return Choices({OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme});
-}
+std::vector<EnumChoice> Devices() { return Choices({OffloadDevice::kNone, OffloadDevice::kCpu, OffloadDevice::kNvme}); }
 
 void AddOffloadKeys(std::vector<KeySpec>& keys) {
   auto add = [&](const char* section, KeySpec spec) {
@@ -27,7 +25,7 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
               .Nullable());
   add(so, BoolKey(o + "pin_memory", ZT_FIELD(zero.offload_optimizer.pin_memory), false,
                   "Use page-locked host buffers (faster copies, less memory for everything else).")
-          .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
+              .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
   add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
                  "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
                  "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32), three times that to overlap "
@@ -46,8 +44,7 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
                    "of it: Engine::Create rejects a ratio below 1).")
               .Above(0)
               .AtMost(1));
-  add(so, BoolKey(o + "super_offload", {}, false, "DeepSpeed's Superchip offload")
-              .Unsupported("use device \"cpu\""));
+  add(so, BoolKey(o + "super_offload", {}, false, "DeepSpeed's Superchip offload").Unsupported("use device \"cpu\""));
   add(so, BoolKey(o + "convert_grad_on_cpu", {}, true,
                   "Where DeepSpeed's Superchip offload converts gradients; accepted, no effect.")
               .NoEffect());
@@ -64,11 +61,9 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
   add(sp, StringKey(p + "nvme_path", ZT_FIELD(zero.offload_param.nvme_path), nullptr,
                     "Directory for the swap files; required with device \"nvme\".")
               .Nullable());
-  add(sp, BoolKey(p + "pin_memory", ZT_FIELD(zero.offload_param.pin_memory), false,
-                  "Use page-locked host buffers.")
-          .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
-  add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), 5,
-                 "NVMe swap buffers for parameters.")
+  add(sp, BoolKey(p + "pin_memory", ZT_FIELD(zero.offload_param.pin_memory), false, "Use page-locked host buffers.")
+              .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
+  add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), 5, "NVMe swap buffers for parameters.")
               .AtLeast(1));
   add(sp, IntKey(p + "buffer_size", ZT_FIELD(zero.offload_param.buffer_size), 100000000,
                  "Elements per NVMe swap buffer; must hold the largest chunk's shard (chunks have at most "
@@ -105,11 +100,13 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
           .IgnoredHere("updated partitions are always all-gathered"));
   add(IntKey(z + "allgather_bucket_size", ZT_FIELD(zero.allgather_bucket_size), 500000000,
              "Parameter elements all-gathered per bucket.")
-          .IgnoredHere("stages 1-2 all-gather the updated parameters one flat group at a time, groups sized by reduce_bucket_size")
+          .IgnoredHere("stages 1-2 all-gather the updated parameters one flat group at a time, groups sized by "
+                       "reduce_bucket_size")
           .AtLeast(1));
   add(BoolKey(z + "overlap_comm", ZT_FIELD(zero.overlap_comm), false,
               "Overlap gradient reduction with the backward pass (uses more memory for buckets).")
-          .Derived(+[](const Config& c) -> Json { return c.zero.stage == 3; }, "true at stage 3, else false"));
+          .Derived(
+              +[](const Config& c) -> Json { return c.zero.stage == 3; }, "true at stage 3, else false"));
   add(BoolKey(z + "load_from_fp32_weights", ZT_FIELD(zero.load_from_fp32_weights), true,
               "On load, restore master weights from the checkpoint's fp32 copy (not from the 16-bit "
               "model weights).")
@@ -131,8 +128,8 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
              "Stage 3: parameters with fewer elements stay gathered on every rank.")
           .AtLeast(0)
           .Alias("param_persistence_threshold"));
-  add(IntKey(z + "stage3_model_persistence_threshold", ZT_FIELD(zero.model_persistence_threshold),
-             INT64_MAX, "Stage 3: cap on the total elements kept gathered by the persistence threshold.")
+  add(IntKey(z + "stage3_model_persistence_threshold", ZT_FIELD(zero.model_persistence_threshold), INT64_MAX,
+             "Stage 3: cap on the total elements kept gathered by the persistence threshold.")
           .AtLeast(0)
           .Alias("model_persistence_threshold")
           .DefaultText("unlimited (9223372036854775807)"));
@@ -144,8 +141,7 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
              "Stage 3: keep a parameter gathered if it is used again within this many elements.")
           .AtLeast(0)
           .Alias("max_reuse_distance"));
-  add(BoolKey(z + "stage3_gather_16bit_weights_on_model_save",
-              ZT_FIELD(zero.gather_16bit_weights_on_model_save), false,
+  add(BoolKey(z + "stage3_gather_16bit_weights_on_model_save", ZT_FIELD(zero.gather_16bit_weights_on_model_save), false,
               "Stage 3: gather the full 16-bit weights when saving the model.")
           .Alias("gather_16bit_weights_on_model_save"));
   add(BoolKey(z + "ignore_unused_parameters", ZT_FIELD(zero.ignore_unused_parameters), true,
@@ -165,8 +161,7 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
   add(BoolKey(z + "log_trace_cache_warnings", {}, false,
               "DeepSpeed's stage-3 trace-cache logging; accepted, no effect.")
           .NoEffect());
-  add(BoolKey(z + "enable_sanity_checks", {}, false, "DeepSpeed's internal checks; accepted, no effect.")
-          .NoEffect());
+  add(BoolKey(z + "enable_sanity_checks", {}, false, "DeepSpeed's internal checks; accepted, no effect.").NoEffect());
 
   // DeepSpeed features zerotorch does not implement: only the "off" value.
   add(IntKey(z + "zero_hpz_partition_size", {}, 1, "ZeRO++ hierarchical partitioning (hpZ)")
@@ -180,14 +175,14 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
   add(IntKey(z + "mics_shard_size", {}, -1, "MiCS sharding groups").Unsupported("leave it at -1"));
   add(BoolKey(z + "mics_hierarchical_params_gather", {}, false, "MiCS hierarchical all-gather")
           .Unsupported("leave it false"));
-  add(BoolKey(z + "legacy_stage1", {}, false, "DeepSpeed's old stage-1 implementation")
-          .Unsupported("leave it false"));
+  add(BoolKey(z + "legacy_stage1", {}, false, "DeepSpeed's old stage-1 implementation").Unsupported("leave it false"));
   add(BoolKey(z + "pipeline_loading_checkpoint", {}, false, "loading checkpoints for pipeline parallelism")
           .Unsupported("leave it false"));
   add(IntKey(z + "stage3_module_granularity_threshold", {}, 0, "fetching small modules as one unit")
           .Alias("module_granularity_threshold")
           .Unsupported("leave it at 0"));
-  add(BoolKey(z + "stage3_use_all_reduce_for_fetch_params", {}, false, "all-reduce instead of all-gather to fetch parameters")
+  add(BoolKey(z + "stage3_use_all_reduce_for_fetch_params", {}, false,
+              "all-reduce instead of all-gather to fetch parameters")
           .Alias("use_all_reduce_for_fetch_params")
           .Unsupported("leave it false"));
   add(BoolKey(z + "stage3_allgather_sequential", {}, false, "per-parameter all-gather without buckets")

@@ -33,8 +33,8 @@ std::string RangeText(const KeySpec& spec) {
     if (IsIntegral(spec) && !spec.min_exclusive && !spec.max_exclusive) {
       return absl::StrCat("in ", Bound(spec, *spec.min), "..", Bound(spec, *spec.max));
     }
-    return absl::StrCat("in ", spec.min_exclusive ? "(" : "[", Bound(spec, *spec.min), ", ",
-                        Bound(spec, *spec.max), spec.max_exclusive ? ")" : "]");
+    return absl::StrCat("in ", spec.min_exclusive ? "(" : "[", Bound(spec, *spec.min), ", ", Bound(spec, *spec.max),
+                        spec.max_exclusive ? ")" : "]");
   }
   if (spec.min) return absl::StrCat(spec.min_exclusive ? "> " : ">= ", Bound(spec, *spec.min));
   if (spec.max) return absl::StrCat(spec.max_exclusive ? "< " : "<= ", Bound(spec, *spec.max));
@@ -142,7 +142,9 @@ std::string TypeColumn(const KeySpec& spec) {
       text = absl::StrJoin(names, ", ");
       break;
     }
-    case Kind::kFloatPair: text = range.empty() ? "[float, float]" : absl::StrCat("[float, float], each ", range); break;
+    case Kind::kFloatPair:
+      text = range.empty() ? "[float, float]" : absl::StrCat("[float, float], each ", range);
+      break;
     case Kind::kObject: text = "object"; break;
   }
   if (spec.nullable) absl::StrAppend(&text, ", or null");
@@ -209,8 +211,7 @@ absl::StatusOr<Json> CheckValue(const KeySpec& spec, const Json& value) {
     }
     case Kind::kFloatPair: {
       if (!value.is_array() || value.size() != 2 || !value[0].is_number() || !value[1].is_number()) {
-        return Invalid(absl::StrCat("must be ", Expectation(spec), " such as [0.9, 0.999], got ",
-                                    DescribeType(value)));
+        return Invalid(absl::StrCat("must be ", Expectation(spec), " such as [0.9, 0.999], got ", DescribeType(value)));
       }
       for (size_t i = 0; i < 2; ++i) {
         if (!InRange(spec, value[i].get<double>())) {

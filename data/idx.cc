@@ -53,7 +53,8 @@ class Reader {
         int errnum = 0;
         const char* msg = gzerror(file_.get(), &errnum);
         std::string text = errnum == Z_ERRNO ? std::strerror(errno) : (msg ? msg : "unknown zlib error");
-        return absl::DataLossError(absl::StrCat("IDX file '", path_, "': ", gzip_ ? "gzip stream is corrupt: " : "read failed: ", text));
+        return absl::DataLossError(
+            absl::StrCat("IDX file '", path_, "': ", gzip_ ? "gzip stream is corrupt: " : "read failed: ", text));
       }
       if (got == 0) break;
       done += static_cast<size_t>(got);
@@ -99,14 +100,14 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
     return absl::DataLossError(absl::StrCat(what, kind, " is ", got, " bytes, shorter than the 4-byte IDX header"));
   }
   if (head[0] != 0 || head[1] != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s%s is not an IDX file: it starts with bytes %02x %02x, IDX files start with 00 00", what, kind, head[0],
-        head[1]));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s%s is not an IDX file: it starts with bytes %02x %02x, IDX files start with 00 00", what,
+                        kind, head[0], head[1]));
   }
   if (head[2] != kIdxUInt8) {
-    return absl::UnimplementedError(absl::StrFormat(
-        "%s%s has IDX dtype 0x%02x (%s); only 0x08 (unsigned byte, as in MNIST) is supported", what, kind, head[2],
-        IdxTypeName(head[2])));
+    return absl::UnimplementedError(
+        absl::StrFormat("%s%s has IDX dtype 0x%02x (%s); only 0x08 (unsigned byte, as in MNIST) is supported", what,
+                        kind, head[2], IdxTypeName(head[2])));
   }
   const int ndims = head[3];
   if (ndims == 0) return absl::InvalidArgumentError(absl::StrCat(what, kind, " has 0 dimensions"));

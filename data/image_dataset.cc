@@ -21,8 +21,8 @@ absl::StatusOr<ImageDataset> ImageDataset::Create(std::vector<uint8_t> images, s
   }
   const int64_t n = static_cast<int64_t>(labels.size());
   if (static_cast<int64_t>(images.size()) != n * rows * cols) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", images.size(), " pixel bytes are not ", n,
-                                                   " images of ", rows, "x", cols, " (one per label)"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", images.size(), " pixel bytes are not ", n, " images of ",
+                                                   rows, "x", cols, " (one per label)"));
   }
   auto max_it = std::max_element(labels.begin(), labels.end());
   if (max_it != labels.end() && *max_it >= kMnistClasses) {
@@ -73,8 +73,8 @@ absl::StatusOr<ImageDataset> LoadIdxImages(const std::string& images_path, const
   }
   if (images.dims[0] != labels.dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat("IDX images file '", images_path, "' holds ", images.dims[0],
-                                                   " images but labels file '", labels_path, "' holds ",
-                                                   labels.dims[0], " labels; use files of the same split"));
+                                                   " images but labels file '", labels_path, "' holds ", labels.dims[0],
+                                                   " labels; use files of the same split"));
   }
   return ImageDataset::Create(std::move(images.data), std::move(labels.data), images.dims[1], images.dims[2],
                               absl::StrCat("IDX labels file '", labels_path, "'"));
@@ -99,8 +99,8 @@ absl::StatusOr<MnistFiles> ResolveMnistDir(const std::string& dir) {
     std::string hint = dir == kFashionMnistDir
                            ? "install the Debian package dataset-fashion-mnist (scripts/setup.sh does)"
                            : "point --data at a directory holding MNIST-format IDX files";
-    return absl::NotFoundError(absl::StrCat("MNIST-style directory '", dir, "' lacks ",
-                                            absl::StrJoin(missing, ", "), "; ", hint));
+    return absl::NotFoundError(
+        absl::StrCat("MNIST-style directory '", dir, "' lacks ", absl::StrJoin(missing, ", "), "; ", hint));
   }
   return files;
 }

@@ -68,7 +68,7 @@ std::vector<int64_t> DistributedSampler::EpochIndices(int64_t epoch) const {
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(per_rank_));
   for (int64_t k = 0; k < per_rank_; ++k) {
-    const int64_t position = options_.rank + k * w;  // in the padded/truncated order
+    const int64_t position = options_.rank + k * w;            // in the padded/truncated order
     mine.push_back(order[static_cast<size_t>(position % n)]);  // padding repeats from the start
   }
   return mine;
@@ -107,9 +107,9 @@ std::vector<int64_t> SampleStream::Next(int64_t batch_size) {
 absl::Status SampleStream::SetPosition(StreamPosition position) {
   if (position.epoch < 0 || position.offset < 0 || position.offset >= sampler_.per_rank()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "data position (epoch ", position.epoch, ", offset ", position.offset, ") is invalid for ",
-        sampler_.per_rank(), " samples per rank per epoch; was it saved with another dataset, world size or "
-                             "drop_last?"));
+        "data position (epoch ", position.epoch, ", offset ", position.offset, ") is invalid for ", sampler_.per_rank(),
+        " samples per rank per epoch; was it saved with another dataset, world size or "
+        "drop_last?"));
   }
   position_ = position;
   return absl::OkStatus();

@@ -66,16 +66,14 @@ absl::StatusOr<std::vector<std::string>> ListTextCorpusFiles(const std::string& 
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) {
-    return absl::NotFoundError(
-        absl::StrCat("text corpus '", path, "' does not exist; ", Hint(path)));
+    return absl::NotFoundError(absl::StrCat("text corpus '", path, "' does not exist; ", Hint(path)));
   }
   if (!fs::is_directory(st)) return std::vector<std::string>{path};
 
   std::vector<std::string> names;
   fs::directory_iterator it(path, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("text corpus: cannot list directory '", path, "': ", ec.message()));
+    return absl::PermissionDeniedError(absl::StrCat("text corpus: cannot list directory '", path, "': ", ec.message()));
   }
   for (const fs::directory_entry& entry : it) {
     std::error_code entry_ec;
@@ -87,7 +85,7 @@ absl::StatusOr<std::vector<std::string>> ListTextCorpusFiles(const std::string& 
   std::set<std::pair<dev_t, ino_t>> seen;
   for (const std::string& name : names) {
     struct stat sb;
-    if (::stat(name.c_str(), &sb) != 0) continue;  // vanished
+    if (::stat(name.c_str(), &sb) != 0) continue;               // vanished
     if (!seen.insert({sb.st_dev, sb.st_ino}).second) continue;  // another name of a listed file
     ZT_ASSIGN_OR_RETURN(std::string head, ReadFileBytes(name, kBinaryProbeBytes));
     if (head.find('\0') != std::string::npos) continue;  // binary
@@ -95,8 +93,7 @@ absl::StatusOr<std::vector<std::string>> ListTextCorpusFiles(const std::string& 
   }
   if (files.empty()) {
     return absl::NotFoundError(absl::StrCat("text corpus directory '", path,
-                                            "' holds no text files (binary files are skipped); ",
-                                            Hint(path)));
+                                            "' holds no text files (binary files are skipped); ", Hint(path)));
   }
   return files;
 }

@@ -50,12 +50,9 @@ void ForEachToken(const unsigned char* base, TokenDType dtype, int64_t begin, in
 
 const char* TokenDTypeName(TokenDType dtype) {
   switch (dtype) {
-    case TokenDType::kAuto:
-      return "auto";
-    case TokenDType::kUInt16:
-      return "uint16";
-    case TokenDType::kUInt32:
-      return "uint32";
+    case TokenDType::kAuto: return "auto";
+    case TokenDType::kUInt16: return "uint16";
+    case TokenDType::kUInt32: return "uint32";
   }
   return "?";
 }
@@ -64,8 +61,7 @@ absl::StatusOr<TokenDType> ParseTokenDType(const std::string& name) {
   if (name == "auto") return TokenDType::kAuto;
   if (name == "uint16" || name == "u16") return TokenDType::kUInt16;
   if (name == "uint32" || name == "u32") return TokenDType::kUInt32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown token dtype '", name, "'; use auto, uint16 or uint32"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown token dtype '", name, "'; use auto, uint16 or uint32"));
 }
 
 // ------------------------------------------------------------------ TokenFile
@@ -187,9 +183,9 @@ absl::StatusOr<TokenFile> OpenTokenFile(const std::string& path, TokenDType dtyp
     } else if (header[1] == kLlmcVersionUInt32) {
       header_dtype = TokenDType::kUInt32;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " has llm.c's magic but header version ", header[1], "; supported: ", kLlmcVersionUInt16,
-          " (uint16 tokens) and ", kLlmcVersionUInt32, " (uint32 tokens)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, " has llm.c's magic but header version ", header[1],
+                                                     "; supported: ", kLlmcVersionUInt16, " (uint16 tokens) and ",
+                                                     kLlmcVersionUInt32, " (uint32 tokens)"));
     }
     if (dtype != TokenDType::kAuto && dtype != header_dtype) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has an llm.c header saying ", TokenDTypeName(header_dtype),
@@ -204,10 +200,10 @@ absl::StatusOr<TokenFile> OpenTokenFile(const std::string& path, TokenDType dtyp
     }
     if (body != static_cast<size_t>(count) * width) {
       const bool truncated = body < static_cast<size_t>(count) * width;
-      return absl::DataLossError(absl::StrCat(
-          what, ": llm.c header says ", count, " ", TokenDTypeName(header_dtype), " tokens (",
-          static_cast<size_t>(count) * width, " bytes) but ", body, " bytes follow the header",
-          truncated ? ": the file is truncated" : ": the file has trailing bytes"));
+      return absl::DataLossError(absl::StrCat(what, ": llm.c header says ", count, " ", TokenDTypeName(header_dtype),
+                                              " tokens (", static_cast<size_t>(count) * width, " bytes) but ", body,
+                                              " bytes follow the header",
+                                              truncated ? ": the file is truncated" : ": the file has trailing bytes"));
     }
     if (count == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": llm.c header says 0 tokens"));
     file.tokens_ = bytes + kHeaderBytes;
@@ -220,10 +216,10 @@ absl::StatusOr<TokenFile> OpenTokenFile(const std::string& path, TokenDType dtyp
   const TokenDType raw_dtype = dtype == TokenDType::kAuto ? TokenDType::kUInt16 : dtype;
   const size_t width = TokenBytes(raw_dtype);
   if (file_bytes % width != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": ", file_bytes, " bytes is not a whole number of ", TokenDTypeName(raw_dtype),
-        " tokens (no llm.c header, so the file is read as raw ", TokenDTypeName(raw_dtype),
-        "); the file may be truncated, or have another format"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", file_bytes, " bytes is not a whole number of ", TokenDTypeName(raw_dtype),
+                     " tokens (no llm.c header, so the file is read as raw ", TokenDTypeName(raw_dtype),
+                     "); the file may be truncated, or have another format"));
   }
   file.tokens_ = bytes;
   file.size_ = static_cast<int64_t>(file_bytes / width);
@@ -253,8 +249,8 @@ absl::Status WriteTokenFile(const std::string& path, absl::Span<const int32_t> t
     }
   }
   if (llmc_header && tokens.size() > static_cast<size_t>(INT32_MAX)) {
-    return absl::InvalidArgumentError(absl::StrCat("writing '", path, "': ", tokens.size(),
-                                                   " tokens do not fit llm.c's int32 token count"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("writing '", path, "': ", tokens.size(), " tokens do not fit llm.c's int32 token count"));
   }
   ZT_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path));
   if (llmc_header) {

@@ -3,10 +3,9 @@
 // here we point its tensor references at the engine's buffers, run the
 // collectives that keep ranks in agreement, and read back any saved world
 // size into this rank's shards.
+#include <ATen/CPUGeneratorImpl.h>
 #include <sys/stat.h>
 #include <torch/torch.h>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,7 +20,6 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/convert.h"
 #include "ckpt/export.h"
-#include "util/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
@@ -29,12 +27,13 @@
 #include "comm/collective_label.h"
 #include "engine/engine.h"
 #include "engine/tensor_ref.h"
+#include "plan/layout.h"
 #include "util/error.h"
+#include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
-#include "plan/layout.h"
 #include "zero/optimizer_state.h"
 #include "zero/sharded_optimizer.h"
 
@@ -250,8 +249,7 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
   // A tag that exists (a second run into the same save dir, or a tag saved
   // twice) is written beside it and swapped in only once every rank's files
   // are complete: a save that fails on one rank leaves the old tag whole.
-  const std::string staging =
-      replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
+  const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
 
   // The module state dict: buffers, and at stages 0-2 the full parameters.
   ckpt::Dict module;
@@ -307,8 +305,8 @@ absl::Status Engine::SaveCheckpoint(const std::string& dir, const std::string& t
     std::filesystem::rename(folder, old, ec);
     if (!ec) std::filesystem::rename(staging, folder, ec);
     if (ec) {
-      done = absl::InternalError(absl::StrCat("replacing checkpoint '", folder, "' with '", staging,
-                                              "': ", ec.message()));
+      done =
+          absl::InternalError(absl::StrCat("replacing checkpoint '", folder, "' with '", staging, "': ", ec.message()));
     } else {
       std::filesystem::remove_all(old, ec);
     }
@@ -351,7 +349,8 @@ absl::Status Engine::ReadOwned(const TrainableReader& read, const GroupReader& w
   return absl::OkStatus();
 }
 
-absl::Status Engine::ReadFrozen(const FrozenReader& frozen, std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out) {
+absl::Status Engine::ReadFrozen(const FrozenReader& frozen,
+                                std::vector<std::pair<at::Tensor, at::Tensor>>* frozen_out) {
   if (stage_ == 3) {
     const int64_t t = static_cast<int64_t>(params_.size());
     for (const zero::FlatGroup& g : frozen_groups_) {
@@ -360,10 +359,9 @@ absl::Status Engine::ReadFrozen(const FrozenReader& frozen, std::vector<std::pai
       for (const plan::ParamSlot& s : g.layout.slots) {
         const plan::SlotRange r = plan::Intersect(s, g.owned_begin(), g.owned_end());
         if (r.empty()) continue;
-        ZT_RETURN_IF_ERROR(frozen(frozen_names_[static_cast<size_t>(s.param_index - t)], r.begin_in_param,
-                                  r.end_in_param,
-                                  tmp.narrow(0, s.offset + r.begin_in_param - g.owned_begin(),
-                                             r.end_in_param - r.begin_in_param)));
+        ZT_RETURN_IF_ERROR(
+            frozen(frozen_names_[static_cast<size_t>(s.param_index - t)], r.begin_in_param, r.end_in_param,
+                   tmp.narrow(0, s.offset + r.begin_in_param - g.owned_begin(), r.end_in_param - r.begin_in_param)));
       }
       frozen_out->emplace_back(dst, tmp);
     }
@@ -421,7 +419,8 @@ int Engine::ChunkOfShard(const at::Tensor& shard) const {
   if (!coordinator_) return -1;
   const auto& chunks = coordinator_->chunks();
   for (size_t c = 0; c < chunks.size(); ++c) {
-    if (chunks[c].group->param_shard.defined() && chunks[c].group->param_shard.is_same(shard)) return static_cast<int>(c);
+    if (chunks[c].group->param_shard.defined() && chunks[c].group->param_shard.is_same(shard))
+      return static_cast<int>(c);
   }
   return -1;
 }
@@ -463,12 +462,14 @@ absl::StatusOr<ckpt::Value> Engine::LoadCheckpoint(const std::string& dir, const
     const ckpt::TrainingState& saved = ck->training_state();
     if (saved.optimizer_type != std::string(ToString(config_.optimizer.type))) {
       return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", saved.optimizer_type,
-                                                      "; the config's optimizer is ", std::string(ToString(config_.optimizer.type))));
+                                                     "; the config's optimizer is ",
+                                                     std::string(ToString(config_.optimizer.type))));
     }
     const std::vector<std::string> names = optimizer_->state_names();
     if (names != ck->state_names()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [", absl::StrJoin(ck->state_names(), ", "),
-                                                      "]; this optimizer keeps [", absl::StrJoin(names, ", "), "]"));
+      return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [",
+                                                     absl::StrJoin(ck->state_names(), ", "),
+                                                     "]; this optimizer keeps [", absl::StrJoin(names, ", "), "]"));
     }
 
     auto frozen_reader = [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
@@ -605,18 +606,20 @@ absl::Status Engine::LoadWeights(const std::string& path) {
   auto read_all = [&]() -> absl::Status {
     ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
     std::vector<std::string> missing;
-    auto find = [&](const std::string& name, int64_t numel) -> absl::StatusOr<std::pair<const ckpt::SafetensorsReader*, const ckpt::SafetensorsReader::Tensor*>> {
+    auto find = [&](const std::string& name, int64_t numel)
+        -> absl::StatusOr<std::pair<const ckpt::SafetensorsReader*, const ckpt::SafetensorsReader::Tensor*>> {
       auto [reader, t] = model->Find(name);
       if (t == nullptr) return absl::NotFoundError(name);
       int64_t n = 1;
       for (int64_t d : t->shape) n *= d;
       if (n != numel) {
-        return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ",
-                                                       numel));
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ", numel));
       }
       return std::make_pair(reader, t);
     };
-    auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
+    auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e,
+                          at::Tensor dst) -> absl::Status {
       ZT_ASSIGN_OR_RETURN(auto found, find(name, numel));
       const size_t es = ckpt::DTypeSize(found.second->dtype);
       at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(found.second->dtype)));
@@ -639,22 +642,21 @@ absl::Status Engine::LoadWeights(const std::string& path) {
     }
     if (!missing.empty()) {
       std::sort(missing.begin(), missing.end());
-      return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(), " of the model's weights: ",
-                                              absl::StrJoin(missing, ", ")));
+      return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(),
+                                              " of the model's weights: ", absl::StrJoin(missing, ", ")));
     }
     ZT_RETURN_IF_ERROR(ReadOwned(
         [&](const std::string& name, int64_t b, int64_t e, float* dst) {
           return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
         },
-        nullptr, [&](size_t, const at::Tensor& values) {
+        nullptr,
+        [&](size_t, const at::Tensor& values) {
           masters.push_back(values);
           return absl::OkStatus();
         }));
-    ZT_RETURN_IF_ERROR(ReadFrozen(
-        [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) {
-          return read_range(name, numel_of[name], b, e, dst);
-        },
-        &frozen_tmp));
+    ZT_RETURN_IF_ERROR(ReadFrozen([&](const std::string& name, int64_t b, int64_t e,
+                                      at::Tensor dst) { return read_range(name, numel_of[name], b, e, dst); },
+                                  &frozen_tmp));
     for (const auto& item : module_->named_buffers(true)) {
       if (!item.value().defined() || model->Find(item.key()).second == nullptr) continue;
       at::Tensor tmp = at::empty_like(item.value());
@@ -689,8 +691,8 @@ absl::Status Engine::LoadWeights(const std::string& path) {
     }
     ZT_LOG(INFO) << "loaded weights from '" << path << "'"
                  << (extra.empty() ? std::string()
-                                   : absl::StrCat("; ignored ", extra.size(), " tensors the model does not have: ",
-                                                  absl::StrJoin(extra, ", ")));
+                                   : absl::StrCat("; ignored ", extra.size(),
+                                                  " tensors the model does not have: ", absl::StrJoin(extra, ", ")));
   }
   return absl::OkStatus();
 }

@@ -4,7 +4,6 @@
 #include "engine/engine.h"
 
 #include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -17,6 +16,7 @@
 #include "comm/collective_label.h"
 #include "offload/io_engine.h"
 #include "ops/kernels.h"
+#include "plan/layout.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -26,9 +26,8 @@
 #include "zero/activation_checkpoint.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
-#include "plan/layout.h"
-#include "zero/sharded_optimizer.h"
 #include "zero/sharded_init.h"
+#include "zero/sharded_optimizer.h"
 #include "zero/stage3_setup.h"
 #include "zero/unit.h"
 #include "zero/unit_hook.h"
@@ -49,9 +48,7 @@ std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
 }
 
 // The CPU kernel variant the optimizer runs (ops/kernels.h), for the log.
-const char* KernelsName() {
-  return ops::kernels::IsaName(ops::kernels::ActiveIsa());
-}
+const char* KernelsName() { return ops::kernels::IsaName(ops::kernels::ActiveIsa()); }
 
 }  // namespace
 
@@ -65,8 +62,7 @@ Engine::~Engine() {
   coordinator_.reset();
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model,
-                                                       Config config,
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model, Config config,
                                                        std::shared_ptr<comm::ProcessGroup> group,
                                                        EngineOptions options) {
   std::unique_ptr<Engine> engine(new Engine());
@@ -92,9 +88,8 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
 
   absl::Status batch = ResolveBatch(config_.batch, pg_->size());
   if (!batch.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the config's batch sizes do not fit a data-parallel world of ", pg_->size(), " ranks: ",
-        batch.message()));
+    return absl::InvalidArgumentError(absl::StrCat("the config's batch sizes do not fit a data-parallel world of ",
+                                                   pg_->size(), " ranks: ", batch.message()));
   }
   if (!config_.optimizer.present) {
     return absl::InvalidArgumentError(
@@ -102,9 +97,7 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}");
   }
 
-  const at::ScalarType dtype = config_.fp16.enabled   ? at::kHalf
-                               : config_.bf16.enabled ? at::kBFloat16
-                                                      : at::kFloat;
+  const at::ScalarType dtype = config_.fp16.enabled ? at::kHalf : config_.bf16.enabled ? at::kBFloat16 : at::kFloat;
   ConfigureActivationCheckpointing(config_.activation_checkpointing);
   ZT_RETURN_IF_ERROR(InitOffload());
   if (stage_ == 3) return InitStage3(dtype);
@@ -118,9 +111,9 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
     if (!p.requires_grad()) continue;
     if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
     if (!p.device().is_cpu()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "parameter '", item.key(), "' is on ", p.device().str(),
-          "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
+      return absl::UnimplementedError(
+          absl::StrCat("parameter '", item.key(), "' is on ", p.device().str(),
+                       "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
     }
     if (!at::isFloatingType(p.scalar_type())) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' is not floating point"));
@@ -165,8 +158,8 @@ absl::Status Engine::Init(std::shared_ptr<torch::nn::Module> model, Config confi
         "engine: ZeRO stage %d, %d ranks, %s, %d parameters in %d groups (%d elements), batch %d = "
         "micro %d x accumulation %d x ranks %d; model states per rank %s; optimizer kernels %s",
         stage_, pg_->size(), c10::toString(dtype), params_.size(), groups_.size(), layout.total_numel(),
-        config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps,
-        pg_->size(), HumanBytes(static_cast<double>(m.model_states())), KernelsName());
+        config_.batch.train_batch, config_.batch.micro_batch, config_.batch.accumulation_steps, pg_->size(),
+        HumanBytes(static_cast<double>(m.model_states())), KernelsName());
     if (io_ != nullptr || config_.zero.offload_optimizer.device != OffloadDevice::kNone) {
       ZT_LOG(INFO) << "engine: " << OffloadSummary();
     }
@@ -217,7 +210,8 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
   for (size_t c = 0; c < b.chunks.size(); ++c) {
     const zero::Stage3Build::ChunkRef& ref = b.chunks[c];
     zero::ParamCoordinator::Chunk chunk;
-    chunk.group = ref.trainable ? &groups_[static_cast<size_t>(ref.index)] : &frozen_groups_[static_cast<size_t>(ref.index)];
+    chunk.group =
+        ref.trainable ? &groups_[static_cast<size_t>(ref.index)] : &frozen_groups_[static_cast<size_t>(ref.index)];
     chunk.unit = ref.unit;
     chunk.trainable = ref.trainable;
     chunk.persistent = ref.persistent;
@@ -232,8 +226,8 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
   co.prefetch_bucket_numel = config_.zero.prefetch_bucket_size;
   co.max_live_numel = config_.zero.max_live_parameters;
   co.max_reuse_distance = config_.zero.max_reuse_distance;
-  coordinator_ = std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks), std::move(chunk_of_group),
-                                                          pg_, co);
+  coordinator_ =
+      std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks), std::move(chunk_of_group), pg_, co);
   if (config_.zero.offload_param.device == OffloadDevice::kNvme) {
     // Shards leave memory before gradients and the optimizer state arrive,
     // so the peak is one copy of the shards, not two.
@@ -245,7 +239,7 @@ absl::Status Engine::InitStage3(at::ScalarType dtype) {
     po.buffer_numel = op.buffer_size;
     po.max_in_cpu = op.max_in_cpu;
     ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, coordinator_->OffloadShards(po, io_.get()),
-                                        "moving the parameter shards to offload_param.nvme_path"));
+                                              "moving the parameter shards to offload_param.nvme_path"));
     // Building the model and sharding it freed gigabytes in pieces small
     // enough to stay in the C heap: give them back before the gradients come.
     ReturnFreedHeapMemory();
@@ -389,7 +383,7 @@ std::string Engine::OffloadSummary() const {
   }
   if (parts.empty()) return "";
   if (io_) {
-    parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s", 
+    parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s",
                                     HumanBytes(static_cast<double>(m.swap_buffers)),
                                     HumanBytes(static_cast<double>(m.nvme)), offload::IoBackendName(io_->backend())));
   }
@@ -511,8 +505,7 @@ absl::Status Engine::BroadcastInitialState() {
   for (auto& w : works) {
     absl::Status st = w->Wait();
     if (!st.ok()) {
-      return absl::Status(st.code(),
-                          absl::StrCat("broadcasting rank 0's initial parameters failed: ", st.message()));
+      return absl::Status(st.code(), absl::StrCat("broadcasting rank 0's initial parameters failed: ", st.message()));
     }
   }
   for (auto& [orig, c] : copies) {
@@ -522,9 +515,7 @@ absl::Status Engine::BroadcastInitialState() {
   return absl::OkStatus();
 }
 
-bool Engine::IsAccumulationBoundary() const {
-  return (micro_steps_ + 1) % config_.batch.accumulation_steps == 0;
-}
+bool Engine::IsAccumulationBoundary() const { return (micro_steps_ + 1) % config_.batch.accumulation_steps == 0; }
 
 double Engine::lr() const { return scheduler_->Lr(global_steps_ - skipped_steps_); }
 
@@ -577,10 +568,10 @@ void Engine::Step() {
   if (stage_ >= 2) {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (params_[i].grad().defined()) {
-        throw Error(absl::FailedPreconditionError(absl::StrCat(
-            "parameter '", param_names_[i],
-            "' holds a gradient the engine never reduced: call engine.Backward(loss) instead of "
-            "loss.backward()")));
+        throw Error(absl::FailedPreconditionError(
+            absl::StrCat("parameter '", param_names_[i],
+                         "' holds a gradient the engine never reduced: call engine.Backward(loss) instead of "
+                         "loss.backward()")));
       }
     }
   }
@@ -717,9 +708,8 @@ void Engine::MaybeLog() {
   if (pg_->rank() != 0 || config_.steps_per_print <= 0 || global_steps_ % config_.steps_per_print != 0) return;
   const auto now = Clock::now();
   const double elapsed = Seconds(log_window_start_, now);
-  const double loss = window_loss_count_ > 0
-                          ? window_loss_sum_.item<double>() / static_cast<double>(window_loss_count_)
-                          : 0.0;
+  const double loss =
+      window_loss_count_ > 0 ? window_loss_sum_.item<double>() / static_cast<double>(window_loss_count_) : 0.0;
   const ModelStateBytes m = memory();
   std::string line = absl::StrFormat(
       "step %d | loss %.6g | lr %.4g | loss scale %g | %.1f samples/s | model states %s "
@@ -734,8 +724,7 @@ void Engine::MaybeLog() {
     // Stage 3: the most parameter bytes gathered at once since the last line.
     const zero::CoordinatorStats st = coordinator_->stats();
     absl::StrAppend(&line, absl::StrFormat(" | gathered peak %s, %d units prefetched%s",
-                                           HumanBytes(static_cast<double>(st.peak_gathered_bytes)),
-                                           st.prefetched_units,
+                                           HumanBytes(static_cast<double>(st.peak_gathered_bytes)), st.prefetched_units,
                                            st.trace_mismatches > 0
                                                ? absl::StrFormat(", unit order changed %d times", st.trace_mismatches)
                                                : std::string()));
@@ -746,29 +735,33 @@ void Engine::MaybeLog() {
     // waiting for it (what the pipelining did not hide).
     const OffloadStats o = offload_stats();
     const double n = static_cast<double>(config_.steps_per_print);
-    absl::StrAppend(&line, absl::StrFormat(
-                               " | NVMe per step: read %s, written %s, waited %.1f ms",
-                               HumanBytes((o.optimizer_read_bytes + o.param_read_bytes - logged_offload_.optimizer_read_bytes -
-                                           logged_offload_.param_read_bytes) / n),
-                               HumanBytes((o.optimizer_written_bytes + o.param_written_bytes -
-                                           logged_offload_.optimizer_written_bytes - logged_offload_.param_written_bytes) / n),
-                               1e3 * (o.optimizer_wait_seconds + o.param_wait_seconds -
-                                      logged_offload_.optimizer_wait_seconds - logged_offload_.param_wait_seconds) / n));
+    absl::StrAppend(
+        &line,
+        absl::StrFormat(" | NVMe per step: read %s, written %s, waited %.1f ms",
+                        HumanBytes((o.optimizer_read_bytes + o.param_read_bytes - logged_offload_.optimizer_read_bytes -
+                                    logged_offload_.param_read_bytes) /
+                                   n),
+                        HumanBytes((o.optimizer_written_bytes + o.param_written_bytes -
+                                    logged_offload_.optimizer_written_bytes - logged_offload_.param_written_bytes) /
+                                   n),
+                        1e3 *
+                            (o.optimizer_wait_seconds + o.param_wait_seconds - logged_offload_.optimizer_wait_seconds -
+                             logged_offload_.param_wait_seconds) /
+                            n));
     logged_offload_ = o;
   }
   if (config_.activation_checkpointing.profile) {
     const CheckpointProfile p = TakeCheckpointProfile();
     const double n = static_cast<double>(config_.steps_per_print);
-    absl::StrAppend(&line, absl::StrFormat(
-                               " | checkpoints per step: %.1f, forward %.1f ms, recompute %.1f ms",
-                               static_cast<double>(p.calls) / n, p.forward_ms / n, p.recompute_ms / n));
+    absl::StrAppend(&line, absl::StrFormat(" | checkpoints per step: %.1f, forward %.1f ms, recompute %.1f ms",
+                                           static_cast<double>(p.calls) / n, p.forward_ms / n, p.recompute_ms / n));
   }
   if (config_.wall_clock_breakdown) {
     const double n = static_cast<double>(config_.steps_per_print);
-    absl::StrAppend(&line, absl::StrFormat(
-                               " | per step: forward %.1f ms, backward %.1f ms, reduce %.1f ms, step %.1f ms",
-                               1e3 * timers_.forward / n, 1e3 * timers_.backward / n,
-                               1e3 * timers_.reduce / n, 1e3 * timers_.step / n));
+    absl::StrAppend(&line,
+                    absl::StrFormat(" | per step: forward %.1f ms, backward %.1f ms, reduce %.1f ms, step %.1f ms",
+                                    1e3 * timers_.forward / n, 1e3 * timers_.backward / n, 1e3 * timers_.reduce / n,
+                                    1e3 * timers_.step / n));
   }
   ZT_LOG(INFO) << line;
   timers_ = Timers();

@@ -32,6 +32,9 @@
 //    host memory, which on a CPU-only build is where they already are.
 #pragma once
 
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -39,9 +42,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <torch/nn/module.h>
-#include <torch/nn/pimpl.h>
 
 #include "absl/status/statusor.h"
 #include "ckpt/value.h"
@@ -92,8 +92,8 @@ struct OffloadStats {
   double optimizer_wait_seconds = 0;  // the step blocked on swap I/O (not overlapped)
   uint64_t param_read_bytes = 0;
   uint64_t param_written_bytes = 0;
-  uint64_t param_reads_ahead = 0;     // shard reads started ahead of their gather
-  uint64_t param_hits = 0;            // shards already resident (or in flight) when needed
+  uint64_t param_reads_ahead = 0;  // shard reads started ahead of their gather
+  uint64_t param_hits = 0;         // shards already resident (or in flight) when needed
   double param_wait_seconds = 0;
 };
 
@@ -104,13 +104,11 @@ struct EngineOptions {
 
 class Engine {
  public:
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<torch::nn::Module> model,
-                                                        Config config,
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<torch::nn::Module> model, Config config,
                                                         std::shared_ptr<comm::ProcessGroup> group,
                                                         EngineOptions options = {});
   template <typename ModuleType>
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(torch::nn::ModuleHolder<ModuleType> model,
-                                                        Config config,
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(torch::nn::ModuleHolder<ModuleType> model, Config config,
                                                         std::shared_ptr<comm::ProcessGroup> group,
                                                         EngineOptions options = {}) {
     return Create(model.ptr(), std::move(config), std::move(group), options);
@@ -137,11 +135,11 @@ class Engine {
 
   // True when the next Step() is an optimizer step.
   bool IsAccumulationBoundary() const;
-  int64_t global_steps() const { return global_steps_; }      // optimizer steps incl. skipped
+  int64_t global_steps() const { return global_steps_; }  // optimizer steps incl. skipped
   int64_t global_samples() const { return global_samples_; }
   int64_t skipped_steps() const { return skipped_steps_; }
   int64_t micro_steps() const { return micro_steps_; }
-  double lr() const;           // lr of the next optimizer step
+  double lr() const;  // lr of the next optimizer step
   double loss_scale() const { return scaler_.scale(); }
   // Global gradient L2 norm of the last applied step (only computed when
   // gradient_clipping is on; nullopt otherwise).
@@ -220,8 +218,8 @@ class Engine {
   // Stage 3: the chunk holding `group` / whose shard is `shard` (-1: none).
   int ChunkOfGroup(const zero::FlatGroup* group) const;
   int ChunkOfShard(const at::Tensor& shard) const;
-  absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config,
-                    std::shared_ptr<comm::ProcessGroup> group, EngineOptions options);
+  absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::ProcessGroup> group,
+                    EngineOptions options);
   absl::Status BroadcastInitialState();
   void OptimizerStep();
   void GatherParams();

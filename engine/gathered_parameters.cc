@@ -27,8 +27,8 @@ GatheredParameters::GatheredParameters(Engine& engine, const torch::nn::Module& 
 void GatheredParameters::Acquire(const std::vector<at::Tensor>& params) {
   if (modifier_rank_.has_value() && (*modifier_rank_ < 0 || *modifier_rank_ >= engine_->process_group().size())) {
     throw Error(absl::InvalidArgumentError(absl::StrCat("GatheredParameters: modifier rank ", *modifier_rank_,
-                                                        " is outside the group of ",
-                                                        engine_->process_group().size(), " ranks")));
+                                                        " is outside the group of ", engine_->process_group().size(),
+                                                        " ranks")));
   }
   chunks_ = engine_->ChunksOf(params);
   engine_->PinChunks(chunks_);

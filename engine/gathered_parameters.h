@@ -23,11 +23,11 @@
 //    nothing, and a modifier rank's values are broadcast at the end.
 #pragma once
 
-#include <optional>
-#include <vector>
-
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
+
+#include <optional>
+#include <vector>
 
 namespace zt {
 

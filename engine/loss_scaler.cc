@@ -31,11 +31,11 @@ absl::Status LossScaler::Update(bool overflow) {
   if (overflow) {
     if (hysteresis_ == 1 || cur_hysteresis_ == 1) {
       if (scale_ <= min_scale_) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "fp16 gradients overflowed (inf/nan) at the minimum loss scale %g (step %d): the "
-            "model diverges or overflows in fp16 even without scaling. Lower the learning rate, "
-            "enable gradient_clipping, lower fp16.min_loss_scale, or train in bf16 instead.",
-            scale_, cur_iter_));
+        return absl::FailedPreconditionError(
+            absl::StrFormat("fp16 gradients overflowed (inf/nan) at the minimum loss scale %g (step %d): the "
+                            "model diverges or overflows in fp16 even without scaling. Lower the learning rate, "
+                            "enable gradient_clipping, lower fp16.min_loss_scale, or train in bf16 instead.",
+                            scale_, cur_iter_));
       }
       scale_ = std::max(scale_ / 2.0, min_scale_);
     } else {

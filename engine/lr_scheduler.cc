@@ -19,8 +19,7 @@ constexpr double kPi = 3.14159265358979323846;  // Python's math.pi
 
 // lr for the (k+1)-th step is DeepSpeed's value at lbi = k - 1 (header).
 int64_t LastBatchIteration(int64_t steps_taken) {
-  ZT_CHECK_MSG(steps_taken >= 0, "steps_taken = %lld must be >= 0",
-               static_cast<long long>(steps_taken));
+  ZT_CHECK_MSG(steps_taken >= 0, "steps_taken = %lld must be >= 0", static_cast<long long>(steps_taken));
   return steps_taken - 1;
 }
 
@@ -111,8 +110,7 @@ class WarmupCosineLr final : public LrScheduler {
       return warmup_min_ratio_ + ratio * (1.0 - warmup_min_ratio_);
     }
     const double real_last_step = static_cast<double>(lbi - warmup_num_steps_ + 1);
-    const double real_total_steps =
-        static_cast<double>(std::max<int64_t>(1, total_num_steps_ - warmup_num_steps_));
+    const double real_total_steps = static_cast<double>(std::max<int64_t>(1, total_num_steps_ - warmup_num_steps_));
     const double progress = std::min(1.0, real_last_step / real_total_steps);
     const double ratio = (1.0 + std::cos(kPi * progress)) / 2.0;
     return std::max(0.0, cos_min_ratio_ + (1.0 - cos_min_ratio_) * ratio);
@@ -202,10 +200,9 @@ class OneCycleLr final : public LrScheduler {
     if (stair_count > 0) {
       const double cycle_iteration = std::fmod(batch_iteration, total_size_);
       const double stairs = static_cast<double>(stair_count);
-      const double stair_position =
-          cycle_iteration <= first_step_size_
-              ? cycle_iteration * stairs / first_step_size_
-              : (total_size_ - cycle_iteration) * stairs / second_step_size_;
+      const double stair_position = cycle_iteration <= first_step_size_
+                                        ? cycle_iteration * stairs / first_step_size_
+                                        : (total_size_ - cycle_iteration) * stairs / second_step_size_;
       scale_factor = std::floor(stair_position) / stairs;
     }
     return scale_factor;
@@ -260,8 +257,7 @@ class LrRangeTest final : public LrScheduler {
 };
 
 absl::Status Invalid(const char* schedule, const char* key, const std::string& problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("scheduler.params.", key, " (", schedule, "): ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("scheduler.params.", key, " (", schedule, "): ", problem));
 }
 
 absl::Status CheckFinite(const char* schedule, const char* key, double value) {
@@ -269,23 +265,20 @@ absl::Status CheckFinite(const char* schedule, const char* key, double value) {
   return Invalid(schedule, key, absl::StrCat(value, " must be a finite number"));
 }
 
-absl::Status CheckPositive(const char* schedule, const char* key, int64_t value,
-                           const char* why) {
+absl::Status CheckPositive(const char* schedule, const char* key, int64_t value, const char* why) {
   if (value > 0) return absl::OkStatus();
   return Invalid(schedule, key, absl::StrCat(value, " must be a positive integer (", why, ")"));
 }
 
 absl::Status ValidateWarmup(const char* schedule, const SchedulerConfig& c) {
-  return CheckPositive(schedule, "warmup_num_steps", c.warmup_num_steps,
-                       "the number of steps to warm up over");
+  return CheckPositive(schedule, "warmup_num_steps", c.warmup_num_steps, "the number of steps to warm up over");
 }
 
 }  // namespace
 
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& c, double base_lr) {
   switch (c.type) {
-    case SchedulerType::kNone:
-      return CheckFinite("none", "lr", base_lr);
+    case SchedulerType::kNone: return CheckFinite("none", "lr", base_lr);
     case SchedulerType::kWarmupLR:
     case SchedulerType::kWarmupDecayLR: {
       const char* name = c.type == SchedulerType::kWarmupLR ? "WarmupLR" : "WarmupDecayLR";
@@ -305,20 +298,18 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c, double base_lr) {
       ZT_RETURN_IF_ERROR(CheckFinite("WarmupCosineLR", "warmup_min_ratio", c.warmup_min_ratio));
       ZT_RETURN_IF_ERROR(CheckFinite("WarmupCosineLR", "cos_min_ratio", c.cos_min_ratio));
       if (!(std::isfinite(base_lr))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "optimizer.params.lr = ", base_lr,
-            " must be finite: WarmupCosineLR scales the optimizer's lr"));
+        return absl::InvalidArgumentError(absl::StrCat("optimizer.params.lr = ", base_lr,
+                                                       " must be finite: WarmupCosineLR scales the optimizer's lr"));
       }
       return absl::OkStatus();
     case SchedulerType::kOneCycle:
-      ZT_RETURN_IF_ERROR(CheckPositive("OneCycle", "cycle_first_step_size",
-                                       c.cycle_first_step_size, "steps in the rising half"));
-      ZT_RETURN_IF_ERROR(CheckPositive("OneCycle", "cycle_second_step_size",
-                                       c.cycle_second_step_size, "steps in the falling half"));
+      ZT_RETURN_IF_ERROR(
+          CheckPositive("OneCycle", "cycle_first_step_size", c.cycle_first_step_size, "steps in the rising half"));
+      ZT_RETURN_IF_ERROR(
+          CheckPositive("OneCycle", "cycle_second_step_size", c.cycle_second_step_size, "steps in the falling half"));
       if (c.cycle_first_stair_count < 0 || c.cycle_second_stair_count < 0) {
         return Invalid("OneCycle",
-                       c.cycle_first_stair_count < 0 ? "cycle_first_stair_count"
-                                                     : "cycle_second_stair_count",
+                       c.cycle_first_stair_count < 0 ? "cycle_first_stair_count" : "cycle_second_stair_count",
                        "must be >= 0 (0 = continuous, n = n flat stairs per half cycle)");
       }
       if (c.decay_step_size < 0) {
@@ -333,32 +324,24 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c, double base_lr) {
       ZT_RETURN_IF_ERROR(CheckFinite("OneCycle", "decay_mom_rate", c.decay_mom_rate));
       return absl::OkStatus();
     case SchedulerType::kLRRangeTest:
-      ZT_RETURN_IF_ERROR(CheckPositive("LRRangeTest", "lr_range_test_step_size",
-                                       c.lr_range_test_step_size, "steps per lr increase"));
-      ZT_RETURN_IF_ERROR(CheckFinite("LRRangeTest", "lr_range_test_min_lr", c.lr_range_test_min_lr));
       ZT_RETURN_IF_ERROR(
-          CheckFinite("LRRangeTest", "lr_range_test_step_rate", c.lr_range_test_step_rate));
+          CheckPositive("LRRangeTest", "lr_range_test_step_size", c.lr_range_test_step_size, "steps per lr increase"));
+      ZT_RETURN_IF_ERROR(CheckFinite("LRRangeTest", "lr_range_test_min_lr", c.lr_range_test_min_lr));
+      ZT_RETURN_IF_ERROR(CheckFinite("LRRangeTest", "lr_range_test_step_rate", c.lr_range_test_step_rate));
       return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("scheduler.type: unsupported value ", static_cast<int>(c.type)));
+  return absl::InvalidArgumentError(absl::StrCat("scheduler.type: unsupported value ", static_cast<int>(c.type)));
 }
 
 std::unique_ptr<LrScheduler> MakeLrScheduler(const SchedulerConfig& config, double base_lr) {
   ThrowIfError(ValidateSchedulerConfig(config, base_lr));
   switch (config.type) {
-    case SchedulerType::kNone:
-      return std::make_unique<ConstantLr>(base_lr);
-    case SchedulerType::kWarmupLR:
-      return std::make_unique<WarmupLr>(config, /*decay=*/false);
-    case SchedulerType::kWarmupDecayLR:
-      return std::make_unique<WarmupLr>(config, /*decay=*/true);
-    case SchedulerType::kWarmupCosineLR:
-      return std::make_unique<WarmupCosineLr>(config, base_lr);
-    case SchedulerType::kOneCycle:
-      return std::make_unique<OneCycleLr>(config);
-    case SchedulerType::kLRRangeTest:
-      return std::make_unique<LrRangeTest>(config);
+    case SchedulerType::kNone: return std::make_unique<ConstantLr>(base_lr);
+    case SchedulerType::kWarmupLR: return std::make_unique<WarmupLr>(config, /*decay=*/false);
+    case SchedulerType::kWarmupDecayLR: return std::make_unique<WarmupLr>(config, /*decay=*/true);
+    case SchedulerType::kWarmupCosineLR: return std::make_unique<WarmupCosineLr>(config, base_lr);
+    case SchedulerType::kOneCycle: return std::make_unique<OneCycleLr>(config);
+    case SchedulerType::kLRRangeTest: return std::make_unique<LrRangeTest>(config);
   }
   throw Error(absl::InvalidArgumentError("scheduler.type: unsupported value"));
 }

@@ -40,12 +40,13 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path,
     if (known.count(n) == 0) unexpected.push_back(n);
   }
   if (!missing.empty()) {
-    return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(), " of the module's tensors: ",
-                                            absl::StrJoin(missing, ", ")));
+    return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(),
+                                            " of the module's tensors: ", absl::StrJoin(missing, ", ")));
   }
   if (strict && !unexpected.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds ", unexpected.size(),
-                                                   " tensors the module does not have: ", absl::StrJoin(unexpected, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' holds ", unexpected.size(),
+                     " tensors the module does not have: ", absl::StrJoin(unexpected, ", ")));
   }
   // Read everything first, then copy: a bad file changes nothing.
   std::vector<at::Tensor> values;

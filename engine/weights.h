@@ -9,9 +9,9 @@
 // a directory holding either.
 #pragma once
 
-#include <string>
-
 #include <torch/nn/module.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 

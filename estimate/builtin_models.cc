@@ -131,8 +131,8 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       ZT_ASSIGN_OR_RETURN(t.vocab, Key(j, "vocab_size", spec.name));
       shape = LlamaShape(t);
     } else {
-      return absl::UnimplementedError(absl::StrCat("model ", spec.name, ": no estimator shape for model type '",
-                                                   type, "'"));
+      return absl::UnimplementedError(
+          absl::StrCat("model ", spec.name, ": no estimator shape for model type '", type, "'"));
     }
   }
   shape.name = spec.name;

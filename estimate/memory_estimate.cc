@@ -67,9 +67,8 @@ std::vector<Group> PlanChunks(const ModelShape& shape, const EstimateOptions& o)
         params.push_back(up);
       }
     }
-    for (const plan::ChunkLayout& c :
-         plan::PlanUnitChunks(params, o.reduce_bucket_size, o.world_size, policy, /*all_persistent=*/u == 0,
-                              &persistent_used)) {
+    for (const plan::ChunkLayout& c : plan::PlanUnitChunks(params, o.reduce_bucket_size, o.world_size, policy,
+                                                           /*all_persistent=*/u == 0, &persistent_used)) {
       Group g = FromLayout(c.layout);
       g.unit = u;
       g.trainable = c.trainable;
@@ -227,8 +226,7 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
 }
 
 int64_t MemoryEstimate::total() const {
-  return model_states() + buckets + std::max<int64_t>(gathered, 0) + std::max<int64_t>(activations, 0) +
-         swap_buffers;
+  return model_states() + buckets + std::max<int64_t>(gathered, 0) + std::max<int64_t>(activations, 0) + swap_buffers;
 }
 
 namespace {
@@ -367,7 +365,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const Est
     // unit's chunks fill together and go one at a time. The reducer's pool
     // grows a free buffer to the size asked for, so after a few steps each of
     // its buffers may be as large as the largest chunk: an upper bound.
-    const int64_t slots = std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
+    const int64_t slots =
+        std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
     e.buckets = slots * SumLargest(bucket_sizes, 1) * p;
     if (shape.units_known) e.gathered = GatheredPeakNumel(shape, chunks, o) * p;
     if (swapped > 0) {
@@ -397,8 +396,8 @@ absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const Est
     e.optimizer_state = state;
   }
   if (shape.transformer) {
-    e.activations = ActivationBytes(*shape.transformer, o.precision, o.micro_batch, o.seq_len,
-                                    o.activation_checkpointing);
+    e.activations =
+        ActivationBytes(*shape.transformer, o.precision, o.micro_batch, o.seq_len, o.activation_checkpointing);
   }
   return e;
 }

@@ -88,8 +88,8 @@ struct EstimateOptions {
   // fp32 tensors of optimizer state per owned element (Adam/AdamW 2, Lion 1,
   // Adagrad 1, SGD 1 with momentum else 0).
   int optimizer_states = 2;
-  int64_t reduce_bucket_size = 500000000;   // elements
-  bool overlap_comm = false;                // as the engine resolved it
+  int64_t reduce_bucket_size = 500000000;  // elements
+  bool overlap_comm = false;               // as the engine resolved it
   int64_t param_persistence_threshold = 100000;
   int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
   int64_t prefetch_bucket_size = 50000000;  // elements

@@ -1,10 +1,10 @@
 // Implementation of models/common.h.
 #include "models/common.h"
 
+#include <torch/torch.h>
+
 #include <cmath>
 #include <limits>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -2,13 +2,13 @@
 // causal attention core, and choosing which units to checkpoint.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "models/model.h"
 #include "zero/unit.h"

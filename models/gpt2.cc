@@ -18,9 +18,9 @@ absl::Status ValidateGpt2Config(const std::string& name, const Gpt2Config& c) {
     const char* key;
     int64_t value, max;
   };
-  for (const Dim& d : {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17},
-                       Dim{"n_head", c.n_head, 1 << 12}, Dim{"seq_len", c.n_positions, 1 << 20},
-                       Dim{"vocab", c.vocab_size, 1 << 24}}) {
+  for (const Dim& d :
+       {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17}, Dim{"n_head", c.n_head, 1 << 12},
+        Dim{"seq_len", c.n_positions, 1 << 20}, Dim{"vocab", c.vocab_size, 1 << 24}}) {
     if (d.value < 1 || d.value > d.max) {
       return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
     }
@@ -54,12 +54,10 @@ torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
   return torch::addmm(bias, x.reshape({-1, weight.size(0)}), weight).view(out_shape);
 }
 
-Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c)
-    : n_head(c.n_head), dropout(c.dropout_percent / 100.0) {
+Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c) : n_head(c.n_head), dropout(c.dropout_percent / 100.0) {
   c_attn = register_module("c_attn", Conv1D(c.n_embd, 3 * c.n_embd, c.initializer_range));
   // HF scales the init of residual projections by 1/sqrt(2 n_layer) (GPT-2 paper).
-  c_proj = register_module("c_proj",
-                           Conv1D(c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
+  c_proj = register_module("c_proj", Conv1D(c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
 }
 
 torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x) {
@@ -73,8 +71,7 @@ torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x) {
 
 Gpt2MlpImpl::Gpt2MlpImpl(const Gpt2Config& c) : dropout(c.dropout_percent / 100.0) {
   c_fc = register_module("c_fc", Conv1D(c.n_embd, 4 * c.n_embd, c.initializer_range));
-  c_proj = register_module("c_proj",
-                           Conv1D(4 * c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
+  c_proj = register_module("c_proj", Conv1D(4 * c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
 }
 
 torch::Tensor Gpt2MlpImpl::forward(const torch::Tensor& x) {
@@ -105,7 +102,8 @@ Gpt2TransformerImpl::Gpt2TransformerImpl(const Gpt2Config& c) : dropout(c.dropou
     blocks.emplace_back(c);
     h->push_back(blocks.back());
   }
-  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon)));
+  ln_f =
+      register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon)));
 }
 
 torch::Tensor Gpt2TransformerImpl::forward(const torch::Tensor& idx) {
@@ -129,7 +127,8 @@ std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c) {
     for (auto& block : m.transformer->blocks) units.push_back(block.get());
     return units;
   };
-  return std::make_unique<CausalLmModel<Gpt2LMHeadModelImpl>>(info, std::make_shared<zt::UnitImpl<Gpt2LMHeadModelImpl>>(c), blocks);
+  return std::make_unique<CausalLmModel<Gpt2LMHeadModelImpl>>(
+      info, std::make_shared<zt::UnitImpl<Gpt2LMHeadModelImpl>>(c), blocks);
 }
 
 }  // namespace zt::models

@@ -5,12 +5,12 @@
 // Limits: no KV cache (training only), learned absolute positions.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "models/model.h"
@@ -22,8 +22,8 @@ struct Gpt2Config {
   int64_t n_layer = 12;
   int64_t n_embd = 768;
   int64_t n_head = 12;
-  int64_t n_positions = 1024;  // override key: seq_len
-  int64_t vocab_size = 50257;  // override key: vocab
+  int64_t n_positions = 1024;   // override key: seq_len
+  int64_t vocab_size = 50257;   // override key: vocab
   int64_t dropout_percent = 0;  // embd/attn/resid dropout, in percent (override key: dropout)
   double layer_norm_epsilon = 1e-5;
   double initializer_range = 0.02;
@@ -75,7 +75,7 @@ struct Gpt2TransformerImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
   double dropout;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
-  torch::nn::ModuleList h{nullptr};            // names h.0, h.1, ...
+  torch::nn::ModuleList h{nullptr};             // names h.0, h.1, ...
   std::vector<zt::Unit<Gpt2BlockImpl>> blocks;  // the same modules, typed
   torch::nn::LayerNorm ln_f{nullptr};
 };

@@ -19,10 +19,10 @@ absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c) 
     const char* key;
     int64_t value, max;
   };
-  for (const Dim& d : {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17},
-                       Dim{"n_head", c.n_head, 1 << 12}, Dim{"n_kv_head", c.n_kv_head, 1 << 12},
-                       Dim{"intermediate", c.intermediate, 1 << 19}, Dim{"seq_len", c.max_positions, 1 << 22},
-                       Dim{"vocab", c.vocab_size, 1 << 24}}) {
+  for (const Dim& d :
+       {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17}, Dim{"n_head", c.n_head, 1 << 12},
+        Dim{"n_kv_head", c.n_kv_head, 1 << 12}, Dim{"intermediate", c.intermediate, 1 << 19},
+        Dim{"seq_len", c.max_positions, 1 << 22}, Dim{"vocab", c.vocab_size, 1 << 24}}) {
     if (d.value < 1 || d.value > d.max) {
       return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
     }
@@ -59,8 +59,11 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim
                                                      const torch::Device& device) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
   torch::Tensor inv_freq =
-      1.0 / torch::pow(theta, torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong).device(device))
-                                  .to(torch::kFloat) / static_cast<double>(head_dim));
+      1.0 /
+      torch::pow(
+          theta,
+          torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong).device(device)).to(torch::kFloat) /
+              static_cast<double>(head_dim));
   torch::Tensor freqs = torch::outer(torch::arange(t, f32), inv_freq);
   torch::Tensor emb = torch::cat({freqs, freqs}, -1);
   return {emb.cos(), emb.sin()};
@@ -164,7 +167,8 @@ std::unique_ptr<Model> CreateLlama(const ModelInfo& info, const LlamaConfig& c) 
     for (auto& block : m.model->layers) units.push_back(block.get());
     return units;
   };
-  return std::make_unique<CausalLmModel<LlamaForCausalLMImpl>>(info, std::make_shared<zt::UnitImpl<LlamaForCausalLMImpl>>(c), blocks);
+  return std::make_unique<CausalLmModel<LlamaForCausalLMImpl>>(
+      info, std::make_shared<zt::UnitImpl<LlamaForCausalLMImpl>>(c), blocks);
 }
 
 }  // namespace zt::models

@@ -6,13 +6,13 @@
 // KV cache (training only); no biases (attention_bias = false).
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "models/model.h"
@@ -21,13 +21,13 @@
 namespace zt::models {
 
 struct LlamaConfig {
-  int64_t n_layer = 22;            // num_hidden_layers
-  int64_t n_embd = 2048;           // hidden_size
-  int64_t n_head = 32;             // num_attention_heads
-  int64_t n_kv_head = 4;           // num_key_value_heads
-  int64_t intermediate = 5632;     // intermediate_size
-  int64_t max_positions = 2048;    // max_position_embeddings (override key: seq_len)
-  int64_t vocab_size = 32000;      // override key: vocab
+  int64_t n_layer = 22;          // num_hidden_layers
+  int64_t n_embd = 2048;         // hidden_size
+  int64_t n_head = 32;           // num_attention_heads
+  int64_t n_kv_head = 4;         // num_key_value_heads
+  int64_t intermediate = 5632;   // intermediate_size
+  int64_t max_positions = 2048;  // max_position_embeddings (override key: seq_len)
+  int64_t vocab_size = 32000;    // override key: vocab
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
   double initializer_range = 0.02;
@@ -85,7 +85,7 @@ struct LlamaModelImpl : torch::nn::Module {
   explicit LlamaModelImpl(const LlamaConfig& c);
   torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
   torch::nn::Embedding embed_tokens{nullptr};
-  torch::nn::ModuleList layers_list{nullptr};                // names layers.0, layers.1, ...
+  torch::nn::ModuleList layers_list{nullptr};           // names layers.0, layers.1, ...
   std::vector<zt::Unit<LlamaDecoderLayerImpl>> layers;  // the same modules, typed
   LlamaRmsNorm norm{nullptr};
 };

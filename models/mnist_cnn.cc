@@ -38,8 +38,7 @@ class MnistCnnModel : public Model {
     if (!ok) {
       throw Error(absl::InvalidArgumentError(absl::StrCat(
           "model ", info_.name, ": input must be float images of shape [batch, 1, 28, 28], got ",
-          input.defined() ? absl::StrCat(std::string(c10::toString(input.scalar_type())), " ",
-                                         c10::str(input.sizes()))
+          input.defined() ? absl::StrCat(std::string(c10::toString(input.scalar_type())), " ", c10::str(input.sizes()))
                           : std::string("an undefined tensor"))));
     }
     return module_->forward(input);

@@ -4,9 +4,9 @@
 // Each of the four layers is its own zt::Unit (fc1 holds 98% of the weights).
 #pragma once
 
-#include <memory>
-
 #include <torch/torch.h>
+
+#include <memory>
 
 #include "models/model.h"
 #include "zero/unit.h"

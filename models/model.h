@@ -3,12 +3,12 @@
 // size. Models are built by name through models/registry.h.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
-
-#include <ATen/core/Tensor.h>
-#include <torch/nn/module.h>
 
 namespace zt::models {
 

@@ -2,10 +2,10 @@
 // of each model family.
 #include "models/registry.h"
 
+#include <torch/torch.h>
+
 #include <functional>
 #include <variant>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -74,18 +74,20 @@ template <typename C>
 using Fields = std::vector<std::pair<const char*, int64_t C::*>>;
 
 const Fields<Gpt2Config>& Gpt2Fields() {
-  static const Fields<Gpt2Config> f = {{"n_layer", &Gpt2Config::n_layer},     {"n_embd", &Gpt2Config::n_embd},
-                                       {"n_head", &Gpt2Config::n_head},       {"seq_len", &Gpt2Config::n_positions},
-                                       {"vocab", &Gpt2Config::vocab_size},    {"dropout", &Gpt2Config::dropout_percent}};
+  static const Fields<Gpt2Config> f = {{"n_layer", &Gpt2Config::n_layer},  {"n_embd", &Gpt2Config::n_embd},
+                                       {"n_head", &Gpt2Config::n_head},    {"seq_len", &Gpt2Config::n_positions},
+                                       {"vocab", &Gpt2Config::vocab_size}, {"dropout", &Gpt2Config::dropout_percent}};
   return f;
 }
 
 const Fields<LlamaConfig>& LlamaFields() {
-  static const Fields<LlamaConfig> f = {
-      {"n_layer", &LlamaConfig::n_layer},           {"n_embd", &LlamaConfig::n_embd},
-      {"n_head", &LlamaConfig::n_head},             {"n_kv_head", &LlamaConfig::n_kv_head},
-      {"intermediate", &LlamaConfig::intermediate}, {"seq_len", &LlamaConfig::max_positions},
-      {"vocab", &LlamaConfig::vocab_size}};
+  static const Fields<LlamaConfig> f = {{"n_layer", &LlamaConfig::n_layer},
+                                        {"n_embd", &LlamaConfig::n_embd},
+                                        {"n_head", &LlamaConfig::n_head},
+                                        {"n_kv_head", &LlamaConfig::n_kv_head},
+                                        {"intermediate", &LlamaConfig::intermediate},
+                                        {"seq_len", &LlamaConfig::max_positions},
+                                        {"vocab", &LlamaConfig::vocab_size}};
   return f;
 }
 
@@ -108,10 +110,10 @@ absl::Status ApplyOverrides(const std::string& name, const std::map<std::string,
     if (!found) {
       std::vector<std::string> keys;
       for (const auto& f : fields) keys.emplace_back(f.first);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model ", name, ": unknown override '", key, "'; ",
-          keys.empty() ? std::string("this model takes no overrides")
-                       : absl::StrCat("valid keys: ", absl::StrJoin(keys, ", "))));
+      return absl::InvalidArgumentError(absl::StrCat("model ", name, ": unknown override '", key, "'; ",
+                                                     keys.empty()
+                                                         ? std::string("this model takes no overrides")
+                                                         : absl::StrCat("valid keys: ", absl::StrJoin(keys, ", "))));
     }
   }
   return absl::OkStatus();
@@ -129,8 +131,8 @@ absl::StatusOr<Resolved> Resolve(const ModelSpec& spec) {
     if (spec.name == p.name) preset = &p;
   }
   if (preset == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name,
-                                                   "'; known models: ", absl::StrJoin(ModelNames(), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown model '", spec.name, "'; known models: ", absl::StrJoin(ModelNames(), ", ")));
   }
   Resolved r;
   r.config = preset->config;

@@ -88,8 +88,8 @@ absl::Status CsvMonitor::Write(const std::vector<Event>& events) {
     ZT_ASSIGN_OR_RETURN(std::FILE * f, FileFor(e.tag));
     const std::string row = absl::StrCat(e.step, ",", FormatValue(e.value), "\n");
     if (std::fwrite(row.data(), 1, row.size(), f) != row.size()) {
-      return absl::DataLossError(absl::StrCat("cannot write to ", JoinPath(dir_, FileNameForTag(e.tag)), ": ",
-                                              std::strerror(errno)));
+      return absl::DataLossError(
+          absl::StrCat("cannot write to ", JoinPath(dir_, FileNameForTag(e.tag)), ": ", std::strerror(errno)));
     }
   }
   return absl::OkStatus();

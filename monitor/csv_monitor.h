@@ -18,7 +18,7 @@ namespace zt::monitor {
 
 // The "tensorboard" / "csv_monitor" config sections share these fields.
 struct MonitorOptions {
-  std::string output_path;                  // "": the current directory
+  std::string output_path;  // "": the current directory
   std::string job_name = "DeepSpeedJobName";
 };
 

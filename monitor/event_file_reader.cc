@@ -80,8 +80,7 @@ absl::StatusOr<std::vector<Field>> ParseMessage(const std::string& msg, const st
         break;
       }
       default:
-        return absl::DataLossError(
-            absl::StrCat(what, ": field ", f.field, " has unsupported wire type ", f.wire_type));
+        return absl::DataLossError(absl::StrCat(what, ": field ", f.field, " has unsupported wire type ", f.wire_type));
     }
     fields.push_back(std::move(f));
   }
@@ -90,13 +89,12 @@ absl::StatusOr<std::vector<Field>> ParseMessage(const std::string& msg, const st
 
 absl::Status ExpectWire(const Field& f, uint32_t wire_type, const std::string& what, const char* name) {
   if (f.wire_type == wire_type) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat(what, ": ", name, " (field ", f.field, ") has wire type ", f.wire_type,
-                                          ", expected ", wire_type));
+  return absl::DataLossError(
+      absl::StrCat(what, ": ", name, " (field ", f.field, ") has wire type ", f.wire_type, ", expected ", wire_type));
 }
 
 // Event -> its scalars (and file_version).
-absl::Status DecodeEvent(const std::string& data, const std::string& what, int64_t record,
-                         EventFileContents* out) {
+absl::Status DecodeEvent(const std::string& data, const std::string& what, int64_t record, EventFileContents* out) {
   ZT_ASSIGN_OR_RETURN(std::vector<Field> fields, ParseMessage(data, what));
   double wall_time = 0.0;
   int64_t step = 0;
@@ -164,16 +162,17 @@ absl::StatusOr<EventFileContents> ReadEventFile(const std::string& path) {
   for (int64_t record = 0; pos < bytes.size(); ++record) {
     const std::string what = absl::StrCat("event file ", path, ": record ", record, " at byte ", pos);
     if (bytes.size() - pos < 12) {
-      return absl::DataLossError(absl::StrCat(what, ": truncated header (", bytes.size() - pos,
-                                              " of 12 bytes); the file was cut short"));
+      return absl::DataLossError(
+          absl::StrCat(what, ": truncated header (", bytes.size() - pos, " of 12 bytes); the file was cut short"));
     }
     const uint64_t len = LoadLE(p + pos, 8);
     const uint32_t len_crc = static_cast<uint32_t>(LoadLE(p + pos + 8, 4));
     const uint32_t want_len_crc = MaskCrc32c(Crc32c(0, p + pos, 8));
     if (len_crc != want_len_crc) {
-      return absl::DataLossError(absl::StrFormat("%s: length CRC mismatch (stored 0x%08x, computed 0x%08x); the file "
-                                                 "is corrupt",
-                                                 what, len_crc, want_len_crc));
+      return absl::DataLossError(
+          absl::StrFormat("%s: length CRC mismatch (stored 0x%08x, computed 0x%08x); the file "
+                          "is corrupt",
+                          what, len_crc, want_len_crc));
     }
     if (len > bytes.size() - pos - 12 || bytes.size() - pos - 12 - len < 4) {
       return absl::DataLossError(absl::StrCat(what, ": truncated record (", len, " data bytes announced, ",
@@ -183,9 +182,10 @@ absl::StatusOr<EventFileContents> ReadEventFile(const std::string& path) {
     const uint32_t data_crc = static_cast<uint32_t>(LoadLE(p + pos + 12 + len, 4));
     const uint32_t want_data_crc = MaskCrc32c(Crc32c(0, data.data(), data.size()));
     if (data_crc != want_data_crc) {
-      return absl::DataLossError(absl::StrFormat("%s: data CRC mismatch (stored 0x%08x, computed 0x%08x); the file "
-                                                 "is corrupt",
-                                                 what, data_crc, want_data_crc));
+      return absl::DataLossError(
+          absl::StrFormat("%s: data CRC mismatch (stored 0x%08x, computed 0x%08x); the file "
+                          "is corrupt",
+                          what, data_crc, want_data_crc));
     }
     ZT_RETURN_IF_ERROR(DecodeEvent(data, what, record, &out));
     pos += 12 + len + 4;

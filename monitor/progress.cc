@@ -20,8 +20,7 @@ std::string ThreeDigits(double v) {
 }
 
 // Divides `v` by `base` while it is >= `threshold`, then prints three digits.
-std::string Scaled(double v, double base, double threshold, const char* const* units, int num_units,
-                   const char* sep) {
+std::string Scaled(double v, double base, double threshold, const char* const* units, int num_units, const char* sep) {
   if (!std::isfinite(v)) return "--";
   const bool neg = v < 0;
   v = std::fabs(v);
@@ -61,13 +60,13 @@ std::string FormatProgressLine(const ProgressInfo& info, int64_t total_steps, in
     const double frac = std::clamp(static_cast<double>(info.step) / static_cast<double>(total_steps), 0.0, 1.0);
     const int filled = static_cast<int>(frac * bar_width);
     absl::StrAppend(&line, "step ", info.step, "/", total_steps, " [", std::string(filled, '#'),
-                    std::string(std::max(0, bar_width - filled), '.'), "] ",
-                    static_cast<int>(std::floor(frac * 100.0)), "%");
+                    std::string(std::max(0, bar_width - filled), '.'), "] ", static_cast<int>(std::floor(frac * 100.0)),
+                    "%");
   } else {
     absl::StrAppend(&line, "step ", info.step);
   }
-  absl::StrAppend(&line, " | loss ", std::isfinite(info.loss) ? absl::StrFormat("%.4g", info.loss)
-                                                                : absl::StrFormat("%f", info.loss));
+  absl::StrAppend(&line, " | loss ",
+                  std::isfinite(info.loss) ? absl::StrFormat("%.4g", info.loss) : absl::StrFormat("%f", info.loss));
   absl::StrAppend(&line, " | lr ", absl::StrFormat("%.1e", info.lr));
   if (info.items_per_sec > 0) {
     absl::StrAppend(&line, " | ", FormatRate(info.items_per_sec), " ",
@@ -75,8 +74,8 @@ std::string FormatProgressLine(const ProgressInfo& info, int64_t total_steps, in
   }
   const int64_t done = info.step - info.first_step;
   if (total_steps > 0 && done > 0 && info.elapsed_sec > 0) {
-    const double remaining = static_cast<double>(std::max<int64_t>(0, total_steps - info.step)) *
-                             info.elapsed_sec / static_cast<double>(done);
+    const double remaining = static_cast<double>(std::max<int64_t>(0, total_steps - info.step)) * info.elapsed_sec /
+                             static_cast<double>(done);
     absl::StrAppend(&line, " | ETA ", FormatDuration(remaining));
   }
   if (info.memory_bytes > 0) absl::StrAppend(&line, " | mem ", FormatBytes(static_cast<double>(info.memory_bytes)));

@@ -23,24 +23,24 @@ std::string FormatBytes(double bytes);
 std::string FormatRate(double per_sec);
 
 struct ProgressInfo {
-  int64_t step = 0;               // steps done (1-based after the first step)
+  int64_t step = 0;  // steps done (1-based after the first step)
   double loss = 0.0;
   double lr = 0.0;
-  double items_per_sec = 0.0;     // <= 0: not shown
-  const char* items_name = "tok"; // "tok" or "samples"
-  int64_t memory_bytes = 0;       // <= 0: not shown
-  double elapsed_sec = 0.0;       // since training started; drives the ETA and throttling
-  int64_t first_step = 0;         // the step this process started at (a resumed run: > 0); the
-                                  // ETA uses the rate of steps since then
+  double items_per_sec = 0.0;      // <= 0: not shown
+  const char* items_name = "tok";  // "tok" or "samples"
+  int64_t memory_bytes = 0;        // <= 0: not shown
+  double elapsed_sec = 0.0;        // since training started; drives the ETA and throttling
+  int64_t first_step = 0;          // the step this process started at (a resumed run: > 0); the
+                                   // ETA uses the rate of steps since then
 };
 
 struct ProgressOptions {
-  int64_t total_steps = 0;                 // <= 0: unknown (no bar, no ETA)
-  std::optional<bool> tty;                 // unset: isatty(fileno(out))
+  int64_t total_steps = 0;  // <= 0: unknown (no bar, no ETA)
+  std::optional<bool> tty;  // unset: isatty(fileno(out))
   std::FILE* out = stderr;
-  double print_every_sec = 10.0;           // not a TTY: a line at most this often...
-  int64_t print_every_steps = 0;           // ...or every N steps when > 0; always the first and last
-  double redraw_interval_sec = 0.1;        // TTY: at most ~10 redraws per second
+  double print_every_sec = 10.0;     // not a TTY: a line at most this often...
+  int64_t print_every_steps = 0;     // ...or every N steps when > 0; always the first and last
+  double redraw_interval_sec = 0.1;  // TTY: at most ~10 redraws per second
   int bar_width = 20;
 };
 
@@ -65,8 +65,8 @@ class ProgressBar {
 
   ProgressOptions options_;
   bool tty_ = false;
-  bool drawn_ = false;         // something printed since construction (or the last Finish)
-  bool line_open_ = false;     // TTY: the cursor is at the end of a drawn line
+  bool drawn_ = false;      // something printed since construction (or the last Finish)
+  bool line_open_ = false;  // TTY: the cursor is at the end of a drawn line
   double last_print_sec_ = 0.0;
   int64_t last_print_step_ = 0;
   size_t last_width_ = 0;

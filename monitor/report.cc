@@ -61,17 +61,17 @@ void ReportData::AddEvents(const std::vector<Event>& events) {
 }
 
 std::string TrainingReportHtml(const ReportData& data) {
-  std::string html = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>", XmlEscape(data.title),
-      "</title>\n<style>\n"
-      "body{font-family:sans-serif;margin:2em auto;max-width:1340px;color:#222}\n"
-      "table{border-collapse:collapse;margin-bottom:1.5em}\n"
-      "td,th{border:1px solid #ddd;padding:4px 10px;text-align:left;vertical-align:top}\n"
-      "th{background:#f5f5f5}\n"
-      ".charts{display:flex;flex-wrap:wrap;gap:16px}\nfigure{margin:0}\n"
-      "footer{margin-top:2em;color:#888;font-size:small}\n"
-      "</style>\n</head>\n<body>\n<h1>",
-      XmlEscape(data.title), "</h1>\n");
+  std::string html = absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>",
+                                  XmlEscape(data.title),
+                                  "</title>\n<style>\n"
+                                  "body{font-family:sans-serif;margin:2em auto;max-width:1340px;color:#222}\n"
+                                  "table{border-collapse:collapse;margin-bottom:1.5em}\n"
+                                  "td,th{border:1px solid #ddd;padding:4px 10px;text-align:left;vertical-align:top}\n"
+                                  "th{background:#f5f5f5}\n"
+                                  ".charts{display:flex;flex-wrap:wrap;gap:16px}\nfigure{margin:0}\n"
+                                  "footer{margin-top:2em;color:#888;font-size:small}\n"
+                                  "</style>\n</head>\n<body>\n<h1>",
+                                  XmlEscape(data.title), "</h1>\n");
   if (!data.summary.empty()) {
     absl::StrAppend(&html, "<table>\n");
     for (const auto& [key, value] : data.summary) {

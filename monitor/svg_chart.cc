@@ -26,8 +26,8 @@ bool Usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
 
 // A linear or log mapping from data to pixels.
 struct Scale {
-  double lo = 0, hi = 1;        // data range (for log: of log10 values)
-  double p0 = 0, p1 = 1;        // pixel range (p1 may be < p0 for the y axis)
+  double lo = 0, hi = 1;  // data range (for log: of log10 values)
+  double p0 = 0, p1 = 1;  // pixel range (p1 may be < p0 for the y axis)
   bool log = false;
   double operator()(double v) const {
     const double t = log ? std::log10(v) : v;
@@ -89,17 +89,19 @@ std::string Header(const ChartOptions& o) {
 std::string Titles(const ChartOptions& o, double x0, double y0, double x1, double y1) {
   std::string s;
   if (!o.title.empty()) {
-    absl::StrAppend(&s, "<text x=\"", Num(o.width / 2.0), "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" "
-                        "font-weight=\"bold\">", XmlEscape(o.title), "</text>\n");
+    absl::StrAppend(&s, "<text x=\"", Num(o.width / 2.0),
+                    "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" "
+                    "font-weight=\"bold\">",
+                    XmlEscape(o.title), "</text>\n");
   }
   if (!o.x_label.empty()) {
-    absl::StrAppend(&s, "<text x=\"", Num((x0 + x1) / 2), "\" y=\"", Num(o.height - 8.0),
-                    "\" text-anchor=\"middle\">", XmlEscape(o.x_label), "</text>\n");
+    absl::StrAppend(&s, "<text x=\"", Num((x0 + x1) / 2), "\" y=\"", Num(o.height - 8.0), "\" text-anchor=\"middle\">",
+                    XmlEscape(o.x_label), "</text>\n");
   }
   if (!o.y_label.empty()) {
     const double cy = (y0 + y1) / 2;
-    absl::StrAppend(&s, "<text x=\"14\" y=\"", Num(cy), "\" text-anchor=\"middle\" transform=\"rotate(-90 14 ",
-                    Num(cy), ")\">", XmlEscape(o.y_label), "</text>\n");
+    absl::StrAppend(&s, "<text x=\"14\" y=\"", Num(cy), "\" text-anchor=\"middle\" transform=\"rotate(-90 14 ", Num(cy),
+                    ")\">", XmlEscape(o.y_label), "</text>\n");
   }
   return s;
 }
@@ -131,8 +133,7 @@ std::string Legend(const std::vector<Series>& series, double x1, double y0, bool
   const double h = 8 + 16.0 * static_cast<double>(series.size());
   const double lx = x1 - w - 8, ly = y0 + 8;
   std::string s = absl::StrCat("<g class=\"legend\">\n<rect x=\"", Num(lx), "\" y=\"", Num(ly), "\" width=\"", Num(w),
-                               "\" height=\"", Num(h),
-                               "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n");
+                               "\" height=\"", Num(h), "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n");
   for (size_t i = 0; i < series.size(); ++i) {
     const double cy = ly + 12 + 16.0 * static_cast<double>(i);
     if (bars) {
@@ -275,8 +276,8 @@ std::string LineChartSvg(const std::vector<Series>& series, const ChartOptions& 
     std::vector<std::pair<double, double>> run;
     auto flush = [&]() {
       if (run.size() == 1) {
-        absl::StrAppend(&svg, "<circle cx=\"", Num(run[0].first), "\" cy=\"", Num(run[0].second),
-                        "\" r=\"3\" fill=\"", Color(si), "\"/>\n");
+        absl::StrAppend(&svg, "<circle cx=\"", Num(run[0].first), "\" cy=\"", Num(run[0].second), "\" r=\"3\" fill=\"",
+                        Color(si), "\"/>\n");
       } else if (run.size() > 1) {
         std::string pts;
         for (const auto& [px, py] : run) absl::StrAppend(&pts, pts.empty() ? "" : " ", Num(px), ",", Num(py));
@@ -344,8 +345,9 @@ std::string BarChartSvg(const std::vector<std::string>& categories, const std::v
     }
     const double cx = gx + gw / 2;
     if (rotate) {
-      absl::StrAppend(&svg, "<text x=\"", Num(cx), "\" y=\"", Num(y1 + 14), "\" text-anchor=\"end\" transform=\"rotate(-35 ",
-                      Num(cx), " ", Num(y1 + 14), ")\">", XmlEscape(categories[c]), "</text>\n");
+      absl::StrAppend(&svg, "<text x=\"", Num(cx), "\" y=\"", Num(y1 + 14),
+                      "\" text-anchor=\"end\" transform=\"rotate(-35 ", Num(cx), " ", Num(y1 + 14), ")\">",
+                      XmlEscape(categories[c]), "</text>\n");
     } else {
       absl::StrAppend(&svg, "<text x=\"", Num(cx), "\" y=\"", Num(y1 + 16), "\" text-anchor=\"middle\">",
                       XmlEscape(categories[c]), "</text>\n");

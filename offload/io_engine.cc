@@ -36,16 +36,11 @@ namespace {
 const char* Advice(int err) {
   switch (err) {
     case ENOSPC:
-    case EDQUOT:
-      return "; the swap file's space was reserved, so the filesystem lost it: free space there";
-    case EFBIG:
-      return "; a file size limit was hit (ulimit -f, or the filesystem's maximum file size)";
-    case EIO:
-      return "; the device reported an I/O error (check the kernel log)";
-    case EINVAL:
-      return "; the filesystem refused this O_DIRECT transfer (alignment or O_DIRECT support)";
-    default:
-      return "";
+    case EDQUOT: return "; the swap file's space was reserved, so the filesystem lost it: free space there";
+    case EFBIG: return "; a file size limit was hit (ulimit -f, or the filesystem's maximum file size)";
+    case EIO: return "; the device reported an I/O error (check the kernel log)";
+    case EINVAL: return "; the filesystem refused this O_DIRECT transfer (alignment or O_DIRECT support)";
+    default: return "";
   }
 }
 
@@ -88,17 +83,18 @@ IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset,
     r->status = absl::FailedPreconditionError(
         absl::StrCat(op, " of swap file '", file.path(), "': the file is not open (moved from?)"));
   } else if (bytes > 0 && buffer == nullptr) {
-    r->status = absl::InvalidArgumentError(absl::StrCat(op, " of ", bytes, " bytes at offset ", offset,
-                                                        " of swap file '", file.path(), "': null buffer"));
+    r->status = absl::InvalidArgumentError(
+        absl::StrCat(op, " of ", bytes, " bytes at offset ", offset, " of swap file '", file.path(), "': null buffer"));
   } else if (address % kIoAlignment != 0 || offset % kIoAlignment != 0 || bytes % kIoAlignment != 0) {
     r->status = absl::InvalidArgumentError(absl::StrFormat(
         "%s of swap file '%s': O_DIRECT needs the buffer address, offset and length to be multiples of %d, got "
         "buffer %p, offset %d, length %d; allocate with AlignedBuffer and round sizes with AlignUp",
         op, file.path(), kIoAlignment, static_cast<void*>(buffer), offset, bytes));
   } else if (offset > file.size() || bytes > file.size() - offset) {
-    r->status = absl::OutOfRangeError(absl::StrCat(
-        op, " of ", bytes, " bytes at offset ", offset, " of swap file '", file.path(), "' ends past its reserved size ",
-        file.size(), write ? " (writes may not grow a swap file: it was reserved up front)" : ""));
+    r->status = absl::OutOfRangeError(
+        absl::StrCat(op, " of ", bytes, " bytes at offset ", offset, " of swap file '", file.path(),
+                     "' ends past its reserved size ", file.size(),
+                     write ? " (writes may not grow a swap file: it was reserved up front)" : ""));
   }
 
   const uint64_t block = static_cast<uint64_t>(options_.block_size);
@@ -188,10 +184,9 @@ absl::Status IoEngineBase::TransferError(const IoPiece& piece, int err, const ch
   if (err == EIO) code = absl::StatusCode::kDataLoss;
   if (err == EFBIG) code = absl::StatusCode::kResourceExhausted;
   return absl::Status(
-      code,
-      absl::StrCat(op, " of ", piece.left, " bytes at offset ", piece.offset, " of swap file '", r.path,
-                   "' failed: ", std::strerror(err), Advice(err), " [", SourceBaseName(file), ":", line,
-                   "] (part of a ", r.bytes, "-byte ", r.write ? "write" : "read", " at offset ", r.offset, ")"));
+      code, absl::StrCat(op, " of ", piece.left, " bytes at offset ", piece.offset, " of swap file '", r.path,
+                         "' failed: ", std::strerror(err), Advice(err), " [", SourceBaseName(file), ":", line,
+                         "] (part of a ", r.bytes, "-byte ", r.write ? "write" : "read", " at offset ", r.offset, ")"));
 }
 
 // Retrying EINTR/EAGAIN forever would spin on a device that keeps refusing.
@@ -286,10 +281,9 @@ absl::StatusOr<std::unique_ptr<IoEngine>> IoEngine::Create(const IoOptions& opti
   absl::Status why = absl::UnavailableError("this build has no io_uring support (configured with ZT_WITH_URING=OFF)");
 #endif
   if (requested == IoBackend::kUring) {
-    return absl::UnavailableError(absl::StrCat("io_uring was asked for (", options.backend == IoBackend::kUring
-                                                                               ? "IoOptions::backend"
-                                                                               : "ZT_AIO_BACKEND",
-                                               ") but cannot start: ", why.message()));
+    return absl::UnavailableError(absl::StrCat(
+        "io_uring was asked for (", options.backend == IoBackend::kUring ? "IoOptions::backend" : "ZT_AIO_BACKEND",
+        ") but cannot start: ", why.message()));
   }
   // Once per process: every swapper makes an engine and one line says it all.
   static std::once_flag warned;

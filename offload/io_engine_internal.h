@@ -28,19 +28,18 @@ const char* SourceBaseName(const char* file);
 absl::Status SysError(int err, const char* file, int line, const std::string& what);
 
 // Returns SysError(errno) when `expr`, a POSIX call returning -1 on failure, fails.
-#define ZT_IO_RETURN_IF_ERRNO(expr, what)                                                  \
-  do {                                                                                     \
+#define ZT_IO_RETURN_IF_ERRNO(expr, what)                                                        \
+  do {                                                                                           \
     if ((expr) < 0) return ::zt::offload::internal::SysError(errno, __FILE__, __LINE__, (what)); \
   } while (0)
 
 // Aborts with file:line and the errno text when a liburing-style result is
 // negative where no caller could recover (the ring itself is unusable, so the
 // kernel may still own buffers and nothing can be released safely).
-#define ZT_IO_CHECK_NONNEGATIVE(expr, what)                                                           \
-  do {                                                                                                \
-    const long zt_io_ret_ = static_cast<long>(expr);                                                  \
-    ZT_CHECK_MSG(zt_io_ret_ >= 0, "%s: %s", std::string(what).c_str(),                                \
-                 std::strerror(static_cast<int>(-zt_io_ret_)));                                       \
+#define ZT_IO_CHECK_NONNEGATIVE(expr, what)                                                                           \
+  do {                                                                                                                \
+    const long zt_io_ret_ = static_cast<long>(expr);                                                                  \
+    ZT_CHECK_MSG(zt_io_ret_ >= 0, "%s: %s", std::string(what).c_str(), std::strerror(static_cast<int>(-zt_io_ret_))); \
   } while (0)
 
 // One Read or Write call. Owned by IoEngineBase until Wait collects it.
@@ -52,7 +51,7 @@ struct IoRequest {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   int64_t pieces_left = 0;  // guarded by IoEngineBase::mu_
-  absl::Status status;  // the first error; guarded by IoEngineBase::mu_
+  absl::Status status;      // the first error; guarded by IoEngineBase::mu_
 };
 
 // At most block_size contiguous bytes of one request, moved by one worker.
@@ -103,7 +102,7 @@ class IoEngineBase : public IoEngine {
 
   const IoOptions options_;
   std::mutex mu_;
-  std::condition_variable done_cv_;                         // a request's pieces_left reached 0
+  std::condition_variable done_cv_;                          // a request's pieces_left reached 0
   std::map<IoTicket, std::unique_ptr<IoRequest>> requests_;  // not yet collected; guarded by mu_
   IoTicket next_ticket_ = 1;                                 // caller's thread only
   int next_worker_ = 0;                                      // caller's thread only

@@ -72,19 +72,21 @@ absl::StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const
     for (const std::string& kind : options.kinds) {
       auto file = SwapFile::Create(options.dir, absl::StrCat(options.file_prefix, ".", kind, ".swp"), file_bytes);
       if (!file.ok()) {
-        return absl::Status(file.status().code(), absl::StrCat("zero_optimization.offload_optimizer.nvme_path: ",
-                                                               file.status().message()));
+        return absl::Status(file.status().code(),
+                            absl::StrCat("zero_optimization.offload_optimizer.nvme_path: ", file.status().message()));
       }
       sw->files_.push_back(std::move(*file));
     }
   }
   const uint64_t pool_bytes = static_cast<uint64_t>(sw->slots_) * kinds * sw->sub_group_numel_ * sizeof(float);
-  ZT_RETURN_IF_ERROR(CheckPoolFits(pool_bytes, absl::StrFormat(
-      "the optimizer swap buffers (%d x %s: %d sub-group%s of %d elements x %d kinds)", sw->slots_ * kinds,
-      Bytes(static_cast<uint64_t>(sw->sub_group_numel_) * sizeof(float)), sw->slots_, sw->slots_ == 1 ? "" : "s",
-      sw->sub_group_numel_, kinds), "lower zero_optimization.sub_group_size or offload_optimizer.buffer_count"));
-  ZT_ASSIGN_OR_RETURN(sw->pool_, BufferPool::Create(sw->slots_ * kinds,
-                                                    static_cast<size_t>(sw->sub_group_numel_) * sizeof(float)));
+  ZT_RETURN_IF_ERROR(CheckPoolFits(
+      pool_bytes,
+      absl::StrFormat("the optimizer swap buffers (%d x %s: %d sub-group%s of %d elements x %d kinds)",
+                      sw->slots_ * kinds, Bytes(static_cast<uint64_t>(sw->sub_group_numel_) * sizeof(float)),
+                      sw->slots_, sw->slots_ == 1 ? "" : "s", sw->sub_group_numel_, kinds),
+      "lower zero_optimization.sub_group_size or offload_optimizer.buffer_count"));
+  ZT_ASSIGN_OR_RETURN(
+      sw->pool_, BufferPool::Create(sw->slots_ * kinds, static_cast<size_t>(sw->sub_group_numel_) * sizeof(float)));
   // Slot j owns buffers [j * kinds, (j + 1) * kinds) for good.
   for (int b = 0; b < sw->slots_ * kinds; ++b) {
     const int got = sw->pool_->TryAcquire();
@@ -115,9 +117,9 @@ uint64_t OptimizerSwapper::buffer_bytes() const { return pool_ ? pool_->total_by
 
 std::string OptimizerSwapper::Describe() const {
   const char* overlap = read_ahead_ && write_behind_ ? "read-ahead and write-behind"
-                        : read_ahead_               ? "read-ahead"
-                        : write_behind_             ? "write-behind"
-                                                    : "no overlap";
+                        : read_ahead_                ? "read-ahead"
+                        : write_behind_              ? "write-behind"
+                                                     : "no overlap";
   return absl::StrFormat("%d sub-group%s of up to %d elements x %d kinds (%s) in %s on disk; %s, %d x %d buffers of %s",
                          num_sub_groups_, num_sub_groups_ == 1 ? "" : "s", sub_group_numel_, options_.kinds.size(),
                          absl::StrJoin(options_.kinds, ", "), Bytes(file_bytes()), overlap, slots_,
@@ -204,12 +206,13 @@ absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
 }
 
 absl::Status OptimizerSwapper::BounceRange(int kind, int64_t begin, int64_t end, float* read_into,
-                                          const float* write_from) {
+                                           const float* write_from) {
   const bool write = write_from != nullptr;
   if (kind < 0 || kind >= static_cast<int>(files_.size()) || begin < 0 || end > options_.total_numel || begin > end) {
-    return absl::OutOfRangeError(absl::StrFormat("optimizer state range %d..%d of kind %d is outside the state "
-                                                 "(%d elements, %d kinds)",
-                                                 begin, end, kind, options_.total_numel, options_.kinds.size()));
+    return absl::OutOfRangeError(
+        absl::StrFormat("optimizer state range %d..%d of kind %d is outside the state "
+                        "(%d elements, %d kinds)",
+                        begin, end, kind, options_.total_numel, options_.kinds.size()));
   }
   const SwapFile& f = files_[static_cast<size_t>(kind)];
   char* bounce = static_cast<char*>(pool_->data(0));
@@ -225,14 +228,18 @@ absl::Status OptimizerSwapper::BounceRange(int kind, int64_t begin, int64_t end,
     const bool whole = pos == w_begin && (pos + take) % kIoAlignment == 0;
     if (!write || !whole) {
       absl::Status st = io_->ReadSync(f, w_begin, bounce, w_end - w_begin);
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("reading optimizer state '", options_.kinds[static_cast<size_t>(kind)], "': ", st.message()));
+      if (!st.ok())
+        return absl::Status(st.code(), absl::StrCat("reading optimizer state '",
+                                                    options_.kinds[static_cast<size_t>(kind)], "': ", st.message()));
       stats_.bytes_read += w_end - w_begin;
     }
     if (write) {
       std::memcpy(bounce + (pos - w_begin), in, take);
       in += take;
       absl::Status st = io_->WriteSync(f, w_begin, bounce, w_end - w_begin);
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("writing optimizer state '", options_.kinds[static_cast<size_t>(kind)], "': ", st.message()));
+      if (!st.ok())
+        return absl::Status(st.code(), absl::StrCat("writing optimizer state '",
+                                                    options_.kinds[static_cast<size_t>(kind)], "': ", st.message()));
       stats_.bytes_written += w_end - w_begin;
     } else {
       std::memcpy(out, bounce + (pos - w_begin), take);

@@ -46,12 +46,12 @@
 namespace zt::offload {
 
 struct OptimizerSwapOptions {
-  std::string dir;                      // offload_optimizer.nvme_path
+  std::string dir;                        // offload_optimizer.nvme_path
   std::string file_prefix = "optimizer";  // files: <dir>/<prefix>.<kind>.swp (unlinked once open)
-  std::vector<std::string> kinds;       // e.g. {"master", "exp_avg", "exp_avg_sq"}
-  int64_t total_numel = 0;              // elements per kind
-  int64_t sub_group_numel = 1000000000;  // zero_optimization.sub_group_size
-  int buffer_count = 4;                 // offload_optimizer.buffer_count
+  std::vector<std::string> kinds;         // e.g. {"master", "exp_avg", "exp_avg_sq"}
+  int64_t total_numel = 0;                // elements per kind
+  int64_t sub_group_numel = 1000000000;   // zero_optimization.sub_group_size
+  int buffer_count = 4;                   // offload_optimizer.buffer_count
   bool pipeline_read = false;
   bool pipeline_write = false;
 };
@@ -62,8 +62,7 @@ class OptimizerSwapper {
   // message says how much this rank needs in all) and the buffer pool.
   // InvalidArgument when buffer_count cannot hold one sub-group of every
   // kind (names offload_optimizer.buffer_count and the minimum).
-  static absl::StatusOr<std::unique_ptr<OptimizerSwapper>> Create(const OptimizerSwapOptions& options,
-                                                                  IoEngine* io);
+  static absl::StatusOr<std::unique_ptr<OptimizerSwapper>> Create(const OptimizerSwapOptions& options, IoEngine* io);
 
   struct SubGroup {
     int index = 0;

@@ -37,11 +37,11 @@ absl::StatusOr<std::unique_ptr<ParamSwapper>> ParamSwapper::Create(const ParamSw
     slot.offset = offset;
     slot.bytes = options.slot_bytes[s];
     if (AlignUp(slot.bytes) > buffer_bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "zero_optimization.offload_param.buffer_size: a swap buffer holds %s but %s needs %s",
-          HumanBytes(static_cast<double>(buffer_bytes)),
-          s < options.slot_names.size() ? options.slot_names[s] : absl::StrCat("parameter shard ", s),
-          HumanBytes(static_cast<double>(slot.bytes))));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("zero_optimization.offload_param.buffer_size: a swap buffer holds %s but %s needs %s",
+                          HumanBytes(static_cast<double>(buffer_bytes)),
+                          s < options.slot_names.size() ? options.slot_names[s] : absl::StrCat("parameter shard ", s),
+                          HumanBytes(static_cast<double>(slot.bytes))));
     }
     offset += AlignUp(slot.bytes);
     sw->slots_.push_back(slot);
@@ -54,11 +54,10 @@ absl::StatusOr<std::unique_ptr<ParamSwapper>> ParamSwapper::Create(const ParamSw
     }
     sw->file_ = std::make_unique<SwapFile>(std::move(*file));
   }
-  ZT_RETURN_IF_ERROR(CheckPoolFits(
-      buffer_bytes * static_cast<uint64_t>(options.buffer_count),
-      absl::StrFormat("the parameter swap buffers (%d x %s)", options.buffer_count,
-                      HumanBytes(static_cast<double>(buffer_bytes))),
-      "lower zero_optimization.offload_param.buffer_count or buffer_size"));
+  ZT_RETURN_IF_ERROR(CheckPoolFits(buffer_bytes * static_cast<uint64_t>(options.buffer_count),
+                                   absl::StrFormat("the parameter swap buffers (%d x %s)", options.buffer_count,
+                                                   HumanBytes(static_cast<double>(buffer_bytes))),
+                                   "lower zero_optimization.offload_param.buffer_count or buffer_size"));
   ZT_ASSIGN_OR_RETURN(sw->pool_, BufferPool::Create(options.buffer_count, static_cast<size_t>(buffer_bytes)));
   return sw;
 }
@@ -83,7 +82,6 @@ void ParamSwapper::Touch(int s) {
 }
 
 bool ParamSwapper::resident(int s) const { return slots_[static_cast<size_t>(s)].state != State::kDisk; }
-
 
 absl::Status ParamSwapper::WaitSlot(int s) {
   Slot& slot = slots_[static_cast<size_t>(s)];
@@ -172,8 +170,7 @@ absl::StatusOr<void*> ParamSwapper::Acquire(int s, bool read) {
     ZT_RETURN_IF_ERROR(error);
     if (b < 0) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "all %d parameter swap buffers are in use (zero_optimization.offload_param.buffer_count)",
-          pool_->count()));
+          "all %d parameter swap buffers are in use (zero_optimization.offload_param.buffer_count)", pool_->count()));
     }
     slot.buffer = b;
     if (read) {

@@ -37,12 +37,12 @@
 namespace zt::offload {
 
 struct ParamSwapOptions {
-  std::string dir;                     // offload_param.nvme_path
+  std::string dir;  // offload_param.nvme_path
   std::string file_name = "params.swp";
-  std::vector<uint64_t> slot_bytes;    // bytes of each swapped shard
+  std::vector<uint64_t> slot_bytes;     // bytes of each swapped shard
   std::vector<std::string> slot_names;  // for messages ("unit 'h.3' chunk 7")
-  int buffer_count = 5;                // offload_param.buffer_count
-  uint64_t buffer_bytes = 0;           // offload_param.buffer_size x element size
+  int buffer_count = 5;                 // offload_param.buffer_count
+  uint64_t buffer_bytes = 0;            // offload_param.buffer_size x element size
 };
 
 class ParamSwapper {
@@ -76,12 +76,12 @@ class ParamSwapper {
   uint64_t buffer_bytes() const { return pool_ ? pool_->total_bytes() : 0; }
 
   struct Stats {
-    uint64_t reads = 0, read_bytes = 0;      // slot reads issued
+    uint64_t reads = 0, read_bytes = 0;  // slot reads issued
     uint64_t writes = 0, write_bytes = 0;
-    uint64_t hits = 0;                       // Acquire found the slot resident or in flight
-    uint64_t read_ahead = 0;                 // reads started by TryReadAhead
+    uint64_t hits = 0;        // Acquire found the slot resident or in flight
+    uint64_t read_ahead = 0;  // reads started by TryReadAhead
     uint64_t evictions = 0;
-    double wait_seconds = 0;                 // time Acquire/Flush blocked on I/O
+    double wait_seconds = 0;  // time Acquire/Flush blocked on I/O
   };
   const Stats& stats() const { return stats_; }
 
@@ -117,7 +117,7 @@ class ParamSwapper {
   std::unique_ptr<SwapFile> file_;
   std::unique_ptr<BufferPool> pool_;
   std::vector<Slot> slots_;
-  std::list<int> lru_;  // resident, reading or writing slots, least recent first
+  std::list<int> lru_;   // resident, reading or writing slots, least recent first
   int ahead_count_ = 0;  // slots with `ahead` set
   Stats stats_;
 };

@@ -53,9 +53,10 @@ absl::Status ProbeDirectIo(int fd, const std::string& dir, const std::string& pa
   if (w == static_cast<ssize_t>(kIoAlignment)) return absl::OkStatus();
   if (w >= 0) return absl::DataLossError(absl::StrCat("probing O_DIRECT on '", path, "': wrote ", w, " of 4096 bytes"));
   if (err == EINVAL) {
-    return absl::FailedPreconditionError(absl::StrCat("swap directory '", dir, "' does not support O_DIRECT (a 4 KiB "
-                                                      "write to '", path, "' failed: ", std::strerror(err), "); ",
-                                                      kDirectAdvice));
+    return absl::FailedPreconditionError(absl::StrCat("swap directory '", dir,
+                                                      "' does not support O_DIRECT (a 4 KiB "
+                                                      "write to '",
+                                                      path, "' failed: ", std::strerror(err), "); ", kDirectAdvice));
   }
   return ErrnoError(err, absl::StrCat("probing O_DIRECT with a 4 KiB write to swap file '", path, "'"));
 }
@@ -74,11 +75,14 @@ absl::Status OpenError(int err, const std::string& dir, const std::string& path)
                                                       "); make it writable for this user or point nvme_path at "
                                                       "another directory"));
     case EINVAL:
-      return absl::FailedPreconditionError(absl::StrCat("swap directory '", dir, "' does not support O_DIRECT "
-                                                        "(opening '", path, "' with O_DIRECT failed: ",
-                                                        std::strerror(err), "); ", kDirectAdvice));
+      return absl::FailedPreconditionError(absl::StrCat("swap directory '", dir,
+                                                        "' does not support O_DIRECT "
+                                                        "(opening '",
+                                                        path, "' with O_DIRECT failed: ", std::strerror(err), "); ",
+                                                        kDirectAdvice));
     case EEXIST:
-      return absl::AlreadyExistsError(absl::StrCat("swap file '", path, "' already exists; swap files are unlinked "
+      return absl::AlreadyExistsError(absl::StrCat("swap file '", path,
+                                                   "' already exists; swap files are unlinked "
                                                    "as soon as they are open, so it belongs to something else (another "
                                                    "run using the same name?): remove it or use another nvme_path"));
     case ENOSPC:
@@ -86,8 +90,7 @@ absl::Status OpenError(int err, const std::string& dir, const std::string& path)
       return absl::ResourceExhaustedError(absl::StrCat("cannot create swap file '", path, "': ", std::strerror(err),
                                                        "; free space (or inodes) there or point nvme_path at "
                                                        "another disk"));
-    default:
-      return ErrnoError(err, absl::StrCat("cannot create swap file '", path, "'"));
+    default: return ErrnoError(err, absl::StrCat("cannot create swap file '", path, "'"));
   }
 }
 
@@ -156,11 +159,13 @@ absl::StatusOr<SwapFile> SwapFile::Create(const std::string& dir, const std::str
   if (::stat(clean_dir.c_str(), &st) != 0) {
     int err = errno;
     if (err == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("swap directory '", clean_dir, "' does not exist; create it or point "
+      return absl::NotFoundError(absl::StrCat("swap directory '", clean_dir,
+                                              "' does not exist; create it or point "
                                               "nvme_path at an existing directory"));
     }
     if (err == ENOTDIR) {
-      return absl::FailedPreconditionError(absl::StrCat("swap directory '", clean_dir, "' is not a directory (part "
+      return absl::FailedPreconditionError(absl::StrCat("swap directory '", clean_dir,
+                                                        "' is not a directory (part "
                                                         "of the path is a file); point nvme_path at a directory"));
     }
     if (err == EACCES) return internal::OpenError(err, clean_dir, path);

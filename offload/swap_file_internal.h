@@ -28,7 +28,6 @@ absl::Status NoRoomError(const std::string& path, uint64_t needed, int64_t free_
 // ENOSYS (a filesystem that cannot preallocate) falls back to ftruncate,
 // silently, because the file still works, only without the early failure.
 using FallocateFn = int (*)(int fd, int mode, off_t offset, off_t len);
-absl::Status Reserve(int fd, uint64_t bytes, const std::string& dir, const std::string& path,
-                     FallocateFn fallocate_fn);
+absl::Status Reserve(int fd, uint64_t bytes, const std::string& dir, const std::string& path, FallocateFn fallocate_fn);
 
 }  // namespace zt::offload::internal

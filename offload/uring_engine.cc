@@ -34,12 +34,9 @@ const char* InitHint(int err) {
     case EACCES:
       return " (io_uring is disabled: the kernel.io_uring_disabled sysctl, or a seccomp profile such as a container "
              "runtime's)";
-    case ENOSYS:
-      return " (this kernel has no io_uring)";
-    case ENOMEM:
-      return " (the locked-memory limit, ulimit -l, is too low for the ring)";
-    default:
-      return "";
+    case ENOSYS: return " (this kernel has no io_uring)";
+    case ENOMEM: return " (the locked-memory limit, ulimit -l, is too low for the ring)";
+    default: return "";
   }
 }
 
@@ -351,14 +348,14 @@ class UringWorker {
   bool waiting_in_kernel_ = false;  // guarded by mu_
 
   // The worker thread's own.
-  std::vector<IoPiece> taken_;       // from pending_, not yet in a slot
-  std::vector<IoPiece> slots_;       // user_data = slot index
+  std::vector<IoPiece> taken_;  // from pending_, not yet in a slot
+  std::vector<IoPiece> slots_;  // user_data = slot index
   std::vector<int> free_slots_;
-  int inflight_ = 0;                 // slots holding a piece
-  std::vector<int> to_prep_;         // slots whose piece must be (re)submitted
-  std::deque<uint64_t> unsubmitted_; // user_data of entries the kernel has not taken yet, in order
+  int inflight_ = 0;                  // slots holding a piece
+  std::vector<int> to_prep_;          // slots whose piece must be (re)submitted
+  std::deque<uint64_t> unsubmitted_;  // user_data of entries the kernel has not taken yet, in order
   bool wake_armed_ = false;
-  absl::Status broken_;              // set once submission failed for good
+  absl::Status broken_;  // set once submission failed for good
   std::thread thread_;
 };
 

@@ -1,9 +1,9 @@
 // Adagrad on a flat fp32 shard with torch.optim.Adagrad semantics (L2 weight
 // decay, initial_accumulator_value, eps added after the square root; no
 // lr_decay, which DeepSpeed's Adagrad does not have either).
-#include <cmath>
-
 #include <ATen/ATen.h>
+
+#include <cmath>
 
 #include "ops/kernels.h"
 #include "ops/optimizer_common.h"
@@ -32,16 +32,16 @@ class AdagradOptimizer final : public ShardOptimizer {
   // "sum" starts at initial_accumulator_value (zeros by default).
   ShardState InitState(const at::Tensor& params) const override {
     ShardState state;
-    state.tensors["sum"] = at::full(params.sizes(), config_.initial_accumulator_value,
-                                    params.options().dtype(at::kFloat));
+    state.tensors["sum"] =
+        at::full(params.sizes(), config_.initial_accumulator_value, params.options().dtype(at::kFloat));
     return state;
   }
 
   // StepHyper::momentum is ignored: Adagrad has none (DeepSpeed's OneCycle
   // disables momentum cycling for it too).
   using ShardOptimizer::Step;
-  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper, const StepExtras& extras) const override {
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
+            const StepExtras& extras) const override {
     CheckStepArgs("Adagrad", params, grads, hyper, extras);
     float* sum = StateTensor("Adagrad", state, "sum", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
@@ -72,8 +72,7 @@ class AdagradOptimizer final : public ShardOptimizer {
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config,
-                                            const kernels::KernelTable* kernels) {
+std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config, const kernels::KernelTable* kernels) {
   return std::make_unique<AdagradOptimizer>(config, kernels);
 }
 

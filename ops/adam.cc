@@ -35,9 +35,7 @@ void ReferenceAdam(float* p, const float* g, double grad_scale, float* m, float*
 class AdamOptimizer final : public ShardOptimizer {
  public:
   AdamOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
-      : config_(config),
-        kernels_(kernels),
-        decoupled_(config.type == OptimizerType::kAdamW || config.adam_w_mode) {}
+      : config_(config), kernels_(kernels), decoupled_(config.type == OptimizerType::kAdamW || config.adam_w_mode) {}
 
   OptimizerType type() const override { return config_.type; }
 
@@ -49,8 +47,8 @@ class AdamOptimizer final : public ShardOptimizer {
   }
 
   using ShardOptimizer::Step;
-  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper, const StepExtras& extras) const override {
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
+            const StepExtras& extras) const override {
     const char* name = OptimizerName(config_.type);
     CheckStepArgs(name, params, grads, hyper, extras);
     float* m = StateTensor(name, state, "exp_avg", params, grads, extras).data_ptr<float>();
@@ -95,8 +93,7 @@ class AdamOptimizer final : public ShardOptimizer {
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config,
-                                         const kernels::KernelTable* kernels) {
+std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config, const kernels::KernelTable* kernels) {
   return std::make_unique<AdamOptimizer>(config, kernels);
 }
 

@@ -3,9 +3,9 @@
 // is an inline template whose OpenMP region exists only in translation units
 // compiled with OpenMP; without it, it silently runs the whole range on the
 // calling thread (LibTorch's own kernels are built with it, ours were not).
-#include <algorithm>
-
 #include <ATen/Parallel.h>
+
+#include <algorithm>
 
 #include "ops/optimizer_common.h"
 
@@ -19,9 +19,8 @@ void ForEachChunk(int64_t n, const std::function<void(int64_t begin, int64_t end
   if (n == 0) return;
   constexpr int64_t kTile = kernels::kTile;
   const int64_t tiles = (n + kTile - 1) / kTile;
-  at::parallel_for(0, tiles, kGrainSize / kTile, [&](int64_t first, int64_t last) {
-    fn(first * kTile, std::min(last * kTile, n));
-  });
+  at::parallel_for(0, tiles, kGrainSize / kTile,
+                   [&](int64_t first, int64_t last) { fn(first * kTile, std::min(last * kTile, n)); });
 }
 
 }  // namespace zt::ops::internal

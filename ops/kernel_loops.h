@@ -53,8 +53,7 @@ inline float HalfToFloat(uint16_t h) {
   // Selects through an all-ones mask: a ?: here ends up as a branch GCC
   // does not vectorise ("control flow in loop").
   const uint32_t is_denormal = 0u - static_cast<uint32_t>(two_w < (1u << 27));
-  const uint32_t magnitude =
-      (Bits(denormalized) & is_denormal) | (Bits(normalized) & ~is_denormal);
+  const uint32_t magnitude = (Bits(denormalized) & is_denormal) | (Bits(normalized) & ~is_denormal);
   return FromBits(sign | magnitude);
 }
 
@@ -114,8 +113,7 @@ void CopyF32(const float* __restrict src, float* __restrict dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
-void NarrowBf16(const float* __restrict src, uint16_t* __restrict dst, int64_t n,
-                uint16_t nan_bits) {
+void NarrowBf16(const float* __restrict src, uint16_t* __restrict dst, int64_t n, uint16_t nan_bits) {
   for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i], nan_bits);
 }
 
@@ -132,9 +130,8 @@ void NarrowF16(const float* __restrict src, uint16_t* __restrict dst, int64_t n)
     const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     const __m512 canonical = _mm512_or_ps(_mm512_and_ps(x, sign_mask), quiet_nan);
     const __m512 y = _mm512_mask_blend_ps(is_nan, x, canonical);
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(dst + i),
-        _mm512_maskz_cvtps_ph(0xFFFF, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_maskz_cvtps_ph(0xFFFF, y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 #elif defined(__F16C__)
   const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
@@ -153,29 +150,17 @@ void NarrowF16(const float* __restrict src, uint16_t* __restrict dst, int64_t n)
 
 void Widen(const void* src, DType dtype, float* dst, int64_t n) {
   switch (dtype) {
-    case DType::kFloat32:
-      CopyF32(static_cast<const float*>(src), dst, n);
-      return;
-    case DType::kBFloat16:
-      WidenBf16(static_cast<const uint16_t*>(src), dst, n);
-      return;
-    case DType::kFloat16:
-      WidenF16(static_cast<const uint16_t*>(src), dst, n);
-      return;
+    case DType::kFloat32: CopyF32(static_cast<const float*>(src), dst, n); return;
+    case DType::kBFloat16: WidenBf16(static_cast<const uint16_t*>(src), dst, n); return;
+    case DType::kFloat16: WidenF16(static_cast<const uint16_t*>(src), dst, n); return;
   }
 }
 
 void Narrow(const float* src, ParamOut out, int64_t n) {
   switch (out.dtype) {
-    case DType::kFloat32:
-      CopyF32(src, static_cast<float*>(out.data), n);
-      return;
-    case DType::kBFloat16:
-      NarrowBf16(src, static_cast<uint16_t*>(out.data), n, out.bf16_nan);
-      return;
-    case DType::kFloat16:
-      NarrowF16(src, static_cast<uint16_t*>(out.data), n);
-      return;
+    case DType::kFloat32: CopyF32(src, static_cast<float*>(out.data), n); return;
+    case DType::kBFloat16: NarrowBf16(src, static_cast<uint16_t*>(out.data), n, out.bf16_nan); return;
+    case DType::kFloat16: NarrowF16(src, static_cast<uint16_t*>(out.data), n); return;
   }
 }
 
@@ -207,9 +192,7 @@ inline float LoadGrad(uint16_t bf16) { return FromBits(static_cast<uint32_t>(bf1
 
 inline void StoreOut(NoOut* /*out*/, int64_t /*i*/, float /*p*/, uint16_t /*nan_bits*/) {}
 inline void StoreOut(float* out, int64_t i, float p, uint16_t /*nan_bits*/) { out[i] = p; }
-inline void StoreOut(uint16_t* out, int64_t i, float p, uint16_t nan_bits) {
-  out[i] = FloatToBf16(p, nan_bits);
-}
+inline void StoreOut(uint16_t* out, int64_t i, float p, uint16_t nan_bits) { out[i] = FloatToBf16(p, nan_bits); }
 
 // Calls update(offset, g, out, len) on each tile of [0, n): g points at the
 // tile's gradient as G (float or bf16 bits; fp16 gradients arrive widened into a
@@ -278,8 +261,8 @@ struct AdamFloat {
 };
 
 template <bool kDecoupled, typename G, typename O>
-void AdamLoop(float* __restrict p, const G* __restrict g, float* __restrict m,
-              float* __restrict v, O* __restrict out, int64_t n, const AdamFloat k) {
+void AdamLoop(float* __restrict p, const G* __restrict g, float* __restrict m, float* __restrict v, O* __restrict out,
+              int64_t n, const AdamFloat k) {
   for (int64_t i = 0; i < n; ++i) {
     float pi = p[i];
     float gi = LoadGrad(g[i]) * k.grad_scale;
@@ -299,8 +282,7 @@ void AdamLoop(float* __restrict p, const G* __restrict g, float* __restrict m,
   }
 }
 
-void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n,
-              const AdamCoeffs& c) {
+void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, const AdamCoeffs& c) {
   const AdamFloat k{
       static_cast<float>(g.scale),
       static_cast<float>(c.beta1),
@@ -333,8 +315,8 @@ struct SgdFloat {
 // kMomentum=false ignores buf. kFirst initialises buf with d (torch clones
 // the first gradient into the buffer instead of decaying a zero buffer).
 template <bool kMomentum, bool kNesterov, bool kFirst, typename G, typename O>
-void SgdLoop(float* __restrict p, const G* __restrict g, float* __restrict buf,
-             O* __restrict out, int64_t n, const SgdFloat k) {
+void SgdLoop(float* __restrict p, const G* __restrict g, float* __restrict buf, O* __restrict out, int64_t n,
+             const SgdFloat k) {
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i];
     const float d = LoadGrad(g[i]) * k.grad_scale + k.weight_decay * pi;
@@ -363,14 +345,13 @@ void SgdLoop(float* __restrict p, const G* __restrict g, float* __restrict buf,
 template <bool kMomentum, bool kNesterov, bool kFirst>
 void SgdTiles(float* p, GradIn g, float* buf, ParamOut out, int64_t n, const SgdFloat& k) {
   ForEachTile(p, g, out, n, [&](int64_t b, const auto* tile_g, auto* tile_out, int64_t len) {
-    SgdLoop<kMomentum, kNesterov, kFirst>(p + b, tile_g, kMomentum ? buf + b : nullptr, tile_out,
-                                          len, k);
+    SgdLoop<kMomentum, kNesterov, kFirst>(p + b, tile_g, kMomentum ? buf + b : nullptr, tile_out, len, k);
   });
 }
 
 void SgdStep(float* p, GradIn g, float* buf, ParamOut out, int64_t n, const SgdCoeffs& c) {
-  const SgdFloat k{static_cast<float>(g.scale),        static_cast<float>(c.lr),
-                   static_cast<float>(c.weight_decay), static_cast<float>(c.momentum),
+  const SgdFloat k{static_cast<float>(g.scale),           static_cast<float>(c.lr),
+                   static_cast<float>(c.weight_decay),    static_cast<float>(c.momentum),
                    static_cast<float>(1.0 - c.dampening), out.bf16_nan};
   if (c.momentum == 0.0) {
     SgdTiles<false, false, false>(p, g, buf, out, n, k);
@@ -393,8 +374,8 @@ struct AdagradFloat {
 };
 
 template <typename G, typename O>
-void AdagradLoop(float* __restrict p, const G* __restrict g, float* __restrict sum,
-                 O* __restrict out, int64_t n, const AdagradFloat k) {
+void AdagradLoop(float* __restrict p, const G* __restrict g, float* __restrict sum, O* __restrict out, int64_t n,
+                 const AdagradFloat k) {
   for (int64_t i = 0; i < n; ++i) {
     const float pi = p[i];
     const float gi = LoadGrad(g[i]) * k.grad_scale + k.weight_decay * pi;
@@ -406,11 +387,9 @@ void AdagradLoop(float* __restrict p, const G* __restrict g, float* __restrict s
   }
 }
 
-void AdagradStep(float* p, GradIn g, float* sum, ParamOut out, int64_t n,
-                 const AdagradCoeffs& c) {
-  const AdagradFloat k{static_cast<float>(g.scale), static_cast<float>(c.lr),
-                       static_cast<float>(c.eps), static_cast<float>(c.weight_decay),
-                       out.bf16_nan};
+void AdagradStep(float* p, GradIn g, float* sum, ParamOut out, int64_t n, const AdagradCoeffs& c) {
+  const AdagradFloat k{static_cast<float>(g.scale), static_cast<float>(c.lr), static_cast<float>(c.eps),
+                       static_cast<float>(c.weight_decay), out.bf16_nan};
   ForEachTile(p, g, out, n, [&](int64_t b, const auto* tile_g, auto* tile_out, int64_t len) {
     AdagradLoop(p + b, tile_g, sum + b, tile_out, len, k);
   });
@@ -424,13 +403,12 @@ struct LionFloat {
 };
 
 template <typename G, typename O>
-void LionLoop(float* __restrict p, const G* __restrict g, float* __restrict m, O* __restrict out,
-              int64_t n, const LionFloat k) {
+void LionLoop(float* __restrict p, const G* __restrict g, float* __restrict m, O* __restrict out, int64_t n,
+              const LionFloat k) {
   for (int64_t i = 0; i < n; ++i) {
     const float mi = m[i];
     const float gi = LoadGrad(g[i]) * k.grad_scale;
-    const double u =
-        k.beta1 * static_cast<double>(mi) + k.one_minus_beta1 * static_cast<double>(gi);
+    const double u = k.beta1 * static_cast<double>(mi) + k.one_minus_beta1 * static_cast<double>(gi);
     // Written as two selects: GCC does not vectorise the bool-to-int form.
     const float sign = (u > 0.0 ? 1.0f : 0.0f) - (u < 0.0 ? 1.0f : 0.0f);
     const float updated = p[i] * k.decay - k.lr * sign;

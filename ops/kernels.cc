@@ -27,8 +27,7 @@ std::vector<std::string> MissingFeatures(Isa isa) {
     if (!present) missing.push_back(name);
   };
   switch (isa) {
-    case Isa::kGeneric:
-      break;
+    case Isa::kGeneric: break;
     case Isa::kAvx2:
       need(__builtin_cpu_supports("avx2"), "avx2");
       need(__builtin_cpu_supports("fma"), "fma");
@@ -50,17 +49,13 @@ std::vector<std::string> MissingFeatures(Isa isa) {
 
 const KernelTable* TableOf(Isa isa) {
   switch (isa) {
-    case Isa::kGeneric:
-      return &internal::GenericKernels();
+    case Isa::kGeneric: return &internal::GenericKernels();
 #if defined(ZT_OPS_X86_VARIANTS)
-    case Isa::kAvx2:
-      return &internal::Avx2Kernels();
-    case Isa::kAvx512:
-      return &internal::Avx512Kernels();
+    case Isa::kAvx2: return &internal::Avx2Kernels();
+    case Isa::kAvx512: return &internal::Avx512Kernels();
 #else
     case Isa::kAvx2:
-    case Isa::kAvx512:
-      return nullptr;
+    case Isa::kAvx512: return nullptr;
 #endif
   }
   return nullptr;
@@ -76,12 +71,9 @@ std::string AllNames() {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kGeneric:
-      return "generic";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
+    case Isa::kGeneric: return "generic";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
   }
   return "unknown";
 }
@@ -107,16 +99,15 @@ absl::StatusOr<Isa> ChooseIsaOrError(std::string_view requested_view) {
     if (requested != IsaName(isa)) continue;
     const std::vector<std::string> missing = MissingFeatures(isa);
     if (!missing.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ZT_CPU_ISA=", requested, " asks for optimizer kernels this machine cannot run (missing: ",
-          absl::StrJoin(missing, ", "), "); set ZT_CPU_ISA to an ISA this CPU has, or unset it ",
-          "to use the best one"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("ZT_CPU_ISA=", requested,
+                       " asks for optimizer kernels this machine cannot run (missing: ", absl::StrJoin(missing, ", "),
+                       "); set ZT_CPU_ISA to an ISA this CPU has, or unset it ", "to use the best one"));
     }
     return isa;
   }
-  return absl::InvalidArgumentError(absl::StrCat("ZT_CPU_ISA=", requested,
-                                                 " is not an ISA name; use one of: ", AllNames(),
-                                                 " (or unset it to use the best one)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "ZT_CPU_ISA=", requested, " is not an ISA name; use one of: ", AllNames(), " (or unset it to use the best one)"));
 }
 
 }  // namespace

@@ -61,9 +61,7 @@ struct GradIn {
   DType dtype = DType::kFloat32;
   double scale = 1.0;
   // The same gradient from element `offset` on (for a chunk of the shard).
-  GradIn At(int64_t offset) const {
-    return {static_cast<const char*>(data) + offset * DTypeSize(dtype), dtype, scale};
-  }
+  GradIn At(int64_t offset) const { return {static_cast<const char*>(data) + offset * DTypeSize(dtype), dtype, scale}; }
 };
 
 // Where a kernel writes the updated parameters rounded to `dtype` (round to
@@ -153,11 +151,9 @@ const char* IsaName(Isa isa);
 // once and a call costs one indirect jump per chunk.
 struct KernelTable {
   Isa isa;
-  void (*adam)(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n,
-               const AdamCoeffs& c);
+  void (*adam)(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, const AdamCoeffs& c);
   void (*sgd)(float* p, GradIn g, float* buf, ParamOut out, int64_t n, const SgdCoeffs& c);
-  void (*adagrad)(float* p, GradIn g, float* sum, ParamOut out, int64_t n,
-                  const AdagradCoeffs& c);
+  void (*adagrad)(float* p, GradIn g, float* sum, ParamOut out, int64_t n, const AdagradCoeffs& c);
   void (*lion)(float* p, GradIn g, float* m, ParamOut out, int64_t n, const LionCoeffs& c);
   // dst <- src converted to fp32 exactly (src: n elements of `dtype`).
   void (*widen)(const void* src, DType dtype, float* dst, int64_t n);

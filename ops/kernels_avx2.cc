@@ -7,16 +7,13 @@
 
 #define ZT_KERNEL_NS avx2
 #include "ops/kernel_loops.h"
-
 #include "ops/kernel_variants.h"
 
 namespace zt::ops::kernels::internal {
 
 const KernelTable& Avx2Kernels() {
-  static constexpr KernelTable kTable = {Isa::kAvx2,       avx2::AdamStep,
-                                         avx2::SgdStep,    avx2::AdagradStep,
-                                         avx2::LionStep,   avx2::Widen,
-                                         avx2::Narrow};
+  static constexpr KernelTable kTable = {Isa::kAvx2,     avx2::AdamStep, avx2::SgdStep, avx2::AdagradStep,
+                                         avx2::LionStep, avx2::Widen,    avx2::Narrow};
   return kTable;
 }
 

@@ -3,16 +3,13 @@
 // Reference point of the bit-identity tests for the other variants.
 #define ZT_KERNEL_NS generic
 #include "ops/kernel_loops.h"
-
 #include "ops/kernel_variants.h"
 
 namespace zt::ops::kernels::internal {
 
 const KernelTable& GenericKernels() {
-  static constexpr KernelTable kTable = {Isa::kGeneric,       generic::AdamStep,
-                                         generic::SgdStep,    generic::AdagradStep,
-                                         generic::LionStep,   generic::Widen,
-                                         generic::Narrow};
+  static constexpr KernelTable kTable = {Isa::kGeneric,     generic::AdamStep, generic::SgdStep, generic::AdagradStep,
+                                         generic::LionStep, generic::Widen,    generic::Narrow};
   return kTable;
 }
 

@@ -11,8 +11,7 @@ namespace {
 // float, so where the sign's argument is within a float rounding of zero the
 // two may take opposite signs (p then differs by 2 lr); with scale 1 they
 // agree exactly.
-void ReferenceLion(float* p, const float* g, double grad_scale, float* m, int64_t n,
-                   const kernels::LionCoeffs& c) {
+void ReferenceLion(float* p, const float* g, double grad_scale, float* m, int64_t n, const kernels::LionCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double param = p[i];
     const double grad = g[i] * grad_scale;
@@ -38,8 +37,8 @@ class LionOptimizer final : public ShardOptimizer {
   }
 
   using ShardOptimizer::Step;
-  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper, const StepExtras& extras) const override {
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
+            const StepExtras& extras) const override {
     CheckStepArgs("Lion", params, grads, hyper, extras);
     float* m = StateTensor("Lion", state, "exp_avg", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
@@ -71,8 +70,7 @@ class LionOptimizer final : public ShardOptimizer {
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config,
-                                         const kernels::KernelTable* kernels) {
+std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config, const kernels::KernelTable* kernels) {
   return std::make_unique<LionOptimizer>(config, kernels);
 }
 

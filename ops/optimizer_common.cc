@@ -2,11 +2,11 @@
 // (ops/optimizer_common.h).
 #include "ops/optimizer_common.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <limits>
 #include <utility>
-
-#include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "util/error.h"
@@ -16,8 +16,7 @@ namespace {
 
 std::string Describe(const at::Tensor& t) {
   return absl::StrCat(std::string(c10::toString(t.scalar_type())), " ", t.device().str(),
-                      t.is_contiguous() ? "" : " non-contiguous", " tensor of ", t.numel(),
-                      " elements");
+                      t.is_contiguous() ? "" : " non-contiguous", " tensor of ", t.numel(), " elements");
 }
 
 bool IsFlatCpu(const at::Tensor& t) {
@@ -26,18 +25,13 @@ bool IsFlatCpu(const at::Tensor& t) {
 
 bool IsFlatFloatCpu(const at::Tensor& t) { return IsFlatCpu(t) && t.scalar_type() == at::kFloat; }
 
-bool IsKernelDType(at::ScalarType dtype) {
-  return dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf;
-}
+bool IsKernelDType(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf; }
 
 kernels::DType KernelDType(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kBFloat16:
-      return kernels::DType::kBFloat16;
-    case at::kHalf:
-      return kernels::DType::kFloat16;
-    default:
-      return kernels::DType::kFloat32;
+    case at::kBFloat16: return kernels::DType::kBFloat16;
+    case at::kHalf: return kernels::DType::kFloat16;
+    default: return kernels::DType::kFloat32;
   }
 }
 
@@ -51,36 +45,36 @@ bool Overlap(const at::Tensor& a, const at::Tensor& b) {
 
 // extras.out is params itself: the update writes it, nothing else to do.
 bool OutIsParams(const at::Tensor& params, const StepExtras& extras) {
-  return extras.out.defined() && extras.out.scalar_type() == at::kFloat &&
-         extras.out.data_ptr() == params.data_ptr();
+  return extras.out.defined() && extras.out.scalar_type() == at::kFloat && extras.out.data_ptr() == params.data_ptr();
 }
 
 void CheckUnitInterval(const char* optimizer, const char* what, double value) {
   if (!(value >= 0.0 && value < 1.0)) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: ", what, " = ", value, " is outside [0, 1); check the scheduler")));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer, " step: ", what, " = ", value, " is outside [0, 1); check the scheduler")));
   }
 }
 
-void CheckOut(const char* optimizer, const at::Tensor& params, const at::Tensor& grads,
-              const StepExtras& extras) {
+void CheckOut(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepExtras& extras) {
   const at::Tensor& out = extras.out;
   if (!out.defined()) return;
   if (!IsFlatCpu(out) || !IsKernelDType(out.scalar_type())) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: extras.out must be a contiguous float32, bfloat16 or float16 CPU "
-        "tensor (the model's own copy of the parameters); got a ", Describe(out))));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer,
+                     " step: extras.out must be a contiguous float32, bfloat16 or float16 CPU "
+                     "tensor (the model's own copy of the parameters); got a ",
+                     Describe(out))));
   }
   if (out.numel() != params.numel()) {
-    throw Error(absl::InvalidArgumentError(
-        absl::StrCat(optimizer, " step: extras.out has ", out.numel(),
-                     " elements but params has ", params.numel(), "; both must be the same shard")));
+    throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " step: extras.out has ", out.numel(),
+                                                        " elements but params has ", params.numel(),
+                                                        "; both must be the same shard")));
   }
   if (OutIsParams(params, extras)) return;
   if (Overlap(out, params) || Overlap(out, grads)) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: extras.out overlaps ", Overlap(out, params) ? "params" : "grads",
-        "; pass a separate buffer (or params itself, which needs no copy)")));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer, " step: extras.out overlaps ", Overlap(out, params) ? "params" : "grads",
+                     "; pass a separate buffer (or params itself, which needs no copy)")));
   }
 }
 
@@ -88,49 +82,47 @@ void CheckOut(const char* optimizer, const at::Tensor& params, const at::Tensor&
 
 const char* OptimizerName(OptimizerType type) {
   switch (type) {
-    case OptimizerType::kAdam:
-      return "Adam";
-    case OptimizerType::kAdamW:
-      return "AdamW";
-    case OptimizerType::kAdagrad:
-      return "Adagrad";
-    case OptimizerType::kLion:
-      return "Lion";
-    case OptimizerType::kSGD:
-      return "SGD";
+    case OptimizerType::kAdam: return "Adam";
+    case OptimizerType::kAdamW: return "AdamW";
+    case OptimizerType::kAdagrad: return "Adagrad";
+    case OptimizerType::kLion: return "Lion";
+    case OptimizerType::kSGD: return "SGD";
   }
   return "unknown optimizer";
 }
 
-void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads,
-                   const StepHyper& hyper, const StepExtras& extras) {
+void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
+                   const StepExtras& extras) {
   if (!params.defined() || !grads.defined()) {
     throw Error(absl::InvalidArgumentError(
-        absl::StrCat(optimizer, " step: ", params.defined() ? "grads" : "params",
-                     " is an undefined tensor")));
+        absl::StrCat(optimizer, " step: ", params.defined() ? "grads" : "params", " is an undefined tensor")));
   }
   if (!IsFlatFloatCpu(params)) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: params must be a contiguous float32 CPU tensor (the fp32 master "
-        "shard); got a ", Describe(params))));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer,
+                     " step: params must be a contiguous float32 CPU tensor (the fp32 master "
+                     "shard); got a ",
+                     Describe(params))));
   }
   if (!IsFlatCpu(grads) || !IsKernelDType(grads.scalar_type())) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: grads must be a contiguous float32, bfloat16 or float16 CPU tensor; "
-        "got a ", Describe(grads))));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer,
+                     " step: grads must be a contiguous float32, bfloat16 or float16 CPU tensor; "
+                     "got a ",
+                     Describe(grads))));
   }
   if (params.numel() != grads.numel()) {
-    throw Error(absl::InvalidArgumentError(
-        absl::StrCat(optimizer, " step: params has ", params.numel(), " elements but grads has ",
-                     grads.numel(), "; both must be the same shard")));
+    throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " step: params has ", params.numel(),
+                                                        " elements but grads has ", grads.numel(),
+                                                        "; both must be the same shard")));
   }
   if (Overlap(params, grads)) {
     throw Error(absl::InvalidArgumentError(
         absl::StrCat(optimizer, " step: params and grads share storage; pass separate buffers")));
   }
   if (!(std::isfinite(hyper.lr) && hyper.lr >= 0.0)) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        optimizer, " step: lr = ", hyper.lr, " must be finite and >= 0; check the scheduler")));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer, " step: lr = ", hyper.lr, " must be finite and >= 0; check the scheduler")));
   }
   if (hyper.momentum) CheckUnitInterval(optimizer, "momentum", *hyper.momentum);
   if (hyper.beta2) CheckUnitInterval(optimizer, "beta2", *hyper.beta2);
@@ -143,25 +135,22 @@ void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Te
   CheckOut(optimizer, params, grads, extras);
 }
 
-at::Tensor& StateTensor(const char* optimizer, ShardState& state, const std::string& name,
-                        const at::Tensor& params, const at::Tensor& grads,
-                        const StepExtras& extras) {
+at::Tensor& StateTensor(const char* optimizer, ShardState& state, const std::string& name, const at::Tensor& params,
+                        const at::Tensor& grads, const StepExtras& extras) {
   auto it = state.tensors.find(name);
   if (it == state.tensors.end()) {
     throw Error(absl::FailedPreconditionError(
         absl::StrCat(optimizer, " step: the optimizer state has no '", name,
-                     "' tensor; create the state with InitState or load a checkpoint of ",
-                     optimizer)));
+                     "' tensor; create the state with InitState or load a checkpoint of ", optimizer)));
   }
   at::Tensor& t = it->second;
   if (!IsFlatFloatCpu(t) || t.numel() != params.numel()) {
-    throw Error(absl::FailedPreconditionError(absl::StrCat(
-        optimizer, " step: state '", name, "' must be a contiguous float32 CPU tensor of ",
-        params.numel(), " elements like the shard; got a ", t.defined() ? Describe(t) : "undefined tensor")));
+    throw Error(absl::FailedPreconditionError(
+        absl::StrCat(optimizer, " step: state '", name, "' must be a contiguous float32 CPU tensor of ", params.numel(),
+                     " elements like the shard; got a ", t.defined() ? Describe(t) : "undefined tensor")));
   }
-  for (const auto& [what, other] : {std::pair<const char*, const at::Tensor*>{"params", &params},
-                                    {"grads", &grads},
-                                    {"extras.out", &extras.out}}) {
+  for (const auto& [what, other] :
+       {std::pair<const char*, const at::Tensor*>{"params", &params}, {"grads", &grads}, {"extras.out", &extras.out}}) {
     if (other->defined() && Overlap(t, *other)) {
       throw Error(absl::FailedPreconditionError(
           absl::StrCat(optimizer, " step: state '", name, "' shares storage with ", what)));
@@ -201,8 +190,7 @@ uint16_t TorchBf16NaNBits() {
   // 64 elements: long enough for LibTorch's vectorised loop, whose choice is
   // the one that matters for shards.
   static const uint16_t bits = [] {
-    const at::Tensor nan =
-        at::full({64}, std::numeric_limits<float>::quiet_NaN(), at::kFloat).to(at::kBFloat16);
+    const at::Tensor nan = at::full({64}, std::numeric_limits<float>::quiet_NaN(), at::kFloat).to(at::kBFloat16);
     return nan.data_ptr<at::BFloat16>()[0].x;
   }();
   return bits;

@@ -4,12 +4,12 @@
 // per-type constructors the factory in shard_optimizer.cc calls. Internal to ops/.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 #include "config/config.h"
 #include "ops/kernels.h"
@@ -27,8 +27,8 @@ const char* OptimizerName(OptimizerType type);
 // finite in float; and extras.out, when defined, is a contiguous fp32, bf16
 // or fp16 CPU tensor of params.numel() elements that is either params itself
 // or shares no memory with params or grads.
-void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads,
-                   const StepHyper& hyper, const StepExtras& extras);
+void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
+                   const StepExtras& extras);
 
 // The state tensor `name`, checked to be a contiguous fp32 CPU tensor with
 // params.numel() elements that shares no memory with params, grads or
@@ -36,9 +36,8 @@ void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Te
 // not fit (e.g. a checkpoint of another shard size). The tensor may view
 // foreign memory (from_blob over a swap buffer): callers only write through
 // its data pointer, never replace it.
-at::Tensor& StateTensor(const char* optimizer, ShardState& state, const std::string& name,
-                        const at::Tensor& params, const at::Tensor& grads,
-                        const StepExtras& extras);
+at::Tensor& StateTensor(const char* optimizer, ShardState& state, const std::string& name, const at::Tensor& params,
+                        const at::Tensor& grads, const StepExtras& extras);
 
 // fp32 zeros with the shape and device of `params` (optimizer state).
 at::Tensor ZerosLikeParams(const at::Tensor& params);
@@ -73,13 +72,9 @@ static_assert(kGrainSize % kernels::kTile == 0, "a grain is whole tiles");
 void ForEachChunk(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
 // `kernels` null: Impl::kReference; else the fast path on that ISA variant.
-std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config,
-                                         const kernels::KernelTable* kernels);
-std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config,
-                                        const kernels::KernelTable* kernels);
-std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config,
-                                            const kernels::KernelTable* kernels);
-std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config,
-                                         const kernels::KernelTable* kernels);
+std::unique_ptr<ShardOptimizer> MakeAdam(const OptimizerConfig& config, const kernels::KernelTable* kernels);
+std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config, const kernels::KernelTable* kernels);
+std::unique_ptr<ShardOptimizer> MakeAdagrad(const OptimizerConfig& config, const kernels::KernelTable* kernels);
+std::unique_ptr<ShardOptimizer> MakeLion(const OptimizerConfig& config, const kernels::KernelTable* kernels);
 
 }  // namespace zt::ops::internal

@@ -9,8 +9,7 @@ namespace {
 
 constexpr const char* kBuffer = "momentum_buffer";
 
-void ReferenceSgd(float* p, const float* g, double grad_scale, float* buf, int64_t n,
-                  const kernels::SgdCoeffs& c) {
+void ReferenceSgd(float* p, const float* g, double grad_scale, float* buf, int64_t n, const kernels::SgdCoeffs& c) {
   for (int64_t i = 0; i < n; ++i) {
     const double param = p[i];
     double d = g[i] * grad_scale + c.weight_decay * param;
@@ -40,8 +39,8 @@ class SgdOptimizer final : public ShardOptimizer {
   }
 
   using ShardOptimizer::Step;
-  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper, const StepExtras& extras) const override {
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
+            const StepExtras& extras) const override {
     CheckStepArgs("SGD", params, grads, hyper, extras);
     kernels::SgdCoeffs c;
     c.lr = hyper.lr;
@@ -74,8 +73,7 @@ class SgdOptimizer final : public ShardOptimizer {
     const kernels::GradIn g = GradArg(grads, extras);
     const kernels::ParamOut out = OutArg(params, extras);
     ForEachChunk(n, [&](int64_t begin, int64_t end) {
-      kernels_->sgd(p + begin, g.At(begin), buf == nullptr ? nullptr : buf + begin, out.At(begin),
-                    end - begin, c);
+      kernels_->sgd(p + begin, g.At(begin), buf == nullptr ? nullptr : buf + begin, out.At(begin), end - begin, c);
     });
   }
 
@@ -86,8 +84,7 @@ class SgdOptimizer final : public ShardOptimizer {
 
 }  // namespace
 
-std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config,
-                                        const kernels::KernelTable* kernels) {
+std::unique_ptr<ShardOptimizer> MakeSgd(const OptimizerConfig& config, const kernels::KernelTable* kernels) {
   return std::make_unique<SgdOptimizer>(config, kernels);
 }
 

@@ -15,8 +15,7 @@ namespace {
 bool Finite(double v) { return std::isfinite(v); }
 
 absl::Status Invalid(const char* optimizer, const char* key, const std::string& problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("optimizer.params.", key, " (", optimizer, "): ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("optimizer.params.", key, " (", optimizer, "): ", problem));
 }
 
 }  // namespace
@@ -27,23 +26,19 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
     return Invalid(name, "lr", absl::StrCat(config.lr, " must be a finite value >= 0"));
   }
   if (!(Finite(config.weight_decay) && config.weight_decay >= 0.0)) {
-    return Invalid(name, "weight_decay",
-                   absl::StrCat(config.weight_decay, " must be a finite value >= 0"));
+    return Invalid(name, "weight_decay", absl::StrCat(config.weight_decay, " must be a finite value >= 0"));
   }
-  const bool has_betas = config.type == OptimizerType::kAdam ||
-                         config.type == OptimizerType::kAdamW ||
+  const bool has_betas = config.type == OptimizerType::kAdam || config.type == OptimizerType::kAdamW ||
                          config.type == OptimizerType::kLion;
   if (has_betas) {
     for (double beta : config.betas) {
       if (!(beta >= 0.0 && beta < 1.0)) {
         return Invalid(name, "betas",
-                       absl::StrCat("[", config.betas[0], ", ", config.betas[1],
-                                    "]: each beta must be in [0, 1)"));
+                       absl::StrCat("[", config.betas[0], ", ", config.betas[1], "]: each beta must be in [0, 1)"));
       }
     }
   }
-  const bool has_eps = config.type == OptimizerType::kAdam ||
-                       config.type == OptimizerType::kAdamW ||
+  const bool has_eps = config.type == OptimizerType::kAdam || config.type == OptimizerType::kAdamW ||
                        config.type == OptimizerType::kAdagrad;
   if (has_eps && !(Finite(config.eps) && config.eps >= 0.0)) {
     return Invalid(name, "eps", absl::StrCat(config.eps, " must be a finite value >= 0"));
@@ -73,23 +68,17 @@ absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
 namespace {
 
 // `kernels` null: the reference implementation.
-std::unique_ptr<ShardOptimizer> Make(const OptimizerConfig& config,
-                                     const kernels::KernelTable* kernels) {
+std::unique_ptr<ShardOptimizer> Make(const OptimizerConfig& config, const kernels::KernelTable* kernels) {
   ThrowIfError(ValidateOptimizerConfig(config));
   switch (config.type) {
     case OptimizerType::kAdam:
-    case OptimizerType::kAdamW:
-      return internal::MakeAdam(config, kernels);
-    case OptimizerType::kSGD:
-      return internal::MakeSgd(config, kernels);
-    case OptimizerType::kAdagrad:
-      return internal::MakeAdagrad(config, kernels);
-    case OptimizerType::kLion:
-      return internal::MakeLion(config, kernels);
+    case OptimizerType::kAdamW: return internal::MakeAdam(config, kernels);
+    case OptimizerType::kSGD: return internal::MakeSgd(config, kernels);
+    case OptimizerType::kAdagrad: return internal::MakeAdagrad(config, kernels);
+    case OptimizerType::kLion: return internal::MakeLion(config, kernels);
   }
   throw Error(absl::InvalidArgumentError(absl::StrCat(
-      "optimizer.type: unsupported value ", static_cast<int>(config.type),
-      "; use Adam, AdamW, Adagrad, Lion or SGD")));
+      "optimizer.type: unsupported value ", static_cast<int>(config.type), "; use Adam, AdamW, Adagrad, Lion or SGD")));
 }
 
 }  // namespace
@@ -98,8 +87,7 @@ std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config
   return Make(config, impl == Impl::kFast ? &kernels::ActiveKernels() : nullptr);
 }
 
-std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config,
-                                                   const kernels::KernelTable& kernels) {
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, const kernels::KernelTable& kernels) {
   return Make(config, &kernels);
 }
 

@@ -38,13 +38,13 @@
 // Update formulas and DeepSpeed semantics: docs/optimizers.md.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "config/config.h"
@@ -110,11 +110,10 @@ class ShardOptimizer {
   // memory (at::from_blob over swap buffers). Increments state.step before
   // computing bias corrections, like torch.optim. On a bad argument throws
   // zt::Error and changes nothing.
-  virtual void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-                    const StepHyper& hyper, const StepExtras& extras) const = 0;
+  virtual void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
+                    const StepExtras& extras) const = 0;
   // The plain step: fp32 gradients used as given, no rounded copy.
-  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state,
-            const StepHyper& hyper) const {
+  void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper) const {
     Step(params, grads, state, hyper, StepExtras());
   }
 };
@@ -122,13 +121,11 @@ class ShardOptimizer {
 // Builds the optimizer `config` describes (type, betas, eps, weight decay,
 // adam_w_mode, momentum, ...). kFast binds kernels::ActiveKernels(), so a
 // ZT_CPU_ISA this CPU cannot run makes it throw zt::Error (FailedPrecondition).
-std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config,
-                                                   Impl impl = Impl::kFast);
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, Impl impl = Impl::kFast);
 
 // kFast on a given ISA variant (kernels::KernelsFor) instead of the active
 // one: for tests and benchmarks that compare variants.
-std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config,
-                                                   const kernels::KernelTable& kernels);
+std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, const kernels::KernelTable& kernels);
 
 // OK if MakeShardOptimizer accepts `config`; otherwise InvalidArgument naming
 // the key and the accepted range.

@@ -5,16 +5,15 @@
 
 namespace zt::plan {
 
-std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, int64_t bucket_numel,
-                                        int partitions, const PersistencePolicy& policy,
-                                        bool all_persistent, int64_t* persistent_used) {
+std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, int64_t bucket_numel, int partitions,
+                                        const PersistencePolicy& policy, bool all_persistent,
+                                        int64_t* persistent_used) {
   ZT_CHECK(persistent_used != nullptr);
   // Four classes: (trainable, persistent) in a fixed order.
   std::vector<UnitParam> classes[2][2];
   for (const UnitParam& p : params) {
     bool persistent = all_persistent;
-    if (!persistent && p.numel <= policy.param_threshold &&
-        *persistent_used <= policy.model_threshold - p.numel) {
+    if (!persistent && p.numel <= policy.param_threshold && *persistent_used <= policy.model_threshold - p.numel) {
       persistent = true;
     }
     if (persistent) *persistent_used += p.numel;

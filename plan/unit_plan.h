@@ -44,8 +44,7 @@ struct ChunkLayout {
 
 // Plans the chunks of one unit. `persistent_used` (in/out) is the persistent
 // numel planned so far across the model.
-std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, int64_t bucket_numel,
-                                        int partitions, const PersistencePolicy& policy,
-                                        bool all_persistent, int64_t* persistent_used);
+std::vector<ChunkLayout> PlanUnitChunks(const std::vector<UnitParam>& params, int64_t bucket_numel, int partitions,
+                                        const PersistencePolicy& policy, bool all_persistent, int64_t* persistent_used);
 
 }  // namespace zt::plan

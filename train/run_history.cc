@@ -33,10 +33,14 @@ bool FromList(const ckpt::Value* v, std::vector<double>* out) {
 struct ReportBuilder {
   static const std::vector<std::pair<const char*, Series>>& Fields() {
     static const std::vector<std::pair<const char*, Series>> fields = {
-        {"step", &RunHistory::step_},           {"loss", &RunHistory::loss_},
-        {"lr", &RunHistory::lr_},               {"rate", &RunHistory::rate_},
-        {"memory", &RunHistory::memory_},       {"eval_step", &RunHistory::eval_step_},
-        {"eval_loss", &RunHistory::eval_loss_}, {"eval_metric", &RunHistory::eval_metric_},
+        {"step", &RunHistory::step_},
+        {"loss", &RunHistory::loss_},
+        {"lr", &RunHistory::lr_},
+        {"rate", &RunHistory::rate_},
+        {"memory", &RunHistory::memory_},
+        {"eval_step", &RunHistory::eval_step_},
+        {"eval_loss", &RunHistory::eval_loss_},
+        {"eval_metric", &RunHistory::eval_metric_},
     };
     return fields;
   }

@@ -36,17 +36,17 @@ absl::StatusOr<RunLock> RunLock::Acquire(const std::string& output_dir) {
   const std::string path = output_dir + "/.zt_run.lock";
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (!fd.valid()) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno),
-                                                    "; choose another --output-dir"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(errno), "; choose another --output-dir"));
   }
   if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno != EWOULDBLOCK) {
       return absl::PermissionDeniedError(absl::StrCat("cannot lock ", path, ": ", std::strerror(errno)));
     }
     const std::string holder = ReadHolder(fd.get());
-    return absl::FailedPreconditionError(absl::StrCat(
-        "another zt train run", holder.empty() ? "" : absl::StrCat(" (", holder, ")"),
-        " is writing to ", output_dir, ": wait for it to finish, or give this run its own --output-dir"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("another zt train run", holder.empty() ? "" : absl::StrCat(" (", holder, ")"), " is writing to ",
+                     output_dir, ": wait for it to finish, or give this run its own --output-dir"));
   }
   const std::time_t now = std::time(nullptr);
   char when[64] = "";

@@ -1,10 +1,9 @@
 #include "train/train_config.h"
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -103,9 +102,8 @@ absl::StatusOr<std::string> ComposeConfigJson(const std::string& path, const Con
   for (const auto& [key, value_text] : overrides.values) {
     Json value = Json::parse(value_text, nullptr, false);
     if (value.is_discarded()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("override ", key, "=", value_text, ": the value is not JSON (quote strings: ", key,
-                       "='\"text\"')"));
+      return absl::InvalidArgumentError(absl::StrCat("override ", key, "=", value_text,
+                                                     ": the value is not JSON (quote strings: ", key, "='\"text\"')"));
     }
     std::string error;
     std::vector<std::string> parts = absl::StrSplit(key, '.');

@@ -27,9 +27,7 @@ class TokenData final : public TrainData {
   TokenData(data::TokenDataset train, std::optional<data::TokenDataset> eval, std::string description)
       : train_(std::move(train)), eval_(std::move(eval)), description_(std::move(description)) {}
 
-  int64_t size(Split s) const override {
-    return s == Split::kTrain ? train_.size() : (eval_ ? eval_->size() : 0);
-  }
+  int64_t size(Split s) const override { return s == Split::kTrain ? train_.size() : (eval_ ? eval_->size() : 0); }
   int64_t items_per_sample() const override { return train_.seq_len(); }
   const char* items_name() const override { return "tok"; }
   void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
@@ -86,9 +84,9 @@ absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::s
     return std::shared_ptr<const data::TokenSource>(std::make_shared<data::TokenFile>(std::move(file)));
   }
   if (vocab < data::kByteVocabSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
-        " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
+                     " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
   }
   ZT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, data::LoadTextCorpus(path));
   *what = absl::StrCat(path, " (text, byte tokens)");
@@ -107,22 +105,22 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, 
     std::string eval_what;
     ZT_ASSIGN_OR_RETURN(auto eval_source, OpenTokens(o.eval_data, o, model.vocab_size, &eval_what));
     ZT_ASSIGN_OR_RETURN(data::TokenDataset e, data::TokenDataset::Create(eval_source, seq_len, o.eval_data));
-    description = absl::StrFormat("%s: %s tokens, %d train sequences of %d; eval %s: %d sequences", what,
-                                  HumanCount(static_cast<double>(source->size())), train.size(), seq_len,
-                                  eval_what, e.size());
+    description =
+        absl::StrFormat("%s: %s tokens, %d train sequences of %d; eval %s: %d sequences", what,
+                        HumanCount(static_cast<double>(source->size())), train.size(), seq_len, eval_what, e.size());
     return std::unique_ptr<TrainData>(std::make_unique<TokenData>(std::move(train), std::move(e), description));
   }
   ZT_ASSIGN_OR_RETURN(data::TrainEvalSplit split, data::SplitTrainEval(source->size(), o.eval_fraction, seq_len));
-  ZT_ASSIGN_OR_RETURN(data::TokenDataset train,
-                      data::TokenDataset::Create(source, split.train, seq_len, absl::StrCat("training split of ", path)));
+  ZT_ASSIGN_OR_RETURN(data::TokenDataset train, data::TokenDataset::Create(source, split.train, seq_len,
+                                                                           absl::StrCat("training split of ", path)));
   if (split.eval.size() > 0) {
-    ZT_ASSIGN_OR_RETURN(data::TokenDataset e, data::TokenDataset::Create(source, split.eval, seq_len,
-                                                                          absl::StrCat("eval split of ", path)));
+    ZT_ASSIGN_OR_RETURN(data::TokenDataset e,
+                        data::TokenDataset::Create(source, split.eval, seq_len, absl::StrCat("eval split of ", path)));
     eval = std::move(e);
   }
-  description = absl::StrFormat("%s: %s tokens, %d train / %d eval sequences of %d tokens", what,
-                                HumanCount(static_cast<double>(source->size())), train.size(),
-                                eval ? eval->size() : 0, seq_len);
+  description =
+      absl::StrFormat("%s: %s tokens, %d train / %d eval sequences of %d tokens", what,
+                      HumanCount(static_cast<double>(source->size())), train.size(), eval ? eval->size() : 0, seq_len);
   return std::unique_ptr<TrainData>(std::make_unique<TokenData>(std::move(train), std::move(eval), description));
 }
 

@@ -4,12 +4,12 @@
 // files). Bridges the LibTorch-free readers of data/ to the trainer.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "models/model.h"
@@ -28,15 +28,14 @@ class TrainData {
   virtual const char* items_name() const = 0;  // "tok" or "samples"
   // The samples at `indices` of `split`: LM input/target [B, T] int64;
   // images [B, 1, 28, 28] float32 and labels [B] int64.
-  virtual void Batch(Split split, const std::vector<int64_t>& indices, at::Tensor* input,
-                     at::Tensor* target) const = 0;
+  virtual void Batch(Split split, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const = 0;
   // One line for the log: where the data came from and how much there is.
   virtual std::string Describe() const = 0;
 };
 
 // Opens the data `options` name for `model` (options.data empty: the default
 // corpus or Fashion-MNIST). Errors name the file and say what to pass.
-absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options,
-                                                         const models::ModelInfo& model, int64_t seq_len);
+absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
+                                                         int64_t seq_len);
 
 }  // namespace zt::train

@@ -13,7 +13,7 @@ struct TrainOptions {
   // --- Model (models/registry.h) ---
   std::string model = "gpt2-mini";
   std::map<std::string, int64_t> model_overrides;  // --model-set n_layer=4 ...
-  uint64_t seed = 1234;                             // model init and data order
+  uint64_t seed = 1234;                            // model init and data order
 
   // --- Data ---
   // Language models: a text file or directory (byte-level tokens), or a
@@ -21,31 +21,31 @@ struct TrainOptions {
   // default corpus. Image models: a directory with IDX files (default:
   // Fashion-MNIST from Debian's dataset-fashion-mnist).
   std::string data;
-  std::string eval_data;        // separate eval set; empty: the tail of `data`
+  std::string eval_data;             // separate eval set; empty: the tail of `data`
   std::string token_dtype = "auto";  // auto | uint16 | uint32, for .bin files
-  double eval_fraction = 0.05;  // share of `data` held out when eval_data is empty
-  int64_t seq_len = 0;          // 0: the model's maximum sequence length
+  double eval_fraction = 0.05;       // share of `data` held out when eval_data is empty
+  int64_t seq_len = 0;               // 0: the model's maximum sequence length
 
   // --- Schedule ---
-  int64_t steps = 200;          // optimizer steps in this run (resumed runs: up to this total)
-  int64_t eval_interval = 50;   // 0: only at the end; < 0: never
-  int64_t eval_batches = 0;     // 0: the whole eval set; else at most this many batches per rank
+  int64_t steps = 200;         // optimizer steps in this run (resumed runs: up to this total)
+  int64_t eval_interval = 50;  // 0: only at the end; < 0: never
+  int64_t eval_batches = 0;    // 0: the whole eval set; else at most this many batches per rank
 
   bool activation_checkpointing = false;  // checkpoint the model's units (config's number_checkpoints)
 
   // --- Where results go ---
-  std::string output_dir;       // "" : runs/<model>; holds everything below unless given
+  std::string output_dir;  // "" : runs/<model>; holds everything below unless given
   // --- Checkpoints ---
-  std::string save_dir;         // "" : <output_dir>/checkpoints; "none": no checkpoints
-  int64_t save_interval = 0;    // 0: only at the end (when save_dir is set)
-  bool resume = false;          // continue from save_dir/latest when present
-  std::string init_from;        // safetensors file/index/dir to start from (fine-tuning)
-  std::string export_path;      // consolidated safetensors at the end ("" : <output_dir>/model.safetensors; "none")
+  std::string save_dir;       // "" : <output_dir>/checkpoints; "none": no checkpoints
+  int64_t save_interval = 0;  // 0: only at the end (when save_dir is set)
+  bool resume = false;        // continue from save_dir/latest when present
+  std::string init_from;      // safetensors file/index/dir to start from (fine-tuning)
+  std::string export_path;    // consolidated safetensors at the end ("" : <output_dir>/model.safetensors; "none")
 
   // --- What the user watches ---
-  std::string report;           // HTML report ("" : <output_dir>/report.html)
-  bool progress = true;         // progress line on rank 0
-  int threads = 0;              // intra-op threads per rank (0: cores / ranks)
+  std::string report;    // HTML report ("" : <output_dir>/report.html)
+  bool progress = true;  // progress line on rank 0
+  int threads = 0;       // intra-op threads per rank (0: cores / ranks)
 };
 
 }  // namespace zt::train

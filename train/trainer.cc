@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,11 +23,11 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "ckpt/export.h"
 #include "ckpt/zero_checkpoint.h"
@@ -50,15 +50,14 @@
 #include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
-#include "zero/sharded_init.h"
 #include "util/strings.h"
 #include "util/system_info.h"
+#include "zero/sharded_init.h"
 
 namespace zt::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 absl::StatusOr<std::unique_ptr<monitor::Monitor>> MakeMonitors(const Config& config, const OutputPaths& paths,
                                                                const std::string& job) {
@@ -152,9 +151,9 @@ absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, co
     const int64_t consumed = pos.offset * world->AsInt();
     pos.offset = std::min(consumed / now.world_size, stream.sampler().per_rank() - 1);
     if (now.rank == 0) {
-      ZT_LOG(INFO) << "resuming at " << now.world_size << " ranks from a checkpoint saved at " << world->AsInt()
-                   << ": " << consumed << " samples of epoch " << pos.epoch << " done, continuing at "
-                   << pos.offset << " per rank";
+      ZT_LOG(INFO) << "resuming at " << now.world_size << " ranks from a checkpoint saved at " << world->AsInt() << ": "
+                   << consumed << " samples of epoch " << pos.epoch << " done, continuing at " << pos.offset
+                   << " per rank";
     }
   }
   return pos;
@@ -191,9 +190,10 @@ absl::Status CheckDataPath(const char* flag, const std::string& path) {
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(st)) return absl::OkStatus();  // the data reader names a missing path
   if (std::filesystem::is_regular_file(st) || std::filesystem::is_directory(st)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      flag, " ", path, " is not a regular file or directory (a pipe, socket or device): zt train sizes and "
-      "re-reads its data, so write it to a file first"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", path,
+                   " is not a regular file or directory (a pipe, socket or device): zt train sizes and "
+                   "re-reads its data, so write it to a file first"));
 }
 
 // Creates `dir` if needed and proves a file can be written there, so an
@@ -215,9 +215,8 @@ absl::Status CheckWritableDir(const char* what, const std::string& dir) {
   std::error_code ec;
   std::filesystem::remove(probe, ec);
   if (!ok) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("the ", what, " ", dir, " is not writable (", std::strerror(errno),
-                     "); fix its permissions or choose another directory"));
+    return absl::PermissionDeniedError(absl::StrCat("the ", what, " ", dir, " is not writable (", std::strerror(errno),
+                                                    "); fix its permissions or choose another directory"));
   }
   return absl::OkStatus();
 }
@@ -257,13 +256,15 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
     // ranks would fail at their first forward.
     return absl::InvalidArgumentError(absl::StrCat(
         "fp16 compute needs CUDA and this build runs on the CPU (fp16 comes from --precision fp16 or fp16.enabled "
-        "in ", config_source, "): use --precision bf16 (bf16.enabled) or fp32"));
+        "in ",
+        config_source, "): use --precision bf16 (bf16.enabled) or fp32"));
   }
   ZT_RETURN_IF_ERROR(CheckDataPath("--data", o.data));
   ZT_RETURN_IF_ERROR(CheckDataPath("--eval-data", o.eval_data));
   const OutputPaths paths = ResolveOutputPaths(o);
   ZT_RETURN_IF_ERROR(CheckWritableDir("output directory (--output-dir)", paths.output_dir));
-  if (!paths.save_dir.empty()) ZT_RETURN_IF_ERROR(CheckWritableDir("checkpoint directory (--save-dir)", paths.save_dir));
+  if (!paths.save_dir.empty())
+    ZT_RETURN_IF_ERROR(CheckWritableDir("checkpoint directory (--save-dir)", paths.save_dir));
   models::ModelSpec spec;
   spec.name = o.model;
   spec.overrides = o.model_overrides;
@@ -296,8 +297,7 @@ OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   return p;
 }
 
-absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_json,
-                             const std::string& config_source) {
+absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_json, const std::string& config_source) {
   const auto t_start = Clock::now();
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
@@ -342,15 +342,14 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   }
 
   if (o.activation_checkpointing) {
-    const int marked = model->CheckpointActivations(
-        static_cast<int>(config.activation_checkpointing.number_checkpoints.value_or(0)));
+    const int marked =
+        model->CheckpointActivations(static_cast<int>(config.activation_checkpointing.number_checkpoints.value_or(0)));
     if (rank0) {
       ZT_LOG(INFO) << "activation checkpointing: " << marked << " units";
     }
   }
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg));
-  const at::ScalarType dtype =
-      config.bf16.enabled ? at::kBFloat16 : (config.fp16.enabled ? at::kHalf : at::kFloat);
+  const at::ScalarType dtype = config.bf16.enabled ? at::kBFloat16 : (config.fp16.enabled ? at::kHalf : at::kFloat);
 
   // --- Where to start: a checkpoint, imported weights, or the fresh model ---
   data::SamplerOptions so;
@@ -398,7 +397,8 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
     absl::Status st = absl::OkStatus();
     if (rank0) {
       if (absl::Status made = MakeDirs(paths.output_dir); !made.ok()) {
-        st = absl::Status(made.code(), absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
+        st = absl::Status(made.code(),
+                          absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
       }
       if (st.ok()) {
         auto m = MakeMonitors(config, paths, info.name);
@@ -545,15 +545,16 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
   if (rank0) {
     ReportInfo ri;
     ri.title = absl::StrCat("zt train: ", info.name);
-    ri.rows = {{"model", absl::StrCat(info.name, " (", HumanCount(static_cast<double>(info.num_params)), " parameters)")},
-               {"data", data->Describe()},
-               {"ranks", absl::StrCat(pg->size())},
-               {"ZeRO stage", absl::StrCat(config.zero.stage)},
-               {"precision", config.bf16.enabled ? "bf16" : (config.fp16.enabled ? "fp16" : "fp32")},
-               {"global batch", absl::StrCat(global_batch, lm ? absl::StrCat(" x ", seq_len, " tokens") : "")},
-               {"steps", absl::StrCat(first_step, " -> ", engine->global_steps())},
-               {"wall time", absl::StrFormat("%.1f s", Seconds(t_start, Clock::now()))},
-               {"system", SystemInfoLine()}};
+    ri.rows = {
+        {"model", absl::StrCat(info.name, " (", HumanCount(static_cast<double>(info.num_params)), " parameters)")},
+        {"data", data->Describe()},
+        {"ranks", absl::StrCat(pg->size())},
+        {"ZeRO stage", absl::StrCat(config.zero.stage)},
+        {"precision", config.bf16.enabled ? "bf16" : (config.fp16.enabled ? "fp16" : "fp32")},
+        {"global batch", absl::StrCat(global_batch, lm ? absl::StrCat(" x ", seq_len, " tokens") : "")},
+        {"steps", absl::StrCat(first_step, " -> ", engine->global_steps())},
+        {"wall time", absl::StrFormat("%.1f s", Seconds(t_start, Clock::now()))},
+        {"system", SystemInfoLine()}};
     if (!paths.report.empty()) ZT_RETURN_IF_ERROR(WriteReport(paths.report, ri, history, lm));
     std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
                 static_cast<long long>(engine->global_steps() - first_step), Seconds(t_start, Clock::now()),
@@ -561,7 +562,8 @@ absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_js
     std::printf("  output:      %s\n", paths.output_dir.c_str());
     if (!paths.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths.save_dir.c_str());
     if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
-    if (!hf_config.empty()) std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
+    if (!hf_config.empty())
+      std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
     if (!paths.report.empty()) std::printf("  report:      %s\n", paths.report.c_str());
     std::fflush(stdout);
   }

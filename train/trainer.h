@@ -32,10 +32,10 @@ absl::Status CheckTrainJob(const TrainOptions& options, const std::string& confi
 // unless given explicitly). Pure.
 struct OutputPaths {
   std::string output_dir;
-  std::string save_dir;      // checkpoints ("" : none)
-  std::string export_path;   // consolidated safetensors ("" : none)
-  std::string report;        // HTML report; empty: none
-  std::string monitor_dir;   // csv_monitor / tensorboard output_path default
+  std::string save_dir;     // checkpoints ("" : none)
+  std::string export_path;  // consolidated safetensors ("" : none)
+  std::string report;       // HTML report; empty: none
+  std::string monitor_dir;  // csv_monitor / tensorboard output_path default
 };
 OutputPaths ResolveOutputPaths(const TrainOptions& options);
 

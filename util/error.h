@@ -14,8 +14,7 @@ namespace zt {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(absl::Status status)
-      : std::runtime_error(std::string(status.message())), status_(std::move(status)) {}
+  explicit Error(absl::Status status) : std::runtime_error(std::string(status.message())), status_(std::move(status)) {}
   const absl::Status& status() const { return status_; }
 
  private:

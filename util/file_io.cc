@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,20 +25,14 @@ namespace {
 std::string Advice(int err) {
   switch (err) {
     case ENOSPC:
-    case EDQUOT:
-      return "; free space on that filesystem or choose another directory";
-    case EFBIG:
-      return "; the file exceeds a size limit (ulimit -f or the filesystem's maximum file size)";
+    case EDQUOT: return "; free space on that filesystem or choose another directory";
+    case EFBIG: return "; the file exceeds a size limit (ulimit -f or the filesystem's maximum file size)";
     case EACCES:
     case EPERM:
-    case EROFS:
-      return "; check permissions, or choose a writable directory";
-    case ENOENT:
-      return "; check that the path exists";
-    case EIO:
-      return "; the device reported an I/O error (check dmesg)";
-    default:
-      return "";
+    case EROFS: return "; check permissions, or choose a writable directory";
+    case ENOENT: return "; check that the path exists";
+    case EIO: return "; the device reported an I/O error (check dmesg)";
+    default: return "";
   }
 }
 
@@ -263,8 +257,8 @@ absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path) {
 
 absl::Status ReadFile::PRead(void* dst, size_t n, uint64_t offset) const {
   if (offset > size_ || n > size_ - offset) {
-    return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n,
-                                              " bytes at offset ", offset, ", file has ", size_));
+    return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n, " bytes at offset ",
+                                              offset, ", file has ", size_));
   }
   char* p = static_cast<char*>(dst);
   uint64_t at = offset;
@@ -276,8 +270,8 @@ absl::Status ReadFile::PRead(void* dst, size_t n, uint64_t offset) const {
       return ErrnoError(errno, absl::StrCat("reading ", left, " bytes at offset ", at, " of '", path_, "'"));
     }
     if (r == 0) {  // shrank since Open
-      return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n,
-                                                " bytes at offset ", offset, ", file ends at ", at));
+      return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n, " bytes at offset ",
+                                                offset, ", file ends at ", at));
     }
     p += r;
     at += static_cast<uint64_t>(r);

@@ -39,7 +39,7 @@ class LogMessage {
 #define ZT_LOG_LEVEL_WARNING ::zt::LogLevel::kWarning
 #define ZT_LOG_LEVEL_ERROR ::zt::LogLevel::kError
 
-#define ZT_LOG(level)                                   \
-  if (ZT_LOG_LEVEL_##level < ::zt::MinLogLevel()) {     \
-  } else                                                \
+#define ZT_LOG(level)                               \
+  if (ZT_LOG_LEVEL_##level < ::zt::MinLogLevel()) { \
+  } else                                            \
     ::zt::internal::LogMessage(ZT_LOG_LEVEL_##level, __FILE__, __LINE__).stream()

@@ -1,13 +1,12 @@
 // Implementation of zero/activation_checkpoint.h.
 #include "zero/activation_checkpoint.h"
 
-#include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/custom_function.h>
-
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <atomic>
 #include <chrono>
@@ -139,9 +138,11 @@ class RngFork {
  public:
   explicit RngFork(const CheckpointState& st) : st_(st) {
     cpu_ = GeneratorState(at::detail::getDefaultCPUGenerator());
-    for (const auto& [device, state] : st_.cuda_rng) cuda_.push_back(GeneratorState(at::globalContext().defaultGenerator(device)));
+    for (const auto& [device, state] : st_.cuda_rng)
+      cuda_.push_back(GeneratorState(at::globalContext().defaultGenerator(device)));
     SetGeneratorState(at::detail::getDefaultCPUGenerator(), st_.cpu_rng);
-    for (const auto& [device, state] : st_.cuda_rng) SetGeneratorState(at::globalContext().defaultGenerator(device), state);
+    for (const auto& [device, state] : st_.cuda_rng)
+      SetGeneratorState(at::globalContext().defaultGenerator(device), state);
   }
   ~RngFork() {
     SetGeneratorState(at::detail::getDefaultCPUGenerator(), cpu_);
@@ -162,8 +163,7 @@ struct DepthScope {
 };
 
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               c10::intrusive_ptr<CheckpointState> st) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, c10::intrusive_ptr<CheckpointState> st) {
     ctx->set_materialize_grads(false);
     // RNG state before the first run, for the recomputation.
     st->cpu_rng = GeneratorState(at::detail::getDefaultCPUGenerator());
@@ -171,10 +171,12 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       if (!x.defined() || !x.is_cuda()) continue;
       bool seen = false;
       for (const auto& [device, state] : st->cuda_rng) seen = seen || device == x.device();
-      if (!seen) st->cuda_rng.emplace_back(x.device(), GeneratorState(at::globalContext().defaultGenerator(x.device())));
+      if (!seen)
+        st->cuda_rng.emplace_back(x.device(), GeneratorState(at::globalContext().defaultGenerator(x.device())));
     }
 
-    const std::vector<at::Tensor> fn_inputs(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
+    const std::vector<at::Tensor> fn_inputs(inputs.begin(),
+                                            inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
     if (st->settings.synchronize) SynchronizeDevices(fn_inputs);
     const auto t0 = Clock::now();
     variable_list outputs = st->fn(fn_inputs);  // Function::apply runs forward with grad mode off
@@ -242,7 +244,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       inputs.push_back(x);
     }
 
-    const std::vector<at::Tensor> fn_inputs(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
+    const std::vector<at::Tensor> fn_inputs(inputs.begin(),
+                                            inputs.begin() + static_cast<std::ptrdiff_t>(st->num_inputs));
     variable_list outputs;
     double ms = 0;
     {

@@ -48,14 +48,14 @@
 //    the log says so once.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "config/config.h"
 

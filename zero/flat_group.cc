@@ -18,8 +18,8 @@ at::Tensor SlotView(const at::Tensor& flat, const plan::ParamSlot& slot, const a
   return flat.narrow(0, slot.offset, slot.numel).view(like.sizes());
 }
 
-FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params,
-                        int partition, bool sharded, std::optional<at::ScalarType> dtype) {
+FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params, int partition,
+                        bool sharded, std::optional<at::ScalarType> dtype) {
   FlatGroup g;
   g.layout = layout;
   g.partition = partition;
@@ -27,8 +27,8 @@ FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::T
   ZT_CHECK(!layout.slots.empty());
   const at::Tensor& first = all_params.at(static_cast<size_t>(layout.slots.front().param_index));
   // Every element but the padding is overwritten below: zero only the padding.
-  g.params = at::empty({layout.padded_numel},
-                       first.options().dtype(dtype.value_or(first.scalar_type())).requires_grad(false));
+  g.params =
+      at::empty({layout.padded_numel}, first.options().dtype(dtype.value_or(first.scalar_type())).requires_grad(false));
   at::NoGradGuard no_grad;
   g.params.narrow(0, layout.numel, layout.padded_numel - layout.numel).zero_();
   for (const plan::ParamSlot& slot : layout.slots) {

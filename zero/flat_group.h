@@ -12,10 +12,10 @@
 // `params` gathered for good and, like stages 1/2, own a slice of it.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <optional>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "plan/layout.h"
 
@@ -23,13 +23,13 @@ namespace zt::zero {
 
 struct FlatGroup {
   plan::GroupLayout layout;
-  int partition = 0;          // which shard this rank owns (0 at stage 0)
-  bool sharded = false;       // stages 1-3: this rank owns one shard; stage 0: everything
+  int partition = 0;     // which shard this rank owns (0 at stage 0)
+  bool sharded = false;  // stages 1-3: this rank owns one shard; stage 0: everything
 
-  at::Tensor params;          // [padded_numel], model dtype; parameters view into it
-  at::Tensor grads;           // [padded_numel] stages 0/1; undefined at stage 2
-  at::Tensor grad_shard;      // [shard_numel] stages 1-3: reduced local gradients
-  at::Tensor param_shard;     // [shard_numel] stage 3 (not persistent): the owned parameters
+  at::Tensor params;       // [padded_numel], model dtype; parameters view into it
+  at::Tensor grads;        // [padded_numel] stages 0/1; undefined at stage 2
+  at::Tensor grad_shard;   // [shard_numel] stages 1-3: reduced local gradients
+  at::Tensor param_shard;  // [shard_numel] stage 3 (not persistent): the owned parameters
 
   // Elements of `params` / full grads this rank updates: its shard when
   // sharded, else the whole buffer. OwnedParams() is `param_shard` when
@@ -45,8 +45,8 @@ struct FlatGroup {
 // and re-points the parameter at its view (Tensor::set_data keeps the same
 // autograd leaf, so hooks and user references stay valid). The buffer has
 // the parameters' dtype, or `dtype` when given (the copy converts).
-FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params,
-                        int partition, bool sharded, std::optional<at::ScalarType> dtype = std::nullopt);
+FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params, int partition,
+                        bool sharded, std::optional<at::ScalarType> dtype = std::nullopt);
 
 // Allocates the full flat gradient buffer (zeros) and sets each parameter's
 // .grad to its view.

@@ -1,11 +1,10 @@
 // Implementation of zero/grad_reducer.h.
 #include "zero/grad_reducer.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
-
-#include <ATen/ATen.h>
 
 #include <string>
 
@@ -26,8 +25,7 @@ struct GradReducer::HookState {
 // Runs after AccumulateGrad has added this backward's gradient into .grad.
 class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
  public:
-  PostHook(std::shared_ptr<HookState> state, int param_index)
-      : state_(std::move(state)), param_index_(param_index) {}
+  PostHook(std::shared_ptr<HookState> state, int param_index) : state_(std::move(state)), param_index_(param_index) {}
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                             const torch::autograd::variable_list& /*inputs*/) override {
@@ -196,10 +194,9 @@ void GradReducer::LaunchLocked(int group_index) {
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
   } else {
     const bool direct = options_.stage >= 2 && !shard_has_data_[static_cast<size_t>(group_index)] &&
-                        input.scalar_type() == group.grad_shard.scalar_type() &&
-                        group.grad_shard.is_contiguous();
-    f.output = direct ? group.grad_shard
-                      : scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
+                        input.scalar_type() == group.grad_shard.scalar_type() && group.grad_shard.is_contiguous();
+    f.output =
+        direct ? group.grad_shard : scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));
@@ -216,8 +213,7 @@ void GradReducer::FinalizeOldestLocked() {
   if (!st.ok()) {
     throw Error(absl::Status(st.code(), absl::StrFormat("reducing gradients of parameter group %d "
                                                         "(%d parameters) failed: %s",
-                                                        f.group, group.layout.slots.size(),
-                                                        st.message())));
+                                                        f.group, group.layout.slots.size(), st.message())));
   }
   at::NoGradGuard no_grad;
   const int world = pg_->size();

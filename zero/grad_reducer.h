@@ -34,6 +34,8 @@
 // thread; hooks run on autograd's thread; a mutex orders them.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <deque>
 #include <functional>
 #include <memory>
@@ -41,8 +43,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
@@ -66,8 +66,8 @@ struct GradReducerOptions {
 
 class GradReducer {
  public:
-  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params,
-              std::shared_ptr<comm::ProcessGroup> group, GradReducerOptions options);
+  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params, std::shared_ptr<comm::ProcessGroup> group,
+              GradReducerOptions options);
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
@@ -115,13 +115,13 @@ class GradReducer {
   std::mutex mu_;
   bool active_ = false;
   bool reduce_ = false;
-  std::vector<char> ready_;           // per parameter, this backward
-  std::vector<int> pending_;          // per group: parameters not yet ready
-  std::vector<char> complete_;        // per group
+  std::vector<char> ready_;     // per parameter, this backward
+  std::vector<int> pending_;    // per group: parameters not yet ready
+  std::vector<char> complete_;  // per group
   int next_launch_ = 0;
-  std::vector<char> launched_;        // per group, this backward
+  std::vector<char> launched_;  // per group, this backward
   std::deque<InFlight> inflight_;
-  std::vector<at::Tensor> buckets_;    // stage 2: per-group flat gradient copies
+  std::vector<at::Tensor> buckets_;   // stage 2: per-group flat gradient copies
   std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps
   ScratchPool scratch_;
 };

@@ -37,8 +37,8 @@ absl::Status CallPiece(const OptimizerState::PieceFn& piece, int g, int64_t b, i
 absl::Status CheckRange(const OptimizerState& s, int kind, int g, int64_t b, int64_t e) {
   if (kind < 0 || kind >= static_cast<int>(s.kinds().size()) || g < 0 || g >= s.num_groups() || b < 0 ||
       e > s.owned_numel(g) || b > e) {
-    return absl::OutOfRangeError(absl::StrCat("optimizer state: kind ", kind, " group ", g, " range ", b, "..", e,
-                                              " is outside the state"));
+    return absl::OutOfRangeError(
+        absl::StrCat("optimizer state: kind ", kind, " group ", g, " range ", b, "..", e, " is outside the state"));
   }
   return absl::OkStatus();
 }
@@ -161,7 +161,8 @@ absl::StatusOr<std::unique_ptr<OptimizerState>> MakeSwappedState(std::vector<std
   options.kinds = kinds;
   options.total_numel = 0;
   for (int64_t n : owned_numel) options.total_numel += n;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<offload::OptimizerSwapper> swapper, offload::OptimizerSwapper::Create(options, io));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<offload::OptimizerSwapper> swapper,
+                      offload::OptimizerSwapper::Create(options, io));
   return std::unique_ptr<OptimizerState>(
       std::make_unique<SwappedState>(std::move(kinds), std::move(owned_numel), std::move(swapper)));
 }

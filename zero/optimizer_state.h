@@ -11,13 +11,13 @@
 // torch.optim's spelling.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

@@ -1,9 +1,9 @@
 // Implementation of zero/param_coordinator.h.
 #include "zero/param_coordinator.h"
 
+#include <ATen/ATen.h>
 #include <torch/csrc/autograd/engine.h>
 
-#include <ATen/ATen.h>
 #include <algorithm>
 #include <cstring>
 
@@ -23,8 +23,8 @@ std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" 
 }  // namespace
 
 ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
-                                   std::vector<int> trainable_chunk_of_group,
-                                   std::shared_ptr<comm::ProcessGroup> group, plan::PrefetchLimits limits)
+                                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
+                                   plan::PrefetchLimits limits)
     : units_(std::move(units)),
       chunks_(std::move(chunks)),
       trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
@@ -100,9 +100,9 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     gather_hold_[static_cast<size_t>(chunk)] = ++gather_seq_;
   }
   pool_.Fill(g.params);
-  comm::CollectiveLabel label(absl::StrCat("parameters of unit '",
-                                           UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
-                                           "' (", phase_, ")"));
+  comm::CollectiveLabel label(absl::StrCat(
+      "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
+      "' (", phase_, ")"));
   s.work = pg_->AllGather(g.param_shard, g.params);
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
@@ -236,8 +236,8 @@ void ParamCoordinator::PostForward(int unit, bool training) {
     return;
   }
   if (u.active > 0) return;
-  const std::optional<int64_t> distance = trace_.ReuseDistance(
-      unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
+  const std::optional<int64_t> distance =
+      trace_.ReuseDistance(unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
   if (plan::KeepAfterForward(distance, live_numel_, limits_)) return;
   for (int c : units_[static_cast<size_t>(unit)].chunks) ReleaseChunkLocked(c);
 }
@@ -317,11 +317,11 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
       absl::Status st = works[i]->Wait();
       if (!st.ok()) {
         const Chunk& c = chunks_[static_cast<size_t>(chunks[i])];
-        throw Error(absl::Status(st.code(), absl::StrFormat("broadcasting rank %d's modified parameters of unit '%s' "
-                                                            "failed: %s",
-                                                            *modifier_rank,
-                                                            UnitLabel(units_[static_cast<size_t>(c.unit)].name),
-                                                            st.message())));
+        throw Error(absl::Status(
+            st.code(),
+            absl::StrFormat("broadcasting rank %d's modified parameters of unit '%s' "
+                            "failed: %s",
+                            *modifier_rank, UnitLabel(units_[static_cast<size_t>(c.unit)].name), st.message())));
       }
     }
     for (int c : chunks) {
@@ -348,8 +348,8 @@ namespace zt::zero {
 
 std::string ParamCoordinator::ChunkLabel(int chunk) const {
   const Chunk& c = chunks_[static_cast<size_t>(chunk)];
-  return absl::StrFormat("unit '%s' (chunk %d, %d elements per rank)", UnitLabel(units_[static_cast<size_t>(c.unit)].name),
-                         chunk, c.group->layout.shard_numel);
+  return absl::StrFormat("unit '%s' (chunk %d, %d elements per rank)",
+                         UnitLabel(units_[static_cast<size_t>(c.unit)].name), chunk, c.group->layout.shard_numel);
 }
 
 absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
@@ -436,10 +436,10 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
       }
     }
     if (oldest < 0) {
-      throw Error(absl::ResourceExhaustedError(absl::StrFormat(
-          "parameter offload: %s needs a swap buffer but all %d are pinned; raise "
-          "zero_optimization.offload_param.buffer_count",
-          ChunkLabel(chunk), swapper_->buffer_count())));
+      throw Error(absl::ResourceExhaustedError(
+          absl::StrFormat("parameter offload: %s needs a swap buffer but all %d are pinned; raise "
+                          "zero_optimization.offload_param.buffer_count",
+                          ChunkLabel(chunk), swapper_->buffer_count())));
     }
     WaitChunkLocked(oldest);
   }

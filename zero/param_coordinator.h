@@ -68,22 +68,22 @@ namespace zt::zero {
 
 // zero_optimization.offload_param with device "nvme".
 struct ParamOffloadOptions {
-  std::string dir;                     // nvme_path
+  std::string dir;  // nvme_path
   std::string file_name = "params.swp";
   int buffer_count = 5;
-  int64_t buffer_numel = 100000000;    // buffer_size (elements of the model dtype)
-  int64_t max_in_cpu = 1000000000;     // shard elements kept in memory instead
+  int64_t buffer_numel = 100000000;  // buffer_size (elements of the model dtype)
+  int64_t max_in_cpu = 1000000000;   // shard elements kept in memory instead
 };
 
 struct CoordinatorStats {
-  int64_t gathered_bytes = 0;       // full (non-persistent) chunk bytes allocated now
-  int64_t peak_gathered_bytes = 0;  // most at once since the last ResetPeak()
-  int64_t gathers = 0;              // chunk all-gathers issued
-  int64_t prefetched_units = 0;     // unit gathers issued ahead of use
-  int64_t trace_mismatches = 0;     // requests that departed from the trace
-  int64_t cached_bytes = 0;         // freed gather buffers kept for reuse (zero/storage.h)
-  int64_t swapped_shard_bytes = 0;  // parameter shards living on NVMe (not in memory)
-  int64_t swap_buffer_bytes = 0;    // the parameter swap pool
+  int64_t gathered_bytes = 0;         // full (non-persistent) chunk bytes allocated now
+  int64_t peak_gathered_bytes = 0;    // most at once since the last ResetPeak()
+  int64_t gathers = 0;                // chunk all-gathers issued
+  int64_t prefetched_units = 0;       // unit gathers issued ahead of use
+  int64_t trace_mismatches = 0;       // requests that departed from the trace
+  int64_t cached_bytes = 0;           // freed gather buffers kept for reuse (zero/storage.h)
+  int64_t swapped_shard_bytes = 0;    // parameter shards living on NVMe (not in memory)
+  int64_t swap_buffer_bytes = 0;      // the parameter swap pool
   offload::ParamSwapper::Stats swap;  // zeros without parameter offload
 };
 
@@ -101,9 +101,8 @@ class ParamCoordinator {
   };
 
   // `trainable_chunk_of_group[g]` is the chunk holding the reducer's group g.
-  ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
-                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
-                   plan::PrefetchLimits limits);
+  ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks, std::vector<int> trainable_chunk_of_group,
+                   std::shared_ptr<comm::ProcessGroup> group, plan::PrefetchLimits limits);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -221,9 +220,9 @@ class ParamCoordinator {
 
   // Parameter offload (empty vectors without it).
   std::unique_ptr<offload::ParamSwapper> swapper_;
-  std::vector<int> slot_;               // per chunk: swap slot, -1 when the shard stays in memory
-  std::vector<int> borrows_;            // per chunk: holders of the shard's borrowed buffer
-  std::vector<int64_t> gather_hold_;    // per chunk: > 0 (an issue number) while its gather holds the shard
+  std::vector<int> slot_;             // per chunk: swap slot, -1 when the shard stays in memory
+  std::vector<int> borrows_;          // per chunk: holders of the shard's borrowed buffer
+  std::vector<int64_t> gather_hold_;  // per chunk: > 0 (an issue number) while its gather holds the shard
   int64_t gather_seq_ = 0;
   TrainableShards shard_access_{this};
 };

@@ -8,10 +8,10 @@
 // in-flight limit), never beyond. Not thread-safe: the reducer's mutex guards it.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 namespace zt::zero {
 

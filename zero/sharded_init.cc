@@ -35,9 +35,9 @@ ShardedInit::ShardedInit(std::shared_ptr<comm::ProcessGroup> group, const Config
     : pg_(std::move(group)), options_(zero::Stage3OptionsFromConfig(config)) {
   if (pg_ == nullptr) throw Error(absl::InvalidArgumentError("zt::ShardedInit: the process group is null"));
   if (config.zero.stage != 3) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        "zt::ShardedInit shards parameters for ZeRO stage 3, but the config has zero_optimization.stage ",
-        config.zero.stage, "; set it to 3 or build the model without ShardedInit")));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat("zt::ShardedInit shards parameters for ZeRO stage 3, but the config has zero_optimization.stage ",
+                     config.zero.stage, "; set it to 3 or build the model without ShardedInit")));
   }
   if (g_active != nullptr) {
     throw Error(absl::FailedPreconditionError("zt::ShardedInit: another ShardedInit is already active on this thread"));
@@ -80,7 +80,7 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
     infos.push_back(up);
   }
   ps->layouts = plan::PlanUnitChunks(infos, ps->options.bucket_numel, ps->world_size, ps->options.persistence,
-                               /*all_persistent=*/false, init->persistent_used());
+                                     /*all_persistent=*/false, init->persistent_used());
   for (const plan::ChunkLayout& layout : ps->layouts) {
     ps->groups.push_back(ShardChunk(layout, ps->params, init->group(), ps->options.dtype));
   }

@@ -23,17 +23,17 @@
 //    persistence thresholds); it reports any difference.
 #pragma once
 
+#include <torch/nn/module.h>
+
 #include <memory>
 #include <vector>
 
-#include <torch/nn/module.h>
-
 #include "comm/process_group.h"
 #include "config/config.h"
+#include "plan/unit_plan.h"
 #include "zero/flat_group.h"
 #include "zero/stage3_setup.h"
 #include "zero/unit.h"
-#include "plan/unit_plan.h"
 
 namespace zt {
 
@@ -60,9 +60,9 @@ namespace zero {
 
 // A unit's shards made at construction, waiting for Engine::Create.
 struct PresharedUnit {
-  std::vector<at::Tensor> params;   // the unit's own parameters; slots index this list
+  std::vector<at::Tensor> params;  // the unit's own parameters; slots index this list
   std::vector<plan::ChunkLayout> layouts;
-  std::vector<FlatGroup> groups;    // one per layout, released
+  std::vector<FlatGroup> groups;  // one per layout, released
   int world_size = 1;
   Stage3Options options;
 };

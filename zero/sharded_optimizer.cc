@@ -85,32 +85,33 @@ void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper)
   // until the walk moves on, then go back written.
   int current = -1;
   at::Tensor owned;
-  absl::Status st = state_->ForEachPiece(OptimizerState::Access::kReadWrite,
-                                         [&](int g, int64_t b, int64_t e, float* const* data) {
-    if (current != g) {
-      if (current >= 0) ReleaseParams(current, /*dirty=*/true);
-      current = -1;
-      owned = AcquireParams(g, /*read=*/master_is_params_);
-      current = g;
-    }
-    const int64_t n = e - b;
-    ops::ShardState ss;
-    ss.step = step_;
-    for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) ss.tensors[kinds[k]] = FloatView(data[k], n);
-    ops::StepExtras extras;
-    extras.grad_scale = grad_multiplier;
-    at::Tensor params;
-    if (master_is_params_) {
-      params = owned.narrow(0, b, n);
-    } else {
-      params = FloatView(data[master_kind_], n);
-      extras.out = owned.narrow(0, b, n);
-    }
-    const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
-    opt_->Step(params, grads, ss, hyper, extras);
-    step_after = ss.step;
-    return absl::OkStatus();
-  });
+  absl::Status st =
+      state_->ForEachPiece(OptimizerState::Access::kReadWrite, [&](int g, int64_t b, int64_t e, float* const* data) {
+        if (current != g) {
+          if (current >= 0) ReleaseParams(current, /*dirty=*/true);
+          current = -1;
+          owned = AcquireParams(g, /*read=*/master_is_params_);
+          current = g;
+        }
+        const int64_t n = e - b;
+        ops::ShardState ss;
+        ss.step = step_;
+        for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k)
+          ss.tensors[kinds[k]] = FloatView(data[k], n);
+        ops::StepExtras extras;
+        extras.grad_scale = grad_multiplier;
+        at::Tensor params;
+        if (master_is_params_) {
+          params = owned.narrow(0, b, n);
+        } else {
+          params = FloatView(data[master_kind_], n);
+          extras.out = owned.narrow(0, b, n);
+        }
+        const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
+        opt_->Step(params, grads, ss, hyper, extras);
+        step_after = ss.step;
+        return absl::OkStatus();
+      });
   if (current >= 0) ReleaseParams(current, /*dirty=*/true);
   ThrowIfError(st);
   step_ = step_after;
@@ -222,9 +223,7 @@ void ShardedOptimizer::Adopt(std::unique_ptr<OptimizerState> staged, const std::
   }
 }
 
-int64_t ShardedOptimizer::master_bytes() const {
-  return master_kind_ >= 0 ? state_->resident_bytes(master_kind_) : 0;
-}
+int64_t ShardedOptimizer::master_bytes() const { return master_kind_ >= 0 ? state_->resident_bytes(master_kind_) : 0; }
 
 int64_t ShardedOptimizer::state_bytes() const {
   int64_t n = 0;

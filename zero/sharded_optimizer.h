@@ -15,12 +15,12 @@
 // offload, behind a ParamShardAccess that swaps them in for the update.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"

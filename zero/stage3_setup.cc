@@ -72,13 +72,15 @@ int CommonAncestor(const Walk& w, int a, int b) {
   return a;
 }
 
-absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, int world,
-                              const Stage3Options& o) {
+absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, int world, const Stage3Options& o) {
   const Stage3Options& p = ps.options;
   std::string diff;
-  if (ps.world_size != world) diff = absl::StrFormat("world size %d vs %d", ps.world_size, world);
-  else if (p.dtype != o.dtype) diff = absl::StrCat("dtype ", c10::toString(p.dtype), " vs ", c10::toString(o.dtype));
-  else if (p.bucket_numel != o.bucket_numel) diff = absl::StrFormat("reduce_bucket_size %d vs %d", p.bucket_numel, o.bucket_numel);
+  if (ps.world_size != world)
+    diff = absl::StrFormat("world size %d vs %d", ps.world_size, world);
+  else if (p.dtype != o.dtype)
+    diff = absl::StrCat("dtype ", c10::toString(p.dtype), " vs ", c10::toString(o.dtype));
+  else if (p.bucket_numel != o.bucket_numel)
+    diff = absl::StrFormat("reduce_bucket_size %d vs %d", p.bucket_numel, o.bucket_numel);
   else if (p.persistence.param_threshold != o.persistence.param_threshold) {
     diff = absl::StrFormat("stage3_param_persistence_threshold %d vs %d", p.persistence.param_threshold,
                            o.persistence.param_threshold);
@@ -87,9 +89,11 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
                            o.persistence.model_threshold);
   }
   if (diff.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unit '", Label(unit), "' was sharded at construction (zt::ShardedInit) with different settings than the "
-      "engine's (", diff, "); give ShardedInit and Engine::Create the same process group and config"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unit '", Label(unit),
+                   "' was sharded at construction (zt::ShardedInit) with different settings than the "
+                   "engine's (",
+                   diff, "); give ShardedInit and Engine::Create the same process group and config"));
 }
 
 }  // namespace
@@ -100,8 +104,8 @@ FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tenso
   if (pg.size() > 1) {
     absl::Status st = pg.Broadcast(g.params, 0)->Wait();
     if (!st.ok()) {
-      throw Error(absl::Status(st.code(), absl::StrCat("broadcasting rank 0's initial parameters failed: ",
-                                                       st.message())));
+      throw Error(
+          absl::Status(st.code(), absl::StrCat("broadcasting rank 0's initial parameters failed: ", st.message())));
     }
   }
   if (!chunk.persistent) {
@@ -125,9 +129,9 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
       const at::Tensor& p = w.params[i];
       if (p.requires_grad() != (pass == 0)) continue;
       if (!p.device().is_cpu()) {
-        return absl::UnimplementedError(absl::StrCat(
-            "parameter '", w.param_names[i], "' is on ", p.device().str(),
-            "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
+        return absl::UnimplementedError(
+            absl::StrCat("parameter '", w.param_names[i], "' is on ", p.device().str(),
+                         "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
       }
       if (!at::isFloatingType(p.scalar_type())) {
         return absl::InvalidArgumentError(absl::StrCat("parameter '", w.param_names[i], "' is not floating point"));
@@ -178,11 +182,12 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
         auto it = w.index.find(ps.params[k].unsafeGetTensorImpl());
         const int e = it == w.index.end() ? -1 : engine_index[static_cast<size_t>(it->second)];
         if (e < 0 || owner_of[static_cast<size_t>(e)] != u) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "a parameter of unit '", Label(w.names[static_cast<size_t>(u)]),
-              "' was sharded at construction (zt::ShardedInit) but is now ",
-              e < 0 ? "not part of the model" : absl::StrCat("also registered outside it ('", b.names[static_cast<size_t>(e)], "')"),
-              "; tie weights inside the unit, or build the model without ShardedInit"));
+          return absl::FailedPreconditionError(
+              absl::StrCat("a parameter of unit '", Label(w.names[static_cast<size_t>(u)]),
+                           "' was sharded at construction (zt::ShardedInit) but is now ",
+                           e < 0 ? "not part of the model"
+                                 : absl::StrCat("also registered outside it ('", b.names[static_cast<size_t>(e)], "')"),
+                           "; tie weights inside the unit, or build the model without ShardedInit"));
         }
         local_to_engine[k] = e;
       }
@@ -217,8 +222,9 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
       infos.push_back(up);
     }
     if (infos.empty()) continue;
-    std::vector<plan::ChunkLayout> layouts = plan::PlanUnitChunks(infos, options.bucket_numel, pg.size(), options.persistence,
-                                                      /*all_persistent=*/u == 0, &persistent_used);
+    std::vector<plan::ChunkLayout> layouts =
+        plan::PlanUnitChunks(infos, options.bucket_numel, pg.size(), options.persistence,
+                             /*all_persistent=*/u == 0, &persistent_used);
     for (const plan::ChunkLayout& layout : layouts) {
       add_chunk(u, layout, ShardChunk(layout, b.params, pg, options.dtype));
     }

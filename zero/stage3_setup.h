@@ -8,17 +8,17 @@
 // with the same model architecture and options.
 #pragma once
 
+#include <torch/nn/module.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include <torch/nn/module.h>
-
 #include "absl/status/statusor.h"
 #include "comm/process_group.h"
+#include "plan/unit_plan.h"
 #include "zero/flat_group.h"
 #include "zero/unit.h"
-#include "plan/unit_plan.h"
 
 namespace zt::zero {
 
@@ -52,8 +52,7 @@ struct Stage3Build {
   int64_t root_numel = 0;  // parameters outside every unit
 };
 
-absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg,
-                                        const Stage3Options& options);
+absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg, const Stage3Options& options);
 
 // Flattens one chunk's parameters into a new buffer of `dtype` (parameters
 // become views of it), broadcasts rank 0's values, and for a non-persistent

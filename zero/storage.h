@@ -12,11 +12,11 @@
 // block faults every page in again (a 1.3x slower stage-3 step here).
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+
+#include <cstdint>
+#include <vector>
 
 namespace zt::zero {
 

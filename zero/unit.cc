@@ -2,10 +2,9 @@
 // that tell the coordinator where backward is.
 #include "zero/unit.h"
 
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
-
-#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <atomic>
@@ -80,9 +79,7 @@ class BoundaryHook : public torch::autograd::FunctionPreHook {
   std::vector<std::pair<std::shared_ptr<UnitHook>, std::shared_ptr<std::atomic<bool>>>> gather_;
 };
 
-bool NeedsGrad(const at::Tensor& t) {
-  return t.defined() && t.requires_grad() && at::isFloatingType(t.scalar_type());
-}
+bool NeedsGrad(const at::Tensor& t) { return t.defined() && t.requires_grad() && at::isFloatingType(t.scalar_type()); }
 
 }  // namespace
 

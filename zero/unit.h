@@ -38,6 +38,11 @@
 //    only effect: frozen parameters are then freed at the end of backward).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,11 +51,6 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/GradMode.h>
-#include <torch/nn/module.h>
-#include <torch/nn/pimpl.h>
-
 #include "zero/activation_checkpoint.h"
 
 namespace zt {
@@ -58,7 +58,7 @@ namespace zt {
 namespace zero {
 class UnitHook;
 struct PresharedUnit;
-}
+}  // namespace zero
 
 // The part of a unit the engine sees, whatever Impl is.
 class UnitBase {

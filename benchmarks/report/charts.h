@@ -4,9 +4,9 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "benchmarks/results.h"
 
 namespace zt::bench {

@@ -32,12 +32,12 @@ absl::StatusOr<std::string> ReplaceBlock(absl::string_view doc, absl::string_vie
   const size_t e = doc.find(end);
   if (b == absl::string_view::npos || e == absl::string_view::npos) {
     return absl::NotFoundError(absl::StrCat("the document has no '", b == absl::string_view::npos ? begin : end,
-                                            "' line; add the pair ", begin, " / ", end,
-                                            " where the results of '", name, "' belong"));
+                                            "' line; add the pair ", begin, " / ", end, " where the results of '", name,
+                                            "' belong"));
   }
   if (doc.find(begin, b + 1) != absl::string_view::npos || doc.find(end, e + 1) != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("the document has '", begin, "' or '", end,
-                                                   "' more than once; keep one pair"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the document has '", begin, "' or '", end, "' more than once; keep one pair"));
   }
   if (e < b) return absl::InvalidArgumentError(absl::StrCat("'", end, "' comes before '", begin, "'"));
   std::string out(doc.substr(0, b + begin.size()));
@@ -90,8 +90,7 @@ std::string RenderSuiteBlock(const std::vector<std::pair<std::string, std::pair<
   for (const auto& [name, result] : entries) {
     std::string summary = result.first.summary.empty() ? "(none printed)" : result.first.summary;
     absl::StrReplaceAll({{"|", "\\|"}}, &summary);  // a table cell
-    absl::StrAppend(&out, "| ", name, " | ", static_cast<int64_t>(result.second.seconds + 0.5), " | ",
-                    summary, " |\n");
+    absl::StrAppend(&out, "| ", name, " | ", static_cast<int64_t>(result.second.seconds + 0.5), " | ", summary, " |\n");
   }
   return out;
 }

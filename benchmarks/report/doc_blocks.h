@@ -9,11 +9,11 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "benchmarks/results.h"
 
 namespace zt::bench {

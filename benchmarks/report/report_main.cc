@@ -10,7 +10,6 @@
 //
 // LibTorch-free. Nothing is half-written: every file goes through a rename.
 
-
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -154,8 +153,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!st.ok()) {
-    std::cerr << (absl::StartsWith(st.message(), "zt_bench_report") ? "" : "zt_bench_report: ") << st.message()
-              << "\n";
+    std::cerr << (absl::StartsWith(st.message(), "zt_bench_report") ? "" : "zt_bench_report: ") << st.message() << "\n";
     return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

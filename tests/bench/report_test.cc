@@ -1,11 +1,10 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
-#include <sys/stat.h>
-
 #include <cmath>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -144,18 +143,18 @@ TEST(ZtBenchReport, CollectsLogsAndRendersTheDocumentAndCharts) {
   testing::WriteFileBytes(dir.File("zero_stages.log"), log_text);
   testing::WriteFileBytes(dir.File("zero_stages.txt"), "the table\nSUMMARY: fine\n");
   ASSERT_EQ(Shell(absl::StrCat(tool, " collect zero_stages --out ", dir.File("zero_stages.json"),
-                             " --command 'run it' --seconds 12 ", dir.File("zero_stages.log"), " ",
-                             dir.File("zero_stages.txt"))),
+                               " --command 'run it' --seconds 12 ", dir.File("zero_stages.log"), " ",
+                               dir.File("zero_stages.txt"))),
             0);
   const std::string json = testing::ReadFileBytes(dir.File("zero_stages.json"));
   EXPECT_NE(json.find("\"summary\": \"fine\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"command\": \"run it\""), std::string::npos) << json;
 
   ::mkdir(dir.File("docs").c_str(), 0755);
-  testing::WriteFileBytes(dir.File("docs/b.md"), "intro\n<!-- bench:zero_stages:begin -->\n<!-- bench:zero_stages:end -->\n");
-  ASSERT_EQ(Shell(absl::StrCat(tool, " render --doc ", dir.File("docs/b.md"), " --results ", dir.path(),
-                             " zero_stages")),
-            0);
+  testing::WriteFileBytes(dir.File("docs/b.md"),
+                          "intro\n<!-- bench:zero_stages:begin -->\n<!-- bench:zero_stages:end -->\n");
+  ASSERT_EQ(
+      Shell(absl::StrCat(tool, " render --doc ", dir.File("docs/b.md"), " --results ", dir.path(), " zero_stages")), 0);
   const std::string doc = testing::ReadFileBytes(dir.File("docs/b.md"));
   EXPECT_NE(doc.find("the table"), std::string::npos) << doc;
   EXPECT_NE(doc.find("**Summary:** fine"), std::string::npos) << doc;
@@ -165,14 +164,15 @@ TEST(ZtBenchReport, CollectsLogsAndRendersTheDocumentAndCharts) {
   // A missing block: an error, and the document is left as it was.
   testing::WriteFileBytes(dir.File("docs/c.md"), "no blocks\n");
   EXPECT_NE(Shell(absl::StrCat(tool, " render --doc ", dir.File("docs/c.md"), " --results ", dir.path(),
-                             " zero_stages 2>", dir.File("err.txt"))),
+                               " zero_stages 2>", dir.File("err.txt"))),
             0);
   EXPECT_NE(testing::ReadFileBytes(dir.File("err.txt")).find("<!-- bench:zero_stages:begin -->"), std::string::npos);
   EXPECT_EQ(testing::ReadFileBytes(dir.File("docs/c.md")), "no blocks\n");
   // A log without rows: collect refuses rather than write an empty result.
   testing::WriteFileBytes(dir.File("empty.log"), "cpu: test\nSegmentation fault\n");
-  EXPECT_NE(Shell(absl::StrCat(tool, " collect x --out ", dir.File("x.json"), " ", dir.File("empty.log"), " 2>/dev/null")),
-            0);
+  EXPECT_NE(
+      Shell(absl::StrCat(tool, " collect x --out ", dir.File("x.json"), " ", dir.File("empty.log"), " 2>/dev/null")),
+      0);
   EXPECT_FALSE(std::filesystem::exists(dir.File("x.json")));
 }
 
@@ -181,8 +181,8 @@ TEST(BenchScript, ListsItsBenchmarksAndRefusesUnknownNamesBeforeBuildingAnything
   const std::string script = absl::StrCat(ZT_SOURCE_DIR, "/scripts/bench.sh");
   ASSERT_EQ(Shell(absl::StrCat(script, " --list >", dir.File("list.txt"))), 0);
   const std::string list = testing::ReadFileBytes(dir.File("list.txt"));
-  for (const char* name : {"collectives", "optimizer", "zero_stages", "activation_checkpoint", "checkpoint", "nvme",
-                           "offload"}) {
+  for (const char* name :
+       {"collectives", "optimizer", "zero_stages", "activation_checkpoint", "checkpoint", "nvme", "offload"}) {
     EXPECT_NE(list.find(absl::StrCat(name, "\n")), std::string::npos) << name << " missing from:\n" << list;
   }
   EXPECT_EQ(Shell(absl::StrCat(script, " zero_stages no_such_bench 2>", dir.File("err.txt"))), 2);

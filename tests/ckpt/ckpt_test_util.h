@@ -21,10 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "util/file_io.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/value.h"
 #include "tests/testing/scratch_dir.h"
+#include "util/file_io.h"
 
 namespace zt::ckpt::testing {
 
@@ -110,8 +110,7 @@ inline std::string PyLiteral(const Value& v) {
   const TensorRef& t = v.AsTensor();
   std::string shape;
   for (int64_t d : t.shape) absl::StrAppend(&shape, d, ", ");
-  return absl::StrCat("T('", std::string(DTypeName(t.dtype)), "', [", shape, "], '", Hex(t.data, t.nbytes()),
-                      "')");
+  return absl::StrCat("T('", std::string(DTypeName(t.dtype)), "', [", shape, "], '", Hex(t.data, t.nbytes()), "')");
 }
 
 // A Python interpreter that can `import torch`: $ZT_PYTHON, python3 or
@@ -133,8 +132,7 @@ inline std::optional<std::string> PythonWithTorch() {
 
 // Runs `script` (Python source) with `python`; returns the exit code and
 // fills `output` with stdout and stderr.
-inline int RunPython(const std::string& python, const ScratchDir& dir, const std::string& script,
-                     std::string* output) {
+inline int RunPython(const std::string& python, const ScratchDir& dir, const std::string& script, std::string* output) {
   const std::string script_path = dir.File("script.py");
   const std::string out_path = dir.File("script.out");
   WriteAll(script_path, script);
@@ -144,12 +142,12 @@ inline int RunPython(const std::string& python, const ScratchDir& dir, const std
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-#define ZT_SKIP_WITHOUT_TORCH_PYTHON()                                                               \
-  do {                                                                                               \
-    if (!::zt::ckpt::testing::PythonWithTorch()) {                                                   \
+#define ZT_SKIP_WITHOUT_TORCH_PYTHON()                                                                 \
+  do {                                                                                                 \
+    if (!::zt::ckpt::testing::PythonWithTorch()) {                                                     \
       GTEST_SKIP() << "no Python with torch and numpy (tried $ZT_PYTHON, python3, /usr/bin/python3); " \
-                      "install python3-torch to run the interop tests";                              \
-    }                                                                                                \
+                      "install python3-torch to run the interop tests";                                \
+    }                                                                                                  \
   } while (0)
 
 }  // namespace zt::ckpt::testing

@@ -102,7 +102,8 @@ TEST_P(DeepSpeedCheckpoint, ReshardedToThreeRanksStillConsolidatesTheSame) {
   ExportOptions options;
   options.tied_copies = true;
   ASSERT_TRUE(ExportSafetensors(**three, tmp.path() + "/model.safetensors", options).ok());
-  ExpectSameTensors(absl::StrCat(kFixtures, "/", f.dir, "/zero_to_fp32.safetensors"), tmp.path() + "/model.safetensors");
+  ExpectSameTensors(absl::StrCat(kFixtures, "/", f.dir, "/zero_to_fp32.safetensors"),
+                    tmp.path() + "/model.safetensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeepSpeedCheckpoint,

@@ -3,6 +3,8 @@
 // (nothing visible before Commit, the old file intact after an abort, no
 // temporaries left, a full-disk-like failure in a child process), ReadFile's
 // exact-size reads and their messages.
+#include "util/file_io.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,7 +18,6 @@
 #include "ckpt/crc32.h"
 #include "ckpt/pt_file.h"
 #include "tests/ckpt/ckpt_test_util.h"
-#include "util/file_io.h"
 
 namespace zt::ckpt {
 namespace {

@@ -3,15 +3,16 @@
 // partial reads, 64-byte alignment, forced ZIP64, a custom archive name;
 // corrupted, truncated and foreign files fail with messages that name the
 // file and the record.
+#include "ckpt/pt_file.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "ckpt/crc32.h"
 #include "absl/strings/match.h"
-#include "ckpt/pt_file.h"
+#include "ckpt/crc32.h"
 #include "ckpt/pt_file_internal.h"
 #include "ckpt/zip.h"
 #include "tests/ckpt/ckpt_test_util.h"
@@ -70,13 +71,29 @@ std::vector<ValueCase> ValueCases() {
       {"None", Value()},
       {"True", Value(true)},
       {"False", Value(false)},
-      {"IntBoundaries", Value(List{0, 1, 255, 256, 65535, 65536, -1, -128, -129, -256, -32769,
-                                   int64_t{INT32_MAX}, int64_t{INT32_MIN}, int64_t{INT32_MAX} + 1,
-                                   int64_t{INT32_MIN} - 1, int64_t{1} << 40, -(int64_t{1} << 40),
-                                   int64_t{0x7FFFFFFFFF}, int64_t{0x8000000000}, int64_t{-0x8000000000},
-                                   std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()})},
-      {"Floats", Value(List{0.0, -0.0, 1.5, -2.25, 1e300, 5e-324, 3.141592653589793, inf, -inf,
-                            std::nan("")})},
+      {"IntBoundaries", Value(List{0,
+                                   1,
+                                   255,
+                                   256,
+                                   65535,
+                                   65536,
+                                   -1,
+                                   -128,
+                                   -129,
+                                   -256,
+                                   -32769,
+                                   int64_t{INT32_MAX},
+                                   int64_t{INT32_MIN},
+                                   int64_t{INT32_MAX} + 1,
+                                   int64_t{INT32_MIN} - 1,
+                                   int64_t{1} << 40,
+                                   -(int64_t{1} << 40),
+                                   int64_t{0x7FFFFFFFFF},
+                                   int64_t{0x8000000000},
+                                   int64_t{-0x8000000000},
+                                   std::numeric_limits<int64_t>::max(),
+                                   std::numeric_limits<int64_t>::min()})},
+      {"Floats", Value(List{0.0, -0.0, 1.5, -2.25, 1e300, 5e-324, 3.141592653589793, inf, -inf, std::nan("")})},
       {"Strings", Value(List{"", "abc", "h\xC3\xA9llo \xE2\x9C\x93 \xF0\x9D\x84\x9E", std::string("nul\0in", 6),
                              std::string(70000, 'x')})},
       {"EmptyContainers", Value(List{List{}, Tup({}), Dict{}, MakeDict({}, true)})},
@@ -145,9 +162,8 @@ std::vector<unsigned char> Pattern(DType dtype, int64_t numel, int seed) {
 
 TEST(PtFile, TensorsOfEveryDtypeAndShape) {
   ScratchDir dir;
-  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                                     DType::kInt64,   DType::kInt32,   DType::kInt16,   DType::kInt8,
-                                     DType::kUInt8,   DType::kBool};
+  const std::vector<DType> dtypes = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt64,
+                                     DType::kInt32,   DType::kInt16,   DType::kInt8,    DType::kUInt8,    DType::kBool};
   const std::vector<std::vector<int64_t>> shapes = {{}, {1}, {7}, {3, 5}, {2, 1, 4}, {0}, {3, 0}, {0, 2, 3}};
   std::vector<std::vector<unsigned char>> buffers;
   Dict root;
@@ -217,8 +233,8 @@ TEST(PtFile, ReadElementsPartialRanges) {
   struct Range {
     int64_t begin, end;
   };
-  for (Range r : {Range{0, 0}, Range{0, 1}, Range{3, 7}, Range{999, 1000}, Range{0, 1000}, Range{1000, 1000},
-                  Range{123, 877}}) {
+  for (Range r :
+       {Range{0, 0}, Range{0, 1}, Range{3, 7}, Range{999, 1000}, Range{0, 1000}, Range{1000, 1000}, Range{123, 877}}) {
     std::vector<int32_t> out(static_cast<size_t>(r.end - r.begin) + 1, 12345);
     ASSERT_TRUE(reader->ReadElements(t, r.begin, r.end, out.data()).ok()) << r.begin << ".." << r.end;
     for (int64_t i = r.begin; i < r.end; ++i) ASSERT_EQ(out[i - r.begin], data[i]);
@@ -311,8 +327,10 @@ TEST(PtFile, BigRecordVerifiesInChunks) {
   ASSERT_TRUE(reader.ok()) << "the directory is intact: " << reader.status();
   absl::Status st = (*reader)->Read((*reader)->root().AsTensor(), out.data());
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
-  EXPECT_TRUE(absl::StrContains(st.message(), "checkpoint file '" + path + "': record 'archive/data/0' CRC-32 "
-                                              "mismatch (file corrupted?)")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "checkpoint file '" + path +
+                                                  "': record 'archive/data/0' CRC-32 "
+                                                  "mismatch (file corrupted?)"))
+      << st;
   TensorRef head = (*reader)->root().AsTensor();
   head.shape = {10};
   EXPECT_FALSE((*reader)->Read(head, out.data()).ok()) << "verify covers the whole record, even for a view";
@@ -407,28 +425,64 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
     std::string error;
   };
   std::vector<Case> cases = {
-      {"Global", Bytes("\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00" "ls\x85R."), "global 'os.system'"},
-      {"GlobalInTree", Bytes("\x80\x02" "cbuiltins\nset\n."), "object 'builtins.set' at root"},
-      {"Bytes", Bytes("\x80\x03" "C\x02" "ab."), "opcode 0x43"},
-      {"HugeInt", Bytes("\x80\x02\x8a\x09" "\x01\x02\x03\x04\x05\x06\x07\x08\x09."),
+      {"Global",
+       Bytes("\x80\x02"
+             "cos\nsystem\nX\x02\x00\x00\x00"
+             "ls\x85R."),
+       "global 'os.system'"},
+      {"GlobalInTree",
+       Bytes("\x80\x02"
+             "cbuiltins\nset\n."),
+       "object 'builtins.set' at root"},
+      {"Bytes",
+       Bytes("\x80\x03"
+             "C\x02"
+             "ab."),
+       "opcode 0x43"},
+      {"HugeInt",
+       Bytes("\x80\x02\x8a\x09"
+             "\x01\x02\x03\x04\x05\x06\x07\x08\x09."),
        "does not fit in 64 bits"},
       {"NoStop", Bytes("\x80\x02}"), "without a STOP"},
       {"Underflow", Bytes("\x80\x02s."), "stack underflow"},
       {"MissingStorage",
-       Bytes("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" "(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n"
-                   "X\x01\x00\x00\x00" "7X\x03\x00\x00\x00" "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89" "}tR."),
+       Bytes("\x80\x02"
+             "ctorch._utils\n_rebuild_tensor_v2\n("
+             "(X\x07\x00\x00\x00storage"
+             "ctorch\nFloatStorage\n"
+             "X\x01\x00\x00\x00"
+             "7X\x03\x00\x00\x00"
+             "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89"
+             "}tR."),
        "record 'archive/data/7' is missing"},
-      {"UnknownClass", Bytes("\x80\x02" "cfoo\nBar\n)\x81."), "global 'foo.Bar' is not supported"},
+      {"UnknownClass",
+       Bytes("\x80\x02"
+             "cfoo\nBar\n)\x81."),
+       "global 'foo.Bar' is not supported"},
       {"GetattrOfAnotherClass",
-       Bytes("\x80\x02" "c__builtin__\ngetattr\n" "cfoo\nEnum\n" "X\x01\x00\x00\x00" "a\x86R."),
+       Bytes("\x80\x02"
+             "c__builtin__\ngetattr\n"
+             "cfoo\nEnum\n"
+             "X\x01\x00\x00\x00"
+             "a\x86R."),
        "global 'foo.Enum.a' is not supported"},
-      {"AttributeOnADict", Bytes("\x80\x02}}X\x01\x00\x00\x00" "xK\x01sb."), "attribute 'x' set on a dict"},
+      {"AttributeOnADict",
+       Bytes("\x80\x02}}X\x01\x00\x00\x00"
+             "xK\x01sb."),
+       "attribute 'x' set on a dict"},
       {"RecordWithArguments",
-       Bytes("\x80\x02" "cdeepspeed.utils.tensor_fragment\nfragment_address\nK\x01\x85\x81."),
+       Bytes("\x80\x02"
+             "cdeepspeed.utils.tensor_fragment\nfragment_address\nK\x01\x85\x81."),
        "created with arguments"},
       {"ViewOutsideStorage",
-       Bytes("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" "(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n"
-                   "X\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x02tQK\x01K\x02\x85K\x01\x85\x89" "}tR."),
+       Bytes("\x80\x02"
+             "ctorch._utils\n_rebuild_tensor_v2\n("
+             "(X\x07\x00\x00\x00storage"
+             "ctorch\nFloatStorage\n"
+             "X\x01\x00\x00\x00"
+             "0X\x03\x00\x00\x00"
+             "cpuK\x02tQK\x01K\x02\x85K\x01\x85\x89"
+             "}tR."),
        "lies outside its storage"},
   };
   for (const Case& c : cases) {
@@ -440,9 +494,15 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
     EXPECT_TRUE(absl::StrContains(r.status().message(), path)) << r.status();
   }
   // A well-formed file of the same shape loads (the cases above differ only where they say).
-  const std::string ok_pickle = Bytes("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" "(X\x07\x00\x00\x00storage"
-                              "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0X\x03\x00\x00\x00"
-                              "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89" "}tR.");
+  const std::string ok_pickle = Bytes(
+      "\x80\x02"
+      "ctorch._utils\n_rebuild_tensor_v2\n("
+      "(X\x07\x00\x00\x00storage"
+      "ctorch\nFloatStorage\n"
+      "X\x01\x00\x00\x00"
+      "0X\x03\x00\x00\x00"
+      "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89"
+      "}tR.");
   auto ok = PtReader::Open(ZipWithPickle(dir, "ok.pt", ok_pickle));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)->root().AsTensor().shape, std::vector<int64_t>{2});
@@ -460,18 +520,35 @@ TEST(PtFile, DeepSpeedObjectsAreReadAsPlainValues) {
   const std::string pickle = Bytes(
       "\x80\x02}("
       // 'sd': OrderedDict() with _metadata set by BUILD
-      "X\x02\x00\x00\x00" "sd" "ccollections\nOrderedDict\n)R}X\x09\x00\x00\x00" "_metadata}sb"
+      "X\x02\x00\x00\x00"
+      "sd"
+      "ccollections\nOrderedDict\n)R}X\x09\x00\x00\x00"
+      "_metadata}sb"
       // 'shape': torch.Size((2, 3))
-      "X\x05\x00\x00\x00" "shape" "ctorch\nSize\nK\x02K\x03\x86\x85R"
+      "X\x05\x00\x00\x00"
+      "shape"
+      "ctorch\nSize\nK\x02K\x03\x86\x85R"
       // 'names': set(['a'])
-      "X\x05\x00\x00\x00" "names" "c__builtin__\nset\n]X\x01\x00\x00\x00" "aa\x85R"
+      "X\x05\x00\x00\x00"
+      "names"
+      "c__builtin__\nset\n]X\x01\x00\x00\x00"
+      "aa\x85R"
       // 'stage': getattr(ZeroStageEnum, 'weights'); 'stage1': ZeroStageEnum(1)
-      "X\x05\x00\x00\x00" "stage" "c__builtin__\ngetattr\n" "cdeepspeed.runtime.zero.config\nZeroStageEnum\n"
-      "X\x07\x00\x00\x00" "weights\x86R"
-      "X\x06\x00\x00\x00" "stage1" "cdeepspeed.runtime.zero.config\nZeroStageEnum\nK\x01\x85R"
+      "X\x05\x00\x00\x00"
+      "stage"
+      "c__builtin__\ngetattr\n"
+      "cdeepspeed.runtime.zero.config\nZeroStageEnum\n"
+      "X\x07\x00\x00\x00"
+      "weights\x86R"
+      "X\x06\x00\x00\x00"
+      "stage1"
+      "cdeepspeed.runtime.zero.config\nZeroStageEnum\nK\x01\x85R"
       // 'scaler': LossScaler with cur_scale 1.0
-      "X\x06\x00\x00\x00" "scaler" "cdeepspeed.runtime.fp16.loss_scaler\nLossScaler\n)\x81}"
-      "X\x09\x00\x00\x00" "cur_scaleG?\xf0\x00\x00\x00\x00\x00\x00sb"
+      "X\x06\x00\x00\x00"
+      "scaler"
+      "cdeepspeed.runtime.fp16.loss_scaler\nLossScaler\n)\x81}"
+      "X\x09\x00\x00\x00"
+      "cur_scaleG?\xf0\x00\x00\x00\x00\x00\x00sb"
       "u.");
   auto r = PtReader::Open(ZipWithPickle(dir, "ds.pt", pickle));
   ASSERT_TRUE(r.ok()) << r.status();

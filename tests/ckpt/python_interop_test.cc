@@ -108,9 +108,20 @@ std::vector<unsigned char> ValuesOf(DType dtype, int64_t numel, int seed) {
     const int v = static_cast<int>((i * 7 + seed) % 100) - 50;
     unsigned char* p = out.data() + i * DTypeSize(dtype);
     switch (dtype) {
-      case DType::kFloat32: { float f = v * 0.5f; std::memcpy(p, &f, 4); break; }
-      case DType::kFloat64: { double d = v * 0.25; std::memcpy(p, &d, 8); break; }
-      case DType::kFloat16: { float f = static_cast<float>(v); uint32_t b; std::memcpy(&b, &f, 4);
+      case DType::kFloat32: {
+        float f = v * 0.5f;
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case DType::kFloat64: {
+        double d = v * 0.25;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case DType::kFloat16: {
+        float f = static_cast<float>(v);
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
         // |v| <= 50: exact in half; build it from the float's fields.
         uint16_t h = 0;
         if (v != 0) {
@@ -118,15 +129,44 @@ std::vector<unsigned char> ValuesOf(DType dtype, int64_t numel, int seed) {
           h = static_cast<uint16_t>(((b >> 16) & 0x8000) | (exp << 10) | ((b >> 13) & 0x3FF));
         }
         std::memcpy(p, &h, 2);
-        break; }
-      case DType::kBFloat16: { float f = static_cast<float>(v); uint32_t b; std::memcpy(&b, &f, 4);
-        uint16_t h = static_cast<uint16_t>(b >> 16); std::memcpy(p, &h, 2); break; }
-      case DType::kInt64: { int64_t x = v * 1000000007LL; std::memcpy(p, &x, 8); break; }
-      case DType::kInt32: { int32_t x = v * 100003; std::memcpy(p, &x, 4); break; }
-      case DType::kInt16: { int16_t x = static_cast<int16_t>(v * 301); std::memcpy(p, &x, 2); break; }
-      case DType::kInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-      case DType::kUInt8: { *p = static_cast<unsigned char>(v + 100); break; }
-      case DType::kBool: { *p = static_cast<unsigned char>(v & 1); break; }
+        break;
+      }
+      case DType::kBFloat16: {
+        float f = static_cast<float>(v);
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        uint16_t h = static_cast<uint16_t>(b >> 16);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kInt64: {
+        int64_t x = v * 1000000007LL;
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case DType::kInt32: {
+        int32_t x = v * 100003;
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::kInt16: {
+        int16_t x = static_cast<int16_t>(v * 301);
+        std::memcpy(p, &x, 2);
+        break;
+      }
+      case DType::kInt8: {
+        int8_t x = static_cast<int8_t>(v);
+        std::memcpy(p, &x, 1);
+        break;
+      }
+      case DType::kUInt8: {
+        *p = static_cast<unsigned char>(v + 100);
+        break;
+      }
+      case DType::kBool: {
+        *p = static_cast<unsigned char>(v & 1);
+        break;
+      }
     }
   }
   return out;
@@ -139,7 +179,8 @@ TEST(PythonInterop, TorchLoadOpensWhatWeWrite) {
   Dict tensors;
   int seed = 0;
   for (DType d : AllDTypes()) {
-    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{}, std::vector<int64_t>{0, 2}}) {
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{3, 4}, std::vector<int64_t>{}, std::vector<int64_t>{0, 2}}) {
       TensorRef t = MakeTensor(d, shape, nullptr);
       buffers.push_back(ValuesOf(d, t.numel(), ++seed));
       t.data = buffers.back().empty() ? nullptr : buffers.back().data();
@@ -152,9 +193,9 @@ TEST(PythonInterop, TorchLoadOpensWhatWeWrite) {
       {"tensors", Value(std::move(tensors))},
       {"shared_a", shared_ref},
       {"shared_b", shared_ref},
-      {"scalars", Value(List{Value(), true, false, 0, 255, 65536, -1, int64_t{1} << 40, std::numeric_limits<int64_t>::min(),
-                             std::numeric_limits<int64_t>::max(), 0.1, -0.0, 1e-310,
-                             std::numeric_limits<double>::infinity(), std::nan("")})},
+      {"scalars", Value(List{Value(), true, false, 0, 255, 65536, -1, int64_t{1} << 40,
+                             std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0.1, -0.0,
+                             1e-310, std::numeric_limits<double>::infinity(), std::nan("")})},
       {"strings", Value(List{"", "plain", "h\xC3\xA9llo \xE2\x9C\x93 \xF0\x9D\x84\x9E"})},
       {"tuples", Value(List{Tup({}), Tup({1}), Tup({1, "two"}), Tup({1, 2, 3}), Tup({1, 2, 3, 4, List{}})})},
       {"ordered", MakeDict({{"z", 1}, {"a", MakeDict({{"inner", 2.5}}, true)}}, true)},
@@ -171,12 +212,13 @@ TEST(PythonInterop, TorchLoadOpensWhatWeWrite) {
   ASSERT_TRUE(WritePtFile(named, root, PtWriteOptions{"my_model"}).ok());
   // torch 1.13's weights_only unpickler lacks BINFLOAT (it refuses torch.save's
   // own floats too), so weights_only=True is checked on a float-free tree.
-  const Value weights = MakeDict({{"state_dict", root.AsDict().Find("tensors")->AsDict()},
-                                  {"shared_a", shared_ref},
-                                  {"shared_b", shared_ref},
-                                  {"meta", MakeDict({{"step", 7}, {"names", Tup({"a", "b"})}, {"none", Value()},
-                                                     {"flags", List{true, false}}}, true)},
-                                  {"int_keys", *root.AsDict().Find("int_keys")}});
+  const Value weights = MakeDict(
+      {{"state_dict", root.AsDict().Find("tensors")->AsDict()},
+       {"shared_a", shared_ref},
+       {"shared_b", shared_ref},
+       {"meta",
+        MakeDict({{"step", 7}, {"names", Tup({"a", "b"})}, {"none", Value()}, {"flags", List{true, false}}}, true)},
+       {"int_keys", *root.AsDict().Find("int_keys")}});
   const std::string weights_path = dir.File("ours_weights.pt");
   ASSERT_TRUE(WritePtFile(weights_path, weights).ok());
 
@@ -202,8 +244,8 @@ for path in PATHS:
 check_file(WEIGHTS, expected_weights, [False, True] if weights_only else [False])
 print('OK', torch.__version__, 'weights_only' if weights_only else '')
 )PY");
-  script = absl::StrCat("PATHS = ['", plain, "', '", zip64, "', '", named, "']\nWEIGHTS = '", weights_path,
-                        "'\n", script);
+  script =
+      absl::StrCat("PATHS = ['", plain, "', '", zip64, "', '", named, "']\nWEIGHTS = '", weights_path, "'\n", script);
   script = absl::StrCat(script.substr(0, script.find("import inspect")), "expected_weights = ", PyLiteral(weights),
                         "\n", script.substr(script.find("import inspect")));
   std::string output;
@@ -249,8 +291,8 @@ TEST(PythonInterop, WeReadWhatTorchSaveWrites) {
   ScratchDir dir;
   const Value expected_od = MakeDict({{"z", 1}, {"a", List{1, Tup({2, 3.5}), Value()}}}, true);
   const Value expected_nested = MakeDict({
-      {"list", List{1, -2, int64_t{1} << 62, std::numeric_limits<int64_t>::min(), 1.25,
-                    "h\xC3\xA9llo \xE2\x9C\x93", true, false, Value(), Tup({}), Tup({7})}},
+      {"list", List{1, -2, int64_t{1} << 62, std::numeric_limits<int64_t>::min(), 1.25, "h\xC3\xA9llo \xE2\x9C\x93",
+                    true, false, Value(), Tup({}), Tup({7})}},
       {3, "int key"},
       {-1, MakeDict({{"deep", List{List{List{}}}}})},
   });
@@ -258,10 +300,10 @@ TEST(PythonInterop, WeReadWhatTorchSaveWrites) {
     SCOPED_TRACE(proto);
     const std::string path = dir.File(absl::StrCat("torch_p", proto, ".pt"));
     std::string output;
-    ASSERT_EQ(RunPython(*PythonWithTorch(), dir,
-                        absl::StrCat(kPrelude, "sys.argv = ['x', '", path, "', '", proto, "']\n", kTorchSaveScript),
-                        &output),
-              0)
+    ASSERT_EQ(
+        RunPython(*PythonWithTorch(), dir,
+                  absl::StrCat(kPrelude, "sys.argv = ['x', '", path, "', '", proto, "']\n", kTorchSaveScript), &output),
+        0)
         << output;
     auto reader = PtReader::Open(path);
     ASSERT_TRUE(reader.ok()) << reader.status();
@@ -273,7 +315,8 @@ TEST(PythonInterop, WeReadWhatTorchSaveWrites) {
     EXPECT_EQ(Describe(*root.AsDict().Find("nested")), Describe(expected_nested));
 
     int checked = 0;
-    for (const std::string& line : std::vector<std::string>(absl::StrSplit(ReadAll(path + ".expect"), '\n', absl::SkipEmpty()))) {
+    for (const std::string& line :
+         std::vector<std::string>(absl::StrSplit(ReadAll(path + ".expect"), '\n', absl::SkipEmpty()))) {
       std::vector<std::string> f = absl::StrSplit(line, ' ');
       ASSERT_GE(f.size(), 5u) << line;
       if (f.size() == 5) f.push_back("");  // no bytes
@@ -419,7 +462,8 @@ print('OK')
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ((*reader)->metadata(), (std::map<std::string, std::string>{{"format", "pt"}, {"source", "python"}}));
   int checked = 0;
-  for (const std::string& line : std::vector<std::string>(absl::StrSplit(ReadAll(path + ".expect"), '\n', absl::SkipEmpty()))) {
+  for (const std::string& line :
+       std::vector<std::string>(absl::StrSplit(ReadAll(path + ".expect"), '\n', absl::SkipEmpty()))) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
     if (f.size() == 3) f.push_back("");
     SCOPED_TRACE(f[0]);

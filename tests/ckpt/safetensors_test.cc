@@ -1,12 +1,13 @@
 // ckpt/safetensors.h without Python: streaming writes in arbitrary pieces,
 // shard planning and the index, the multi-file model view, and the strict
 // header checks (each malformed header fails naming the tensor and field).
+#include "ckpt/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "absl/strings/match.h"
-#include "ckpt/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "tests/ckpt/ckpt_test_util.h"
 #include "util/status.h"
@@ -46,12 +47,12 @@ absl::Status WriteInPieces(const std::string& path, const std::vector<Safetensor
 }
 
 std::vector<SafetensorsEntry> AllDtypes() {
-  return {Entry("a.f32", DType::kFloat32, {3, 4}), Entry("b.f64", DType::kFloat64, {5}),
-          Entry("c.f16", DType::kFloat16, {2, 3}), Entry("d.bf16", DType::kBFloat16, {7}),
+  return {Entry("a.f32", DType::kFloat32, {3, 4}),   Entry("b.f64", DType::kFloat64, {5}),
+          Entry("c.f16", DType::kFloat16, {2, 3}),   Entry("d.bf16", DType::kBFloat16, {7}),
           Entry("e.empty", DType::kFloat32, {0, 4}), Entry("f.i64", DType::kInt64, {2}),
-          Entry("g.i32", DType::kInt32, {3}), Entry("h.i16", DType::kInt16, {1, 1}),
-          Entry("i.i8", DType::kInt8, {9}), Entry("j.u8", DType::kUInt8, {10}),
-          Entry("k.bool", DType::kBool, {4}), Entry("l.scalar", DType::kFloat32, {})};
+          Entry("g.i32", DType::kInt32, {3}),        Entry("h.i16", DType::kInt16, {1, 1}),
+          Entry("i.i8", DType::kInt8, {9}),          Entry("j.u8", DType::kUInt8, {10}),
+          Entry("k.bool", DType::kBool, {4}),        Entry("l.scalar", DType::kFloat32, {})};
 }
 
 TEST(Safetensors, RoundTripInAnyPieceSize) {
@@ -213,16 +214,15 @@ TEST(SafetensorsModel, ShardedWithIndexSingleFileAndDirectory) {
   ScratchDir empty;
   auto none = SafetensorsModel::Open(empty.path());
   ASSERT_FALSE(none.ok());
-  EXPECT_TRUE(absl::StrContains(none.status().message(),
-                                "holds neither model.safetensors nor model.safetensors.index.json"))
+  EXPECT_TRUE(
+      absl::StrContains(none.status().message(), "holds neither model.safetensors nor model.safetensors.index.json"))
       << none.status();
   std::remove(dir.File(plan.shards[1].file).c_str());
   auto lost_shard = SafetensorsModel::Open(dir.path());
   ASSERT_FALSE(lost_shard.ok());
   EXPECT_TRUE(absl::StrContains(lost_shard.status().message(), "lists shard '" + plan.shards[1].file + "'"))
       << lost_shard.status();
-  WriteAll(dir.File("model.safetensors.index.json"),
-           R"({"weight_map": {"ghost": ")" + plan.shards[0].file + R"("}})");
+  WriteAll(dir.File("model.safetensors.index.json"), R"({"weight_map": {"ghost": ")" + plan.shards[0].file + R"("}})");
   auto ghost = SafetensorsModel::Open(dir.path());
   ASSERT_FALSE(ghost.ok());
   EXPECT_TRUE(absl::StrContains(ghost.status().message(), "maps 'ghost' to")) << ghost.status();

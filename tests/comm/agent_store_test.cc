@@ -4,8 +4,9 @@
 // and the group must work. Without the variable, rank 0 tries to host the
 // store itself and must say the port is taken.
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "comm/init.h"
@@ -42,8 +43,7 @@ TEST(AgentStore, RanksJoinTheAgentsStore) {
   RankRunOptions o;
   o.world_size = 3;
   o.timeout = std::chrono::seconds(120);
-  o.extra_env = {{"MASTER_PORT", std::to_string(store->getPort())},
-                 {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  o.extra_env = {{"MASTER_PORT", std::to_string(store->getPort())}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
   RankRunResult r = RunRanks("agent_store_sum", o);
   EXPECT_TRUE(r.ok()) << r.Summary();
 }

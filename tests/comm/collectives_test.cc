@@ -3,13 +3,13 @@
 // world sizes 1-4, uneven and empty shards, several dtypes, in-place
 // all-gather, many async collectives waited in reverse order, both
 // reduce-scatter algorithms, and byte counters against analytic volumes.
+#include <ATen/ATen.h>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -52,8 +52,7 @@ absl::StatusOr<Setup> MakeGroup(const std::string& arg) {
   const std::string want_backend =
       (env.world_size == 1 && options.backend != zt::comm::BackendChoice::kGloo) ? "single" : "gloo";
   if (setup.group->backend_name() != want_backend) {
-    return absl::InternalError(absl::StrCat("backend ", setup.group->backend_name(), ", expected ",
-                                            want_backend));
+    return absl::InternalError(absl::StrCat("backend ", setup.group->backend_name(), ", expected ", want_backend));
   }
   return setup;
 }
@@ -105,8 +104,8 @@ absl::Status CheckAll(const Setup& s, at::ScalarType dtype, int64_t numel, uint6
     at::Tensor flat = inputs[r].clone();
     at::Tensor shard = at::full({Slice(flat, n, r).numel()}, 3, flat.options());
     ZT_RETURN_IF_ERROR(g.ReduceScatter(flat, shard, op)->Wait());
-    ZT_RETURN_IF_ERROR(Compare(shard, Slice(ReferenceReduce(inputs, op), n, r),
-                               Where(zt::comm::ToString(op), dtype, numel), tol));
+    ZT_RETURN_IF_ERROR(
+        Compare(shard, Slice(ReferenceReduce(inputs, op), n, r), Where(zt::comm::ToString(op), dtype, numel), tol));
     ZT_RETURN_IF_ERROR(Compare(flat, inputs[r], Where("reduce_scatter input", dtype, numel)));
   }
   // All-reduce, every op.
@@ -117,8 +116,7 @@ absl::Status CheckAll(const Setup& s, at::ScalarType dtype, int64_t numel, uint6
     ZT_RETURN_IF_ERROR(g.AllReduce(t, op)->Wait());
     const bool exact_op = op == ReduceOp::kMax || op == ReduceOp::kMin;
     ZT_RETURN_IF_ERROR(Compare(t, ReferenceReduce(inputs, op),
-                               Where(absl::StrCat("all_reduce ", zt::comm::ToString(op)).c_str(),
-                                     dtype, numel),
+                               Where(absl::StrCat("all_reduce ", zt::comm::ToString(op)).c_str(), dtype, numel),
                                exact_op ? 0.0 : tol));
   }
   // Broadcast from a root that moves with the seed.
@@ -127,8 +125,7 @@ absl::Status CheckAll(const Setup& s, at::ScalarType dtype, int64_t numel, uint6
     const int root = static_cast<int>(seed % n);
     at::Tensor t = r == root ? inputs[root].clone() : at::zeros({numel}, inputs[0].options());
     ZT_RETURN_IF_ERROR(g.Broadcast(t, root)->Wait());
-    ZT_RETURN_IF_ERROR(Compare(t, inputs[root], Where(absl::StrCat("broadcast root ", root).c_str(),
-                                                      dtype, numel)));
+    ZT_RETURN_IF_ERROR(Compare(t, inputs[root], Where(absl::StrCat("broadcast root ", root).c_str(), dtype, numel)));
   }
   return absl::OkStatus();
 }
@@ -161,9 +158,8 @@ absl::Status CheckManyInFlight(const Setup& s, uint64_t& seed) {
       case 1: {
         at::Tensor shard = at::empty({Slice(inputs[r], n, r).numel()}, inputs[0].options());
         at::Tensor want = Slice(ReferenceReduce(inputs, ReduceOp::kSum), n, r);
-        pending.push_back({g.ReduceScatter(inputs[r], shard, ReduceOp::kSum), [=] {
-                             return Compare(shard, want, absl::StrCat("async reduce_scatter ", i), tol);
-                           }});
+        pending.push_back({g.ReduceScatter(inputs[r], shard, ReduceOp::kSum),
+                           [=] { return Compare(shard, want, absl::StrCat("async reduce_scatter ", i), tol); }});
         break;
       }
       case 2: {
@@ -177,8 +173,8 @@ absl::Status CheckManyInFlight(const Setup& s, uint64_t& seed) {
         at::Tensor t = inputs[r].clone();
         const int root = i % n;
         at::Tensor want = inputs[root];
-        pending.push_back({g.Broadcast(t, root),
-                           [=] { return Compare(t, want, absl::StrCat("async broadcast ", i)); }});
+        pending.push_back(
+            {g.Broadcast(t, root), [=] { return Compare(t, want, absl::StrCat("async broadcast ", i)); }});
         break;
       }
     }
@@ -190,15 +186,15 @@ absl::Status CheckManyInFlight(const Setup& s, uint64_t& seed) {
   return g.Barrier()->Wait();
 }
 
-absl::Status ExpectCounter(const zt::comm::CommStats& stats, CollectiveKind kind, int64_t calls,
-                           int64_t sent, int64_t received, const std::string& what) {
+absl::Status ExpectCounter(const zt::comm::CommStats& stats, CollectiveKind kind, int64_t calls, int64_t sent,
+                           int64_t received, const std::string& what) {
   const auto& c = stats[kind];
   if (c.calls == calls && c.bytes_sent == sent && c.bytes_received == received) {
     return absl::OkStatus();
   }
-  return absl::InternalError(absl::StrCat(what, " counters: calls ", c.calls, " sent ", c.bytes_sent,
-                                          " received ", c.bytes_received, "; expected calls ", calls,
-                                          " sent ", sent, " received ", received));
+  return absl::InternalError(absl::StrCat(what, " counters: calls ", c.calls, " sent ", c.bytes_sent, " received ",
+                                          c.bytes_received, "; expected calls ", calls, " sent ", sent, " received ",
+                                          received));
 }
 
 // Sums a per-rank int64 vector over all ranks (with the group itself).
@@ -232,18 +228,15 @@ absl::Status CheckCounters(const Setup& s) {
   zt::comm::CommStats st = g.stats();
   const int64_t one_way = single ? 0 : (n - 1) * S / n;
   ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kAllGather, 1, one_way, one_way, "all_gather"));
-  ZT_RETURN_IF_ERROR(
-      ExpectCounter(st, CollectiveKind::kReduceScatter, 1, one_way, one_way, "reduce_scatter"));
-  ZT_RETURN_IF_ERROR(
-      ExpectCounter(st, CollectiveKind::kAllReduce, 1, 2 * one_way, 2 * one_way, "all_reduce"));
+  ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kReduceScatter, 1, one_way, one_way, "reduce_scatter"));
+  ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kAllReduce, 1, 2 * one_way, 2 * one_way, "all_reduce"));
   int log2n = 0;
   while ((1 << log2n) < n) ++log2n;
   if (r == 0) {
-    ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kBroadcast, 1, single ? 0 : log2n * S, 0,
-                                     "broadcast root"));
+    ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kBroadcast, 1, single ? 0 : log2n * S, 0, "broadcast root"));
   } else if (st[CollectiveKind::kBroadcast].bytes_received != S) {
-    return absl::InternalError(absl::StrCat("broadcast received ",
-                                            st[CollectiveKind::kBroadcast].bytes_received, ", want ", S));
+    return absl::InternalError(
+        absl::StrCat("broadcast received ", st[CollectiveKind::kBroadcast].bytes_received, ", want ", S));
   }
   if (st.total_bytes_sent() < st[CollectiveKind::kAllGather].bytes_sent) {
     return absl::InternalError("total_bytes_sent() is not the sum of the kinds");
@@ -262,8 +255,8 @@ absl::Status CheckCounters(const Setup& s) {
   ZT_RETURN_IF_ERROR(g.Broadcast(f2, n - 1)->Wait());
   st = g.stats();
   std::vector<int64_t> mine;
-  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                           CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
+                           CollectiveKind::kBroadcast}) {
     mine.push_back(st[k].bytes_sent);
     mine.push_back(st[k].bytes_received);
   }
@@ -275,8 +268,7 @@ absl::Status CheckCounters(const Setup& s) {
     for (int64_t v : total) absl::StrAppend(&got, v, " ");
     std::string exp;
     for (int64_t v : want) absl::StrAppend(&exp, v, " ");
-    return absl::InternalError(absl::StrCat("uneven totals (ag s/r, rs s/r, ar s/r, bc s/r): got ",
-                                            got, "want ", exp));
+    return absl::InternalError(absl::StrCat("uneven totals (ag s/r, rs s/r, ar s/r, bc s/r): got ", got, "want ", exp));
   }
   return absl::OkStatus();
 }

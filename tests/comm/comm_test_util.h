@@ -3,12 +3,12 @@
 // in rank order, and tensor comparisons that return a Status with details.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <ATen/ATen.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -26,8 +26,7 @@ inline at::Tensor RankInput(int rank, int64_t numel, at::ScalarType dtype, uint6
   return at::randint(-1000, 1000, {numel}, gen, at::TensorOptions().dtype(at::kLong)).to(dtype);
 }
 
-inline std::vector<at::Tensor> AllInputs(int world, int64_t numel, at::ScalarType dtype,
-                                         uint64_t seed) {
+inline std::vector<at::Tensor> AllInputs(int world, int64_t numel, at::ScalarType dtype, uint64_t seed) {
   std::vector<at::Tensor> inputs;
   for (int r = 0; r < world; ++r) inputs.push_back(RankInput(r, numel, dtype, seed));
   return inputs;
@@ -37,9 +36,7 @@ inline std::vector<at::Tensor> AllInputs(int world, int64_t numel, at::ScalarTyp
 // for fp64, the type itself for integers), divide for avg, round once.
 inline at::Tensor ReferenceReduce(const std::vector<at::Tensor>& inputs, ReduceOp op) {
   const at::ScalarType dtype = inputs[0].scalar_type();
-  const at::ScalarType acc_type = dtype == at::kDouble ? at::kDouble
-                                  : c10::isFloatingType(dtype) ? at::kFloat
-                                                               : dtype;
+  const at::ScalarType acc_type = dtype == at::kDouble ? at::kDouble : c10::isFloatingType(dtype) ? at::kFloat : dtype;
   at::Tensor acc = inputs[0].to(acc_type);
   for (size_t r = 1; r < inputs.size(); ++r) {
     at::Tensor x = inputs[r].to(acc_type);
@@ -56,12 +53,10 @@ inline at::Tensor ReferenceReduce(const std::vector<at::Tensor>& inputs, ReduceO
 
 // Exact comparison, or within `atol` (absolute, scaled by the reference's
 // magnitude + 1) when `atol` > 0.
-inline absl::Status Compare(const at::Tensor& got, const at::Tensor& want, const std::string& what,
-                            double atol = 0.0) {
+inline absl::Status Compare(const at::Tensor& got, const at::Tensor& want, const std::string& what, double atol = 0.0) {
   if (got.sizes() != want.sizes() || got.scalar_type() != want.scalar_type()) {
-    return absl::InternalError(absl::StrCat(what, ": got shape/dtype ", got.toString(), " ",
-                                            got.numel(), ", want ", want.toString(), " ",
-                                            want.numel()));
+    return absl::InternalError(absl::StrCat(what, ": got shape/dtype ", got.toString(), " ", got.numel(), ", want ",
+                                            want.toString(), " ", want.numel()));
   }
   if (got.numel() == 0) return absl::OkStatus();
   at::Tensor g = got.to(at::kDouble);
@@ -71,10 +66,9 @@ inline absl::Status Compare(const at::Tensor& got, const at::Tensor& want, const
   const int64_t nbad = bad.sum().item<int64_t>();
   if (nbad == 0) return absl::OkStatus();
   const int64_t first = bad.to(at::kLong).argmax().item<int64_t>();
-  return absl::InternalError(absl::StrFormat(
-      "%s: %d of %d elements differ; first at %d: got %.9g, want %.9g (max |diff| %.3g)", what,
-      nbad, got.numel(), first, g[first].item<double>(), w[first].item<double>(),
-      diff.max().item<double>()));
+  return absl::InternalError(
+      absl::StrFormat("%s: %d of %d elements differ; first at %d: got %.9g, want %.9g (max |diff| %.3g)", what, nbad,
+                      got.numel(), first, g[first].item<double>(), w[first].item<double>(), diff.max().item<double>()));
 }
 
 }  // namespace zt::comm::testing

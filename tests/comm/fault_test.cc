@@ -5,6 +5,7 @@
 // where knowable, the rank) well within the harness timeout, never a hang.
 // Transfer timeouts are set far above the harness timeout where the test
 // expects detection by other means (closed connections, heartbeats).
+#include <ATen/ATen.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <tuple>
-
-#include <ATen/ATen.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -65,17 +64,17 @@ absl::Status ExpectGroupFailure(ProcessGroup& g, const absl::Status& st, const s
   std::printf("rank %d got: %s\n", g.rank(), st.ToString().c_str());
   std::fflush(stdout);
   ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
-  ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kUnavailable ||
-                                st.code() == absl::StatusCode::kDeadlineExceeded,
-                            st, "Unavailable or DeadlineExceeded"));
-  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), kind + " #"), st,
-                            absl::StrCat("the collective named ('", kind, " #')")));
-  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), must_mention), st,
-                            absl::StrCat("a mention of '", must_mention, "'")));
+  ZT_RETURN_IF_ERROR(
+      Expect(st.code() == absl::StatusCode::kUnavailable || st.code() == absl::StatusCode::kDeadlineExceeded, st,
+             "Unavailable or DeadlineExceeded"));
+  ZT_RETURN_IF_ERROR(
+      Expect(absl::StrContains(st.message(), kind + " #"), st, absl::StrCat("the collective named ('", kind, " #')")));
+  ZT_RETURN_IF_ERROR(
+      Expect(absl::StrContains(st.message(), must_mention), st, absl::StrCat("a mention of '", must_mention, "'")));
   absl::Status later = g.Barrier()->Wait();
-  ZT_RETURN_IF_ERROR(Expect(later.code() == absl::StatusCode::kFailedPrecondition &&
-                                absl::StrContains(later.message(), "failed earlier"),
-                            later, "FailedPrecondition 'failed earlier' on the next call"));
+  ZT_RETURN_IF_ERROR(Expect(
+      later.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(later.message(), "failed earlier"),
+      later, "FailedPrecondition 'failed earlier' on the next call"));
   return absl::OkStatus();
 }
 
@@ -162,9 +161,10 @@ ZT_RANK_WORKER(stopped_rank_shutdown) {
   if (all_done) KillRank(dir, victim);
   ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
   if (seconds(failed - start) > 10.0 || seconds(done - failed) > 6.0) {
-    return absl::InternalError(absl::StrFormat("rank %d: error after %.2f s and shutdown in %.2f s; expected "
-                                               "within the 3 s comm timeout plus the diagnosis (10 s) and 6 s",
-                                               ctx.rank, seconds(failed - start), seconds(done - failed)));
+    return absl::InternalError(
+        absl::StrFormat("rank %d: error after %.2f s and shutdown in %.2f s; expected "
+                        "within the 3 s comm timeout plus the diagnosis (10 s) and 6 s",
+                        ctx.rank, seconds(failed - start), seconds(done - failed)));
   }
   return absl::OkStatus();
 }
@@ -196,7 +196,8 @@ ZT_RANK_WORKER(disagreeing_collectives) {
   ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kFailedPrecondition, st, "FailedPrecondition"));
   ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "ranks disagree on collective #"), st,
                             "'ranks disagree on collective #'"));
-  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #") && absl::StrContains(st.message(), "(64 B fp32)") &&
+  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #") &&
+                                absl::StrContains(st.message(), "(64 B fp32)") &&
                                 absl::StrContains(st.message(), "(256 KiB fp32)"),
                             st, "both ranks' collectives named"));
   ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "(64 B fp32) for the evaluation loss") &&
@@ -241,9 +242,8 @@ zt::testing::RankRunOptions FaultOptions(int world, std::string arg, const char*
   opts.world_size = world;
   opts.arg = std::move(arg);
   opts.timeout = std::chrono::seconds(40);
-  opts.extra_env = {{"ZT_COMM_TIMEOUT_S", comm_timeout_s},
-                    {"ZT_COMM_HEARTBEAT_S", "0.25"},
-                    {"ZT_RENDEZVOUS_TIMEOUT_S", "20"}};
+  opts.extra_env = {
+      {"ZT_COMM_TIMEOUT_S", comm_timeout_s}, {"ZT_COMM_HEARTBEAT_S", "0.25"}, {"ZT_RENDEZVOUS_TIMEOUT_S", "20"}};
   return opts;
 }
 
@@ -278,9 +278,9 @@ ZT_RANK_WORKER(store_host_stops_in_rendezvous) {
   }
   if (all_done) KillRank(dir, 0);
   ZT_RETURN_IF_ERROR(Expect(!st.ok(), st, "an error"));
-  ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "rendezvous store") &&
-                                absl::StrContains(st.message(), "rank 0"),
-                            st, "the rendezvous store of rank 0 named"));
+  ZT_RETURN_IF_ERROR(
+      Expect(absl::StrContains(st.message(), "rendezvous store") && absl::StrContains(st.message(), "rank 0"), st,
+             "the rendezvous store of rank 0 named"));
   return Expect(seconds < 8.0, st, "the error within 8 s (the 3 s rendezvous timeout twice, plus slack)");
 }
 
@@ -293,10 +293,10 @@ ZT_RANK_WORKER(never_joins) {
   absl::Status st = Init().status();
   std::printf("rank %d got: %s\n", ctx.rank, st.ToString().c_str());
   ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kDeadlineExceeded, st, "DeadlineExceeded"));
-  const std::string want = absl::StrCat("rank ", Victim(ctx.arg), " of ", ctx.world_size,
-                                        " did not join the rendezvous at 127.0.0.1:");
-  return Expect(absl::StrContains(st.message(), want) && absl::StrContains(st.message(), "within 2 s"),
-                st, absl::StrCat("'", want, "... within 2 s'"));
+  const std::string want =
+      absl::StrCat("rank ", Victim(ctx.arg), " of ", ctx.world_size, " did not join the rendezvous at 127.0.0.1:");
+  return Expect(absl::StrContains(st.message(), want) && absl::StrContains(st.message(), "within 2 s"), st,
+                absl::StrCat("'", want, "... within 2 s'"));
 }
 
 // Rank 0 (the store host) never starts; rank 1 must say it cannot reach it.
@@ -305,10 +305,10 @@ ZT_RANK_WORKER(no_store) {
   absl::Status st = Init().status();
   std::printf("rank %d got: %s\n", ctx.rank, st.ToString().c_str());
   const char* port = std::getenv("MASTER_PORT");
-  const std::string want = absl::StrCat("could not reach the rendezvous store of rank 0 at 127.0.0.1:",
-                                        port ? port : "?", " (MASTER_ADDR:MASTER_PORT)");
-  return Expect(st.code() == absl::StatusCode::kUnavailable && absl::StrContains(st.message(), want),
-                st, absl::StrCat("Unavailable '", want, "'"));
+  const std::string want = absl::StrCat(
+      "could not reach the rendezvous store of rank 0 at 127.0.0.1:", port ? port : "?", " (MASTER_ADDR:MASTER_PORT)");
+  return Expect(st.code() == absl::StatusCode::kUnavailable && absl::StrContains(st.message(), want), st,
+                absl::StrCat("Unavailable '", want, "'"));
 }
 
 // Rank 1 is late; rank 0's Wait(1 s) times out and aborts the group; rank 1's
@@ -323,8 +323,9 @@ ZT_RANK_WORKER(wait_timeout) {
   if (g.rank() == 0) {
     std::printf("rank %d got: %s\n", g.rank(), st.ToString().c_str());
     ZT_RETURN_IF_ERROR(Expect(st.code() == absl::StatusCode::kDeadlineExceeded, st, "DeadlineExceeded"));
-    ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(), "all_reduce #1 (16 KiB fp32) did not "
-                                                              "complete within 1 s on rank 0"),
+    ZT_RETURN_IF_ERROR(Expect(absl::StrContains(st.message(),
+                                                "all_reduce #1 (16 KiB fp32) did not "
+                                                "complete within 1 s on rank 0"),
                               st, "the collective, its size and the wait"));
     absl::Status again = work->Wait();
     return Expect(again == st, again, "the same status from a second Wait");
@@ -351,15 +352,13 @@ ZT_RANK_WORKER(bad_argument) {
 
 TEST(Faults, KilledRankIsNamedBySurvivors) {
   for (int victim : {2, 0}) {
-    auto result = zt::testing::RunRanks(
-        "killed_mid_collective",
-        [&] {
-          auto o = FaultOptions(3, absl::StrCat("victim=", victim), "600");
-          o.may_fail_ranks = {victim};
-          return o;
-        }());
+    auto result = zt::testing::RunRanks("killed_mid_collective", [&] {
+      auto o = FaultOptions(3, absl::StrCat("victim=", victim), "600");
+      o.may_fail_ranks = {victim};
+      return o;
+    }());
     MaybePrint(result);
-  EXPECT_TRUE(result.ok()) << result.Summary();
+    EXPECT_TRUE(result.ok()) << result.Summary();
     EXPECT_EQ(result.exit_codes[victim], 128 + SIGKILL) << result.Summary();
   }
 }
@@ -378,7 +377,7 @@ TEST(Faults, StoppedRankBecomesDeadlineExceeded) {
     opts.may_fail_ranks = {victim};
     auto result = zt::testing::RunRanks("stopped_mid_collective", opts);
     MaybePrint(result);
-  EXPECT_TRUE(result.ok()) << result.Summary();
+    EXPECT_TRUE(result.ok()) << result.Summary();
     for (int r = 0; r < 3; ++r) EXPECT_FALSE(result.timed_out[r]) << result.Summary();
   }
 }

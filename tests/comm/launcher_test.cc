@@ -3,16 +3,16 @@
 // propagation, stopping and signal forwarding, and that no process survives.
 #include "comm/launcher.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -27,8 +27,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "comm/free_port.h"
 #include "absl/strings/str_split.h"
+#include "comm/free_port.h"
 #include "comm/line_buffer.h"
 #include "gtest/gtest.h"
 #include "util/unique_fd.h"
@@ -294,8 +294,8 @@ TEST(Launcher, SetsTheRankEnvironmentOnOneNode) {
       EXPECT_EQ(rank.local_rank, i);
       EXPECT_EQ(rank.exit_code, 0);
       EXPECT_FALSE(rank.stopped);
-      EXPECT_EQ(rank.output, absl::StrCat(i, " ", nproc, " ", i, " ", nproc, " 127.0.0.1 ", r->master_port,
-                                          " 0 0 1 1\nvisible\n"));
+      EXPECT_EQ(rank.output,
+                absl::StrCat(i, " ", nproc, " ", i, " ", nproc, " 127.0.0.1 ", r->master_port, " 0 0 1 1\nvisible\n"));
     }
   }
 }
@@ -364,9 +364,9 @@ TEST(Launcher, TwoConcurrentZtLaunchesFormOneWorld) {
   // launchers must run at the same time, as on two real nodes.
   std::string dir = absl::StrCat(::testing::TempDir(), "zt_two_nodes_", ::getpid());
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
-  std::string script = absl::StrCat("touch ", dir, "/$RANK; i=0; while [ $(ls ", dir,
-                                    " | wc -l) -lt 4 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; ",
-                                    kEnvScript);
+  std::string script =
+      absl::StrCat("touch ", dir, "/$RANK; i=0; while [ $(ls ", dir,
+                   " | wc -l) -lt 4 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; ", kEnvScript);
   std::vector<std::unique_ptr<Child>> nodes;
   for (int node = 0; node < 2; ++node) {
     nodes.push_back(std::make_unique<Child>(
@@ -382,8 +382,8 @@ TEST(Launcher, TwoConcurrentZtLaunchesFormOneWorld) {
     ASSERT_EQ(lines.size(), 2u) << nodes[node]->out();
     for (int local = 0; local < 2; ++local) {
       int rank = node * 2 + local;
-      EXPECT_EQ(lines[local], absl::StrCat("[rank ", rank, "] ", rank, " 4 ", local, " 2 127.0.0.1 ", *port, " ",
-                                           node, " ", node, " 2 1"));
+      EXPECT_EQ(lines[local], absl::StrCat("[rank ", rank, "] ", rank, " 4 ", local, " 2 127.0.0.1 ", *port, " ", node,
+                                           " ", node, " 2 1"));
     }
   }
   for (int r = 0; r < 4; ++r) std::remove(absl::StrCat(dir, "/", r).c_str());
@@ -404,8 +404,8 @@ TEST(Launcher, PrefixesEachLineAndKeepsStderrOnStderr) {
   for (const std::string& line : Lines(err.Read())) err_lines.insert(line);
   EXPECT_EQ(out_lines, (std::multiset<std::string>{"[rank 0] one", "[rank 0] two", "[rank 0] no newline",
                                                    "[rank 1] one", "[rank 1] two", "[rank 1] no newline"}));
-  EXPECT_EQ(err_lines, (std::multiset<std::string>{"[rank 0] bad", "[rank 0] err tail", "[rank 1] bad",
-                                                   "[rank 1] err tail"}));
+  EXPECT_EQ(err_lines,
+            (std::multiset<std::string>{"[rank 0] bad", "[rank 0] err tail", "[rank 1] bad", "[rank 1] err tail"}));
   // Order within one rank's stream is kept.
   std::string text = out.Read();
   EXPECT_LT(text.find("[rank 1] one"), text.find("[rank 1] two"));
@@ -414,9 +414,9 @@ TEST(Launcher, PrefixesEachLineAndKeepsStderrOnStderr) {
 TEST(Launcher, NeverInterleavesLinesOfDifferentRanks) {
   MemFile out;
   // 4 ranks x 3000 lines of ~400 bytes, written in stdio-sized chunks that cut lines.
-  LaunchOptions o = ShOptions(
-      4, "awk -v r=$RANK 'BEGIN { s = sprintf(\"%400s\", \"\"); gsub(/ /, r, s); "
-         "for (i = 0; i < 3000; i++) printf \"%s:%d:%s\\n\", r, i, s }'");
+  LaunchOptions o = ShOptions(4,
+                              "awk -v r=$RANK 'BEGIN { s = sprintf(\"%400s\", \"\"); gsub(/ /, r, s); "
+                              "for (i = 0; i < 3000; i++) printf \"%s:%d:%s\\n\", r, i, s }'");
   o.capture_output = false;
   o.out_fd = out.fd();
   absl::StatusOr<LaunchResult> r = Launch(o);
@@ -454,7 +454,8 @@ TEST(Launcher, FailingRankStopsTheOthersAndGivesItsExitCode) {
   EXPECT_EQ(r->exit_code, 7);
   EXPECT_EQ(r->failed_local_rank, 1);
   EXPECT_LT(r->seconds, 120.0) << "the sleeping ranks were not stopped";
-  EXPECT_TRUE(absl::StrContains(r->failure, absl::StrCat("rank 1 (pid ", r->ranks[1].pid, ") exited with code 7; "
+  EXPECT_TRUE(absl::StrContains(r->failure, absl::StrCat("rank 1 (pid ", r->ranks[1].pid,
+                                                         ") exited with code 7; "
                                                          "stopped ranks 0, 2, 3")))
       << r->failure;
   EXPECT_EQ(r->ranks[1].output, "failing\n");
@@ -473,9 +474,9 @@ TEST(Launcher, RanksIgnoringSigtermAreKilled) {
   // Rank 2 fails only once ranks 0 and 1 ignore SIGTERM (each leaves a file).
   std::string dir = absl::StrCat(::testing::TempDir(), "zt_ignore_term_", ::getpid());
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
-  LaunchOptions o = ShOptions(
-      3, absl::StrCat("if [ $RANK = 2 ]; then while [ $(ls ", dir, " | wc -l) -lt 2 ]; do sleep 0.02; done; ",
-                      "exit 5; fi; trap '' TERM; touch ", dir, "/$RANK; sleep 300"));
+  LaunchOptions o =
+      ShOptions(3, absl::StrCat("if [ $RANK = 2 ]; then while [ $(ls ", dir, " | wc -l) -lt 2 ]; do sleep 0.02; done; ",
+                                "exit 5; fi; trap '' TERM; touch ", dir, "/$RANK; sleep 300"));
   o.kill_grace = milliseconds(500);
   o.extra_env["ZT_TEST_TOKEN"] = token;
   absl::StatusOr<LaunchResult> r = Launch(o);
@@ -552,7 +553,8 @@ TEST(Launcher, CommandThatCannotRunIsAClearError) {
 
   // Executable bit but no valid format: execve itself fails in the child.
   std::string path = absl::StrCat(::testing::TempDir(), "zt_not_a_program_", ::getpid());
-  std::ofstream(path) << "\x7f" << "ELF garbage";
+  std::ofstream(path) << "\x7f"
+                      << "ELF garbage";
   ASSERT_EQ(::chmod(path.c_str(), 0700), 0);
   o.command = {path};
   r = Launch(o);
@@ -575,12 +577,11 @@ TEST(ZtLaunch, RejectsBadFlagsWithClearErrors) {
       {{"--", "true"}, "--nproc-per-node N is required"},
       {{"--nproc-per-node", "-1", "--", "true"}, "--nproc-per-node must be in [1, 4096], got -1"},
       {{"--nproc-per-node", "two", "--", "true"}, "--nproc-per-node needs an integer, got 'two'"},
-      {{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1",
-        "--", "true"},
+      {{"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1", "--",
+        "true"},
        "--node-rank must be in [0, 1] with --nnodes 2, got 2"},
       {{"--nproc-per-node", "2", "--nnodes", "2", "--master-port", "29500", "--", "true"}, "needs --master-addr"},
-      {{"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "10.0.0.1", "--", "true"},
-       "needs --master-port"},
+      {{"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "10.0.0.1", "--", "true"}, "needs --master-port"},
       {{"--nproc-per-node", "2", "--master-port", "70000", "--", "true"}, "--master-port must be in [1, 65535]"},
       {{"--nproc-per-node", "2", "--timeout", "-3", "--", "true"}, "--timeout must be a number of seconds >= 0"},
       {{"--nproc-per-node", "2", "true"}, "unexpected argument 'true' before '--'"},
@@ -623,10 +624,10 @@ TEST(ZtLaunch, ForwardsSigtermAndSigintToTheRanks) {
   for (int sig : {SIGTERM, SIGINT}) {
     const std::string name = sig == SIGTERM ? "TERM" : "INT";
     const std::string token = NewToken();
-    Child child({kZt, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
-                 absl::StrCat("trap 'echo got ", name, "; exit 0' ", name,
-                              "; echo ready; while :; do sleep 0.05; done")},
-                {absl::StrCat("ZT_TEST_TOKEN=", token), "OMP_NUM_THREADS=1"});
+    Child child(
+        {kZt, "launch", "--nproc-per-node", "2", "--", "sh", "-c",
+         absl::StrCat("trap 'echo got ", name, "; exit 0' ", name, "; echo ready; while :; do sleep 0.05; done")},
+        {absl::StrCat("ZT_TEST_TOKEN=", token), "OMP_NUM_THREADS=1"});
     ASSERT_TRUE(child.WaitForOutput("ready", 2)) << child.out() << child.err();
     ASSERT_EQ(::kill(child.pid(), sig), 0);
     EXPECT_EQ(child.Wait(), 128 + sig) << child.err();

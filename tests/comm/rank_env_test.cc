@@ -1,13 +1,14 @@
 // Table tests of ReadRankEnv (launcher conventions, defaults, and error
 // messages that name the variable to fix) and of the group options' env
 // overrides.
+#include "comm/rank_env.h"
+
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "comm/group_options.h"
-#include "comm/rank_env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,32 +45,32 @@ struct GoodCase {
 TEST(RankEnv, ReadsEachConvention) {
   const std::vector<GoodCase> cases = {
       {"nothing set", {}, 0, 1, 0, 1, "none (single rank)"},
-      {"torchrun", With(kMaster, {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                                  {"LOCAL_WORLD_SIZE", "4"}}),
+      {"torchrun", With(kMaster, {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}}),
        5, 8, 1, 4, "torchrun"},
-      {"torchrun without local vars", With(kMaster, {{"RANK", "2"}, {"WORLD_SIZE", "3"}}), 2, 3, 2, 3,
-       "torchrun"},
-      {"torchrun single rank needs no master", {{"RANK", "0"}, {"WORLD_SIZE", "1"}}, 0, 1, 0, 1,
-       "torchrun"},
-      {"whitespace is trimmed", With(kMaster, {{"RANK", " 1 "}, {"WORLD_SIZE", "2\n"}}), 1, 2, 1, 2,
-       "torchrun"},
+      {"torchrun without local vars", With(kMaster, {{"RANK", "2"}, {"WORLD_SIZE", "3"}}), 2, 3, 2, 3, "torchrun"},
+      {"torchrun single rank needs no master", {{"RANK", "0"}, {"WORLD_SIZE", "1"}}, 0, 1, 0, 1, "torchrun"},
+      {"whitespace is trimmed", With(kMaster, {{"RANK", " 1 "}, {"WORLD_SIZE", "2\n"}}), 1, 2, 1, 2, "torchrun"},
       {"Open MPI",
-       With(kMaster, {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+       With(kMaster, {{"OMPI_COMM_WORLD_RANK", "3"},
+                      {"OMPI_COMM_WORLD_SIZE", "4"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
        3, 4, 1, 2, "Open MPI"},
       {"MPICH", With(kMaster, {{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}), 1, 2, 1, 2, "MPICH/PMI"},
       {"SLURM with NTASKS_PER_NODE",
-       With(kMaster, {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
-                      {"SLURM_NTASKS_PER_NODE", "4"}}),
+       With(kMaster,
+            {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"}, {"SLURM_NTASKS_PER_NODE", "4"}}),
        6, 8, 2, 4, "SLURM"},
       {"SLURM with TASKS_PER_NODE list",
-       With(kMaster, {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "0"},
-                      {"SLURM_TASKS_PER_NODE", "3(x2),1"}, {"SLURM_NODEID", "2"}}),
+       With(kMaster, {{"SLURM_PROCID", "6"},
+                      {"SLURM_NTASKS", "7"},
+                      {"SLURM_LOCALID", "0"},
+                      {"SLURM_TASKS_PER_NODE", "3(x2),1"},
+                      {"SLURM_NODEID", "2"}}),
        6, 7, 0, 1, "SLURM"},
       {"torchrun wins over SLURM",
-       With(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"},
-                      {"SLURM_NTASKS", "1"}}),
-       1, 2, 1, 2, "torchrun"},
+       With(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}), 1, 2, 1, 2,
+       "torchrun"},
   };
   for (const GoodCase& c : cases) {
     absl::StatusOr<RankEnv> got = Read(c.env);
@@ -94,44 +95,49 @@ struct BadCase {
 
 TEST(RankEnv, ErrorsNameTheVariableToFix) {
   const std::vector<BadCase> cases = {
-      {"RANK without WORLD_SIZE", With(kMaster, {{"RANK", "3"}}),
+      {"RANK without WORLD_SIZE",
+       With(kMaster, {{"RANK", "3"}}),
        {"RANK is set (3) but WORLD_SIZE is not", "set WORLD_SIZE"}},
-      {"WORLD_SIZE without RANK", With(kMaster, {{"WORLD_SIZE", "4"}}),
+      {"WORLD_SIZE without RANK",
+       With(kMaster, {{"WORLD_SIZE", "4"}}),
        {"WORLD_SIZE is set (4) but RANK is not", "[0, 4)"}},
-      {"LOCAL_RANK alone", {{"LOCAL_RANK", "0"}}, {"LOCAL_RANK is set but RANK and WORLD_SIZE are not", "set RANK and WORLD_SIZE"}},
-      {"rank >= world", With(kMaster, {{"RANK", "4"}, {"WORLD_SIZE", "4"}}),
+      {"LOCAL_RANK alone",
+       {{"LOCAL_RANK", "0"}},
+       {"LOCAL_RANK is set but RANK and WORLD_SIZE are not", "set RANK and WORLD_SIZE"}},
+      {"rank >= world",
+       With(kMaster, {{"RANK", "4"}, {"WORLD_SIZE", "4"}}),
        {"RANK=4 is out of range [0, 3]", "WORLD_SIZE=4"}},
-      {"non-numeric rank", With(kMaster, {{"RANK", "one"}, {"WORLD_SIZE", "4"}}),
-       {"RANK='one' is not an integer"}},
-      {"zero world", With(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
-       {"WORLD_SIZE=0 is out of range"}},
+      {"non-numeric rank", With(kMaster, {{"RANK", "one"}, {"WORLD_SIZE", "4"}}), {"RANK='one' is not an integer"}},
+      {"zero world", With(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "0"}}), {"WORLD_SIZE=0 is out of range"}},
       {"local rank too big",
-       With(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"},
-                      {"LOCAL_WORLD_SIZE", "2"}}),
+       With(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
        {"LOCAL_RANK=2 is out of range [0, 1]"}},
       {"local world larger than world",
        With(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "3"}}),
        {"LOCAL_WORLD_SIZE=3 is out of range [1, 2]"}},
-      {"missing MASTER_ADDR", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}},
+      {"missing MASTER_ADDR",
+       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}},
        {"MASTER_ADDR is not set", "world size 2 via torchrun"}},
-      {"missing MASTER_PORT", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
-       {"MASTER_PORT is not set"}},
-      {"port out of range", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                             {"MASTER_PORT", "70000"}},
+      {"missing MASTER_PORT", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, {"MASTER_PORT is not set"}},
+      {"port out of range",
+       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}},
        {"MASTER_PORT=70000 is out of range [1, 65535]"}},
-      {"port not a number", {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                             {"MASTER_PORT", "http"}},
+      {"port not a number",
+       {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}},
        {"MASTER_PORT='http' is not an integer"}},
-      {"Open MPI without size", With(kMaster, {{"OMPI_COMM_WORLD_RANK", "1"}}),
+      {"Open MPI without size",
+       With(kMaster, {{"OMPI_COMM_WORLD_RANK", "1"}}),
        {"OMPI_COMM_WORLD_SIZE is not", "Open MPI"}},
-      {"SLURM without NTASKS", With(kMaster, {{"SLURM_PROCID", "1"}}),
-       {"SLURM_NTASKS is not"}},
+      {"SLURM without NTASKS", With(kMaster, {{"SLURM_PROCID", "1"}}), {"SLURM_NTASKS is not"}},
       {"SLURM multi-node without local id",
        With(kMaster, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}}),
        {"SLURM_LOCALID is not set but the job spans several hosts"}},
       {"SLURM bad task list",
-       With(kMaster, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
-                      {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_NODEID", "5"}}),
+       With(kMaster, {{"SLURM_PROCID", "1"},
+                      {"SLURM_NTASKS", "4"},
+                      {"SLURM_LOCALID", "1"},
+                      {"SLURM_TASKS_PER_NODE", "2"},
+                      {"SLURM_NODEID", "5"}}),
        {"SLURM_TASKS_PER_NODE='2' does not describe node SLURM_NODEID=5"}},
   };
   for (const BadCase& c : cases) {

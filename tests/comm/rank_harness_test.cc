@@ -45,11 +45,11 @@ bool WaitFor(Fn done, double max_seconds) {
 
 // Checks the launcher environment; ctx.arg is the expected OMP_NUM_THREADS.
 ZT_RANK_WORKER(check_env) {
-  for (absl::Status st : {ExpectEnv("RANK", std::to_string(ctx.rank)),
-                          ExpectEnv("WORLD_SIZE", std::to_string(ctx.world_size)),
-                          ExpectEnv("LOCAL_RANK", std::to_string(ctx.rank)),
-                          ExpectEnv("LOCAL_WORLD_SIZE", std::to_string(ctx.world_size)),
-                          ExpectEnv("MASTER_ADDR", "127.0.0.1"), ExpectEnv("OMP_NUM_THREADS", ctx.arg)}) {
+  for (absl::Status st :
+       {ExpectEnv("RANK", std::to_string(ctx.rank)), ExpectEnv("WORLD_SIZE", std::to_string(ctx.world_size)),
+        ExpectEnv("LOCAL_RANK", std::to_string(ctx.rank)),
+        ExpectEnv("LOCAL_WORLD_SIZE", std::to_string(ctx.world_size)), ExpectEnv("MASTER_ADDR", "127.0.0.1"),
+        ExpectEnv("OMP_NUM_THREADS", ctx.arg)}) {
     if (!st.ok()) return st;
   }
   int port = 0;
@@ -86,9 +86,7 @@ ZT_RANK_WORKER(hang) {
 ZT_RANK_WORKER(last_rank_dies) {
   const std::string pid_file = ctx.arg;
   if (ctx.rank == ctx.world_size - 1) {
-    {
-      std::ofstream(pid_file + ".tmp") << ::getpid() << "\n";
-    }
+    { std::ofstream(pid_file + ".tmp") << ::getpid() << "\n"; }
     std::rename((pid_file + ".tmp").c_str(), pid_file.c_str());
     ::raise(SIGKILL);
   }
@@ -128,8 +126,8 @@ TEST(RankHarness, EveryRankGetsTheLauncherEnvironment) {
 }
 
 TEST(RankHarness, ExtraEnvOverridesDefaults) {
-  auto result = zt::testing::RunRanks(
-      "check_env", {.world_size = 2, .arg = "3", .extra_env = {{"OMP_NUM_THREADS", "3"}}});
+  auto result =
+      zt::testing::RunRanks("check_env", {.world_size = 2, .arg = "3", .extra_env = {{"OMP_NUM_THREADS", "3"}}});
   EXPECT_TRUE(result.ok()) << result.Summary();
   // And without the override the default 1 would not match "3".
   auto mismatch = zt::testing::RunRanks("check_env", {.world_size = 2, .arg = "3"});

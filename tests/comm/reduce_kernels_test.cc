@@ -1,14 +1,15 @@
 // ReduceInto against the ATen reference (fp32 accumulation in source order)
 // for every supported dtype and op, at counts that leave block tails, with
 // dst aliasing a source, NaN propagation and integer wrap-around.
+#include "comm/reduce_kernels.h"
+
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
-#include <ATen/ATen.h>
-
-#include "comm/reduce_kernels.h"
 #include "gtest/gtest.h"
 #include "tests/comm/comm_test_util.h"
 
@@ -77,8 +78,7 @@ TEST(ReduceInto, NanPropagatesThroughMaxAndMin) {
 }
 
 TEST(ReduceInto, IntegerSumsWrap) {
-  std::vector<at::Tensor> in = {at::tensor({std::numeric_limits<int32_t>::max()}, at::kInt),
-                                at::tensor({1}, at::kInt)};
+  std::vector<at::Tensor> in = {at::tensor({std::numeric_limits<int32_t>::max()}, at::kInt), at::tensor({1}, at::kInt)};
   at::Tensor out = at::empty({1}, at::kInt);
   ReduceInto(out.data_ptr(), Pointers(in), 1, at::kInt, ReduceOp::kSum, 2);
   EXPECT_EQ(out.item<int32_t>(), std::numeric_limits<int32_t>::min());

@@ -38,8 +38,9 @@ TEST(Rendezvous, RankOfAnotherJobIsRefused) {
   absl::StatusOr<StoreHandle> foreign = Rendezvous(Env(1, 2, *port, "job-b"), timeout);
   ASSERT_FALSE(foreign.ok());
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
-  EXPECT_TRUE(absl::StrContains(foreign.status().message(), "rank 1 of job job-b reached the rendezvous store of job "
-                                                            "job-a"))
+  EXPECT_TRUE(absl::StrContains(foreign.status().message(),
+                                "rank 1 of job job-b reached the rendezvous store of job "
+                                "job-a"))
       << foreign.status();
   EXPECT_TRUE(absl::StrContains(foreign.status().message(), "own MASTER_PORT")) << foreign.status();
 

@@ -1,14 +1,15 @@
 // The single-rank backend: collective semantics without communication,
 // counters, argument errors (which fail the group, as on Gloo), and
 // InitProcessGroup's backend choice for a world of one.
-#include <memory>
-#include <string>
+#include "comm/single_group.h"
 
 #include <ATen/ATen.h>
 
+#include <memory>
+#include <string>
+
 #include "comm/collective_args.h"
 #include "comm/init.h"
-#include "comm/single_group.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -68,11 +69,12 @@ TEST(SingleGroup, BadArgumentsAreNamedAndFailTheGroup) {
       {"shard size", [](SingleGroup& g) { return g.AllGather(at::zeros({4}), at::zeros({5})); },
        "all_gather: `shard` has 4 elements but rank 0's shard of a 5-element flat buffer over 1 "
        "ranks has 5"},
-      {"dtype mismatch",
-       [](SingleGroup& g) { return g.AllGather(at::zeros({5}, at::kHalf), at::zeros({5})); },
+      {"dtype mismatch", [](SingleGroup& g) { return g.AllGather(at::zeros({5}, at::kHalf), at::zeros({5})); },
        "all_gather: `shard` is fp16 but `flat` is fp32"},
       {"non-contiguous",
-       [](SingleGroup& g) { return g.AllReduce(at::zeros({4, 4}).t(), ReduceOp::kSum); },
+       [](SingleGroup& g) {
+         return g.AllReduce(at::zeros({4, 4}).t(), ReduceOp::kSum);
+       },
        "all_reduce: `tensor` is not contiguous"},
       {"undefined", [](SingleGroup& g) { return g.Broadcast(at::Tensor(), 0); },
        "broadcast: `tensor` is an undefined tensor"},
@@ -81,11 +83,9 @@ TEST(SingleGroup, BadArgumentsAreNamedAndFailTheGroup) {
       {"reduce-scatter max",
        [](SingleGroup& g) { return g.ReduceScatter(at::zeros({2}), at::zeros({2}), ReduceOp::kMax); },
        "reduce_scatter: op max is not supported (sum and avg only)"},
-      {"integer avg",
-       [](SingleGroup& g) { return g.AllReduce(at::zeros({2}, at::kLong), ReduceOp::kAvg); },
+      {"integer avg", [](SingleGroup& g) { return g.AllReduce(at::zeros({2}, at::kLong), ReduceOp::kAvg); },
        "all_reduce: avg is defined for floating-point tensors only, not int64"},
-      {"bool reduce",
-       [](SingleGroup& g) { return g.AllReduce(at::zeros({2}, at::kBool), ReduceOp::kSum); },
+      {"bool reduce", [](SingleGroup& g) { return g.AllReduce(at::zeros({2}, at::kBool), ReduceOp::kSum); },
        "all_reduce: cannot reduce bool tensors"},
   };
   for (const BadCall& c : cases) {
@@ -107,8 +107,8 @@ TEST(SingleGroup, ShardOverlappingFlatElsewhereIsRejected) {
   EXPECT_TRUE(st.ok()) << st;  // own slice: allowed
   // A 2-rank layout checked through the shared validator: rank 1's shard must
   // be flat[5, 10), not flat[4, 9).
-  absl::Status bad = zt::comm::CheckReduceScatterArgs(flat, flat.narrow(0, 4, 5), ReduceOp::kSum, 1,
-                                                      2, c10::DeviceType::CPU);
+  absl::Status bad =
+      zt::comm::CheckReduceScatterArgs(flat, flat.narrow(0, 4, 5), ReduceOp::kSum, 1, 2, c10::DeviceType::CPU);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()), HasSubstr("overlaps `flat` but is not rank 1's slice"));
 }

@@ -2,11 +2,11 @@
 // each kind, the TCP bytes this process sent and received (TCP_INFO of all
 // its sockets) must match the group's counters within a few percent. The
 // slack covers gloo's framing, heartbeats and barriers' headers.
+#include <ATen/ATen.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-
-#include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
 #include "comm/init.h"
@@ -27,8 +27,8 @@ absl::Status Near(const char* what, const char* dir, int64_t wire, int64_t count
   std::printf("%s %s: wire %lld, counters %lld\n", what, dir, static_cast<long long>(wire),
               static_cast<long long>(counted));
   if (std::abs(static_cast<double>(wire - counted)) <= slack) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, " ", dir, ": the sockets moved ", wire,
-                                          " bytes but the counters say ", counted));
+  return absl::InternalError(
+      absl::StrCat(what, " ", dir, ": the sockets moved ", wire, " bytes but the counters say ", counted));
 }
 
 // Runs `fn` (one collective) between snapshots of the socket counters and
@@ -68,10 +68,9 @@ ZT_RANK_WORKER(wire_bytes) {
   at::Tensor shard = flat.narrow(0, b, zt::comm::ShardEnd(numel, n, r) - b);
   at::Tensor out = at::empty({shard.numel()});
   ZT_RETURN_IF_ERROR(Measure(g, CollectiveKind::kAllGather, [&] { return g.AllGather(shard, flat)->Wait(); }));
-  ZT_RETURN_IF_ERROR(Measure(g, CollectiveKind::kReduceScatter,
-                             [&] { return g.ReduceScatter(flat, out, ReduceOp::kSum)->Wait(); }));
   ZT_RETURN_IF_ERROR(
-      Measure(g, CollectiveKind::kAllReduce, [&] { return g.AllReduce(flat, ReduceOp::kSum)->Wait(); }));
+      Measure(g, CollectiveKind::kReduceScatter, [&] { return g.ReduceScatter(flat, out, ReduceOp::kSum)->Wait(); }));
+  ZT_RETURN_IF_ERROR(Measure(g, CollectiveKind::kAllReduce, [&] { return g.AllReduce(flat, ReduceOp::kSum)->Wait(); }));
   ZT_RETURN_IF_ERROR(Measure(g, CollectiveKind::kBroadcast, [&] { return g.Broadcast(flat, 1)->Wait(); }));
   return g.Barrier()->Wait();
 }

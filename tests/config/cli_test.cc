@@ -1,9 +1,8 @@
 // `zt config` as users run it: exit codes 0/2, the OK line, errors on
 // stderr, --print output that re-parses, and the reference subcommand.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -45,7 +44,8 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 const std::string kConfigs = ZT_SOURCE_DIR "/configs/";
 
 TEST(ZtConfigCheck, ValidFilesPrintOkLinesAndExitZero) {
-  CommandResult r = Zt("config check " + kConfigs + "zero2_bf16.json " + kConfigs + "zero3_offload_cpu.json --world-size 2");
+  CommandResult r =
+      Zt("config check " + kConfigs + "zero2_bf16.json " + kConfigs + "zero3_offload_cpu.json --world-size 2");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("zero2_bf16.json: OK (ZeRO stage 2, bf16, AdamW + WarmupLR, train_batch_size 16 = micro 8 * "
                        "gas 1 * world 2)"),

@@ -35,8 +35,7 @@ const InvalidCase kCases[] = {
     {"duplicate_top_level", R"({"steps_per_print": 1, "steps_per_print": 2})", "steps_per_print", "duplicate key"},
     {"duplicate_nested", R"({"zero_optimization": {"stage": 1, "stage": 2}})", "zero_optimization.stage",
      "duplicate key"},
-    {"duplicate_via_alias",
-     R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1, "prefetch_bucket_size": 2}})",
+    {"duplicate_via_alias", R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1, "prefetch_bucket_size": 2}})",
      "zero_optimization.prefetch_bucket_size", "given twice"},
     // --- Unknown and misplaced keys ---
     {"unknown_top_level_typo", R"({"gradient_clippng": 1.0})", "gradient_clippng",
@@ -58,8 +57,7 @@ const InvalidCase kCases[] = {
      "did you mean \"loss_scale_window\""},
     {"fp16_key_in_bf16", R"({"bf16": {"enabled": true, "loss_scale": 0}})", "bf16.loss_scale",
      "belongs inside \"fp16\""},
-    {"unknown_bf16_key", R"({"bf16": {"enabled": true, "enable": true}})", "bf16.enable",
-     "did you mean \"enabled\""},
+    {"unknown_bf16_key", R"({"bf16": {"enabled": true, "enable": true}})", "bf16.enable", "did you mean \"enabled\""},
     {"unknown_small_block_key", R"({"checkpoint": {"tag": "x"}})", "checkpoint.tag",
      "\"checkpoint\" takes load_universal, parallel_write, tag_validation, use_node_local_storage"},
     {"param_of_other_optimizer", R"({"optimizer": {"type": "Adam", "params": {"momentum": 0.9}}})",
@@ -107,11 +105,10 @@ const InvalidCase kCases[] = {
     {"hysteresis_0", R"({"fp16": {"enabled": true, "hysteresis": 0}})", "fp16.hysteresis", "must be >= 1, got 0"},
     {"loss_scale_window_0", R"({"fp16": {"enabled": true, "loss_scale_window": 0}})", "fp16.loss_scale_window",
      "must be >= 1"},
-    {"min_loss_scale_0", R"({"fp16": {"enabled": true, "min_loss_scale": 0}})", "fp16.min_loss_scale",
-     "must be > 0"},
+    {"min_loss_scale_0", R"({"fp16": {"enabled": true, "min_loss_scale": 0}})", "fp16.min_loss_scale", "must be > 0"},
     {"negative_loss_scale", R"({"fp16": {"enabled": true, "loss_scale": -1}})", "fp16.loss_scale", "must be >= 0"},
-    {"initial_scale_power_65", R"({"fp16": {"enabled": true, "initial_scale_power": 65}})",
-     "fp16.initial_scale_power", "in 0..64"},
+    {"initial_scale_power_65", R"({"fp16": {"enabled": true, "initial_scale_power": 65}})", "fp16.initial_scale_power",
+     "in 0..64"},
     {"steps_per_print_0", R"({"steps_per_print": 0})", "steps_per_print", "must be >= 1"},
     {"negative_clipping", R"({"gradient_clipping": -1})", "gradient_clipping", "must be >= 0"},
     {"predivide_0", R"({"gradient_predivide_factor": 0})", "gradient_predivide_factor", "must be > 0"},
@@ -187,8 +184,8 @@ const InvalidCase kCases[] = {
      "zero_optimization.cpu_offload", "given twice"},
     {"cpu_offload_param_stage_2", R"({"zero_optimization": {"stage": 2, "cpu_offload_param": true}})",
      "zero_optimization.cpu_offload_param", "needs ZeRO stage 3"},
-    {"legacy_not_bool", R"({"zero_optimization": {"stage": 2, "cpu_offload": "yes"}})",
-     "zero_optimization.cpu_offload", "must be true or false"},
+    {"legacy_not_bool", R"({"zero_optimization": {"stage": 2, "cpu_offload": "yes"}})", "zero_optimization.cpu_offload",
+     "must be true or false"},
     // --- Required keys ---
     {"optimizer_without_type", R"({"optimizer": {"params": {"lr": 0.1}}})", "optimizer.type",
      "missing: the block needs a \"type\""},
@@ -198,8 +195,8 @@ const InvalidCase kCases[] = {
      "scheduler.params.cycle_max_lr", "missing: OneCycle needs it"},
     {"type_auto_without_value", R"({"optimizer": {"type": "auto"}})", "optimizer.type", "no default"},
     // --- Not supported by zerotorch ---
-    {"optimizer_lamb", R"({"optimizer": {"type": "Lamb", "params": {"lr": 0.1, "max_coeff": 0.3}}})",
-     "optimizer.type", "\"Lamb\" is not supported by zerotorch; supported: Adam, AdamW, Adagrad, Lion, SGD"},
+    {"optimizer_lamb", R"({"optimizer": {"type": "Lamb", "params": {"lr": 0.1, "max_coeff": 0.3}}})", "optimizer.type",
+     "\"Lamb\" is not supported by zerotorch; supported: Adam, AdamW, Adagrad, Lion, SGD"},
     {"optimizer_onebitadam", R"({"optimizer": {"type": "OneBitAdam", "params": {"freeze_step": 400}}})",
      "optimizer.type", "\"OneBitAdam\" is not supported"},
     {"optimizer_typo", R"({"optimizer": {"type": "Adamm"}})", "optimizer.type", "did you mean \"Adam\""},
@@ -248,12 +245,14 @@ TEST_P(InvalidConfigTest, ReportsTheRightPathAndMessage) {
   EXPECT_FALSE(result.config.has_value());
   ASSERT_EQ(result.errors.size(), 1u) << "config:\n" << json << "\nerrors:\n" << testing::ErrorsText(result);
   EXPECT_EQ(result.errors[0].path, c.path) << testing::ErrorsText(result);
-  EXPECT_NE(result.errors[0].message.find(c.fragment), std::string::npos)
-      << "expected \"" << c.fragment << "\" in:\n" << testing::ErrorsText(result);
+  EXPECT_NE(result.errors[0].message.find(c.fragment), std::string::npos) << "expected \"" << c.fragment << "\" in:\n"
+                                                                          << testing::ErrorsText(result);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, InvalidConfigTest, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<InvalidCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(InvalidConfigTable, HasAtLeastFiftyCases) { EXPECT_GE(std::size(kCases), 50u); }
 

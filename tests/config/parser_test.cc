@@ -1,9 +1,8 @@
 // The parser on valid input: defaults, "auto", legacy spellings, aliases,
 // comments; and its error reporting: all errors at once, in document order,
 // duplicate keys, malformed JSON with line and column, file errors.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -57,7 +56,8 @@ TEST(Parser, ReadsTypedValues) {
                           "offload_param": {"device": "CPU", "pin_memory": true}},
     "checkpoint": {"tag_validation": "fail"},
     "activation_checkpointing": {"partition_activations": true, "number_checkpoints": 12}
-  })", 4);
+  })",
+                     4);
   EXPECT_EQ(c.batch.train_batch, 64);
   EXPECT_EQ(c.batch.micro_batch, 8);
   EXPECT_EQ(c.batch.accumulation_steps, 2);
@@ -76,7 +76,7 @@ TEST(Parser, ReadsTypedValues) {
   EXPECT_EQ(c.zero.stage, 3);
   EXPECT_EQ(c.zero.reduce_bucket_size, 50000000);
   EXPECT_EQ(c.zero.prefetch_bucket_size, 1000000);  // un-prefixed alias
-  EXPECT_TRUE(c.zero.overlap_comm);                  // stage-3 default
+  EXPECT_TRUE(c.zero.overlap_comm);                 // stage-3 default
   EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::kCpu);
   EXPECT_TRUE(c.zero.offload_param.pin_memory);
   EXPECT_EQ(c.checkpoint.tag_validation, TagValidation::kFail);
@@ -168,7 +168,8 @@ TEST(Parser, AutoTakesGivenValues) {
 
 TEST(Parser, AutoBatchKeysWithNothingToDeriveFromUseOneSample) {
   ParseResult r = Parse(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-                            "gradient_accumulation_steps": "auto"})", 2);
+                            "gradient_accumulation_steps": "auto"})",
+                        2);
   ASSERT_TRUE(r.config) << ErrorsText(r);
   EXPECT_EQ(r.config->batch.micro_batch, 1);
   EXPECT_EQ(r.config->batch.train_batch, 2);
@@ -178,7 +179,8 @@ TEST(Parser, AutoBatchKeysWithNothingToDeriveFromUseOneSample) {
 
 TEST(Parser, AutoBatchDerivesFromTheOtherKeys) {
   ParseResult r = Parse(R"({"train_batch_size": 48, "train_micro_batch_size_per_gpu": 4,
-                            "gradient_accumulation_steps": "auto"})", 3);
+                            "gradient_accumulation_steps": "auto"})",
+                        3);
   ASSERT_TRUE(r.config) << ErrorsText(r);
   EXPECT_EQ(r.config->batch.accumulation_steps, 4);
   EXPECT_TRUE(HasNote(r, "gradient_accumulation_steps: \"auto\" -> 4")) << Notes(r);
@@ -189,8 +191,7 @@ TEST(Parser, BadAutoValuesAreErrors) {
                                 1, {{"optimizer.params.lr", "-1"}});
   ASSERT_EQ(bad_value.errors.size(), 1u) << ErrorsText(bad_value);
   EXPECT_EQ(bad_value.errors[0].path, "optimizer.params.lr");
-  EXPECT_NE(bad_value.errors[0].message.find("\"auto\" was given the value -1, which must be >= 0"),
-            std::string::npos);
+  EXPECT_NE(bad_value.errors[0].message.find("\"auto\" was given the value -1, which must be >= 0"), std::string::npos);
 
   ParseResult unknown_key = Parse(R"({"train_batch_size": 1})", 1, {{"optimizer.params.lrr", "1"}});
   ASSERT_EQ(unknown_key.errors.size(), 1u) << ErrorsText(unknown_key);
@@ -275,8 +276,9 @@ TEST(Parser, DisabledUnsupportedFeaturesAreAccepted) {
 }
 
 TEST(Parser, CommentsAreAllowed) {
-  Config c = ParseOk("{\n  // micro batch\n  \"train_micro_batch_size_per_gpu\": 2, /* block */ \"zero_optimization\": "
-                     "{\"stage\": 1}\n}");
+  Config c = ParseOk(
+      "{\n  // micro batch\n  \"train_micro_batch_size_per_gpu\": 2, /* block */ \"zero_optimization\": "
+      "{\"stage\": 1}\n}");
   EXPECT_EQ(c.zero.stage, 1);
 }
 
@@ -345,8 +347,8 @@ TEST(Parser, MalformedJsonHasLineAndColumn) {
       << bad_literal.errors[0].message;
 
   // Pathological nesting is refused before it can exhaust the stack.
-  ParseResult deep = Parse(R"({"train_batch_size": 1, "x": )" + std::string(100000, '[') + std::string(100000, ']') +
-                           "}");
+  ParseResult deep =
+      Parse(R"({"train_batch_size": 1, "x": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
   ASSERT_EQ(deep.errors.size(), 1u);
   EXPECT_NE(deep.errors[0].message.find("line 1, column 93: nested more than 64 levels deep"), std::string::npos)
       << deep.errors[0].message;
@@ -417,8 +419,8 @@ TEST(ConfigDifferences, NamesDifferingKeys) {
   EXPECT_TRUE(ConfigsEqual(a, b));
   b.zero.offload_optimizer.pin_memory = true;
   b.optimizer.betas[0] = 0.5;
-  EXPECT_EQ(ConfigDifferences(a, b), (std::vector<std::string>{"optimizer.params.betas",
-                                                               "zero_optimization.offload_optimizer.pin_memory"}));
+  EXPECT_EQ(ConfigDifferences(a, b),
+            (std::vector<std::string>{"optimizer.params.betas", "zero_optimization.offload_optimizer.pin_memory"}));
 }
 
 }  // namespace

@@ -161,7 +161,8 @@ TEST(Reference, CommittedDocMatchesTheKeyTable) {
 TEST(Reference, ListsEveryKeyWithItsDefault) {
   const std::string doc = ConfigReferenceMarkdown();
   for (const char* needle :
-       {"| `zero_optimization.stage` | int, in 0..3 | 0 |", "| `zero_optimization.reduce_bucket_size` | int, >= 1 | 5e8 |",
+       {"| `zero_optimization.stage` | int, in 0..3 | 0 |",
+        "| `zero_optimization.reduce_bucket_size` | int, >= 1 | 5e8 |",
         "`optimizer.params.lr` (Adagrad) | float, >= 0 | 0.01 |", "| `fp16.hysteresis` | int, >= 1 | 2 |",
         "| `zero_optimization.overlap_comm` | bool | true at stage 3, else false |",
         "| `zero_optimization.cpu_offload` |", "| `pipeline` | off |", "## Batch size", "## Legacy spellings",

@@ -1,6 +1,8 @@
 // IDX files (plain and gzip) read back, malformed files rejected with their
 // name, image datasets validated and normalized, MNIST directory resolution,
 // and the real Fashion-MNIST test set where its Debian package is installed.
+#include "data/idx.h"
+
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "data/idx.h"
 #include "data/image_dataset.h"
 #include "tests/data/data_test_util.h"
 

@@ -1,6 +1,8 @@
 // The PRNG (reference values, unbiased shuffles), DistributedSampler
 // (coverage and padding over ranks, per-epoch orders), SampleStream resume,
 // and EvalShard (each sample exactly once, equal batch counts, masks).
+#include "data/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "data/prng.h"
-#include "data/sampler.h"
 
 namespace zt::data {
 namespace {

@@ -52,7 +52,7 @@ TEST(TextCorpusTest, DirectorySortedSkipsBinaryAndDuplicatesAndSubdirs) {
   WriteBytes(dir.File("b"), "second");
   WriteBytes(dir.File("a"), "first");
   WriteBytes(dir.File("a.dat"), std::string("\x00\x01\x02", 3));  // binary: skipped
-  ASSERT_EQ(::symlink("a", dir.File("a.u8").c_str()), 0);          // same file: skipped
+  ASSERT_EQ(::symlink("a", dir.File("a.u8").c_str()), 0);         // same file: skipped
   std::filesystem::create_directory(dir.File("sub"));
   WriteBytes(dir.File("sub/c"), "not recursive");
   auto files = ListTextCorpusFiles(dir.path());

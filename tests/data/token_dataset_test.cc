@@ -1,6 +1,8 @@
 // Token datasets: window arithmetic (input/target shifted by one), sample
 // counts, the train/eval split, and the same samples from memory and from a
 // token file.
+#include "data/token_dataset.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "data/token_dataset.h"
 #include "data/token_file.h"
 #include "tests/data/data_test_util.h"
 

@@ -1,12 +1,13 @@
 // Token files: llm.c headers (uint16, uint32) written and detected, nanoGPT
 // raw arrays, and every malformed file rejected with its name in the error.
+#include "data/token_file.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "data/token_file.h"
 #include "tests/data/data_test_util.h"
 
 namespace zt::data {
@@ -144,7 +145,8 @@ TEST(TokenFileTest, MalformedFilesAreErrorsNamingTheFile) {
       {"bad_version", Header(20240520, 7, 2) + std::string(4, 'x'), TokenDType::kAuto, "header version 7"},
       {"truncated", Header(20240520, 1, 10) + std::string(8, 'x'), TokenDType::kAuto, "truncated"},
       {"trailing", Header(20240520, 2, 1) + std::string(8, 'x'), TokenDType::kAuto, "trailing bytes"},
-      {"dtype_mismatch", Header(20240520, 1, 2) + std::string(4, 'x'), TokenDType::kUInt32, "uint16 tokens, but uint32"},
+      {"dtype_mismatch", Header(20240520, 1, 2) + std::string(4, 'x'), TokenDType::kUInt32,
+       "uint16 tokens, but uint32"},
       {"zero_count", Header(20240520, 1, 0), TokenDType::kAuto, "0 tokens"},
   };
   ScratchDir dir;

@@ -4,6 +4,8 @@
 // inside checkpointed units; the config's options must not change results;
 // and with every block checkpointed, the peak activation memory must drop to
 // the saved inputs plus one block.
+#include "zero/activation_checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -22,7 +24,6 @@
 #include "tests/testing/test_config.h"
 #include "util/error.h"
 #include "util/status.h"
-#include "zero/activation_checkpoint.h"
 #include "zero/unit.h"
 
 namespace zt::testing {
@@ -214,8 +215,8 @@ TEST(Checkpoint, ParametersGetGradientsWhenNoInputNeedsThem) {
   std::vector<torch::Tensor> grads;
   for (int ckpt = 0; ckpt < 2; ++ckpt) {
     lin->zero_grad();
-    torch::Tensor y = ckpt ? zt::Checkpoint([&](const torch::Tensor& t) { return torch::tanh(lin(t)); }, x)
-                           : torch::tanh(lin(x));
+    torch::Tensor y =
+        ckpt ? zt::Checkpoint([&](const torch::Tensor& t) { return torch::tanh(lin(t)); }, x) : torch::tanh(lin(x));
     ASSERT_TRUE(y.requires_grad());
     y.sum().backward();
     grads.push_back(lin->weight.grad().clone());

@@ -10,14 +10,13 @@
 //  * Python's torch.load opens every .pt file, and the safetensors export
 //    reads back with a plain Python reader.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <signal.h>
 #include <sys/stat.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -39,8 +38,8 @@
 #include "engine/engine.h"
 #include "engine/gathered_parameters.h"
 #include "engine/weights.h"
-#include "tests/engine/parity_model.h"
 #include "tests/ckpt/ckpt_test_util.h"
+#include "tests/engine/parity_model.h"
 #include "tests/engine/stage3_model.h"
 #include "tests/testing/ranks.h"
 #include "tests/testing/test_config.h"
@@ -122,7 +121,8 @@ Model MakeModel(bool fp16, bool root_unit, uint64_t seed) {
   auto data = std::make_shared<ParityData>(MakeTokenData(64, o, 5));
   m.loss = [h, data](const torch::Tensor& rows) {
     torch::Tensor logits = h.forward(data->x.index_select(0, rows));
-    return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), data->y.index_select(0, rows).reshape({-1}));
+    return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                     data->y.index_select(0, rows).reshape({-1}));
   };
   return m;
 }
@@ -169,7 +169,8 @@ ZT_RANK_WORKER(resume) {
     torch::manual_seed(4242);  // whatever: the checkpoint's RNG state replaces it
     ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine->LoadCheckpoint(dir));
     const ckpt::Value* saved_step = client.AsDict().Find("next_step");
-    if (saved_step == nullptr || saved_step->AsInt() != k) return absl::InternalError("client state did not round-trip");
+    if (saved_step == nullptr || saved_step->AsInt() != k)
+      return absl::InternalError("client state did not round-trip");
     step = k;
   }
   const int until = mode == "save" ? k : total;
@@ -184,10 +185,10 @@ ZT_RANK_WORKER(resume) {
   // The weights and everything else that must continue: counters, the loss
   // scale, the lr the scheduler gives next.
   torch::Tensor params = FullParams(*engine, *m.module);
-  torch::Tensor extra = torch::tensor({static_cast<double>(engine->global_steps()),
-                                       static_cast<double>(engine->skipped_steps()),
-                                       static_cast<double>(engine->global_samples()), engine->loss_scale(), engine->lr()},
-                                      torch::kDouble);
+  torch::Tensor extra =
+      torch::tensor({static_cast<double>(engine->global_steps()), static_cast<double>(engine->skipped_steps()),
+                     static_cast<double>(engine->global_samples()), engine->loss_scale(), engine->lr()},
+                    torch::kDouble);
   if (pg->rank() == 0) torch::save(torch::cat({params.to(torch::kDouble), extra}), a.at("out"));
   return absl::OkStatus();
 }
@@ -231,7 +232,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, ResumeTest,
                                            std::make_tuple(2, false), std::make_tuple(3, false),
                                            std::make_tuple(2, true), std::make_tuple(3, true)),
                          [](const auto& info) {
-                           return absl::StrCat("stage", std::get<0>(info.param), std::get<1>(info.param) ? "_fp16" : "");
+                           return absl::StrCat("stage", std::get<0>(info.param),
+                                               std::get<1>(info.param) ? "_fp16" : "");
                          });
 
 // mode=save at world 4: K steps, save, export, then the next step's global
@@ -398,8 +400,9 @@ ZT_RANK_WORKER(import) {
   if (pg->rank() == 0) {
     ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(dir + "/ck"));
     ZT_RETURN_IF_ERROR(ckpt::ExportSafetensors(*ck, dir + "/weights.safetensors").status());
-    ZT_ASSIGN_OR_RETURN(auto partial, ckpt::SafetensorsWriter::Create(dir + "/partial.safetensors",
-                                                                     {{"wte.weight", ckpt::DType::kFloat32, {29, 12}}}));
+    ZT_ASSIGN_OR_RETURN(auto partial,
+                        ckpt::SafetensorsWriter::Create(dir + "/partial.safetensors",
+                                                        {{"wte.weight", ckpt::DType::kFloat32, {29, 12}}}));
     std::vector<float> zeros(29 * 12);
     ZT_RETURN_IF_ERROR(partial->Write(zeros.data(), zeros.size() * 4));
     ZT_RETURN_IF_ERROR(partial->Finish());
@@ -413,7 +416,8 @@ ZT_RANK_WORKER(import) {
   if (!torch::equal(FullParams(*stage3, *fresh.module), want)) return absl::InternalError("stage-3 import differs");
   absl::Status partial = stage3->LoadWeights(dir + "/partial.safetensors");
   if (partial.ok() || !absl::StrContains(partial.message(), "h0.c_fc.weight")) {
-    return absl::InternalError(absl::StrCat("a file lacking weights should be refused naming them: ", partial.ToString()));
+    return absl::InternalError(
+        absl::StrCat("a file lacking weights should be refused naming them: ", partial.ToString()));
   }
 
   Model plain = MakeModel(false, false, 66);
@@ -478,9 +482,10 @@ ZT_RANK_WORKER(crash_during_save) {
   }
   if (st.ok()) return absl::InternalError("a save with a dead rank succeeded");
   if (stop && (seconds(failed - start) > 15.0 || seconds(done - failed) > 8.0)) {
-    return absl::InternalError(absl::StrFormat("the save failed after %.2f s and the shutdown took %.2f s; expected "
-                                               "within the 3 s timeout plus the diagnosis (15 s) and 8 s",
-                                               seconds(failed - start), seconds(done - failed)));
+    return absl::InternalError(
+        absl::StrFormat("the save failed after %.2f s and the shutdown took %.2f s; expected "
+                        "within the 3 s timeout plus the diagnosis (15 s) and 8 s",
+                        seconds(failed - start), seconds(done - failed)));
   }
   return absl::OkStatus();
 }
@@ -508,8 +513,8 @@ ZT_RANK_WORKER(load_replaced) {
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
   ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(a.at("dir")).status());
   if (engine->global_steps() != 2) {
-    return absl::InternalError(absl::StrCat("expected the second complete save (step 2), got step ",
-                                            engine->global_steps()));
+    return absl::InternalError(
+        absl::StrCat("expected the second complete save (step 2), got step ", engine->global_steps()));
   }
   return absl::OkStatus();
 }
@@ -600,7 +605,8 @@ ZT_RANK_WORKER(corruption) {
   if (pg->rank() == 0 && (!absl::StrContains(msg, "CRC") || !absl::StrContains(msg, "optim_states.pt"))) {
     return absl::InternalError(absl::StrCat("the error should name the file and the CRC: ", msg));
   }
-  if (!torch::equal(before, FullParams(*engine, *m.module))) return absl::InternalError("a failed load changed weights");
+  if (!torch::equal(before, FullParams(*engine, *m.module)))
+    return absl::InternalError("a failed load changed weights");
 
   // Truncate it.
   if (pg->rank() == 0) ZT_CHECK(::truncate(optim.c_str(), static_cast<off_t>(offset)) == 0);
@@ -608,7 +614,8 @@ ZT_RANK_WORKER(corruption) {
   auto truncated = engine->LoadCheckpoint(dir);
   if (truncated.ok()) return absl::InternalError("a truncated checkpoint loaded");
   std::printf("truncated: %s\n", std::string(truncated.status().message()).c_str());
-  if (!torch::equal(before, FullParams(*engine, *m.module))) return absl::InternalError("a failed load changed weights");
+  if (!torch::equal(before, FullParams(*engine, *m.module)))
+    return absl::InternalError("a failed load changed weights");
   return absl::OkStatus();
 }
 

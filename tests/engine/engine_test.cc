@@ -20,9 +20,7 @@ namespace {
 
 using testing::ParityNet;
 
-Config BaseConfig(int stage) {
-  return testing::TestConfig(stage, /*micro_batch=*/4, /*accumulation=*/1);
-}
+Config BaseConfig(int stage) { return testing::TestConfig(stage, /*micro_batch=*/4, /*accumulation=*/1); }
 
 std::shared_ptr<comm::ProcessGroup> Single() { return std::make_shared<comm::SingleGroup>(); }
 
@@ -301,8 +299,8 @@ TEST(EngineMemory, AccountingMatchesTheAllocator) {
         // The model is tiny, so padding (< 2 elements per group here) matters: allow it.
         EXPECT_GE(m.params, numel * (bf16 ? 2 : 4));
         EXPECT_LE(std::abs(held - m.model_states()), m.model_states() / 20 + 4096)
-            << "stage " << stage << " bf16 " << bf16 << ": allocator holds " << held
-            << " bytes, engine accounts " << m.model_states();
+            << "stage " << stage << " bf16 " << bf16 << ": allocator holds " << held << " bytes, engine accounts "
+            << m.model_states();
       }
       EXPECT_LE(CpuMemory().current_bytes - baseline, 0) << "engine leaked memory";
     }

@@ -28,7 +28,7 @@ namespace {
 
 Config Fp16Config(int stage, int initial_power) {
   Config c = TestConfig(stage, /*micro_batch=*/2, /*accumulation=*/1, OptimizerType::kSGD, 0.05);
-  c.zero.reduce_bucket_size = 8;  // w and b in separate groups (chunks at stage 3)
+  c.zero.reduce_bucket_size = 8;           // w and b in separate groups (chunks at stage 3)
   c.zero.param_persistence_threshold = 0;  // stage 3: shard even these tiny tensors
   c.fp16.enabled = true;
   c.fp16.initial_scale_power = initial_power;
@@ -99,8 +99,7 @@ ZT_RANK_WORKER(fp16) {
       engine->Backward(loss);
       engine->Step();
     } catch (const Error& e) {
-      if (min_scale && step == inject_step &&
-          std::string(e.what()).find("minimum loss scale") != std::string::npos) {
+      if (min_scale && step == inject_step && std::string(e.what()).find("minimum loss scale") != std::string::npos) {
         return absl::OkStatus();  // the expected, clearly worded stop
       }
       return absl::InternalError(absl::StrCat("step ", step, " threw: ", e.what()));
@@ -112,8 +111,8 @@ ZT_RANK_WORKER(fp16) {
         return absl::InternalError("parameters changed on a skipped step");
       }
       if (engine->loss_scale() != scale_before / 2) {
-        return absl::InternalError(absl::StrCat("scale ", engine->loss_scale(), " after overflow, expected ",
-                                                scale_before / 2));
+        return absl::InternalError(
+            absl::StrCat("scale ", engine->loss_scale(), " after overflow, expected ", scale_before / 2));
       }
     } else if (torch::equal(FlatParams(*model, *engine), before)) {
       return absl::InternalError(absl::StrCat("step ", step, " did not update the parameters"));
@@ -145,8 +144,8 @@ INSTANTIATE_TEST_SUITE_P(Stages, Fp16Test,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3),
                                             ::testing::Values("inf", "nan", "min_scale")),
                          [](const auto& info) {
-                           return absl::StrCat("stage", std::get<0>(info.param), "_world",
-                                               std::get<1>(info.param), "_", std::get<2>(info.param));
+                           return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param), "_",
+                                               std::get<2>(info.param));
                          });
 
 }  // namespace

@@ -4,10 +4,10 @@
 // and the constructor's value for k = 0 (engine/lr_scheduler.h).
 #include "engine/lr_scheduler.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "util/error.h"
 
@@ -16,8 +16,7 @@ namespace {
 
 constexpr double kTol = 1e-12;
 
-SchedulerConfig Warmup(SchedulerType type, double min_lr, double max_lr, int64_t steps,
-                       WarmupType warmup_type) {
+SchedulerConfig Warmup(SchedulerType type, double min_lr, double max_lr, int64_t steps, WarmupType warmup_type) {
   SchedulerConfig c;
   c.type = type;
   c.warmup_min_lr = min_lr;
@@ -37,12 +36,12 @@ TEST(LrScheduler, NoneIsConstantBaseLr) {
 // WarmupLR, log: min 0, max 0.1, W = 10. gamma(lbi) = ln(lbi + 1) / ln(10).
 TEST(LrScheduler, WarmupLrLog) {
   auto s = MakeLrScheduler(Warmup(SchedulerType::kWarmupLR, 0.0, 0.1, 10, WarmupType::kLog), 1.0);
-  EXPECT_EQ(s->Lr(0), 0.0);                                 // constructor: warmup_min_lr
-  EXPECT_EQ(s->Lr(1), 0.0);                                 // lbi 0: ln 1 = 0
-  EXPECT_NEAR(s->Lr(2), 0.1 * 0.30102999566398114, kTol);   // lbi 1: ln 2 / ln 10
-  EXPECT_NEAR(s->Lr(5), 0.1 * 0.69897000433601875, kTol);   // lbi 4: ln 5 / ln 10
-  EXPECT_NEAR(s->Lr(10), 0.1, kTol);                        // lbi 9: ln 10 / ln 10, warmup end
-  EXPECT_EQ(s->Lr(11), 0.1);                                // lbi 10 >= W: gamma = 1
+  EXPECT_EQ(s->Lr(0), 0.0);                                // constructor: warmup_min_lr
+  EXPECT_EQ(s->Lr(1), 0.0);                                // lbi 0: ln 1 = 0
+  EXPECT_NEAR(s->Lr(2), 0.1 * 0.30102999566398114, kTol);  // lbi 1: ln 2 / ln 10
+  EXPECT_NEAR(s->Lr(5), 0.1 * 0.69897000433601875, kTol);  // lbi 4: ln 5 / ln 10
+  EXPECT_NEAR(s->Lr(10), 0.1, kTol);                       // lbi 9: ln 10 / ln 10, warmup end
+  EXPECT_EQ(s->Lr(11), 0.1);                               // lbi 10 >= W: gamma = 1
   EXPECT_EQ(s->Lr(1000000), 0.1);
   for (int64_t k = 1; k < 30; ++k) EXPECT_LE(s->Lr(k - 1), s->Lr(k) + kTol) << k;
   EXPECT_FALSE(s->Momentum(3).has_value());
@@ -51,8 +50,7 @@ TEST(LrScheduler, WarmupLrLog) {
 // WarmupLR, linear: min 0.02, max 0.1, W = 4. gamma(lbi) = lbi / 4, so the
 // warmup never reaches max itself: max first applies at k = W + 1.
 TEST(LrScheduler, WarmupLrLinear) {
-  auto s =
-      MakeLrScheduler(Warmup(SchedulerType::kWarmupLR, 0.02, 0.1, 4, WarmupType::kLinear), 1.0);
+  auto s = MakeLrScheduler(Warmup(SchedulerType::kWarmupLR, 0.02, 0.1, 4, WarmupType::kLinear), 1.0);
   EXPECT_NEAR(s->Lr(0), 0.02, kTol);
   EXPECT_NEAR(s->Lr(1), 0.02, kTol);  // lbi 0: 0/4
   EXPECT_NEAR(s->Lr(2), 0.04, kTol);  // lbi 1: 0.02 + 0.08 * 1/4
@@ -78,13 +76,13 @@ TEST(LrScheduler, WarmupDecayLr) {
   c.total_num_steps = 12;
   auto s = MakeLrScheduler(c, 1.0);
   EXPECT_EQ(s->Lr(0), 0.0);
-  EXPECT_NEAR(s->Lr(2), 0.025, kTol);   // lbi 1: 1/4 warmup
-  EXPECT_NEAR(s->Lr(4), 0.075, kTol);   // lbi 3: 3/4
-  EXPECT_NEAR(s->Lr(5), 0.1, kTol);     // lbi 4: (12 - 4) / 8 = 1, the peak
-  EXPECT_NEAR(s->Lr(9), 0.05, kTol);    // lbi 8: 4/8
-  EXPECT_NEAR(s->Lr(12), 0.0125, kTol); // lbi 11: 1/8
-  EXPECT_EQ(s->Lr(13), 0.0);            // lbi 12 = T: 0
-  EXPECT_EQ(s->Lr(100), 0.0);           // clamped at 0, never negative
+  EXPECT_NEAR(s->Lr(2), 0.025, kTol);    // lbi 1: 1/4 warmup
+  EXPECT_NEAR(s->Lr(4), 0.075, kTol);    // lbi 3: 3/4
+  EXPECT_NEAR(s->Lr(5), 0.1, kTol);      // lbi 4: (12 - 4) / 8 = 1, the peak
+  EXPECT_NEAR(s->Lr(9), 0.05, kTol);     // lbi 8: 4/8
+  EXPECT_NEAR(s->Lr(12), 0.0125, kTol);  // lbi 11: 1/8
+  EXPECT_EQ(s->Lr(13), 0.0);             // lbi 12 = T: 0
+  EXPECT_EQ(s->Lr(100), 0.0);            // clamped at 0, never negative
   for (int64_t k = 6; k < 20; ++k) EXPECT_LE(s->Lr(k), s->Lr(k - 1)) << k;
 
   // The decay ends at warmup_min_lr, not at 0: min + delta * 0.
@@ -111,10 +109,10 @@ TEST(LrScheduler, WarmupCosineLr) {
   c.warmup_min_ratio = 0.1;
   c.cos_min_ratio = 0.01;
   auto s = MakeLrScheduler(c, 0.2);
-  EXPECT_EQ(s->Lr(0), 0.0);               // constructor: DeepSpeed returns 0 before step()
-  EXPECT_NEAR(s->Lr(1), 0.02, kTol);      // lbi 0: ratio 0.1
-  EXPECT_NEAR(s->Lr(3), 0.092, kTol);     // lbi 2: 0.1 + 0.9 * 0.4 = 0.46
-  EXPECT_NEAR(s->Lr(5), 0.164, kTol);     // lbi 4: 0.1 + 0.9 * 0.8 = 0.82
+  EXPECT_EQ(s->Lr(0), 0.0);            // constructor: DeepSpeed returns 0 before step()
+  EXPECT_NEAR(s->Lr(1), 0.02, kTol);   // lbi 0: ratio 0.1
+  EXPECT_NEAR(s->Lr(3), 0.092, kTol);  // lbi 2: 0.1 + 0.9 * 0.4 = 0.46
+  EXPECT_NEAR(s->Lr(5), 0.164, kTol);  // lbi 4: 0.1 + 0.9 * 0.8 = 0.82
   // lbi 5: p = 1/10; (1 + cos(0.1 pi)) / 2 = (1 + 0.95105651629515357) / 2
   //   = 0.97552825814757679; ratio = 0.01 + 0.99 * that = 0.97577297556610112.
   EXPECT_NEAR(s->Lr(6), 0.2 * 0.97577297556610112, kTol);
@@ -153,24 +151,24 @@ SchedulerConfig OneCycleConfig() {
 // lr = 0.01 + 0.09 * scale; momentum = 0.9 - 0.1 * scale.
 TEST(LrScheduler, OneCycleCycleAndDecay) {
   auto s = MakeLrScheduler(OneCycleConfig(), 123.0);
-  EXPECT_NEAR(s->Lr(0), 0.01, kTol);          // constructor writes cycle_min_lr ...
-  EXPECT_NEAR(*s->Momentum(0), 0.8, kTol);    // ... and betas (cycle_min_mom, 0.99)
+  EXPECT_NEAR(s->Lr(0), 0.01, kTol);        // constructor writes cycle_min_lr ...
+  EXPECT_NEAR(*s->Momentum(0), 0.8, kTol);  // ... and betas (cycle_min_mom, 0.99)
   EXPECT_EQ(*s->Beta2(0), 0.99);
-  EXPECT_NEAR(s->Lr(1), 0.0325, kTol);        // x 0.1: scale 0.25
+  EXPECT_NEAR(s->Lr(1), 0.0325, kTol);  // x 0.1: scale 0.25
   EXPECT_NEAR(*s->Momentum(1), 0.875, kTol);
-  EXPECT_NEAR(s->Lr(2), 0.055, kTol);         // scale 0.5
-  EXPECT_NEAR(s->Lr(4), 0.1, kTol);           // x 0.4: the peak, scale 1
+  EXPECT_NEAR(s->Lr(2), 0.055, kTol);  // scale 0.5
+  EXPECT_NEAR(s->Lr(4), 0.1, kTol);    // x 0.4: the peak, scale 1
   EXPECT_NEAR(*s->Momentum(4), 0.8, kTol);
-  EXPECT_NEAR(s->Lr(5), 0.085, kTol);         // x 0.5: scale 0.5 / 0.6 = 5/6
+  EXPECT_NEAR(s->Lr(5), 0.085, kTol);  // x 0.5: scale 0.5 / 0.6 = 5/6
   EXPECT_NEAR(*s->Momentum(5), 0.9 - 0.1 * 5.0 / 6.0, kTol);
-  EXPECT_NEAR(s->Lr(7), 0.055, kTol);         // x 0.7: 0.3 / 0.6 = 0.5
-  EXPECT_NEAR(s->Lr(10), 0.01, kTol);         // bi 10: next cycle starts, x 0
+  EXPECT_NEAR(s->Lr(7), 0.055, kTol);  // x 0.7: 0.3 / 0.6 = 0.5
+  EXPECT_NEAR(s->Lr(10), 0.01, kTol);  // bi 10: next cycle starts, x 0
   EXPECT_NEAR(*s->Momentum(10), 0.9, kTol);
   // Decay: d = lbi - 10 + 1, interval = d / 2;
   // lr = 0.01 / (1 + 0.5 * interval); momentum = 0.9 * (1 + 0.01 * interval).
-  EXPECT_NEAR(s->Lr(11), 0.008, kTol);        // d 1: 0.01 / 1.25
+  EXPECT_NEAR(s->Lr(11), 0.008, kTol);  // d 1: 0.01 / 1.25
   EXPECT_NEAR(*s->Momentum(11), 0.9045, kTol);
-  EXPECT_NEAR(s->Lr(14), 0.005, kTol);        // d 4: 0.01 / 2
+  EXPECT_NEAR(s->Lr(14), 0.005, kTol);  // d 4: 0.01 / 2
   EXPECT_NEAR(*s->Momentum(14), 0.918, kTol);
   for (int64_t k = 1; k <= 4; ++k) EXPECT_GT(s->Lr(k), s->Lr(k - 1)) << k;
   for (int64_t k = 5; k <= 30; ++k) EXPECT_LT(s->Lr(k), s->Lr(k - 1)) << k;

@@ -37,8 +37,8 @@ constexpr double kPsi = 256 * 300 + 300 + 300 * 129 + 129;
 
 absl::Status Within(const char* what, double actual, double expected, const std::string& where) {
   if (std::abs(actual - expected) > 0.05 * expected + 1.0) {
-    return absl::InternalError(absl::StrFormat("%s: %s is %.0f bytes, formula says %.0f", where, what, actual,
-                                               expected));
+    return absl::InternalError(
+        absl::StrFormat("%s: %s is %.0f bytes, formula says %.0f", where, what, actual, expected));
   }
   return absl::OkStatus();
 }
@@ -51,8 +51,8 @@ ZT_RANK_WORKER(memory) {
   for (int stage : {0, 1, 2}) {
     for (bool bf16 : {false, true}) {
       for (int64_t bucket : {int64_t{500000000}, int64_t{20000}}) {
-        const std::string where = absl::StrFormat("stage %d, %s, world %d, bucket %d", stage,
-                                                  bf16 ? "bf16" : "fp32", pg->size(), bucket);
+        const std::string where =
+            absl::StrFormat("stage %d, %s, world %d, bucket %d", stage, bf16 ? "bf16" : "fp32", pg->size(), bucket);
         Config c;
         c.batch.train_micro_batch_size_per_gpu = 4;
         c.batch.gradient_accumulation_steps = 1;

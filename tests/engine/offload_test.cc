@@ -116,7 +116,8 @@ std::vector<Mode> Modes() {
                  c.zero.offload_optimizer.buffer_count = 3;
                  c.zero.sub_group_size = 3000;  // not a multiple of 1024: rounded up
                }});
-  m.push_back({"nvme_params", [](Config& c, const std::string& dir) {
+  m.push_back({"nvme_params",
+               [](Config& c, const std::string& dir) {
                  auto& p = c.zero.offload_param;
                  p.device = OffloadDevice::kNvme;
                  p.nvme_path = dir;
@@ -125,7 +126,8 @@ std::vector<Mode> Modes() {
                  p.max_in_cpu = 0;
                },
                3});
-  m.push_back({"nvme_all", [](Config& c, const std::string& dir) {
+  m.push_back({"nvme_all",
+               [](Config& c, const std::string& dir) {
                  NvmeOptimizer(c, dir);
                  c.zero.offload_optimizer.buffer_count = 9;
                  c.zero.offload_optimizer.pipeline_read = true;
@@ -150,7 +152,8 @@ struct Training {
 std::vector<Training> Trainings(int stage) {
   std::vector<Training> t;
   t.push_back({"adamw"});
-  t.push_back({"bf16", [](Config& c) {
+  t.push_back({"bf16",
+               [](Config& c) {
                  c.bf16.enabled = true;
                  c.optimizer.lr = 1e-3;
                },
@@ -242,8 +245,8 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
         const int64_t start = MicroBatchStart(config.batch, s, k, rank);
         torch::Tensor x = data.x.narrow(0, start, config.batch.micro_batch);
         if (config.bf16.enabled) x = x.to(torch::kBFloat16);
-        engine->Backward(torch::mse_loss(model->forward(x).to(torch::kFloat),
-                                         data.y.narrow(0, start, config.batch.micro_batch)));
+        engine->Backward(
+            torch::mse_loss(model->forward(x).to(torch::kFloat), data.y.narrow(0, start, config.batch.micro_batch)));
         engine->Step();
       }
       ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, s));
@@ -300,8 +303,8 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
                                                where, r.memory.optimizer_state, r.memory.master));
   }
   if ((nvme_opt || nvme_params) && (r.memory.nvme <= 0 || r.memory.swap_buffers <= 0)) {
-    return absl::InternalError(absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme,
-                                               r.memory.swap_buffers));
+    return absl::InternalError(
+        absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme, r.memory.swap_buffers));
   }
   if (nvme_params) {
     const auto& sw = r.stage3.swap;
@@ -357,11 +360,12 @@ ZT_RANK_WORKER(offload_parity) {
         return absl::InternalError(absl::StrCat(where, " threw: ", e.what()));
       }
       const std::string diff = Compare(off.params, plain.params, 1e-6, 1e-12);
-      if (!diff.empty()) return absl::InternalError(absl::StrCat(where, ": differs from the run without offload: ", diff));
+      if (!diff.empty())
+        return absl::InternalError(absl::StrCat(where, ": differs from the run without offload: ", diff));
       for (size_t i = 0; i < off.eval_losses.size(); ++i) {
         if (std::abs(off.eval_losses[i] - plain.eval_losses[i]) > 1e-6 * std::abs(plain.eval_losses[i])) {
-          return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, without offload %.9g",
-                                                     where, i, off.eval_losses[i], plain.eval_losses[i]));
+          return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, without offload %.9g", where,
+                                                     i, off.eval_losses[i], plain.eval_losses[i]));
         }
       }
       ZT_RETURN_IF_ERROR(CheckAccounting(where, m, config, off));
@@ -388,7 +392,6 @@ INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, OffloadParityTest,
                          [](const auto& info) {
                            return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param));
                          });
-
 
 // Checkpoints across placements: A trains with NVMe offload and saves after
 // step 2; B loads it without offload, saves again at once and finishes; C
@@ -518,8 +521,8 @@ ZT_RANK_WORKER(offload_errors) {
     }
     ::setrlimit(RLIMIT_FSIZE, &limit);
     if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
-      return absl::InternalError(absl::StrCat("a failed swap write should name the file and offset, got: '",
-                                              message, "'"));
+      return absl::InternalError(
+          absl::StrCat("a failed swap write should name the file and offset, got: '", message, "'"));
     }
   }
   return absl::OkStatus();

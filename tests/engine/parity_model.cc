@@ -1,6 +1,5 @@
 // Implementation of tests/engine/parity_model.h.
 #include "tests/engine/parity_model.h"
-#include "tests/testing/test_config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/lr_scheduler.h"
+#include "tests/testing/test_config.h"
 
 namespace zt::testing {
 
@@ -46,25 +46,20 @@ class ReferenceOptimizer {
       case OptimizerType::kAdamW:
         if (c.adam_w_mode) {
           torch_opt_ = std::make_unique<torch::optim::AdamW>(
-              params_, torch::optim::AdamWOptions(c.lr)
-                           .betas({c.betas[0], c.betas[1]})
-                           .eps(c.eps)
-                           .weight_decay(c.weight_decay));
+              params_,
+              torch::optim::AdamWOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
         } else {
           torch_opt_ = std::make_unique<torch::optim::Adam>(
-              params_, torch::optim::AdamOptions(c.lr)
-                           .betas({c.betas[0], c.betas[1]})
-                           .eps(c.eps)
-                           .weight_decay(c.weight_decay));
+              params_,
+              torch::optim::AdamOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
         }
         break;
       case OptimizerType::kSGD:
-        torch_opt_ = std::make_unique<torch::optim::SGD>(
-            params_, torch::optim::SGDOptions(c.lr)
-                         .momentum(c.momentum)
-                         .dampening(c.dampening)
-                         .nesterov(c.nesterov)
-                         .weight_decay(c.weight_decay));
+        torch_opt_ = std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(c.lr)
+                                                                      .momentum(c.momentum)
+                                                                      .dampening(c.dampening)
+                                                                      .nesterov(c.nesterov)
+                                                                      .weight_decay(c.weight_decay));
         break;
       case OptimizerType::kAdagrad:
         torch_opt_ = std::make_unique<torch::optim::Adagrad>(
@@ -182,8 +177,7 @@ void TrainReferenceWithLoss(torch::nn::Module& model,
     if (config.gradient_clipping > 0) torch::nn::utils::clip_grad_norm_(opt_params, config.gradient_clipping);
     const OptimizerType t = config.optimizer.type;
     const bool has_betas = t == OptimizerType::kAdam || t == OptimizerType::kAdamW || t == OptimizerType::kLion;
-    opt.Step(sched->Lr(s), has_betas ? sched->Momentum(s) : std::nullopt,
-             has_betas ? sched->Beta2(s) : std::nullopt);
+    opt.Step(sched->Lr(s), has_betas ? sched->Momentum(s) : std::nullopt, has_betas ? sched->Beta2(s) : std::nullopt);
     if (bf16) {
       torch::NoGradGuard ng;
       for (size_t i = 0; i < model_params.size(); ++i) {

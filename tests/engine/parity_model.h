@@ -116,11 +116,11 @@ struct TruthTolerance {
 };
 
 struct TruthComparison {
-  std::string failure;      // "" when every parameter is within the bound
-  double worst_margin = 0;  // max over parameters of max|engine - truth| / bound (<= 1 passes)
-  std::string worst_param;  // where that margin was reached
-  double engine_error = 0;  // max over all parameters of |engine - truth|
-  double reference_error = 0;  // the same for the plain reference
+  std::string failure;             // "" when every parameter is within the bound
+  double worst_margin = 0;         // max over parameters of max|engine - truth| / bound (<= 1 passes)
+  std::string worst_param;         // where that margin was reached
+  double engine_error = 0;         // max over all parameters of |engine - truth|
+  double reference_error = 0;      // the same for the plain reference
   double engine_vs_reference = 0;  // max |engine - reference|: what a fixed tolerance would compare
 };
 

@@ -172,8 +172,8 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
     }
   }
   if (engine->global_steps() != kSteps || engine->skipped_steps() != 0) {
-    return absl::InternalError(absl::StrCat(v.name, ": expected ", kSteps, " steps, got ",
-                                            engine->global_steps(), " (", engine->skipped_steps(), " skipped)"));
+    return absl::InternalError(absl::StrCat(v.name, ": expected ", kSteps, " steps, got ", engine->global_steps(), " (",
+                                            engine->skipped_steps(), " skipped)"));
   }
   if (config.gradient_clipping > 0) {
     if (!engine->last_grad_norm() || *engine->last_grad_norm() <= config.gradient_clipping) {
@@ -181,10 +181,10 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
     }
   }
 
-  TrainReference(*reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, config,
-                 kSteps);
-  TrainReference(*truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, config, kSteps,
-                 RefArith::kFloat64);
+  TrainReference(
+      *reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, config, kSteps);
+  TrainReference(
+      *truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, config, kSteps, RefArith::kFloat64);
   const std::string where = absl::StrCat("stage ", stage, " world ", pg->size(), " variant ", v.name);
   const TruthComparison cmp = CompareWithTruth(*model, *reference, *truth, kTruth);
   if (rank == 0) RecordTruthStats(where, cmp);
@@ -229,8 +229,8 @@ INSTANTIATE_TEST_SUITE_P(StagesWorldsVariants, ParityTest,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 3, 4),
                                             ::testing::ValuesIn(VariantNames(Variants()))),
                          [](const auto& info) {
-                           return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param),
-                                               "_", std::get<2>(info.param));
+                           return absl::StrCat("stage", std::get<0>(info.param), "_world", std::get<1>(info.param), "_",
+                                               std::get<2>(info.param));
                          });
 
 }  // namespace

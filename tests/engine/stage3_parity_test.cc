@@ -21,9 +21,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <tuple>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -162,7 +162,8 @@ absl::Status RunVariant(const Variant& v, const std::shared_ptr<comm::ProcessGro
   if (engine->global_steps() != kSteps || engine->skipped_steps() != 0) {
     return absl::InternalError(absl::StrCat(where, ": expected ", kSteps, " steps, got ", engine->global_steps()));
   }
-  if (config.gradient_clipping > 0 && (!engine->last_grad_norm() || *engine->last_grad_norm() <= config.gradient_clipping)) {
+  if (config.gradient_clipping > 0 &&
+      (!engine->last_grad_norm() || *engine->last_grad_norm() <= config.gradient_clipping)) {
     return absl::InternalError(absl::StrCat(where, ": the test expects clipping to be active"));
   }
   if (stats.gathered_bytes != 0) {
@@ -207,9 +208,10 @@ absl::Status RunVariant(const Variant& v, const std::shared_ptr<comm::ProcessGro
     const double e = std::abs(eval_losses[i] - truth_eval[i]);
     const double r = std::abs(ref_eval[i] - truth_eval[i]);
     if (e > kTruth.multiple * r + kTruth.floor * std::abs(truth_eval[i])) {
-      return absl::InternalError(absl::StrFormat("%s: eval loss after step %d is %.9g, float64 truth %.9g, plain "
-                                                 "reference %.9g",
-                                                 where, i, eval_losses[i], truth_eval[i], ref_eval[i]));
+      return absl::InternalError(
+          absl::StrFormat("%s: eval loss after step %d is %.9g, float64 truth %.9g, plain "
+                          "reference %.9g",
+                          where, i, eval_losses[i], truth_eval[i], ref_eval[i]));
     }
   }
   TruthComparison cmp;
@@ -254,7 +256,8 @@ TEST_P(Stage3ParityTest, MatchesSingleProcessReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Stage3ParityTest,
-                         ::testing::Combine(::testing::ValuesIn(VariantNames(Variants())), ::testing::Values(1, 2, 3, 4)),
+                         ::testing::Combine(::testing::ValuesIn(VariantNames(Variants())),
+                                            ::testing::Values(1, 2, 3, 4)),
                          [](const auto& info) {
                            return absl::StrCat(std::get<0>(info.param), "_world", std::get<1>(info.param));
                          });

@@ -53,7 +53,8 @@ struct LayerImpl : torch::nn::Module {
 // kLayers units and no parameter outside them.
 struct ChainImpl : torch::nn::Module {
   ChainImpl() {
-    for (int64_t i = 0; i < kLayers; ++i) layers.push_back(register_module("l" + std::to_string(i), zt::Unit<LayerImpl>()));
+    for (int64_t i = 0; i < kLayers; ++i)
+      layers.push_back(register_module("l" + std::to_string(i), zt::Unit<LayerImpl>()));
   }
   torch::Tensor forward(torch::Tensor x) {
     for (auto& l : layers) x = l(x);
@@ -74,8 +75,8 @@ Config Stage3Config(bool bf16) {
 
 absl::Status Within(const char* what, double actual, double expected, const std::string& where, double rel = 0.05) {
   if (std::abs(actual - expected) > rel * expected + 1.0) {
-    return absl::InternalError(absl::StrFormat("%s: %s is %.0f, expected %.0f (within %.0f%%)", where, what, actual,
-                                               expected, 100 * rel));
+    return absl::InternalError(
+        absl::StrFormat("%s: %s is %.0f, expected %.0f (within %.0f%%)", where, what, actual, expected, 100 * rel));
   }
   return absl::OkStatus();
 }
@@ -102,8 +103,8 @@ ZT_RANK_WORKER(stage3_memory) {
     const double p = bf16 ? 2 : 4;
     const double unit_bytes = p * static_cast<double>(unit_numel);
     for (int64_t window_units : {0, 1, 3}) {
-      const std::string where = absl::StrFormat("%s, world %d, prefetch window %d units", bf16 ? "bf16" : "fp32",
-                                                pg->size(), window_units);
+      const std::string where =
+          absl::StrFormat("%s, world %d, prefetch window %d units", bf16 ? "bf16" : "fp32", pg->size(), window_units);
       Config c = Stage3Config(bf16);
       c.zero.prefetch_bucket_size = window_units * unit_numel;
       Chain model;
@@ -124,17 +125,22 @@ ZT_RANK_WORKER(stage3_memory) {
         const zero::CoordinatorStats s = *engine->stage3_stats();
         const double activations = 64.0 * 1024;  // [2, 256] per layer, a few copies, far below one unit
         if (s.peak_gathered_bytes > gathered_bound || gathered_forward > gathered_bound) {
-          return absl::InternalError(absl::StrFormat("%s, step %d: %d bytes gathered at once, bound %.0f (unit + "
-                                                     "window)", where, step + 1, s.peak_gathered_bytes, gathered_bound));
+          return absl::InternalError(
+              absl::StrFormat("%s, step %d: %d bytes gathered at once, bound %.0f (unit + "
+                              "window)",
+                              where, step + 1, s.peak_gathered_bytes, gathered_bound));
         }
         if (window_units == 0 && s.peak_gathered_bytes != static_cast<int64_t>(unit_bytes)) {
-          return absl::InternalError(absl::StrFormat("%s: without prefetch exactly one unit should be gathered at "
-                                                     "a time, saw %d bytes", where, s.peak_gathered_bytes));
+          return absl::InternalError(
+              absl::StrFormat("%s: without prefetch exactly one unit should be gathered at "
+                              "a time, saw %d bytes",
+                              where, s.peak_gathered_bytes));
         }
         if (static_cast<double>(forward_peak) > gathered_bound + activations) {
-          return absl::InternalError(absl::StrFormat("%s, step %d: the allocator's forward peak is %d bytes above "
-                                                     "the step's start, bound %.0f", where, step + 1, forward_peak,
-                                                     gathered_bound + activations));
+          return absl::InternalError(
+              absl::StrFormat("%s, step %d: the allocator's forward peak is %d bytes above "
+                              "the step's start, bound %.0f",
+                              where, step + 1, forward_peak, gathered_bound + activations));
         }
         // Backward adds each layer's .grad before it is copied into a bucket,
         // and up to three buckets (two in flight, one filling).
@@ -150,15 +156,16 @@ ZT_RANK_WORKER(stage3_memory) {
             CpuMemory().current_bytes - before > m.peak_buckets + m.gather_cache + 65536) {
           return absl::InternalError(absl::StrFormat(
               "%s, step %d: %d bytes still gathered, cache %d bytes (peak gathered %d), allocator +%d bytes "
-              "(scratch %d)", where, step + 1, s.gathered_bytes, m.gather_cache, s.peak_gathered_bytes,
+              "(scratch %d)",
+              where, step + 1, s.gathered_bytes, m.gather_cache, s.peak_gathered_bytes,
               CpuMemory().current_bytes - before, m.peak_buckets));
         }
         engine->ReleaseCachedMemory();
         const int64_t after = CpuMemory().current_bytes;
         if (after - before > m.peak_buckets + 65536) {
-          return absl::InternalError(absl::StrFormat(
-              "%s, step %d: memory did not return to the allocator: +%d bytes (scratch %d)", where, step + 1,
-              after - before, m.peak_buckets));
+          return absl::InternalError(
+              absl::StrFormat("%s, step %d: memory did not return to the allocator: +%d bytes (scratch %d)", where,
+                              step + 1, after - before, m.peak_buckets));
         }
       }
       if (window_units > 0 && engine->stage3_stats()->prefetched_units == 0) {
@@ -201,10 +208,10 @@ ZT_RANK_WORKER(stage3_frozen_memory) {
     engine->Step();
     const zero::CoordinatorStats s = *engine->stage3_stats();
     if (s.peak_gathered_bytes != unit_bytes || s.gathered_bytes != 0) {
-      return absl::InternalError(absl::StrFormat("world %d, step %d: frozen layers: %d bytes gathered at once (one "
-                                                 "unit is %d), %d still gathered",
-                                                 pg->size(), step + 1, s.peak_gathered_bytes, unit_bytes,
-                                                 s.gathered_bytes));
+      return absl::InternalError(
+          absl::StrFormat("world %d, step %d: frozen layers: %d bytes gathered at once (one "
+                          "unit is %d), %d still gathered",
+                          pg->size(), step + 1, s.peak_gathered_bytes, unit_bytes, s.gathered_bytes));
     }
   }
   return absl::OkStatus();
@@ -215,8 +222,8 @@ ZT_RANK_WORKER(stage3_comm_volume) {
   const double n = pg->size();
   for (bool bf16 : {false, true}) {
     for (bool reuse : {false, true}) {
-      const std::string where =
-          absl::StrFormat("%s, world %d, %s", bf16 ? "bf16" : "fp32", pg->size(), reuse ? "default reuse distance" : "no reuse");
+      const std::string where = absl::StrFormat("%s, world %d, %s", bf16 ? "bf16" : "fp32", pg->size(),
+                                                reuse ? "default reuse distance" : "no reuse");
       Config c = Stage3Config(bf16);
       c.zero.prefetch_bucket_size = 50000000;
       c.zero.max_reuse_distance = reuse ? 1000000000 : 0;
@@ -237,7 +244,8 @@ ZT_RANK_WORKER(stage3_comm_volume) {
           continue;
         }
         if (!reuse) {
-          ZT_RETURN_IF_ERROR(Within("bytes sent per step", sent, paper, absl::StrCat(where, ", step ", step + 1), 0.02));
+          ZT_RETURN_IF_ERROR(
+              Within("bytes sent per step", sent, paper, absl::StrCat(where, ", step ", step + 1), 0.02));
         } else if (sent > paper * 1.02 || sent < paper * 2.0 / 3.0) {
           // Keeping the last unit from forward into backward saves one gather.
           return absl::InternalError(absl::StrFormat("%s: %.0f bytes sent, expected between 2 and 3 Psi", where, sent));
@@ -277,13 +285,14 @@ ZT_RANK_WORKER(stage3_sharded_init) {
   const double shards = 4 * kPsi / n;
   const double peak = static_cast<double>(CpuMemory().peak_bytes - before);
   if (peak > 2 * unit_bytes + shards + 65536) {
-    return absl::InternalError(absl::StrFormat("world %d: construction peaked at %.0f bytes; one unit (twice) plus "
-                                               "the shards is %.0f (the whole model: %.0f)",
-                                               pg->size(), peak, 2 * unit_bytes + shards, 4 * kPsi));
+    return absl::InternalError(
+        absl::StrFormat("world %d: construction peaked at %.0f bytes; one unit (twice) plus "
+                        "the shards is %.0f (the whole model: %.0f)",
+                        pg->size(), peak, 2 * unit_bytes + shards, 4 * kPsi));
   }
   if (pg->rank() == 0) {
-    std::printf("world %d: ShardedInit construction peak %.0f bytes = %.2f x the model (bound %.0f)\n", pg->size(), peak,
-                peak / (4 * kPsi), 2 * unit_bytes + shards);
+    std::printf("world %d: ShardedInit construction peak %.0f bytes = %.2f x the model (bound %.0f)\n", pg->size(),
+                peak, peak / (4 * kPsi), 2 * unit_bytes + shards);
   }
 
   // Running it before an engine adopts the shards is a clear error.
@@ -299,8 +308,8 @@ ZT_RANK_WORKER(stage3_sharded_init) {
   other.zero.reduce_bucket_size = 1000;
   auto refused = Engine::Create(*model, other, pg);
   if (refused.ok() || !absl::StrContains(refused.status().message(), "reduce_bucket_size")) {
-    return absl::InternalError(absl::StrCat("a different reduce_bucket_size should be refused, got: ",
-                                            refused.status().ToString()));
+    return absl::InternalError(
+        absl::StrCat("a different reduce_bucket_size should be refused, got: ", refused.status().ToString()));
   }
 
   // Trains exactly like a model built whole (rank 0's initial values).
@@ -320,9 +329,10 @@ ZT_RANK_WORKER(stage3_sharded_init) {
     engine->Backward(torch::mse_loss(out, data.y.narrow(0, start, c.batch.micro_batch)));
     engine->Step();
   }
-  TrainReference(*reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, c, steps);
-  TrainReference(*truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, c, steps,
-                 RefArith::kFloat64);
+  TrainReference(
+      *reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, c, steps);
+  TrainReference(
+      *truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, c, steps, RefArith::kFloat64);
   GatheredParameters full(*engine);
   // Rounding-aware parity, as in parity_test.cc (docs/testing.md).
   const TruthComparison cmp = CompareWithTruth(**model, *reference, *truth, {/*multiple=*/4.0, /*floor=*/1e-6});
@@ -423,7 +433,8 @@ void RunWorlds(const char* worker, std::vector<int> worlds) {
     EXPECT_TRUE(r.ok()) << r.Summary();
     // Rank 0's measurements (lines that are not log lines), for the test log.
     for (absl::string_view line : absl::StrSplit(r.outputs.empty() ? "" : r.outputs[0], '\n')) {
-      if (!line.empty() && !absl::StartsWith(line, "[zt")) std::printf("  %.*s\n", static_cast<int>(line.size()), line.data());
+      if (!line.empty() && !absl::StartsWith(line, "[zt"))
+        std::printf("  %.*s\n", static_cast<int>(line.size()), line.data());
     }
   }
 }

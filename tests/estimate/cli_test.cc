@@ -20,9 +20,9 @@ CommandResult Zt(const std::string& args) { return zt::testing::RunZt("estimate 
 TEST(EstimateCli, PrintsEveryStageSideBySide) {
   CommandResult r = Zt("--model gpt2-xl --world-size 8 --precision bf16 --micro-batch 1");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* s : {"stage 0", "stage 1", "stage 2", "stage 3", "params", "grads", "fp32 master",
-                        "optimizer state", "model states", "reduce buckets", "gathered (stage 3)", "activations",
-                        "total", "4Ψ + 12Ψ/N", "16Ψ/N", "8 ranks", "bf16"}) {
+  for (const char* s :
+       {"stage 0", "stage 1", "stage 2", "stage 3", "params", "grads", "fp32 master", "optimizer state", "model states",
+        "reduce buckets", "gathered (stage 3)", "activations", "total", "4Ψ + 12Ψ/N", "16Ψ/N", "8 ranks", "bf16"}) {
     EXPECT_TRUE(absl::StrContains(r.output, s)) << s << "\n" << r.output;
   }
 }

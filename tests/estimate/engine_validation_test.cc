@@ -14,7 +14,6 @@
 //    the kernels are not modeled).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -101,15 +100,14 @@ ZT_RANK_WORKER(estimate_vs_engine) {
         ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.05));
         if (stage == 3) ZT_RETURN_IF_ERROR(Within(where, "gathered peak", m.peak_gathered, e.gathered, 0.05));
         if (m.peak_buckets > e.buckets * 1.05 + 1) {
-          return absl::InternalError(absl::StrFormat("%s: reduce buckets: engine %d bytes above the estimate %d",
-                                                     where, m.peak_buckets, e.buckets));
+          return absl::InternalError(absl::StrFormat("%s: reduce buckets: engine %d bytes above the estimate %d", where,
+                                                     m.peak_buckets, e.buckets));
         }
         if (pg->rank() == 0) {
           std::printf("%s: model states %lld = estimate %lld; gathered %lld / %lld; buckets %lld / %lld\n",
-                      where.c_str(), static_cast<long long>(m.model_states()),
-                      static_cast<long long>(e.model_states()), static_cast<long long>(m.peak_gathered),
-                      static_cast<long long>(e.gathered), static_cast<long long>(m.peak_buckets),
-                      static_cast<long long>(e.buckets));
+                      where.c_str(), static_cast<long long>(m.model_states()), static_cast<long long>(e.model_states()),
+                      static_cast<long long>(m.peak_gathered), static_cast<long long>(e.gathered),
+                      static_cast<long long>(m.peak_buckets), static_cast<long long>(e.buckets));
         }
       }
     }
@@ -209,12 +207,11 @@ TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
 }
 
 TEST(BuiltinShapes, ListTheModulesParameters) {
-  const std::vector<models::ModelSpec> specs = {
-      {"gpt2-tiny", {}, 1},
-      {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
-      {"llama-tiny", {}, 1},
-      {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
-      {"mnist-cnn", {}, 1}};
+  const std::vector<models::ModelSpec> specs = {{"gpt2-tiny", {}, 1},
+                                                {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
+                                                {"llama-tiny", {}, 1},
+                                                {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
+                                                {"mnist-cnn", {}, 1}};
   for (const models::ModelSpec& spec : specs) {
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     ASSERT_TRUE(shape.ok()) << shape.status();
@@ -250,8 +247,7 @@ void CheckActivations(const std::string& name, bool bf16, int64_t batch, int64_t
   Loss(**model, bf16, batch, seq).backward();
   const double measured = static_cast<double>(CpuMemory().peak_bytes - before);
   const double estimated = static_cast<double>(estimate::ActivationBytes(
-      *shape->transformer, bf16 ? estimate::Precision::kBf16 : estimate::Precision::kFp32, batch, seq,
-      checkpointing));
+      *shape->transformer, bf16 ? estimate::Precision::kBf16 : estimate::Precision::kFp32, batch, seq, checkpointing));
   std::printf("%s %s B=%lld L=%lld%s: measured %.0f bytes, estimated %.0f (%.3f)\n", name.c_str(),
               bf16 ? "bf16" : "fp32", static_cast<long long>(batch), static_cast<long long>(seq),
               checkpointing ? " checkpointed" : "", measured, estimated, measured / estimated);

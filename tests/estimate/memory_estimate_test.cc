@@ -3,10 +3,11 @@
 // moving bytes off the accelerator, stage-3 persistence and gathering, totals,
 // and the errors for bad options. tests/estimate/engine_validation_test.cc
 // checks the same numbers against the engine.
+#include "estimate/memory_estimate.h"
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "estimate/memory_estimate.h"
 
 namespace zt::estimate {
 namespace {

@@ -105,8 +105,8 @@ TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
     RankRunOptions o;
     o.world_size = world;
     o.timeout = std::chrono::seconds(300);
-    o.arg = absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(),
-                         "/ours");
+    o.arg =
+        absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(), "/ours");
     RankRunResult r = RunRanks("resume_from_deepspeed", o);
     EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
   }

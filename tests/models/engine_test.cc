@@ -2,6 +2,8 @@
 // (units, the root unit holding the embeddings, GPT-2's tied head, rotary
 // tables computed in forward) trains with the same losses as stage 0, with
 // and without activation checkpointing, on 1 and 2 ranks.
+#include "engine/engine.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,7 +14,6 @@
 #include "comm/group_options.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
-#include "engine/engine.h"
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
 #include "tests/testing/test_config.h"
@@ -57,8 +58,8 @@ absl::StatusOr<std::vector<double>> Train(const std::string& name, int stage, bo
   std::vector<double> losses;
   for (int step = 0; step < 4; ++step) {
     torch::Tensor out = model->Forward(x).to(torch::kFloat);
-    torch::Tensor loss = lm ? torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
-                            : torch::nll_loss(out, y);
+    torch::Tensor loss =
+        lm ? torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1})) : torch::nll_loss(out, y);
     losses.push_back(loss.item<double>());
     engine->Backward(loss);
     engine->Step();
@@ -77,13 +78,15 @@ ZT_RANK_WORKER(models_stage3) {
       ZT_ASSIGN_OR_RETURN(std::vector<double> sharded, Train(name, 3, checkpoint, ctx.rank, pg));
       for (size_t i = 0; i < plain.size(); ++i) {
         if (!std::isfinite(sharded[i]) || std::abs(sharded[i] - plain[i]) > 1e-4 * std::abs(plain[i]) + 1e-5) {
-          return absl::InternalError(absl::StrFormat("%s (checkpointing %d): step %d loss %.7f at stage 3, %.7f at "
-                                                     "stage 0", name, checkpoint, i + 1, sharded[i], plain[i]));
+          return absl::InternalError(
+              absl::StrFormat("%s (checkpointing %d): step %d loss %.7f at stage 3, %.7f at "
+                              "stage 0",
+                              name, checkpoint, i + 1, sharded[i], plain[i]));
         }
       }
       if (!(plain.back() < plain.front())) {
-        return absl::InternalError(absl::StrFormat("%s: loss did not fall (%.4f -> %.4f)", name, plain.front(),
-                                                   plain.back()));
+        return absl::InternalError(
+            absl::StrFormat("%s: loss did not fall (%.4f -> %.4f)", name, plain.front(), plain.back()));
       }
     }
   }

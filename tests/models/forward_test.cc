@@ -58,7 +58,8 @@ torch::Tensor Gpt2Reference(torch::nn::Module& module, int64_t n_layer, int64_t 
     torch::Tensor qkv = conv1d(ln(x, b + ".ln_1"), b + ".attn.c_attn");
     std::vector<torch::Tensor> heads;
     for (int64_t h = 0; h < n_head; ++h) {
-      torch::Tensor q = qkv.narrow(2, h * hd, hd), k = qkv.narrow(2, d + h * hd, hd), v = qkv.narrow(2, 2 * d + h * hd, hd);
+      torch::Tensor q = qkv.narrow(2, h * hd, hd), k = qkv.narrow(2, d + h * hd, hd),
+                    v = qkv.narrow(2, 2 * d + h * hd, hd);
       torch::Tensor att = torch::softmax(torch::bmm(q, k.transpose(1, 2)) / std::sqrt(double(hd)) + mask, -1);
       heads.push_back(torch::bmm(att, v));
     }
@@ -115,7 +116,8 @@ TEST(Llama, RmsNormMatchesHandComputed) {
   torch::Tensor xb = torch::randn({4, 32}).to(torch::kBFloat16);
   torch::Tensor yb = RmsNorm(xb, torch::ones({32}).to(torch::kBFloat16), 1e-5);
   EXPECT_EQ(yb.scalar_type(), torch::kBFloat16);
-  EXPECT_TRUE(torch::allclose(yb.to(torch::kFloat), RmsNorm(xb.to(torch::kFloat), torch::ones({32}), 1e-5), 2e-2, 2e-2));
+  EXPECT_TRUE(
+      torch::allclose(yb.to(torch::kFloat), RmsNorm(xb.to(torch::kFloat), torch::ones({32}), 1e-5), 2e-2, 2e-2));
 }
 
 TEST(Llama, RotaryMatchesHandComputed) {
@@ -135,8 +137,9 @@ TEST(Llama, RotaryMatchesHandComputed) {
   torch::Tensor r = ApplyRotary(v, cos4, sin4);
   EXPECT_TRUE(torch::equal(r[0], v[0])) << "position 0 is the identity";
   const double a = 2.0, a1 = 2 / 100.0;
-  torch::Tensor expect = torch::tensor({float(1 * std::cos(a) - 3 * std::sin(a)), float(2 * std::cos(a1) - 4 * std::sin(a1)),
-                                        float(3 * std::cos(a) + 1 * std::sin(a)), float(4 * std::cos(a1) + 2 * std::sin(a1))});
+  torch::Tensor expect =
+      torch::tensor({float(1 * std::cos(a) - 3 * std::sin(a)), float(2 * std::cos(a1) - 4 * std::sin(a1)),
+                     float(3 * std::cos(a) + 1 * std::sin(a)), float(4 * std::cos(a1) + 2 * std::sin(a1))});
   EXPECT_TRUE(torch::allclose(r[2], expect, 1e-5, 1e-6)) << r[2] << expect;
 }
 

@@ -5,6 +5,7 @@
 // Skipped when no python3 with torch is found (ZT_PYTHON names one).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +13,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-
-#include <unistd.h>
 
 #include "models/registry.h"
 
@@ -35,7 +34,9 @@ std::string PythonWithTorch() {
 class Dump {
  public:
   explicit Dump(const fs::path& dir) : dir_(dir), manifest_(dir / "manifest.txt") {}
-  void Config(const std::string& key, const std::string& value) { manifest_ << "config\t" << key << "\t" << value << "\n"; }
+  void Config(const std::string& key, const std::string& value) {
+    manifest_ << "config\t" << key << "\t" << value << "\n";
+  }
   void Tensor(const std::string& name, const torch::Tensor& t) {
     torch::Tensor c = t.detach().contiguous().cpu();
     const std::string file = std::to_string(count_++) + ".bin";
@@ -43,8 +44,8 @@ class Dump {
     out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
     std::string shape;
     for (int64_t d : c.sizes()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    manifest_ << "tensor\t" << name << "\t" << (c.scalar_type() == torch::kLong ? "int64" : "float32") << "\t"
-              << shape << "\t" << file << "\n";
+    manifest_ << "tensor\t" << name << "\t" << (c.scalar_type() == torch::kLong ? "int64" : "float32") << "\t" << shape
+              << "\t" << file << "\n";
   }
 
  private:
@@ -82,9 +83,12 @@ TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
       absl::StatusOr<ModelInfo> info = DescribeModel(c.spec);
       ASSERT_TRUE(info.ok());
       // The tiny presets' dims, then the case's overrides (the script takes these keys).
-      std::map<std::string, int64_t> dims = {{"n_layer", 2},      {"n_embd", 64},
-                                             {"n_head", 4},       {"n_kv_head", 2},
-                                             {"intermediate", 172}, {"vocab", info->vocab_size},
+      std::map<std::string, int64_t> dims = {{"n_layer", 2},
+                                             {"n_embd", 64},
+                                             {"n_head", 4},
+                                             {"n_kv_head", 2},
+                                             {"intermediate", 172},
+                                             {"vocab", info->vocab_size},
                                              {"n_positions", info->max_seq_len}};
       for (const auto& [key, value] : c.spec.overrides) dims[key] = value;
       for (const auto& [key, value] : dims) dump.Config(key, std::to_string(value));

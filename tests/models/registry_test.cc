@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "models/model.h"
 #include "util/error.h"
@@ -54,9 +53,8 @@ TEST(ModelRegistry, PublishedParameterCounts) {
   // Hugging Face num_parameters() of gpt2*, TinyLlama-1.1B, Llama-2-7b; the
   // PyTorch MNIST example's Net.
   const std::vector<std::pair<std::string, int64_t>> cases = {
-      {"gpt2", 124439808},         {"gpt2-medium", 354823168}, {"gpt2-large", 774030080},
-      {"gpt2-xl", 1557611200},     {"llama-1b", 1100048384},   {"llama-7b", 6738415616},
-      {"mnist-cnn", 1199882},
+      {"gpt2", 124439808},      {"gpt2-medium", 354823168}, {"gpt2-large", 774030080}, {"gpt2-xl", 1557611200},
+      {"llama-1b", 1100048384}, {"llama-7b", 6738415616},   {"mnist-cnn", 1199882},
   };
   for (const auto& [name, count] : cases) {
     absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1});
@@ -148,9 +146,8 @@ TEST(ModelRegistry, MnistCnnHasPyTorchExampleNames) {
   std::unique_ptr<Model> model = Build({"mnist-cnn", {}, 1});
   ASSERT_NE(model, nullptr);
   const Shapes expected = {
-      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}},  {"conv2.weight", {64, 32, 3, 3}},
-      {"conv2.bias", {64}},            {"fc1.weight", {128, 9216}}, {"fc1.bias", {128}},
-      {"fc2.weight", {10, 128}},       {"fc2.bias", {10}},
+      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}}, {"conv2.weight", {64, 32, 3, 3}}, {"conv2.bias", {64}},
+      {"fc1.weight", {128, 9216}},     {"fc1.bias", {128}},  {"fc2.weight", {10, 128}},        {"fc2.bias", {10}},
   };
   EXPECT_EQ(NamedShapes(*model->module()), expected);
 }
@@ -216,7 +213,7 @@ TEST(ModelRegistry, ForwardRejectsBadInputs) {
   EXPECT_EQ(gpt->Forward(torch::zeros({1, 3}, torch::kInt)).sizes(), (std::vector<int64_t>{1, 3, 256}));
   EXPECT_THROW(gpt->Forward(torch::zeros({2, 9}, torch::kLong)), Error);  // longer than seq_len
   EXPECT_THROW(gpt->Forward(torch::zeros({8}, torch::kLong)), Error);
-  EXPECT_THROW(gpt->Forward(torch::zeros({2, 8})), Error);  // float ids
+  EXPECT_THROW(gpt->Forward(torch::zeros({2, 8})), Error);                    // float ids
   EXPECT_THROW(gpt->Forward(torch::full({1, 4}, 256, torch::kLong)), Error);  // id >= vocab
   EXPECT_THROW(gpt->Forward(torch::full({1, 4}, -1, torch::kLong)), Error);
   EXPECT_EQ(cnn->Forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));

@@ -15,9 +15,9 @@ TEST(ProgressFormatTest, Duration) {
   const struct {
     double sec;
     const char* want;
-  } cases[] = {{0, "0s"},         {45, "45s"},         {59.4, "59s"},   {59.6, "1m00s"},      {92, "1m32s"},
-               {3599, "59m59s"},  {3600, "1h00m"},     {7500, "2h05m"}, {86399, "23h59m"},    {273600, "3d04h"},
-               {-1, "--"},        {NAN, "--"},         {INFINITY, "--"}};
+  } cases[] = {{0, "0s"},        {45, "45s"},     {59.4, "59s"},   {59.6, "1m00s"},   {92, "1m32s"},
+               {3599, "59m59s"}, {3600, "1h00m"}, {7500, "2h05m"}, {86399, "23h59m"}, {273600, "3d04h"},
+               {-1, "--"},       {NAN, "--"},     {INFINITY, "--"}};
   for (const auto& c : cases) EXPECT_EQ(FormatDuration(c.sec), c.want) << c.sec;
 }
 
@@ -42,8 +42,8 @@ TEST(ProgressFormatTest, Rate) {
   const struct {
     double rate;
     const char* want;
-  } cases[] = {{0, "0.00"},       {3.5, "3.50"},      {42.25, "42.2"},  {950, "950"},     {999.4, "999"},
-               {999.7, "1.00k"},  {12345, "12.3k"},   {1.5e6, "1.50M"}, {2e9, "2.00G"},   {NAN, "--"}};
+  } cases[] = {{0, "0.00"},      {3.5, "3.50"},    {42.25, "42.2"},  {950, "950"},   {999.4, "999"},
+               {999.7, "1.00k"}, {12345, "12.3k"}, {1.5e6, "1.50M"}, {2e9, "2.00G"}, {NAN, "--"}};
   for (const auto& c : cases) EXPECT_EQ(FormatRate(c.rate), c.want) << c.rate;
 }
 

@@ -30,9 +30,9 @@ TEST(NiceTicksTest, Ranges) {
   const struct {
     double lo, hi;
     int max_ticks;
-  } cases[] = {{0, 1, 6},      {0, 10, 6},        {0.13, 0.87, 5},  {2.31, 2.33, 6}, {-3.7, 12.1, 6},
-               {0, 500, 6},    {1e-7, 3e-7, 4},   {1e6, 1.05e6, 6}, {5, 5, 6},       {0, 0, 6},
-               {-2, -2, 6},    {10, 0, 6},        {0, 123456, 8}};
+  } cases[] = {{0, 1, 6},   {0, 10, 6},      {0.13, 0.87, 5},  {2.31, 2.33, 6}, {-3.7, 12.1, 6},
+               {0, 500, 6}, {1e-7, 3e-7, 4}, {1e6, 1.05e6, 6}, {5, 5, 6},       {0, 0, 6},
+               {-2, -2, 6}, {10, 0, 6},      {0, 123456, 8}};
   for (const auto& c : cases) {
     const std::vector<double> t = NiceTicks(c.lo, c.hi, c.max_ticks);
     SCOPED_TRACE(::testing::Message() << "[" << c.lo << ", " << c.hi << "]");

@@ -1,6 +1,8 @@
 // CRC-32C vectors, the hand-written protobuf/TFRecord encoding against bytes
 // worked out from the specs, a write -> read round trip, corruption and
 // truncation detection, and (where installed) TensorBoard's own reader.
+#include "monitor/tensorboard.h"
+
 #include <sys/wait.h>
 
 #include <cmath>
@@ -15,7 +17,6 @@
 #include "gtest/gtest.h"
 #include "monitor/crc32c.h"
 #include "monitor/event_file_reader.h"
-#include "monitor/tensorboard.h"
 #include "monitor_test_util.h"
 
 namespace zt::monitor {
@@ -63,12 +64,12 @@ TEST(Crc32cTest, Mask) {
 
 TEST(TensorBoardEncodingTest, ScalarEventBytes) {
   // Event{wall_time: 1.5, step: 3, summary {value {tag: "a", simple_value: 2.0}}}, by hand:
-  const std::string want = Bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F,  // 1: double 1.5
-                                  0x10, 0x03,                          // 2: varint 3
-                                  0x2A, 0x0A,                          // 5: 10 bytes
-                                  0x0A, 0x08,                          //   Summary.value: 8 bytes
-                                  0x0A, 0x01, 'a',                     //     tag "a"
-                                  0x15, 0, 0, 0, 0x40});               //     float 2.0
+  const std::string want = Bytes({0x09, 0,    0,   0, 0,   0, 0, 0xF8, 0x3F,  // 1: double 1.5
+                                  0x10, 0x03,                                 // 2: varint 3
+                                  0x2A, 0x0A,                                 // 5: 10 bytes
+                                  0x0A, 0x08,                                 //   Summary.value: 8 bytes
+                                  0x0A, 0x01, 'a',                            //     tag "a"
+                                  0x15, 0,    0,   0, 0x40});                 //     float 2.0
   EXPECT_EQ(EncodeScalarEvent(1.5, 3, {{"a", 2.0f}}), want);
   // Negative steps are 10-byte varints (int64 two's complement).
   const std::string neg = EncodeScalarEvent(0.0, -1, {});
@@ -83,7 +84,9 @@ TEST(TensorBoardEncodingTest, FileVersionRecordHeaderMatchesTensorFlow) {
   const std::string record = FrameTfRecord(EncodeFileVersionEvent(1234.5, kEventFileVersion));
   ASSERT_EQ(record.size(), 12u + 24u + 4u);
   EXPECT_EQ(record.substr(0, 12), Bytes({0x18, 0, 0, 0, 0, 0, 0, 0, 0xa3, 0x7f, 0x4b, 0x22}));
-  EXPECT_EQ(record.substr(12 + 9, 15), "\x1a\x0d" "brain.Event:2");
+  EXPECT_EQ(record.substr(12 + 9, 15),
+            "\x1a\x0d"
+            "brain.Event:2");
 }
 
 struct Written {
@@ -101,9 +104,9 @@ TEST(TensorBoardTest, RoundTrip) {
 
   std::vector<Event> batch1 = {{tags::kTrainLoss, 2.31, 10}, {tags::kLr, 3e-4, 10}, {tags::kLossScale, 65536, 10}};
   // Steps interleave; the writer groups them (in order of first appearance).
-  std::vector<Event> batch2 = {{tags::kTrainLoss, 2.05, 20},         {tags::kTrainLoss, 1.9, 30},
-                               {tags::kEvalLoss, 2.2, 20},           {tags::kMemoryBytes, 412.0 * (1 << 20), 30},
-                               {"x/neg", -7.25, -5},                 {tags::kTokensPerSec, 12345.5, 20}};
+  std::vector<Event> batch2 = {{tags::kTrainLoss, 2.05, 20}, {tags::kTrainLoss, 1.9, 30},
+                               {tags::kEvalLoss, 2.2, 20},   {tags::kMemoryBytes, 412.0 * (1 << 20), 30},
+                               {"x/neg", -7.25, -5},         {tags::kTokensPerSec, 12345.5, 20}};
   ASSERT_TRUE((*tb)->Write(batch1).ok());
   ASSERT_TRUE((*tb)->Write(batch2).ok());
   ASSERT_TRUE((*tb)->Flush().ok());

@@ -431,7 +431,9 @@ TEST_P(IoEngineTest, InjectedEioOnTheNthPiece) {
 TEST_P(IoEngineTest, WaitAllReportsTheLowestFailedTicket) {
   IoOptions o = Options();
   o.block_size = 4096;
-  o.inject_error = [](bool write, uint64_t offset) { return write && (offset == 8192 || offset == 16384) ? ENOSPC : 0; };
+  o.inject_error = [](bool write, uint64_t offset) {
+    return write && (offset == 8192 || offset == 16384) ? ENOSPC : 0;
+  };
   ZT_ENGINE_OR_SKIP(io, o);
   auto file = SwapFile::Create(dir_.path(), "all.swp", 1 << 20);
   ASSERT_TRUE(file.ok()) << file.status();
@@ -542,9 +544,9 @@ TEST_P(IoEngineTest, FileSizeLimitFailsTheWriteCleanly) {
   ASSERT_EQ(child.exit_code, 0) << "1: the write succeeded; 6/7: data below the limit lost; 8: engine unusable; "
                                    "9: a short write reported as success; "
                                 << child.output;
-  EXPECT_TRUE(absl::StrContains(child.output, absl::StrCat("straddle: ", backend == IoBackend::kUring ? "io_uring write"
-                                                                                                    : "pwrite",
-                                                           " of 524288 bytes at offset ", limit, " ")))
+  EXPECT_TRUE(absl::StrContains(child.output,
+                                absl::StrCat("straddle: ", backend == IoBackend::kUring ? "io_uring write" : "pwrite",
+                                             " of 524288 bytes at offset ", limit, " ")))
       << "the remainder after the short write fails, named with its own offset and length: " << child.output;
   EXPECT_TRUE(absl::StartsWith(child.output, "RESOURCE_EXHAUSTED: ")) << child.output;
   EXPECT_TRUE(absl::StrContains(child.output, "File too large")) << child.output;

@@ -106,18 +106,18 @@ std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
   const IoOptions o = OptionsOf(info.param);
   const int64_t b = o.block_size;
   std::string block = b >= (1 << 20) ? absl::StrCat(b >> 20, "M") : absl::StrCat(b >> 10, "K");
-  return absl::StrCat(o.backend == IoBackend::kUring ? "uring" : "threads", "_t", o.threads, "_qd", o.queue_depth,
-                      "_b", block, o.single_submit ? "_single" : "_batch", o.overlap_events ? "_overlap" : "_waitall");
+  return absl::StrCat(o.backend == IoBackend::kUring ? "uring" : "threads", "_t", o.threads, "_qd", o.queue_depth, "_b",
+                      block, o.single_submit ? "_single" : "_batch", o.overlap_events ? "_overlap" : "_waitall");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptions, IoMatrixTest,
                          ::testing::Combine(::testing::Values(IoBackend::kUring, IoBackend::kThreads),
-                                            ::testing::Values(1, 2, 3, 4),                    // aio threads
-                                            ::testing::Values(1, 4, 32),                      // queue_depth
+                                            ::testing::Values(1, 2, 3, 4),                       // aio threads
+                                            ::testing::Values(1, 4, 32),                         // queue_depth
                                             ::testing::Values(int64_t{4096}, int64_t{64} << 10,  // block_size
                                                               int64_t{1} << 20, int64_t{8} << 20),
-                                            ::testing::Bool(),                                // single_submit
-                                            ::testing::Bool()),                               // overlap_events
+                                            ::testing::Bool(),   // single_submit
+                                            ::testing::Bool()),  // overlap_events
                          ComboName);
 
 }  // namespace

@@ -133,13 +133,13 @@ inline void Report(int fd, const std::string& text) {
 // Declares `var` (a std::unique_ptr<IoEngine>) from `options`; skips the test
 // when the backend asked for cannot start here (io_uring refused by the
 // kernel), fails it on any other error.
-#define ZT_ENGINE_OR_SKIP(var, options)                                                          \
-  std::unique_ptr<::zt::offload::IoEngine> var;                                                  \
-  do {                                                                                           \
-    auto zt_engine_ = ::zt::offload::IoEngine::Create(options);                                  \
-    if (!zt_engine_.ok() && zt_engine_.status().code() == absl::StatusCode::kUnavailable) {      \
-      GTEST_SKIP() << "backend unavailable here: " << zt_engine_.status();                       \
-    }                                                                                            \
-    ASSERT_TRUE(zt_engine_.ok()) << zt_engine_.status();                                         \
-    var = std::move(zt_engine_).value();                                                         \
+#define ZT_ENGINE_OR_SKIP(var, options)                                                     \
+  std::unique_ptr<::zt::offload::IoEngine> var;                                             \
+  do {                                                                                      \
+    auto zt_engine_ = ::zt::offload::IoEngine::Create(options);                             \
+    if (!zt_engine_.ok() && zt_engine_.status().code() == absl::StatusCode::kUnavailable) { \
+      GTEST_SKIP() << "backend unavailable here: " << zt_engine_.status();                  \
+    }                                                                                       \
+    ASSERT_TRUE(zt_engine_.ok()) << zt_engine_.status();                                    \
+    var = std::move(zt_engine_).value();                                                    \
   } while (0)

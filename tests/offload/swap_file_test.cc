@@ -181,7 +181,7 @@ TEST(SwapFile, UnwritableDirectoryIsPermissionDenied) {
   ScratchDir dir("zt_swap");
   const std::string locked = dir.File("locked");
   ASSERT_EQ(::mkdir(locked.c_str(), 0555), 0);
-  ASSERT_EQ(::chmod(locked.c_str(), 0555), 0);   // whatever the umask did
+  ASSERT_EQ(::chmod(locked.c_str(), 0555), 0);      // whatever the umask did
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // the child must reach it
   ChildResult child = RunInChild([&](int report) {
     if (::geteuid() == 0) {

@@ -6,6 +6,10 @@
 // ISA variant this CPU runs bit-identical to the generic one; tile-aligned
 // chunks really spread over the intra-op threads, with the same bits;
 // argument checks; state that views foreign memory.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,10 +19,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "ops/kernels.h"
 #include "ops/optimizer_common.h"
@@ -103,12 +103,10 @@ void ExpectOutIsRoundedParams(const Trajectory& t, const std::string& what) {
 // testutil::Tolerance) that differ by whole 2 lr steps.
 void CompareFusedFastToReference(const Case& c, int64_t n, int steps, at::ScalarType grad_type,
                                  at::ScalarType out_type) {
-  SCOPED_TRACE(c.name + " n=" + std::to_string(n) + " grads " + TypeName(grad_type) + " out " +
-               TypeName(out_type));
+  SCOPED_TRACE(c.name + " n=" + std::to_string(n) + " grads " + TypeName(grad_type) + " out " + TypeName(out_type));
   torch::manual_seed(4321 + n);
   const at::Tensor initial = torch::randn({n});
-  Trajectory fast(MakeShardOptimizer(c.config, *kernels::KernelsFor(kernels::Isa::kGeneric)),
-                  initial, out_type);
+  Trajectory fast(MakeShardOptimizer(c.config, *kernels::KernelsFor(kernels::Isa::kGeneric)), initial, out_type);
   Trajectory ref(MakeShardOptimizer(c.config, Impl::kReference), initial, out_type);
   for (int step = 1; step <= steps; ++step) {
     const at::Tensor grads = ScaledGrads(n, step, grad_type);
@@ -120,15 +118,12 @@ void CompareFusedFastToReference(const Case& c, int64_t n, int steps, at::Scalar
     if (step != 1 && step % 10 != 0 && step != steps) continue;  // the comparisons cost most
     ExpectBitEqual(grads, grads_before, "grads are read only, " + when);
     ExpectOutIsRoundedParams(ref, "reference " + when);
-    const double grad_max =
-        n == 0 ? 0.0 : (grads.to(at::kFloat) * kGradScale).abs().max().item<double>();
+    const double grad_max = n == 0 ? 0.0 : (grads.to(at::kFloat) * kGradScale).abs().max().item<double>();
     ExpectClose(fast.params, ref.params, grad_max,
-                Tolerance{1e-6 + 2e-7 * step, 2e-6, 2.0 * c.lr * step, testutil::OutlierFraction(c)},
-                "params " + when);
+                Tolerance{1e-6 + 2e-7 * step, 2e-6, 2.0 * c.lr * step, testutil::OutlierFraction(c)}, "params " + when);
     for (const auto& [name, t] : ref.state.tensors) {
       ExpectClose(fast.state.tensors.at(name), t, grad_max,
-                  Tolerance{1e-5, 2e-6, 1e-3 * grad_max, testutil::OutlierFraction(c)},
-                  name + " " + when);
+                  Tolerance{1e-5, 2e-6, 1e-3 * grad_max, testutil::OutlierFraction(c)}, name + " " + when);
     }
   }
   EXPECT_EQ(fast.state.step, steps);
@@ -154,8 +149,8 @@ void ForEachCombination(const Fn& fn) {
 // would cost more than the arithmetic.
 TEST(FusedStep, FastMatchesReferenceAtTileAndChunkTails) {
   const ThreadScope threads(1);
-  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, kTile - 1, kTile + 1, kGrain - 1,
-                    kGrain + 1, 2 * kGrain - 1, 2 * kGrain + 1}) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, kTile - 1, kTile + 1, kGrain - 1, kGrain + 1, 2 * kGrain - 1,
+                    2 * kGrain + 1}) {
     ForEachCombination([&](const Case& c, at::ScalarType g, at::ScalarType o) {
       CompareFusedFastToReference(c, n, /*steps=*/100, g, o);
     });
@@ -167,8 +162,8 @@ TEST(FusedStep, FastMatchesReferenceOnAMillionElements) {
   const ThreadScope threads(1);
   const std::vector<Case> cases = AllCases();
   for (size_t i = 0; i < cases.size(); ++i) {
-    CompareFusedFastToReference(cases[i], (int64_t{1} << 20) + 3, /*steps=*/50,
-                                kGradTypes[i % 3], kOutTypes[(i + 1) % 4]);
+    CompareFusedFastToReference(cases[i], (int64_t{1} << 20) + 3, /*steps=*/50, kGradTypes[i % 3],
+                                kOutTypes[(i + 1) % 4]);
   }
 }
 
@@ -209,8 +204,7 @@ TEST(FusedStep, ChunksAreTileAlignedAndRunOnTheIntraOpPool) {
 TEST(FusedStep, ThreadCountDoesNotChangeTheBits) {
   for (int64_t n : {2 * kGrain - 1, 2 * kGrain + 1, 3 * kGrain + kTile + 5, (int64_t{1} << 20) + 3}) {
     ForEachCombination([&](const Case& c, at::ScalarType grad_type, at::ScalarType out_type) {
-      SCOPED_TRACE(c.name + " n=" + std::to_string(n) + " grads " + TypeName(grad_type) +
-                   " out " + TypeName(out_type));
+      SCOPED_TRACE(c.name + " n=" + std::to_string(n) + " grads " + TypeName(grad_type) + " out " + TypeName(out_type));
       torch::manual_seed(5 + n);
       const at::Tensor initial = torch::randn({n});
       std::vector<at::Tensor> grads;
@@ -264,14 +258,13 @@ void ExpectBitIdenticalToGeneric(kernels::Isa isa) {
   const kernels::KernelTable& generic = *kernels::KernelsFor(kernels::Isa::kGeneric);
   const kernels::KernelTable& k = *kernels::KernelsFor(isa);
   const ThreadScope threads(1);
-  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, kTile - 1, kTile + 1, 2 * kGrain - 1,
-                    2 * kGrain + 1, (int64_t{1} << 20) + 3}) {
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, kTile - 1, kTile + 1, 2 * kGrain - 1, 2 * kGrain + 1,
+                    (int64_t{1} << 20) + 3}) {
     for (const Case& c : AllCases()) {
       for (at::ScalarType grad_type : kGradTypes) {
         for (at::ScalarType out_type : kOutTypes) {
-          SCOPED_TRACE(std::string(kernels::IsaName(isa)) + " " + c.name + " n=" +
-                       std::to_string(n) + " grads " + TypeName(grad_type) + " out " +
-                       TypeName(out_type));
+          SCOPED_TRACE(std::string(kernels::IsaName(isa)) + " " + c.name + " n=" + std::to_string(n) + " grads " +
+                       TypeName(grad_type) + " out " + TypeName(out_type));
           torch::manual_seed(99);
           const at::Tensor initial = torch::randn({n});
           Trajectory a(MakeShardOptimizer(c.config, generic), initial, out_type);
@@ -315,10 +308,9 @@ TEST(FusedStep, Avx512IsBitIdenticalToGeneric) {
 // signalling NaN comes out quiet): `out` must be Tensor::to of the updated
 // params, NaN bits included, in every variant.
 TEST(FusedStep, OutRoundsSpecialValuesLikeTensorTo) {
-  const uint32_t bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FC12345u, 0xFFA00001u,
-                           0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u, 0x00000001u,
-                           0x807FFFFFu, 0x7F7FFFFFu, 0x3F808000u, 0x3F818000u, 0x477FF000u,
-                           0x477FEFFFu, 0x33000000u, 0x33000001u, 0x387FE000u, 0x3F801000u};
+  const uint32_t bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0x7FC12345u, 0xFFA00001u, 0x7F800000u, 0xFF800000u,
+                           0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu, 0x3F808000u, 0x3F818000u,
+                           0x477FF000u, 0x477FEFFFu, 0x33000000u, 0x33000001u, 0x387FE000u, 0x3F801000u};
   constexpr int64_t kRepeats = 2000;  // vector bodies and tails, several tiles
   const int64_t count = static_cast<int64_t>(sizeof(bits) / sizeof(bits[0]));
   at::Tensor initial = torch::empty({count * kRepeats});
@@ -334,8 +326,7 @@ TEST(FusedStep, OutRoundsSpecialValuesLikeTensorTo) {
       Trajectory t(MakeShardOptimizer(config, *k), initial, out_type);
       t.Step(torch::zeros({initial.numel()}, at::kBFloat16), LrOnly(0.0));
       ExpectBitEqual(t.out, t.params.to(out_type), "out");
-      EXPECT_TRUE(torch::equal(t.params.nan_to_num(0.0, 1e38, -1e38),
-                               initial.nan_to_num(0.0, 1e38, -1e38)))
+      EXPECT_TRUE(torch::equal(t.params.nan_to_num(0.0, 1e38, -1e38), initial.nan_to_num(0.0, 1e38, -1e38)))
           << "lr 0 must leave the parameters as they were";
     }
   }
@@ -397,12 +388,10 @@ TEST(FusedStep, RejectsBadExtrasAndLeavesEverythingUnchanged) {
                 [&] { step_with(torch::ones({8}, at::kDouble), 1.0, {}); });
     ExpectError(invalid, "extras.out must be a contiguous float32, bfloat16 or float16",
                 [&] { step_with(g, 1.0, torch::zeros({8}, at::kDouble)); });
-    ExpectError(invalid, "extras.out has 7 elements",
-                [&] { step_with(g, 1.0, torch::zeros({7}, at::kBFloat16)); });
+    ExpectError(invalid, "extras.out has 7 elements", [&] { step_with(g, 1.0, torch::zeros({7}, at::kBFloat16)); });
     ExpectError(invalid, "non-contiguous",
                 [&] { step_with(g, 1.0, torch::zeros({16}, at::kHalf).slice(0, 0, 16, 2)); });
-    ExpectError(invalid, "extras.out overlaps params",
-                [&] { step_with(g, 1.0, storage.slice(0, 4, 12)); });
+    ExpectError(invalid, "extras.out overlaps params", [&] { step_with(g, 1.0, storage.slice(0, 4, 12)); });
     const at::Tensor g32 = torch::ones({8});
     ExpectError(invalid, "extras.out overlaps grads", [&] { step_with(g32, 1.0, g32); });
     ExpectError(invalid, "grad_scale", [&] { step_with(g, std::nan(""), {}); });
@@ -440,8 +429,7 @@ TEST(FusedStep, StateViewingForeignMemoryIsUpdatedInPlace) {
     EXPECT_EQ(foreign.tensors.at("exp_avg_sq").data_ptr<float>(), swap.data() + n);
     ExpectBitEqual(p, p_owned, "params");
     ExpectBitEqual(at::from_blob(swap.data(), {n}), owned.tensors.at("exp_avg"), "exp_avg");
-    ExpectBitEqual(at::from_blob(swap.data() + n, {n}), owned.tensors.at("exp_avg_sq"),
-                   "exp_avg_sq");
+    ExpectBitEqual(at::from_blob(swap.data() + n, {n}), owned.tensors.at("exp_avg_sq"), "exp_avg_sq");
   }
 }
 

@@ -3,6 +3,11 @@
 // not a crash), and each variant's conversions bit for bit against LibTorch's
 // Tensor::to: every fp16 and bf16 value widened, a sweep of 17M fp32 bit
 // patterns plus special values rounded, at unaligned offsets and tail lengths.
+#include "ops/kernels.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,10 +15,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
-#include "ops/kernels.h"
 #include "ops/shard_optimizer.h"
 #include "tests/ops/optimizer_cases.h"
 #include "util/error.h"
@@ -32,9 +33,8 @@ TEST(KernelDispatch, EveryAvailableTableIsTheIsaAskedFor) {
     if (k == nullptr) continue;
     EXPECT_EQ(k->isa, isa);
     for (auto fn : {reinterpret_cast<const void*>(k->adam), reinterpret_cast<const void*>(k->sgd),
-                    reinterpret_cast<const void*>(k->adagrad),
-                    reinterpret_cast<const void*>(k->lion), reinterpret_cast<const void*>(k->widen),
-                    reinterpret_cast<const void*>(k->narrow)}) {
+                    reinterpret_cast<const void*>(k->adagrad), reinterpret_cast<const void*>(k->lion),
+                    reinterpret_cast<const void*>(k->widen), reinterpret_cast<const void*>(k->narrow)}) {
       EXPECT_NE(fn, nullptr) << IsaName(isa);
     }
   }
@@ -136,8 +136,7 @@ ParamOut Out(void* data, DType dtype, uint16_t bf16_nan) {
 }
 
 uint16_t TorchBf16NaN() {
-  return at::full({64}, std::numeric_limits<float>::quiet_NaN()).to(at::kBFloat16)
-      .data_ptr<at::BFloat16>()[0].x;
+  return at::full({64}, std::numeric_limits<float>::quiet_NaN()).to(at::kBFloat16).data_ptr<at::BFloat16>()[0].x;
 }
 
 // Every 16-bit pattern, widened by each variant at an odd offset and length
@@ -145,8 +144,8 @@ uint16_t TorchBf16NaN() {
 // Tensor::to(kFloat).
 TEST(KernelConversions, WidenEveryHalfAndBfloat16ValueLikeTensorTo) {
   for (const KernelTable* k : AvailableKernels()) {
-    for (auto [torch_dtype, dtype] : {std::pair{at::kHalf, DType::kFloat16},
-                                      std::pair{at::kBFloat16, DType::kBFloat16}}) {
+    for (auto [torch_dtype, dtype] :
+         {std::pair{at::kHalf, DType::kFloat16}, std::pair{at::kBFloat16, DType::kBFloat16}}) {
       SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + c10::toString(torch_dtype));
       const at::Tensor bits = torch::arange(0, 65536, torch::kInt32).to(torch::kInt16);
       const at::Tensor values = bits.view(torch_dtype);
@@ -154,8 +153,7 @@ TEST(KernelConversions, WidenEveryHalfAndBfloat16ValueLikeTensorTo) {
       for (int64_t offset : {0, 3}) {
         const int64_t n = 65536 - offset - (offset == 0 ? 0 : 5);
         at::Tensor got = torch::zeros({n});
-        k->widen(static_cast<const char*>(values.data_ptr()) + offset * 2, dtype,
-                 got.data_ptr<float>(), n);
+        k->widen(static_cast<const char*>(values.data_ptr()) + offset * 2, dtype, got.data_ptr<float>(), n);
         ExpectBitEqual(got, expected.slice(0, offset, offset + n), "widen");
       }
     }
@@ -172,10 +170,9 @@ at::Tensor Float32Patterns() {
   const uint32_t specials[] = {
       0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FC12345u, 0xFFA00001u, 0x7FFFFFFFu,
       0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu,
-      0xFF7FFFFFu,
-      0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F817FFFu, 0x7F7F8000u,  // bf16 ties and overflow
-      0x3F801000u, 0x3F803000u, 0x477FF000u, 0x477FEFFFu, 0x387FE000u,  // fp16 ties and overflow
-      0x33000000u, 0x33000001u, 0x33800000u, 0x337FFFFFu, 0x38800000u,  // fp16 denormal edges
+      0xFF7FFFFFu, 0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F817FFFu, 0x7F7F8000u,  // bf16 ties and overflow
+      0x3F801000u, 0x3F803000u, 0x477FF000u, 0x477FEFFFu, 0x387FE000u,               // fp16 ties and overflow
+      0x33000000u, 0x33000001u, 0x33800000u, 0x337FFFFFu, 0x38800000u,               // fp16 denormal edges
   };
   for (uint32_t s : specials) bits.push_back(s);
   at::Tensor t = torch::empty({static_cast<int64_t>(bits.size())}, torch::kFloat);
@@ -187,8 +184,7 @@ TEST(KernelConversions, NarrowMatchesTensorToBitForBit) {
   const at::Tensor src = Float32Patterns();
   const uint16_t bf16_nan = TorchBf16NaN();
   for (const KernelTable* k : AvailableKernels()) {
-    for (auto [torch_dtype, dtype] : {std::pair{at::kHalf, DType::kFloat16},
-                                      std::pair{at::kBFloat16, DType::kBFloat16},
+    for (auto [torch_dtype, dtype] : {std::pair{at::kHalf, DType::kFloat16}, std::pair{at::kBFloat16, DType::kBFloat16},
                                       std::pair{at::kFloat, DType::kFloat32}}) {
       SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + c10::toString(torch_dtype));
       at::Tensor got = torch::empty({src.numel()}, torch_dtype);
@@ -204,31 +200,28 @@ TEST(KernelConversions, NarrowAndWidenTailsStayInBounds) {
   const at::Tensor src = torch::randn({128}) * 1000;
   const uint16_t bf16_nan = TorchBf16NaN();
   for (const KernelTable* k : AvailableKernels()) {
-    for (auto [torch_dtype, dtype] : {std::pair{at::kHalf, DType::kFloat16},
-                                      std::pair{at::kBFloat16, DType::kBFloat16},
+    for (auto [torch_dtype, dtype] : {std::pair{at::kHalf, DType::kFloat16}, std::pair{at::kBFloat16, DType::kBFloat16},
                                       std::pair{at::kFloat, DType::kFloat32}}) {
       const at::Tensor expected = src.to(torch_dtype);
       for (int64_t offset = 0; offset <= 16; ++offset) {
         for (int64_t len : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 47, 64}) {
-          SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + c10::toString(torch_dtype) +
-                       " offset " + std::to_string(offset) + " len " + std::to_string(len));
+          SCOPED_TRACE(std::string(IsaName(k->isa)) + " " + c10::toString(torch_dtype) + " offset " +
+                       std::to_string(offset) + " len " + std::to_string(len));
           at::Tensor out = torch::full({128}, 7.0, torch_dtype);  // sentinel
           const at::Tensor sentinel = out.clone();
           const int64_t size = out.element_size();
           k->narrow(src.data_ptr<float>() + offset,
                     Out(static_cast<char*>(out.data_ptr()) + offset * size, dtype, bf16_nan), len);
           ExpectBitEqual(out.slice(0, 0, offset), sentinel.slice(0, 0, offset), "before");
-          ExpectBitEqual(out.slice(0, offset, offset + len),
-                         expected.slice(0, offset, offset + len), "inside");
+          ExpectBitEqual(out.slice(0, offset, offset + len), expected.slice(0, offset, offset + len), "inside");
           ExpectBitEqual(out.slice(0, offset + len), sentinel.slice(0, offset + len), "after");
 
           at::Tensor wide = torch::full({128}, -3.0f);
           k->widen(static_cast<const char*>(expected.data_ptr()) + offset * size, dtype,
                    wide.data_ptr<float>() + offset, len);
-          ExpectBitEqual(wide.slice(0, offset, offset + len),
-                         expected.slice(0, offset, offset + len).to(at::kFloat), "widen inside");
-          ExpectBitEqual(wide.slice(0, offset + len), torch::full({128 - offset - len}, -3.0f),
-                         "widen after");
+          ExpectBitEqual(wide.slice(0, offset, offset + len), expected.slice(0, offset, offset + len).to(at::kFloat),
+                         "widen inside");
+          ExpectBitEqual(wide.slice(0, offset + len), torch::full({128 - offset - len}, -3.0f), "widen after");
         }
       }
     }
@@ -245,10 +238,8 @@ TEST(KernelConversions, Avx512VariantRunsWhereTheCpuHasIt) {
   const at::Tensor src = Float32Patterns().slice(0, 0, 4099);
   at::Tensor a = torch::empty({src.numel()}, at::kHalf);
   at::Tensor b = torch::empty({src.numel()}, at::kHalf);
-  KernelsFor(Isa::kAvx512)->narrow(src.data_ptr<float>(), Out(a.data_ptr(), DType::kFloat16, 0),
-                                   src.numel());
-  KernelsFor(Isa::kGeneric)->narrow(src.data_ptr<float>(), Out(b.data_ptr(), DType::kFloat16, 0),
-                                    src.numel());
+  KernelsFor(Isa::kAvx512)->narrow(src.data_ptr<float>(), Out(a.data_ptr(), DType::kFloat16, 0), src.numel());
+  KernelsFor(Isa::kGeneric)->narrow(src.data_ptr<float>(), Out(b.data_ptr(), DType::kFloat16, 0), src.numel());
   ExpectBitEqual(a, b, "avx512 vs generic fp16 rounding");
 }
 

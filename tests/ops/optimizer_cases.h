@@ -4,14 +4,14 @@
 // Header-only; each test binary includes it once.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "config/config.h"
 #include "ops/kernels.h"
@@ -35,8 +35,7 @@ struct Case {
   bool ill_conditioned = false;
 };
 
-inline OptimizerConfig AdamConfig(bool adam_w_mode, double weight_decay,
-                                  bool bias_correction = true) {
+inline OptimizerConfig AdamConfig(bool adam_w_mode, double weight_decay, bool bias_correction = true) {
   OptimizerConfig c;
   c.type = OptimizerType::kAdam;
   c.adam_w_mode = adam_w_mode;
@@ -45,8 +44,7 @@ inline OptimizerConfig AdamConfig(bool adam_w_mode, double weight_decay,
   return c;
 }
 
-inline OptimizerConfig SgdConfig(double momentum, double dampening, bool nesterov,
-                                 double weight_decay) {
+inline OptimizerConfig SgdConfig(double momentum, double dampening, bool nesterov, double weight_decay) {
   OptimizerConfig c;
   c.type = OptimizerType::kSGD;
   c.momentum = momentum;
@@ -114,8 +112,8 @@ struct Tolerance {
 // Adam with L2 decay after 5 steps; 1 of 10^5 for Lion after 100), else none.
 inline double OutlierFraction(const Case& c) { return c.ill_conditioned ? 1e-5 : 0.0; }
 
-inline void ExpectClose(const at::Tensor& fast, const at::Tensor& ref, double grad_scale,
-                        const Tolerance& tol, const std::string& what) {
+inline void ExpectClose(const at::Tensor& fast, const at::Tensor& ref, double grad_scale, const Tolerance& tol,
+                        const std::string& what) {
   ASSERT_EQ(fast.numel(), ref.numel()) << what;
   const at::Tensor f = fast.contiguous();
   const at::Tensor r = ref.contiguous();
@@ -136,13 +134,10 @@ inline void ExpectClose(const at::Tensor& fast, const at::Tensor& ref, double gr
       }
     }
   }
-  const auto allowed =
-      static_cast<int64_t>(std::ceil(tol.outlier_fraction * static_cast<double>(r.numel())));
-  EXPECT_LE(outliers, allowed) << what << ": " << outliers << " elements off; worst at " << worst
-                               << ": fast " << (worst >= 0 ? a[worst] : 0.f) << " vs reference "
-                               << (worst >= 0 ? b[worst] : 0.f);
-  EXPECT_LE(worst_diff, tol.outlier_bound)
-      << what << ": element " << worst << " is off by " << worst_diff;
+  const auto allowed = static_cast<int64_t>(std::ceil(tol.outlier_fraction * static_cast<double>(r.numel())));
+  EXPECT_LE(outliers, allowed) << what << ": " << outliers << " elements off; worst at " << worst << ": fast "
+                               << (worst >= 0 ? a[worst] : 0.f) << " vs reference " << (worst >= 0 ? b[worst] : 0.f);
+  EXPECT_LE(worst_diff, tol.outlier_bound) << what << ": element " << worst << " is off by " << worst_diff;
 }
 
 // Bitwise equality (NaNs included), reporting the first differing element.
@@ -157,9 +152,9 @@ inline void ExpectBitEqual(const at::Tensor& a, const at::Tensor& b, const std::
   const at::Tensor y = b.contiguous().view(bits);
   if (torch::equal(x, y)) return;
   const int64_t i = (x != y).nonzero()[0][0].item<int64_t>();
-  ADD_FAILURE() << what << ": first difference at element " << i << " of " << x.numel() << ": "
-                << a[i].item<double>() << " vs " << b[i].item<double>() << " (bits "
-                << x[i].item<int64_t>() << " vs " << y[i].item<int64_t>() << ")";
+  ADD_FAILURE() << what << ": first difference at element " << i << " of " << x.numel() << ": " << a[i].item<double>()
+                << " vs " << b[i].item<double>() << " (bits " << x[i].item<int64_t>() << " vs " << y[i].item<int64_t>()
+                << ")";
 }
 
 // Runs `fn`, expecting a zt::Error with `code` whose message mentions `fragment`.

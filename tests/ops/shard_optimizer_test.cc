@@ -2,15 +2,16 @@
 // at sizes that leave vector and thread tails, the sharding property (halves
 // updated separately equal the whole, bit for bit), per-step momentum/beta2
 // overrides, weight-decay modes, bias correction, and argument errors.
-#include <cmath>
-#include <string>
-#include <vector>
+#include "ops/shard_optimizer.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "ops/shard_optimizer.h"
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "tests/ops/optimizer_cases.h"
 #include "util/error.h"
 
@@ -53,7 +54,8 @@ void CompareFastToReference(const Case& c, int64_t n, int steps) {
                 "params after step " + std::to_string(step));
     ASSERT_EQ(s_fast.tensors.size(), s_ref.tensors.size());
     for (const auto& [name, t] : s_ref.tensors) {
-      ExpectClose(s_fast.tensors.at(name), t, grad_scale, Tolerance{1e-6, 2e-6, 1e-4 * grad_scale, testutil::OutlierFraction(c)},
+      ExpectClose(s_fast.tensors.at(name), t, grad_scale,
+                  Tolerance{1e-6, 2e-6, 1e-4 * grad_scale, testutil::OutlierFraction(c)},
                   name + " after step " + std::to_string(step));
     }
   }
@@ -223,8 +225,7 @@ TEST(ShardOptimizer, StateNamesFollowTorch) {
   adagrad.type = OptimizerType::kAdagrad;
   adagrad.initial_accumulator_value = 0.25;
   EXPECT_EQ(names(adagrad), (std::vector<std::string>{"sum"}));
-  EXPECT_TRUE(torch::equal(MakeShardOptimizer(adagrad)->InitState(p).tensors.at("sum"),
-                           torch::full({3}, 0.25f)));
+  EXPECT_TRUE(torch::equal(MakeShardOptimizer(adagrad)->InitState(p).tensors.at("sum"), torch::full({3}, 0.25f)));
   OptimizerConfig lion;
   lion.type = OptimizerType::kLion;
   EXPECT_EQ(names(lion), (std::vector<std::string>{"exp_avg"}));
@@ -233,25 +234,20 @@ TEST(ShardOptimizer, StateNamesFollowTorch) {
 TEST(ShardOptimizer, RejectsBadConfigNamingTheKey) {
   OptimizerConfig c = AdamConfig(true, 0.0);
   c.betas = {0.9, 1.0};
-  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.betas",
-              [&] { MakeShardOptimizer(c); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.betas", [&] { MakeShardOptimizer(c); });
   c = AdamConfig(true, -0.1);
-  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.weight_decay",
-              [&] { MakeShardOptimizer(c); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.weight_decay", [&] { MakeShardOptimizer(c); });
   c = AdamConfig(true, 0.0);
   c.lr = -1.0;
-  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.lr",
-              [&] { MakeShardOptimizer(c); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.lr", [&] { MakeShardOptimizer(c); });
   c = SgdConfig(0.9, 0.1, true, 0.0);
-  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.nesterov",
-              [&] { MakeShardOptimizer(c); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "optimizer.params.nesterov", [&] { MakeShardOptimizer(c); });
   c = SgdConfig(0.0, 0.0, true, 0.0);
   EXPECT_FALSE(ValidateOptimizerConfig(c).ok());
   c.type = OptimizerType::kAdagrad;
   c.nesterov = false;
   c.initial_accumulator_value = -1.0;
-  ExpectError(absl::StatusCode::kInvalidArgument, "initial_accumulator_value",
-              [&] { MakeShardOptimizer(c); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "initial_accumulator_value", [&] { MakeShardOptimizer(c); });
   EXPECT_TRUE(ValidateOptimizerConfig(AdamConfig(false, 0.01)).ok());
 }
 
@@ -264,24 +260,18 @@ TEST(ShardOptimizer, RejectsBadTensorsAndLeavesStateUntouched) {
   ExpectError(absl::StatusCode::kInvalidArgument, "grads must be a contiguous float32",
               [&] { opt->Step(p, g_double, s, LrOnly(0.1)); });
   at::Tensor g_short = torch::ones({7});
-  ExpectError(absl::StatusCode::kInvalidArgument, "7",
-              [&] { opt->Step(p, g_short, s, LrOnly(0.1)); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "7", [&] { opt->Step(p, g_short, s, LrOnly(0.1)); });
   at::Tensor strided = torch::zeros({16}).slice(0, 0, 16, 2);
-  ExpectError(absl::StatusCode::kInvalidArgument, "non-contiguous",
-              [&] { opt->Step(strided, g, s, LrOnly(0.1)); });
-  ExpectError(absl::StatusCode::kInvalidArgument, "lr",
-              [&] { opt->Step(p, g, s, LrOnly(std::nan(""))); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "non-contiguous", [&] { opt->Step(strided, g, s, LrOnly(0.1)); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "lr", [&] { opt->Step(p, g, s, LrOnly(std::nan(""))); });
   StepHyper bad_momentum = LrOnly(0.1);
   bad_momentum.momentum = 1.5;
-  ExpectError(absl::StatusCode::kInvalidArgument, "momentum",
-              [&] { opt->Step(p, g, s, bad_momentum); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "momentum", [&] { opt->Step(p, g, s, bad_momentum); });
   ShardState missing = s;
   missing.tensors.erase("exp_avg_sq");
-  ExpectError(absl::StatusCode::kFailedPrecondition, "exp_avg_sq",
-              [&] { opt->Step(p, g, missing, LrOnly(0.1)); });
+  ExpectError(absl::StatusCode::kFailedPrecondition, "exp_avg_sq", [&] { opt->Step(p, g, missing, LrOnly(0.1)); });
   ShardState wrong_size = opt->InitState(torch::zeros({9}));
-  ExpectError(absl::StatusCode::kFailedPrecondition, "8 elements",
-              [&] { opt->Step(p, g, wrong_size, LrOnly(0.1)); });
+  ExpectError(absl::StatusCode::kFailedPrecondition, "8 elements", [&] { opt->Step(p, g, wrong_size, LrOnly(0.1)); });
   EXPECT_EQ(s.step, 0);
   EXPECT_EQ(missing.step, 0);
   EXPECT_TRUE(torch::equal(p, torch::zeros({8})));

@@ -2,13 +2,13 @@
 // on a real nn::Linear weight, parameters and optimizer state compared after
 // every step: Adam and AdamW over 100 steps on every ISA variant this CPU
 // runs, the others over 12; Lion against a step-by-step formula written here.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include "ops/kernels.h"
 #include "ops/shard_optimizer.h"
@@ -66,16 +66,14 @@ Schedule CycledLrAndMomentum(double lr, int steps = kSteps) {
 
 using TorchFactory = std::function<std::unique_ptr<torch::optim::Optimizer>(at::Tensor)>;
 // Sets lr / momentum on the torch optimizer's only param group.
-using TorchSetter = std::function<void(torch::optim::Optimizer&, double lr,
-                                       std::optional<double> momentum)>;
+using TorchSetter = std::function<void(torch::optim::Optimizer&, double lr, std::optional<double> momentum)>;
 // Returns torch's state tensor for our state name.
 using TorchState = std::function<at::Tensor(torch::optim::OptimizerParamState&, const std::string&)>;
 
 // Runs as many steps as `schedule` has, on `kernels` (the active variant
 // when null).
-void CompareWithTorch(const std::string& name, const OptimizerConfig& config,
-                      const TorchFactory& make_torch, const TorchSetter& set_hyper,
-                      const TorchState& torch_state, const Schedule& schedule,
+void CompareWithTorch(const std::string& name, const OptimizerConfig& config, const TorchFactory& make_torch,
+                      const TorchSetter& set_hyper, const TorchState& torch_state, const Schedule& schedule,
                       const kernels::KernelTable* kernels = nullptr) {
   SCOPED_TRACE(name + (kernels == nullptr ? "" : std::string(" on ") + IsaName(kernels->isa)));
   torch::manual_seed(2024);
@@ -83,8 +81,7 @@ void CompareWithTorch(const std::string& name, const OptimizerConfig& config,
   at::Tensor weight = layer->weight;
   auto theirs = make_torch(weight);
 
-  const auto ours = kernels == nullptr ? MakeShardOptimizer(config, Impl::kFast)
-                                       : MakeShardOptimizer(config, *kernels);
+  const auto ours = kernels == nullptr ? MakeShardOptimizer(config, Impl::kFast) : MakeShardOptimizer(config, *kernels);
   at::Tensor shard = weight.detach().clone().reshape({-1});
   ShardState state = ours->InitState(shard);
   const at::Tensor initial = shard.clone();
@@ -115,8 +112,7 @@ void CompareWithTorch(const std::string& name, const OptimizerConfig& config,
   EXPECT_FALSE(torch::equal(shard, initial));
 }
 
-OptimizerConfig AdamConfig(OptimizerType type, bool adam_w_mode, double weight_decay,
-                           double eps = 1e-8) {
+OptimizerConfig AdamConfig(OptimizerType type, bool adam_w_mode, double weight_decay, double eps = 1e-8) {
   OptimizerConfig c;
   c.type = type;
   c.adam_w_mode = adam_w_mode;
@@ -149,18 +145,17 @@ at::Tensor AdamWState(torch::optim::OptimizerParamState& s, const std::string& n
 TEST(TorchParity, AdamL2MatchesTorchAdam) {
   for (const kernels::KernelTable* k : testutil::AvailableKernels()) {
     for (auto [wd, eps] : {std::pair{0.0, 1e-8}, std::pair{0.05, 1e-8}, std::pair{0.05, 1e-3}}) {
-      for (const Schedule& schedule :
-           {ConstantLr(1e-2, kAdamSteps), CycledLrAndMomentum(1e-2, kAdamSteps)}) {
+      for (const Schedule& schedule : {ConstantLr(1e-2, kAdamSteps), CycledLrAndMomentum(1e-2, kAdamSteps)}) {
         CompareWithTorch(
             "Adam L2 wd=" + std::to_string(wd) + " eps=" + std::to_string(eps),
             AdamConfig(OptimizerType::kAdam, false, wd, eps),
             [&](at::Tensor p) {
-              return std::make_unique<torch::optim::Adam>(
-                  std::vector<at::Tensor>{p}, torch::optim::AdamOptions(1e-2)
-                                                  .betas(std::make_tuple(0.9, 0.999))
-                                                  .eps(eps)
-                                                  .weight_decay(wd)
-                                                  .amsgrad(false));
+              return std::make_unique<torch::optim::Adam>(std::vector<at::Tensor>{p},
+                                                          torch::optim::AdamOptions(1e-2)
+                                                              .betas(std::make_tuple(0.9, 0.999))
+                                                              .eps(eps)
+                                                              .weight_decay(wd)
+                                                              .amsgrad(false));
             },
             SetAdamHyper<torch::optim::AdamOptions>, AdamState, schedule, k);
       }
@@ -183,20 +178,19 @@ TEST(TorchParity, AdamWAndAdamWModeMatchTorchAdamW) {
   };
   for (const kernels::KernelTable* k : testutil::AvailableKernels()) {
     for (const Variant& v : variants) {
-      for (const Schedule& schedule :
-           {ConstantLr(3e-3, kAdamSteps), CycledLrAndMomentum(3e-3, kAdamSteps)}) {
+      for (const Schedule& schedule : {ConstantLr(3e-3, kAdamSteps), CycledLrAndMomentum(3e-3, kAdamSteps)}) {
         const double wd = v.config.weight_decay;
         const double eps = v.config.eps;
         CompareWithTorch(
             v.name, v.config,
             [&](at::Tensor p) {
               // LibTorch 1.13's AdamWOptions defaults weight_decay to 1e-2: set all.
-              return std::make_unique<torch::optim::AdamW>(
-                  std::vector<at::Tensor>{p}, torch::optim::AdamWOptions(3e-3)
-                                                  .betas(std::make_tuple(0.9, 0.999))
-                                                  .eps(eps)
-                                                  .weight_decay(wd)
-                                                  .amsgrad(false));
+              return std::make_unique<torch::optim::AdamW>(std::vector<at::Tensor>{p},
+                                                           torch::optim::AdamWOptions(3e-3)
+                                                               .betas(std::make_tuple(0.9, 0.999))
+                                                               .eps(eps)
+                                                               .weight_decay(wd)
+                                                               .amsgrad(false));
             },
             SetAdamHyper<torch::optim::AdamWOptions>, AdamWState, schedule, k);
       }
@@ -211,8 +205,8 @@ TEST(TorchParity, SgdMatchesTorchSgd) {
     bool nesterov;
   };
   const std::vector<Variant> variants = {
-      {"plain", 0.0, 0.0, 0.0, false},          {"weight decay", 0.0, 0.0, 0.01, false},
-      {"momentum", 0.9, 0.0, 0.0, false},       {"momentum+dampening", 0.9, 0.25, 0.01, false},
+      {"plain", 0.0, 0.0, 0.0, false},    {"weight decay", 0.0, 0.0, 0.01, false},
+      {"momentum", 0.9, 0.0, 0.0, false}, {"momentum+dampening", 0.9, 0.25, 0.01, false},
       {"nesterov", 0.9, 0.0, 0.01, true},
   };
   for (const Variant& v : variants) {
@@ -228,12 +222,11 @@ TEST(TorchParity, SgdMatchesTorchSgd) {
       CompareWithTorch(
           "SGD " + v.name, c,
           [&](at::Tensor p) {
-            return std::make_unique<torch::optim::SGD>(std::vector<at::Tensor>{p},
-                                                       torch::optim::SGDOptions(0.05)
-                                                           .momentum(v.momentum)
-                                                           .dampening(v.dampening)
-                                                           .weight_decay(v.weight_decay)
-                                                           .nesterov(v.nesterov));
+            return std::make_unique<torch::optim::SGD>(std::vector<at::Tensor>{p}, torch::optim::SGDOptions(0.05)
+                                                                                       .momentum(v.momentum)
+                                                                                       .dampening(v.dampening)
+                                                                                       .weight_decay(v.weight_decay)
+                                                                                       .nesterov(v.nesterov));
           },
           [](torch::optim::Optimizer& opt, double lr, std::optional<double> momentum) {
             auto& o = static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options());
@@ -259,12 +252,10 @@ TEST(TorchParity, AdagradMatchesTorchAdagrad) {
       CompareWithTorch(
           "Adagrad init=" + std::to_string(init) + " wd=" + std::to_string(wd), c,
           [&](at::Tensor p) {
-            return std::make_unique<torch::optim::Adagrad>(std::vector<at::Tensor>{p},
-                                                           torch::optim::AdagradOptions(0.05)
-                                                               .lr_decay(0.0)
-                                                               .weight_decay(wd)
-                                                               .initial_accumulator_value(init)
-                                                               .eps(1e-10));
+            return std::make_unique<torch::optim::Adagrad>(
+                std::vector<at::Tensor>{p},
+                torch::optim::AdagradOptions(0.05).lr_decay(0.0).weight_decay(wd).initial_accumulator_value(init).eps(
+                    1e-10));
           },
           [](torch::optim::Optimizer& opt, double lr, std::optional<double>) {
             static_cast<torch::optim::AdagradOptions&>(opt.param_groups()[0].options()).lr(lr);
@@ -303,9 +294,7 @@ TEST(TorchParity, LionMatchesPaperFormula) {
       const double beta1 = schedule.momentum[k];
       const double beta2 = 0.99;
       const at::Tensor update =
-          (expected_m.to(torch::kDouble) * beta1 + g.to(torch::kDouble) * (1.0 - beta1))
-              .sign()
-              .to(torch::kFloat);
+          (expected_m.to(torch::kDouble) * beta1 + g.to(torch::kDouble) * (1.0 - beta1)).sign().to(torch::kFloat);
       expected_p = expected_p * (1.0 - lr * wd) - update * lr;
       expected_m = expected_m * beta2 + g * (1.0 - beta2);
 

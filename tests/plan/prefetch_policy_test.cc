@@ -17,11 +17,11 @@ PrefetchLimits Limits(int64_t bucket, int64_t live, int64_t reuse) {
 TEST(FitsPrefetch, BothBudgetsAreInclusive) {
   const PrefetchLimits l = Limits(100, 1000, 0);
   EXPECT_TRUE(FitsPrefetch(0, 0, 100, l));
-  EXPECT_FALSE(FitsPrefetch(0, 0, 101, l));        // the window
+  EXPECT_FALSE(FitsPrefetch(0, 0, 101, l));  // the window
   EXPECT_TRUE(FitsPrefetch(60, 0, 40, l));
   EXPECT_FALSE(FitsPrefetch(61, 0, 40, l));
   EXPECT_TRUE(FitsPrefetch(0, 950, 50, l));
-  EXPECT_FALSE(FitsPrefetch(0, 951, 50, l));       // the live budget
+  EXPECT_FALSE(FitsPrefetch(0, 951, 50, l));                // the live budget
   EXPECT_FALSE(FitsPrefetch(0, 0, 1, Limits(0, 1000, 0)));  // prefetch off
 }
 

@@ -76,8 +76,8 @@ int RunWorker(const std::string& name, const std::string& arg) {
   if (it == Registry().end()) {
     std::vector<std::string> names;
     for (const auto& entry : Registry()) names.push_back(entry.first);
-    std::fprintf(stderr, "rank %d: no rank worker named '%s' in this binary (registered: %s)\n", ctx.rank,
-                 name.c_str(), absl::StrJoin(names, ", ").c_str());
+    std::fprintf(stderr, "rank %d: no rank worker named '%s' in this binary (registered: %s)\n", ctx.rank, name.c_str(),
+                 absl::StrJoin(names, ", ").c_str());
     return 2;
   }
   SetLogRank(ctx.rank);

@@ -62,12 +62,12 @@ struct RankRunOptions {
 };
 
 struct RankRunResult {
-  std::vector<int> exit_codes;        // per rank: exit code, or 128+signal
-  std::vector<bool> timed_out;        // per rank
-  std::vector<std::string> outputs;   // per rank: stdout+stderr, captured
-  double seconds = 0.0;               // wall time of the whole run
-  std::string worker;                 // the worker's name, for Summary()
-  std::vector<int> may_fail_ranks;    // as in RankRunOptions
+  std::vector<int> exit_codes;       // per rank: exit code, or 128+signal
+  std::vector<bool> timed_out;       // per rank
+  std::vector<std::string> outputs;  // per rank: stdout+stderr, captured
+  double seconds = 0.0;              // wall time of the whole run
+  std::string worker;                // the worker's name, for Summary()
+  std::vector<int> may_fail_ranks;   // as in RankRunOptions
   // What went wrong as a whole: the launcher's account of the first failure
   // ("rank 1 (pid 4242) exited with code 1; stopped ranks 0, 2"), a timeout, or
   // why the ranks could not be started. Empty when every rank outside
@@ -90,8 +90,8 @@ int RankTestMain(int argc, char** argv);
 }  // namespace zt::testing
 
 #define ZT_RANK_WORKER_CONCAT_(a, b) a##b
-#define ZT_RANK_WORKER(name)                                                              \
-  static ::absl::Status ZtRankWorker_##name(const ::zt::testing::RankContext& ctx);        \
+#define ZT_RANK_WORKER(name)                                                                    \
+  static ::absl::Status ZtRankWorker_##name(const ::zt::testing::RankContext& ctx);             \
   [[maybe_unused]] static const bool ZT_RANK_WORKER_CONCAT_(zt_rank_worker_registered_, name) = \
-      ::zt::testing::RegisterRankWorker(#name, &ZtRankWorker_##name);                      \
+      ::zt::testing::RegisterRankWorker(#name, &ZtRankWorker_##name);                           \
   static ::absl::Status ZtRankWorker_##name([[maybe_unused]] const ::zt::testing::RankContext& ctx)

@@ -10,8 +10,7 @@
 namespace zt::testing {
 
 inline Config TestConfig(int stage, int64_t micro_batch, int64_t accumulation,
-                                 OptimizerType optimizer = OptimizerType::kAdamW,
-                                 double lr = 1e-3) {
+                         OptimizerType optimizer = OptimizerType::kAdamW, double lr = 1e-3) {
   Config c;
   c.batch.train_micro_batch_size_per_gpu = micro_batch;
   c.batch.gradient_accumulation_steps = accumulation;

@@ -27,8 +27,7 @@ TEST(RunLock, SecondHolderIsRefusedUntilTheFirstLetsGo) {
   absl::StatusOr<RunLock> second = RunLock::Acquire(out);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(second.status().message(), absl::StrCat("pid ", getpid())))
-      << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), absl::StrCat("pid ", getpid()))) << second.status();
   EXPECT_TRUE(absl::StrContains(second.status().message(), out)) << second.status();
 
   first.reset();  // what the kernel does when the holder exits, kill -9 included

@@ -62,7 +62,8 @@ TEST(TrainConfig, OverridesWinOverTheFile) {
 
 TEST(TrainConfig, Errors) {
   EXPECT_EQ(ComposeConfigJson("/nonexistent/ds.json", {}).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(absl::StrContains(ComposeConfigJson("/nonexistent/ds.json", {}).status().message(), "/nonexistent/ds.json"));
+  EXPECT_TRUE(
+      absl::StrContains(ComposeConfigJson("/nonexistent/ds.json", {}).status().message(), "/nonexistent/ds.json"));
 
   ConfigOverrides bad_json;
   bad_json.values["optimizer.type"] = "AdamW";  // unquoted string
@@ -107,10 +108,13 @@ TEST(TrainConfig, Errors) {
 
 TEST(TrainConfig, WorldSizeFromBatchKeys) {
   EXPECT_EQ(*WorldSizeFromConfig(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 4,
-                                     "gradient_accumulation_steps": 2})", 2), 3);
+                                     "gradient_accumulation_steps": 2})",
+                                 2),
+            3);
   EXPECT_EQ(*WorldSizeFromConfig(R"({"train_micro_batch_size_per_gpu": 4})", 2), 2);
   auto bad = WorldSizeFromConfig(R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
-                                     "gradient_accumulation_steps": 1})", 2);
+                                     "gradient_accumulation_steps": 1})",
+                                 2);
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "train_batch_size 10")) << bad.status();
 }

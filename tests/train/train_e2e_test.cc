@@ -5,12 +5,11 @@
 // world size, fine-tuning starts from the exported weights, the monitors and
 // the report are written, bad input fails before any rank starts, and a
 // second run into a busy output directory is refused.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
@@ -157,10 +156,9 @@ TEST(TrainE2E, NvmeOffloadPreset) {
 
   std::filesystem::create_directories(swap);
   const int steps = 16;
-  CommandResult r = Zt(absl::StrCat(common, " --steps ", steps, Quick(dir + "/out"),
-                                    " --set zero_optimization.offload_param.max_in_cpu=0",
-                                    " --set 'csv_monitor={\"enabled\": true, \"output_path\": \"", dir,
-                                    "/out\", \"job_name\": \"gpt2-tiny\"}'"));
+  CommandResult r = Zt(absl::StrCat(
+      common, " --steps ", steps, Quick(dir + "/out"), " --set zero_optimization.offload_param.max_in_cpu=0",
+      " --set 'csv_monitor={\"enabled\": true, \"output_path\": \"", dir, "/out\", \"job_name\": \"gpt2-tiny\"}'"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "optimizer state on NVMe")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "parameter shards on NVMe")) << r.output;
@@ -199,8 +197,8 @@ TEST(TrainE2E, ResumeContinuesTheLossCurve) {
   // continues at the same point of the epoch, and the loss goes on from where it was.
   CommandResult c1 = Zt(absl::StrCat(common, " --steps 10", Quick(dir + "/c1"), " --save-dir ", dir, "/c_ckpt"));
   ASSERT_EQ(c1.code, 0) << c1.output;
-  CommandResult c2 = Zt(absl::StrCat(common, " --steps 14 --resume --nproc 3", Quick(dir + "/c2"), " --save-dir ",
-                                     dir, "/c_ckpt"));
+  CommandResult c2 =
+      Zt(absl::StrCat(common, " --steps 14 --resume --nproc 3", Quick(dir + "/c2"), " --save-dir ", dir, "/c_ckpt"));
   ASSERT_EQ(c2.code, 0) << c2.output;
   EXPECT_TRUE(absl::StrContains(c2.output, "resuming at 3 ranks from a checkpoint saved at 2")) << c2.output;
   auto third = ReadCsv(LossCsv(dir + "/c2", "gpt2-tiny"));
@@ -227,11 +225,11 @@ TEST(TrainE2E, EvaluationCountsEachSampleOnce) {
   std::vector<double> losses;
   for (int world : {1, 2, 3}) {
     SCOPED_TRACE(absl::StrCat("world ", world));
-    CommandResult r = Zt(absl::StrCat("train --model gpt2-tiny --data ", corpus,
-                                      " --seq-len 32 --global-batch 12 --stage 2 --steps 3 --eval-interval 0"
-                                      " --save-dir none --export none --nproc ",
-                                      world, Quick(absl::StrCat(dir, "/w", world)),
-                                      world == 1 ? " --report none" : ""));
+    CommandResult r =
+        Zt(absl::StrCat("train --model gpt2-tiny --data ", corpus,
+                        " --seq-len 32 --global-batch 12 --stage 2 --steps 3 --eval-interval 0"
+                        " --save-dir none --export none --nproc ",
+                        world, Quick(absl::StrCat(dir, "/w", world)), world == 1 ? " --report none" : ""));
     ASSERT_EQ(r.code, 0) << r.output;
     if (world == 1) {  // --report none, like --save-dir none: no report, and no file named "none"
       EXPECT_FALSE(absl::StrContains(r.output, "report:")) << r.output;
@@ -241,7 +239,8 @@ TEST(TrainE2E, EvaluationCountsEachSampleOnce) {
       }
     }
     EXPECT_TRUE(absl::StrContains(r.output, absl::StrCat("(", expected, " sequences, ", expected * 32, " tokens)")))
-        << "expected " << expected << " sequences\n" << r.output;
+        << "expected " << expected << " sequences\n"
+        << r.output;
     auto eval = ReadCsv(absl::StrCat(dir, "/w", world, "/gpt2-tiny/Eval_Samples_eval_loss.csv"));
     ASSERT_EQ(eval.size(), 1u) << r.output;
     losses.push_back(eval.begin()->second);
@@ -272,8 +271,8 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
     EXPECT_TRUE(absl::StrContains(text.str(), "\"n_layer\": 2")) << text.str();
   }
 
-  CommandResult b = Zt(absl::StrCat(common, " --stage 2 --steps 3 --lr 1e-4 --eval-interval -1 --init-from ",
-                                    weights, " --save-dir none --export none", Quick(dir + "/b")));
+  CommandResult b = Zt(absl::StrCat(common, " --stage 2 --steps 3 --lr 1e-4 --eval-interval -1 --init-from ", weights,
+                                    " --save-dir none --export none", Quick(dir + "/b")));
   ASSERT_EQ(b.code, 0) << b.output;
   auto tuned = ReadCsv(LossCsv(dir + "/b", "gpt2-tiny"));
   ASSERT_FALSE(tuned.empty());
@@ -401,8 +400,8 @@ TEST(TrainE2E, SecondRunIntoTheSameOutputDirectoryIsRefused) {
                                         "--output-dir ", dir, "/out");
   // The first run holds the lock for its whole life: start it, wait until
   // it has the lock (its pid is in the lock file), then start the second.
-  const std::string first_cmd = absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args,
-                                             " --steps 400 > ", dir, "/first.log 2>&1 & echo $!");
+  const std::string first_cmd = absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args, " --steps 400 > ",
+                                             dir, "/first.log 2>&1 & echo $!");
   CommandResult started;
   {
     FILE* p = ::popen(first_cmd.c_str(), "r");

@@ -17,8 +17,8 @@ Flags MakeFlags() {
 
 TEST(Flags, ParsesAllForms) {
   Flags f = MakeFlags();
-  ASSERT_TRUE(f.Parse({"a.json", "--world-size", "4", "--lr=0.5", "--print", "--set", "a=1",
-                       "--set=b=2", "b.json", "--", "cmd", "--print"})
+  ASSERT_TRUE(f.Parse({"a.json", "--world-size", "4", "--lr=0.5", "--print", "--set", "a=1", "--set=b=2", "b.json",
+                       "--", "cmd", "--print"})
                   .ok());
   EXPECT_EQ(f.GetInt("world-size"), 4);
   EXPECT_DOUBLE_EQ(f.GetDouble("lr"), 0.5);

@@ -22,7 +22,7 @@ TEST(StorageTest, ViewsSurviveAndMemoryReturns) {
   EXPECT_FALSE(HasStorage(flat));
   EXPECT_EQ(CpuMemory().current_bytes, before);
   EXPECT_EQ(view.sizes(), torch::IntArrayRef({8, 8}));  // metadata intact
-  FreeStorage(flat);                                     // idempotent
+  FreeStorage(flat);                                    // idempotent
 
   StoragePool pool;
   pool.Fill(flat);
@@ -30,7 +30,7 @@ TEST(StorageTest, ViewsSurviveAndMemoryReturns) {
   EXPECT_EQ(CpuMemory().current_bytes - before, 4 << 16);
   flat.copy_(torch::arange(1 << 16, torch::kFloat) * 2);
   EXPECT_EQ(view[0][0].item<float>(), 200.0f);  // the view reads the new bytes
-  pool.Fill(flat);                               // idempotent
+  pool.Fill(flat);                              // idempotent
   EXPECT_EQ(CpuMemory().current_bytes - before, 4 << 16);
 
   pool.Drain(flat);
