@@ -35,7 +35,6 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,28 +44,15 @@
 
 #include "absl/status/statusor.h"
 #include "ckpt/value.h"
-#include "comm/process_group.h"
 #include "config/config.h"
-#include "engine/loss_scaler.h"
-#include "engine/lr_scheduler.h"
-#include "ops/shard_optimizer.h"
-#include "zero/param_coordinator.h"
+#include "ops/impl.h"
+#include "zero/coordinator_stats.h"
 
 namespace zt {
 
-class GatheredParameters;
-
-namespace offload {
-class IoEngine;
-}  // namespace offload
-
-namespace zero {
-struct FlatGroup;
-struct GradReducerOptions;
-class GradReducer;
-class ShardedOptimizer;
-struct CoordinatorLink;
-}  // namespace zero
+namespace comm {
+class ProcessGroup;
+}  // namespace comm
 
 // Bytes of model state this rank holds (what the ZeRO formulas count).
 struct ModelStateBytes {
@@ -102,6 +88,8 @@ struct EngineOptions {
   ops::Impl optimizer_impl = ops::Impl::kFast;
 };
 
+// The engine's interface. Create returns the one implementation
+// (engine/engine_impl.h, not part of the public API).
 class Engine {
  public:
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<torch::nn::Module> model, Config config,
@@ -114,40 +102,40 @@ class Engine {
     return Create(model.ptr(), std::move(config), std::move(group), options);
   }
 
-  ~Engine();
+  virtual ~Engine() = default;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  torch::nn::Module& module() { return *module_; }
-  const Config& config() const { return config_; }
-  comm::ProcessGroup& process_group() { return *pg_; }
+  virtual torch::nn::Module& module() = 0;
+  virtual const Config& config() const = 0;
+  virtual comm::ProcessGroup& process_group() = 0;
 
   // Runs backward on `loss` (a scalar from this rank's micro-batch) with the
   // loss scale and 1/gradient_accumulation_steps applied.
-  void Backward(const at::Tensor& loss);
+  virtual void Backward(const at::Tensor& loss) = 0;
   // At the accumulation boundary: reduces what is left, checks overflow,
   // clips, steps the optimizer and scheduler, gathers updated parameters.
   // Elsewhere it only advances the micro-step counter.
-  void Step();
+  virtual void Step() = 0;
   // Runs gradient_accumulation_steps micro-steps: loss = micro_loss(i),
   // Backward, Step. Returns the mean loss of this rank's micro-batches.
-  double TrainBatch(const std::function<at::Tensor(int64_t micro_step)>& micro_loss);
+  virtual double TrainBatch(const std::function<at::Tensor(int64_t micro_step)>& micro_loss) = 0;
 
   // True when the next Step() is an optimizer step.
-  bool IsAccumulationBoundary() const;
-  int64_t global_steps() const { return global_steps_; }  // optimizer steps incl. skipped
-  int64_t global_samples() const { return global_samples_; }
-  int64_t skipped_steps() const { return skipped_steps_; }
-  int64_t micro_steps() const { return micro_steps_; }
-  double lr() const;  // lr of the next optimizer step
-  double loss_scale() const { return scaler_.scale(); }
+  virtual bool IsAccumulationBoundary() const = 0;
+  virtual int64_t global_steps() const = 0;  // optimizer steps incl. skipped
+  virtual int64_t global_samples() const = 0;
+  virtual int64_t skipped_steps() const = 0;
+  virtual int64_t micro_steps() const = 0;
+  virtual double lr() const = 0;  // lr of the next optimizer step
+  virtual double loss_scale() const = 0;
   // Global gradient L2 norm of the last applied step (only computed when
   // gradient_clipping is on; nullopt otherwise).
-  std::optional<double> last_grad_norm() const { return last_grad_norm_; }
-  ModelStateBytes memory() const;
+  virtual std::optional<double> last_grad_norm() const = 0;
+  virtual ModelStateBytes memory() const = 0;
 
   // Parameters the engine trains, in model order, with their names.
-  const std::vector<std::string>& param_names() const { return param_names_; }
+  virtual const std::vector<std::string>& param_names() const = 0;
 
   // Checkpoints in DeepSpeed's layout (docs/checkpoints.md). Collective:
   // every rank calls them with the same arguments, at an accumulation
@@ -156,117 +144,30 @@ class Engine {
   // strings, lists and dicts (no tensors) returned by LoadCheckpoint.
   // LoadCheckpoint reads <dir>/<tag or latest> saved at any world size and
   // stage; nothing changes unless every rank read everything.
-  absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
-                              const ckpt::Value& client_state = ckpt::Value());
-  absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag = "");
+  virtual absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
+                                      const ckpt::Value& client_state = ckpt::Value()) = 0;
+  virtual absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag = "") = 0;
   // Replaces the model's weights with those of a safetensors file, an index
   // .json or a directory holding either (Hugging Face names = the module's
   // names), reading only this rank's shard at stages 1-3. Collective.
   // Missing weights are an error naming them; extra ones are logged.
-  absl::Status LoadWeights(const std::string& path);
+  virtual absl::Status LoadWeights(const std::string& path) = 0;
 
   // One line describing where offloaded state lives ("" without offload).
-  std::string OffloadSummary() const;
-  OffloadStats offload_stats() const;
+  virtual std::string OffloadSummary() const = 0;
+  virtual OffloadStats offload_stats() const = 0;
 
   // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes
   // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.
-  std::optional<zero::CoordinatorStats> stage3_stats() const;
-  void ResetGatheredPeak();
+  virtual std::optional<zero::CoordinatorStats> stage3_stats() const = 0;
+  virtual void ResetGatheredPeak() = 0;
   // Stage 3 keeps the buffers of released parameters for the next gather
   // (so pages are not faulted in again every time); this returns them to the
   // allocator, like torch.cuda.empty_cache(). Call between steps.
-  void ReleaseCachedMemory();
+  virtual void ReleaseCachedMemory() = 0;
 
- private:
-  friend class GatheredParameters;
-
-  Engine();
-  absl::Status InitStage3(at::ScalarType dtype);
-  // Offload: checks the config against this build, starts the I/O engine
-  // for "nvme"; MakeOptimizer builds the sharded optimizer where the config
-  // puts its state.
-  absl::Status InitOffload();
-  absl::Status MakeOptimizer();
-  zero::GradReducerOptions ReducerOptions() const;  // from the config
-  void InitScheduleAndScaler();
-  absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
-  // GatheredParameters support: chunks holding `params` (all when empty).
-  std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;
-  void PinChunks(const std::vector<int>& chunks);
-  void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
-  // Checkpoint support (engine/checkpoint.cc).
-  absl::Status CheckTagAgreement(const std::string& tag);
-  // Reading weights for LoadCheckpoint / LoadWeights into fresh tensors
-  // (committed only when every rank succeeded).
-  //  * TrainableReader: fp32 elements [b, e) of a trainable parameter by name;
-  //  * GroupReader: elements [b, e) of trainable group g's buffer in one go,
-  //    where the source has exactly that group (nullopt where it does not);
-  //  * FrozenReader: elements [b, e) of a frozen parameter into `dst`.
-  using TrainableReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, float* dst)>;
-  using GroupReader = std::function<std::optional<absl::Status>(size_t g, int64_t b, int64_t e, float* dst)>;
-  using FrozenReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, at::Tensor dst)>;
-  // This rank's range of every trainable group (the whole group at stage 0),
-  // one fp32 tensor per group handed to `sink` in group order.
-  using OwnedSink = std::function<absl::Status(size_t g, const at::Tensor& values)>;
-  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink);
-  // Every frozen parameter this rank holds: (destination, fresh values).
-  absl::Status ReadFrozen(const FrozenReader& read, std::vector<std::pair<at::Tensor, at::Tensor>>* out);
-  // Writes loaded frozen parameters into place (through swap buffers for
-  // shards on NVMe) and re-gathers the full buffers that need it.
-  void CommitFrozen(std::vector<std::pair<at::Tensor, at::Tensor>>& frozen);
-  // Stage 3: the chunk holding `group` / whose shard is `shard` (-1: none).
-  int ChunkOfGroup(const zero::FlatGroup* group) const;
-  int ChunkOfShard(const at::Tensor& shard) const;
-  absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::ProcessGroup> group,
-                    EngineOptions options);
-  absl::Status BroadcastInitialState();
-  void OptimizerStep();
-  void GatherParams();
-  void MaybeLog();
-  void CheckWork(std::unique_ptr<comm::Work> work, const char* what);
-
-  std::shared_ptr<torch::nn::Module> module_;
-  Config config_;
-  std::shared_ptr<comm::ProcessGroup> pg_;
-  EngineOptions options_;
-  int stage_ = 0;
-  // NVMe offload's I/O engine (null without it); outlives every swapper.
-  std::unique_ptr<offload::IoEngine> io_;
-
-  std::vector<at::Tensor> params_;  // trainable, deduplicated, model order
-  std::vector<std::string> param_names_;
-  std::vector<zero::FlatGroup> groups_;
-  // Stage 3: chunks of frozen parameters, the coordinator and the link the
-  // units' hooks reach it through.
-  std::vector<zero::FlatGroup> frozen_groups_;
-  std::vector<at::Tensor> frozen_params_;
-  std::vector<std::string> frozen_names_;
-  std::unique_ptr<zero::ParamCoordinator> coordinator_;
-  std::shared_ptr<zero::CoordinatorLink> link_;
-  std::unique_ptr<zero::GradReducer> reducer_;
-  std::unique_ptr<zero::ShardedOptimizer> optimizer_;
-  std::unique_ptr<LrScheduler> scheduler_;
-  LossScaler scaler_ = LossScaler::Disabled();
-
-  int64_t micro_steps_ = 0;
-  int64_t global_steps_ = 0;
-  int64_t global_samples_ = 0;
-  int64_t skipped_steps_ = 0;
-  std::optional<double> last_grad_norm_;
-
-  // Logging and wall_clock_breakdown.
-  // Detached running sum of this rank's micro-batch losses since the last
-  // log line; read (one host sync) only when logging.
-  at::Tensor window_loss_sum_;
-  int64_t window_loss_count_ = 0;
-  std::chrono::steady_clock::time_point log_window_start_;
-  int64_t log_window_samples_ = 0;
-  std::chrono::steady_clock::time_point last_event_;
-  struct Timers {
-    double forward = 0, backward = 0, reduce = 0, step = 0;
-  } timers_;
-  OffloadStats logged_offload_;  // offload_stats() at the last log line
+ protected:
+  Engine() = default;
 };
 
 }  // namespace zt

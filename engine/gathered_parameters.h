@@ -32,6 +32,7 @@
 namespace zt {
 
 class Engine;
+class EngineImpl;
 
 class GatheredParameters {
  public:
@@ -48,7 +49,7 @@ class GatheredParameters {
  private:
   void Acquire(const std::vector<at::Tensor>& params);
 
-  Engine* engine_;
+  EngineImpl* engine_;  // Create made every Engine an EngineImpl
   std::optional<int> modifier_rank_;
   std::vector<int> chunks_;
   bool released_ = false;

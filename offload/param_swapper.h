@@ -33,6 +33,7 @@
 #include "offload/aligned_buffer.h"
 #include "offload/io_engine.h"
 #include "offload/swap_file.h"
+#include "offload/swap_stats.h"
 
 namespace zt::offload {
 
@@ -75,14 +76,7 @@ class ParamSwapper {
   int buffer_count() const { return pool_ ? pool_->count() : 0; }
   uint64_t buffer_bytes() const { return pool_ ? pool_->total_bytes() : 0; }
 
-  struct Stats {
-    uint64_t reads = 0, read_bytes = 0;  // slot reads issued
-    uint64_t writes = 0, write_bytes = 0;
-    uint64_t hits = 0;        // Acquire found the slot resident or in flight
-    uint64_t read_ahead = 0;  // reads started by TryReadAhead
-    uint64_t evictions = 0;
-    double wait_seconds = 0;  // time Acquire/Flush blocked on I/O
-  };
+  using Stats = ParamSwapStats;
   const Stats& stats() const { return stats_; }
 
  private:

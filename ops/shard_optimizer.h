@@ -48,6 +48,7 @@
 
 #include "absl/status/status.h"
 #include "config/config.h"
+#include "ops/impl.h"
 
 namespace zt::ops {
 
@@ -88,11 +89,6 @@ struct StepExtras {
   at::Tensor out;
 };
 
-// kFast: one fused, vectorised pass over memory per step, split across
-// intra-op threads (ops/kernels.h). kReference: the textbook formula per
-// element in double precision, single-threaded; tests compare against it.
-// Both run on CPU tensors only.
-enum class Impl { kFast, kReference };
 
 class ShardOptimizer {
  public:

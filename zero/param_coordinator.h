@@ -60,6 +60,7 @@
 #include "offload/param_swapper.h"
 #include "plan/prefetch_policy.h"
 #include "plan/unit_trace.h"
+#include "zero/coordinator_stats.h"
 #include "zero/flat_group.h"
 #include "zero/sharded_optimizer.h"
 #include "zero/storage.h"
@@ -73,18 +74,6 @@ struct ParamOffloadOptions {
   int buffer_count = 5;
   int64_t buffer_numel = 100000000;  // buffer_size (elements of the model dtype)
   int64_t max_in_cpu = 1000000000;   // shard elements kept in memory instead
-};
-
-struct CoordinatorStats {
-  int64_t gathered_bytes = 0;         // full (non-persistent) chunk bytes allocated now
-  int64_t peak_gathered_bytes = 0;    // most at once since the last ResetPeak()
-  int64_t gathers = 0;                // chunk all-gathers issued
-  int64_t prefetched_units = 0;       // unit gathers issued ahead of use
-  int64_t trace_mismatches = 0;       // requests that departed from the trace
-  int64_t cached_bytes = 0;           // freed gather buffers kept for reuse (zero/storage.h)
-  int64_t swapped_shard_bytes = 0;    // parameter shards living on NVMe (not in memory)
-  int64_t swap_buffer_bytes = 0;      // the parameter swap pool
-  offload::ParamSwapper::Stats swap;  // zeros without parameter offload
 };
 
 class ParamCoordinator {

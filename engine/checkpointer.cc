@@ -1,0 +1,704 @@
+// Implementation of engine/checkpointer.h.
+#include "engine/checkpointer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ckpt/export.h"
+#include "ckpt/pt_file.h"
+#include "ckpt/safetensors.h"
+#include "comm/agreement.h"
+#include "comm/collective_label.h"
+#include "engine/tensor_ref.h"
+#include "plan/layout.h"
+#include "util/error.h"
+#include "util/file_io.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "zero/optimizer_state.h"
+
+namespace zt {
+namespace {
+
+// A fresh [e - b] fp32 buffer for elements [b, e) of a group: every element
+// before the group's padding is read into it, so only the padding is zeroed
+// (filling gigabytes with zeros first would cost as much as reading them).
+at::Tensor OwnedBuffer(const zero::FlatGroup& g, int64_t b, int64_t e) {
+  at::Tensor t = at::empty({e - b}, at::kFloat);
+  const int64_t pad = std::max(b, std::min(e, g.layout.numel));
+  if (pad < e) t.narrow(0, pad - b, e - pad).zero_();
+  return t;
+}
+
+bool HasTensor(const ckpt::Value& v) {
+  if (v.is_tensor()) return true;
+  if (v.is_list() || v.is_tuple()) {
+    for (const ckpt::Value& x : v.AsList()) {
+      if (HasTensor(x)) return true;
+    }
+  }
+  if (v.is_dict()) {
+    for (const auto& [k, x] : v.AsDict().items) {
+      if (HasTensor(x)) return true;
+    }
+  }
+  return false;
+}
+
+int64_t TagHash(const std::string& tag) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : tag) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h >> 1);
+}
+
+at::Tensor CpuRngState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state().contiguous();
+}
+
+void SetCpuRngState(const at::Tensor& state) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Name of every parameter registered under more than one name -> the name
+// the engine (and the checkpoint layout) uses for it: the first one.
+std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
+  std::map<std::string, std::string> aliases;
+  std::unordered_map<const void*, std::string> first;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    auto [it, inserted] = first.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    if (!inserted) aliases[item.key()] = it->second;
+  }
+  return aliases;
+}
+
+}  // namespace
+
+absl::Status Checkpointer::ReadAndAgree(const std::function<absl::Status()>& read, const std::string& what) {
+  absl::Status local;
+  try {
+    local = read();
+  } catch (const std::exception& e) {
+    local = absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+  if (!local.ok()) {
+    ZT_LOG(ERROR) << local.message();
+  }
+  return comm::AgreeAcrossRanks(*core_.pg, local, what);
+}
+
+void Checkpointer::CommitFrozenAndBuffers(Staged& staged) {
+  CommitFrozen(staged.frozen);
+  at::NoGradGuard no_grad;
+  for (auto& [dst, tmp] : staged.buffers) {
+    at::Tensor d = dst;
+    d.copy_(tmp.view(d.sizes()));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Save
+
+absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_in, const ckpt::Value& client_state) {
+  const int64_t accumulation = core_.config.batch.accumulation_steps;
+  if (core_.micro_steps % accumulation != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "SaveCheckpoint in the middle of gradient accumulation (micro-step %d of %d): save after the Step() that "
+        "ends an accumulation boundary",
+        core_.micro_steps % accumulation, accumulation));
+  }
+  if (!client_state.is_none() && (!client_state.is_dict() || HasTensor(client_state))) {
+    return absl::InvalidArgumentError(
+        "SaveCheckpoint: client_state must be a dict of numbers, strings, lists and dicts (no tensors)");
+  }
+  const std::string tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
+  ZT_RETURN_IF_ERROR(CheckTagAgreement(tag));
+  const int rank = core_.pg->rank();
+  const std::string folder = dir + "/" + tag;
+
+  const ckpt::SavedLayout layout = CurrentLayout();
+  std::vector<at::Tensor> keep;  // copies the files reference until written
+  const ckpt::RankShards shards = CurrentShards(layout, &keep);
+  ckpt::TrainingState ts = CurrentTrainingState();
+  // Nothing is created before this point, so every rank judges the same tree.
+  bool replacing = false;
+  ZT_RETURN_IF_ERROR(AgreeOnSaveId(folder, &ts, &replacing));
+  // A tag that exists (a second run into the same save dir, or a tag saved
+  // twice) is written beside it and swapped in only once every rank's files
+  // are complete: a save that fails on one rank leaves the old tag whole.
+  const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
+
+  // The module state dict: buffers, and at stages 0-2 the full parameters.
+  ckpt::Dict module;
+  module.ordered = true;
+  std::vector<std::string> buffer_names;
+  const bool write_model_states = core_.stage == 3 || rank == 0;
+  if (write_model_states) {
+    if (core_.stage != 3) {
+      for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
+        keep.push_back(item.value().detach().contiguous());
+        module.Set(item.key(), Ref(keep.back()));
+      }
+    }
+    for (const auto& item : core_.module->named_buffers(/*recurse=*/true)) {
+      if (!item.value().defined()) continue;
+      keep.push_back(item.value().detach().contiguous());
+      module.Set(item.key(), Ref(keep.back()));
+      buffer_names.push_back(item.key());
+    }
+  }
+
+  absl::Status local = MakeDirs(staging);
+  if (local.ok()) {
+    try {
+      local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
+                                ckpt::MakeOptimStates(layout, rank, shards, ts));
+      if (local.ok() && write_model_states) {
+        local = ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.stage, rank),
+                                  ckpt::MakeModelStates(layout, rank, ts, module, buffer_names, shards, client_state));
+      }
+    } catch (const Error& e) {
+      local = e.status();
+    }
+  }
+  if (!local.ok()) {
+    ZT_LOG(ERROR) << "saving checkpoint '" << folder << "': " << local.message();
+  }
+  absl::Status agreed = comm::AgreeAcrossRanks(*core_.pg, local, absl::StrCat("saving checkpoint '", folder, "'"));
+  if (!agreed.ok()) {
+    if (replacing && rank == 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(staging, ec);  // the old tag stays as it was
+    }
+    return agreed;
+  }
+
+  // Every rank's files are in place: only now does `latest` move.
+  const absl::Status done = rank == 0 ? Publish(dir, tag, staging, replacing, layout, ts.save_id) : absl::OkStatus();
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, done, absl::StrCat("finishing checkpoint '", folder, "'")));
+  if (rank == 0) {
+    ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << core_.global_steps << ")";
+  }
+  return absl::OkStatus();
+}
+
+ckpt::SavedLayout Checkpointer::CurrentLayout() const {
+  // Every group with its parameters' names and places.
+  ckpt::SavedLayout layout;
+  layout.stage = core_.stage;
+  layout.world_size = core_.pg->size();
+  layout.model_dtype = ToCkpt(core_.params.front().scalar_type());
+  layout.rule = core_.stage == 0 ? ckpt::PartitionRule::kCeil : ckpt::PartitionRule::kEven;
+  auto saved_group = [](const zero::FlatGroup& g, const std::vector<std::string>& names,
+                        const std::vector<at::Tensor>& params, int first_index) {
+    ckpt::SavedGroup sg;
+    sg.padded_numel = g.layout.padded_numel;
+    sg.numel = g.layout.numel;
+    for (const plan::ParamSlot& s : g.layout.slots) {
+      const size_t i = static_cast<size_t>(s.param_index - first_index);
+      sg.params.push_back({names[i], params[i].sizes().vec(), s.offset, s.numel});
+    }
+    return sg;
+  };
+  // Frozen chunks number their parameters after the trainable ones.
+  const int t = static_cast<int>(core_.params.size());
+  for (const zero::FlatGroup& g : core_.groups) {
+    layout.groups.push_back(saved_group(g, core_.param_names, core_.params, 0));
+  }
+  for (const zero::FlatGroup& g : core_.frozen_groups) {
+    layout.frozen.push_back(saved_group(g, core_.frozen_names, core_.frozen_params, t));
+  }
+  layout.shared = TiedAliases(*core_.module);
+  return layout;
+}
+
+ckpt::RankShards Checkpointer::CurrentShards(const ckpt::SavedLayout& layout, std::vector<at::Tensor>* keep) {
+  const int rank = core_.pg->rank();
+  ckpt::RankShards shards;
+  std::vector<std::string> kinds = core_.optimizer->state_names();
+  kinds.insert(kinds.begin(), "master");
+  zero::ShardedOptimizer* opt = core_.optimizer.get();
+  for (size_t g = 0; g < core_.groups.size(); ++g) {
+    const zero::FlatGroup& fg = core_.groups[g];
+    const int64_t owned = fg.owned_end() - fg.owned_begin();
+    for (const std::string& kind : kinds) {
+      ckpt::TensorRef ref;
+      if (const float* resident = opt->Resident(kind, static_cast<int>(g))) {
+        at::Tensor t = at::from_blob(const_cast<float*>(resident), {owned}, at::kFloat);
+        if (core_.stage == 0) {
+          // Stage 0 saves each rank's even share of the whole buffer.
+          const auto [b, e] = layout.Range(fg.layout.padded_numel, rank);
+          keep->push_back(t.narrow(0, b, e - b).clone());
+          ref = Ref(keep->back());
+        } else {
+          ref = Ref(t);
+        }
+      } else {
+        ref.dtype = ckpt::DType::kFloat32;
+        ref.shape = {owned};
+        ref.source = [opt, kind, g](uint64_t offset, void* dst, uint64_t n) {
+          return opt->Read(kind, static_cast<int>(g), static_cast<int64_t>(offset / sizeof(float)),
+                           static_cast<int64_t>((offset + n) / sizeof(float)), static_cast<float*>(dst));
+        };
+      }
+      if (kind == "master") {
+        shards.master.push_back(std::move(ref));
+      } else {
+        shards.state[kind].push_back(std::move(ref));
+      }
+    }
+  }
+  for (const zero::FlatGroup& g : core_.frozen_groups) {
+    const int chunk = core_.coordinator ? core_.ChunkOfGroup(&g) : -1;
+    if (chunk >= 0 && core_.coordinator->swapped(chunk)) {
+      // The shard is on NVMe: stream it out through a swap buffer.
+      ckpt::TensorRef ref;
+      ref.dtype = ToCkpt(g.param_shard.scalar_type());
+      ref.shape = {g.param_shard.numel()};
+      zero::ParamCoordinator* pc = core_.coordinator.get();
+      ref.source = [pc, chunk](uint64_t offset, void* dst, uint64_t n) -> absl::Status {
+        try {
+          at::Tensor shard = pc->AcquireShard(chunk, /*read=*/true);
+          std::memcpy(dst, static_cast<const char*>(shard.data_ptr()) + offset, n);
+          pc->ReleaseShard(chunk, /*dirty=*/false);
+        } catch (const Error& e) {
+          return e.status();
+        }
+        return absl::OkStatus();
+      };
+      shards.frozen.push_back(std::move(ref));
+      continue;
+    }
+    keep->push_back(g.OwnedParams().contiguous());
+    shards.frozen.push_back(Ref(keep->back()));
+  }
+  keep->push_back(CpuRngState());
+  shards.rng_cpu = Ref(keep->back());
+  return shards;
+}
+
+ckpt::TrainingState Checkpointer::CurrentTrainingState() const {
+  ckpt::TrainingState ts;
+  ts.global_steps = core_.global_steps;
+  ts.global_samples = core_.global_samples;
+  ts.skipped_steps = core_.skipped_steps;
+  ts.micro_steps = core_.micro_steps;
+  ts.dynamic_loss_scale = core_.scaler.dynamic();
+  const LossScaler::State ss = core_.scaler.state();
+  ts.loss_scale = ss.scale;
+  ts.scaler_cur_iter = ss.cur_iter;
+  ts.scaler_last_overflow_iter = ss.last_overflow_iter;
+  ts.scaler_hysteresis = ss.cur_hysteresis;
+  ts.optimizer_type = std::string(ToString(core_.config.optimizer.type));
+  ts.optimizer_step = core_.optimizer->step_count();
+  ts.ds_config = core_.config.source_json;
+  return ts;
+}
+
+absl::Status Checkpointer::AgreeOnSaveId(const std::string& folder, ckpt::TrainingState* ts, bool* replacing) {
+  // Rank 0's id reaches every rank by a max-reduce; the folder counts as
+  // existing when any rank sees it.
+  at::Tensor id = at::zeros({2}, at::kLong);
+  if (core_.pg->rank() == 0) id[0] = ckpt::NewSaveId();
+  comm::CollectiveLabel label("the checkpoint save id");
+  std::error_code ec;
+  id[1] = std::filesystem::exists(folder, ec) ? 1 : 0;
+  ZT_RETURN_IF_ERROR(core_.pg->AllReduce(id, comm::ReduceOp::kMax)->Wait());
+  ts->save_id = id[0].item<int64_t>();
+  *replacing = id[1].item<int64_t>() != 0;
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Publish(const std::string& dir, const std::string& tag, const std::string& staging,
+                                   bool replacing, const ckpt::SavedLayout& layout, int64_t save_id) {
+  const std::string folder = dir + "/" + tag;
+  if (replacing) {
+    // The old folder steps aside, the new one takes its name, the old one goes.
+    const std::string old = absl::StrFormat("%s.replaced.%x", folder, save_id);
+    std::error_code ec;
+    std::filesystem::rename(folder, old, ec);
+    if (!ec) std::filesystem::rename(staging, folder, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("replacing checkpoint '", folder, "' with '", staging, "': ", ec.message()));
+    }
+    std::filesystem::remove_all(old, ec);
+  }
+  if (core_.config.zero.gather_16bit_weights_on_model_save) {
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::ZeroCheckpoint> saved, ckpt::ZeroCheckpoint::Open(dir, tag));
+    ckpt::ExportOptions eo;
+    eo.dtype = layout.model_dtype;
+    ZT_RETURN_IF_ERROR(ckpt::ExportSafetensors(*saved, folder, eo).status());
+  }
+  return WriteFileAtomically(dir + "/latest", tag + "\n");
+}
+
+// ---------------------------------------------------------------------------
+// Load
+
+absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std::string& tag) {
+  if (core_.micro_steps % core_.config.batch.accumulation_steps != 0) {
+    return absl::FailedPreconditionError("LoadCheckpoint in the middle of gradient accumulation: load between steps");
+  }
+  std::unique_ptr<ckpt::ZeroCheckpoint> ck;
+  std::unique_ptr<zero::OptimizerState> optimizer_state;
+  Staged staged;
+  at::Tensor rng;
+  ZT_RETURN_IF_ERROR(ReadAndAgree(
+      [&]() -> absl::Status {
+        ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag));
+        const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
+        // What saves killed mid-write left beside the complete files.
+        if (core_.pg->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
+        ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where));
+        ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
+        // The RNG stream: this rank's own when the world size matches.
+        std::vector<uint8_t> bytes;
+        if (ck->ReadRngState(core_.pg->rank() % ck->layout().world_size, &bytes).ok()) {
+          rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+          std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
+        }
+        return absl::OkStatus();
+      },
+      absl::StrCat("loading checkpoint from '", dir, "'")));
+
+  // Everyone read everything: commit.
+  const ckpt::TrainingState& ts = ck->training_state();
+  core_.optimizer->Adopt(std::move(optimizer_state), staged.masters, ts.optimizer_step);
+  CommitFrozenAndBuffers(staged);
+  core_.global_steps = ts.global_steps;
+  core_.global_samples = ts.global_samples;
+  core_.skipped_steps = ts.skipped_steps;
+  core_.micro_steps = ts.micro_steps;
+  if (core_.scaler.enabled()) {
+    LossScaler::State s;
+    s.scale = ts.loss_scale;
+    s.cur_iter = ts.scaler_cur_iter;
+    s.last_overflow_iter = ts.scaler_last_overflow_iter;
+    s.cur_hysteresis = static_cast<int>(ts.scaler_hysteresis);
+    core_.scaler.set_state(s);
+  }
+  if (rng.defined()) SetCpuRngState(rng);
+  core_.reducer->ZeroGrads();
+  if (core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "loaded checkpoint '" << dir << "/" << ck->tag() << "' (step " << ts.global_steps << ", saved by "
+                 << ck->layout().world_size << " ranks at stage " << ck->layout().stage << ")";
+  }
+  const ckpt::Value* client = ck->client_state();
+  return client != nullptr ? *client : ckpt::Value(ckpt::Dict());
+}
+
+absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const {
+  const ckpt::SavedLayout& l = ck.layout();
+  // Every trainable parameter there, with its shape.
+  for (size_t i = 0; i < core_.params.size(); ++i) {
+    const std::string& name = core_.param_names[i];
+    const auto at = l.FindTrainable(name);
+    if (!at) {
+      return absl::NotFoundError(absl::StrCat(where, " has no trainable parameter '", name,
+                                              "' (was it saved from this model, with the same parameters frozen?)"));
+    }
+    const ckpt::SavedParam& sp = l.groups[at->first].params[at->second];
+    if (sp.shape != core_.params[i].sizes().vec()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": parameter '", name, "' has shape [",
+                                                     absl::StrJoin(sp.shape, ", "), "], the model [",
+                                                     absl::StrJoin(core_.params[i].sizes().vec(), ", "), "]"));
+    }
+  }
+  int64_t model_numel = 0;
+  for (const at::Tensor& p : core_.params) model_numel += p.numel();
+  if (l.trainable_numel() != model_numel) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " has trainable parameters this model does not"));
+  }
+  const std::string optimizer(ToString(core_.config.optimizer.type));
+  if (ck.training_state().optimizer_type != optimizer) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", ck.training_state().optimizer_type,
+                                                   "; the config's optimizer is ", optimizer));
+  }
+  const std::vector<std::string> names = core_.optimizer->state_names();
+  if (names != ck.state_names()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [",
+                                                   absl::StrJoin(ck.state_names(), ", "), "]; this optimizer keeps [",
+                                                   absl::StrJoin(names, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                                               std::unique_ptr<zero::OptimizerState>* optimizer_state, Staged* staged) {
+  const ckpt::SavedLayout& l = ck.layout();
+  // Where the saved group is this group, split the same way, each rank
+  // reads its own record whole (one pass, CRC included); elsewhere
+  // parameter by parameter, from whichever saved ranks hold them.
+  std::vector<char> same(core_.groups.size(), 0);
+  for (size_t gi = 0; gi < core_.groups.size() && gi < l.groups.size(); ++gi) {
+    const zero::FlatGroup& g = core_.groups[gi];
+    const ckpt::SavedGroup& sg = l.groups[gi];
+    bool match = sg.padded_numel == g.layout.padded_numel && sg.params.size() == g.layout.slots.size();
+    for (size_t k = 0; match && k < sg.params.size(); ++k) {
+      const plan::ParamSlot& slot = g.layout.slots[k];
+      match = sg.params[k].name == core_.param_names[static_cast<size_t>(slot.param_index)] &&
+              sg.params[k].offset == slot.offset && sg.params[k].numel == slot.numel;
+    }
+    same[gi] = match ? 1 : 0;
+  }
+  auto per_param = [&ck](const std::string& what) -> TrainableReader {
+    return [&ck, what](const std::string& name, int64_t b, int64_t e, float* dst) {
+      return ck.ReadTrainable(name, what, b, e, dst);
+    };
+  };
+  auto per_group = [&ck, &same](const std::string& what) -> GroupReader {
+    return [&ck, &same, what](size_t g, int64_t b, int64_t e, float* dst) -> std::optional<absl::Status> {
+      if (!same[g]) return std::nullopt;
+      return ck.ReadGroup(g, what, b, e, dst);
+    };
+  };
+  // The optimizer state goes into a fresh store placed like the live one
+  // (a second set of swap files with NVMe offload), a group at a time, so
+  // loading never holds more than one group of it in memory.
+  ZT_ASSIGN_OR_RETURN(*optimizer_state, core_.optimizer->MakeStaging());
+  zero::OptimizerState* store = optimizer_state->get();
+  for (const std::string& kind : core_.optimizer->kinds()) {
+    const int k = store->KindIndex(kind);
+    ZT_RETURN_IF_ERROR(ReadOwned(per_param(kind), per_group(kind), [&](size_t g, const at::Tensor& values) {
+      return store->Write(k, static_cast<int>(g), 0, values.numel(), values.data_ptr<float>());
+    }));
+  }
+  if (core_.optimizer->master_is_params()) {
+    ZT_RETURN_IF_ERROR(ReadOwned(per_param("master"), per_group("master"), [&](size_t, const at::Tensor& values) {
+      staged->masters.push_back(values);
+      return absl::OkStatus();
+    }));
+  }
+  auto frozen_reader = [&](const std::string& name, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
+    if (l.FindFrozen(name)) {
+      at::Tensor tmp = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(l.model_dtype)));
+      ZT_RETURN_IF_ERROR(ck.ReadFrozen(name, b, e, tmp.data_ptr()));
+      dst.copy_(tmp);
+      return absl::OkStatus();
+    }
+    const ckpt::TensorRef* m = ck.ModuleTensor(name);
+    if (m == nullptr) return absl::NotFoundError(absl::StrCat(where, " has no frozen parameter '", name, "'"));
+    if (e > m->numel()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": frozen parameter '", name, "' has ", m->numel(), " elements, fewer than the model's"));
+    }
+    at::Tensor whole = at::empty({m->numel()}, at::TensorOptions().dtype(FromCkpt(m->dtype)));
+    ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(*m, whole.data_ptr()));
+    dst.copy_(whole.narrow(0, b, e - b));
+    return absl::OkStatus();
+  };
+  ZT_RETURN_IF_ERROR(ReadFrozen(frozen_reader, &staged->frozen));
+  for (const auto& item : core_.module->named_buffers(/*recurse=*/true)) {
+    if (!item.value().defined()) continue;
+    const ckpt::TensorRef* m = ck.ModuleTensor(item.key());
+    if (m == nullptr) return absl::NotFoundError(absl::StrCat(where, " has no buffer '", item.key(), "'"));
+    if (m->numel() != item.value().numel()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": buffer '", item.key(), "' has another size"));
+    }
+    at::Tensor tmp = at::empty(m->shape, at::TensorOptions().dtype(FromCkpt(m->dtype)));
+    ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(*m, tmp.data_ptr()));
+    staged->buffers.emplace_back(item.value(), tmp);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// LoadWeights
+
+absl::Status Checkpointer::LoadWeights(const std::string& path) {
+  std::unique_ptr<ckpt::SafetensorsModel> model;
+  Staged staged;
+  // The model's names with their sizes: trainable and frozen parameters
+  // under every name they are registered by (tied aliases included).
+  std::unordered_map<std::string, int64_t> numel_of;
+  for (size_t i = 0; i < core_.params.size(); ++i) numel_of[core_.param_names[i]] = core_.params[i].numel();
+  for (size_t i = 0; i < core_.frozen_params.size(); ++i) {
+    numel_of[core_.frozen_names[i]] = core_.frozen_params[i].numel();
+  }
+  for (const auto& item : core_.module->named_parameters(true)) numel_of.emplace(item.key(), item.value().numel());
+
+  // Elements [b, e) of tensor `name` (which must hold `numel` elements)
+  // into `dst`, converted to its dtype.
+  auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
+    auto [reader, t] = model->Find(name);
+    if (t == nullptr) return absl::NotFoundError(name);
+    int64_t n = 1;
+    for (int64_t d : t->shape) n *= d;
+    if (n != numel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ", numel));
+    }
+    const size_t es = ckpt::DTypeSize(t->dtype);
+    at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(t->dtype)));
+    ZT_RETURN_IF_ERROR(
+        reader->ReadBytes(*t, static_cast<uint64_t>(b) * es, static_cast<uint64_t>(e) * es, raw.data_ptr()));
+    dst.copy_(raw);
+    return absl::OkStatus();
+  };
+  ZT_RETURN_IF_ERROR(ReadAndAgree(
+      [&]() -> absl::Status {
+        ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
+        // Missing names first, all at once, so the error lists every one. A
+        // tied alias may be absent (transformers drops lm_head.weight when tied).
+        const std::map<std::string, std::string> aliases = TiedAliases(*core_.module);
+        std::vector<std::string> missing;
+        for (const auto& [name, n] : numel_of) {
+          if (model->Find(name).second == nullptr && aliases.count(name) == 0) missing.push_back(name);
+        }
+        if (!missing.empty()) {
+          std::sort(missing.begin(), missing.end());
+          return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(),
+                                                  " of the model's weights: ", absl::StrJoin(missing, ", ")));
+        }
+        ZT_RETURN_IF_ERROR(ReadOwned(
+            [&](const std::string& name, int64_t b, int64_t e, float* dst) {
+              return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
+            },
+            nullptr,
+            [&](size_t, const at::Tensor& values) {
+              staged.masters.push_back(values);
+              return absl::OkStatus();
+            }));
+        ZT_RETURN_IF_ERROR(ReadFrozen([&](const std::string& name, int64_t b, int64_t e,
+                                          at::Tensor dst) { return read_range(name, numel_of[name], b, e, dst); },
+                                      &staged.frozen));
+        for (const auto& item : core_.module->named_buffers(true)) {
+          if (!item.value().defined() || model->Find(item.key()).second == nullptr) continue;
+          at::Tensor tmp = at::empty_like(item.value());
+          ZT_RETURN_IF_ERROR(read_range(item.key(), item.value().numel(), 0, item.value().numel(), tmp.view({-1})));
+          staged.buffers.emplace_back(item.value(), tmp);
+        }
+        return absl::OkStatus();
+      },
+      absl::StrCat("loading weights from '", path, "'")));
+
+  core_.optimizer->SetMasters(staged.masters);
+  CommitFrozenAndBuffers(staged);
+  if (core_.pg->rank() == 0) {
+    std::set<std::string> known;  // the model's names (aliases and buffers included)
+    for (const auto& [name, n] : numel_of) known.insert(name);
+    for (const auto& item : core_.module->named_buffers(true)) known.insert(item.key());
+    std::vector<std::string> extra;
+    for (const std::string& n : model->names()) {
+      if (known.count(n) == 0) extra.push_back(n);
+    }
+    ZT_LOG(INFO) << "loaded weights from '" << path << "'"
+                 << (extra.empty() ? std::string()
+                                   : absl::StrCat("; ignored ", extra.size(),
+                                                  " tensors the model does not have: ", absl::StrJoin(extra, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Readers
+
+absl::Status Checkpointer::CheckTagAgreement(const std::string& tag) {
+  if (core_.pg->size() == 1 || core_.config.checkpoint.tag_validation == TagValidation::kIgnore)
+    return absl::OkStatus();
+  at::Tensor hi = at::full({1}, TagHash(tag), at::kLong), lo = hi.clone();
+  comm::CollectiveLabel label("the checkpoint tag check");
+  ZT_RETURN_IF_ERROR(core_.pg->AllReduce(hi, comm::ReduceOp::kMax)->Wait());
+  ZT_RETURN_IF_ERROR(core_.pg->AllReduce(lo, comm::ReduceOp::kMin)->Wait());
+  if (hi.item<int64_t>() == lo.item<int64_t>()) return absl::OkStatus();
+  const std::string msg = absl::StrCat("ranks save under different checkpoint tags (this rank: '", tag,
+                                       "'); pass every rank the same tag (checkpoint.tag_validation)");
+  if (core_.config.checkpoint.tag_validation == TagValidation::kFail) return absl::FailedPreconditionError(msg);
+  ZT_LOG(WARNING) << msg;
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink) {
+  for (size_t gi = 0; gi < core_.groups.size(); ++gi) {
+    const zero::FlatGroup& g = core_.groups[gi];
+    const int64_t b = core_.stage == 0 ? 0 : g.owned_begin(),
+                  e = core_.stage == 0 ? g.layout.padded_numel : g.owned_end();
+    at::Tensor m = OwnedBuffer(g, b, e);
+    float* data = m.data_ptr<float>();
+    std::optional<absl::Status> at_once = whole ? whole(gi, b, e, data) : std::nullopt;
+    if (at_once.has_value()) {
+      ZT_RETURN_IF_ERROR(*at_once);
+    } else {
+      for (const plan::ParamSlot& s : g.layout.slots) {
+        const plan::SlotRange r = plan::Intersect(s, b, e);
+        if (r.empty()) continue;
+        ZT_RETURN_IF_ERROR(read(core_.param_names[static_cast<size_t>(s.param_index)], r.begin_in_param, r.end_in_param,
+                                data + (s.offset + r.begin_in_param - b)));
+      }
+    }
+    ZT_RETURN_IF_ERROR(sink(gi, m));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::ReadFrozen(const FrozenReader& frozen, TensorCopies* frozen_out) {
+  if (core_.stage == 3) {
+    const int64_t t = static_cast<int64_t>(core_.params.size());
+    for (const zero::FlatGroup& g : core_.frozen_groups) {
+      at::Tensor dst = g.OwnedParams();
+      at::Tensor tmp = at::zeros_like(dst);
+      for (const plan::ParamSlot& s : g.layout.slots) {
+        const plan::SlotRange r = plan::Intersect(s, g.owned_begin(), g.owned_end());
+        if (r.empty()) continue;
+        ZT_RETURN_IF_ERROR(
+            frozen(core_.frozen_names[static_cast<size_t>(s.param_index - t)], r.begin_in_param, r.end_in_param,
+                   tmp.narrow(0, s.offset + r.begin_in_param - g.owned_begin(), r.end_in_param - r.begin_in_param)));
+      }
+      frozen_out->emplace_back(dst, tmp);
+    }
+  } else {
+    std::unordered_map<const void*, bool> seen;
+    for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
+      const at::Tensor& p = item.value();
+      if (p.requires_grad() || !seen.emplace(p.unsafeGetTensorImpl(), true).second) continue;
+      at::Tensor tmp = at::empty(p.sizes(), p.options().requires_grad(false));
+      ZT_RETURN_IF_ERROR(frozen(item.key(), 0, p.numel(), tmp.view({-1})));
+      frozen_out->emplace_back(p, tmp);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Checkpointer::CommitFrozen(TensorCopies& frozen) {
+  at::NoGradGuard no_grad;
+  for (auto& [dst, tmp] : frozen) {
+    // A stage-3 shard on NVMe has no memory of its own: write it through
+    // a swap buffer.
+    const int chunk = core_.coordinator ? core_.ChunkOfShard(dst) : -1;
+    if (chunk >= 0 && core_.coordinator->swapped(chunk)) {
+      at::Tensor shard = core_.coordinator->AcquireShard(chunk, /*read=*/false);
+      shard.copy_(tmp.view(shard.sizes()));
+      core_.coordinator->ReleaseShard(chunk, /*dirty=*/true);
+      continue;
+    }
+    at::Tensor d = dst;
+    d.copy_(tmp.view(d.sizes()));
+  }
+  // Full buffers that hold more than this rank's range: stages 1/2, and at
+  // stage 3 the persistent chunks (trainable and frozen).
+  if (core_.stage >= 1 && core_.pg->size() > 1) {
+    core_.GatherParams();
+    std::vector<std::unique_ptr<comm::Work>> works;
+    comm::CollectiveLabel label("loaded frozen parameters");
+    for (zero::FlatGroup& g : core_.frozen_groups) {
+      if (!g.param_shard.defined()) works.push_back(core_.pg->AllGather(g.OwnedParams(), g.params));
+    }
+    for (auto& w : works) CheckWork(std::move(w), "all-gathering loaded parameters");
+  }
+}
+
+}  // namespace zt

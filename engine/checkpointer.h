@@ -1,0 +1,100 @@
+// Checkpoints of one engine: SaveCheckpoint, LoadCheckpoint and LoadWeights
+// (engine/engine.h) over the state the engine's training half uses
+// (engine/engine_core.h). The files' contents and layout are
+// ckpt/zero_checkpoint.h's; here tensor references are pointed at the
+// engine's buffers, ranks are kept in agreement, and whatever world size
+// and stage saved a checkpoint is read back into this rank's shards.
+// Internal to zt_engine.
+//
+// Every load runs the same three phases:
+//   read   -- into fresh tensors (and a staging optimizer store); nothing
+//             the engine trains with changes;
+//   agree  -- one collective: did every rank read everything?
+//   commit -- only then are the staged values moved into place.
+// So a load that fails on any rank (missing file, wrong model, a rank out
+// of memory) leaves every rank's training state as it was.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ckpt/value.h"
+#include "ckpt/zero_checkpoint.h"
+#include "engine/engine_core.h"
+
+namespace zt {
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(EngineCore& core) : core_(core) {}
+
+  // engine/engine.h's contracts: collective, at an accumulation boundary.
+  absl::Status Save(const std::string& dir, const std::string& tag, const ckpt::Value& client_state);
+  absl::StatusOr<ckpt::Value> Load(const std::string& dir, const std::string& tag);
+  absl::Status LoadWeights(const std::string& path);
+
+ private:
+  // (destination, staged values) pairs, written into place at commit.
+  using TensorCopies = std::vector<std::pair<at::Tensor, at::Tensor>>;
+  // What the read phase of a load staged.
+  struct Staged {
+    std::vector<at::Tensor> masters;  // per trainable group: this rank's fp32 range
+    TensorCopies frozen;              // frozen parameters (shards at stage 3)
+    TensorCopies buffers;             // module buffers
+  };
+
+  // Runs `read` (exceptions become errors; a failure is logged), then agrees
+  // across ranks: OK only when every rank's read succeeded.
+  absl::Status ReadAndAgree(const std::function<absl::Status()>& read, const std::string& what);
+  // Commit of the frozen parameters and buffers of `staged`.
+  void CommitFrozenAndBuffers(Staged& staged);
+
+  // Readers into fresh tensors, shared by both loads:
+  //  * TrainableReader: fp32 elements [b, e) of a trainable parameter by name;
+  //  * GroupReader: elements [b, e) of trainable group g's buffer in one go,
+  //    where the source has exactly that group (nullopt where it does not);
+  //  * FrozenReader: elements [b, e) of a frozen parameter into `dst`.
+  using TrainableReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, float* dst)>;
+  using GroupReader = std::function<std::optional<absl::Status>(size_t g, int64_t b, int64_t e, float* dst)>;
+  using FrozenReader = std::function<absl::Status(const std::string& name, int64_t b, int64_t e, at::Tensor dst)>;
+  // This rank's range of every trainable group (the whole group at stage 0),
+  // one fp32 tensor per group handed to `sink` in group order.
+  using OwnedSink = std::function<absl::Status(size_t g, const at::Tensor& values)>;
+  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink);
+  // Every frozen parameter this rank holds: (destination, fresh values).
+  absl::Status ReadFrozen(const FrozenReader& read, TensorCopies* out);
+  // Writes loaded frozen parameters into place (through swap buffers for
+  // shards on NVMe) and re-gathers the full buffers that need it.
+  void CommitFrozen(TensorCopies& frozen);
+
+  // Save's steps, in order.
+  absl::Status CheckTagAgreement(const std::string& tag);
+  ckpt::SavedLayout CurrentLayout() const;
+  // This rank's range of every group: views of resident state, copies
+  // (`keep`) of stage-0 slices and frozen shards, and sources that stream
+  // state kept on NVMe into the file chunk by chunk.
+  ckpt::RankShards CurrentShards(const ckpt::SavedLayout& layout, std::vector<at::Tensor>* keep);
+  ckpt::TrainingState CurrentTrainingState() const;
+  // One save id for every file (rank 0's), and whether `folder` exists on
+  // any rank. Collective.
+  absl::Status AgreeOnSaveId(const std::string& folder, ckpt::TrainingState* ts, bool* replacing);
+  // Once every rank's files are complete: swap a replaced tag in, export the
+  // 16-bit weights if configured, and move `latest` (rank 0 only).
+  absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging, bool replacing,
+                       const ckpt::SavedLayout& layout, int64_t save_id);
+
+  // Load's steps.
+  absl::Status CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;
+  absl::Status ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                                   std::unique_ptr<zero::OptimizerState>* optimizer_state, Staged* staged);
+
+  EngineCore& core_;
+};
+
+}  // namespace zt

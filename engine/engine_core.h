@@ -1,0 +1,87 @@
+// The state of one engine that its two halves share: training
+// (engine/engine_impl.h) and checkpointing (engine/checkpointer.h). Internal
+// to zt_engine; users see engine/engine.h only.
+//
+// Ownership and lifetime:
+//  * EngineImpl owns exactly one EngineCore and fills it once, in
+//    engine/engine_setup.cc; Checkpointer holds a reference to it.
+//  * After setup `groups` and `frozen_groups` are never resized or reordered:
+//    GradReducer, ShardedOptimizer and ParamCoordinator keep pointers into
+//    them for the engine's life.
+//  * `io` is declared before the objects that swap through it, so it is
+//    destroyed after them.
+//  * "pg" is the process group (ranks); "group" is always a flat parameter
+//    group (zero/flat_group.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "engine/loss_scaler.h"
+#include "engine/lr_scheduler.h"
+#include "offload/io_engine.h"
+#include "zero/flat_group.h"
+#include "zero/grad_reducer.h"
+#include "zero/param_coordinator.h"
+#include "zero/sharded_optimizer.h"
+#include "zero/unit_hook.h"
+
+namespace zt {
+
+struct EngineCore {
+  std::shared_ptr<torch::nn::Module> module;
+  Config config;
+  std::shared_ptr<comm::ProcessGroup> pg;
+  EngineOptions options;
+  int stage = 0;
+  // NVMe offload's I/O engine (null without it); outlives every swapper.
+  std::unique_ptr<offload::IoEngine> io;
+
+  // Trainable parameters: deduplicated, in model order, with their names,
+  // flattened into `groups` (stages 0-2: reduction buckets; stage 3: the
+  // trainable chunks of every unit).
+  std::vector<at::Tensor> params;
+  std::vector<std::string> param_names;
+  std::vector<zero::FlatGroup> groups;
+  // Stage 3 only: frozen parameters and their chunks. At stages 0-2 frozen
+  // parameters stay where the module keeps them, whole on every rank.
+  std::vector<at::Tensor> frozen_params;
+  std::vector<std::string> frozen_names;
+  std::vector<zero::FlatGroup> frozen_groups;
+  // Stage 3: the coordinator and the link the units' hooks reach it through.
+  std::unique_ptr<zero::ParamCoordinator> coordinator;
+  std::shared_ptr<zero::CoordinatorLink> link;
+
+  std::unique_ptr<zero::GradReducer> reducer;
+  std::unique_ptr<zero::ShardedOptimizer> optimizer;
+  std::unique_ptr<LrScheduler> scheduler;
+  LossScaler scaler = LossScaler::Disabled();
+
+  // DeepSpeed's counters.
+  int64_t micro_steps = 0;
+  int64_t global_steps = 0;  // optimizer steps, skipped ones included
+  int64_t global_samples = 0;
+  int64_t skipped_steps = 0;
+
+  // All-gathers every group that holds this rank's updated range of a full
+  // buffer (stages 1/2; stage 3's persistent chunks). Collective; throws
+  // zt::Error on a communication failure.
+  void GatherParams();
+  // Stage 3: the chunk holding `group` / whose shard is `shard` (-1: none,
+  // or not stage 3).
+  int ChunkOfGroup(const zero::FlatGroup* group) const;
+  int ChunkOfShard(const at::Tensor& shard) const;
+};
+
+// Waits for `work`; a failure throws zt::Error with `what` in front.
+void CheckWork(std::unique_ptr<comm::Work> work, const char* what);
+
+}  // namespace zt

@@ -1,0 +1,102 @@
+// The implementation behind zt::Engine (engine/engine.h): training steps,
+// accounting and logging here and in engine/engine.cc; setup in
+// engine/engine_setup.cc; checkpoints delegated to engine/checkpointer.h.
+// Internal to zt_engine: users include engine/engine.h.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_core.h"
+
+namespace zt {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl() = default;
+  ~EngineImpl() override;
+
+  // Fills the core (engine/engine_setup.cc): validates the config against
+  // the world, builds the flat groups of stages 0-2 or the units and chunks
+  // of stage 3, then the optimizer, reducer, scheduler and loss scaler.
+  absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::ProcessGroup> pg,
+                    EngineOptions options);
+
+  // engine/engine.h
+  torch::nn::Module& module() override { return *core_.module; }
+  const Config& config() const override { return core_.config; }
+  comm::ProcessGroup& process_group() override { return *core_.pg; }
+  void Backward(const at::Tensor& loss) override;
+  void Step() override;
+  double TrainBatch(const std::function<at::Tensor(int64_t micro_step)>& micro_loss) override;
+  bool IsAccumulationBoundary() const override;
+  int64_t global_steps() const override { return core_.global_steps; }
+  int64_t global_samples() const override { return core_.global_samples; }
+  int64_t skipped_steps() const override { return core_.skipped_steps; }
+  int64_t micro_steps() const override { return core_.micro_steps; }
+  double lr() const override;
+  double loss_scale() const override { return core_.scaler.scale(); }
+  std::optional<double> last_grad_norm() const override { return last_grad_norm_; }
+  ModelStateBytes memory() const override;
+  const std::vector<std::string>& param_names() const override { return core_.param_names; }
+  absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) override;
+  absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag) override;
+  absl::Status LoadWeights(const std::string& path) override;
+  std::string OffloadSummary() const override;
+  OffloadStats offload_stats() const override;
+  std::optional<zero::CoordinatorStats> stage3_stats() const override;
+  void ResetGatheredPeak() override;
+  void ReleaseCachedMemory() override;
+
+  // For GatheredParameters (engine/gathered_parameters.h): the stage-3
+  // chunks holding `params` (all when empty), pinned gathered while a scope
+  // is open; unpinning shares the modifier rank's values.
+  std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;
+  void PinChunks(const std::vector<int>& chunks);
+  void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
+
+ private:
+  // The parts setup fills differently per stage (engine/engine_setup.cc);
+  // FinishSetup is the tail both share.
+  struct SetupSummary;
+  absl::Status SetupStages0To2(at::ScalarType dtype, SetupSummary* summary);
+  absl::Status SetupStage3(at::ScalarType dtype, SetupSummary* summary);
+  absl::Status FinishSetup(at::ScalarType dtype, const SetupSummary& summary);
+  // Offload: checks the config against this build, starts the I/O engine
+  // for "nvme"; MakeOptimizer builds the sharded optimizer where the config
+  // puts its state.
+  absl::Status InitOffload();
+  absl::Status OffloadParamShards();
+  absl::Status MakeOptimizer();
+  zero::GradReducerOptions ReducerOptions() const;  // from the config
+  absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
+
+  void OptimizerStep();
+  // fp16: whether any rank saw a non-finite gradient (collective).
+  bool AnyRankOverflowed();
+  // The factor that unscales and clips the gradients (collective with clipping).
+  double GradMultiplier();
+  void MaybeLog();
+
+  EngineCore core_;
+  std::optional<double> last_grad_norm_;
+
+  // Logging and wall_clock_breakdown.
+  // Detached running sum of this rank's micro-batch losses since the last
+  // log line; read (one host sync) only when logging.
+  at::Tensor window_loss_sum_;
+  int64_t window_loss_count_ = 0;
+  std::chrono::steady_clock::time_point log_window_start_;
+  int64_t log_window_samples_ = 0;
+  std::chrono::steady_clock::time_point last_event_;
+  struct Timers {
+    double forward = 0, backward = 0, reduce = 0, step = 0;
+  } timers_;
+  OffloadStats logged_offload_;  // offload_stats() at the last log line
+};
+
+}  // namespace zt

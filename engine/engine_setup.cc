@@ -1,0 +1,352 @@
+// EngineImpl's setup (engine/engine_impl.h): Engine::Create validates the
+// config against the world, one of two builders fills the parameters and
+// their flat groups (stages 0-2: buckets of whole parameters, each rank
+// owning a slice at stages 1-2; stage 3: the units' chunks, sharded), and
+// one tail both share adds gradient buffers, the optimizer, the reducer, the
+// schedule and the loss scaler.
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "comm/agreement.h"
+#include "comm/broadcast_in_place.h"
+#include "engine/engine_impl.h"
+#include "ops/kernels.h"
+#include "plan/layout.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/strings.h"
+#include "util/system_info.h"
+#include "zero/activation_checkpoint.h"
+#include "zero/sharded_init.h"
+#include "zero/stage3_setup.h"
+#include "zero/unit.h"
+
+namespace zt {
+namespace {
+
+std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
+  if (!d) return std::nullopt;
+  switch (*d) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kBFloat16: return at::kBFloat16;
+  }
+  return std::nullopt;
+}
+
+// The CPU kernel variant the optimizer runs (ops/kernels.h), for the log.
+const char* KernelsName() { return ops::kernels::IsaName(ops::kernels::ActiveIsa()); }
+
+constexpr char kNoTrainable[] = "the model has no trainable parameters (requires_grad is false everywhere)";
+
+}  // namespace
+
+// What a stage's builder reports for the start-up line.
+struct EngineImpl::SetupSummary {
+  std::string shape;  // parameters, groups or units and chunks
+};
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model, Config config,
+                                                       std::shared_ptr<comm::ProcessGroup> group,
+                                                       EngineOptions options) {
+  auto engine = std::make_unique<EngineImpl>();
+  try {
+    ZT_RETURN_IF_ERROR(engine->Init(std::move(model), std::move(config), std::move(group), options));
+  } catch (const Error& e) {
+    return e.status();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("Engine::Create: LibTorch error: ", e.what_without_backtrace()));
+  }
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config config,
+                              std::shared_ptr<comm::ProcessGroup> pg, EngineOptions options) {
+  if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: the model is null");
+  if (pg == nullptr) return absl::InvalidArgumentError("Engine::Create: the process group is null");
+  core_.module = std::move(model);
+  core_.config = std::move(config);
+  core_.pg = std::move(pg);
+  core_.options = options;
+  core_.stage = core_.config.zero.stage;
+
+  absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
+  if (!batch.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the config's batch sizes do not fit a data-parallel world of ",
+                                                   core_.pg->size(), " ranks: ", batch.message()));
+  }
+  if (!core_.config.optimizer.present) {
+    return absl::InvalidArgumentError(
+        "the config has no \"optimizer\" block; add one, e.g. "
+        "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}");
+  }
+
+  const at::ScalarType dtype = core_.config.fp16.enabled   ? at::kHalf
+                               : core_.config.bf16.enabled ? at::kBFloat16
+                                                           : at::kFloat;
+  ConfigureActivationCheckpointing(core_.config.activation_checkpointing);
+  ZT_RETURN_IF_ERROR(InitOffload());
+  SetupSummary summary;
+  ZT_RETURN_IF_ERROR(core_.stage == 3 ? SetupStage3(dtype, &summary) : SetupStages0To2(dtype, &summary));
+  return FinishSetup(dtype, summary);
+}
+
+absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* summary) {
+  if (dtype != at::kFloat) core_.module->to(dtype);
+
+  // Trainable parameters, each once (tied weights appear under several names).
+  std::unordered_set<const void*> seen;
+  std::vector<plan::ParamInfo> infos;
+  for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
+    const at::Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    if (!p.device().is_cpu()) {
+      return absl::UnimplementedError(
+          absl::StrCat("parameter '", item.key(), "' is on ", p.device().str(),
+                       "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
+    }
+    if (!at::isFloatingType(p.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", item.key(), "' is not floating point"));
+    }
+    core_.params.push_back(p);
+    core_.param_names.push_back(item.key());
+    plan::ParamInfo info;
+    info.name = item.key();
+    info.shape = p.sizes().vec();
+    info.numel = p.numel();
+    infos.push_back(std::move(info));
+  }
+  if (core_.params.empty()) return absl::InvalidArgumentError(kNoTrainable);
+
+  const int partitions = core_.stage >= 1 ? core_.pg->size() : 1;
+  const int partition = core_.stage >= 1 ? core_.pg->rank() : 0;
+  plan::Layout layout = plan::PlanLayout(infos, core_.config.zero.reduce_bucket_size, partitions);
+  for (const plan::GroupLayout& gl : layout.groups) {
+    core_.groups.push_back(zero::FlattenParams(gl, core_.params, partition, /*sharded=*/core_.stage >= 1));
+  }
+
+  // Rank 0's initial state everywhere: the groups, then buffers and frozen
+  // parameters (not in any group) one by one.
+  std::vector<at::Tensor> initial;
+  for (zero::FlatGroup& g : core_.groups) initial.push_back(g.params);
+  for (const auto& b : core_.module->named_buffers(/*recurse=*/true)) initial.push_back(b.value());
+  for (const auto& p : core_.module->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) initial.push_back(p.value());
+  }
+  ZT_RETURN_IF_ERROR(comm::BroadcastInPlace(*core_.pg, initial, /*root=*/0, "rank 0's initial state"));
+
+  summary->shape = absl::StrFormat("%d parameters in %d groups (%d elements)", core_.params.size(), core_.groups.size(),
+                                   layout.total_numel());
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary) {
+  const zero::Stage3Options options = zero::Stage3OptionsFromConfig(core_.config);
+  ZT_ASSIGN_OR_RETURN(zero::Stage3Build b, zero::BuildStage3(*core_.module, *core_.pg, options));
+  if (b.num_trainable == 0) return absl::InvalidArgumentError(kNoTrainable);
+  core_.params.assign(b.params.begin(), b.params.begin() + b.num_trainable);
+  core_.param_names.assign(b.names.begin(), b.names.begin() + b.num_trainable);
+  core_.frozen_params.assign(b.params.begin() + b.num_trainable, b.params.end());
+  core_.frozen_names.assign(b.names.begin() + b.num_trainable, b.names.end());
+  core_.groups = std::move(b.trainable_chunks);
+  core_.frozen_groups = std::move(b.frozen_chunks);
+  ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));
+
+  std::vector<zero::ParamCoordinator::Unit> units(b.unit_names.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    units[u].name = b.unit_names[u];
+    units[u].chunks = b.unit_chunks[u];
+  }
+  std::vector<zero::ParamCoordinator::Chunk> chunks;
+  std::vector<int> chunk_of_group(core_.groups.size(), -1);
+  int persistent = 0;
+  int64_t persistent_numel = 0;
+  for (size_t c = 0; c < b.chunks.size(); ++c) {
+    const zero::Stage3Build::ChunkRef& ref = b.chunks[c];
+    zero::ParamCoordinator::Chunk chunk;
+    chunk.group = ref.trainable ? &core_.groups[static_cast<size_t>(ref.index)]
+                                : &core_.frozen_groups[static_cast<size_t>(ref.index)];
+    chunk.unit = ref.unit;
+    chunk.trainable = ref.trainable;
+    chunk.persistent = ref.persistent;
+    if (ref.trainable) chunk_of_group[static_cast<size_t>(ref.index)] = static_cast<int>(c);
+    if (ref.persistent) {
+      ++persistent;
+      persistent_numel += chunk.group->layout.numel;
+    }
+    chunks.push_back(chunk);
+  }
+  plan::PrefetchLimits limits;
+  limits.prefetch_bucket_numel = core_.config.zero.prefetch_bucket_size;
+  limits.max_live_numel = core_.config.zero.max_live_parameters;
+  limits.max_reuse_distance = core_.config.zero.max_reuse_distance;
+  core_.coordinator = std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks),
+                                                               std::move(chunk_of_group), core_.pg, limits);
+  if (core_.config.zero.offload_param.device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(OffloadParamShards());
+
+  // The units' forward now reaches the coordinator through the link, which
+  // ~EngineImpl clears (the user's model outlives the engine).
+  core_.link = std::make_shared<zero::CoordinatorLink>();
+  core_.link->coordinator.store(core_.coordinator.get());
+  for (size_t u = 0; u < b.unit_bases.size(); ++u) {
+    if (b.unit_bases[u] == nullptr) continue;
+    b.unit_bases[u]->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), b.unit_names[u]));
+  }
+
+  int64_t total = 0;
+  for (const at::Tensor& p : b.params) total += p.numel();
+  summary->shape = absl::StrFormat(
+      "%d parameters (%d elements, %d frozen tensors) in %d units and %d chunks, %d persistent (%d elements%s)",
+      b.params.size(), total, core_.frozen_params.size(), b.unit_names.size() - 1, b.chunks.size(), persistent,
+      persistent_numel, b.root_numel > 0 ? absl::StrFormat(", of which %d outside every zt::Unit", b.root_numel) : "");
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::OffloadParamShards() {
+  // Shards leave memory before gradients and the optimizer state arrive,
+  // so the peak is one copy of the shards, not two.
+  const OffloadParamConfig& op = core_.config.zero.offload_param;
+  zero::ParamOffloadOptions po;
+  po.dir = op.nvme_path;
+  po.file_name = absl::StrFormat("zerotorch-%d-rank%d-params.swp", static_cast<int>(::getpid()), core_.pg->rank());
+  po.buffer_count = op.buffer_count;
+  po.buffer_numel = op.buffer_size;
+  po.max_in_cpu = op.max_in_cpu;
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, core_.coordinator->OffloadShards(po, core_.io.get()),
+                                            "moving the parameter shards to offload_param.nvme_path"));
+  // Building the model and sharding it freed gigabytes in pieces small
+  // enough to stay in the C heap: give them back before the gradients come.
+  ReturnFreedHeapMemory();
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& summary) {
+  // Gradients: full flat buffers at stages 0/1 (stage 1 steps on its slice),
+  // only this rank's shard at stages 2/3.
+  const at::ScalarType grad_dtype = ToScalarType(core_.config.grad_accum_dtype).value_or(dtype);
+  for (zero::FlatGroup& g : core_.groups) {
+    if (core_.stage <= 1) {
+      zero::AttachFlatGrads(g, core_.params);
+      if (core_.stage == 1) g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+    } else {
+      g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
+    }
+  }
+  ZT_RETURN_IF_ERROR(MakeOptimizer());
+
+  zero::GradReducerOptions ro = ReducerOptions();
+  if (zero::ParamCoordinator* coordinator = core_.coordinator.get()) {
+    ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
+  }
+  core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
+  core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
+  core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();
+  last_event_ = log_window_start_ = std::chrono::steady_clock::now();
+
+  if (core_.pg->rank() == 0) {
+    const Config& c = core_.config;
+    ZT_LOG(INFO) << absl::StrFormat(
+        "engine: ZeRO stage %d, %d ranks, %s, %s; batch %d = micro %d x accumulation %d x ranks %d; model states "
+        "per rank %s; optimizer kernels %s",
+        core_.stage, core_.pg->size(), c10::toString(dtype), summary.shape, c.batch.train_batch, c.batch.micro_batch,
+        c.batch.accumulation_steps, core_.pg->size(), HumanBytes(static_cast<double>(memory().model_states())),
+        KernelsName());
+    const std::string offload = OffloadSummary();
+    if (!offload.empty()) {
+      ZT_LOG(INFO) << "engine: " << offload;
+    }
+  }
+  return absl::OkStatus();
+}
+
+zero::GradReducerOptions EngineImpl::ReducerOptions() const {
+  zero::GradReducerOptions ro;
+  ro.param_names = core_.param_names;
+  ro.stage = core_.stage;
+  ro.overlap_comm = core_.config.zero.overlap_comm;
+  ro.prescale_gradients = core_.config.prescale_gradients;
+  ro.gradient_predivide_factor = core_.config.gradient_predivide_factor;
+  ro.comm_dtype = ToScalarType(core_.config.communication_data_type);
+  return ro;
+}
+
+absl::Status EngineImpl::InitOffload() {
+  const OffloadOptimizerConfig& oo = core_.config.zero.offload_optimizer;
+  const OffloadParamConfig& op = core_.config.zero.offload_param;
+  // The config parser already enforced the stage rules (optimizer offload at
+  // stages 1-3, parameter offload at stage 3, nvme_path with "nvme").
+  if (oo.device != OffloadDevice::kNone && oo.ratio < 1.0) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "zero_optimization.offload_optimizer.ratio is %g; partial offload is not implemented: set ratio to 1 "
+        "(offload all of the optimizer state) or drop offload_optimizer",
+        oo.ratio));
+  }
+  if (oo.device == OffloadDevice::kNvme || op.device == OffloadDevice::kNvme) {
+    offload::IoOptions io;
+    io.block_size = core_.config.aio.block_size;
+    io.queue_depth = core_.config.aio.queue_depth;
+    io.threads = core_.config.aio.intra_op_parallelism;
+    io.single_submit = core_.config.aio.single_submit;
+    io.overlap_events = core_.config.aio.overlap_events;
+    auto created = offload::IoEngine::Create(io);
+    if (!created.ok()) return created.status();
+    core_.io = std::move(*created);
+  }
+  if (core_.pg->rank() == 0) {
+    // Honest about what a setting changes in this build.
+    if ((oo.device != OffloadDevice::kNone && oo.pin_memory) || (op.device != OffloadDevice::kNone && op.pin_memory)) {
+      ZT_LOG(INFO) << "engine: offload pin_memory has no effect in a CPU-only build (there are no device copies "
+                      "to speed up)";
+    }
+    if (oo.device == OffloadDevice::kCpu || op.device == OffloadDevice::kCpu) {
+      ZT_LOG(INFO) << "engine: offload to \"cpu\": this build trains on the CPU, so the offloaded state already "
+                      "lives in host memory; the step runs the same fused CPU kernels as without offload";
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::MakeOptimizer() {
+  zero::ShardedOptimizerOptions so;
+  so.impl = core_.options.optimizer_impl;
+  const OffloadOptimizerConfig& oo = core_.config.zero.offload_optimizer;
+  if (oo.device == OffloadDevice::kNvme) {
+    offload::OptimizerSwapOptions swap;
+    swap.dir = oo.nvme_path;
+    swap.file_prefix = absl::StrFormat("zerotorch-%d-rank%d-optimizer", static_cast<int>(::getpid()), core_.pg->rank());
+    swap.sub_group_numel = core_.config.zero.sub_group_size;
+    swap.buffer_count = oo.buffer_count;
+    swap.pipeline_read = oo.pipeline_read;
+    swap.pipeline_write = oo.pipeline_write;
+    so.swap = swap;
+    so.io = core_.io.get();
+  }
+  if (core_.coordinator && core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
+    so.params = core_.coordinator->shard_access();
+  }
+  auto made = zero::ShardedOptimizer::Create(core_.groups, core_.config.optimizer, so);
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, made.status(), "setting up the optimizer state"));
+  core_.optimizer = std::move(*made);
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::ConvertAndBroadcastBuffers(at::ScalarType dtype) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> buffers;
+  for (const auto& item : core_.module->named_buffers(/*recurse=*/true)) {
+    at::Tensor b = item.value();
+    if (!b.defined() || b.numel() == 0) continue;
+    if (at::isFloatingType(b.scalar_type()) && b.scalar_type() != dtype) b.set_data(b.to(dtype));
+    if (!b.is_contiguous()) b.set_data(b.contiguous());
+    buffers.push_back(b);
+  }
+  return comm::BroadcastInPlace(*core_.pg, buffers, /*root=*/0, "rank 0's module buffers");
+}
+
+}  // namespace zt

@@ -1,0 +1,25 @@
+// What the stage-3 parameter coordinator (zero/param_coordinator.h) reports:
+// gathered bytes, prefetches, departures from the recorded unit order and
+// parameter swapping. A header of its own, with no LibTorch, so that the
+// engine's public API (Engine::stage3_stats) can return it.
+#pragma once
+
+#include <cstdint>
+
+#include "offload/swap_stats.h"
+
+namespace zt::zero {
+
+struct CoordinatorStats {
+  int64_t gathered_bytes = 0;       // full (non-persistent) chunk bytes allocated now
+  int64_t peak_gathered_bytes = 0;  // most at once since the last ResetPeak()
+  int64_t gathers = 0;              // chunk all-gathers issued
+  int64_t prefetched_units = 0;     // unit gathers issued ahead of use
+  int64_t trace_mismatches = 0;     // requests that departed from the trace
+  int64_t cached_bytes = 0;         // freed gather buffers kept for reuse (zero/storage.h)
+  int64_t swapped_shard_bytes = 0;  // parameter shards living on NVMe (not in memory)
+  int64_t swap_buffer_bytes = 0;    // the parameter swap pool
+  offload::ParamSwapStats swap;     // zeros without parameter offload
+};
+
+}  // namespace zt::zero
