@@ -462,6 +462,292 @@ void DescribeOutcome(const LaunchOptions& options, const std::vector<int>& stopp
   }
 }
 
+// ---------------------------------------------------------------------------
+// Setup: the ranks' environment and command, resolved before anything starts.
+
+// What every rank of this node shares.
+struct JobEnvironment {
+  // The launcher's environment with torchrun's job-wide variables set; each
+  // rank adds RANK and LOCAL_RANK, then extra_env.
+  std::map<std::string, std::string> shared;
+  std::string exec_path;  // command[0] as execve gets it
+  std::string omp_note;   // says which OMP_NUM_THREADS the ranks get; empty when the user chose
+};
+
+// Starts nothing, so its errors (the command not found or not executable, as
+// ResolveCommand says) leave nothing to clean up.
+absl::StatusOr<JobEnvironment> PrepareJobEnvironment(const LaunchOptions& options, int master_port) {
+  JobEnvironment job;
+  std::map<std::string, std::string>& env = job.shared;
+  env = CurrentEnvironment();
+  const int world_size = options.nnodes * options.nproc_per_node;
+  env["WORLD_SIZE"] = std::to_string(world_size);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(options.nproc_per_node);
+  env["MASTER_ADDR"] = options.master_addr;
+  env["MASTER_PORT"] = std::to_string(master_port);
+  env["GROUP_RANK"] = std::to_string(options.node_rank);
+  env["NODE_RANK"] = std::to_string(options.node_rank);
+  env["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
+  // The job's identity, checked at the rendezvous so that a rank of another
+  // job that finds this job's store on the same port is refused. One node:
+  // a fresh id for every launch. Several nodes: each node's launcher would
+  // draw its own, so only a ZT_JOB_ID the user gives every node is used.
+  if (options.nnodes == 1) {
+    std::random_device rd;
+    env["ZT_JOB_ID"] = absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
+  }
+  if (!env.count("OMP_NUM_THREADS") && !options.extra_env.count("OMP_NUM_THREADS")) {
+    int cores = UsableCores();
+    int threads = std::max(1, cores / options.nproc_per_node);
+    env["OMP_NUM_THREADS"] = std::to_string(threads);
+    job.omp_note = absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads, " per rank (", cores,
+                                " cores / ", options.nproc_per_node, " ranks). Set OMP_NUM_THREADS to choose.\n");
+  }
+
+  // Look the command up in the PATH the ranks will have.
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  if (auto it = options.extra_env.find("PATH"); it != options.extra_env.end()) {
+    path_env = it->second;
+  } else if (auto it2 = env.find("PATH"); it2 != env.end()) {
+    path_env = it2->second;
+  }
+  ZT_ASSIGN_OR_RETURN(job.exec_path, ResolveCommand(options.command[0], path_env));
+  return job;
+}
+
+// One rank's environment as execve's "KEY=value" strings: the shared
+// variables, its own, then extra_env, which overrides everything.
+std::vector<std::string> RankEnvironment(const LaunchOptions& options, const std::map<std::string, std::string>& shared,
+                                         const RankResult& rank) {
+  std::map<std::string, std::string> rank_env = shared;
+  rank_env["RANK"] = std::to_string(rank.rank);
+  rank_env["LOCAL_RANK"] = std::to_string(rank.local_rank);
+  for (const auto& [key, value] : options.extra_env) rank_env[key] = value;
+  std::vector<std::string> strings;
+  for (const auto& [key, value] : rank_env) strings.push_back(absl::StrCat(key, "=", value));
+  return strings;
+}
+
+// Starts this node's nproc_per_node ranks into `set`, in local rank order.
+// On an error the ranks already started are killed and reaped, so none is
+// left running.
+absl::Status StartRanks(const LaunchOptions& options, const SpawnSpec& spawn,
+                        const std::map<std::string, std::string>& shared_env, RankSet& set) {
+  std::vector<Rank>& ranks = set.ranks();
+  ranks.resize(static_cast<size_t>(options.nproc_per_node));
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    Rank& rank = ranks[static_cast<size_t>(local)];
+    rank.result.local_rank = local;
+    rank.result.rank = options.node_rank * options.nproc_per_node + local;
+    rank.prefix = absl::StrCat("[rank ", rank.result.rank, "] ");
+    CStringArray envp;
+    envp.strings = RankEnvironment(options, shared_env, rank.result);
+    envp.Seal();
+    absl::Status started = StartRank(spawn, envp, rank);
+    if (!started.ok()) {
+      set.SignalGroups(SIGKILL);
+      set.KillLeftoversAndReap();
+      return started;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Supervision: one poll() loop from when every rank has started until the
+// last one has exited and its output has been read.
+
+// Where the supervisor is in stopping the ranks. It only moves forward:
+//   kRunning  -> kStopping  on the first of: a rank outside may_fail_ranks
+//                           fails, the timeout passes with ranks running,
+//                           SIGINT/SIGTERM reaches the launcher, or every rank
+//                           has exited while something it started still holds
+//                           an output pipe. Every rank's process group gets
+//                           SIGTERM (the received signal for an interrupt);
+//                           SIGKILL follows kill_grace later.
+//   kStopping -> kKilling   kill_grace passed with ranks running, or a second
+//                           SIGINT/SIGTERM came (the user wants out now):
+//                           SIGKILL to every group, then 2 s for the pipes.
+//   any       -> kDone      no rank runs and every output pipe is closed; or,
+//                           in kKilling, no rank runs and the 2 s have passed:
+//                           only processes outside the ranks' groups can still
+//                           hold the pipes, which are then abandoned.
+// Why the stop began is not state but outcome, each set at most once in
+// LaunchResult (failed_local_rank, timed_out, interrupted_by) for
+// DescribeOutcome. After the stop began, a failing rank or the timeout is no
+// longer taken as a cause; the first interrupt still is, and is forwarded.
+enum class SupervisorState { kRunning, kStopping, kKilling, kDone };
+
+// Relays the ranks' output and reacts to their exits, the timeout and the
+// launcher's signals until kDone. The ranks stay unreaped (their process group
+// ids stay reserved for SignalGroups); the caller reaps them.
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, Clock::time_point start, int signal_fd, RankSet& set, LaunchResult& result)
+      : options_(options),
+        set_(set),
+        result_(result),
+        signal_fd_(signal_fd),
+        deadline_(options.timeout ? start + *options.timeout : Clock::time_point::max()) {}
+
+  // Returns once kDone is reached. Internal when poll() fails; every rank has
+  // then been killed and reaped.
+  absl::Status Run() {
+    while (true) {
+      const Clock::time_point now = Advance();
+      if (state_ == SupervisorState::kDone) return absl::OkStatus();
+      ZT_RETURN_IF_ERROR(WaitAndRelay(now));
+    }
+  }
+
+  // Ranks sent the stopping signal while still running (the failed one aside).
+  const std::vector<int>& stopped_ranks() const { return stopped_ranks_; }
+  // Ranks still running when kill_grace ran out.
+  const std::vector<int>& needed_sigkill() const { return needed_sigkill_; }
+
+ private:
+  // Takes the transitions that exits and the clock call for; returns the time
+  // it judged them by, which the next wake-up counts from.
+  Clock::time_point Advance() {
+    const int failed = set_.CollectExits();
+    if (failed >= 0 && state_ == SupervisorState::kRunning) {
+      result_.failed_local_rank = failed;
+      BeginStop(SIGTERM);
+    }
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline_ && state_ == SupervisorState::kRunning && set_.AnyRunning()) {
+      result_.timed_out = true;
+      for (Rank& rank : set_.ranks()) rank.result.timed_out = rank.running;
+      BeginStop(SIGTERM);
+    }
+    if (!set_.AnyRunning() && !set_.AnyPipeOpen()) {
+      state_ = SupervisorState::kDone;
+      return now;
+    }
+    // Every rank exited but something they started still holds a pipe.
+    if (!set_.AnyRunning() && state_ == SupervisorState::kRunning) BeginStop(SIGTERM);
+    if (state_ == SupervisorState::kStopping && now >= kill_at_) {
+      for (const Rank& rank : set_.ranks()) {
+        if (rank.running) needed_sigkill_.push_back(rank.result.rank);
+      }
+      EscalateToKill(now);
+    }
+    if (state_ == SupervisorState::kKilling && !set_.AnyRunning() && now >= give_up_at_) {
+      set_.AbandonPipes();
+      state_ = SupervisorState::kDone;
+    }
+    return now;
+  }
+
+  // kRunning -> kStopping: `sig` to every rank's group. The ranks it reaches
+  // running count as stopped, except the one whose failure caused the stop.
+  void BeginStop(int sig) {
+    std::vector<Rank>& ranks = set_.ranks();
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& rank = ranks[i];
+      if (rank.running && !rank.result.stopped && static_cast<int>(i) != result_.failed_local_rank) {
+        rank.result.stopped = true;
+        stopped_ranks_.push_back(rank.result.rank);
+      }
+    }
+    set_.SignalGroups(sig);
+    if (state_ == SupervisorState::kRunning) {
+      state_ = SupervisorState::kStopping;
+      kill_at_ = Clock::now() + options_.kill_grace;
+    }
+  }
+
+  // kStopping -> kKilling.
+  void EscalateToKill(Clock::time_point now) {
+    set_.SignalGroups(SIGKILL);
+    state_ = SupervisorState::kKilling;
+    give_up_at_ = now + std::chrono::seconds(2);
+  }
+
+  // Waits in poll() for output, a signal or the state's next deadline, then
+  // handles what arrived.
+  absl::Status WaitAndRelay(Clock::time_point now) {
+    fds_.clear();
+    fd_owner_.clear();
+    fds_.push_back({signal_fd_, POLLIN, 0});
+    for (Rank& rank : set_.ranks()) {
+      if (rank.out.valid()) {
+        fds_.push_back({rank.out.get(), POLLIN, 0});
+        fd_owner_.emplace_back(&rank, false);
+      }
+      if (rank.err.valid()) {
+        fds_.push_back({rank.err.get(), POLLIN, 0});
+        fd_owner_.emplace_back(&rank, true);
+      }
+    }
+    const Clock::time_point wake = NextWake(now);
+    int wait_ms = static_cast<int>(
+        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1));
+    int ready = ::poll(fds_.data(), fds_.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      absl::Status status = ErrnoError("poll");
+      set_.SignalGroups(SIGKILL);
+      set_.KillLeftoversAndReap();
+      return status;
+    }
+    if (ready <= 0) return absl::OkStatus();
+    if (fds_[0].revents & POLLIN) HandleSignals();
+    for (size_t i = 1; i < fds_.size(); ++i) {
+      if (fds_[i].revents == 0) continue;
+      set_.Drain(*fd_owner_[i - 1].first, fd_owner_[i - 1].second);
+    }
+    return absl::OkStatus();
+  }
+
+  // At least every 200 ms: SIGCHLD is the usual wake-up, the period is a
+  // safety net. Sooner when the state's deadline comes first.
+  Clock::time_point NextWake(Clock::time_point now) const {
+    const Clock::time_point wake = now + std::chrono::milliseconds(200);
+    switch (state_) {
+      case SupervisorState::kRunning: return std::min(wake, deadline_);
+      case SupervisorState::kStopping: return std::min(wake, kill_at_);
+      case SupervisorState::kKilling: return std::min(wake, give_up_at_);
+      case SupervisorState::kDone: break;
+    }
+    return wake;
+  }
+
+  // Reads the self-pipe. The first SIGINT/SIGTERM is recorded and forwarded
+  // (starting the stop in kRunning); a later one escalates kStopping to
+  // kKilling. SIGCHLD is only a wake-up.
+  void HandleSignals() {
+    unsigned char sigs[64];
+    ssize_t n = ::read(signal_fd_, sigs, sizeof(sigs));
+    for (ssize_t i = 0; i < n; ++i) {
+      int sig = sigs[i];
+      if (sig != SIGINT && sig != SIGTERM) continue;
+      if (result_.interrupted_by == 0) {
+        result_.interrupted_by = sig;
+        if (state_ == SupervisorState::kRunning) {
+          BeginStop(sig);
+        } else {
+          set_.SignalGroups(sig);
+        }
+      } else if (state_ == SupervisorState::kStopping) {
+        EscalateToKill(Clock::now());
+      }
+    }
+  }
+
+  const LaunchOptions& options_;
+  RankSet& set_;
+  LaunchResult& result_;
+  const int signal_fd_;
+  const Clock::time_point deadline_;  // max(): no timeout
+  SupervisorState state_ = SupervisorState::kRunning;
+  Clock::time_point kill_at_{};                              // kStopping: when SIGKILL follows
+  Clock::time_point give_up_at_ = Clock::time_point::max();  // kKilling: when the pipes are abandoned
+  std::vector<int> stopped_ranks_;
+  std::vector<int> needed_sigkill_;
+  std::vector<struct pollfd> fds_;                // the self-pipe, then the open rank pipes
+  std::vector<std::pair<Rank*, bool>> fd_owner_;  // (rank, is_stderr) for fds_[1..]
+};
+
 }  // namespace
 
 std::string SignalName(int signal) {
@@ -522,43 +808,8 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   if (result.master_port == 0) {
     ZT_ASSIGN_OR_RETURN(result.master_port, PickFreePort(options.master_addr));
   }
-
-  // Environment shared by every rank; the per-rank variables are added below.
-  std::map<std::string, std::string> env = CurrentEnvironment();
-  const int world_size = options.nnodes * options.nproc_per_node;
-  env["WORLD_SIZE"] = std::to_string(world_size);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(options.nproc_per_node);
-  env["MASTER_ADDR"] = options.master_addr;
-  env["MASTER_PORT"] = std::to_string(result.master_port);
-  env["GROUP_RANK"] = std::to_string(options.node_rank);
-  env["NODE_RANK"] = std::to_string(options.node_rank);
-  env["GROUP_WORLD_SIZE"] = std::to_string(options.nnodes);
-  // The job's identity, checked at the rendezvous so that a rank of another
-  // job that finds this job's store on the same port is refused. One node:
-  // a fresh id for every launch. Several nodes: each node's launcher would
-  // draw its own, so only a ZT_JOB_ID the user gives every node is used.
-  if (options.nnodes == 1) {
-    std::random_device rd;
-    env["ZT_JOB_ID"] = absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
-  }
-  std::string omp_note;
-  if (!env.count("OMP_NUM_THREADS") && !options.extra_env.count("OMP_NUM_THREADS")) {
-    int cores = UsableCores();
-    int threads = std::max(1, cores / options.nproc_per_node);
-    env["OMP_NUM_THREADS"] = std::to_string(threads);
-    omp_note = absl::StrCat("zt launch: OMP_NUM_THREADS is not set; using ", threads, " per rank (", cores, " cores / ",
-                            options.nproc_per_node, " ranks). Set OMP_NUM_THREADS to choose.\n");
-  }
-
-  // Look the command up in the PATH the ranks will have.
-  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
-  if (auto it = options.extra_env.find("PATH"); it != options.extra_env.end()) {
-    path_env = it->second;
-  } else if (auto it2 = env.find("PATH"); it2 != env.end()) {
-    path_env = it2->second;
-  }
-  ZT_ASSIGN_OR_RETURN(std::string exec_path, ResolveCommand(options.command[0], path_env));
-  if (options.print_notes && !omp_note.empty()) WriteAll(options.err_fd, omp_note);
+  ZT_ASSIGN_OR_RETURN(JobEnvironment job, PrepareJobEnvironment(options, result.master_port));
+  if (options.print_notes && !job.omp_note.empty()) WriteAll(options.err_fd, job.omp_note);
   CStringArray argv;
   argv.strings = options.command;
   argv.Seal();
@@ -576,7 +827,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   if (!dev_null.valid()) return ErrnoError("open /dev/null");
 
   SpawnSpec spawn;
-  spawn.exec_path = exec_path;
+  spawn.exec_path = job.exec_path;
   spawn.argv = &argv;
   spawn.use_pipes = options.prefix_output || options.capture_output;
   spawn.out_fd = options.out_fd;
@@ -585,151 +836,14 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   spawn.launcher_pid = ::getpid();
   spawn.old_actions = signals.old_actions();
   RankSet set(options);
-  std::vector<Rank>& ranks = set.ranks();
-  ranks.resize(static_cast<size_t>(options.nproc_per_node));
+  ZT_RETURN_IF_ERROR(StartRanks(options, spawn, job.shared, set));
 
-  // Stops and reaps what was started when setting up a later rank fails.
-  auto abort_started = [&](absl::Status status) {
-    set.SignalGroups(SIGKILL);
-    set.KillLeftoversAndReap();
-    return status;
-  };
-
-  for (int local = 0; local < options.nproc_per_node; ++local) {
-    Rank& rank = ranks[static_cast<size_t>(local)];
-    rank.result.local_rank = local;
-    rank.result.rank = options.node_rank * options.nproc_per_node + local;
-    rank.prefix = absl::StrCat("[rank ", rank.result.rank, "] ");
-
-    // Per-rank variables, then extra_env, which overrides everything.
-    std::map<std::string, std::string> rank_env = env;
-    rank_env["RANK"] = std::to_string(rank.result.rank);
-    rank_env["LOCAL_RANK"] = std::to_string(local);
-    for (const auto& [key, value] : options.extra_env) rank_env[key] = value;
-    CStringArray envp;
-    for (const auto& [key, value] : rank_env) envp.strings.push_back(absl::StrCat(key, "=", value));
-    envp.Seal();
-
-    absl::Status started = StartRank(spawn, envp, rank);
-    if (!started.ok()) return abort_started(started);
-  }
-
-  // The supervision loop.
-  const bool has_deadline = options.timeout.has_value();
-  const Clock::time_point deadline = has_deadline ? start + *options.timeout : Clock::time_point::max();
-  bool stopping = false;
-  bool killed = false;
-  Clock::time_point kill_at{};
-  Clock::time_point give_up_at = Clock::time_point::max();
-  std::vector<int> stopped_ranks;
-  std::vector<int> needed_sigkill;
-
-  auto begin_stop = [&](int sig) {
-    for (Rank& rank : ranks) {
-      if (rank.running && !rank.result.stopped && static_cast<int>(&rank - ranks.data()) != result.failed_local_rank) {
-        rank.result.stopped = true;
-        stopped_ranks.push_back(rank.result.rank);
-      }
-    }
-    set.SignalGroups(sig);
-    if (!stopping) {
-      stopping = true;
-      kill_at = Clock::now() + options.kill_grace;
-    }
-  };
-
-  std::vector<struct pollfd> fds;
-  std::vector<std::pair<Rank*, bool>> fd_owner;  // (rank, is_stderr) for fds[1..]
-  while (true) {
-    int failed = set.CollectExits();
-    if (failed >= 0 && !stopping) {
-      result.failed_local_rank = failed;
-      begin_stop(SIGTERM);
-    }
-    const Clock::time_point now = Clock::now();
-    if (has_deadline && now >= deadline && !stopping && set.AnyRunning()) {
-      result.timed_out = true;
-      for (Rank& rank : ranks) rank.result.timed_out = rank.running;
-      begin_stop(SIGTERM);
-    }
-    if (!set.AnyRunning() && !set.AnyPipeOpen()) break;
-    if (!set.AnyRunning() && !stopping) {
-      // Every rank exited but something they started still holds a pipe.
-      begin_stop(SIGTERM);
-    }
-    if (stopping && !killed && now >= kill_at) {
-      for (Rank& rank : ranks) {
-        if (rank.running) needed_sigkill.push_back(rank.result.rank);
-      }
-      set.SignalGroups(SIGKILL);
-      killed = true;
-      give_up_at = now + std::chrono::seconds(2);
-    }
-    if (killed && !set.AnyRunning() && now >= give_up_at) {
-      // Only processes outside the ranks' groups can still hold the pipes.
-      set.AbandonPipes();
-      break;
-    }
-
-    fds.clear();
-    fd_owner.clear();
-    fds.push_back({signals.read_fd(), POLLIN, 0});
-    for (Rank& rank : ranks) {
-      if (rank.out.valid()) {
-        fds.push_back({rank.out.get(), POLLIN, 0});
-        fd_owner.emplace_back(&rank, false);
-      }
-      if (rank.err.valid()) {
-        fds.push_back({rank.err.get(), POLLIN, 0});
-        fd_owner.emplace_back(&rank, true);
-      }
-    }
-    // Wake up at least every 200 ms: SIGCHLD is the usual wake-up, the period is
-    // a safety net.
-    Clock::time_point wake = now + std::chrono::milliseconds(200);
-    if (has_deadline && !stopping) wake = std::min(wake, deadline);
-    if (stopping && !killed) wake = std::min(wake, kill_at);
-    if (killed) wake = std::min(wake, give_up_at);
-    int wait_ms = static_cast<int>(
-        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1));
-    int ready = ::poll(fds.data(), fds.size(), wait_ms);
-    if (ready < 0 && errno != EINTR) {
-      absl::Status status = ErrnoError("poll");
-      set.SignalGroups(SIGKILL);
-      set.KillLeftoversAndReap();
-      return status;
-    }
-    if (ready <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      unsigned char sigs[64];
-      ssize_t n = ::read(signals.read_fd(), sigs, sizeof(sigs));
-      for (ssize_t i = 0; i < n; ++i) {
-        int sig = sigs[i];
-        if (sig != SIGINT && sig != SIGTERM) continue;  // SIGCHLD: just a wake-up
-        if (result.interrupted_by == 0) {
-          result.interrupted_by = sig;
-          if (!stopping) {
-            begin_stop(sig);
-          } else {
-            set.SignalGroups(sig);
-          }
-        } else if (!killed) {
-          // A second interrupt: the user wants out now.
-          set.SignalGroups(SIGKILL);
-          killed = true;
-          give_up_at = Clock::now() + std::chrono::seconds(2);
-        }
-      }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      set.Drain(*fd_owner[i - 1].first, fd_owner[i - 1].second);
-    }
-  }
+  Supervisor supervisor(options, start, signals.read_fd(), set, result);
+  ZT_RETURN_IF_ERROR(supervisor.Run());
   set.KillLeftoversAndReap();
 
-  for (Rank& rank : ranks) result.ranks.push_back(std::move(rank.result));
-  DescribeOutcome(options, stopped_ranks, needed_sigkill, result);
+  for (Rank& rank : set.ranks()) result.ranks.push_back(std::move(rank.result));
+  DescribeOutcome(options, supervisor.stopped_ranks(), supervisor.needed_sigkill(), result);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

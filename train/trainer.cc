@@ -246,6 +246,372 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointTags(const std::string& s
   return tags;
 }
 
+// One rank's run, split into the phases RunTrainingRank calls in order; each
+// needs the ones before it. All ranks call every phase with the same options:
+// the phases hold collectives (the process group's and the engine's), so a
+// rank that skipped one would leave the others waiting. Rank 0 alone prints,
+// writes the monitors and the report.
+//
+// The members are declared in the order the objects are built, so they are
+// destroyed in reverse, as the locals of one function were: the engine before
+// the model and the data it trains, the process group last.
+class RankTrainer {
+ public:
+  RankTrainer(const TrainOptions& options, Clock::time_point start)
+      : o_(options), t_start_(start), paths_(ResolveOutputPaths(options)) {}
+
+  // Joins the world from the process's rank environment; sets the intra-op
+  // threads (--threads) before any tensor work.
+  absl::Status JoinWorld();
+  // Parses the config at this world size, builds the model (sharded as it is
+  // built at stage 3) and opens the data; rank 0 prints what will run.
+  absl::Status BuildModelAndData(const std::string& config_json, const std::string& config_source);
+  absl::Status BuildEngine();
+  // Where to start: the checkpoint in save_dir (--resume), else --init-from's
+  // weights, else the fresh model. Positions the sample stream to match.
+  absl::Status ChooseStart();
+  // The output directory and the monitors (rank 0) and the progress bar.
+  absl::Status OpenOutputs();
+  // Steps until --steps, with evaluation and checkpoints at their intervals.
+  absl::Status Train();
+  // The final evaluation, checkpoint and export, then rank 0's report.
+  absl::Status Finish();
+
+ private:
+  absl::Status TrainStep(double items_per_step);
+  // Rank 0: the step on the progress bar and in the monitors.
+  absl::Status ShowStep(int64_t step, double loss, double rate, int64_t rss, double step_sec);
+  absl::Status EvaluateAt(int64_t step);
+  absl::Status Save();
+  // Rank 0 writes the consolidated safetensors (and transformers' config.json)
+  // from the final checkpoint; all ranks agree on the outcome. `exported` and
+  // `hf_config` describe what was written, for the summary.
+  absl::Status Export(std::string* exported, std::string* hf_config);
+  // Rank 0: the HTML report and the summary on stdout.
+  absl::Status Report(const std::string& exported, const std::string& hf_config);
+
+  const models::ModelInfo& info() const { return model_->info(); }
+
+  const TrainOptions& o_;
+  const Clock::time_point t_start_;
+  std::shared_ptr<comm::ProcessGroup> pg_;
+  bool rank0_ = false;
+  const OutputPaths paths_;
+  Config config_;
+  models::ModelSpec spec_;
+  std::unique_ptr<models::Model> model_;
+  bool lm_ = false;  // a language model: token sequences, perplexity; else images, accuracy
+  int64_t seq_len_ = 0;
+  std::unique_ptr<TrainData> data_;
+  int64_t micro_ = 0;         // micro-batch per rank
+  int64_t gas_ = 0;           // gradient accumulation steps
+  int64_t global_batch_ = 0;  // samples per step over all ranks
+  std::unique_ptr<Engine> engine_;
+  at::ScalarType dtype_ = at::kFloat;  // what floating-point inputs are cast to
+  std::optional<data::SampleStream> stream_;
+  RunHistory history_;
+  std::unique_ptr<monitor::Monitor> monitors_;  // rank 0 only; null when none is enabled
+  std::optional<monitor::ProgressBar> progress_;
+  int64_t first_step_ = 0;  // the step this run started at (after a resume)
+  Clock::time_point t_loop_;
+  std::vector<at::Tensor> inputs_, targets_;  // one per accumulation step, reused across steps
+};
+
+absl::Status RankTrainer::JoinWorld() {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(pg_, comm::InitProcessGroup(env, {}));
+  if (o_.threads > 0) at::set_num_threads(o_.threads);
+  rank0_ = pg_->rank() == 0;
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, const std::string& config_source) {
+  ZT_ASSIGN_OR_RETURN(config_, ParseTrainConfig(config_json, config_source, pg_->size()));
+  spec_.name = o_.model;
+  spec_.overrides = o_.model_overrides;
+  spec_.seed = o_.seed;
+  {
+    // Stage 3 shards each block as it is built (zt::ShardedInit): no rank
+    // ever holds the whole model, which is what makes models larger than one
+    // rank's memory trainable at all.
+    std::unique_ptr<ShardedInit> sharded;
+    if (config_.zero.stage == 3) sharded = std::make_unique<ShardedInit>(pg_, config_);
+    ZT_ASSIGN_OR_RETURN(model_, models::CreateModel(spec_));
+  }
+  lm_ = info().task == models::Task::kLanguageModel;
+  ZT_ASSIGN_OR_RETURN(seq_len_, SeqLen(o_, info()));
+  ZT_ASSIGN_OR_RETURN(data_, OpenTrainData(o_, info(), seq_len_));
+  micro_ = config_.batch.micro_batch;
+  gas_ = config_.batch.accumulation_steps;
+  global_batch_ = config_.batch.train_batch;
+  ZT_RETURN_IF_ERROR(CheckBatchFits(*data_, global_batch_));
+  if (rank0_) {
+    std::printf("zt train: %s (%s parameters) on %d rank%s, ZeRO stage %d, %s\n", info().name.c_str(),
+                HumanCount(static_cast<double>(info().num_params)).c_str(), pg_->size(), pg_->size() == 1 ? "" : "s",
+                config_.zero.stage, config_.bf16.enabled ? "bf16" : (config_.fp16.enabled ? "fp16" : "fp32"));
+    std::printf("data: %s\n", data_->Describe().c_str());
+    std::printf("batch: %lld per rank x %lld accumulation x %d ranks = %lld samples per step%s\n",
+                static_cast<long long>(micro_), static_cast<long long>(gas_), pg_->size(),
+                static_cast<long long>(global_batch_),
+                lm_ ? absl::StrFormat(" (%d tokens)", global_batch_ * seq_len_).c_str() : "");
+    std::printf("config (%s, with command-line values):\n%s\n", config_source.c_str(), config_json.c_str());
+    for (const std::string& note : config_.notes) std::printf("  note: %s\n", note.c_str());
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::BuildEngine() {
+  if (o_.activation_checkpointing) {
+    const int marked = model_->CheckpointActivations(
+        static_cast<int>(config_.activation_checkpointing.number_checkpoints.value_or(0)));
+    if (rank0_) {
+      ZT_LOG(INFO) << "activation checkpointing: " << marked << " units";
+    }
+  }
+  ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_));
+  dtype_ = config_.bf16.enabled ? at::kBFloat16 : (config_.fp16.enabled ? at::kHalf : at::kFloat);
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::ChooseStart() {
+  data::SamplerOptions so;
+  so.num_samples = data_->size(Split::kTrain);
+  so.world_size = pg_->size();
+  so.rank = pg_->rank();
+  so.seed = o_.seed;
+  ZT_ASSIGN_OR_RETURN(data::DistributedSampler sampler, data::DistributedSampler::Create(so));
+  stream_.emplace(std::move(sampler));
+  bool resumed = false;
+  if (o_.resume && !paths_.save_dir.empty() && std::filesystem::exists(paths_.save_dir + "/latest")) {
+    ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine_->LoadCheckpoint(paths_.save_dir));
+    if (!client.is_dict()) client = ckpt::Value(ckpt::Dict{});
+    ZT_ASSIGN_OR_RETURN(data::StreamPosition pos, ResumePosition(client.AsDict(), *stream_, engine_->global_samples()));
+    ZT_RETURN_IF_ERROR(stream_->SetPosition(pos));
+    if (const ckpt::Value* h = client.AsDict().Find("history")) history_ = RunHistory::FromValue(*h);
+    resumed = true;
+    if (rank0_) {
+      std::printf("resumed from %s at step %lld (epoch %lld, sample %lld of this rank's shard)\n",
+                  paths_.save_dir.c_str(), static_cast<long long>(engine_->global_steps()),
+                  static_cast<long long>(pos.epoch), static_cast<long long>(pos.offset));
+    }
+  } else if (o_.resume && !paths_.save_dir.empty()) {
+    // No `latest`: a fresh start is right only where no checkpoint was ever
+    // saved. Tags without `latest` mean it was lost or deleted; starting
+    // fresh would overwrite them, so refuse and name them.
+    ZT_ASSIGN_OR_RETURN(std::vector<std::string> tags, ListCheckpointTags(paths_.save_dir));
+    if (!tags.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume: ", paths_.save_dir, " has checkpoints (", absl::StrJoin(tags, ", "),
+          ") but no 'latest' file naming which to resume; write the tag to resume into ", paths_.save_dir,
+          "/latest (e.g. echo ", tags.back(), " > ", paths_.save_dir, "/latest), or use another --save-dir"));
+    }
+    if (rank0_) std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths_.save_dir.c_str());
+  }
+  if (!resumed && !o_.init_from.empty()) {
+    ZT_RETURN_IF_ERROR(engine_->LoadWeights(o_.init_from));
+    if (rank0_) std::printf("initialized the weights from %s\n", o_.init_from.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::OpenOutputs() {
+  absl::Status st = absl::OkStatus();
+  if (rank0_) {
+    if (absl::Status made = MakeDirs(paths_.output_dir); !made.ok()) {
+      st = absl::Status(made.code(), absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
+    }
+    if (st.ok()) {
+      auto m = MakeMonitors(config_, paths_, info().name);
+      if (m.ok()) {
+        monitors_ = *std::move(m);
+      } else {
+        st = m.status();
+      }
+    }
+  }
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, st, "creating the output directory and monitors"));
+  first_step_ = engine_->global_steps();
+  if (rank0_ && o_.progress) {
+    monitor::ProgressOptions po;
+    po.total_steps = o_.steps;
+    progress_.emplace(po);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::Train() {
+  t_loop_ = Clock::now();
+  model_->module()->train();
+  inputs_.resize(gas_);
+  targets_.resize(gas_);
+  const double items_per_step = static_cast<double>(global_batch_ * data_->items_per_sample());
+  while (engine_->global_steps() < o_.steps) ZT_RETURN_IF_ERROR(TrainStep(items_per_step));
+  if (progress_) progress_->Finish();
+  return absl::OkStatus();
+}
+
+// The loss every rank sees is the mean over ranks, so all ranks take the
+// same decisions from it (stop on a non-finite loss, the history).
+absl::Status RankTrainer::TrainStep(double items_per_step) {
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < gas_; ++i) {
+    data_->Batch(Split::kTrain, stream_->Next(micro_), &inputs_[i], &targets_[i]);
+    if (inputs_[i].is_floating_point()) inputs_[i] = inputs_[i].to(dtype_);
+  }
+  const double local_loss = engine_->TrainBatch([&](int64_t i) {
+    at::Tensor out = model_->Forward(inputs_[i]).to(at::kFloat);
+    if (lm_) return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), targets_[i].reshape({-1}));
+    return torch::nll_loss(out, targets_[i]);
+  });
+  at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
+  comm::CollectiveLabel label("the step's mean loss");
+  ZT_RETURN_IF_ERROR(pg_->AllReduce(loss_t, comm::ReduceOp::kAvg)->Wait());
+  const double loss = loss_t.item<double>();
+  const double step_sec = Seconds(t0, Clock::now());
+  const int64_t step = engine_->global_steps();
+  if (!std::isfinite(loss)) {
+    return absl::InternalError(absl::StrFormat(
+        "step %d: the loss is %g; lower the learning rate (optimizer.params.lr), enable gradient_clipping or "
+        "use bf16 instead of fp16",
+        step, loss));
+  }
+  const double rate = step_sec > 0 ? items_per_step / step_sec : 0.0;
+  const int64_t rss = CurrentResidentBytes();
+  history_.AddStep(step, loss, engine_->lr(), rate, static_cast<double>(rss));
+  if (rank0_) ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
+  if (o_.eval_interval > 0 && step % o_.eval_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(EvaluateAt(step));
+  if (o_.save_interval > 0 && step % o_.save_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(Save());
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::ShowStep(int64_t step, double loss, double rate, int64_t rss, double step_sec) {
+  if (progress_) {
+    monitor::ProgressInfo p;
+    p.step = step;
+    p.loss = loss;
+    p.lr = engine_->lr();
+    p.items_per_sec = rate;
+    p.items_name = data_->items_name();
+    p.memory_bytes = rss;
+    p.elapsed_sec = Seconds(t_loop_, Clock::now());
+    p.first_step = first_step_;
+    progress_->Update(p);
+  }
+  if (monitors_) {
+    std::vector<monitor::Event> ev = {
+        {monitor::tags::kTrainLoss, loss, step},
+        {monitor::tags::kLr, engine_->lr(), step},
+        {lm_ ? monitor::tags::kTokensPerSec : monitor::tags::kSamplesPerSec, rate, step},
+        {monitor::tags::kMemoryBytes, static_cast<double>(rss), step},
+        {monitor::tags::kStepTimeSec, step_sec, step},
+    };
+    if (config_.fp16.enabled) ev.push_back({monitor::tags::kLossScale, engine_->loss_scale(), step});
+    if (engine_->last_grad_norm()) ev.push_back({monitor::tags::kGradNorm, *engine_->last_grad_norm(), step});
+    ZT_RETURN_IF_ERROR(monitors_->Write(ev));
+    if (config_.steps_per_print > 0 && step % config_.steps_per_print == 0) ZT_RETURN_IF_ERROR(monitors_->Flush());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::EvaluateAt(int64_t step) {
+  ZT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*model_, *data_, *pg_, micro_, o_.eval_batches, dtype_));
+  if (r.samples == 0) return absl::OkStatus();
+  history_.AddEval(step, r.loss(), lm_ ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy());
+  if (rank0_) {
+    if (progress_) progress_->Finish();
+    if (lm_) {
+      std::printf("eval at step %lld: loss %.4f, perplexity %.2f (%lld sequences, %lld tokens)\n",
+                  static_cast<long long>(step), r.loss(), std::exp(std::min(r.loss(), 50.0)),
+                  static_cast<long long>(r.samples), static_cast<long long>(r.loss_count));
+    } else {
+      std::printf("eval at step %lld: loss %.4f, accuracy %.2f%% (%lld images)\n", static_cast<long long>(step),
+                  r.loss(), 100.0 * r.accuracy(), static_cast<long long>(r.samples));
+    }
+    std::fflush(stdout);
+    if (monitors_) {
+      std::vector<monitor::Event> ev = {{monitor::tags::kEvalLoss, r.loss(), step}};
+      ev.push_back({lm_ ? "Eval/Samples/perplexity" : "Eval/Samples/accuracy",
+                    lm_ ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy(), step});
+      ZT_RETURN_IF_ERROR(monitors_->Write(ev));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The checkpoint carries the sample stream's position and the history, so a
+// resumed run continues both.
+absl::Status RankTrainer::Save() {
+  if (paths_.save_dir.empty()) return absl::OkStatus();
+  const auto t0 = Clock::now();
+  ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, "", ClientState(*stream_, history_)));
+  if (rank0_) {
+    if (progress_) progress_->Finish();
+    std::printf("saved checkpoint %s/global_step%lld (%.2f s)\n", paths_.save_dir.c_str(),
+                static_cast<long long>(engine_->global_steps()), Seconds(t0, Clock::now()));
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::Finish() {
+  if (o_.eval_interval >= 0) ZT_RETURN_IF_ERROR(EvaluateAt(engine_->global_steps()));
+  if (monitors_) ZT_RETURN_IF_ERROR(monitors_->Flush());
+  ZT_RETURN_IF_ERROR(Save());
+  std::string exported, hf_config;
+  ZT_RETURN_IF_ERROR(Export(&exported, &hf_config));
+  if (rank0_) ZT_RETURN_IF_ERROR(Report(exported, hf_config));
+  return absl::OkStatus();
+}
+
+absl::Status RankTrainer::Export(std::string* exported, std::string* hf_config) {
+  if (paths_.export_path.empty() || paths_.save_dir.empty()) return absl::OkStatus();
+  absl::Status st = absl::OkStatus();
+  if (rank0_) {
+    auto ck = ckpt::ZeroCheckpoint::Open(paths_.save_dir);
+    if (!ck.ok()) {
+      st = ck.status();
+    } else {
+      auto r = ckpt::ExportSafetensors(**ck, paths_.export_path);
+      if (!r.ok()) {
+        st = r.status();
+      } else {
+        *exported = absl::StrCat(paths_.export_path, " (", r->tensors, " tensors, ",
+                                 HumanBytes(static_cast<double>(r->bytes)), ")");
+        st = WriteHfConfig(spec_, paths_.export_path, hf_config);
+      }
+    }
+  }
+  return comm::AgreeAcrossRanks(*pg_, st, "exporting the consolidated weights");
+}
+
+absl::Status RankTrainer::Report(const std::string& exported, const std::string& hf_config) {
+  ReportInfo ri;
+  ri.title = absl::StrCat("zt train: ", info().name);
+  ri.rows = {
+      {"model", absl::StrCat(info().name, " (", HumanCount(static_cast<double>(info().num_params)), " parameters)")},
+      {"data", data_->Describe()},
+      {"ranks", absl::StrCat(pg_->size())},
+      {"ZeRO stage", absl::StrCat(config_.zero.stage)},
+      {"precision", config_.bf16.enabled ? "bf16" : (config_.fp16.enabled ? "fp16" : "fp32")},
+      {"global batch", absl::StrCat(global_batch_, lm_ ? absl::StrCat(" x ", seq_len_, " tokens") : "")},
+      {"steps", absl::StrCat(first_step_, " -> ", engine_->global_steps())},
+      {"wall time", absl::StrFormat("%.1f s", Seconds(t_start_, Clock::now()))},
+      {"system", SystemInfoLine()}};
+  if (!paths_.report.empty()) ZT_RETURN_IF_ERROR(WriteReport(paths_.report, ri, history_, lm_));
+  std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
+              static_cast<long long>(engine_->global_steps() - first_step_), Seconds(t_start_, Clock::now()),
+              history_.LastLoss());
+  std::printf("  output:      %s\n", paths_.output_dir.c_str());
+  if (!paths_.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths_.save_dir.c_str());
+  if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
+  if (!hf_config.empty())
+    std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
+  if (!paths_.report.empty()) std::printf("  report:      %s\n", paths_.report.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json, const std::string& config_source,
@@ -298,276 +664,14 @@ OutputPaths ResolveOutputPaths(const TrainOptions& o) {
 }
 
 absl::Status RunTrainingRank(const TrainOptions& o, const std::string& config_json, const std::string& config_source) {
-  const auto t_start = Clock::now();
-  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
-  if (o.threads > 0) at::set_num_threads(o.threads);
-  const bool rank0 = pg->rank() == 0;
-  const OutputPaths paths = ResolveOutputPaths(o);
-
-  ZT_ASSIGN_OR_RETURN(Config config, ParseTrainConfig(config_json, config_source, pg->size()));
-  models::ModelSpec spec;
-  spec.name = o.model;
-  spec.overrides = o.model_overrides;
-  spec.seed = o.seed;
-  std::unique_ptr<models::Model> model;
-  {
-    // Stage 3 shards each block as it is built (zt::ShardedInit): no rank
-    // ever holds the whole model, which is what makes models larger than one
-    // rank's memory trainable at all.
-    std::unique_ptr<ShardedInit> sharded;
-    if (config.zero.stage == 3) sharded = std::make_unique<ShardedInit>(pg, config);
-    ZT_ASSIGN_OR_RETURN(model, models::CreateModel(spec));
-  }
-  const models::ModelInfo& info = model->info();
-  const bool lm = info.task == models::Task::kLanguageModel;
-  ZT_ASSIGN_OR_RETURN(const int64_t seq_len, SeqLen(o, info));
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<TrainData> data, OpenTrainData(o, info, seq_len));
-  const int64_t micro = config.batch.micro_batch;
-  const int64_t gas = config.batch.accumulation_steps;
-  const int64_t global_batch = config.batch.train_batch;
-  ZT_RETURN_IF_ERROR(CheckBatchFits(*data, global_batch));
-  if (rank0) {
-    std::printf("zt train: %s (%s parameters) on %d rank%s, ZeRO stage %d, %s\n", info.name.c_str(),
-                HumanCount(static_cast<double>(info.num_params)).c_str(), pg->size(), pg->size() == 1 ? "" : "s",
-                config.zero.stage, config.bf16.enabled ? "bf16" : (config.fp16.enabled ? "fp16" : "fp32"));
-    std::printf("data: %s\n", data->Describe().c_str());
-    std::printf("batch: %lld per rank x %lld accumulation x %d ranks = %lld samples per step%s\n",
-                static_cast<long long>(micro), static_cast<long long>(gas), pg->size(),
-                static_cast<long long>(global_batch),
-                lm ? absl::StrFormat(" (%d tokens)", global_batch * seq_len).c_str() : "");
-    std::printf("config (%s, with command-line values):\n%s\n", config_source.c_str(), config_json.c_str());
-    for (const std::string& note : config.notes) std::printf("  note: %s\n", note.c_str());
-    std::fflush(stdout);
-  }
-
-  if (o.activation_checkpointing) {
-    const int marked =
-        model->CheckpointActivations(static_cast<int>(config.activation_checkpointing.number_checkpoints.value_or(0)));
-    if (rank0) {
-      ZT_LOG(INFO) << "activation checkpointing: " << marked << " units";
-    }
-  }
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg));
-  const at::ScalarType dtype = config.bf16.enabled ? at::kBFloat16 : (config.fp16.enabled ? at::kHalf : at::kFloat);
-
-  // --- Where to start: a checkpoint, imported weights, or the fresh model ---
-  data::SamplerOptions so;
-  so.num_samples = data->size(Split::kTrain);
-  so.world_size = pg->size();
-  so.rank = pg->rank();
-  so.seed = o.seed;
-  ZT_ASSIGN_OR_RETURN(data::DistributedSampler sampler, data::DistributedSampler::Create(so));
-  data::SampleStream stream(std::move(sampler));
-  RunHistory history;
-  bool resumed = false;
-  if (o.resume && !paths.save_dir.empty() && std::filesystem::exists(paths.save_dir + "/latest")) {
-    ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine->LoadCheckpoint(paths.save_dir));
-    if (!client.is_dict()) client = ckpt::Value(ckpt::Dict{});
-    ZT_ASSIGN_OR_RETURN(data::StreamPosition pos, ResumePosition(client.AsDict(), stream, engine->global_samples()));
-    ZT_RETURN_IF_ERROR(stream.SetPosition(pos));
-    if (const ckpt::Value* h = client.AsDict().Find("history")) history = RunHistory::FromValue(*h);
-    resumed = true;
-    if (rank0) {
-      std::printf("resumed from %s at step %lld (epoch %lld, sample %lld of this rank's shard)\n",
-                  paths.save_dir.c_str(), static_cast<long long>(engine->global_steps()),
-                  static_cast<long long>(pos.epoch), static_cast<long long>(pos.offset));
-    }
-  } else if (o.resume && !paths.save_dir.empty()) {
-    // No `latest`: a fresh start is right only where no checkpoint was ever
-    // saved. Tags without `latest` mean it was lost or deleted; starting
-    // fresh would overwrite them, so refuse and name them.
-    ZT_ASSIGN_OR_RETURN(std::vector<std::string> tags, ListCheckpointTags(paths.save_dir));
-    if (!tags.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--resume: ", paths.save_dir, " has checkpoints (", absl::StrJoin(tags, ", "),
-          ") but no 'latest' file naming which to resume; write the tag to resume into ", paths.save_dir,
-          "/latest (e.g. echo ", tags.back(), " > ", paths.save_dir, "/latest), or use another --save-dir"));
-    }
-    if (rank0) std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths.save_dir.c_str());
-  }
-  if (!resumed && !o.init_from.empty()) {
-    ZT_RETURN_IF_ERROR(engine->LoadWeights(o.init_from));
-    if (rank0) std::printf("initialized the weights from %s\n", o.init_from.c_str());
-  }
-
-  std::unique_ptr<monitor::Monitor> monitors;
-  std::optional<monitor::ProgressBar> progress;
-  {
-    absl::Status st = absl::OkStatus();
-    if (rank0) {
-      if (absl::Status made = MakeDirs(paths.output_dir); !made.ok()) {
-        st = absl::Status(made.code(),
-                          absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
-      }
-      if (st.ok()) {
-        auto m = MakeMonitors(config, paths, info.name);
-        if (m.ok()) {
-          monitors = *std::move(m);
-        } else {
-          st = m.status();
-        }
-      }
-    }
-    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg, st, "creating the output directory and monitors"));
-  }
-  const int64_t first_step = engine->global_steps();
-  if (rank0 && o.progress) {
-    monitor::ProgressOptions po;
-    po.total_steps = o.steps;
-    progress.emplace(po);
-  }
-
-  auto evaluate = [&](int64_t step) -> absl::Status {
-    ZT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*model, *data, *pg, micro, o.eval_batches, dtype));
-    if (r.samples == 0) return absl::OkStatus();
-    history.AddEval(step, r.loss(), lm ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy());
-    if (rank0) {
-      if (progress) progress->Finish();
-      if (lm) {
-        std::printf("eval at step %lld: loss %.4f, perplexity %.2f (%lld sequences, %lld tokens)\n",
-                    static_cast<long long>(step), r.loss(), std::exp(std::min(r.loss(), 50.0)),
-                    static_cast<long long>(r.samples), static_cast<long long>(r.loss_count));
-      } else {
-        std::printf("eval at step %lld: loss %.4f, accuracy %.2f%% (%lld images)\n", static_cast<long long>(step),
-                    r.loss(), 100.0 * r.accuracy(), static_cast<long long>(r.samples));
-      }
-      std::fflush(stdout);
-      if (monitors) {
-        std::vector<monitor::Event> ev = {{monitor::tags::kEvalLoss, r.loss(), step}};
-        ev.push_back({lm ? "Eval/Samples/perplexity" : "Eval/Samples/accuracy",
-                      lm ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy(), step});
-        ZT_RETURN_IF_ERROR(monitors->Write(ev));
-      }
-    }
-    return absl::OkStatus();
-  };
-  auto save = [&]() -> absl::Status {
-    if (paths.save_dir.empty()) return absl::OkStatus();
-    const auto t0 = Clock::now();
-    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(paths.save_dir, "", ClientState(stream, history)));
-    if (rank0) {
-      if (progress) progress->Finish();
-      std::printf("saved checkpoint %s/global_step%lld (%.2f s)\n", paths.save_dir.c_str(),
-                  static_cast<long long>(engine->global_steps()), Seconds(t0, Clock::now()));
-      std::fflush(stdout);
-    }
-    return absl::OkStatus();
-  };
-
-  // --- The loop ---
-  const auto t_loop = Clock::now();
-  model->module()->train();
-  std::vector<at::Tensor> inputs(gas), targets(gas);
-  const double items_per_step = static_cast<double>(global_batch * data->items_per_sample());
-  while (engine->global_steps() < o.steps) {
-    const auto t0 = Clock::now();
-    for (int64_t i = 0; i < gas; ++i) {
-      data->Batch(Split::kTrain, stream.Next(micro), &inputs[i], &targets[i]);
-      if (inputs[i].is_floating_point()) inputs[i] = inputs[i].to(dtype);
-    }
-    const double local_loss = engine->TrainBatch([&](int64_t i) {
-      at::Tensor out = model->Forward(inputs[i]).to(at::kFloat);
-      if (lm) return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), targets[i].reshape({-1}));
-      return torch::nll_loss(out, targets[i]);
-    });
-    at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
-    comm::CollectiveLabel label("the step's mean loss");
-    ZT_RETURN_IF_ERROR(pg->AllReduce(loss_t, comm::ReduceOp::kAvg)->Wait());
-    const double loss = loss_t.item<double>();
-    const double step_sec = Seconds(t0, Clock::now());
-    const int64_t step = engine->global_steps();
-    if (!std::isfinite(loss)) {
-      return absl::InternalError(absl::StrFormat(
-          "step %d: the loss is %g; lower the learning rate (optimizer.params.lr), enable gradient_clipping or "
-          "use bf16 instead of fp16",
-          step, loss));
-    }
-    const double rate = step_sec > 0 ? items_per_step / step_sec : 0.0;
-    const int64_t rss = CurrentResidentBytes();
-    history.AddStep(step, loss, engine->lr(), rate, static_cast<double>(rss));
-    if (rank0) {
-      if (progress) {
-        monitor::ProgressInfo p;
-        p.step = step;
-        p.loss = loss;
-        p.lr = engine->lr();
-        p.items_per_sec = rate;
-        p.items_name = data->items_name();
-        p.memory_bytes = rss;
-        p.elapsed_sec = Seconds(t_loop, Clock::now());
-        p.first_step = first_step;
-        progress->Update(p);
-      }
-      if (monitors) {
-        std::vector<monitor::Event> ev = {
-            {monitor::tags::kTrainLoss, loss, step},
-            {monitor::tags::kLr, engine->lr(), step},
-            {lm ? monitor::tags::kTokensPerSec : monitor::tags::kSamplesPerSec, rate, step},
-            {monitor::tags::kMemoryBytes, static_cast<double>(rss), step},
-            {monitor::tags::kStepTimeSec, step_sec, step},
-        };
-        if (config.fp16.enabled) ev.push_back({monitor::tags::kLossScale, engine->loss_scale(), step});
-        if (engine->last_grad_norm()) ev.push_back({monitor::tags::kGradNorm, *engine->last_grad_norm(), step});
-        ZT_RETURN_IF_ERROR(monitors->Write(ev));
-        if (config.steps_per_print > 0 && step % config.steps_per_print == 0) ZT_RETURN_IF_ERROR(monitors->Flush());
-      }
-    }
-    if (o.eval_interval > 0 && step % o.eval_interval == 0 && step < o.steps) ZT_RETURN_IF_ERROR(evaluate(step));
-    if (o.save_interval > 0 && step % o.save_interval == 0 && step < o.steps) ZT_RETURN_IF_ERROR(save());
-  }
-  if (progress) progress->Finish();
-
-  // --- The end: evaluation, checkpoint, export, report ---
-  if (o.eval_interval >= 0) ZT_RETURN_IF_ERROR(evaluate(engine->global_steps()));
-  if (monitors) ZT_RETURN_IF_ERROR(monitors->Flush());
-  ZT_RETURN_IF_ERROR(save());
-  std::string exported, hf_config;
-  if (!paths.export_path.empty() && !paths.save_dir.empty()) {
-    absl::Status st = absl::OkStatus();
-    if (rank0) {
-      auto ck = ckpt::ZeroCheckpoint::Open(paths.save_dir);
-      if (!ck.ok()) {
-        st = ck.status();
-      } else {
-        auto r = ckpt::ExportSafetensors(**ck, paths.export_path);
-        if (!r.ok()) {
-          st = r.status();
-        } else {
-          exported = absl::StrCat(paths.export_path, " (", r->tensors, " tensors, ",
-                                  HumanBytes(static_cast<double>(r->bytes)), ")");
-          st = WriteHfConfig(spec, paths.export_path, &hf_config);
-        }
-      }
-    }
-    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg, st, "exporting the consolidated weights"));
-  }
-  if (rank0) {
-    ReportInfo ri;
-    ri.title = absl::StrCat("zt train: ", info.name);
-    ri.rows = {
-        {"model", absl::StrCat(info.name, " (", HumanCount(static_cast<double>(info.num_params)), " parameters)")},
-        {"data", data->Describe()},
-        {"ranks", absl::StrCat(pg->size())},
-        {"ZeRO stage", absl::StrCat(config.zero.stage)},
-        {"precision", config.bf16.enabled ? "bf16" : (config.fp16.enabled ? "fp16" : "fp32")},
-        {"global batch", absl::StrCat(global_batch, lm ? absl::StrCat(" x ", seq_len, " tokens") : "")},
-        {"steps", absl::StrCat(first_step, " -> ", engine->global_steps())},
-        {"wall time", absl::StrFormat("%.1f s", Seconds(t_start, Clock::now()))},
-        {"system", SystemInfoLine()}};
-    if (!paths.report.empty()) ZT_RETURN_IF_ERROR(WriteReport(paths.report, ri, history, lm));
-    std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
-                static_cast<long long>(engine->global_steps() - first_step), Seconds(t_start, Clock::now()),
-                history.LastLoss());
-    std::printf("  output:      %s\n", paths.output_dir.c_str());
-    if (!paths.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths.save_dir.c_str());
-    if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
-    if (!hf_config.empty())
-      std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
-    if (!paths.report.empty()) std::printf("  report:      %s\n", paths.report.c_str());
-    std::fflush(stdout);
-  }
-  return absl::OkStatus();
+  RankTrainer trainer(o, Clock::now());
+  ZT_RETURN_IF_ERROR(trainer.JoinWorld());
+  ZT_RETURN_IF_ERROR(trainer.BuildModelAndData(config_json, config_source));
+  ZT_RETURN_IF_ERROR(trainer.BuildEngine());
+  ZT_RETURN_IF_ERROR(trainer.ChooseStart());
+  ZT_RETURN_IF_ERROR(trainer.OpenOutputs());
+  ZT_RETURN_IF_ERROR(trainer.Train());
+  return trainer.Finish();
 }
 
 }  // namespace zt::train

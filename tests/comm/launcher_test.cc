@@ -639,6 +639,22 @@ TEST(ZtLaunch, ForwardsSigtermAndSigintToTheRanks) {
   }
 }
 
+TEST(ZtLaunch, ASecondInterruptKillsRanksThatIgnoredTheFirst) {
+  const std::string token = NewToken();
+  // The ranks survive SIGTERM; a kill grace longer than the wait below means
+  // only the second interrupt can end them in time.
+  Child child({kZt, "launch", "--nproc-per-node", "2", "--kill-grace", "300", "--", "sh", "-c",
+               "trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.05; done"},
+              {absl::StrCat("ZT_TEST_TOKEN=", token), "OMP_NUM_THREADS=1"});
+  ASSERT_TRUE(child.WaitForOutput("ready", 2)) << child.out() << child.err();
+  ASSERT_EQ(::kill(child.pid(), SIGTERM), 0);
+  ASSERT_TRUE(child.WaitForOutput("got TERM", 2)) << child.out() << child.err();
+  ASSERT_EQ(::kill(child.pid(), SIGTERM), 0);
+  EXPECT_EQ(child.Wait(seconds(60)), 128 + SIGTERM) << child.err();
+  EXPECT_TRUE(absl::StrContains(child.err(), "interrupted by SIGTERM; forwarded to ranks 0, 1")) << child.err();
+  ExpectNoSurvivors(token);
+}
+
 TEST(ZtLaunch, RanksDieWithAKilledLauncher) {
   const std::string token = NewToken();
   Child child({kZt, "launch", "--nproc-per-node", "2", "--", "sh", "-c", "echo ready; exec sleep 300"},
