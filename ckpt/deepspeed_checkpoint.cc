@@ -104,60 +104,76 @@ class FlatCursor {
   int64_t offset_ = 0;
 };
 
-}  // namespace
+// What DeepSpeed's rank-0 model states say about the whole save.
+struct DsModelStates {
+  std::string version;  // ds_version
+  // dp_world_size as saved (64-bit: the checks below compare against it as
+  // DeepSpeed wrote it; SavedLayout::world_size holds it as an int).
+  int64_t world = 0;
+  std::vector<std::vector<SavedParam>> param_groups;  // per optimizer param group, in flattening order
+};
 
-absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage) {
-  const std::string first_path = first->path();
-  Fields meta(first_path, first->root().AsDict(), "");
-  ZT_ASSIGN_OR_RETURN(const std::string version, meta.Str("ds_version"));
-  format_ = absl::StrCat("DeepSpeed ", version);
-  SavedLayout& l = layout_;
-  TrainingState& ts = ts_;
-  ZT_ASSIGN_OR_RETURN(const int64_t world, meta.Int("dp_world_size"));
-  if (world < 1) return absl::DataLossError(absl::StrCat("'", first_path, "': dp_world_size is ", world));
-  if (const Value* mp = first->root().AsDict().Find("mp_world_size");
+// The save-wide facts of DeepSpeed's rank-0 model states `first` (a dict):
+// version, world size (model parallelism refused), counters, the config as
+// JSON text, the micro steps and optimizer type it implies. Fills l's world
+// size and rule and ts's counters and config; returns the version and the
+// world size (param_groups is left to ReadDsParamShapes).
+absl::StatusOr<DsModelStates> ReadDsSaveFacts(const PtReader& first, SavedLayout* l, TrainingState* ts) {
+  const std::string& path = first.path();
+  Fields meta(path, first.root().AsDict(), "");
+  DsModelStates out;
+  ZT_ASSIGN_OR_RETURN(out.version, meta.Str("ds_version"));
+  ZT_ASSIGN_OR_RETURN(out.world, meta.Int("dp_world_size"));
+  if (out.world < 1) return absl::DataLossError(absl::StrCat("'", path, "': dp_world_size is ", out.world));
+  if (const Value* mp = first.root().AsDict().Find("mp_world_size");
       mp != nullptr && mp->is_int() && mp->AsInt() != 1) {
-    return absl::UnimplementedError(absl::StrCat("'", first_path, "' was saved with model parallelism (mp_world_size ",
+    return absl::UnimplementedError(absl::StrCat("'", path, "' was saved with model parallelism (mp_world_size ",
                                                  mp->AsInt(), "); zerotorch reads data-parallel checkpoints only"));
   }
-  l.world_size = static_cast<int>(world);
-  l.rule = PartitionRule::kEven;
-  ZT_ASSIGN_OR_RETURN(ts.global_steps, meta.Int("global_steps"));
-  ZT_ASSIGN_OR_RETURN(ts.global_samples, meta.Int("global_samples"));
-  ZT_ASSIGN_OR_RETURN(ts.skipped_steps, meta.Int("skipped_steps"));
+  l->world_size = static_cast<int>(out.world);
+  l->rule = PartitionRule::kEven;
+  ZT_ASSIGN_OR_RETURN(ts->global_steps, meta.Int("global_steps"));
+  ZT_ASSIGN_OR_RETURN(ts->global_samples, meta.Int("global_samples"));
+  ZT_ASSIGN_OR_RETURN(ts->skipped_steps, meta.Int("skipped_steps"));
   ZT_ASSIGN_OR_RETURN(const Dict* config, meta.Sub("ds_config"));
-  ts.ds_config = ToJson(Value(*config)).dump(2);
+  ts->ds_config = ToJson(Value(*config)).dump(2);
   int64_t gas = 1;
   if (const Value* g = config->Find("gradient_accumulation_steps"); g != nullptr && g->is_int()) gas = g->AsInt();
-  ts.micro_steps = ts.global_steps * gas;
+  ts->micro_steps = ts->global_steps * gas;
   if (const Value* opt = config->Find("optimizer"); opt != nullptr && opt->is_dict()) {
     if (const Value* type = opt->AsDict().Find("type"); type != nullptr && type->is_string()) {
-      ts.optimizer_type = OptimizerName(type->AsString());
+      ts->optimizer_type = OptimizerName(type->AsString());
     }
   }
+  return out;
+}
 
-  // Parameters, per optimizer param group, in flattening order.
+// param_shapes of rank 0's model states: per optimizer param group, each
+// parameter's name, shape and element count in flattening order (offsets
+// are left to the layout).
+absl::StatusOr<std::vector<std::vector<SavedParam>>> ReadDsParamShapes(const PtReader& first) {
+  const std::string& path = first.path();
+  Fields meta(path, first.root().AsDict(), "");
   ZT_ASSIGN_OR_RETURN(const List* shapes, meta.Seq("param_shapes"));
   std::vector<std::vector<SavedParam>> param_groups;
   for (size_t g = 0; g < shapes->size(); ++g) {
     const Value& group = (*shapes)[g];
     if (!group.is_dict()) {
-      return absl::DataLossError(absl::StrFormat("'%s': param_shapes[%d] is a %s, expected a dict of shapes",
-                                                 first_path, g, group.TypeName()));
+      return absl::DataLossError(
+          absl::StrFormat("'%s': param_shapes[%d] is a %s, expected a dict of shapes", path, g, group.TypeName()));
     }
     std::vector<SavedParam> params;
     for (const auto& [k, v] : group.AsDict().items) {
       SavedParam p;
       if (!k.is_string() || !(v.is_tuple() || v.is_list())) {
         return absl::DataLossError(
-            absl::StrFormat("'%s': param_shapes[%d] holds an entry that is not name -> shape", first_path, g));
+            absl::StrFormat("'%s': param_shapes[%d] holds an entry that is not name -> shape", path, g));
       }
       p.name = k.AsString();
       p.numel = 1;
       for (const Value& d : v.AsList()) {
         if (!d.is_int() || d.AsInt() < 0) {
-          return absl::DataLossError(
-              absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", first_path, p.name));
+          return absl::DataLossError(absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", path, p.name));
         }
         p.shape.push_back(d.AsInt());
         p.numel *= d.AsInt();
@@ -166,29 +182,48 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     }
     param_groups.push_back(std::move(params));
   }
-  if (const Value* frozen = first->root().AsDict().Find("frozen_param_shapes");
+  return param_groups;
+}
+
+// Everything zerotorch reads from DeepSpeed's rank-0 model states `first`
+// (a dict): the save-wide facts, the parameters, the tied aliases and the
+// model dtype. Frozen parameters are refused: DeepSpeed saves them in a form
+// zerotorch does not read yet.
+absl::StatusOr<DsModelStates> ReadDsModelStates(const PtReader& first, SavedLayout* l, TrainingState* ts) {
+  const std::string& path = first.path();
+  const Dict& root = first.root().AsDict();
+  ZT_ASSIGN_OR_RETURN(DsModelStates out, ReadDsSaveFacts(first, l, ts));
+  ZT_ASSIGN_OR_RETURN(out.param_groups, ReadDsParamShapes(first));
+  if (const Value* frozen = root.Find("frozen_param_shapes");
       frozen != nullptr && frozen->is_dict() && !frozen->AsDict().items.empty()) {
     return absl::UnimplementedError(absl::StrCat(
-        "'", first_path, "' holds ", frozen->AsDict().items.size(),
+        "'", path, "' holds ", frozen->AsDict().items.size(),
         " frozen parameters (frozen_param_shapes); zerotorch does not read DeepSpeed's frozen parameters yet"));
   }
-  if (const Value* shared = first->root().AsDict().Find("shared_params"); shared != nullptr && shared->is_dict()) {
+  if (const Value* shared = root.Find("shared_params"); shared != nullptr && shared->is_dict()) {
     for (const auto& [alias, name] : shared->AsDict().items) {
-      if (alias.is_string() && name.is_string()) l.shared[alias.AsString()] = name.AsString();
+      if (alias.is_string() && name.is_string()) l->shared[alias.AsString()] = name.AsString();
     }
   }
   // The module's dtype: the model states' module tensors carry it (empty
   // placeholders at stage 3, full tensors at stages 1/2).
-  l.model_dtype = DType::kFloat32;
-  if (const Value* module = first->root().AsDict().Find("module"); module != nullptr && module->is_dict()) {
-    const std::string& first_param = param_groups.empty() || param_groups[0].empty() ? "" : param_groups[0][0].name;
+  l->model_dtype = DType::kFloat32;
+  if (const Value* module = root.Find("module"); module != nullptr && module->is_dict()) {
+    const auto& groups = out.param_groups;
+    const std::string& first_param = groups.empty() || groups[0].empty() ? "" : groups[0][0].name;
     // A parameter's entry, not a buffer's, whose dtype may differ.
     const Value* t = module->AsDict().Find(first_param);
-    if (t != nullptr && t->is_tensor()) l.model_dtype = t->AsTensor().dtype;
+    if (t != nullptr && t->is_tensor()) l->model_dtype = t->AsTensor().dtype;
   }
+  return out;
+}
 
-  // The optim files name the stage.
-  model_.push_back(std::move(first));
+// Every rank's optim states, in rank order; each root must be a dict. A bf16
+// save's files carry the bf16_ prefix, unless DeepSpeed ran bf16 without its
+// bf16 optimizer: then the plain name is tried.
+absl::StatusOr<std::vector<std::unique_ptr<PtReader>>> OpenDsOptimStates(const std::string& folder,
+                                                                         const SavedLayout& l) {
+  std::vector<std::unique_ptr<PtReader>> optim;
   for (int r = 0; r < l.world_size; ++r) {
     auto o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype)));
     if (!o.ok() && absl::IsNotFound(o.status()) && l.model_dtype == DType::kBFloat16) {
@@ -196,30 +231,35 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     }
     if (!o.ok()) return o.status();
     if (!(*o)->root().is_dict()) return absl::DataLossError(absl::StrCat("'", (*o)->path(), "' does not hold a dict"));
-    optim_.push_back(std::move(*o));
+    optim.push_back(std::move(*o));
   }
-  {
-    Fields root(optim_[0]->path(), optim_[0]->root().AsDict(), "");
-    ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
-    Fields osd(optim_[0]->path(), *osd_d, "optimizer_state_dict");
-    ZT_ASSIGN_OR_RETURN(const int64_t stage, osd.Int("zero_stage"));
-    if (stage < 1 || stage > 3 || (stage == 3) != (file_stage == 3)) {
-      return absl::DataLossError(absl::StrFormat("'%s' says ZeRO stage %d, but the model states file is '%s'",
-                                                 optim_[0]->path(), stage, model_[0]->path()));
-    }
-    l.stage = static_cast<int>(stage);
-  }
-  if (l.stage == 3) {
-    for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
-      model_.push_back(std::move(m));
-    }
-  }
+  return optim;
+}
 
-  // The layout: one group per param group (stages 1/2) or per parameter (stage 3).
-  std::vector<int64_t> group_piece;  // stage 3: each group's per-rank piece
+// The ZeRO stage, which the optim files name (rank 0's): 1 to 3, and 3 exactly
+// when rank 0's model states (`model_path`) were found under stage 3's name
+// (`file_stage`).
+absl::StatusOr<int> ReadDsStage(const PtReader& optim0, const std::string& model_path, int file_stage) {
+  Fields root(optim0.path(), optim0.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(optim0.path(), *osd_d, "optimizer_state_dict");
+  ZT_ASSIGN_OR_RETURN(const int64_t stage, osd.Int("zero_stage"));
+  if (stage < 1 || stage > 3 || (stage == 3) != (file_stage == 3)) {
+    return absl::DataLossError(absl::StrFormat("'%s' says ZeRO stage %d, but the model states file is '%s'",
+                                               optim0.path(), stage, model_path));
+  }
+  return static_cast<int>(stage);
+}
+
+// The layout's groups: one per param group at stages 1/2 (its parameters
+// back to back; padded_numel is left 0, for the partitions to give), one per
+// parameter at stage 3 (padded to a whole piece per rank). Returns each
+// group's per-rank piece at stage 3 (empty at stages 1/2).
+std::vector<int64_t> AddDsGroups(const std::vector<std::vector<SavedParam>>& param_groups, int64_t world,
+                                 SavedLayout* l) {
+  std::vector<int64_t> group_piece;
   for (const auto& params : param_groups) {
-    if (l.stage == 3) {
+    if (l->stage == 3) {
       for (const SavedParam& p : params) {
         SavedGroup g;
         g.params.push_back(p);
@@ -227,7 +267,7 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
         g.numel = p.numel;
         group_piece.push_back(plan::PerParamShardNumel(p.numel, world));
         g.padded_numel = group_piece.back() * world;
-        l.groups.push_back(std::move(g));
+        l->groups.push_back(std::move(g));
       }
     } else {
       SavedGroup g;
@@ -236,139 +276,223 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
         g.params.back().offset = g.numel;
         g.numel += p.numel;
       }
-      l.groups.push_back(std::move(g));  // padded_numel from the partitions below
+      l->groups.push_back(std::move(g));  // padded_numel from the partitions
     }
   }
+  return group_piece;
+}
 
-  // Per rank: the fp32 partitions and the optimizer state, as views per group.
+// One rank's optim states, as pointers into its parsed tree (valid while
+// the PtReader lives): the flat fp32 tensors, per param group (stages 1/2)
+// or sub-group (stage 3), and the state tensors laid out like them.
+struct DsRankOptimStates {
+  std::vector<const TensorRef*> flats;
+  std::vector<std::string> names;                              // state tensors, group 0's order
+  std::map<std::string, std::vector<const TensorRef*>> state;  // per name, per flat
+};
+
+// A 0-d `step` tensor's value (fp32 or int64) into *step; other dtypes leave
+// it as it is (the caller falls back on the counters).
+absl::Status ReadDsStep(const PtReader& file, const TensorRef& t, int64_t* step) {
+  if (t.dtype != DType::kFloat32 && t.dtype != DType::kInt64) return absl::OkStatus();
+  char bytes[8] = {0};
+  ZT_RETURN_IF_ERROR(file.Read(t, bytes, /*verify=*/true));
+  if (t.dtype == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, bytes, 4);
+    *step = static_cast<int64_t>(f);
+  } else {
+    std::memcpy(step, bytes, 8);
+  }
+  return absl::OkStatus();
+}
+
+// The base optimizer's state of each of `flats` (state_d[g]): tensors shaped
+// like flats[g], the same names in every group, and a `step` that is not a
+// state tensor. With `step` non-null, group 0's step count is read into it
+// (where it is found, so a damaged record fails in the same place it did).
+absl::Status ReadDsGroupStates(const PtReader& file, const Dict& state_d, int64_t* step, DsRankOptimStates* out) {
+  const std::string& path = file.path();
+  for (size_t g = 0; g < out->flats.size(); ++g) {
+    const Value* gs = state_d.Find(static_cast<int64_t>(g));
+    if (gs == nullptr || !gs->is_dict()) {
+      return absl::DataLossError(absl::StrFormat("'%s': optimizer state of group %d is missing", path, g));
+    }
+    std::vector<std::string> here;
+    for (const auto& [k, v] : gs->AsDict().items) {
+      if (!k.is_string() || !v.is_tensor()) continue;
+      const TensorRef& t = v.AsTensor();
+      if (k.AsString() == "step" && t.numel() == 1) {
+        if (step != nullptr && g == 0) ZT_RETURN_IF_ERROR(ReadDsStep(file, t, step));
+        continue;
+      }
+      const TensorRef& flat = *out->flats[g];
+      if (t.dtype != DType::kFloat32 || t.numel() != flat.numel() || !t.contiguous()) {
+        return absl::DataLossError(absl::StrFormat("'%s': optimizer state '%s' of group %d is not %d fp32 elements",
+                                                   path, k.AsString(), g, flat.numel()));
+      }
+      here.push_back(k.AsString());
+      out->state[k.AsString()].push_back(&t);
+    }
+    if (g == 0) out->names = here;
+    if (here != out->names) {
+      return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads one rank's optim states `file`: its stage and partition count must
+// be the model states' (`l`, `world`), else the folder mixes saves. `step`:
+// see ReadDsGroupStates (rank 0 only).
+absl::StatusOr<DsRankOptimStates> ReadDsOptimStates(const PtReader& file, const SavedLayout& l, int64_t world,
+                                                    const std::string& folder, int64_t* step) {
+  const std::string& path = file.path();
   const char* master_key = l.stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
   const char* base_key = l.stage == 3 ? "optimizer_state_dict" : "base_optimizer_state";
+  Fields root(path, file.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(path, *osd_d, "optimizer_state_dict");
+  ZT_ASSIGN_OR_RETURN(const int64_t stage, osd.Int("zero_stage"));
+  ZT_ASSIGN_OR_RETURN(const Value* partitions, osd.Get("partition_count"));
+  // An int at stage 3, one per param group at stages 1/2.
+  bool partitions_ok = partitions->is_int() ? partitions->AsInt() == world : partitions->is_list();
+  if (partitions->is_list()) {
+    for (const Value& p : partitions->AsList()) partitions_ok &= p.is_int() && p.AsInt() == world;
+  }
+  if (stage != l.stage || !partitions_ok) {
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' was saved by another stage or world size than the model states (stage %d with %d ranks): files of "
+        "different saves are mixed in '%s'",
+        path, l.stage, world, folder));
+  }
+  ZT_ASSIGN_OR_RETURN(const List* flats_l, osd.Seq(master_key));
+  ZT_ASSIGN_OR_RETURN(const Dict* base_d, osd.Sub(base_key));
+  Fields base(path, *base_d, osd.where(base_key));
+  ZT_ASSIGN_OR_RETURN(const Dict* state_d, base.Sub("state"));
+  DsRankOptimStates out;
+  ZT_ASSIGN_OR_RETURN(out.flats, TensorsOf(*flats_l, flats_l->size(), DType::kFloat32, path, master_key));
+  if (l.stage != 3 && out.flats.size() != l.groups.size()) {
+    return absl::DataLossError(absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key,
+                                               out.flats.size(), l.groups.size()));
+  }
+  ZT_RETURN_IF_ERROR(ReadDsGroupStates(file, *state_d, step, &out));
+  return out;
+}
+
+// The loss scaler (a static LossScaler has no counters) and, where no
+// `step` tensor gave it, the optimizer's step count: from rank 0's optim
+// states, which ReadDsOptimStates has checked.
+absl::Status ReadDsLossScaler(const PtReader& rank0, TrainingState* ts) {
+  const std::string& path = rank0.path();
+  Fields root(path, rank0.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(path, *osd_d, "optimizer_state_dict");
+  ZT_ASSIGN_OR_RETURN(const Dict* scaler_d, osd.Sub("loss_scaler"));
+  Fields scaler(path, *scaler_d, "optimizer_state_dict.loss_scaler");
+  ZT_ASSIGN_OR_RETURN(ts->loss_scale, scaler.Double("cur_scale"));
+  // DynamicLossScaler's counters; a static LossScaler has none.
+  if (scaler_d->Find("cur_iter") != nullptr) {
+    ZT_ASSIGN_OR_RETURN(ts->scaler_cur_iter, scaler.Int("cur_iter"));
+  }
+  if (scaler_d->Find("last_overflow_iter") != nullptr) {
+    ZT_ASSIGN_OR_RETURN(ts->scaler_last_overflow_iter, scaler.Int("last_overflow_iter"));
+  }
+  if (scaler_d->Find("cur_hysteresis") != nullptr) {
+    ZT_ASSIGN_OR_RETURN(ts->scaler_hysteresis, scaler.Int("cur_hysteresis"));
+  }
+  ZT_ASSIGN_OR_RETURN(ts->dynamic_loss_scale, osd.Bool("dynamic_loss_scale"));
+  if (ts->optimizer_step == 0) ts->optimizer_step = ts->global_steps - ts->skipped_steps;
+  return absl::OkStatus();
+}
+
+// Stage 3: each parameter's piece (group_piece[g] elements of group g) cut
+// out of one rank's flat tensors `src`, in layout order, which must use them
+// up exactly. The views are owned by `views`; the result points at them.
+// `path` and `what` (the tensors' key or state name) name them in errors.
+absl::StatusOr<std::vector<const TensorRef*>> CutDsStage3Pieces(const std::vector<const TensorRef*>& src,
+                                                                const SavedLayout& l,
+                                                                const std::vector<int64_t>& group_piece,
+                                                                const std::string& path, const std::string& what,
+                                                                std::vector<std::unique_ptr<TensorRef>>* views) {
+  FlatCursor cursor(src, absl::StrCat("'", path, "': ", what));
+  std::vector<const TensorRef*> out;
+  for (size_t g = 0; g < l.groups.size(); ++g) {
+    ZT_ASSIGN_OR_RETURN(TensorRef view, cursor.Take(group_piece[g], l.groups[g].params[0].name));
+    views->push_back(std::make_unique<TensorRef>(std::move(view)));
+    out.push_back(views->back().get());
+  }
+  if (cursor.Remaining() != 0) {
+    return absl::DataLossError(absl::StrFormat("'%s': %s holds %d elements more than param_shapes account for", path,
+                                               what, cursor.Remaining()));
+  }
+  return out;
+}
+
+// Stages 1/2: a group's padded length is its partition's length times the
+// world size. Rank 0's partitions set it (they must hold the group's
+// parameters); every other rank's must agree.
+absl::Status CheckDsStage12Partitions(const std::vector<const TensorRef*>& flats, int rank, int64_t world,
+                                      const std::string& path, SavedLayout* l) {
+  for (size_t g = 0; g < l->groups.size(); ++g) {
+    SavedGroup& group = l->groups[g];
+    const int64_t padded = flats[g]->numel() * world;
+    if (rank == 0) {
+      if (padded < group.numel) {
+        return absl::DataLossError(absl::StrFormat(
+            "'%s': group %d's partition holds %d elements, too few for its %d parameters' %d over %d ranks", path, g,
+            flats[g]->numel(), group.params.size(), group.numel, world));
+      }
+      group.padded_numel = padded;
+    } else if (padded != group.padded_numel) {
+      return absl::DataLossError(absl::StrFormat("'%s': group %d's partition holds %d elements, rank 0's %d", path, g,
+                                                 flats[g]->numel(), group.padded_numel / world));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage) {
+  ZT_ASSIGN_OR_RETURN(const DsModelStates ms, ReadDsModelStates(*first, &layout_, &ts_));
+  format_ = absl::StrCat("DeepSpeed ", ms.version);
+  SavedLayout& l = layout_;
+  model_.push_back(std::move(first));
+  ZT_ASSIGN_OR_RETURN(optim_, OpenDsOptimStates(folder, l));
+  ZT_ASSIGN_OR_RETURN(l.stage, ReadDsStage(*optim_[0], model_[0]->path(), file_stage));
+  if (l.stage == 3) {
+    for (int r = 1; r < l.world_size; ++r) {
+      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
+      model_.push_back(std::move(m));
+    }
+  }
+  const std::vector<int64_t> group_piece = AddDsGroups(ms.param_groups, ms.world, &l);
+
+  // Per rank: the fp32 partitions and the optimizer state, as views per group.
   for (int r = 0; r < l.world_size; ++r) {
-    const std::string& path = optim_[static_cast<size_t>(r)]->path();
-    Fields root(path, optim_[static_cast<size_t>(r)]->root().AsDict(), "");
-    ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
-    Fields osd(path, *osd_d, "optimizer_state_dict");
-    ZT_ASSIGN_OR_RETURN(const int64_t stage, osd.Int("zero_stage"));
-    ZT_ASSIGN_OR_RETURN(const Value* partitions, osd.Get("partition_count"));
-    // An int at stage 3, one per param group at stages 1/2.
-    bool partitions_ok = partitions->is_int() ? partitions->AsInt() == world : partitions->is_list();
-    if (partitions->is_list()) {
-      for (const Value& p : partitions->AsList()) partitions_ok &= p.is_int() && p.AsInt() == world;
-    }
-    if (stage != l.stage || !partitions_ok) {
-      return absl::DataLossError(absl::StrFormat(
-          "'%s' was saved by another stage or world size than the model states (stage %d with %d ranks): files of "
-          "different saves are mixed in '%s'",
-          path, l.stage, world, folder));
-    }
-    ZT_ASSIGN_OR_RETURN(const List* flats_l, osd.Seq(master_key));
-    ZT_ASSIGN_OR_RETURN(const Dict* base_d, osd.Sub(base_key));
-    Fields base(path, *base_d, osd.where(base_key));
-    ZT_ASSIGN_OR_RETURN(const Dict* state_d, base.Sub("state"));
-    const size_t flat_count = flats_l->size();
-    ZT_ASSIGN_OR_RETURN(auto flats, TensorsOf(*flats_l, flat_count, DType::kFloat32, path, master_key));
-    if (l.stage != 3 && flat_count != l.groups.size()) {
-      return absl::DataLossError(
-          absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key, flat_count, l.groups.size()));
-    }
-    // The state per sub-group: tensors laid out like the partitions, and `step`.
-    std::map<std::string, std::vector<const TensorRef*>> state_flats;
-    std::vector<std::string> names;
-    for (size_t g = 0; g < flat_count; ++g) {
-      const Value* gs = state_d->Find(static_cast<int64_t>(g));
-      if (gs == nullptr || !gs->is_dict()) {
-        return absl::DataLossError(absl::StrFormat("'%s': optimizer state of group %d is missing", path, g));
-      }
-      std::vector<std::string> here;
-      for (const auto& [k, v] : gs->AsDict().items) {
-        if (!k.is_string() || !v.is_tensor()) continue;
-        const TensorRef& t = v.AsTensor();
-        if (k.AsString() == "step" && t.numel() == 1) {
-          if (r == 0 && g == 0 && (t.dtype == DType::kFloat32 || t.dtype == DType::kInt64)) {
-            char bytes[8] = {0};
-            ZT_RETURN_IF_ERROR(optim_[0]->Read(t, bytes, /*verify=*/true));
-            if (t.dtype == DType::kFloat32) {
-              float f;
-              std::memcpy(&f, bytes, 4);
-              ts.optimizer_step = static_cast<int64_t>(f);
-            } else {
-              std::memcpy(&ts.optimizer_step, bytes, 8);
-            }
-          }
-          continue;
-        }
-        if (t.dtype != DType::kFloat32 || t.numel() != flats[g]->numel() || !t.contiguous()) {
-          return absl::DataLossError(absl::StrFormat("'%s': optimizer state '%s' of group %d is not %d fp32 elements",
-                                                     path, k.AsString(), g, flats[g]->numel()));
-        }
-        here.push_back(k.AsString());
-        state_flats[k.AsString()].push_back(&t);
-      }
-      if (g == 0) names = here;
-      if (here != names)
-        return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
-    }
+    const PtReader& file = *optim_[static_cast<size_t>(r)];
+    const std::string& path = file.path();
+    ZT_ASSIGN_OR_RETURN(DsRankOptimStates o,
+                        ReadDsOptimStates(file, l, ms.world, folder, r == 0 ? &ts_.optimizer_step : nullptr));
     if (r == 0) {
-      state_names_ = names;
-      ZT_ASSIGN_OR_RETURN(const Dict* scaler_d, osd.Sub("loss_scaler"));
-      Fields scaler(path, *scaler_d, "optimizer_state_dict.loss_scaler");
-      ZT_ASSIGN_OR_RETURN(ts.loss_scale, scaler.Double("cur_scale"));
-      // DynamicLossScaler's counters; a static LossScaler has none.
-      if (scaler_d->Find("cur_iter") != nullptr) {
-        ZT_ASSIGN_OR_RETURN(ts.scaler_cur_iter, scaler.Int("cur_iter"));
-      }
-      if (scaler_d->Find("last_overflow_iter") != nullptr) {
-        ZT_ASSIGN_OR_RETURN(ts.scaler_last_overflow_iter, scaler.Int("last_overflow_iter"));
-      }
-      if (scaler_d->Find("cur_hysteresis") != nullptr) {
-        ZT_ASSIGN_OR_RETURN(ts.scaler_hysteresis, scaler.Int("cur_hysteresis"));
-      }
-      ZT_ASSIGN_OR_RETURN(ts.dynamic_loss_scale, osd.Bool("dynamic_loss_scale"));
-      if (ts.optimizer_step == 0) ts.optimizer_step = ts.global_steps - ts.skipped_steps;
-    } else if (names != state_names_) {
+      state_names_ = o.names;
+      ZT_RETURN_IF_ERROR(ReadDsLossScaler(file, &ts_));
+    } else if (o.names != state_names_) {
       return absl::DataLossError(absl::StrFormat("'%s' holds different optimizer states than rank 0's file", path));
     }
-
     if (l.stage == 3) {
-      // Cut each parameter's piece out of the sub-group streams.
-      auto pieces = [&](const std::vector<const TensorRef*>& src,
-                        const std::string& what) -> absl::StatusOr<std::vector<const TensorRef*>> {
-        FlatCursor cursor(src, absl::StrCat("'", path, "': ", what));
-        std::vector<const TensorRef*> out;
-        for (size_t g = 0; g < l.groups.size(); ++g) {
-          ZT_ASSIGN_OR_RETURN(TensorRef view, cursor.Take(group_piece[g], l.groups[g].params[0].name));
-          views_.push_back(std::make_unique<TensorRef>(std::move(view)));
-          out.push_back(views_.back().get());
-        }
-        if (cursor.Remaining() != 0) {
-          return absl::DataLossError(absl::StrFormat("'%s': %s holds %d elements more than param_shapes account for",
-                                                     path, what, cursor.Remaining()));
-        }
-        return out;
-      };
-      ZT_ASSIGN_OR_RETURN(auto m, pieces(flats, master_key));
+      // Each parameter's piece, cut out of the sub-group streams.
+      ZT_ASSIGN_OR_RETURN(auto m, CutDsStage3Pieces(o.flats, l, group_piece, path, "fp32_flat_groups", &views_));
       master_.push_back(std::move(m));
-      for (const std::string& n : names) {
-        ZT_ASSIGN_OR_RETURN(auto s, pieces(state_flats[n], n));
+      for (const std::string& n : o.names) {
+        ZT_ASSIGN_OR_RETURN(auto s, CutDsStage3Pieces(o.state[n], l, group_piece, path, n, &views_));
         state_[n].push_back(std::move(s));
       }
     } else {
-      for (size_t g = 0; g < l.groups.size(); ++g) {
-        const int64_t padded = flats[g]->numel() * world;
-        if (r == 0) {
-          if (padded < l.groups[g].numel) {
-            return absl::DataLossError(absl::StrFormat(
-                "'%s': group %d's partition holds %d elements, too few for its %d parameters' %d over %d ranks", path,
-                g, flats[g]->numel(), l.groups[g].params.size(), l.groups[g].numel, world));
-          }
-          l.groups[g].padded_numel = padded;
-        } else if (padded != l.groups[g].padded_numel) {
-          return absl::DataLossError(absl::StrFormat("'%s': group %d's partition holds %d elements, rank 0's %d", path,
-                                                     g, flats[g]->numel(), l.groups[g].padded_numel / world));
-        }
-      }
-      master_.push_back(flats);
-      for (const std::string& n : names) state_[n].push_back(state_flats[n]);
+      ZT_RETURN_IF_ERROR(CheckDsStage12Partitions(o.flats, r, ms.world, path, &l));
+      master_.push_back(o.flats);
+      for (const std::string& n : o.names) state_[n].push_back(o.state[n]);
     }
   }
   return absl::OkStatus();

@@ -3,9 +3,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -23,6 +27,10 @@ bool IsFloating(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
 }
 
+// The dtype a tensor saved as `source` is written in: floating point ones in
+// the export dtype, integer ones (buffers) as they are.
+DType OutputDType(DType source, const ExportOptions& options) { return IsFloating(source) ? options.dtype : source; }
+
 // One tensor to export: its entry and how to produce elements [b, e) in its
 // source dtype.
 struct Item {
@@ -32,6 +40,156 @@ struct Item {
   std::function<absl::Status(int64_t b, int64_t e, void* dst)> read;
 };
 
+// Trainable parameter `p`'s fp32 master, written as `entry_name` (its own
+// name, or a tied alias of it).
+Item MasterItem(const ZeroCheckpoint& ck, const std::string& entry_name, const SavedParam& p,
+                const ExportOptions& options) {
+  Item it;
+  it.entry = {entry_name, OutputDType(DType::kFloat32, options), p.shape};
+  it.numel = p.numel;
+  it.read = [&ck, name = p.name](int64_t b, int64_t e, void* dst) {
+    return ck.ReadTrainable(name, "master", b, e, static_cast<float*>(dst));
+  };
+  return it;
+}
+
+// Frozen (stage 3) parameter `p`, in the model dtype, written as `entry_name`.
+Item FrozenItem(const ZeroCheckpoint& ck, const std::string& entry_name, const SavedParam& p,
+                const ExportOptions& options) {
+  const DType model_dtype = ck.layout().model_dtype;
+  Item it;
+  it.entry = {entry_name, OutputDType(model_dtype, options), p.shape};
+  it.source = model_dtype;
+  it.numel = p.numel;
+  it.read = [&ck, name = p.name](int64_t b, int64_t e, void* dst) { return ck.ReadFrozen(name, b, e, dst); };
+  return it;
+}
+
+// Every trainable parameter, then every frozen one, in layout order.
+std::vector<Item> ParameterItems(const ZeroCheckpoint& ck, const ExportOptions& options) {
+  const SavedLayout& l = ck.layout();
+  std::vector<Item> items;
+  for (const SavedGroup& g : l.groups) {
+    for (const SavedParam& p : g.params) items.push_back(MasterItem(ck, p.name, p, options));
+  }
+  for (const SavedGroup& g : l.frozen) {
+    for (const SavedParam& p : g.params) items.push_back(FrozenItem(ck, p.name, p, options));
+  }
+  return items;
+}
+
+// Whether the model states list `name` among the buffers.
+bool IsBuffer(const ZeroCheckpoint& ck, const std::string& name) {
+  const Value* bn = ck.model_states().AsDict().Find("buffer_names");
+  bool is_buffer = false;
+  if (bn != nullptr && (bn->is_list() || bn->is_tuple())) {
+    for (const Value& b : bn->AsList()) is_buffer = is_buffer || (b.is_string() && b.AsString() == name);
+  }
+  return is_buffer;
+}
+
+// Module entries that are neither trainable masters nor frozen fragments nor
+// tied aliases: buffers (unless left out), and at stages 0-2 frozen
+// parameters (saved whole in `module`). Each must be contiguous.
+absl::Status AddModuleItems(const ZeroCheckpoint& ck, const ExportOptions& options, std::vector<Item>* items) {
+  const SavedLayout& l = ck.layout();
+  const Value* module = ck.model_states().is_dict() ? ck.model_states().AsDict().Find("module") : nullptr;
+  if (module == nullptr || !module->is_dict()) return absl::OkStatus();
+  for (const auto& [k, v] : module->AsDict().items) {
+    if (!k.is_string() || !v.is_tensor()) continue;
+    const std::string& name = k.AsString();
+    if (l.FindTrainable(name) || l.FindFrozen(name) || l.shared.count(name)) continue;
+    if (!options.include_buffers && IsBuffer(ck, name)) continue;
+    const TensorRef& t = v.AsTensor();
+    if (!t.contiguous()) return absl::DataLossError(absl::StrCat("module entry '", name, "' is not contiguous"));
+    Item it;
+    it.entry = {name, OutputDType(t.dtype, options), t.shape};
+    it.source = t.dtype;
+    it.numel = t.numel();
+    // Module tensors are small next to the parameters: read whole, once.
+    auto cache = std::make_shared<std::vector<char>>();
+    it.read = [&ck, &t, cache](int64_t b, int64_t e, void* dst) -> absl::Status {
+      if (cache->empty() && t.nbytes() > 0) {
+        cache->resize(t.nbytes());
+        ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(t, cache->data()));
+      }
+      const size_t es = DTypeSize(t.dtype);
+      std::memcpy(dst, cache->data() + b * es, static_cast<size_t>(e - b) * es);
+      return absl::OkStatus();
+    };
+    items->push_back(std::move(it));
+  }
+  return absl::OkStatus();
+}
+
+// Tied aliases as tensors of their own (DeepSpeed's zero_to_fp32 writes them
+// so), each a copy of the parameter it names. An alias of a module entry (a
+// buffer) gets none: that entry is written under its own name.
+void AddTiedCopies(const ZeroCheckpoint& ck, const ExportOptions& options, std::vector<Item>* items) {
+  const SavedLayout& l = ck.layout();
+  for (const auto& [alias, name] : l.shared) {
+    if (const auto where = l.FindTrainable(name)) {
+      items->push_back(MasterItem(ck, alias, l.groups[where->first].params[where->second], options));
+    } else if (const auto fwhere = l.FindFrozen(name)) {
+      items->push_back(FrozenItem(ck, alias, l.frozen[fwhere->first].params[fwhere->second], options));
+    }
+  }
+}
+
+// Where the files go: `out` itself when it names a .safetensors file (one
+// shard), else the directory `out` (created) with the entries split into
+// shards of at most max_shard_bytes.
+struct OutputPlan {
+  std::string dir;
+  ShardPlan shards;
+};
+
+absl::StatusOr<OutputPlan> PlanOutput(const std::string& out, const std::vector<SafetensorsEntry>& entries,
+                                      const ExportOptions& options) {
+  OutputPlan plan;
+  plan.dir = out;
+  if (absl::EndsWith(out, ".safetensors")) {
+    plan.shards.shards.push_back({out.substr(out.find_last_of('/') + 1), entries});
+    plan.dir = out.find('/') == std::string::npos ? "." : out.substr(0, out.find_last_of('/'));
+  } else {
+    ZT_RETURN_IF_ERROR(MakeDirs(out));
+    plan.shards = PlanShards(entries, options.max_shard_bytes);
+  }
+  return plan;
+}
+
+// Every file's metadata: the format, where the weights came from, and the
+// tied aliases ("alias=name,...") when there are any.
+std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck) {
+  std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                 {"zt_checkpoint_tag", ck.tag()},
+                                                 {"zt_global_steps", std::to_string(ck.training_state().global_steps)}};
+  if (!ck.layout().shared.empty()) {
+    std::vector<std::string> tied;
+    for (const auto& [alias, name] : ck.layout().shared) tied.push_back(alias + "=" + name);
+    metadata["zt_tied"] = absl::StrJoin(tied, ",");
+  }
+  return metadata;
+}
+
+// Streams one item into `writer` in chunks of options.chunk_elements:
+// read in its source dtype, convert, write. `src` and `dst` are the reused
+// chunk buffers.
+absl::Status WriteItem(const Item& it, const ExportOptions& options, SafetensorsWriter* writer, std::vector<char>* src,
+                       std::vector<char>* dst) {
+  const size_t in_size = DTypeSize(it.source), out_size = DTypeSize(it.entry.dtype);
+  for (int64_t b = 0; b < it.numel; b += options.chunk_elements) {
+    const int64_t e = std::min(it.numel, b + options.chunk_elements);
+    const size_t n = static_cast<size_t>(e - b);
+    src->resize(n * in_size);
+    dst->resize(n * out_size);
+    ZT_RETURN_IF_ERROR(it.read(b, e, src->data()));
+    ZT_RETURN_IF_ERROR(ConvertElements(it.source, src->data(), it.entry.dtype, dst->data(), n));
+    ZT_RETURN_IF_ERROR(writer->Write(dst->data(), n * out_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const std::string& out,
@@ -40,140 +198,34 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
     return absl::InvalidArgumentError(
         absl::StrCat("export dtype must be floating point, not ", std::string(DTypeName(options.dtype))));
   }
-  const SavedLayout& l = ck.layout();
-  std::vector<Item> items;
-  auto out_dtype = [&](DType source) { return IsFloating(source) ? options.dtype : source; };
-  for (const SavedGroup& g : l.groups) {
-    for (const SavedParam& p : g.params) {
-      Item it;
-      it.entry = {p.name, out_dtype(DType::kFloat32), p.shape};
-      it.numel = p.numel;
-      it.read = [&ck, name = p.name](int64_t b, int64_t e, void* dst) {
-        return ck.ReadTrainable(name, "master", b, e, static_cast<float*>(dst));
-      };
-      items.push_back(std::move(it));
-    }
-  }
-  std::vector<std::string> frozen_names;
-  for (const SavedGroup& g : l.frozen) {
-    for (const SavedParam& p : g.params) {
-      Item it;
-      it.entry = {p.name, out_dtype(l.model_dtype), p.shape};
-      it.source = l.model_dtype;
-      it.numel = p.numel;
-      it.read = [&ck, name = p.name](int64_t b, int64_t e, void* dst) { return ck.ReadFrozen(name, b, e, dst); };
-      items.push_back(std::move(it));
-      frozen_names.push_back(p.name);
-    }
-  }
-  // Module entries that are neither trainable masters nor frozen fragments:
-  // buffers, and at stages 0-2 frozen parameters (saved whole in `module`).
-  const Value* module = ck.model_states().is_dict() ? ck.model_states().AsDict().Find("module") : nullptr;
-  if (module != nullptr && module->is_dict()) {
-    const Value* bn = ck.model_states().AsDict().Find("buffer_names");
-    for (const auto& [k, v] : module->AsDict().items) {
-      if (!k.is_string() || !v.is_tensor()) continue;
-      const std::string& name = k.AsString();
-      if (l.FindTrainable(name) || l.FindFrozen(name) || l.shared.count(name)) continue;
-      bool is_buffer = false;
-      if (bn != nullptr && (bn->is_list() || bn->is_tuple())) {
-        for (const Value& b : bn->AsList()) is_buffer = is_buffer || (b.is_string() && b.AsString() == name);
-      }
-      if (is_buffer && !options.include_buffers) continue;
-      const TensorRef& t = v.AsTensor();
-      if (!t.contiguous()) return absl::DataLossError(absl::StrCat("module entry '", name, "' is not contiguous"));
-      Item it;
-      it.entry = {name, out_dtype(t.dtype), t.shape};
-      it.source = t.dtype;
-      it.numel = t.numel();
-      // Module tensors are small next to the parameters: read whole, once.
-      auto cache = std::make_shared<std::vector<char>>();
-      it.read = [&ck, &t, cache](int64_t b, int64_t e, void* dst) -> absl::Status {
-        if (cache->empty() && t.nbytes() > 0) {
-          cache->resize(t.nbytes());
-          ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(t, cache->data()));
-        }
-        const size_t es = DTypeSize(t.dtype);
-        std::memcpy(dst, cache->data() + b * es, static_cast<size_t>(e - b) * es);
-        return absl::OkStatus();
-      };
-      items.push_back(std::move(it));
-    }
-  }
-
-  // Tied aliases as tensors of their own (DeepSpeed's zero_to_fp32 writes
-  // them so); by default they are named in the metadata only.
-  if (options.tied_copies) {
-    for (const auto& [alias, name] : l.shared) {
-      Item it;
-      if (const auto where = l.FindTrainable(name)) {
-        const SavedParam& p = l.groups[where->first].params[where->second];
-        it.entry = {alias, out_dtype(DType::kFloat32), p.shape};
-        it.numel = p.numel;
-        it.read = [&ck, name = name](int64_t b, int64_t e, void* dst) {
-          return ck.ReadTrainable(name, "master", b, e, static_cast<float*>(dst));
-        };
-      } else if (const auto fwhere = l.FindFrozen(name)) {
-        const SavedParam& p = l.frozen[fwhere->first].params[fwhere->second];
-        it.entry = {alias, out_dtype(l.model_dtype), p.shape};
-        it.source = l.model_dtype;
-        it.numel = p.numel;
-        it.read = [&ck, name = name](int64_t b, int64_t e, void* dst) { return ck.ReadFrozen(name, b, e, dst); };
-      } else {
-        continue;  // tied to a module entry (a buffer): written under its own name above
-      }
-      items.push_back(std::move(it));
-    }
-  }
+  std::vector<Item> items = ParameterItems(ck, options);
+  ZT_RETURN_IF_ERROR(AddModuleItems(ck, options, &items));
+  // By default tied aliases are named in the metadata only.
+  if (options.tied_copies) AddTiedCopies(ck, options, &items);
 
   std::vector<SafetensorsEntry> entries;
   for (const Item& it : items) entries.push_back(it.entry);
-  const bool single_file = absl::EndsWith(out, ".safetensors");
-  std::string dir = out;
-  ShardPlan plan;
-  if (single_file) {
-    plan.shards.push_back({out.substr(out.find_last_of('/') + 1), entries});
-    dir = out.find('/') == std::string::npos ? "." : out.substr(0, out.find_last_of('/'));
-  } else {
-    ZT_RETURN_IF_ERROR(MakeDirs(out));
-    plan = PlanShards(entries, options.max_shard_bytes);
-  }
-  std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                 {"zt_checkpoint_tag", ck.tag()},
-                                                 {"zt_global_steps", std::to_string(ck.training_state().global_steps)}};
-  if (!l.shared.empty()) {
-    std::vector<std::string> tied;
-    for (const auto& [alias, name] : l.shared) tied.push_back(alias + "=" + name);
-    metadata["zt_tied"] = absl::StrJoin(tied, ",");
-  }
+  ZT_ASSIGN_OR_RETURN(const OutputPlan plan, PlanOutput(out, entries, options));
+  const std::map<std::string, std::string> metadata = ExportMetadata(ck);
 
+  // The plan keeps the items' order: shard after shard, entry after entry.
   ExportResult result;
   std::vector<char> src, dst;
   size_t next = 0;
-  for (const ShardPlan::Shard& shard : plan.shards) {
-    const std::string path = dir + "/" + shard.file;
+  for (const ShardPlan::Shard& shard : plan.shards.shards) {
+    const std::string path = plan.dir + "/" + shard.file;
     ZT_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, shard.entries, metadata));
     for (size_t k = 0; k < shard.entries.size(); ++k, ++next) {
-      const Item& it = items[next];
-      const size_t in_size = DTypeSize(it.source), out_size = DTypeSize(it.entry.dtype);
-      for (int64_t b = 0; b < it.numel; b += options.chunk_elements) {
-        const int64_t e = std::min(it.numel, b + options.chunk_elements);
-        const size_t n = static_cast<size_t>(e - b);
-        src.resize(n * in_size);
-        dst.resize(n * out_size);
-        ZT_RETURN_IF_ERROR(it.read(b, e, src.data()));
-        ZT_RETURN_IF_ERROR(ConvertElements(it.source, src.data(), it.entry.dtype, dst.data(), n));
-        ZT_RETURN_IF_ERROR(writer->Write(dst.data(), n * out_size));
-      }
-      result.bytes += it.entry.nbytes();
+      ZT_RETURN_IF_ERROR(WriteItem(items[next], options, writer.get(), &src, &dst));
+      result.bytes += items[next].entry.nbytes();
       ++result.tensors;
     }
     ZT_RETURN_IF_ERROR(writer->Finish());
     result.files.push_back(path);
   }
-  if (plan.needs_index()) {
-    ZT_RETURN_IF_ERROR(WriteIndex(dir, plan));
-    result.files.push_back(dir + "/model.safetensors.index.json");
+  if (plan.shards.needs_index()) {
+    ZT_RETURN_IF_ERROR(WriteIndex(plan.dir, plan.shards));
+    result.files.push_back(plan.dir + "/model.safetensors.index.json");
   }
   return result;
 }

@@ -169,105 +169,148 @@ absl::Status WriteIndex(const std::string& dir, const ShardPlan& plan, const std
 
 // ------------------------------------------------------------------- reader
 
-absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const std::string& path) {
-  std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
-  ZT_ASSIGN_OR_RETURN(r->file_, ReadFile::Open(path));
-  const std::string where = absl::StrCat("safetensors file '", path, "'");
-  auto bad = [&](const std::string& what) { return absl::DataLossError(absl::StrCat(where, ": ", what)); };
-  const uint64_t size = r->file_.size();
-  if (size < 8) return bad(absl::StrCat("only ", size, " bytes; not a safetensors file or truncated"));
-  unsigned char len_bytes[8];
-  ZT_RETURN_IF_ERROR(r->file_.PRead(len_bytes, 8, 0));
-  uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
-  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
-    return bad(absl::StrCat("header length ", header_len, " exceeds ",
-                            header_len > kMaxHeaderBytes ? "the 100 MiB limit" : "the file", " (file has ", size,
-                            " bytes); not a safetensors file or truncated"));
-  }
-  std::string text(header_len, '\0');
-  ZT_RETURN_IF_ERROR(r->file_.PRead(text.data(), text.size(), 8));
-  Json header;
-  try {
-    header = Json::parse(text);
-  } catch (const Json::exception& e) {
-    return bad(absl::StrCat("header is not valid JSON (", e.what(), ")"));
-  }
-  if (!header.is_object()) return bad("header is not a JSON object");
+namespace {
 
-  const uint64_t data_start = 8 + header_len;
-  const uint64_t data_size = size - data_start;
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object()) return bad("'__metadata__' is not an object");
-      for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) return bad(absl::StrCat("'__metadata__' value '", mk, "' is not a string"));
-        r->metadata_[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    auto field = [&](const std::string& what) { return bad(absl::StrCat("tensor '", key, "': ", what)); };
-    if (!value.is_object()) return field("entry is not an object");
-    for (const auto& [k, unused] : value.items()) {
-      if (k != "dtype" && k != "shape" && k != "data_offsets") return field(absl::StrCat("unknown field '", k, "'"));
-    }
-    if (!value.contains("dtype") || !value["dtype"].is_string()) return field("'dtype' missing or not a string");
-    const std::string dtype_name = value["dtype"].get<std::string>();
-    std::optional<DType> dtype = DTypeFromSafetensorsName(dtype_name);
-    if (!dtype)
-      return field(absl::StrCat("dtype '", dtype_name,
-                                "' is not supported (F32, F64, F16, BF16, I64, "
-                                "I32, I16, I8, U8, BOOL)"));
-    Tensor t;
-    t.name = key;
-    t.dtype = *dtype;
-    if (!value.contains("shape") || !value["shape"].is_array()) return field("'shape' missing or not an array");
-    for (const Json& d : value["shape"]) {
-      if (!d.is_number_unsigned()) return field("'shape' holds something other than a non-negative integer");
-      t.shape.push_back(d.get<int64_t>());
-    }
-    const Json& offsets = value.contains("data_offsets") ? value["data_offsets"] : Json();
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned()) {
-      return field("'data_offsets' missing or not [begin, end]");
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    auto bytes = CheckedBytes(t.dtype, t.shape);
-    if (!bytes.ok()) return field(std::string(bytes.status().message()));
-    if (begin > end || end > data_size) {
-      return field(absl::StrCat("data_offsets [", begin, ", ", end, ") lie outside the ", data_size,
-                                "-byte data area (truncated file?)"));
-    }
-    if (end - begin != *bytes) {
-      return field(absl::StrCat("data_offsets [", begin, ", ", end, ") hold ", end - begin, " bytes, but ",
-                                std::string(DTypeName(t.dtype)), " ", ShapeText(t.shape), " needs ", *bytes));
-    }
-    t.file_offset = data_start + begin;
-    t.nbytes = *bytes;
-    r->by_name_[key] = r->tensors_.size();
-    r->tensors_.push_back(std::move(t));
+// "safetensors file '<path>': <what>": every header error names the file.
+absl::Status BadFile(const std::string& where, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(where, ": ", what));
+}
+
+// The header: its length (the first 8 bytes, little-endian; within the file
+// and the 100 MiB limit) and the JSON object that follows.
+struct Header {
+  uint64_t length = 0;
+  Json json;
+};
+
+absl::StatusOr<Header> ReadHeader(const ReadFile& file, const std::string& where) {
+  const uint64_t size = file.size();
+  if (size < 8) return BadFile(where, absl::StrCat("only ", size, " bytes; not a safetensors file or truncated"));
+  unsigned char len_bytes[8];
+  ZT_RETURN_IF_ERROR(file.PRead(len_bytes, 8, 0));
+  Header header;
+  for (int i = 0; i < 8; ++i) header.length |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
+  if (header.length > kMaxHeaderBytes || header.length > size - 8) {
+    return BadFile(where, absl::StrCat("header length ", header.length, " exceeds ",
+                                       header.length > kMaxHeaderBytes ? "the 100 MiB limit" : "the file",
+                                       " (file has ", size, " bytes); not a safetensors file or truncated"));
   }
-  // The tensors must tile the data area: no gaps, no overlaps, nothing after.
-  std::vector<size_t> order(r->tensors_.size());
+  std::string text(header.length, '\0');
+  ZT_RETURN_IF_ERROR(file.PRead(text.data(), text.size(), 8));
+  try {
+    header.json = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return BadFile(where, absl::StrCat("header is not valid JSON (", e.what(), ")"));
+  }
+  if (!header.json.is_object()) return BadFile(where, "header is not a JSON object");
+  return header;
+}
+
+// The "__metadata__" entry: an object of strings, added to `metadata`.
+absl::Status ReadMetadata(const Json& value, const std::string& where, std::map<std::string, std::string>* metadata) {
+  if (!value.is_object()) return BadFile(where, "'__metadata__' is not an object");
+  for (const auto& [mk, mv] : value.items()) {
+    if (!mv.is_string()) return BadFile(where, absl::StrCat("'__metadata__' value '", mk, "' is not a string"));
+    (*metadata)[mk] = mv.get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+// One tensor's entry `key` -> `value`: exactly dtype (a known one), shape
+// (non-negative integers) and data_offsets ([begin, end) inside the
+// `data_size`-byte data area that starts at `data_start`, holding exactly
+// the shape's bytes).
+absl::StatusOr<SafetensorsReader::Tensor> ParseTensorEntry(const std::string& key, const Json& value,
+                                                           uint64_t data_start, uint64_t data_size,
+                                                           const std::string& where) {
+  auto field = [&](const std::string& what) { return BadFile(where, absl::StrCat("tensor '", key, "': ", what)); };
+  if (!value.is_object()) return field("entry is not an object");
+  for (const auto& [k, unused] : value.items()) {
+    if (k != "dtype" && k != "shape" && k != "data_offsets") return field(absl::StrCat("unknown field '", k, "'"));
+  }
+  if (!value.contains("dtype") || !value["dtype"].is_string()) return field("'dtype' missing or not a string");
+  const std::string dtype_name = value["dtype"].get<std::string>();
+  std::optional<DType> dtype = DTypeFromSafetensorsName(dtype_name);
+  if (!dtype)
+    return field(absl::StrCat("dtype '", dtype_name,
+                              "' is not supported (F32, F64, F16, BF16, I64, "
+                              "I32, I16, I8, U8, BOOL)"));
+  SafetensorsReader::Tensor t;
+  t.name = key;
+  t.dtype = *dtype;
+  if (!value.contains("shape") || !value["shape"].is_array()) return field("'shape' missing or not an array");
+  for (const Json& d : value["shape"]) {
+    if (!d.is_number_unsigned()) return field("'shape' holds something other than a non-negative integer");
+    t.shape.push_back(d.get<int64_t>());
+  }
+  const Json& offsets = value.contains("data_offsets") ? value["data_offsets"] : Json();
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    return field("'data_offsets' missing or not [begin, end]");
+  }
+  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+  auto bytes = CheckedBytes(t.dtype, t.shape);
+  if (!bytes.ok()) return field(std::string(bytes.status().message()));
+  if (begin > end || end > data_size) {
+    return field(absl::StrCat("data_offsets [", begin, ", ", end, ") lie outside the ", data_size,
+                              "-byte data area (truncated file?)"));
+  }
+  if (end - begin != *bytes) {
+    return field(absl::StrCat("data_offsets [", begin, ", ", end, ") hold ", end - begin, " bytes, but ",
+                              std::string(DTypeName(t.dtype)), " ", ShapeText(t.shape), " needs ", *bytes));
+  }
+  t.file_offset = data_start + begin;
+  t.nbytes = *bytes;
+  return t;
+}
+
+// The tensors must tile the data area [data_start, file_size): no gaps, no
+// overlaps, nothing after. The first tensor out of place (in offset order) is named.
+absl::Status CheckTiling(const std::vector<SafetensorsReader::Tensor>& tensors, uint64_t data_start, uint64_t file_size,
+                         const std::string& where) {
+  std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Tensor &x = r->tensors_[a], &y = r->tensors_[b];
+    const SafetensorsReader::Tensor &x = tensors[a], &y = tensors[b];
     return std::make_pair(x.file_offset, x.nbytes) < std::make_pair(y.file_offset, y.nbytes);
   });
   uint64_t expected = data_start;
   for (size_t i : order) {
-    const Tensor& t = r->tensors_[i];
+    const SafetensorsReader::Tensor& t = tensors[i];
     if (t.file_offset != expected) {
-      return bad(absl::StrCat("tensor '", t.name, "' starts at data offset ", t.file_offset - data_start,
-                              t.file_offset < expected ? ", overlapping the tensor before it" : ", leaving a gap",
-                              " (expected ", expected - data_start, ")"));
+      return BadFile(where,
+                     absl::StrCat("tensor '", t.name, "' starts at data offset ", t.file_offset - data_start,
+                                  t.file_offset < expected ? ", overlapping the tensor before it" : ", leaving a gap",
+                                  " (expected ", expected - data_start, ")"));
     }
     expected += t.nbytes;
   }
-  if (expected != size) {
-    return bad(absl::StrCat("the tensors end at data offset ", expected - data_start, " but the data area has ",
-                            data_size, " bytes"));
+  if (expected != file_size) {
+    return BadFile(where, absl::StrCat("the tensors end at data offset ", expected - data_start,
+                                       " but the data area has ", file_size - data_start, " bytes"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const std::string& path) {
+  std::unique_ptr<SafetensorsReader> r(new SafetensorsReader());
+  ZT_ASSIGN_OR_RETURN(r->file_, ReadFile::Open(path));
+  const std::string where = absl::StrCat("safetensors file '", path, "'");
+  ZT_ASSIGN_OR_RETURN(const Header header, ReadHeader(r->file_, where));
+  const uint64_t data_start = 8 + header.length;
+  const uint64_t data_size = r->file_.size() - data_start;
+  for (const auto& [key, value] : header.json.items()) {
+    if (key == "__metadata__") {
+      ZT_RETURN_IF_ERROR(ReadMetadata(value, where, &r->metadata_));
+      continue;
+    }
+    ZT_ASSIGN_OR_RETURN(Tensor t, ParseTensorEntry(key, value, data_start, data_size, where));
+    r->by_name_[key] = r->tensors_.size();
+    r->tensors_.push_back(std::move(t));
+  }
+  ZT_RETURN_IF_ERROR(CheckTiling(r->tensors_, data_start, r->file_.size(), where));
   return r;
 }
 

@@ -162,184 +162,274 @@ absl::StatusOr<std::string> ReadLatestTag(const std::string& dir) {
   return tag;
 }
 
-absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::string& dir, const std::string& tag) {
-  std::unique_ptr<ZeroCheckpoint> c(new ZeroCheckpoint());
-  c->dir_ = dir;
-  if (tag.empty()) {
-    ZT_ASSIGN_OR_RETURN(c->tag_, ReadLatestTag(dir));
-  } else {
-    c->tag_ = tag;
-  }
-  const std::string folder = JoinPath(dir, c->tag_);
+namespace {
 
-  // Rank 0's model states name the stage and world size; the rest follows.
-  std::unique_ptr<PtReader> first;
-  std::string first_path;
+// Every checkpoint file's root is a dict; this is the error when it is not.
+absl::Status NotADict(const std::string& path) {
+  return absl::DataLossError(absl::StrCat("'", path, "' does not hold a dict"));
+}
+
+// The tag to open: `tag` itself, or when it is empty the one `<dir>/latest` names.
+absl::StatusOr<std::string> ResolveTag(const std::string& dir, const std::string& tag) {
+  if (!tag.empty()) return tag;
+  return ReadLatestTag(dir);
+}
+
+// Rank 0's model states and the naming it was found under: 0 (stages 0-2)
+// or 3 (stage 3); the file's own fields say which stage exactly.
+struct FirstModelStates {
+  std::unique_ptr<PtReader> file;
   int file_stage = 0;
+};
+
+// Opens rank 0's model states in `folder`, trying stage 0-2's name before
+// stage 3's. Only NotFound moves on to the next name: any other error (a
+// damaged file) is returned as it is. The root must be a dict.
+absl::StatusOr<FirstModelStates> OpenFirstModelStates(const std::string& folder) {
   for (int stage : {0, 3}) {
-    first_path = JoinPath(folder, ModelStatesFile(stage, 0));
-    auto r = PtReader::Open(first_path);
+    const std::string path = JoinPath(folder, ModelStatesFile(stage, 0));
+    auto r = PtReader::Open(path);
     if (r.ok()) {
-      first = std::move(*r);
-      file_stage = stage;
-      break;
+      if (!(*r)->root().is_dict()) return NotADict(path);
+      return FirstModelStates{std::move(*r), stage};
     }
     if (!absl::IsNotFound(r.status())) return r.status();
   }
-  if (first == nullptr) {
-    return absl::NotFoundError(absl::StrCat("checkpoint '", folder, "' has no model states file (",
-                                            ModelStatesFile(0, 0), " or ", ModelStatesFile(3, 0),
-                                            "); is the tag right, and did the save finish?"));
-  }
-  if (!first->root().is_dict()) return absl::DataLossError(absl::StrCat("'", first_path, "' does not hold a dict"));
-  // DeepSpeed's own checkpoints carry its version and no layout of ours.
-  if (first->root().AsDict().Find("zt_layout") == nullptr && first->root().AsDict().Find("ds_version") != nullptr) {
-    ZT_RETURN_IF_ERROR(c->OpenDeepSpeed(folder, std::move(first), file_stage));
-    return c;
-  }
-  Fields meta(first_path, first->root().AsDict(), "");
+  return absl::NotFoundError(absl::StrCat("checkpoint '", folder, "' has no model states file (", ModelStatesFile(0, 0),
+                                          " or ", ModelStatesFile(3, 0),
+                                          "); is the tag right, and did the save finish?"));
+}
+
+// DeepSpeed's own checkpoints carry its version and no layout of ours.
+bool WrittenByDeepSpeed(const Dict& model_states) {
+  return model_states.Find("zt_layout") == nullptr && model_states.Find("ds_version") != nullptr;
+}
+
+// The save-wide facts in zerotorch's rank-0 model states (`first`, a dict):
+// the layout, the counters, the config and the save id (0 when not recorded).
+absl::Status ReadModelStates(const PtReader& first, SavedLayout* layout, TrainingState* ts) {
+  Fields meta(first.path(), first.root().AsDict(), "");
   ZT_ASSIGN_OR_RETURN(const Value* layout_v, meta.Get("zt_layout"));
-  ZT_ASSIGN_OR_RETURN(c->layout_, SavedLayout::FromValue(*layout_v));
-  const SavedLayout& l = c->layout_;
-  TrainingState& ts = c->ts_;
-  ZT_ASSIGN_OR_RETURN(ts.global_steps, meta.Int("global_steps"));
-  ZT_ASSIGN_OR_RETURN(ts.global_samples, meta.Int("global_samples"));
-  ZT_ASSIGN_OR_RETURN(ts.skipped_steps, meta.Int("skipped_steps"));
-  ZT_ASSIGN_OR_RETURN(ts.micro_steps, meta.Int("micro_steps"));
-  ZT_ASSIGN_OR_RETURN(ts.ds_config, meta.Str("ds_config"));
-  if (const Value* id = first->root().AsDict().Find("zt_save_id"); id != nullptr && id->is_int()) {
-    ts.save_id = id->AsInt();
+  ZT_ASSIGN_OR_RETURN(*layout, SavedLayout::FromValue(*layout_v));
+  ZT_ASSIGN_OR_RETURN(ts->global_steps, meta.Int("global_steps"));
+  ZT_ASSIGN_OR_RETURN(ts->global_samples, meta.Int("global_samples"));
+  ZT_ASSIGN_OR_RETURN(ts->skipped_steps, meta.Int("skipped_steps"));
+  ZT_ASSIGN_OR_RETURN(ts->micro_steps, meta.Int("micro_steps"));
+  ZT_ASSIGN_OR_RETURN(ts->ds_config, meta.Str("ds_config"));
+  if (const Value* id = first.root().AsDict().Find("zt_save_id"); id != nullptr && id->is_int()) {
+    ts->save_id = id->AsInt();
   }
-  c->model_.push_back(std::move(first));
+  return absl::OkStatus();
+}
+
+// One file's identity against rank 0's model states (`first_path`): `d`
+// holds its save id under `id_key` and its rank under `rank_key`. With a
+// save id recorded (not 0) the file must carry the same one; a recorded rank
+// must be the one the file is named for (`rank`).
+absl::Status CheckFileIdentity(const std::string& path, const Dict& d, const char* rank_key, const char* id_key,
+                               int rank, int64_t save_id, const std::string& first_path) {
+  const Value* id = d.Find(id_key);
+  const Value* file_rank = d.Find(rank_key);
+  if (save_id != 0 && (id == nullptr || !id->is_int() || id->AsInt() != save_id)) {
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' belongs to another save than '%s' (save id %s, not %x): the folder mixes files of different "
+        "saves (swapped, from another step or another run); restore the files of one save",
+        path, first_path, id != nullptr && id->is_int() ? absl::StrFormat("%x", id->AsInt()) : "none", save_id));
+  }
+  if (file_rank != nullptr && file_rank->is_int() && file_rank->AsInt() != rank) {
+    return absl::DataLossError(
+        absl::StrFormat("'%s' holds rank %d's state but is named for rank %d: the files were renamed or swapped", path,
+                        file_rank->AsInt(), rank));
+  }
+  return absl::OkStatus();
+}
+
+// Every file must come from the save rank 0's model states (model[0])
+// belong to, and sit under its own rank's name: each optim file's `zt`
+// dict (where present) and, at stage 3, each rank's model states. Checked
+// rank by rank, the optim file first, before any file's contents are read,
+// so a mixed folder is named as such rather than as a shape mismatch.
+absl::Status CheckFilesOfOneSave(const std::vector<std::unique_ptr<PtReader>>& model,
+                                 const std::vector<std::unique_ptr<PtReader>>& optim, const SavedLayout& l,
+                                 int64_t save_id) {
+  const std::string& first_path = model[0]->path();
+  for (int r = 0; r < l.world_size; ++r) {
+    const PtReader& o = *optim[static_cast<size_t>(r)];
+    if (!o.root().is_dict()) return NotADict(o.path());
+    const Value* zt = o.root().AsDict().Find("zt");
+    if (zt != nullptr && zt->is_dict()) {
+      ZT_RETURN_IF_ERROR(CheckFileIdentity(o.path(), zt->AsDict(), "rank", "save_id", r, save_id, first_path));
+    }
+    if (l.stage == 3) {
+      const PtReader& m = *model[static_cast<size_t>(r)];
+      if (!m.root().is_dict()) return NotADict(m.path());
+      ZT_RETURN_IF_ERROR(
+          CheckFileIdentity(m.path(), m.root().AsDict(), "zt_rank", "zt_save_id", r, save_id, first_path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One rank's optim states file, as pointers into its parsed tree (valid
+// while the PtReader lives).
+struct RankOptimStates {
+  std::vector<const TensorRef*> master;                        // fp32, per group
+  std::vector<std::string> names;                              // the state tensors' names, group 0's order
+  std::map<std::string, std::vector<const TensorRef*>> state;  // per name, per group
+};
+
+// Reads rank `rank`'s optim states: stage and partition count must match
+// the layout (else the folder mixes saves), the master is one fp32 tensor
+// per group, and every group holds the same state tensors, each the rank's
+// range of its group in fp32.
+absl::StatusOr<RankOptimStates> ReadOptimStates(const PtReader& file, int rank, const SavedLayout& l,
+                                                const std::string& folder) {
+  const std::string& path = file.path();
+  if (!file.root().is_dict()) return NotADict(path);
+  Fields root(path, file.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(path, *osd_d, "optimizer_state_dict");
+  ZT_ASSIGN_OR_RETURN(int64_t partitions, osd.Int("partition_count"));
+  ZT_ASSIGN_OR_RETURN(int64_t zero_stage, osd.Int("zero_stage"));
+  if (partitions != l.world_size || zero_stage != l.stage) {
+    return absl::DataLossError(absl::StrFormat(
+        "'%s' was saved by stage %d with %d ranks, but the model states say stage %d with %d: files from "
+        "different saves are mixed in '%s'",
+        path, zero_stage, partitions, l.stage, l.world_size, folder));
+  }
+  RankOptimStates out;
+  const char* master_key = l.stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
+  ZT_ASSIGN_OR_RETURN(const List* masters, osd.Seq(master_key));
+  ZT_ASSIGN_OR_RETURN(out.master, TensorsOf(*masters, l.groups.size(), DType::kFloat32, path, master_key));
+  ZT_ASSIGN_OR_RETURN(const Dict* base_d, osd.Sub("base_optimizer_state"));
+  Fields base(path, *base_d, "optimizer_state_dict.base_optimizer_state");
+  ZT_ASSIGN_OR_RETURN(const Dict* state_d, base.Sub("state"));
+  for (size_t g = 0; g < l.groups.size(); ++g) {
+    const Value* gs = state_d->Find(static_cast<int64_t>(g));
+    if (gs == nullptr || !gs->is_dict()) {
+      return absl::DataLossError(absl::StrFormat("'%s': optimizer state of group %d is missing", path, g));
+    }
+    std::vector<std::string> here;
+    for (const auto& [k, v] : gs->AsDict().items) {
+      if (!k.is_string() || !v.is_tensor()) continue;  // "step" and scalars
+      const TensorRef& t = v.AsTensor();
+      const auto [b, e] = l.Range(l.groups[g].padded_numel, rank);
+      if (t.dtype != DType::kFloat32 || t.numel() != e - b || !t.contiguous()) {
+        return absl::DataLossError(absl::StrFormat("'%s': optimizer state '%s' of group %d is not %d fp32 elements",
+                                                   path, k.AsString(), g, e - b));
+      }
+      here.push_back(k.AsString());
+      out.state[k.AsString()].push_back(&t);
+    }
+    if (g == 0) out.names = here;
+    if (here != out.names) {
+      return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
+    }
+  }
+  return out;
+}
+
+// The optimizer's type and step count and the loss scaler, which every rank
+// agrees on: read from rank 0's optim states (already read by ReadOptimStates).
+absl::Status ReadOptimizerCounters(const PtReader& rank0, TrainingState* ts) {
+  const std::string& path = rank0.path();
+  Fields root(path, rank0.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(path, *osd_d, "optimizer_state_dict");
+  ZT_ASSIGN_OR_RETURN(const Dict* zt_d, root.Sub("zt"));
+  Fields zt(path, *zt_d, "zt");
+  ZT_ASSIGN_OR_RETURN(ts->optimizer_type, zt.Str("optimizer_type"));
+  ZT_ASSIGN_OR_RETURN(ts->optimizer_step, zt.Int("optimizer_step"));
+  ZT_ASSIGN_OR_RETURN(const Dict* scaler_d, osd.Sub("loss_scaler"));
+  Fields scaler(path, *scaler_d, "optimizer_state_dict.loss_scaler");
+  ZT_ASSIGN_OR_RETURN(ts->loss_scale, scaler.Double("cur_scale"));
+  ZT_ASSIGN_OR_RETURN(ts->scaler_cur_iter, scaler.Int("cur_iter"));
+  ZT_ASSIGN_OR_RETURN(ts->scaler_last_overflow_iter, scaler.Int("last_overflow_iter"));
+  ZT_ASSIGN_OR_RETURN(ts->scaler_hysteresis, scaler.Int("cur_hysteresis"));
+  ZT_ASSIGN_OR_RETURN(ts->dynamic_loss_scale, osd.Bool("dynamic_loss_scale"));
+  return absl::OkStatus();
+}
+
+// Stage 3: one rank's fragments of every frozen group, from its model states.
+absl::StatusOr<std::vector<const TensorRef*>> ReadFrozenFragments(const PtReader& model, const SavedLayout& l) {
+  const std::string& path = model.path();
+  if (!model.root().is_dict()) return NotADict(path);
+  Fields f(path, model.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const List* frags, f.Seq("frozen_param_fragments"));
+  return TensorsOf(*frags, l.frozen.size(), l.model_dtype, path, "frozen_param_fragments");
+}
+
+// Every rank's share of every group must be there, exactly: master[rank][group]
+// holds the elements the layout gives that rank (optim names the files in errors).
+absl::Status CheckRankShares(const SavedLayout& l, const std::vector<std::vector<const TensorRef*>>& master,
+                             const std::vector<std::unique_ptr<PtReader>>& optim) {
+  for (int r = 0; r < l.world_size; ++r) {
+    for (size_t g = 0; g < l.groups.size(); ++g) {
+      const auto [b, e] = l.Range(l.groups[g].padded_numel, r);
+      if (master[r][g]->numel() != e - b) {
+        return absl::DataLossError(absl::StrFormat("'%s': group %d holds %d elements, the layout gives rank %d %d",
+                                                   optim[r]->path(), g, master[r][g]->numel(), r, e - b));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::string& dir, const std::string& tag) {
+  std::unique_ptr<ZeroCheckpoint> c(new ZeroCheckpoint());
+  c->dir_ = dir;
+  ZT_ASSIGN_OR_RETURN(c->tag_, ResolveTag(dir, tag));
+  const std::string folder = JoinPath(dir, c->tag_);
+  // Rank 0's model states name the writer, the stage and the world size; the rest follows.
+  ZT_ASSIGN_OR_RETURN(FirstModelStates first, OpenFirstModelStates(folder));
+  if (WrittenByDeepSpeed(first.file->root().AsDict())) {
+    ZT_RETURN_IF_ERROR(c->OpenDeepSpeed(folder, std::move(first.file), first.file_stage));
+  } else {
+    ZT_RETURN_IF_ERROR(c->OpenZerotorch(folder, std::move(first.file)));
+  }
+  return c;
+}
+
+absl::Status ZeroCheckpoint::OpenZerotorch(const std::string& folder, std::unique_ptr<PtReader> first) {
+  ZT_RETURN_IF_ERROR(ReadModelStates(*first, &layout_, &ts_));
+  const SavedLayout& l = layout_;
+  model_.push_back(std::move(first));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
       ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
-      c->model_.push_back(std::move(m));
+      model_.push_back(std::move(m));
     }
   }
   for (int r = 0; r < l.world_size; ++r) {
     ZT_ASSIGN_OR_RETURN(auto o, PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype))));
-    c->optim_.push_back(std::move(o));
+    optim_.push_back(std::move(o));
   }
+  ZT_RETURN_IF_ERROR(CheckFilesOfOneSave(model_, optim_, l, ts_.save_id));
 
-  // Every file must come from the save rank 0's model states belong to, and
-  // sit under its own rank's name.
-  auto same_save = [&](const std::string& path, const Dict& d, const char* rank_key, const char* id_key,
-                       int rank) -> absl::Status {
-    const Value* id = d.Find(id_key);
-    const Value* file_rank = d.Find(rank_key);
-    if (ts.save_id != 0 && (id == nullptr || !id->is_int() || id->AsInt() != ts.save_id)) {
-      return absl::DataLossError(absl::StrFormat(
-          "'%s' belongs to another save than '%s' (save id %s, not %x): the folder mixes files of different "
-          "saves (swapped, from another step or another run); restore the files of one save",
-          path, c->model_[0]->path(), id != nullptr && id->is_int() ? absl::StrFormat("%x", id->AsInt()) : "none",
-          ts.save_id));
-    }
-    if (file_rank != nullptr && file_rank->is_int() && file_rank->AsInt() != rank) {
-      return absl::DataLossError(
-          absl::StrFormat("'%s' holds rank %d's state but is named for rank %d: the files were renamed or swapped",
-                          path, file_rank->AsInt(), rank));
-    }
-    return absl::OkStatus();
-  };
+  // Per rank: the fp32 master and state tensors of every group; rank 0's
+  // state names are the ones every rank must hold.
   for (int r = 0; r < l.world_size; ++r) {
-    const PtReader& o = *c->optim_[static_cast<size_t>(r)];
-    if (!o.root().is_dict()) return absl::DataLossError(absl::StrCat("'", o.path(), "' does not hold a dict"));
-    const Value* zt = o.root().AsDict().Find("zt");
-    if (zt != nullptr && zt->is_dict()) ZT_RETURN_IF_ERROR(same_save(o.path(), zt->AsDict(), "rank", "save_id", r));
-    if (l.stage == 3) {
-      const PtReader& m = *c->model_[static_cast<size_t>(r)];
-      if (!m.root().is_dict()) return absl::DataLossError(absl::StrCat("'", m.path(), "' does not hold a dict"));
-      ZT_RETURN_IF_ERROR(same_save(m.path(), m.root().AsDict(), "zt_rank", "zt_save_id", r));
-    }
-  }
-
-  // Per rank: the fp32 master and state tensors of every group.
-  const char* master_key = l.stage == 3 ? "fp32_flat_groups" : "single_partition_of_fp32_groups";
-  for (int r = 0; r < l.world_size; ++r) {
-    const std::string& path = c->optim_[r]->path();
-    if (!c->optim_[r]->root().is_dict()) return absl::DataLossError(absl::StrCat("'", path, "' does not hold a dict"));
-    Fields root(path, c->optim_[r]->root().AsDict(), "");
-    ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
-    Fields osd(path, *osd_d, "optimizer_state_dict");
-    ZT_ASSIGN_OR_RETURN(int64_t partitions, osd.Int("partition_count"));
-    ZT_ASSIGN_OR_RETURN(int64_t zero_stage, osd.Int("zero_stage"));
-    if (partitions != l.world_size || zero_stage != l.stage) {
-      return absl::DataLossError(absl::StrFormat(
-          "'%s' was saved by stage %d with %d ranks, but the model states say stage %d with %d: files from "
-          "different saves are mixed in '%s'",
-          path, zero_stage, partitions, l.stage, l.world_size, folder));
-    }
-    ZT_ASSIGN_OR_RETURN(const List* masters, osd.Seq(master_key));
-    ZT_ASSIGN_OR_RETURN(auto m, TensorsOf(*masters, l.groups.size(), DType::kFloat32, path, master_key));
-    c->master_.push_back(std::move(m));
-    ZT_ASSIGN_OR_RETURN(const Dict* base_d, osd.Sub("base_optimizer_state"));
-    Fields base(path, *base_d, "optimizer_state_dict.base_optimizer_state");
-    ZT_ASSIGN_OR_RETURN(const Dict* state_d, base.Sub("state"));
-    std::vector<std::string> names;
-    std::map<std::string, std::vector<const TensorRef*>> per_name;
-    for (size_t g = 0; g < l.groups.size(); ++g) {
-      const Value* gs = state_d->Find(static_cast<int64_t>(g));
-      if (gs == nullptr || !gs->is_dict()) {
-        return absl::DataLossError(absl::StrFormat("'%s': optimizer state of group %d is missing", path, g));
-      }
-      std::vector<std::string> here;
-      for (const auto& [k, v] : gs->AsDict().items) {
-        if (!k.is_string() || !v.is_tensor()) continue;  // "step" and scalars
-        const TensorRef& t = v.AsTensor();
-        const auto [b, e] = l.Range(l.groups[g].padded_numel, r);
-        if (t.dtype != DType::kFloat32 || t.numel() != e - b || !t.contiguous()) {
-          return absl::DataLossError(absl::StrFormat("'%s': optimizer state '%s' of group %d is not %d fp32 elements",
-                                                     path, k.AsString(), g, e - b));
-        }
-        here.push_back(k.AsString());
-        per_name[k.AsString()].push_back(&t);
-      }
-      if (g == 0) names = here;
-      if (here != names)
-        return absl::DataLossError(absl::StrFormat("'%s': groups hold different optimizer states", path));
-    }
+    const PtReader& file = *optim_[static_cast<size_t>(r)];
+    ZT_ASSIGN_OR_RETURN(RankOptimStates o, ReadOptimStates(file, r, l, folder));
+    master_.push_back(std::move(o.master));
     if (r == 0) {
-      c->state_names_ = names;
-      ZT_ASSIGN_OR_RETURN(const Dict* zt_d, root.Sub("zt"));
-      Fields zt(path, *zt_d, "zt");
-      ZT_ASSIGN_OR_RETURN(ts.optimizer_type, zt.Str("optimizer_type"));
-      ZT_ASSIGN_OR_RETURN(ts.optimizer_step, zt.Int("optimizer_step"));
-      ZT_ASSIGN_OR_RETURN(const Dict* scaler_d, osd.Sub("loss_scaler"));
-      Fields scaler(path, *scaler_d, "optimizer_state_dict.loss_scaler");
-      ZT_ASSIGN_OR_RETURN(ts.loss_scale, scaler.Double("cur_scale"));
-      ZT_ASSIGN_OR_RETURN(ts.scaler_cur_iter, scaler.Int("cur_iter"));
-      ZT_ASSIGN_OR_RETURN(ts.scaler_last_overflow_iter, scaler.Int("last_overflow_iter"));
-      ZT_ASSIGN_OR_RETURN(ts.scaler_hysteresis, scaler.Int("cur_hysteresis"));
-      ZT_ASSIGN_OR_RETURN(ts.dynamic_loss_scale, osd.Bool("dynamic_loss_scale"));
-    } else if (names != c->state_names_) {
-      return absl::DataLossError(absl::StrFormat("'%s' holds different optimizer states than rank 0's file", path));
+      state_names_ = o.names;
+      ZT_RETURN_IF_ERROR(ReadOptimizerCounters(file, &ts_));
+    } else if (o.names != state_names_) {
+      return absl::DataLossError(
+          absl::StrFormat("'%s' holds different optimizer states than rank 0's file", file.path()));
     }
-    for (const std::string& n : names) c->state_[n].push_back(per_name[n]);
+    for (const std::string& n : o.names) state_[n].push_back(o.state[n]);
   }
-
   if (l.stage == 3) {
     for (int r = 0; r < l.world_size; ++r) {
-      const std::string& path = c->model_[r]->path();
-      if (!c->model_[r]->root().is_dict())
-        return absl::DataLossError(absl::StrCat("'", path, "' does not hold a dict"));
-      Fields f(path, c->model_[r]->root().AsDict(), "");
-      ZT_ASSIGN_OR_RETURN(const List* frags, f.Seq("frozen_param_fragments"));
-      ZT_ASSIGN_OR_RETURN(auto fr, TensorsOf(*frags, l.frozen.size(), l.model_dtype, path, "frozen_param_fragments"));
-      c->frozen_.push_back(std::move(fr));
+      ZT_ASSIGN_OR_RETURN(auto fragments, ReadFrozenFragments(*model_[static_cast<size_t>(r)], l));
+      frozen_.push_back(std::move(fragments));
     }
   }
-  // Every rank's share of every group must be there, exactly.
-  for (int r = 0; r < l.world_size; ++r) {
-    for (size_t g = 0; g < l.groups.size(); ++g) {
-      const auto [b, e] = l.Range(l.groups[g].padded_numel, r);
-      if (c->master_[r][g]->numel() != e - b) {
-        return absl::DataLossError(absl::StrFormat("'%s': group %d holds %d elements, the layout gives rank %d %d",
-                                                   c->optim_[r]->path(), g, c->master_[r][g]->numel(), r, e - b));
-      }
-    }
-  }
-  return c;
+  return CheckRankShares(l, master_, optim_);
 }
 
 const Value* ZeroCheckpoint::client_state() const {

@@ -130,6 +130,11 @@ class ZeroCheckpoint {
 
  private:
   ZeroCheckpoint() = default;
+  // Fills this checkpoint from zerotorch's files in `folder`; `first` is rank
+  // 0's model states (a dict holding zt_layout). Reads every rank's files,
+  // checks they are of one save and under their own rank's names, and that
+  // each rank holds exactly its share of every group (zero_checkpoint.cc).
+  absl::Status OpenZerotorch(const std::string& folder, std::unique_ptr<PtReader> first);
   // Fills this checkpoint from DeepSpeed's files; `first` is rank 0's model
   // states (found as the file of `file_stage`'s naming), which carry no zt_layout.
   absl::Status OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage);
