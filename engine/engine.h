@@ -86,6 +86,10 @@ struct OffloadStats {
 struct EngineOptions {
   // Implementation of the optimizer kernels (the reference path is for tests).
   ops::Impl optimizer_impl = ops::Impl::kFast;
+  // Rank 0 logs the config's notes (legacy spellings, resolved "auto"
+  // values, keys this build ignores) at Create. Off for a caller that
+  // prints them itself (zt train).
+  bool log_config_notes = true;
 };
 
 // The engine's interface. Create returns the one implementation

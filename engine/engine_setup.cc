@@ -17,6 +17,7 @@
 #include "ops/kernels.h"
 #include "plan/layout.h"
 #include "util/error.h"
+#include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -86,6 +87,11 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
         "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}");
   }
 
+  if (core_.options.log_config_notes && core_.pg->rank() == 0) {
+    // Legacy spellings, what each "auto" became, keys this build ignores:
+    // what DeepSpeed would print as warnings.
+    for (const std::string& note : core_.config.notes) ZT_LOG(INFO) << "config: " << note;
+  }
   const at::ScalarType dtype = core_.config.fp16.enabled   ? at::kHalf
                                : core_.config.bf16.enabled ? at::kBFloat16
                                                            : at::kFloat;
@@ -201,6 +207,17 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
 
   int64_t total = 0;
   for (const at::Tensor& p : b.params) total += p.numel();
+  if (b.root_numel == total && core_.pg->size() > 1 && core_.pg->rank() == 0) {
+    // Stage 3 shards what zt::Unit marks; without units every parameter is
+    // the root's, gathered for good on every rank.
+    const int64_t bytes = total * static_cast<int64_t>(c10::elementSize(dtype));
+    ZT_LOG(WARNING) << absl::StrFormat(
+        "stage 3 without any zt::Unit in the model: all %d parameters stay whole on every rank (%s each, %s more "
+        "than sharded over %d ranks); only gradients and optimizer state are sharded. Wrap the repeated blocks in "
+        "zt::Unit<BlockImpl> (docs/stage3.md) to shard the parameters too",
+        total, HumanBytes(static_cast<double>(bytes)),
+        HumanBytes(static_cast<double>(bytes - bytes / core_.pg->size())), core_.pg->size());
+  }
   summary->shape = absl::StrFormat(
       "%d parameters (%d elements, %d frozen tensors) in %d units and %d chunks, %d persistent (%d elements%s)",
       b.params.size(), total, core_.frozen_params.size(), b.unit_names.size() - 1, b.chunks.size(), persistent,
@@ -286,6 +303,17 @@ absl::Status EngineImpl::InitOffload() {
         "zero_optimization.offload_optimizer.ratio is %g; partial offload is not implemented: set ratio to 1 "
         "(offload all of the optimizer state) or drop offload_optimizer",
         oo.ratio));
+  }
+  // DeepSpeed creates a missing nvme_path; so do we (the swap files' own
+  // checks -- a directory, writable, room enough -- follow).
+  const std::pair<bool, std::pair<const char*, const std::string*>> paths[] = {
+      {oo.device == OffloadDevice::kNvme, {"zero_optimization.offload_optimizer.nvme_path", &oo.nvme_path}},
+      {op.device == OffloadDevice::kNvme, {"zero_optimization.offload_param.nvme_path", &op.nvme_path}}};
+  for (const auto& [used, key_path] : paths) {
+    if (!used || key_path.second->empty()) continue;
+    if (absl::Status made = MakeDirs(*key_path.second); !made.ok()) {
+      return absl::Status(made.code(), absl::StrCat(key_path.first, ": ", made.message()));
+    }
   }
   if (oo.device == OffloadDevice::kNvme || op.device == OffloadDevice::kNvme) {
     offload::IoOptions io;

@@ -10,6 +10,8 @@
 # In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
 # comm, zero and offload suites then run once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer (scripts/sanitize.sh, about 11 minutes on 2 cores).
+# After the suites, scripts/check_install.sh installs the build into a
+# temporary prefix and builds and runs examples/minimal against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -29,6 +31,14 @@ print(f().decode())' 2>/dev/null || true)
     echo "test: the numerics suites again with OPENBLAS_CORETYPE=$second (this machine's own choice: $native)"
     OPENBLAS_CORETYPE=$second ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-2}" -L numerics
   fi
+fi
+
+if (($# == 0)); then
+  # The library as a user gets it: installed into a temporary prefix, the
+  # example project built against that prefix alone and run on 2 ranks.
+  cd "$ROOT"
+  echo "test: install into a temporary prefix, build examples/minimal against it, run it"
+  ZT_BUILD_DIR="$BUILD_DIR" scripts/check_install.sh
 fi
 
 if (($# == 0)) && { [ "${CI:-}" = "true" ] || [ -n "${ZT_SANITIZE_STAGE:-}" ]; }; then

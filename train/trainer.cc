@@ -369,7 +369,9 @@ absl::Status RankTrainer::BuildEngine() {
       ZT_LOG(INFO) << "activation checkpointing: " << marked << " units";
     }
   }
-  ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_));
+  EngineOptions engine_options;
+  engine_options.log_config_notes = false;  // printed with the config above
+  ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_, engine_options));
   dtype_ = config_.bf16.enabled ? at::kBFloat16 : (config_.fp16.enabled ? at::kHalf : at::kFloat);
   return absl::OkStatus();
 }

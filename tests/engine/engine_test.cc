@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "absl/strings/match.h"
 #include "comm/single_group.h"
 #include "engine/cpu_memory.h"
 #include "engine/gathered_parameters.h"
@@ -155,6 +156,29 @@ TEST(EngineLog, PrintsEveryStepsPerPrintWithBreakdown) {
   EXPECT_EQ(log.find("step 5 |"), std::string::npos) << log;
   for (const char* field : {"lr ", "loss scale", "samples/s", "model states", "forward", "backward", "reduce"}) {
     EXPECT_NE(log.find(field), std::string::npos) << field << " missing in: " << log;
+  }
+}
+
+// The config's notes (here: a key this build ignores, set off its default)
+// reach the log at Create, as DeepSpeed's warnings do, unless the caller
+// prints them itself.
+TEST(EngineLog, ConfigNotesReachTheLog) {
+  ParseOptions po;
+  ParseResult parsed = ParseConfig(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "AdamW",
+      "params": {"lr": 0.001}}, "zero_optimization": {"stage": 1, "contiguous_gradients": false}})",
+                                   po);
+  ASSERT_TRUE(parsed.config.has_value());
+  ASSERT_FALSE(parsed.config->notes.empty());
+  for (bool log_notes : {true, false}) {
+    ParityNet model;
+    EngineOptions eo;
+    eo.log_config_notes = log_notes;
+    ::testing::internal::CaptureStderr();
+    auto engine = ValueOrThrow(Engine::Create(model, *parsed.config, Single(), eo));
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(absl::StrContains(log, "config: zero_optimization.contiguous_gradients: accepted, ignored by this build"),
+              log_notes)
+        << log;
   }
 }
 

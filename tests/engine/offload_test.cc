@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -476,9 +477,22 @@ ZT_RANK_WORKER(offload_errors) {
     return c;
   };
   {
+    // A missing nvme_path is created, as DeepSpeed does.
     Config c = nvme(2);
-    c.zero.offload_optimizer.nvme_path = dir + "/does/not/exist";
-    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"nvme_path", "/does/not/exist"}));
+    c.zero.offload_optimizer.nvme_path = dir + "/made/by/the/engine";
+    Mlp mlp;
+    auto engine = Engine::Create(mlp, c, pg);
+    if (!engine.ok()) return engine.status();
+    if (!std::filesystem::is_directory(dir + "/made/by/the/engine")) {
+      return absl::InternalError("the engine did not create the missing nvme_path");
+    }
+  }
+  {
+    // One that cannot be created (a file in the way) is named with its key.
+    std::ofstream(dir + "/a_file") << "x";
+    Config c = nvme(2);
+    c.zero.offload_optimizer.nvme_path = dir + "/a_file/swap";
+    ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"zero_optimization.offload_optimizer.nvme_path", "/a_file"}));
   }
   {
     Config c = nvme(2);

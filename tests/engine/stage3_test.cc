@@ -424,6 +424,23 @@ ZT_RANK_WORKER(stage3_rank0_evaluates_alone) {
   return absl::OkStatus();
 }
 
+// A model with no zt::Unit at stage 3 shards nothing of its parameters: the
+// engine says so once, with the memory it costs; a model with units does not
+// hear it.
+ZT_RANK_WORKER(stage3_without_units) {
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  {
+    ParityNet plain;
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(plain, Stage3Config(false), pg));
+  }
+  std::fflush(stderr);
+  std::printf("--- with units ---\n");
+  std::fflush(stdout);
+  Chain with_units;
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(with_units, Stage3Config(false), pg));
+  return absl::OkStatus();
+}
+
 void RunWorlds(const char* worker, std::vector<int> worlds) {
   for (int world : worlds) {
     RankRunOptions o;
@@ -450,3 +467,25 @@ TEST(Stage3Test, RankEvaluatingAloneIsNamedAtItsFirstGather) { RunWorlds("stage3
 }  // namespace zt::testing
 
 int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }
+
+namespace zt::testing {
+namespace {
+
+TEST(Stage3Test, AModelWithoutUnitsIsWarnedWithTheMemoryItCosts) {
+  RankRunOptions o;
+  o.world_size = 2;
+  o.timeout = std::chrono::seconds(120);
+  RankRunResult r = RunRanks("stage3_without_units", o);
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  const std::string& out = r.outputs[0];
+  const size_t split = out.find("--- with units ---");
+  ASSERT_NE(split, std::string::npos) << out;
+  const std::string without = out.substr(0, split), with = out.substr(split);
+  EXPECT_TRUE(absl::StrContains(without, "stage 3 without any zt::Unit in the model: all")) << without;
+  EXPECT_TRUE(absl::StrContains(without, "more than sharded over 2 ranks")) << without;
+  EXPECT_FALSE(absl::StrContains(with, "without any zt::Unit")) << with;
+  EXPECT_FALSE(absl::StrContains(r.outputs[1], "without any zt::Unit")) << "only rank 0 warns: " << r.outputs[1];
+}
+
+}  // namespace
+}  // namespace zt::testing

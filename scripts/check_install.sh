@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the built zerotorch into a temporary prefix, builds the outside
+# example project examples/minimal against that prefix only (its own
+# CMakeLists.txt: find_package(zerotorch)), and runs it on 2 ranks under the
+# installed `zt launch` for a few steps. What a user of the library does;
+# scripts/test.sh runs it after the test suites.
+#
+# Environment: ZT_BUILD_DIR (default build), ZT_INSTALL_CHECK_DIR (default: a
+# fresh temporary folder, removed afterwards).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD_DIR=${ZT_BUILD_DIR:-build}
+WORK=${ZT_INSTALL_CHECK_DIR:-$(mktemp -d /tmp/zt_install_check.XXXXXX)}
+if [ -z "${ZT_INSTALL_CHECK_DIR:-}" ]; then trap 'rm -rf "$WORK"' EXIT; fi
+mkdir -p "$WORK"
+PREFIX=$WORK/prefix
+
+# step NAME COMMAND...: runs COMMAND with its output in $WORK/NAME.log, shown
+# when it fails.
+step() {
+  local name=$1
+  shift
+  if ! "$@" > "$WORK/$name.log" 2>&1; then
+    echo "install check: $name failed ($*):"
+    tail -40 "$WORK/$name.log"
+    exit 1
+  fi
+}
+
+start=$(date +%s)
+step install cmake --install "$BUILD_DIR" --prefix "$PREFIX"
+echo "install check: installed $(find "$PREFIX/include" -name '*.h' | wc -l) headers and $(find "$PREFIX/lib" -name '*.a' | wc -l) libraries into $PREFIX"
+# Only the installed copy may be visible: no source tree, no build tree.
+cp -r "$ROOT/examples/minimal" "$WORK/minimal"
+step configure cmake -S "$WORK/minimal" -B "$WORK/minimal/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$PREFIX"
+step build cmake --build "$WORK/minimal/build" -j "${ZT_JOBS:-$(nproc)}"
+cd "$WORK/minimal"
+OMP_NUM_THREADS=1 "$PREFIX/bin/zt" launch --nproc-per-node 2 -- ./build/minimal ds_config.json 20 | tee "$WORK/run.log"
+grep -q "^\[zt r0\] minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log" \
+  || grep -q "minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log"
+test -f minimal_checkpoints/latest
+echo "install check: OK in $(( $(date +%s) - start )) s (install, configure and build of examples/minimal, 20 steps on 2 ranks)"

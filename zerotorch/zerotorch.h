@@ -1,0 +1,31 @@
+// zerotorch: everything a training program needs, in one include.
+//
+//   #include <zerotorch/zerotorch.h>
+//
+//   int main() {
+//     auto env = zt::ValueOrThrow(zt::comm::ReadRankEnv());           // torchrun-style variables
+//     auto pg = zt::ValueOrThrow(zt::comm::InitProcessGroup(env, {}));
+//     zt::Config config = zt::ValueOrThrow(zt::LoadConfigFile("ds_config.json", {}));
+//     auto model = std::make_shared<MyModelImpl>();                    // zt::Unit<...> blocks for stage 3
+//     auto engine = zt::ValueOrThrow(zt::Engine::Create(model, config, pg));
+//     for (...) { engine->Backward(loss_of(model->forward(x), y)); engine->Step(); }
+//   }
+//
+// docs/api.md has the complete program (examples/minimal/main.cc). This is
+// the public API: the headers below and what they include are installed by
+// `cmake --install`; everything else in the source tree is internal.
+#pragma once
+
+#include <torch/torch.h>  // LibTorch: tensors, torch::nn modules, optimizers, autograd
+
+#include "comm/init.h"                   // ReadRankEnv, InitProcessGroup, zt::comm::ProcessGroup
+#include "config/config.h"               // zt::Config, LoadConfigFile, ParseConfig
+#include "engine/engine.h"               // zt::Engine: Backward, Step, checkpoints, memory
+#include "engine/gathered_parameters.h"  // zt::GatheredParameters: full values under stage 3
+#include "engine/weights.h"              // zt::LoadSafetensors outside an engine
+#include "util/error.h"                  // zt::Error, ValueOrThrow, ThrowIfError
+#include "util/log.h"                    // ZT_LOG
+#include "util/status.h"                 // ZT_RETURN_IF_ERROR, ZT_ASSIGN_OR_RETURN
+#include "zero/activation_checkpoint.h"  // zt::Checkpoint, checkpointed units
+#include "zero/sharded_init.h"           // zt::ShardedInit: shard while the model is built
+#include "zero/unit.h"                   // zt::Unit<Impl>: stage-3 sharding units
