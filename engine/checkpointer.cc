@@ -605,6 +605,42 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
 }
 
 // ---------------------------------------------------------------------------
+// ExportWeights
+
+absl::Status Checkpointer::ExportWeights(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("ExportWeights: the output path is empty");
+  // The temporary checkpoint sits beside the output (same disk, so the
+  // export reads what was just written) under a name every rank derives
+  // from rank 0's save id.
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty()) parent = ".";
+  at::Tensor id = at::zeros({1}, at::kLong);
+  if (core_.pg->rank() == 0) id[0] = ckpt::NewSaveId();
+  {
+    comm::CollectiveLabel label("the export's temporary name");
+    ZT_RETURN_IF_ERROR(core_.pg->AllReduce(id, comm::ReduceOp::kMax)->Wait());
+  }
+  const std::string scratch = absl::StrFormat("%s/.zt_export.%x", parent, id[0].item<int64_t>());
+  absl::Status saved = Save(scratch, "export", ckpt::Value());
+  absl::Status exported = saved;
+  if (saved.ok() && core_.pg->rank() == 0) {
+    auto opened = ckpt::ZeroCheckpoint::Open(scratch, "export");
+    exported = opened.ok() ? ckpt::ExportSafetensors(**opened, path).status() : opened.status();
+  }
+  if (core_.pg->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch, ec);  // best effort: the export is what counts
+  }
+  ZT_RETURN_IF_ERROR(saved);
+  ZT_RETURN_IF_ERROR(
+      comm::AgreeAcrossRanks(*core_.pg, exported, absl::StrCat("exporting the weights to '", path, "'")));
+  if (core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "exported the weights to '" << path << "'";
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
 // Readers
 
 absl::Status Checkpointer::CheckTagAgreement(const std::string& tag) {

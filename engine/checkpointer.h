@@ -38,6 +38,9 @@ class Checkpointer {
   absl::Status Save(const std::string& dir, const std::string& tag, const ckpt::Value& client_state);
   absl::StatusOr<ckpt::Value> Load(const std::string& dir, const std::string& tag);
   absl::Status LoadWeights(const std::string& path);
+  // Save into a temporary folder beside `path`, rank 0 exports it
+  // (ckpt/export.h), the folder goes.
+  absl::Status ExportWeights(const std::string& path);
 
  private:
   // (destination, staged values) pairs, written into place at commit.

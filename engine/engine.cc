@@ -405,4 +405,6 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 
 absl::Status EngineImpl::LoadWeights(const std::string& path) { return Checkpointer(core_).LoadWeights(path); }
 
+absl::Status EngineImpl::ExportWeights(const std::string& path) { return Checkpointer(core_).ExportWeights(path); }
+
 }  // namespace zt

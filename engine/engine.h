@@ -151,6 +151,14 @@ class Engine {
   virtual absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
                                       const ckpt::Value& client_state = ckpt::Value()) = 0;
   virtual absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag = "") = 0;
+  // Writes the consolidated weights (fp32 master values, Hugging Face names,
+  // buffers; tied aliases listed in the metadata) to `path`: a file ending in
+  // ".safetensors", or a directory that gets model.safetensors (or shards and
+  // an index above 5 GiB) -- what `zt ckpt consolidate` writes from a
+  // checkpoint. Collective, at an accumulation boundary. It streams through
+  // a temporary checkpoint beside `path` (removed afterwards), so memory stays
+  // small but the disk needs room for one checkpoint more.
+  virtual absl::Status ExportWeights(const std::string& path) = 0;
   // Replaces the model's weights with those of a safetensors file, an index
   // .json or a directory holding either (Hugging Face names = the module's
   // names), reading only this rank's shard at stages 1-3. Collective.

@@ -46,6 +46,7 @@ class EngineImpl final : public Engine {
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) override;
   absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag) override;
   absl::Status LoadWeights(const std::string& path) override;
+  absl::Status ExportWeights(const std::string& path) override;
   std::string OffloadSummary() const override;
   OffloadStats offload_stats() const override;
   std::optional<zero::CoordinatorStats> stage3_stats() const override;
