@@ -19,12 +19,12 @@ absl::StatusOr<DeepSpeedOptimizerFacts> DeepSpeedOptimizerFactsFromConfig(const 
   options.source_name = "the checkpoint's ds_config";
   ParseResult parsed = ParseConfig(ds_config, options);
   if (!parsed.config.has_value()) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         absl::StrCat("cannot derive DeepSpeed's optimizer param groups: ", parsed.status().message()));
   }
   const Config& config = *parsed.config;
   if (!config.optimizer.present) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         "the checkpoint's ds_config has no \"optimizer\" block: DeepSpeed's files need the optimizer's "
         "hyperparameters (lr, betas, eps, weight_decay) and the checkpoint records them nowhere else");
   }
@@ -33,7 +33,10 @@ absl::StatusOr<DeepSpeedOptimizerFacts> DeepSpeedOptimizerFactsFromConfig(const 
     return absl::UnimplementedError(absl::StrCat("converting a checkpoint trained with ", std::string(ToString(type)),
                                                  " to DeepSpeed's format is not supported yet (Adam and AdamW are)"));
   }
-  ZT_RETURN_IF_ERROR(ValidateSchedulerConfig(config.scheduler, config.optimizer.lr));
+  // The config's faults are the checkpoint's, not the command line's (exit 1, not 2).
+  if (absl::Status st = ValidateSchedulerConfig(config.scheduler, config.optimizer.lr); !st.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's ds_config: ", st.message()));
+  }
   const std::unique_ptr<LrScheduler> schedule = MakeLrScheduler(config.scheduler, config.optimizer.lr);
 
   DeepSpeedOptimizerFacts facts;

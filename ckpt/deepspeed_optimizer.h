@@ -29,7 +29,7 @@ struct DeepSpeedOptimizerFacts {
 
 // From `ds_config` (the JSON text a checkpoint carries), parsed for
 // `world_size` ranks, after `steps_taken` applied optimizer steps.
-// Unimplemented for optimizers other than Adam/AdamW; InvalidArgument when
+// Unimplemented for optimizers other than Adam/AdamW; FailedPrecondition when
 // the config does not parse or has no optimizer block (DeepSpeed needs the
 // hyperparameters and the checkpoint has nothing else to take them from).
 absl::StatusOr<DeepSpeedOptimizerFacts> DeepSpeedOptimizerFactsFromConfig(const std::string& ds_config, int world_size,

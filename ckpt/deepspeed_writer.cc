@@ -278,7 +278,7 @@ absl::Status CheckSupported(const ZeroCheckpoint& ck) {
         "; DeepSpeed writes stage 0 as a plain optimizer state dict, which zerotorch does not write: convert a "
         "stage 1-3 checkpoint"));
   }
-  if (!l.frozen.empty() || l.frozen_numel() > 0) {
+  if (!l.frozen.empty()) {
     return absl::UnimplementedError(
         absl::StrCat(where, " has frozen parameters; writing DeepSpeed's frozen_param_fragments is not supported yet"));
   }
@@ -306,10 +306,24 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
   Dict& module = plan->module;
   module.ordered = true;
   auto is_param = [&](const std::string& n) { return l.FindTrainable(n).has_value() || l.shared.count(n) > 0; };
+  std::set<std::string> buffers;
+  if (const Value* b = root.Find("buffer_names"); b != nullptr && (b->is_list() || b->is_tuple())) {
+    for (const Value& n : b->AsList()) {
+      if (n.is_string()) buffers.insert(n.AsString());
+    }
+  }
   if (src != nullptr && src->is_dict()) {
     for (const auto& [k, v] : src->AsDict().items) {
       if (!k.is_string() || !v.is_tensor()) continue;
       const std::string& name = k.AsString();
+      if (!is_param(name) && buffers.count(name) == 0) {
+        // Neither trained nor a buffer: a frozen parameter, which DeepSpeed
+        // records in frozen_param_shapes/fragments (not written yet).
+        return absl::UnimplementedError(
+            absl::StrCat("'", ck.dir(), "/", ck.tag(), "': module entry '", name,
+                         "' is neither a trained parameter nor a buffer (a frozen parameter?); writing DeepSpeed's "
+                         "frozen_param_shapes is not supported yet"));
+      }
       if (plan->stage == 3 && is_param(name)) {
         module.Set(name, EmptyTensor(plan->dtype));
       } else {
@@ -342,13 +356,13 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
     if (auto it = l.shared.find(k.AsString()); it != l.shared.end()) plan->shared.Set(it->first, it->second);
   }
   module.attributes.emplace_back("_metadata", StateDictMetadata(module));
-  List buffers;
+  List buffer_names;
   if (const Value* b = root.Find("buffer_names"); b != nullptr && (b->is_list() || b->is_tuple())) {
     for (const Value& n : b->AsList()) {
-      if (n.is_string()) buffers.push_back(n);
+      if (n.is_string()) buffer_names.push_back(n);
     }
   }
-  plan->buffer_names = Value(std::move(buffers));
+  plan->buffer_names = Value(std::move(buffer_names));
   return absl::OkStatus();
 }
 
@@ -366,7 +380,8 @@ absl::StatusOr<Plan> MakePlan(const ZeroCheckpoint& ck, int world) {
   ZT_ASSIGN_OR_RETURN(plan.facts, DeepSpeedOptimizerFactsFromConfig(ts.ds_config, l.world_size, plan.applied_steps));
   const auto json = nlohmann::ordered_json::parse(ts.ds_config, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError("the checkpoint's ds_config is not a JSON object");
+    return absl::FailedPreconditionError(
+        "the checkpoint's ds_config is not a JSON object; DeepSpeed's files hold the config as a dict");
   }
   plan.ds_config = FromJson(json);
   // DeepSpeed keeps gradient_clipping as the config gave it (default 0.0).
