@@ -306,10 +306,13 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
   Dict& module = plan->module;
   module.ordered = true;
   auto is_param = [&](const std::string& n) { return l.FindTrainable(n).has_value() || l.shared.count(n) > 0; };
+  List buffer_names;
   std::set<std::string> buffers;
   if (const Value* b = root.Find("buffer_names"); b != nullptr && (b->is_list() || b->is_tuple())) {
     for (const Value& n : b->AsList()) {
-      if (n.is_string()) buffers.insert(n.AsString());
+      if (!n.is_string()) continue;
+      buffer_names.push_back(n);
+      buffers.insert(n.AsString());
     }
   }
   if (src != nullptr && src->is_dict()) {
@@ -356,12 +359,6 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
     if (auto it = l.shared.find(k.AsString()); it != l.shared.end()) plan->shared.Set(it->first, it->second);
   }
   module.attributes.emplace_back("_metadata", StateDictMetadata(module));
-  List buffer_names;
-  if (const Value* b = root.Find("buffer_names"); b != nullptr && (b->is_list() || b->is_tuple())) {
-    for (const Value& n : b->AsList()) {
-      if (n.is_string()) buffer_names.push_back(n);
-    }
-  }
   plan->buffer_names = Value(std::move(buffer_names));
   return absl::OkStatus();
 }
