@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "ckpt/checkpoint_convert.h"
 #include "ckpt/export.h"
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
@@ -27,7 +28,8 @@ constexpr const char* kUsage =
     "subcommands:\n"
     "  inspect      DIR: tag, stage, world size, steps, parameters, files; --verify checks every CRC\n"
     "  consolidate  DIR OUT: one set of full weights as safetensors (streams; any model size)\n"
-    "  reshard      DIR OUT --world-size M: the same checkpoint written for M ranks\n\n"
+    "  reshard      DIR OUT --world-size M: the same checkpoint written for M ranks\n"
+    "  convert      SRC DST --to deepspeed|zerotorch: the checkpoint in either format, for any world size\n\n"
     "`zt ckpt <subcommand> --help` describes each.\n";
 
 int Fail(const std::string& command, const absl::Status& st) {
@@ -190,6 +192,50 @@ int RunReshard(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunConvert(const std::vector<std::string>& args) {
+  Flags flags("zt ckpt convert");
+  flags.String("to", "", "the format to write: deepspeed or zerotorch");
+  flags.Int("world-size", 0, "the number of ranks to write for (default: the source's)");
+  flags.String("tag", "", "the tag to write under DST (default: the source's)");
+  flags.String("source-tag", "", "the tag to read (default: the one <SRC>/latest names)");
+  int code = 0;
+  if (!ParseFlags(flags, args, "SRC DST --to deepspeed|zerotorch [--world-size N] [--tag T] [--source-tag S]",
+                  "\nReads SRC, a checkpoint zerotorch or DeepSpeed wrote, and writes it to DST in the chosen\n"
+                  "format for N ranks: DST/<tag>/ with every rank's files, then DST/latest. DeepSpeed's format is\n"
+                  "what DeepSpeed 0.14.5 writes (stages 1-3; engine.load_checkpoint and zero_to_fp32 read it).\n"
+                  "DST must not exist or be empty; it gets the whole checkpoint or nothing. Streams: memory stays\n"
+                  "far below the model's size.\n",
+                  2, &code)) {
+    return code;
+  }
+  if (!flags.WasSet("to")) {
+    std::fprintf(stderr, "zt ckpt convert: --to is required (deepspeed or zerotorch)\n");
+    return 2;
+  }
+  auto to = ckpt::ParseCheckpointFormat(flags.GetString("to"));
+  if (!to.ok()) return Fail("convert", to.status());
+  const long long world = flags.GetInt("world-size");
+  if (flags.WasSet("world-size") && (world < 1 || world > (1 << 20))) {
+    std::fprintf(stderr, "zt ckpt convert: --world-size must be a positive integer (got %lld)\n", world);
+    return 2;
+  }
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"));
+  if (!ck.ok()) return Fail("convert", ck.status());
+  ckpt::ConvertOptions options;
+  options.to = *to;
+  options.world_size = static_cast<int>(world);
+  options.tag = flags.GetString("tag");
+  absl::Status st = ckpt::ConvertCheckpoint(**ck, flags.positional()[1], options);
+  if (!st.ok()) return Fail("convert", st);
+  std::printf("converted %s/%s (%s, %d ranks) to %s format for %d ranks in %s/%s\n", (*ck)->dir().c_str(),
+              (*ck)->tag().c_str(), (*ck)->format().c_str(), (*ck)->layout().world_size, flags.GetString("to").c_str(),
+              options.world_size == 0 ? (*ck)->layout().world_size : options.world_size, flags.positional()[1].c_str(),
+              options.tag.empty() ? (*ck)->tag().c_str() : options.tag.c_str());
+  const int64_t peak = PeakResidentBytes();
+  if (peak > 0) std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
+  return 0;
+}
+
 }  // namespace
 
 int RunCkptCommand(const std::vector<std::string>& args) {
@@ -206,7 +252,8 @@ int RunCkptCommand(const std::vector<std::string>& args) {
   if (sub == "inspect") return RunInspect(rest);
   if (sub == "consolidate") return RunConsolidate(rest);
   if (sub == "reshard") return RunReshard(rest);
-  std::string near = NearestName(sub, {"inspect", "consolidate", "reshard"});
+  if (sub == "convert") return RunConvert(rest);
+  std::string near = NearestName(sub, {"inspect", "consolidate", "reshard", "convert"});
   std::fprintf(stderr, "zt ckpt: unknown subcommand '%s'%s\n\n%s", sub.c_str(),
                near.empty() ? "" : absl::StrCat(" (did you mean '", near, "'?)").c_str(), kUsage);
   return 2;

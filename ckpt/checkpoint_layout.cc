@@ -2,6 +2,7 @@
 #include "ckpt/checkpoint_layout.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -157,6 +158,15 @@ Value SavedLayout::ToValue() const {
   Dict shared_d;
   for (const auto& [alias, name] : shared) shared_d.Set(alias, name);
   d.Set("shared", std::move(shared_d));
+  if (!optimizer_groups.empty()) {
+    List og;
+    for (const auto& names : optimizer_groups) {
+      List l;
+      for (const std::string& n : names) l.emplace_back(n);
+      og.emplace_back(std::move(l));
+    }
+    d.Set("optimizer_groups", std::move(og));
+  }
   return Value(std::move(d));
 }
 
@@ -206,6 +216,28 @@ absl::StatusOr<SavedLayout> SavedLayout::FromValue(const Value& v) {
   if (const Value* s = d.Find("shared"); s != nullptr && s->is_dict()) {
     for (const auto& [k, val] : s->AsDict().items) {
       if (k.is_string() && val.is_string()) l.shared[k.AsString()] = val.AsString();
+    }
+  }
+  if (const Value* og = d.Find("optimizer_groups"); og != nullptr) {
+    // Optional; when present, every trainable parameter exactly once.
+    std::set<std::string> seen;
+    const bool is_list = og->is_list();
+    for (const Value& names : is_list ? og->AsList() : List{}) {
+      if (!names.is_list()) return absl::DataLossError("checkpoint layout: 'optimizer_groups' holds a non-list");
+      l.optimizer_groups.emplace_back();
+      for (const Value& n : names.AsList()) {
+        if (!n.is_string() || !l.FindTrainable(n.AsString()) || !seen.insert(n.AsString()).second) {
+          return absl::DataLossError(
+              "checkpoint layout: 'optimizer_groups' names something other than each trainable parameter once");
+        }
+        l.optimizer_groups.back().push_back(n.AsString());
+      }
+    }
+    size_t trainable = 0;
+    for (const SavedGroup& grp : l.groups) trainable += grp.params.size();
+    if (!is_list || seen.size() != trainable) {
+      return absl::DataLossError(
+          "checkpoint layout: 'optimizer_groups' must list every trainable parameter (in param groups)");
     }
   }
   for (const SavedGroup& grp : l.groups) {

@@ -48,6 +48,13 @@ struct SavedLayout {
   std::vector<SavedGroup> groups;             // trainable: fp32 master + optimizer state in the optim files
   std::vector<SavedGroup> frozen;             // stage 3 frozen chunks: fragments in the model-states files
   std::map<std::string, std::string> shared;  // tied: alias name -> the name it is stored under
+  // The optimizer's param groups, each its trainable parameters' names in the
+  // model's parameter order: what DeepSpeed's param_shapes record, and what a
+  // DeepSpeed checkpoint must be written in (deepspeed_writer.h). Filled when
+  // reading DeepSpeed's files and kept through conversions ("optimizer_groups"
+  // in zt_layout, written only when set); empty in checkpoints zerotorch's
+  // engine writes (one param group, whose order the writer derives).
+  std::vector<std::vector<std::string>> optimizer_groups;
 
   // Element range [begin, end) of group buffer `padded_numel` that `rank`
   // saved under this layout's rule and world size.

@@ -468,6 +468,10 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     }
   }
   const std::vector<int64_t> group_piece = AddDsGroups(ms.param_groups, ms.world, &l);
+  for (const auto& params : ms.param_groups) {
+    l.optimizer_groups.emplace_back();
+    for (const SavedParam& p : params) l.optimizer_groups.back().push_back(p.name);
+  }
 
   // Per rank: the fp32 partitions and the optimizer state, as views per group.
   for (int r = 0; r < l.world_size; ++r) {

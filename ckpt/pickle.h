@@ -1,6 +1,9 @@
 // Internal: Python pickle (protocol 2) for ckpt::Value trees, the way
 // torch.save pickles them. The writer emits only opcodes every torch.load
-// accepts (including torch 2.x's weights_only unpickler); the reader accepts
+// accepts (including torch 2.x's weights_only unpickler for plain trees;
+// Global, Call and Object values -- DeepSpeed's torch.Size, set, ZeroStageEnum
+// and record objects -- become GLOBAL + REDUCE and NEWOBJ + BUILD, which
+// weights_only refuses for classes it does not know); the reader accepts
 // what Python's pickler emits for such trees (protocols 2-4), plus what
 // DeepSpeed's checkpoint files hold (torch.Size as a tuple, set as a list,
 // ZeroStageEnum as its int, loss scalers and fragment_address as dicts with

@@ -37,6 +37,8 @@ constexpr char kTuple1 = '\x85';
 constexpr char kNewTrue = '\x88';
 constexpr char kNewFalse = '\x89';
 constexpr char kLong1 = '\x8a';
+constexpr char kNewObj = '\x81';
+constexpr char kBuild = 'b';
 
 // Strict UTF-8 (no overlongs, no surrogates): Python refuses anything else.
 bool ValidUtf8(const std::string& s) {
@@ -129,12 +131,48 @@ class Pickler {
     out_ += s;
   }
 
-  void Global(const char* module, const char* name) {
+  void Global(const std::string& module, const std::string& name) {
     out_.push_back(kGlobal);
-    out_ += module;
+    // Protocol 2 names Python 3's builtins as Python 2 did (as Python's own
+    // pickler does with fix_imports); every unpickler maps it back.
+    out_ += module == "builtins" ? "__builtin__" : module;
     out_.push_back('\n');
     out_ += name;
     out_.push_back('\n');
+  }
+
+  // A global's module and name must be plain identifiers: a newline would end
+  // the GLOBAL opcode's operand early and change what Python looks up.
+  static absl::Status CheckGlobal(const ckpt::Global& g, const std::string& path) {
+    auto bad = [](const std::string& s) { return s.empty() || s.find_first_of("\n\r ") != std::string::npos; };
+    if (bad(g.module) || bad(g.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("global at ", path, " ('", g.module, "', '", g.name, "') is not a module and a name"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Items of `dict` as SETITEMS batches.
+  absl::Status Items(const Dict& dict, const std::string& path, int depth) {
+    for (size_t begin = 0; begin < dict.items.size(); begin += kBatch) {
+      out_.push_back(kMark);
+      for (size_t i = begin; i < std::min(dict.items.size(), begin + kBatch); ++i) {
+        const auto& [key, value] = dict.items[i];
+        std::string key_text;
+        if (key.is_string()) {
+          key_text = absl::StrCat("'", key.AsString(), "'");
+        } else if (key.is_int()) {
+          key_text = absl::StrCat(key.AsInt());
+        } else {
+          return absl::InvalidArgumentError(
+              absl::StrCat("dict at ", path, " has a ", key.TypeName(), " key; keys must be str or int"));
+        }
+        ZT_RETURN_IF_ERROR(Write(key, path, depth + 1));
+        ZT_RETURN_IF_ERROR(Write(value, absl::StrCat(path, "[", key_text, "]"), depth + 1));
+      }
+      out_.push_back(kSetItems);
+    }
+    return absl::OkStatus();
   }
 
   void IntTuple(const std::vector<int64_t>& v) {
@@ -207,24 +245,38 @@ class Pickler {
       } else {
         out_.push_back(kEmptyDict);
       }
-      for (size_t begin = 0; begin < dict.items.size(); begin += kBatch) {
-        out_.push_back(kMark);
-        for (size_t i = begin; i < std::min(dict.items.size(), begin + kBatch); ++i) {
-          const auto& [key, value] = dict.items[i];
-          std::string key_text;
-          if (key.is_string()) {
-            key_text = absl::StrCat("'", key.AsString(), "'");
-          } else if (key.is_int()) {
-            key_text = absl::StrCat(key.AsInt());
-          } else {
-            return absl::InvalidArgumentError(
-                absl::StrCat("dict at ", path, " has a ", key.TypeName(), " key; keys must be str or int"));
-          }
-          ZT_RETURN_IF_ERROR(Write(key, path, depth + 1));
-          ZT_RETURN_IF_ERROR(Write(value, absl::StrCat(path, "[", key_text, "]"), depth + 1));
-        }
-        out_.push_back(kSetItems);
+      ZT_RETURN_IF_ERROR(Items(dict, path, depth));
+      if (!dict.attributes.empty()) {
+        // As Python pickles a dict subclass with a __dict__: items, then BUILD.
+        Dict state;
+        for (const auto& [name, value] : dict.attributes) state.items.emplace_back(Value(name), value);
+        ZT_RETURN_IF_ERROR(Write(Value(std::move(state)), absl::StrCat(path, ".__dict__"), depth + 1));
+        out_.push_back(kBuild);
       }
+    } else if (v.is_global()) {
+      ZT_RETURN_IF_ERROR(CheckGlobal(v.AsGlobal(), path));
+      Global(v.AsGlobal().module, v.AsGlobal().name);
+    } else if (v.is_call()) {
+      const Call& call = v.AsCall();
+      ZT_RETURN_IF_ERROR(CheckGlobal(call.callable, path));
+      Global(call.callable.module, call.callable.name);
+      ZT_RETURN_IF_ERROR(Write(Value(Value::Tuple{call.args}), absl::StrCat(path, ".args"), depth + 1));
+      out_.push_back(kReduce);
+    } else if (v.is_object()) {
+      const Object& object = v.AsObject();
+      ZT_RETURN_IF_ERROR(CheckGlobal(object.cls, path));
+      for (const auto& [key, value] : object.state.items) {
+        if (!key.is_string()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("object at ", path, " has a ", key.TypeName(), " attribute name; names must be str"));
+        }
+      }
+      Global(object.cls.module, object.cls.name);
+      out_.push_back(kEmptyTuple);
+      out_.push_back(kNewObj);
+      out_.push_back(kEmptyDict);
+      ZT_RETURN_IF_ERROR(Items(object.state, path, depth));
+      out_.push_back(kBuild);
     } else if (v.is_tensor()) {
       ZT_RETURN_IF_ERROR(Tensor(v.AsTensor(), path));
     }

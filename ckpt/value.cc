@@ -106,6 +106,21 @@ const TensorRef& Value::AsTensor() const {
   return *std::get<std::shared_ptr<TensorRef>>(data_);
 }
 
+const Global& Value::AsGlobal() const {
+  ZT_VALUE_EXPECT_(is_global(), "global");
+  return std::get<Global>(data_);
+}
+
+const Call& Value::AsCall() const {
+  ZT_VALUE_EXPECT_(is_call(), "call");
+  return *std::get<std::shared_ptr<Call>>(data_);
+}
+
+const Object& Value::AsObject() const {
+  ZT_VALUE_EXPECT_(is_object(), "object");
+  return *std::get<std::shared_ptr<Object>>(data_);
+}
+
 const char* Value::TypeName() const {
   switch (data_.index()) {
     case 0: return "None";
@@ -117,6 +132,9 @@ const char* Value::TypeName() const {
     case 6: return "tuple";
     case 7: return "dict";
     case 8: return "tensor";
+    case 9: return "global";
+    case 10: return "call";
+    case 11: return "object";
   }
   return "?";
 }

@@ -1,7 +1,12 @@
 // ckpt::Value: the tree a PyTorch .pt file holds (what torch.save pickles),
 // restricted to what checkpoints need: None, bool, int, float, str, list,
 // tuple, dict (str or int keys, insertion-ordered; `ordered` makes Python
-// see a collections.OrderedDict) and tensors.
+// see a collections.OrderedDict) and tensors; for writing DeepSpeed's files
+// also a few Python objects by reference: a global (a class), a call of a
+// global (torch.Size((2, 3)), builtins.set([]), builtins.getattr(cls, name))
+// and a plain object (a class instance with its __dict__). The reader maps
+// DeepSpeed's objects to plain values instead (pickle.h), so these three
+// appear only in trees built for writing.
 //
 // Tensors are references, never owned data:
 //  * when writing, a TensorRef points at contiguous host memory that must
@@ -59,6 +64,30 @@ struct Dict {
   const Value* Find(const std::string& key) const;
   const Value* Find(int64_t key) const;
   void Set(Value key, Value value);  // replaces an existing key
+  // Writing only: attributes set on the dict object after its items (a
+  // pickle BUILD), e.g. the `_metadata` every nn.Module.state_dict() carries.
+  // The reader drops them (pickle.h).
+  std::vector<std::pair<std::string, Value>> attributes;
+};
+
+// A Python global by module and name, e.g. {"torch", "Size"}.
+struct Global {
+  std::string module;
+  std::string name;
+};
+
+// `callable(*args)`, pickled as GLOBAL, the argument tuple, REDUCE.
+struct Call {
+  Global callable;
+  List args;
+};
+
+// An instance of class `cls` whose __dict__ is `state` (str keys), pickled
+// as Python pickles plain classes and dataclasses: cls.__new__(cls) (NEWOBJ)
+// then BUILD with the state.
+struct Object {
+  Global cls;
+  Dict state;
 };
 
 class Value {
@@ -68,7 +97,7 @@ class Value {
     List items;
   };
   using Data = std::variant<None, bool, int64_t, double, std::string, List, Tuple, std::shared_ptr<Dict>,
-                            std::shared_ptr<TensorRef>>;
+                            std::shared_ptr<TensorRef>, Global, std::shared_ptr<Call>, std::shared_ptr<Object>>;
 
   Value() = default;
   // Out of line (value.cc): inlined, GCC 12 flags the variant's vector move
@@ -89,6 +118,9 @@ class Value {
   Value(Tuple t) : data_(std::move(t)) {}
   Value(Dict d) : data_(std::make_shared<Dict>(std::move(d))) {}
   Value(TensorRef t) : data_(std::make_shared<TensorRef>(std::move(t))) {}
+  Value(Global g) : data_(std::move(g)) {}
+  Value(Call c) : data_(std::make_shared<Call>(std::move(c))) {}
+  Value(Object o) : data_(std::make_shared<Object>(std::move(o))) {}
 
   bool is_none() const { return std::holds_alternative<None>(data_); }
   bool is_bool() const { return std::holds_alternative<bool>(data_); }
@@ -99,6 +131,9 @@ class Value {
   bool is_tuple() const { return std::holds_alternative<Tuple>(data_); }
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict>>(data_); }
   bool is_tensor() const { return std::holds_alternative<std::shared_ptr<TensorRef>>(data_); }
+  bool is_global() const { return std::holds_alternative<Global>(data_); }
+  bool is_call() const { return std::holds_alternative<std::shared_ptr<Call>>(data_); }
+  bool is_object() const { return std::holds_alternative<std::shared_ptr<Object>>(data_); }
 
   // Accessors abort on a type mismatch (check first); AsDouble accepts ints.
   bool AsBool() const;
@@ -109,8 +144,12 @@ class Value {
   const Dict& AsDict() const;
   Dict& AsDict();
   const TensorRef& AsTensor() const;
+  const Global& AsGlobal() const;
+  const Call& AsCall() const;
+  const Object& AsObject() const;
 
-  // "None", "bool", "int", "float", "str", "list", "tuple", "dict", "tensor".
+  // "None", "bool", "int", "float", "str", "list", "tuple", "dict", "tensor",
+  // "global", "call", "object".
   const char* TypeName() const;
   const Data& data() const { return data_; }
 

@@ -1,0 +1,112 @@
+// Implementation of ckpt/checkpoint_convert.h.
+#include "ckpt/checkpoint_convert.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "ckpt/deepspeed_writer.h"
+#include "ckpt/reshard.h"
+#include "util/file_io.h"
+#include "util/status.h"
+
+namespace zt::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `dst` must be absent or an empty directory; it exists afterwards.
+absl::Status PrepareDestination(const std::string& dst) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dst, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st)) {
+      return absl::InvalidArgumentError(absl::StrCat("destination '", dst, "' exists and is not a directory"));
+    }
+    if (!fs::is_empty(dst, ec) || ec) {
+      return absl::InvalidArgumentError(absl::StrCat("destination '", dst,
+                                                     "' exists and is not empty; converting never writes over a "
+                                                     "checkpoint: choose a new or empty directory"));
+    }
+    return absl::OkStatus();
+  }
+  return MakeDirs(dst);
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("opening '", dir, "' to fsync it: ", std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) {
+    return absl::InternalError(absl::StrCat("fsync of directory '", dir, "': ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTag(const std::string& tag) {
+  if (tag.empty() || tag == "." || tag == ".." || tag[0] == '.' || tag.find('/') != std::string::npos ||
+      tag.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tag '", tag, "' is not a folder name (no '/', no newline, not starting with '.')"));
+  }
+  return absl::OkStatus();
+}
+
+// Writes the checkpoint's files for `tag` into `staging`; returns the folder holding them.
+absl::StatusOr<std::string> WriteStaged(const ZeroCheckpoint& source, const std::string& staging,
+                                        const ConvertOptions& options, int world) {
+  if (options.to == CheckpointFormat::kZerotorch) {
+    // Reshard writes <staging>/<source tag>/ and <staging>/latest (not published).
+    ZT_RETURN_IF_ERROR(Reshard(source, staging, world));
+    return JoinPath(staging, source.tag());
+  }
+  const std::string folder = JoinPath(staging, "files");
+  ZT_RETURN_IF_ERROR(MakeDirs(folder));
+  ZT_RETURN_IF_ERROR(WriteDeepSpeedFiles(source, folder, world));
+  return folder;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(const std::string& name) {
+  if (name == "zerotorch") return CheckpointFormat::kZerotorch;
+  if (name == "deepspeed") return CheckpointFormat::kDeepSpeed;
+  return absl::InvalidArgumentError(absl::StrCat("--to must be 'deepspeed' or 'zerotorch', got '", name, "'"));
+}
+
+absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& dst, const ConvertOptions& options) {
+  const int world = options.world_size == 0 ? source.layout().world_size : options.world_size;
+  if (world < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--world-size must be a positive integer, got ", world));
+  }
+  const std::string tag = options.tag.empty() ? source.tag() : options.tag;
+  ZT_RETURN_IF_ERROR(CheckTag(tag));
+  ZT_RETURN_IF_ERROR(PrepareDestination(dst));
+
+  // Hidden until complete: nothing under dst looks like a checkpoint before the rename.
+  const std::string staging = JoinPath(dst, absl::StrCat(".zt-convert.", ::getpid()));
+  ZT_RETURN_IF_ERROR(MakeDirs(staging));
+  absl::Status st = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(const std::string folder, WriteStaged(source, staging, options, world));
+    const std::string final_folder = JoinPath(dst, tag);
+    if (::rename(folder.c_str(), final_folder.c_str()) != 0) {
+      return absl::InternalError(
+          absl::StrCat("renaming '", folder, "' to '", final_folder, "': ", std::strerror(errno)));
+    }
+    ZT_RETURN_IF_ERROR(SyncDirectory(dst));
+    return absl::OkStatus();
+  }();
+  std::error_code ec;
+  fs::remove_all(staging, ec);  // best effort: what is left of the staging folder
+  if (!st.ok()) return st;
+  return WriteFileAtomically(JoinPath(dst, "latest"), tag + "\n");
+}
+
+}  // namespace zt::ckpt

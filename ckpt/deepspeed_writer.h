@@ -1,0 +1,47 @@
+// Writing a checkpoint in DeepSpeed's own format (the files DeepSpeed 0.14.5
+// writes for ZeRO stages 1-3), so DeepSpeed users can take zerotorch's
+// checkpoints back: engine.load_checkpoint and zero_to_fp32 read them as
+// their own. Key for key and type for type what DeepSpeed's engine
+// (_save_checkpoint, _save_zero_checkpoint), stage_1_and_2.state_dict and
+// stage3._rigid_state_dict write, checked against DeepSpeed's own files
+// (tests/fixtures/deepspeed-0.14.5):
+//
+//  * model states (rank 0's at stages 1/2, every rank's at stage 3): module
+//    (stages 1/2 the full state dict in the model dtype, stage 3 an empty
+//    tensor per parameter, buffers in full; with its _metadata), param_shapes
+//    (OrderedDicts of torch.Size per optimizer param group), shared_params
+//    (rank 0's file only, as DeepSpeed walks the module on rank 0 only), the
+//    counters, lr_scheduler, ds_config, ds_version, ...
+//  * optim states per rank: stages 1/2 the group's flat fp32 partition (the
+//    param group's parameters back to back, padded at the end to a multiple
+//    of 2 x world, split evenly: group_paddings is the padding on the last
+//    rank), the base optimizer's state laid out alike, param_slice_mappings;
+//    stage 3 each parameter partitioned on its own (ceil(numel / world)
+//    elements per rank, the last rank padded), concatenated in param_shapes
+//    order per sub-group (zero_optimization.sub_group_size, DeepSpeed's split).
+//
+// Streaming: every partition is produced tensor by tensor, in bounded chunks,
+// while the file is written (module tensors one whole tensor at a time).
+//
+// Not written (refused with Unimplemented, naming why): stage 0, frozen
+// parameters, bf16 at stage 1 (DeepSpeed trains it with its BF16_Optimizer,
+// another file format), fp16 with a dynamic loss scale, optimizers other
+// than Adam/AdamW (deepspeed_optimizer.h).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "ckpt/zero_checkpoint.h"
+
+namespace zt::ckpt {
+
+// The DeepSpeed version whose format is written (ds_version in every file).
+inline constexpr char kDeepSpeedFormatVersion[] = "0.14.5";
+
+// Writes every file of `checkpoint` in DeepSpeed's format for `world` ranks
+// into `folder` (an existing, empty tag folder). Writes no `latest`: the
+// caller publishes the folder (checkpoint_convert.h).
+absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& checkpoint, const std::string& folder, int world);
+
+}  // namespace zt::ckpt
