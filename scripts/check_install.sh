@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the built zerotorch into a temporary prefix, builds the outside
-# example project examples/minimal against that prefix only (its own
-# CMakeLists.txt: find_package(zerotorch)), and runs it on 2 ranks under the
-# installed `zt launch` for a few steps. What a user of the library does;
+# example projects examples/minimal and examples/bert_classifier against that
+# prefix only (their own CMakeLists.txt: find_package(zerotorch)), and runs
+# each on 2 ranks under the installed `zt launch` for a few steps. What a user of the library does;
 # scripts/test.sh runs it after the test suites.
 #
 # Environment: ZT_BUILD_DIR (default build), ZT_INSTALL_CHECK_DIR (default: a
@@ -41,4 +41,16 @@ OMP_NUM_THREADS=1 "$PREFIX/bin/zt" launch --nproc-per-node 2 -- ./build/minimal 
 grep -q "^\[zt r0\] minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log" \
   || grep -q "minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log"
 test -f minimal_checkpoints/latest
-echo "install check: OK in $(( $(date +%s) - start )) s (install, configure and build of examples/minimal, 20 steps on 2 ranks)"
+
+# The larger example: a user's BERT-style classifier at stage 3, trained,
+# evaluated across ranks, saved and exported.
+cp -r "$ROOT/examples/bert_classifier" "$WORK/bert_classifier"
+step configure_bert cmake -S "$WORK/bert_classifier" -B "$WORK/bert_classifier/build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX"
+step build_bert cmake --build "$WORK/bert_classifier/build" -j "${ZT_JOBS:-$(nproc)}"
+cd "$WORK/bert_classifier"
+OMP_NUM_THREADS=1 "$PREFIX/bin/zt" launch --nproc-per-node 2 -- ./build/bert_classifier --steps 20 --out run \
+  | tee "$WORK/run_bert.log"
+grep -q "bert_classifier: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run_bert.log"
+test -f run/model.safetensors
+echo "install check: OK in $(( $(date +%s) - start )) s (install; examples/minimal and examples/bert_classifier built against it and run for 20 steps on 2 ranks)"
