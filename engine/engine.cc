@@ -32,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 EngineImpl::~EngineImpl() {
+  if (monitors_) monitors_->Flush().IgnoreError();
   // Units outlive the engine (the user owns the model): detach them first, so
   // a later forward is a clear error instead of a dangling call.
   if (core_.link) core_.link->coordinator.store(nullptr);
@@ -169,6 +170,10 @@ void EngineImpl::Backward(const at::Tensor& loss) {
     at::Tensor value = loss.detach().reshape({}).to(at::kDouble);
     window_loss_sum_ = window_loss_sum_.defined() ? window_loss_sum_ + value : value;
     ++window_loss_count_;
+    if (monitors_) {
+      step_loss_sum_ = step_loss_sum_.defined() ? step_loss_sum_ + value : value;
+      ++step_loss_count_;
+    }
   }
 
   core_.reducer->BeginBackward(IsAccumulationBoundary());
@@ -207,8 +212,10 @@ void EngineImpl::Step() {
       }
     }
   }
+  const double lr = this->lr();  // the rate this step applies
   OptimizerStep();
   ++core_.micro_steps;
+  if (monitors_) WriteMonitorEvents(lr);
   const auto t1 = Clock::now();
   timers_.step += Seconds(t0, t1);
   last_event_ = t1;
@@ -320,6 +327,26 @@ ModelStateBytes EngineImpl::memory() const {
     m.swap_buffers += s.swap_buffer_bytes;
   }
   return m;
+}
+
+void EngineImpl::WriteMonitorEvents(double lr) {
+  const double loss =
+      step_loss_count_ > 0 ? step_loss_sum_.item<double>() / static_cast<double>(step_loss_count_) : 0.0;
+  step_loss_sum_ = at::Tensor();
+  step_loss_count_ = 0;
+  const int64_t x = core_.global_samples;
+  std::vector<monitor::Event> events = {{monitor::tags::kTrainLoss, loss, x},
+                                        {monitor::tags::kLr, lr, x},
+                                        {monitor::tags::kLossScale, core_.scaler.scale(), x}};
+  absl::Status st = monitors_->Write(events);
+  if (st.ok() && (core_.config.steps_per_print <= 0 || core_.global_steps % core_.config.steps_per_print == 0)) {
+    st = monitors_->Flush();
+  }
+  if (!st.ok()) {
+    // Losing a metric must not stop training: say so once and stop writing.
+    ZT_LOG(ERROR) << "monitor events are no longer written: " << st.message();
+    monitors_.reset();
+  }
 }
 
 void EngineImpl::MaybeLog() {

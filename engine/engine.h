@@ -90,6 +90,11 @@ struct EngineOptions {
   // values, keys this build ignores) at Create. Off for a caller that
   // prints them itself (zt train).
   bool log_config_notes = true;
+  // Rank 0 writes the config's csv_monitor / tensorboard events (DeepSpeed's
+  // Train/Samples/train_loss, lr and loss_scale at every optimizer step,
+  // x-axis: global samples), as DeepSpeed's engine does. Off for a caller
+  // that writes its own (zt train).
+  bool write_monitors = true;
 };
 
 // The engine's interface. Create returns the one implementation

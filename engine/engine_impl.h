@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "monitor/monitor.h"
 
 namespace zt {
 
@@ -98,6 +99,13 @@ class EngineImpl final : public Engine {
     double forward = 0, backward = 0, reduce = 0, step = 0;
   } timers_;
   OffloadStats logged_offload_;  // offload_stats() at the last log line
+
+  // csv_monitor / tensorboard (rank 0; null when off): events of every
+  // optimizer step, from this rank's losses of the step's micro-batches.
+  std::unique_ptr<monitor::Monitor> monitors_;
+  at::Tensor step_loss_sum_;
+  int64_t step_loss_count_ = 0;
+  void WriteMonitorEvents(double lr);
 };
 
 }  // namespace zt

@@ -14,6 +14,7 @@
 #include "comm/agreement.h"
 #include "comm/broadcast_in_place.h"
 #include "engine/engine_impl.h"
+#include "monitor/from_config.h"
 #include "ops/kernels.h"
 #include "plan/layout.h"
 #include "util/error.h"
@@ -265,6 +266,22 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();
   last_event_ = log_window_start_ = std::chrono::steady_clock::now();
+
+  // The monitors, on rank 0; every rank learns whether they could be made
+  // (a rank that went on alone would wait in its first collective).
+  const bool wants_monitors = core_.config.csv_monitor.enabled || core_.config.tensorboard.enabled;
+  if (core_.options.write_monitors && wants_monitors) {
+    absl::Status made = absl::OkStatus();
+    if (core_.pg->rank() == 0) {
+      auto set = monitor::MonitorsFromConfig(core_.config, /*default_dir=*/"");
+      if (set.ok()) {
+        monitors_ = *std::move(set);
+      } else {
+        made = set.status();
+      }
+    }
+    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, made, "creating the config's monitors"));
+  }
 
   if (core_.pg->rank() == 0) {
     const Config& c = core_.config;

@@ -39,6 +39,7 @@
 #include "engine/engine.h"
 #include "models/registry.h"
 #include "monitor/csv_monitor.h"
+#include "monitor/from_config.h"
 #include "monitor/progress.h"
 #include "monitor/tensorboard.h"
 #include "train/evaluate.h"
@@ -58,28 +59,6 @@ namespace zt::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-absl::StatusOr<std::unique_ptr<monitor::Monitor>> MakeMonitors(const Config& config, const OutputPaths& paths,
-                                                               const std::string& job) {
-  auto set = std::make_unique<monitor::MonitorSet>();
-  auto options = [&](const MonitorConfig& m) {
-    monitor::MonitorOptions o;
-    o.output_path = m.output_path.empty() ? paths.monitor_dir : m.output_path;
-    o.job_name = m.job_name == "DeepSpeedJobName" ? job : m.job_name;
-    return o;
-  };
-  if (config.csv_monitor.enabled) {
-    ZT_ASSIGN_OR_RETURN(auto csv, monitor::CsvMonitor::Create(options(config.csv_monitor)));
-    ZT_LOG(INFO) << "csv_monitor: " << csv->dir();
-    set->Add(std::move(csv));
-  }
-  if (config.tensorboard.enabled) {
-    ZT_ASSIGN_OR_RETURN(auto tb, monitor::TensorBoardMonitor::Create(options(config.tensorboard)));
-    ZT_LOG(INFO) << "tensorboard: " << tb->path();
-    set->Add(std::move(tb));
-  }
-  return std::unique_ptr<monitor::Monitor>(std::move(set));
-}
 
 ckpt::Value ClientState(const data::SampleStream& stream, const RunHistory& history) {
   ckpt::Dict d;
@@ -371,6 +350,7 @@ absl::Status RankTrainer::BuildEngine() {
   }
   EngineOptions engine_options;
   engine_options.log_config_notes = false;  // printed with the config above
+  engine_options.write_monitors = false;    // zt train writes its own events (eval, tokens/s) into them
   ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_, engine_options));
   dtype_ = config_.bf16.enabled ? at::kBFloat16 : (config_.fp16.enabled ? at::kHalf : at::kFloat);
   return absl::OkStatus();
@@ -424,7 +404,7 @@ absl::Status RankTrainer::OpenOutputs() {
       st = absl::Status(made.code(), absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
     }
     if (st.ok()) {
-      auto m = MakeMonitors(config_, paths_, info().name);
+      auto m = monitor::MonitorsFromConfig(config_, paths_.monitor_dir, info().name);
       if (m.ok()) {
         monitors_ = *std::move(m);
       } else {

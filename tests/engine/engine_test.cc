@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "comm/single_group.h"
@@ -179,6 +182,41 @@ TEST(EngineLog, ConfigNotesReachTheLog) {
     EXPECT_EQ(absl::StrContains(log, "config: zero_optimization.contiguous_gradients: accepted, ignored by this build"),
               log_notes)
         << log;
+  }
+}
+
+// A program of the user's own gets the config's monitors from the engine,
+// as DeepSpeed's engine writes them: one row per optimizer step, x = global
+// samples, for loss, lr and loss scale; none when the caller opts out.
+TEST(EngineMonitors, CsvMonitorRowsForEveryStep) {
+  const std::string dir = ::testing::TempDir() + "zt_engine_monitors_" + std::to_string(::getpid());
+  for (bool write : {true, false}) {
+    ParityNet model;
+    Config c = BaseConfig(1);
+    c.csv_monitor.enabled = true;
+    c.csv_monitor.output_path = dir;
+    c.csv_monitor.job_name = write ? "on" : "off";
+    EngineOptions eo;
+    eo.write_monitors = write;
+    {
+      auto engine = ValueOrThrow(Engine::Create(model, c, Single(), eo));
+      for (int i = 0; i < 3; ++i) {
+        engine->Backward(Loss(model));
+        engine->Step();
+      }
+    }
+    const std::string csv = dir + "/" + c.csv_monitor.job_name + "/Train_Samples_train_loss.csv";
+    std::ifstream in(csv);
+    EXPECT_EQ(static_cast<bool>(in), write) << csv;
+    if (!write) continue;
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), 4u) << "header and one row per step";
+    EXPECT_EQ(lines[1].rfind("4,", 0), 0u) << lines[1];  // micro batch 4, one rank: 4 samples per step
+    EXPECT_EQ(lines[3].rfind("12,", 0), 0u) << lines[3];
+    for (const char* tag : {"Train_Samples_lr.csv", "Train_Samples_loss_scale.csv"}) {
+      EXPECT_TRUE(std::ifstream(dir + "/on/" + tag).good()) << tag;
+    }
   }
 }
 

@@ -140,21 +140,28 @@ TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
 
 // The NVMe offload preset as a user runs it: optimizer state and parameter
 // shards in swap files, the loss falls, and no swap file outlives the run.
-// Without the swap directory it fails at start-up, naming it.
+// A missing swap directory is created (as DeepSpeed does); one that cannot
+// be (a file in the way) fails at start-up, naming the key and the path.
 TEST(TrainE2E, NvmeOffloadPreset) {
   const std::string dir = TempDir("nvme");
   const std::string corpus = MakeCorpus(dir);
-  const std::string swap = dir + "/swap";
-  const std::string common = absl::StrCat(
-      "train --model gpt2-tiny --data ", corpus, " --config ", ZT_SOURCE_DIR, "/configs/zero3_offload_nvme.json",
-      " --seq-len 32 --micro-batch 8 --lr 3e-3 --nproc 2 --eval-interval -1 --save-dir none --export none",
-      " --set 'zero_optimization.offload_optimizer.nvme_path=\"", swap, "\"'",
-      " --set 'zero_optimization.offload_param.nvme_path=\"", swap, "\"'");
-  CommandResult missing = Zt(absl::StrCat(common, " --steps 2", Quick(dir + "/missing")));
-  EXPECT_NE(missing.code, 0) << missing.output;
-  EXPECT_TRUE(absl::StrContains(missing.output, swap)) << missing.output;
+  auto common_for = [&](const std::string& swap) {
+    return absl::StrCat("train --model gpt2-tiny --data ", corpus, " --config ", ZT_SOURCE_DIR,
+                        "/configs/zero3_offload_nvme.json",
+                        " --seq-len 32 --micro-batch 8 --lr 3e-3 --nproc 2 --eval-interval -1 --save-dir none "
+                        "--export none",
+                        " --set 'zero_optimization.offload_optimizer.nvme_path=\"", swap, "\"'",
+                        " --set 'zero_optimization.offload_param.nvme_path=\"", swap, "\"'");
+  };
+  std::ofstream(dir + "/a_file") << "x";
+  const std::string blocked = dir + "/a_file/swap";
+  CommandResult refused = Zt(absl::StrCat(common_for(blocked), " --steps 2", Quick(dir + "/blocked")));
+  EXPECT_NE(refused.code, 0) << refused.output;
+  EXPECT_TRUE(absl::StrContains(refused.output, "nvme_path")) << refused.output;
+  EXPECT_TRUE(absl::StrContains(refused.output, blocked)) << refused.output;
 
-  std::filesystem::create_directories(swap);
+  const std::string swap = dir + "/swap/not/there/yet";
+  const std::string common = common_for(swap);
   const int steps = 16;
   CommandResult r = Zt(absl::StrCat(
       common, " --steps ", steps, Quick(dir + "/out"), " --set zero_optimization.offload_param.max_in_cpu=0",
