@@ -496,10 +496,11 @@ void Parser::ResolveHiddenSizeAutos() {
                         config_.zero.stage, ", which the Hugging Face Trainer fills only at stage 3)"));
       continue;
     }
-    if (!options_.hidden_size || *options_.hidden_size < 1 || *options_.hidden_size > kMaxHiddenSize) {
+    if (!options_.hidden_size) {
       LeaveToRunTime(a);
       continue;
     }
+    if (*options_.hidden_size < 1 || *options_.hidden_size > kMaxHiddenSize) continue;  // Run() reported it
     const int64_t h = *options_.hidden_size;
     absl::StatusOr<Json> checked = CheckValue(*a.spec, Json(t.from_hidden(h)));
     if (!checked.ok()) {
