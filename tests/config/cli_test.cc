@@ -102,6 +102,9 @@ TEST(ZtConfigCheck, PrintOutputReparsesToTheSameConfig) {
 // Hugging Face's published "auto" configs check as valid before the run:
 // what only the run knows (the number of training steps; the ZeRO sizes from
 // the model's hidden size) gets one note per key naming what fills it.
+// hf_zero{2,3}_warmupdecay_auto.json are HF's ds_config_zero{2,3}.json
+// (hf_zero{2,3}_auto.json) with the WarmupDecayLR block of transformers'
+// DeepSpeed guide (docs/source/en/deepspeed.md, "Optimizer and scheduler").
 TEST(ZtConfigCheck, HuggingFaceAutoConfigsLeaveRunTimeValuesToTheRun) {
   const std::string data = ZT_SOURCE_DIR "/tests/config/data/";
   const std::vector<std::string> total = {"scheduler.params.total_num_steps"};
