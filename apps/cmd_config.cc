@@ -27,7 +27,11 @@ constexpr const char* kCheckHelp =
     "\"OK\" line (ZeRO stage, precision, the resolved batch equation) or, with --print, the fully resolved\n"
     "config as JSON with every default filled in. Notes (what each \"auto\" became, deprecated spellings)\n"
     "go to stderr. Exits 0 when every file is valid; otherwise prints every error of every file to stderr\n"
-    "as \"FILE: JSON.PATH: message\" and exits 2.\n";
+    "as \"FILE: JSON.PATH: message\" and exits 2.\n"
+    "\n\"auto\" is filled as the Hugging Face Trainer fills it (docs/config.md). Values only the run knows --\n"
+    "total_num_steps (the number of training steps) and the ZeRO sizes the Trainer computes from the model's\n"
+    "hidden size -- are left to run time unless --auto or --hidden-size gives them: the file is still valid,\n"
+    "and a note names each such key and what fills it.\n";
 
 std::string Precision(const Config& c) {
   if (c.fp16.enabled) return "fp16";
@@ -49,6 +53,9 @@ std::string Summary(const Config& c) {
   }
   absl::StrAppend(&out, ", train_batch_size ", c.batch.train_batch, " = micro ", c.batch.micro_batch, " * gas ",
                   c.batch.accumulation_steps, " * world ", c.batch.world_size);
+  if (!c.run_time_autos.empty()) {
+    absl::StrAppend(&out, ", ", c.run_time_autos.size(), " \"auto\" left to run time");
+  }
   return out;
 }
 
@@ -75,7 +82,10 @@ int RunCheck(const std::vector<std::string>& args) {
   flags.Int("world-size", world_default, "data-parallel size used to resolve batch sizes ($WORLD_SIZE, else 1)");
   flags.Bool("print", "print each resolved config as JSON instead of the OK line");
   flags.Repeated("auto", "KEY=VALUE: the value for a key written as \"auto\", e.g. optimizer.params.lr=3e-4");
-  const std::string synopsis = "FILE... [--world-size N] [--print] [--auto KEY=VALUE]...";
+  flags.Int("hidden-size", 0,
+            "the model's hidden size: \"auto\" ZeRO sizes take the Hugging Face Trainer's values from it "
+            "(0: left to run time)");
+  const std::string synopsis = "FILE... [--world-size N] [--print] [--auto KEY=VALUE]... [--hidden-size N]";
   if (std::optional<int> done = flags.ParseCommandLine(args, synopsis, kCheckHelp)) return *done;
   if (flags.positional().empty()) {
     std::fprintf(stderr, "zt config check: give at least one config file\n\n%s", flags.Usage(synopsis).c_str());
@@ -88,6 +98,16 @@ int RunCheck(const std::vector<std::string>& args) {
   }
   ParseOptions options;
   options.world_size = static_cast<int>(world);
+  // A check runs before the run: what only the run knows is noted, not refused.
+  options.allow_run_time_autos = true;
+  if (flags.WasSet("hidden-size")) {
+    const long long hidden = flags.GetInt("hidden-size");
+    if (hidden < 1) {
+      std::fprintf(stderr, "zt config check: --hidden-size must be a positive integer, got %lld\n", hidden);
+      return 2;
+    }
+    options.hidden_size = hidden;
+  }
   for (const std::string& kv : flags.GetRepeated("auto")) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {

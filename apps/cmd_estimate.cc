@@ -139,6 +139,11 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
     ParseOptions po;
     po.world_size = static_cast<int>(world);
     po.source_name = source;
+    // "auto" as the Hugging Face Trainer fills it: the ZeRO sizes from the
+    // model's hidden size; what only a run knows (total_num_steps, the sizes
+    // for --params) does not change memory and is left to run time.
+    if (r.shape.transformer) po.hidden_size = r.shape.transformer->hidden;
+    po.allow_run_time_autos = true;
     ParseResult parsed = ParseConfig(j.dump(), po);
     if (!parsed.config) return BadFlag(absl::StrCat("--config: ", parsed.status().message()));
     const Config& c = *parsed.config;

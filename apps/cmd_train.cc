@@ -42,6 +42,11 @@ constexpr char kDescription[] =
     "\nCommand-line values win over the config file: --stage, --micro-batch, --grad-accum,\n"
     "--global-batch, --lr, --precision and --set KEY=JSON (any config key, dotted path) are\n"
     "written into the config before it is checked. The resolved config is printed.\n"
+    "\n\"auto\" values (Hugging Face DeepSpeed configs) are filled as the Hugging Face Trainer fills\n"
+    "them, from the flags above, --steps (total_num_steps), --warmup-steps / --warmup-ratio,\n"
+    "--max-grad-norm, --weight-decay and the model's hidden size (the ZeRO bucket sizes), with the\n"
+    "Trainer's defaults for flags not given. Those four flags are the Trainer's arguments: they fill\n"
+    "keys written as \"auto\" and leave numbers alone (use --set to change a number).\n"
     "\nOutside a launcher, --nproc N starts N ranks on this machine (default: the number the\n"
     "config's batch sizes imply, else 2). Under zt launch / torchrun / mpirun / srun each\n"
     "process is one rank and --nproc is ignored.\n";
@@ -67,6 +72,10 @@ void Define(Flags& f) {
   f.Double("lr", 0, "optimizer.params.lr (and the scheduler's warmup_max_lr when it sets one)");
   f.String("precision", "", "fp32, bf16 or fp16 (bf16.enabled / fp16.enabled)");
   f.Repeated("set", "config override KEY=JSON, e.g. --set zero_optimization.overlap_comm=true");
+  f.Int("warmup-steps", 0, "warm-up steps for scheduler.params.warmup_num_steps \"auto\" (wins over --warmup-ratio)");
+  f.Double("warmup-ratio", 0, "warm-up as a share of --steps, rounded up, for warmup_num_steps \"auto\"");
+  f.Double("max-grad-norm", 1.0, "gradient clipping norm for gradient_clipping \"auto\" (0: none)");
+  f.Double("weight-decay", 0, "weight decay for optimizer.params.weight_decay \"auto\"");
   f.Bool("activation-checkpointing", "checkpoint the model's blocks (config: activation_checkpointing.*)");
   f.String("output-dir", "", "where results go (default: runs/<model>)");
   f.String("save-dir", "", "checkpoint directory (default: <output-dir>/checkpoints; 'none': no checkpoints)");
@@ -85,7 +94,8 @@ absl::Status BadFlag(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(message, "\nusage: zt train ", kSynopsis));
 }
 
-absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOverrides* co) {
+absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOverrides* co,
+                       train::TrainerArgs* trainer) {
   if (!f.positional().empty()) {
     return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
   }
@@ -174,6 +184,23 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
     }
     co->values[parts[0]] = parts[1];
   }
+
+  // The Trainer's arguments: only those given are passed on, so that a flag
+  // that fills nothing can say so; the rest take the Trainer's defaults in
+  // the config parser.
+  trainer->steps = o->steps;
+  if (f.WasSet("warmup-steps")) trainer->warmup_steps = f.GetInt("warmup-steps");
+  if (f.WasSet("warmup-ratio")) trainer->warmup_ratio = f.GetDouble("warmup-ratio");
+  if (f.WasSet("max-grad-norm")) trainer->max_grad_norm = f.GetDouble("max-grad-norm");
+  if (f.WasSet("weight-decay")) trainer->weight_decay = f.GetDouble("weight-decay");
+  models::ModelSpec spec;
+  spec.name = o->model;
+  spec.overrides = o->model_overrides;
+  // An unknown model is reported by the job check, naming the model.
+  if (absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
+      shape.ok() && shape->transformer) {
+    trainer->hidden_size = shape->transformer->hidden;
+  }
   return absl::OkStatus();
 }
 
@@ -239,17 +266,28 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   }
   train::TrainOptions options;
   train::ConfigOverrides overrides;
-  if (absl::Status st = ToOptions(flags, &options, &overrides); !st.ok()) return Fail(st);
+  train::TrainerArgs trainer_args;
+  if (absl::Status st = ToOptions(flags, &options, &overrides, &trainer_args); !st.ok()) return Fail(st);
   const std::string config_path = flags.GetString("config");
   const std::string source = config_path.empty() ? "built-in default config" : config_path;
   absl::StatusOr<std::string> json = train::ComposeConfigJson(config_path, overrides);
   if (!json.ok()) return Fail(json.status());
-  json = train::FillTrainAutos(*json, options.steps);
+  std::vector<std::string> auto_notes;
+  json = train::FillTrainAutos(*json, trainer_args, &auto_notes);
   if (!json.ok()) return Fail(json.status());
 
   absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
   if (!env.ok()) return Fail(env.status());
   const bool under_launcher = env->source != comm::RankEnv().source;
+  // Every rank fills "auto" the same way; the process that checks the job
+  // says how (a zt train parent, or rank 0 under another launcher). The
+  // ranks print the config with the values filled in.
+  const char* held_by_parent = std::getenv(train::kRunLockHeldEnv);
+  const bool started_by_zt_train = held_by_parent != nullptr && std::string(held_by_parent) == "1";
+  if (!under_launcher || (env->rank == 0 && !started_by_zt_train)) {
+    for (const std::string& note : auto_notes) std::printf("zt train: note: %s\n", note.c_str());
+    std::fflush(stdout);
+  }
   const std::string output_dir = train::ResolveOutputPaths(options).output_dir;
   std::optional<train::RunLock> run_lock;  // held until this process exits
   if (under_launcher) {

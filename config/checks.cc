@@ -162,10 +162,12 @@ void Parser::ResolveBatchSizes() {
     }
   }
   // Hugging Face templates leave every batch key "auto"; with nothing to
-  // derive from, one sample per rank and step is the honest minimum.
+  // derive from, the micro-batch is the Trainer's default
+  // per_device_train_batch_size (and accumulation its default 1, below).
+  const TrainerAuto& micro_rule = *Schema::Get().FindPath(kKeys[1])->trainer_auto;
   bool micro_fallback = false;
   if (any_auto && !values[0] && !values[1]) {
-    values[1] = 1;
+    values[1] = micro_rule.default_value.get<int64_t>();
     micro_fallback = true;
   }
   BatchConfig& b = config_.batch;
@@ -182,7 +184,9 @@ void Parser::ResolveBatchSizes() {
     Error(path, std::string(status.message()));
     return;
   }
-  if (micro_fallback) b.train_micro_batch_size_per_gpu.reset();  // derived, not written
+  // The fallback stays in train_micro_batch_size_per_gpu, as if given: it
+  // does not depend on the world size, and Engine::Create re-resolves the
+  // batch from these fields for its own world, which needs a micro-batch.
   const std::string equation = absl::StrCat("train_batch_size ", b.train_batch, " = micro ", b.micro_batch, " * gas ",
                                             b.accumulation_steps, " * world ", b.world_size);
   const int64_t resolved[3] = {b.train_batch, b.micro_batch, b.accumulation_steps};
@@ -190,8 +194,10 @@ void Parser::ResolveBatchSizes() {
     if (!is_auto[i]) continue;
     std::string why = equation;
     if (i == 1 && micro_fallback) {
-      why =
-          absl::StrCat("nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N to choose; ", equation);
+      why = absl::StrCat(
+          "nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N to choose (zt train: "
+          "--micro-batch); ",
+          resolved[i], " is the Hugging Face Trainer's default ", micro_rule.argument, "; ", equation);
     }
     Note(auto_written[i], absl::StrCat("\"auto\" -> ", resolved[i], " (", why, ")"));
   }

@@ -18,6 +18,10 @@ std::vector<std::string> ConfigDifferences(const Config& a, const Config& b) {
   }
   if (a.batch.world_size != b.batch.world_size) differ("world size");
   if (a.optimizer.present != b.optimizer.present) differ("optimizer");
+  std::vector<std::string> run_time_a = a.run_time_autos, run_time_b = b.run_time_autos;
+  std::sort(run_time_a.begin(), run_time_a.end());
+  std::sort(run_time_b.begin(), run_time_b.end());
+  if (run_time_a != run_time_b) differ("keys left to run time");
   return out;
 }
 

@@ -33,8 +33,9 @@ enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kO
 enum class WarmupType { kLog, kLinear };
 enum class TagValidation { kIgnore, kWarn, kFail };
 
-// Batch sizes as written (nullopt: absent, or "auto" without a value in
-// ParseOptions::auto_values) and as resolved for a
+// Batch sizes as written (nullopt: absent, or "auto" to be derived from the
+// others; an "auto" micro-batch with nothing to derive from holds the Hugging
+// Face Trainer's default, 8, as if given) and as resolved for a
 // data-parallel world size: train_batch == micro_batch * accumulation_steps * world_size.
 struct BatchConfig {
   std::optional<int64_t> train_batch_size;
@@ -220,6 +221,16 @@ struct Config {
   MonitorConfig tensorboard;
   MonitorConfig csv_monitor;
 
+  // Canonical paths of keys written as "auto" whose value only the run knows
+  // and that nothing gave: scheduler.params.total_num_steps (the number of
+  // training steps) and the ZeRO sizes the Hugging Face Trainer computes from
+  // the model's hidden size. Only a parse with
+  // ParseOptions::allow_run_time_autos leaves any; their fields then hold a
+  // stand-in (the key's default, 0 where it has none), ConfigToJson writes
+  // them as "auto" again, and CheckAutosResolved refuses the config: it is for
+  // checking, not for training.
+  std::vector<std::string> run_time_autos;
+
   // The text the config was parsed from (checkpoints store it as ds_config).
   std::string source_json;
   // Human-readable notes from parsing: which value each "auto" became,
@@ -235,21 +246,45 @@ struct ConfigError {
   std::string message;
 };
 
+// "auto" follows the Hugging Face Trainer (transformers'
+// HfTrainerDeepSpeedConfig), which fills it from its TrainingArguments and
+// the model: docs/config.md, "Hugging Face Trainer configs", has the table.
+// A key written with a value is never changed.
 struct ParseOptions {
   int world_size = 1;       // data-parallel size used to resolve batch sizes
   std::string source_name;  // shown in messages, e.g. the file path
   // Values for keys written as "auto" (JSON path -> JSON text), e.g. from a
-  // command line: {"optimizer.params.lr", "3e-4"}. Keys without an entry
-  // resolve to their documented default or derived value. An entry naming no
-  // config key is an error; an entry for a key the file sets to a value
-  // (not "auto") is ignored with a note: the file wins.
+  // command line: {"optimizer.params.lr", "3e-4"}: what the Trainer argument
+  // behind the key would be. Keys without an entry take the value the
+  // Trainer gives at its default arguments (optimizer.params.lr: 5e-5,
+  // gradient_clipping: 1.0, scheduler.params.warmup_num_steps: 0, ...); keys
+  // the Trainer does not fill take their documented default or derived
+  // value. An entry naming no config key is an error; an entry for a key the
+  // file sets to a value (not "auto") is ignored with a note: the file wins.
   std::map<std::string, std::string> auto_values;
+  // The model's hidden size (transformers' model.config.hidden_size), from
+  // which "auto" ZeRO sizes take the Trainer's values: reduce_bucket_size =
+  // h * h and, at stage 3, stage3_prefetch_bucket_size = int(0.9 * h * h) and
+  // stage3_param_persistence_threshold = 10 * h. An auto_values entry for one
+  // of these keys wins. Must be >= 1 when set.
+  std::optional<int64_t> hidden_size;
+  // What happens to an "auto" only the run can fill (total_num_steps without
+  // an auto_values entry; a hidden-size key without hidden_size): false, an
+  // error naming the key and how to give it; true, accepted and listed in
+  // Config::run_time_autos with a note saying what fills it (`zt config
+  // check` does this: it checks a config before the run).
+  bool allow_run_time_autos = false;
 };
 
 struct ParseResult {
   std::optional<Config> config;     // set exactly when errors is empty
   std::vector<ConfigError> errors;  // every problem in the file, in document order
   std::vector<std::string> notes;
+  // What each key written as "auto" became, as JSON text, by the path as
+  // written ("bfloat16.enabled"). Filled even when there are errors, for the
+  // keys that resolved. Leaves out the batch keys (they follow the world
+  // size) and keys left to run time.
+  std::map<std::string, std::string> auto_resolutions;
   std::string source_name;  // ParseOptions::source_name
   // InvalidArgument listing all errors, one per line as
   // "<source_name>: <path>: <message>", or OK.
@@ -264,8 +299,20 @@ ParseResult ParseConfig(std::string_view json_text, const ParseOptions& options)
 // all errors, each prefixed by the path.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path, const ParseOptions& options);
 
+// OK when the config has no "auto" left to run time
+// (Config::run_time_autos); else InvalidArgument naming each such key and how
+// to give its value. Call it before training with a config parsed with
+// ParseOptions::allow_run_time_autos.
+absl::Status CheckAutosResolved(const Config& config);
+
+// The Hugging Face Trainer's warm-up length (TrainingArguments.get_warmup_steps):
+// `warmup_steps` when it is above 0, else ceil(num_training_steps *
+// warmup_ratio), computed in double precision as Python does.
+int64_t TrainerWarmupSteps(int64_t warmup_steps, double warmup_ratio, int64_t num_training_steps);
+
 // The fully resolved config as JSON (every default filled in, canonical key
-// names); re-parsing it yields an equal Config.
+// names, keys left to run time as "auto"); re-parsing it yields an equal
+// Config (with ParseOptions::allow_run_time_autos where some are left).
 std::string ConfigToJson(const Config& config, int indent = 2);
 
 // docs/config_reference.md, generated from the schema table.
@@ -273,8 +320,9 @@ std::string ConfigReferenceMarkdown();
 
 // The field-by-field differences between two configs, as JSON paths
 // ("zero_optimization.stage", "train_batch_size"); empty when they are equal.
-// Compares every resolved value; ignores source_json, notes and the batch
-// sizes as written (only the resolved ones count).
+// Compares every resolved value and which keys are left to run time; ignores
+// source_json, notes and the batch sizes as written (only the resolved ones
+// count).
 std::vector<std::string> ConfigDifferences(const Config& a, const Config& b);
 inline bool ConfigsEqual(const Config& a, const Config& b) { return ConfigDifferences(a, b).empty(); }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "util/status.h"
 #include "util/strings.h"
 
 namespace zt {
@@ -24,6 +25,9 @@ namespace {
 bool IsAuto(const Json& value) { return value.is_string() && value.get_ref<const std::string&>() == "auto"; }
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// Large enough for any model; small enough that hidden_size^2 fits in int64.
+constexpr int64_t kMaxHiddenSize = int64_t{1} << 30;
 
 // Reads a command-line style value: JSON when it parses, else a bare string
 // (so `--auto optimizer.type=AdamW` needs no quotes).
@@ -409,6 +413,43 @@ std::optional<std::string> Parser::AutoValueText(const KeySpec& spec, const std:
   return std::nullopt;
 }
 
+void Parser::ApplyAuto(const AutoKey& a, const Json& value, const std::string& why) {
+  Apply(*a.spec, value, a.written);
+  resolutions_[a.written] = value.dump();
+  Note(a.written, absl::StrCat("\"auto\" -> ", ShowValue(value), " (", why, ")"));
+}
+
+void Parser::LeaveToRunTime(const AutoKey& a) {
+  const KeySpec& spec = *a.spec;
+  if (options_.allow_run_time_autos) {
+    config_.run_time_autos.push_back(spec.path);
+    Note(a.written, absl::StrCat("\"auto\" left to run time: ", RunTimeHowTo(spec)));
+    return;
+  }
+  Error(a.written, absl::StrCat("\"auto\" is left to run time here and nothing gave its value: ", RunTimeHowTo(spec),
+                                "; or write a number"));
+  failed_.insert(spec.path);
+}
+
+void Parser::ResolveTrainerAuto(const AutoKey& a) {
+  const TrainerAuto& t = *a.spec->trainer_auto;
+  switch (t.input) {
+    case RunInput::kTrainingSteps: LeaveToRunTime(a); return;
+    case RunInput::kHiddenSize: hidden_autos_.push_back(a); return;
+    case RunInput::kNone: break;
+  }
+  if (t.default_value.is_null()) {  // follows another key, e.g. warmup_max_lr = optimizer.params.lr
+    derived_autos_.push_back(a);
+    return;
+  }
+  // The table's values are in range: a failure here is a bug in the table.
+  absl::StatusOr<Json> checked = CheckValue(*a.spec, t.default_value);
+  ZT_CHECK_MSG(checked.ok(), "%s: the Trainer's default is out of range", a.spec->path.c_str());
+  ApplyAuto(a, *checked,
+            t.argument.empty() ? "what the Hugging Face Trainer always writes"
+                               : absl::StrCat("the Hugging Face Trainer's default ", t.argument));
+}
+
 void Parser::ResolveAutos() {
   for (const AutoKey& a : autos_) {
     const KeySpec& spec = *a.spec;
@@ -420,8 +461,11 @@ void Parser::ResolveAutos() {
         failed_.insert(spec.path);
         continue;
       }
-      Apply(spec, *checked, a.written);
-      Note(a.written, absl::StrCat("\"auto\" -> ", ShowValue(*checked), " (given)"));
+      ApplyAuto(a, *checked, "given");
+      continue;
+    }
+    if (spec.trainer_auto) {
+      ResolveTrainerAuto(a);
       continue;
     }
     if (spec.required) {
@@ -435,7 +479,37 @@ void Parser::ResolveAutos() {
       derived_autos_.push_back(a);
       continue;
     }
+    // A key the Trainer leaves alone: its default stands (ApplyDefaults set it).
+    resolutions_[a.written] = spec.default_value.dump();
     Note(a.written, absl::StrCat("\"auto\" -> ", ShowValue(spec.default_value), " (default)"));
+  }
+}
+
+void Parser::ResolveHiddenSizeAutos() {
+  for (const AutoKey& a : hidden_autos_) {
+    const TrainerAuto& t = *a.spec->trainer_auto;
+    if (t.stage3_only && config_.zero.stage != 3) {
+      // The Trainer leaves it "auto" below stage 3, where it has no effect.
+      resolutions_[a.written] = a.spec->default_value.dump();
+      Note(a.written,
+           absl::StrCat("\"auto\" -> ", ShowValue(a.spec->default_value), " (default: a stage-3 key at stage ",
+                        config_.zero.stage, ", which the Hugging Face Trainer fills only at stage 3)"));
+      continue;
+    }
+    if (!options_.hidden_size) {
+      LeaveToRunTime(a);
+      continue;
+    }
+    if (*options_.hidden_size < 1 || *options_.hidden_size > kMaxHiddenSize) continue;  // Run() reported it
+    const int64_t h = *options_.hidden_size;
+    absl::StatusOr<Json> checked = CheckValue(*a.spec, Json(t.from_hidden(h)));
+    if (!checked.ok()) {
+      Error(a.written, absl::StrCat("\"auto\" resolves to ", t.from_hidden(h), " (", t.rule, " with hidden_size ", h,
+                                    "), which ", checked.status().message()));
+      failed_.insert(a.spec->path);
+      continue;
+    }
+    ApplyAuto(a, *checked, absl::StrCat(t.rule, " with hidden_size ", h));
   }
 }
 
@@ -456,6 +530,7 @@ void Parser::ApplyDerived() {
       continue;
     }
     SetField(spec, config_, *checked);
+    resolutions_[a.written] = checked->dump();
     Note(a.written, absl::StrCat("\"auto\" -> ", ShowValue(*checked), " (", spec.derive_text, ")"));
   }
 }
@@ -523,12 +598,17 @@ ParseResult Parser::Run() {
     if (options_.world_size < 1) {
       Error("", absl::StrCat("the world size must be >= 1, got ", options_.world_size));
     }
+    if (options_.hidden_size && (*options_.hidden_size < 1 || *options_.hidden_size > kMaxHiddenSize)) {
+      Error("", absl::StrCat("the hidden size (ParseOptions::hidden_size) must be in 1..", kMaxHiddenSize, ", got ",
+                             *options_.hidden_size));
+    }
     ReadTypes();
     WalkObject(doc_.root, "", "");
     ApplyLegacyPinMemory();
     ApplyDefaults();
     ResolveAutos();
     ApplyDerived();
+    ResolveHiddenSizeAutos();
     CheckRequired();
     CheckAutoValues();
     CheckCombinations();
@@ -539,6 +619,7 @@ ParseResult Parser::Run() {
   });
   result.errors = errors_;
   result.notes = notes_;
+  result.auto_resolutions = resolutions_;
   if (errors_.empty()) {
     config_.source_json = std::string(text_);
     config_.notes = notes_;

@@ -26,6 +26,11 @@ class Parser {
   ParseResult Run();
 
  private:
+  struct AutoKey {
+    const KeySpec* spec;
+    std::string written;
+  };
+
   // --- The walk (parser.cc) ---
   void ReadTypes();
   void WalkObject(const Json& object, const std::string& canonical, const std::string& written);
@@ -49,7 +54,17 @@ class Parser {
   void ApplyLegacyPinMemory();
   void ApplyDefaults();
   void ResolveAutos();
+  // A Trainer-filled "auto" without an auto_values entry (ResolveAutos).
+  void ResolveTrainerAuto(const AutoKey& a);
   void ApplyDerived();
+  // "auto" ZeRO sizes from ParseOptions::hidden_size; after ApplyDerived, as
+  // two of them depend on the stage.
+  void ResolveHiddenSizeAutos();
+  // An "auto" only the run can fill: listed in Config::run_time_autos with a
+  // note, or an error, as ParseOptions::allow_run_time_autos says.
+  void LeaveToRunTime(const AutoKey& a);
+  // Sets the resolved value of an "auto" key and says where it came from.
+  void ApplyAuto(const AutoKey& a, const Json& value, const std::string& why);
   void CheckRequired();
   void CheckAutoValues();
   std::optional<std::string> AutoValueText(const KeySpec& spec, const std::string& written) const;
@@ -84,15 +99,13 @@ class Parser {
   std::vector<ConfigError> errors_;
   std::vector<std::string> notes_;
 
-  std::map<std::string, std::string> claimed_;  // canonical path -> written path
-  std::set<std::string> explicit_;              // canonical paths whose value came from the user
-  std::set<std::string> failed_;                // canonical paths whose value was rejected
-  struct AutoKey {
-    const KeySpec* spec;
-    std::string written;
-  };
-  std::vector<AutoKey> autos_;          // keys written as "auto", document order
-  std::vector<AutoKey> derived_autos_;  // "auto" keys resolved from other keys
+  std::map<std::string, std::string> claimed_;      // canonical path -> written path
+  std::set<std::string> explicit_;                  // canonical paths whose value came from the user
+  std::set<std::string> failed_;                    // canonical paths whose value was rejected
+  std::vector<AutoKey> autos_;                      // keys written as "auto", document order
+  std::vector<AutoKey> derived_autos_;              // "auto" keys resolved from other keys
+  std::vector<AutoKey> hidden_autos_;               // "auto" keys the Trainer computes from the hidden size
+  std::map<std::string, std::string> resolutions_;  // ParseResult::auto_resolutions
   std::map<std::string, int64_t> batch_written_;
 
   // The optimizer / scheduler type in force (set when the block names a valid one).

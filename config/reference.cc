@@ -37,19 +37,53 @@ std::string KeyRow(const KeySpec& spec) {
                       Cell(config_internal::DefaultColumn(spec)), " | ", Cell(meaning), " |\n");
 }
 
+// What "auto" becomes at the Trainer's default arguments, for the reference.
+std::string TrainerDefaultText(const KeySpec& spec) {
+  const config_internal::TrainerAuto& t = *spec.trainer_auto;
+  switch (t.input) {
+    case config_internal::RunInput::kTrainingSteps: return "left to run time";
+    case config_internal::RunInput::kHiddenSize:
+      return t.stage3_only ? "left to run time at stage 3; the default below it" : "left to run time";
+    case config_internal::RunInput::kNone: break;
+  }
+  if (t.default_value.is_null()) return spec.batch ? "derived" : spec.derive_text;
+  if (t.default_value.is_array()) {
+    std::vector<std::string> parts;
+    for (const config_internal::Json& e : t.default_value) parts.push_back(config_internal::ShortNumber(e));
+    return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+  }
+  return config_internal::ShortNumber(t.default_value);
+}
+
 void AppendAutoSection(std::string& out) {
-  absl::StrAppend(&out, "## \"auto\" values\n\n",
-                  "Any key that takes a value may be written as `\"auto\"`, as Hugging Face's DeepSpeed templates "
-                  "do. zerotorch resolves it while checking and reports each resolution as a note:\n\n",
-                  "1. a value passed for that key with `zt config check --auto KEY=VALUE` (from C++: "
-                  "`ParseOptions::auto_values`) is used when given; otherwise\n",
-                  "2. the batch keys are derived by the batch-size rules above;\n",
-                  "3. the keys below are derived from other keys;\n",
-                  "4. every other key takes its default. Keys whose default is \"required\" have none, so "
-                  "`\"auto\"` there needs a value.\n\n",
-                  "| key | \"auto\" becomes |\n|---|---|\n");
+  absl::StrAppend(
+      &out, "## \"auto\" values\n\n",
+      "Any key that takes a value may be written as `\"auto\"`, as Hugging Face's DeepSpeed templates do. "
+      "zerotorch fills it the way the Hugging Face Trainer does (transformers' `HfTrainerDeepSpeedConfig`) and "
+      "reports each resolution as a note; a key written with a value is never changed. In order:\n\n",
+      "1. a value passed for that key with `zt config check --auto KEY=VALUE` (from C++: "
+      "`ParseOptions::auto_values`; `zt train` passes its flags) is used when given; otherwise\n",
+      "2. the batch keys are derived by the batch-size rules above;\n",
+      "3. the keys of the first table take what the Trainer writes at its default arguments, except the values "
+      "only the run knows: the number of training steps and the model's hidden size (`ParseOptions::hidden_size`). "
+      "`zt config check` accepts those and notes what fills each; a config that still has one cannot train "
+      "(`zt::CheckAutosResolved`);\n",
+      "4. the keys of the second table are derived from other keys;\n",
+      "5. every other key takes its default. Keys whose default is \"required\" have none, so "
+      "`\"auto\"` there needs a value.\n\n",
+      "docs/config.md, \"Hugging Face Trainer configs\", maps each Trainer argument to its `zt train` flag.\n\n",
+      "| key | the Trainer fills it with | at the Trainer's defaults |\n|---|---|---|\n");
+  std::set<std::string> listed;
   for (const KeySpec& spec : Schema::Get().keys()) {
-    if (spec.derive == nullptr && spec.derive_auto == nullptr) continue;
+    if (!spec.trainer_auto || !listed.insert(spec.path).second) continue;
+    // The Trainer fills the optimizer keys whatever the type: no type list.
+    const std::string types = spec.path.rfind("scheduler.", 0) == 0 ? AppliesText(spec) : "";
+    absl::StrAppend(&out, "| `", spec.path, "`", types, " | ", Cell(spec.trainer_auto->rule), " | ",
+                    Cell(TrainerDefaultText(spec)), " |\n");
+  }
+  absl::StrAppend(&out, "\n| key | \"auto\" becomes |\n|---|---|\n");
+  for (const KeySpec& spec : Schema::Get().keys()) {
+    if (spec.trainer_auto || (spec.derive == nullptr && spec.derive_auto == nullptr)) continue;
     absl::StrAppend(&out, "| `", spec.path, "`", AppliesText(spec), " | ", Cell(spec.derive_text), " |\n");
   }
   absl::StrAppend(&out, "\n");

@@ -40,9 +40,10 @@ std::vector<Section> MakeSections() {
        "| `gradient_accumulation_steps` only, or none | error: give `train_batch_size` or "
        "`train_micro_batch_size_per_gpu` |\n\n"
        "A division that leaves a remainder is an error that prints the equation with the numbers. "
-       "`\"auto\"` counts as not given, so it is derived from the others; when every batch key is `\"auto\"` "
-       "(Hugging Face templates) and no value is passed with `--auto`, `train_micro_batch_size_per_gpu` "
-       "becomes 1 and the check says so."},
+       "`\"auto\"` counts as not given, so it is derived from the others; when no batch key has a value "
+       "(Hugging Face templates) and none is passed with `--auto`, `train_micro_batch_size_per_gpu` becomes 8 "
+       "and `gradient_accumulation_steps` 1, the Hugging Face Trainer's defaults (`per_device_train_batch_size`, "
+       "`gradient_accumulation_steps`), and the check says so."},
       {"Training", "Top-level keys that shape every step."},
       {"fp16",
        "Mixed precision with fp16 weights and dynamic (or static) loss scaling. With dynamic "
@@ -154,6 +155,10 @@ KeySpec&& KeySpec::IgnoredHere(std::string reason) && {
 KeySpec&& KeySpec::Unsupported(std::string hint) && {
   support = Support::kUnsupported;
   unsupported_hint = std::move(hint);
+  return std::move(*this);
+}
+KeySpec&& KeySpec::FilledByTrainer(TrainerAuto rule) && {
+  trainer_auto = std::move(rule);
   return std::move(*this);
 }
 

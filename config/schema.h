@@ -41,6 +41,29 @@ using Binding =
 // A value computed from the rest of the (already parsed) config.
 using Derive = Json (*)(const Config&);
 
+// What only the run knows, for "auto" keys the Hugging Face Trainer fills late
+// (transformers' trainer_config_finalize).
+enum class RunInput {
+  kNone,
+  kTrainingSteps,  // the number of optimizer steps (the Trainer's num_training_steps)
+  kHiddenSize,     // the model's hidden size (ParseOptions::hidden_size)
+};
+
+// How the Hugging Face Trainer fills "auto" in one key (transformers'
+// HfTrainerDeepSpeedConfig.trainer_config_process / _finalize), when no
+// ParseOptions::auto_values entry gives it.
+struct TrainerAuto {
+  std::string argument;  // the TrainingArguments field (or model attribute) it comes from
+  // The value at the Trainer's default arguments; null when `input` or the
+  // row's derive_auto decides it.
+  Json default_value;
+  RunInput input = RunInput::kNone;
+  // kHiddenSize: the Trainer's formula and its text ("hidden_size * hidden_size").
+  int64_t (*from_hidden)(int64_t hidden_size) = nullptr;
+  bool stage3_only = false;  // the Trainer fills it only at ZeRO stage 3
+  std::string rule;          // one line for the reference: how the value is computed
+};
+
 struct EnumChoice {
   std::string name;  // canonical spelling
   int value;         // the C++ enum value
@@ -75,6 +98,8 @@ struct KeySpec {
   // nothing in this build acts on it; says what zerotorch does instead.
   // `zt config check` notes it when a config sets it off its default.
   std::string ignored_reason;
+  // Set where the Hugging Face Trainer fills "auto" in this key.
+  std::optional<TrainerAuto> trainer_auto;
 
   // Builder steps, so each row in the table reads as one sentence.
   KeySpec&& Range(std::optional<double> lo, std::optional<double> hi) &&;
@@ -93,6 +118,7 @@ struct KeySpec {
   KeySpec&& NoEffect() &&;
   KeySpec&& IgnoredHere(std::string reason) &&;
   KeySpec&& Unsupported(std::string hint) &&;
+  KeySpec&& FilledByTrainer(TrainerAuto rule) &&;
 
   // The parent object's path and this key's own name.
   std::string parent() const;
@@ -111,6 +137,16 @@ KeySpec ObjectKey(std::string path, std::string meaning);
 // A DeepSpeed block zerotorch does not implement: accepted when absent, null,
 // false, {}, {"enabled": false} or all-false; anything else is an error.
 KeySpec FeatureBlock(std::string path, std::string meaning, std::string hint);
+
+// TrainerAuto rows: a Trainer argument with its default value; a value only
+// the run knows; a ZeRO size computed from the model's hidden size.
+TrainerAuto TrainerArgument(std::string argument, Json default_value, std::string rule = "");
+TrainerAuto TrainerRunValue(RunInput input, std::string argument, std::string rule);
+TrainerAuto TrainerHiddenSize(int64_t (*from_hidden)(int64_t), bool stage3_only, std::string rule);
+
+// What fills a key left to run time and how to give it (messages and notes):
+// "the Trainer fills it with ...: zt train ...; from C++ ...; zt config check ...".
+std::string RunTimeHowTo(const KeySpec& spec);
 
 template <typename E>
 std::vector<EnumChoice> Choices(std::initializer_list<E> values) {

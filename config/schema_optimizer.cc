@@ -29,25 +29,37 @@ void AddOptimizerKeys(std::vector<KeySpec>& keys) {
           .Unsupported("zerotorch has one implementation per optimizer"));
 
   const std::string p = "optimizer.params.";
+  // The Trainer fills these four whatever the optimizer type.
+  const TrainerAuto learning_rate = TrainerArgument("learning_rate", 5e-5);
+  const TrainerAuto adam_epsilon = TrainerArgument("adam_epsilon", 1e-8);
   add(FloatKey(p + "lr", ZT_FIELD(optimizer.lr), 1e-3, "Learning rate.")
           .AtLeast(0)
-          .AppliesTo({O::kAdam, O::kAdamW, O::kLion, O::kSGD}));
-  add(FloatKey(p + "lr", ZT_FIELD(optimizer.lr), 1e-2, "Learning rate.").AtLeast(0).AppliesTo({O::kAdagrad}));
+          .AppliesTo({O::kAdam, O::kAdamW, O::kLion, O::kSGD})
+          .FilledByTrainer(learning_rate));
+  add(FloatKey(p + "lr", ZT_FIELD(optimizer.lr), 1e-2, "Learning rate.")
+          .AtLeast(0)
+          .AppliesTo({O::kAdagrad})
+          .FilledByTrainer(learning_rate));
   add(PairKey(p + "betas", ZT_FIELD(optimizer.betas), Json::array({0.9, 0.999}),
               "Decay rates of the first and second moment (Lion: interpolation and update rates).")
           .AtLeast(0)
           .Below(1)
-          .AppliesTo({O::kAdam, O::kAdamW, O::kLion}));
+          .AppliesTo({O::kAdam, O::kAdamW, O::kLion})
+          .FilledByTrainer(
+              TrainerArgument("adam_beta1, adam_beta2", Json::array({0.9, 0.999}), "[`adam_beta1`, `adam_beta2`]")));
   add(FloatKey(p + "eps", ZT_FIELD(optimizer.eps), 1e-8, "Added to the denominator for stability.")
           .Above(0)
-          .AppliesTo({O::kAdam, O::kAdamW}));
+          .AppliesTo({O::kAdam, O::kAdamW})
+          .FilledByTrainer(adam_epsilon));
   add(FloatKey(p + "eps", ZT_FIELD(optimizer.eps), 1e-10, "Added to the denominator for stability.")
           .Above(0)
-          .AppliesTo({O::kAdagrad}));
+          .AppliesTo({O::kAdagrad})
+          .FilledByTrainer(adam_epsilon));
   add(FloatKey(p + "weight_decay", ZT_FIELD(optimizer.weight_decay), 0.0,
                "Weight decay: decoupled for AdamW, Lion and Adam with `adam_w_mode`; an L2 term in the "
                "gradient otherwise.")
-          .AtLeast(0));
+          .AtLeast(0)
+          .FilledByTrainer(TrainerArgument("weight_decay", 0.0)));
   add(BoolKey(p + "bias_correction", ZT_FIELD(optimizer.bias_correction), true,
               "Correct the moment estimates for their zero initialization.")
           .AppliesTo({O::kAdam, O::kAdamW}));
@@ -94,16 +106,23 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
   const auto warmup = {S::kWarmupLR, S::kWarmupDecayLR};
   add(FloatKey(p + "warmup_min_lr", ZT_FIELD(scheduler.warmup_min_lr), 0.0, "Learning rate at step 0.")
           .AtLeast(0)
-          .AppliesTo(warmup));
+          .AppliesTo(warmup)
+          .FilledByTrainer(TrainerArgument("", 0.0, "0 (always; not a Trainer argument)")));
+  // The Trainer writes learning_rate here and into optimizer.params.lr (and
+  // refuses a config where the two differ): the optimizer's lr is that value.
   add(FloatKey(p + "warmup_max_lr", ZT_FIELD(scheduler.warmup_max_lr), 1e-3,
                "Learning rate at the end of warm-up. \"auto\" takes `optimizer.params.lr`.")
           .AtLeast(0)
           .AppliesTo(warmup)
           .AutoDerived(
-              +[](const Config& c) -> Json { return c.optimizer.lr; }, "= optimizer.params.lr"));
+              +[](const Config& c) -> Json { return c.optimizer.lr; }, "= optimizer.params.lr")
+          .FilledByTrainer(TrainerArgument("learning_rate", nullptr, "`learning_rate`, i.e. `optimizer.params.lr`")));
   add(IntKey(p + "warmup_num_steps", ZT_FIELD(scheduler.warmup_num_steps), 1000, "Warm-up length in steps.")
           .AtLeast(0)
-          .AppliesTo({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR}));
+          .AppliesTo({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR})
+          .FilledByTrainer(
+              TrainerArgument("warmup_steps / warmup_ratio", 0,
+                              "`warmup_steps` if above 0, else ceil(`warmup_ratio` * the number of training steps)")));
   add(EnumKey(p + "warmup_type", ZT_ENUM_FIELD(scheduler.warmup_type), Choices({WarmupType::kLog, WarmupType::kLinear}),
               "log", "Shape of the warm-up curve.")
           .AppliesTo({S::kWarmupLR, S::kWarmupDecayLR, S::kWarmupCosineLR}));
@@ -111,7 +130,10 @@ void AddSchedulerKeys(std::vector<KeySpec>& keys) {
              "Length of the whole schedule; the rate reaches its floor here.")
           .AtLeast(1)
           .Required()
-          .AppliesTo({S::kWarmupDecayLR, S::kWarmupCosineLR}));
+          .AppliesTo({S::kWarmupDecayLR, S::kWarmupCosineLR})
+          .FilledByTrainer(TrainerRunValue(RunInput::kTrainingSteps, "num_training_steps",
+                                           "the number of training steps (`max_steps`, or epochs * steps per "
+                                           "epoch)")));
   add(FloatKey(p + "warmup_min_ratio", ZT_FIELD(scheduler.warmup_min_ratio), 0.0,
                "Warm-up starts at this fraction of the optimizer's lr.")
           .Range(0, 1)

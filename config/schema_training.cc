@@ -12,11 +12,16 @@ void AddBatchKeys(std::vector<KeySpec>& keys) {
     keys.push_back(std::move(spec).AtLeast(1).DefaultText("derived"));
   };
   batch(IntKey("train_batch_size", ZT_FIELD(batch.train_batch), nullptr,
-               "Samples per optimizer step, summed over all data-parallel ranks."));
+               "Samples per optimizer step, summed over all data-parallel ranks.")
+            .FilledByTrainer(TrainerArgument("train_batch_size", nullptr,
+                                             "world size * `per_device_train_batch_size` * "
+                                             "`gradient_accumulation_steps` (derived by the rules above)")));
   batch(IntKey("train_micro_batch_size_per_gpu", ZT_FIELD(batch.micro_batch), nullptr,
-               "Samples per rank per forward/backward pass."));
+               "Samples per rank per forward/backward pass.")
+            .FilledByTrainer(TrainerArgument("per_device_train_batch_size", 8)));
   batch(IntKey("gradient_accumulation_steps", ZT_FIELD(batch.accumulation_steps), nullptr,
-               "Micro-batches whose gradients are summed before each optimizer step."));
+               "Micro-batches whose gradients are summed before each optimizer step.")
+            .FilledByTrainer(TrainerArgument("gradient_accumulation_steps", 1)));
 }
 
 void AddTrainingKeys(std::vector<KeySpec>& keys) {
@@ -34,7 +39,8 @@ void AddTrainingKeys(std::vector<KeySpec>& keys) {
   add(FloatKey("gradient_clipping", ZT_FIELD(gradient_clipping), 0.0,
                "Clip gradients to this global L2 norm, computed across all ranks and shards; 0 turns "
                "clipping off.")
-          .AtLeast(0));
+          .AtLeast(0)
+          .FilledByTrainer(TrainerArgument("max_grad_norm", 1.0)));
   add(BoolKey("prescale_gradients", ZT_FIELD(prescale_gradients), false,
               "Divide gradients by the world size before the reduction instead of after it."));
   add(FloatKey("gradient_predivide_factor", ZT_FIELD(gradient_predivide_factor), 1.0,
@@ -73,7 +79,8 @@ void AddPrecisionKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& l
   };
   add("fp16", ObjectKey("fp16", "fp16 mixed precision."));
   add("fp16", BoolKey("fp16.enabled", ZT_FIELD(fp16.enabled), false,
-                      "Train with fp16 weights, fp32 master weights and loss scaling."));
+                      "Train with fp16 weights, fp32 master weights and loss scaling.")
+                  .FilledByTrainer(TrainerArgument("fp16", false, "`fp16` or `fp16_full_eval` (amp backend)")));
   add("fp16", BoolKey("fp16.auto_cast", ZT_FIELD(fp16.auto_cast), false,
                       "Cast floating-point inputs of the model's forward to fp16.")
                   .IgnoredHere("inputs are not cast; the model sees the dtype its caller gives"));
@@ -100,7 +107,8 @@ void AddPrecisionKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& l
 
   add("bf16", ObjectKey("bf16", "bfloat16 mixed precision."));
   add("bf16", BoolKey("bf16.enabled", ZT_FIELD(bf16.enabled), false,
-                      "Train with bf16 weights and fp32 master weights (no loss scaling)."));
+                      "Train with bf16 weights and fp32 master weights (no loss scaling).")
+                  .FilledByTrainer(TrainerArgument("bf16", false, "`bf16` or `bf16_full_eval`")));
   add("bf16", BoolKey("bf16.immediate_grad_update", {}, false,
                       "DeepSpeed's bf16 optimizer option for when gradients are applied; accepted, no "
                       "effect.")

@@ -94,7 +94,9 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
           .IgnoredHere("gradients are always averaged with reduce-scatter at stages 1-3 (all-reduce at stage 0)"));
   add(IntKey(z + "reduce_bucket_size", ZT_FIELD(zero.reduce_bucket_size), 500000000,
              "Gradient elements reduced per bucket.")
-          .AtLeast(1));
+          .AtLeast(1)
+          .FilledByTrainer(TrainerHiddenSize(
+              +[](int64_t h) -> int64_t { return h * h; }, false, "hidden_size * hidden_size")));
   add(BoolKey(z + "allgather_partitions", ZT_FIELD(zero.allgather_partitions), true,
               "Gather updated partitions with all-gather (false: one broadcast per rank).")
           .IgnoredHere("updated partitions are always all-gathered"));
@@ -123,11 +125,17 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
   add(IntKey(z + "stage3_prefetch_bucket_size", ZT_FIELD(zero.prefetch_bucket_size), 50000000,
              "Stage 3: parameter elements fetched ahead of use (0: no prefetch).")
           .AtLeast(0)
-          .Alias("prefetch_bucket_size"));
+          .Alias("prefetch_bucket_size")
+          // transformers truncates: int(0.9 * hidden_size * hidden_size), left to right in doubles.
+          .FilledByTrainer(TrainerHiddenSize(
+              +[](int64_t h) -> int64_t { return static_cast<int64_t>(0.9 * static_cast<double>(h) * h); }, true,
+              "int(0.9 * hidden_size * hidden_size)")));
   add(IntKey(z + "stage3_param_persistence_threshold", ZT_FIELD(zero.param_persistence_threshold), 100000,
              "Stage 3: parameters with fewer elements stay gathered on every rank.")
           .AtLeast(0)
-          .Alias("param_persistence_threshold"));
+          .Alias("param_persistence_threshold")
+          .FilledByTrainer(TrainerHiddenSize(
+              +[](int64_t h) -> int64_t { return 10 * h; }, true, "10 * hidden_size")));
   add(IntKey(z + "stage3_model_persistence_threshold", ZT_FIELD(zero.model_persistence_threshold), INT64_MAX,
              "Stage 3: cap on the total elements kept gathered by the persistence threshold.")
           .AtLeast(0)

@@ -37,6 +37,13 @@ std::string ConfigToJson(const Config& config, int indent) {
     for (size_t i = 0; i + 1 < parts.size(); ++i) node = &(*node)[parts[i]];
     (*node)[parts.back()] = config_internal::GetField(spec, config);
   }
+  // Keys left to run time hold a stand-in: write what the file said.
+  for (const std::string& path : config.run_time_autos) {
+    Json* node = &out;
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    for (size_t i = 0; i + 1 < parts.size(); ++i) node = &(*node)[parts[i]];
+    (*node)[parts.back()] = "auto";
+  }
   return out.dump(indent);
 }
 

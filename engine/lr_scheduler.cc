@@ -270,8 +270,14 @@ absl::Status CheckPositive(const char* schedule, const char* key, int64_t value,
   return Invalid(schedule, key, absl::StrCat(value, " must be a positive integer (", why, ")"));
 }
 
+// DeepSpeed runs any warm-up below 2 steps as 2 (max(2, warmup_num_steps)),
+// 0 included: the Hugging Face Trainer writes 0 by default.
 absl::Status ValidateWarmup(const char* schedule, const SchedulerConfig& c) {
-  return CheckPositive(schedule, "warmup_num_steps", c.warmup_num_steps, "the number of steps to warm up over");
+  if (c.warmup_num_steps >= 0) return absl::OkStatus();
+  return Invalid(schedule, "warmup_num_steps",
+                 absl::StrCat(c.warmup_num_steps,
+                              " must be >= 0 (the number of steps to warm up over; below 2 acts "
+                              "as 2, as in DeepSpeed)"));
 }
 
 }  // namespace

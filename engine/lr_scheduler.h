@@ -57,7 +57,8 @@ class LrScheduler {
 std::unique_ptr<LrScheduler> MakeLrScheduler(const SchedulerConfig& config, double base_lr);
 
 // OK if MakeLrScheduler accepts `config`: step counts and sizes DeepSpeed
-// divides by are positive, total_num_steps is set where DeepSpeed requires it,
+// divides by are positive (warmup_num_steps may be 0: below 2 it acts as 2,
+// as in DeepSpeed), total_num_steps is set where DeepSpeed requires it,
 // rates are finite, stair counts are >= 0.
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config, double base_lr);
 

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -126,20 +127,141 @@ absl::StatusOr<std::string> ComposeConfigJson(const std::string& path, const Con
   return doc.dump(2);
 }
 
-absl::StatusOr<std::string> FillTrainAutos(const std::string& json, int64_t steps) {
+namespace {
+
+bool IsAuto(const Json* value) { return value != nullptr && value->is_string() && value->get<std::string>() == "auto"; }
+
+// The value at dotted `path`, or nullptr.
+Json* Find(Json& doc, const std::string& path) {
+  std::vector<std::string> parts = absl::StrSplit(path, '.');
+  std::string error;
+  Json* parent = Parent(doc, parts, /*create=*/false, &error);
+  if (parent == nullptr) return nullptr;
+  auto it = parent->find(parts.back());
+  return it == parent->end() ? nullptr : &*it;
+}
+
+absl::Status CheckArgs(const TrainerArgs& a) {
+  if (a.steps < 1) return absl::InvalidArgumentError(absl::StrCat("--steps must be at least 1, got ", a.steps));
+  if (a.warmup_steps && *a.warmup_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup-steps must be >= 0, got ", *a.warmup_steps));
+  }
+  if (a.warmup_ratio && !(*a.warmup_ratio >= 0 && *a.warmup_ratio <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--warmup-ratio must be in [0, 1], got ", *a.warmup_ratio));
+  }
+  if (a.max_grad_norm && !(*a.max_grad_norm >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-grad-norm must be >= 0 (0: no clipping), got ", *a.max_grad_norm));
+  }
+  if (a.weight_decay && !(*a.weight_decay >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--weight-decay must be >= 0, got ", *a.weight_decay));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const TrainerArgs& args,
+                                           std::vector<std::string>* notes) {
+  if (absl::Status st = CheckArgs(args); !st.ok()) return st;
   Json doc = Json::parse(json, nullptr, false, true);
   if (doc.is_discarded() || !doc.is_object()) return json;  // the parser reports it
-  auto sched = doc.find("scheduler");
-  if (sched == doc.end() || !sched->is_object()) return json;
-  auto params = sched->find("params");
-  if (params == sched->end() || !params->is_object()) return json;
-  auto total = params->find("total_num_steps");
-  if (total == params->end() || !total->is_string() || total->get<std::string>() != "auto") return json;
-  *total = steps;
-  // A short run must not end inside its warm-up: cap the warm-up at the run.
-  auto warmup = params->find("warmup_num_steps");
-  if (warmup != params->end() && warmup->is_number_integer() && warmup->get<int64_t>() > steps) *warmup = steps;
-  return doc.dump(2);
+  std::vector<std::string> out_notes;
+
+  // What the arguments give, for the keys the file writes as "auto"; an
+  // argument whose key has a value (or is absent) fills nothing, and says so.
+  ParseOptions po;
+  po.world_size = 1;  // batch keys are not filled here
+  po.hidden_size = args.hidden_size;
+  po.allow_run_time_autos = true;              // the model may lack a hidden size: reported below, by key
+  std::map<std::string, std::string> flag_of;  // path -> the flag its value came from, for the notes
+  const bool total_auto = IsAuto(Find(doc, "scheduler.params.total_num_steps"));
+  if (total_auto) {
+    po.auto_values["scheduler.params.total_num_steps"] = absl::StrCat(args.steps);
+    flag_of["scheduler.params.total_num_steps"] = absl::StrCat("--steps ", args.steps);
+  }
+  // `given` names the flag and its value, for the notes.
+  auto give = [&](const std::string& given, const std::string& path, const std::string& value) {
+    Json* current = Find(doc, path);
+    if (IsAuto(current)) {
+      po.auto_values[path] = value;
+      flag_of[path] = given;
+    } else if (current == nullptr) {
+      out_notes.push_back(absl::StrCat(given, " fills nothing: the config has no ", path));
+    } else {
+      out_notes.push_back(absl::StrCat(given, " fills nothing: the config sets ", path, " to ", current->dump(),
+                                       " itself (write \"auto\" there, or --set ", path, "=", value, ")"));
+    }
+  };
+  if (args.warmup_steps || args.warmup_ratio) {
+    const int64_t warmup =
+        TrainerWarmupSteps(args.warmup_steps.value_or(0), args.warmup_ratio.value_or(0.0), args.steps);
+    const std::string given = args.warmup_steps && (*args.warmup_steps > 0 || !args.warmup_ratio)
+                                  ? absl::StrCat("--warmup-steps ", *args.warmup_steps)
+                                  : absl::StrCat("--warmup-ratio ", *args.warmup_ratio, " (", warmup, " steps)");
+    give(given, "scheduler.params.warmup_num_steps", absl::StrCat(warmup));
+  }
+  if (args.max_grad_norm) {
+    const std::string value = Json(*args.max_grad_norm).dump();
+    give("--max-grad-norm " + value, "gradient_clipping", value);
+  }
+  if (args.weight_decay) {
+    const std::string value = Json(*args.weight_decay).dump();
+    give("--weight-decay " + value, "optimizer.params.weight_decay", value);
+  }
+
+  ParseResult r = ParseConfig(json, po);
+  std::vector<std::string> unfilled;
+  for (const std::string& note : r.notes) {
+    const size_t colon = note.find(": \"auto\" ");
+    if (colon == std::string::npos) continue;
+    const std::string path = note.substr(0, colon);
+    if (r.auto_resolutions.count(path)) {
+      auto flag = flag_of.find(path);
+      // "(given)": the parser's word for an auto_values entry; name the flag instead.
+      if (flag != flag_of.end() && absl::EndsWith(note, " (given)")) {
+        out_notes.push_back(absl::StrCat(note.substr(0, note.size() - 7), "(", flag->second, ")"));
+      } else {
+        out_notes.push_back(note);
+      }
+    } else if (absl::StrContains(note, "\"auto\" left to run time")) {
+      unfilled.push_back(path);
+    }
+  }
+  if (!unfilled.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::StrJoin(unfilled, ", "),
+        ": \"auto\" needs the model's hidden size (the Hugging Face Trainer reads model.config.hidden_size) and "
+        "this model has none; write numbers for ",
+        unfilled.size() == 1 ? "it" : "them", " in the config, or pass them with --set KEY=N"));
+  }
+  bool changed = false;
+  for (const auto& [path, value] : r.auto_resolutions) {
+    if (Json* target = Find(doc, path)) {
+      *target = Json::parse(value);
+      changed = true;
+    }
+  }
+  // A short run must not end inside its warm-up: a warm-up the file writes as
+  // a number is capped at the run when the schedule's length is the run's.
+  Json* warmup = Find(doc, "scheduler.params.warmup_num_steps");
+  if (total_auto && warmup != nullptr && warmup->is_number_integer() &&
+      r.auto_resolutions.count("scheduler.params.warmup_num_steps") == 0 && warmup->get<int64_t>() > args.steps) {
+    out_notes.push_back(absl::StrCat("scheduler.params.warmup_num_steps: ", warmup->get<int64_t>(), " lowered to ",
+                                     args.steps,
+                                     ", the run's --steps, which total_num_steps \"auto\" takes: the run "
+                                     "must not end inside its warm-up"));
+    *warmup = args.steps;
+    changed = true;
+  }
+  if (notes != nullptr) *notes = std::move(out_notes);
+  return changed ? doc.dump(2) : json;
+}
+
+absl::StatusOr<std::string> FillTrainAutos(const std::string& json, int64_t steps) {
+  TrainerArgs args;
+  args.steps = steps;
+  return FillTrainAutos(json, args);
 }
 
 absl::StatusOr<Config> ParseTrainConfig(const std::string& json, const std::string& source_name, int world_size) {

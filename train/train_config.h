@@ -40,10 +40,38 @@ struct ConfigOverrides {
 // that is not JSON.
 absl::StatusOr<std::string> ComposeConfigJson(const std::string& path, const ConfigOverrides& overrides);
 
-// Fills the "auto" values only the run knows: scheduler.params.total_num_steps
-// (the run's --steps; a numeric warmup_num_steps above it is lowered to it,
-// so a short run does not end inside its warm-up). Other "auto" keys are
-// left to the config parser.
+// The Hugging Face Trainer arguments `zt train` fills "auto" keys from
+// (docs/config.md, "Hugging Face Trainer configs"). --lr, --micro-batch,
+// --grad-accum and --precision are not here: they are written over the file
+// (ConfigOverrides) and so fill "auto" there as well.
+struct TrainerArgs {
+  int64_t steps = 200;  // num_training_steps: scheduler.params.total_num_steps
+  // Unset: the Trainer's default, which the config parser applies itself
+  // (warm-up 0, max_grad_norm 1.0, weight_decay 0).
+  std::optional<int64_t> warmup_steps;  // > 0 wins over warmup_ratio, as in the Trainer
+  std::optional<double> warmup_ratio;   // warm-up = ceil(ratio * steps)
+  std::optional<double> max_grad_norm;  // gradient_clipping
+  std::optional<double> weight_decay;   // optimizer.params.weight_decay
+  // The model's hidden size, for the "auto" ZeRO sizes; unset for a model
+  // without one (they must then be written as numbers).
+  std::optional<int64_t> hidden_size;
+};
+
+// Replaces every "auto" in `json` except the batch keys (those follow the
+// world size, which is fixed later: the config parser derives them) with the
+// value the Hugging Face Trainer would write for `args`, as the config parser
+// resolves it (config/config.h, ParseOptions). A key written with a value
+// keeps it, with one exception kept from before: when total_num_steps is
+// "auto", a numeric warmup_num_steps above `args.steps` is lowered to it so a
+// short run does not end inside its warm-up. `notes` (optional) receives the
+// parser's note for each filled key, and one per argument that filled
+// nothing. A document the parser rejects is returned with what could be
+// filled: the parse of the result reports its errors. Errors
+// (InvalidArgument): an argument out of range (named by its zt train flag);
+// an "auto" ZeRO size when `args.hidden_size` is unset.
+absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const TrainerArgs& args,
+                                           std::vector<std::string>* notes = nullptr);
+// FillTrainAutos with only the run's length given.
 absl::StatusOr<std::string> FillTrainAutos(const std::string& json, int64_t steps);
 
 // Parses the composed text for `world_size` ranks; errors list every problem,

@@ -86,17 +86,102 @@ TEST(ZtConfigCheck, InvalidFileListsEveryErrorOnStderrAndExitsTwo) {
 
 TEST(ZtConfigCheck, PrintOutputReparsesToTheSameConfig) {
   const std::string file = ZT_SOURCE_DIR "/tests/config/data/hf_zero3_auto.json";
-  CommandResult r = Zt("config check --print --world-size 2 --auto optimizer.params.lr=2e-5 " + file);
+  CommandResult r = Zt("config check --print --world-size 2 --hidden-size 256 --auto optimizer.params.lr=2e-5 " + file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("note: optimizer.params.lr: \"auto\" -> 2e-05 (given)"), std::string::npos) << r.err;
   ParseResult printed = testing::Parse(r.out, 2);
   ASSERT_TRUE(printed.config) << testing::ErrorsText(printed) << r.out;
   EXPECT_DOUBLE_EQ(printed.config->optimizer.lr, 2e-5);
 
-  ParseResult original = testing::Parse(testing::ReadFile(file), 2, {{"optimizer.params.lr", "2e-5"}});
+  ParseResult original = testing::Parse(testing::ReadFile(file), 2, {{"optimizer.params.lr", "2e-5"}}, 256);
   ASSERT_TRUE(original.config) << testing::ErrorsText(original);
   EXPECT_TRUE(ConfigsEqual(*original.config, *printed.config))
       << ::testing::PrintToString(ConfigDifferences(*original.config, *printed.config));
+}
+
+// Hugging Face's published "auto" configs check as valid before the run:
+// what only the run knows (the number of training steps; the ZeRO sizes from
+// the model's hidden size) gets one note per key naming what fills it.
+// hf_zero{2,3}_warmupdecay_auto.json are HF's ds_config_zero{2,3}.json
+// (hf_zero{2,3}_auto.json) with the WarmupDecayLR block of transformers'
+// DeepSpeed guide (docs/source/en/deepspeed.md, "Optimizer and scheduler").
+TEST(ZtConfigCheck, HuggingFaceAutoConfigsLeaveRunTimeValuesToTheRun) {
+  const std::string data = ZT_SOURCE_DIR "/tests/config/data/";
+  const std::vector<std::string> total = {"scheduler.params.total_num_steps"};
+  const std::vector<std::string> sizes = {"zero_optimization.reduce_bucket_size",
+                                          "zero_optimization.stage3_prefetch_bucket_size",
+                                          "zero_optimization.stage3_param_persistence_threshold"};
+  struct Case {
+    std::string file;
+    std::vector<std::string> run_time;
+  };
+  std::vector<std::string> both = total;
+  both.insert(both.end(), sizes.begin(), sizes.end());
+  for (const Case& c : std::vector<Case>{{"hf_zero2_auto.json", {}},
+                                         {"hf_zero2_warmupdecay_auto.json", total},
+                                         {"hf_zero3_auto.json", sizes},
+                                         {"hf_zero3_bf16_auto.json", sizes},
+                                         {"hf_zero3_warmupdecay_auto.json", both},
+                                         {"hf_zero3_nvme_auto.json", both}}) {
+    SCOPED_TRACE(c.file);
+    CommandResult r = Zt("config check --world-size 2 " + data + c.file);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(c.file + ": OK (ZeRO stage"), std::string::npos) << r.out;
+    size_t notes = 0;
+    for (size_t at = r.err.find("\"auto\" left to run time"); at != std::string::npos;
+         at = r.err.find("\"auto\" left to run time", at + 1)) {
+      ++notes;
+    }
+    EXPECT_EQ(notes, c.run_time.size()) << r.err;
+    for (const std::string& key : c.run_time) {
+      EXPECT_NE(r.err.find(c.file + ": note: " + key + ": \"auto\" left to run time: the Trainer fills it"),
+                std::string::npos)
+          << key << "\n"
+          << r.err;
+    }
+    if (!c.run_time.empty()) {
+      EXPECT_NE(r.out.find(std::to_string(c.run_time.size()) + " \"auto\" left to run time)"), std::string::npos)
+          << r.out;
+    }
+    // The Trainer's defaults for the rest.
+    EXPECT_NE(r.err.find("note: optimizer.params.lr: \"auto\" -> 5e-05 (the Hugging Face Trainer's default "
+                         "learning_rate)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("note: scheduler.params.warmup_num_steps: \"auto\" -> 0 (the Hugging Face Trainer's "
+                         "default warmup_steps / warmup_ratio)"),
+              std::string::npos)
+        << r.err;
+  }
+  // Given on the command line, nothing is left.
+  CommandResult given = Zt("config check --world-size 2 --hidden-size 64 --auto scheduler.params.total_num_steps=5 " +
+                           data + "hf_zero3_warmupdecay_auto.json");
+  EXPECT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_EQ(given.err.find("left to run time"), std::string::npos) << given.err;
+  EXPECT_NE(given.err.find("note: zero_optimization.reduce_bucket_size: \"auto\" -> 4096 (hidden_size * "
+                           "hidden_size with hidden_size 64)"),
+            std::string::npos)
+      << given.err;
+  EXPECT_NE(given.err.find("note: scheduler.params.total_num_steps: \"auto\" -> 5 (given)"), std::string::npos)
+      << given.err;
+  CommandResult bad = Zt("config check --hidden-size 0 " + data + "hf_zero3_auto.json");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--hidden-size must be a positive integer"), std::string::npos) << bad.err;
+}
+
+// --print keeps what is left to run time as "auto", so the printed config
+// checks to the same thing.
+TEST(ZtConfigCheck, PrintKeepsRunTimeValuesAuto) {
+  const std::string file = ZT_SOURCE_DIR "/tests/config/data/hf_zero3_warmupdecay_auto.json";
+  CommandResult r = Zt("config check --print --world-size 2 " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"total_num_steps\": \"auto\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"reduce_bucket_size\": \"auto\""), std::string::npos) << r.out;
+  const std::string printed = WriteTemp("printed_auto.json", r.out);
+  CommandResult again = Zt("config check --world-size 2 " + printed);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("4 \"auto\" left to run time)"), std::string::npos) << again.out;
+  std::remove(printed.c_str());
 }
 
 TEST(ZtConfigCheck, UsageErrors) {

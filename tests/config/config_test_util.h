@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -12,10 +13,12 @@
 namespace zt::testing {
 
 inline ParseResult Parse(const std::string& json, int world_size = 1,
-                         std::map<std::string, std::string> auto_values = {}) {
+                         std::map<std::string, std::string> auto_values = {},
+                         std::optional<int64_t> hidden_size = std::nullopt) {
   ParseOptions options;
   options.world_size = world_size;
   options.auto_values = std::move(auto_values);
+  options.hidden_size = hidden_size;
   return ParseConfig(json, options);
 }
 

@@ -125,19 +125,46 @@ TEST(Parser, IntegralFloatsAreIntegers) {
   EXPECT_EQ(c.zero.allgather_bucket_size, 250000000);
 }
 
-TEST(Parser, AutoTakesDefaultsAndSaysSo) {
+// "auto" is what the Hugging Face Trainer writes at its default arguments
+// (max_grad_norm 1.0, learning_rate 5e-5, ...), derived where it follows
+// other keys, computed from the hidden size for the ZeRO sizes, and the
+// documented default for keys the Trainer does not fill.
+TEST(Parser, AutoTakesTheTrainersDefaultsAndSaysSo) {
   ParseResult r = Parse(R"({"train_micro_batch_size_per_gpu": 2, "gradient_clipping": "auto",
       "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}},
-      "zero_optimization": {"stage": 3, "overlap_comm": "auto", "reduce_bucket_size": "auto"}})");
+      "zero_optimization": {"stage": 3, "overlap_comm": "auto", "reduce_bucket_size": "auto",
+                            "sub_group_size": "auto"}})",
+                        1, {}, /*hidden_size=*/64);
   ASSERT_TRUE(r.config) << ErrorsText(r);
-  EXPECT_DOUBLE_EQ(r.config->gradient_clipping, 0.0);
-  EXPECT_DOUBLE_EQ(r.config->optimizer.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(r.config->gradient_clipping, 1.0);
+  EXPECT_DOUBLE_EQ(r.config->optimizer.lr, 5e-5);
   EXPECT_TRUE(r.config->zero.overlap_comm);
-  EXPECT_TRUE(HasNote(r, "optimizer.params.lr: \"auto\" -> 0.001 (default)")) << Notes(r);
-  EXPECT_TRUE(HasNote(r, "optimizer.params.betas: \"auto\" -> [0.9,0.999] (default)")) << Notes(r);
+  EXPECT_EQ(r.config->zero.reduce_bucket_size, 64 * 64);
+  EXPECT_EQ(r.config->zero.sub_group_size, 1000000000);
+  EXPECT_TRUE(HasNote(r, "gradient_clipping: \"auto\" -> 1.0 (the Hugging Face Trainer's default max_grad_norm)"))
+      << Notes(r);
+  EXPECT_TRUE(HasNote(r, "optimizer.params.lr: \"auto\" -> 5e-05 (the Hugging Face Trainer's default learning_rate)"))
+      << Notes(r);
+  EXPECT_TRUE(HasNote(r,
+                      "optimizer.params.betas: \"auto\" -> [0.9,0.999] (the Hugging Face Trainer's default "
+                      "adam_beta1, adam_beta2)"))
+      << Notes(r);
   EXPECT_TRUE(HasNote(r, "zero_optimization.overlap_comm: \"auto\" -> true (true at stage 3")) << Notes(r);
-  EXPECT_TRUE(HasNote(r, "zero_optimization.reduce_bucket_size: \"auto\" -> 500000000 (default)")) << Notes(r);
+  EXPECT_TRUE(HasNote(r,
+                      "zero_optimization.reduce_bucket_size: \"auto\" -> 4096 (hidden_size * hidden_size with "
+                      "hidden_size 64)"))
+      << Notes(r);
+  EXPECT_TRUE(HasNote(r, "zero_optimization.sub_group_size: \"auto\" -> 1000000000 (default)")) << Notes(r);
   EXPECT_EQ(r.config->notes, r.notes);
+  EXPECT_TRUE(r.config->run_time_autos.empty());
+  EXPECT_EQ(r.auto_resolutions, (std::map<std::string, std::string>{
+                                    {"gradient_clipping", "1.0"},
+                                    {"optimizer.params.betas", "[0.9,0.999]"},
+                                    {"optimizer.params.lr", "5e-05"},
+                                    {"zero_optimization.overlap_comm", "true"},
+                                    {"zero_optimization.reduce_bucket_size", "4096"},
+                                    {"zero_optimization.sub_group_size", "1000000000"},
+                                }));
 }
 
 TEST(Parser, AutoTakesGivenValues) {
@@ -166,15 +193,25 @@ TEST(Parser, AutoTakesGivenValues) {
       << Notes(r);
 }
 
-TEST(Parser, AutoBatchKeysWithNothingToDeriveFromUseOneSample) {
+// The Trainer's per_device_train_batch_size defaults to 8 and its
+// gradient_accumulation_steps to 1. The 8 stays in the written sizes, so the
+// engine can resolve the batch again for its own world size.
+TEST(Parser, AutoBatchKeysWithNothingToDeriveFromUseTheTrainersMicroBatch) {
   ParseResult r = Parse(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
                             "gradient_accumulation_steps": "auto"})",
                         2);
   ASSERT_TRUE(r.config) << ErrorsText(r);
-  EXPECT_EQ(r.config->batch.micro_batch, 1);
-  EXPECT_EQ(r.config->batch.train_batch, 2);
-  EXPECT_FALSE(r.config->batch.train_micro_batch_size_per_gpu.has_value());
+  EXPECT_EQ(r.config->batch.micro_batch, 8);
+  EXPECT_EQ(r.config->batch.accumulation_steps, 1);
+  EXPECT_EQ(r.config->batch.train_batch, 16);
+  EXPECT_EQ(r.config->batch.train_micro_batch_size_per_gpu, std::optional<int64_t>(8));
+  EXPECT_FALSE(r.config->batch.train_batch_size.has_value());
+  EXPECT_FALSE(r.config->batch.gradient_accumulation_steps.has_value());
   EXPECT_TRUE(HasNote(r, "nothing to derive it from; pass --auto train_micro_batch_size_per_gpu=N")) << Notes(r);
+  EXPECT_TRUE(HasNote(r, "8 is the Hugging Face Trainer's default per_device_train_batch_size")) << Notes(r);
+  BatchConfig at_four = r.config->batch;
+  ASSERT_TRUE(ResolveBatch(at_four, 4).ok());  // what Engine::Create does with a world of 4
+  EXPECT_EQ(at_four.train_batch, 32);
 }
 
 TEST(Parser, AutoBatchDerivesFromTheOtherKeys) {
@@ -203,7 +240,9 @@ TEST(Parser, BadAutoValuesAreErrors) {
   EXPECT_DOUBLE_EQ(unused.config->gradient_clipping, 1.0);
   EXPECT_TRUE(HasNote(unused, "gradient_clipping: the value 2 given for \"auto\" is unused")) << Notes(unused);
 
-  ParseResult nvme = Parse(testing::ReadFile(ZT_SOURCE_DIR "/tests/config/data/hf_zero3_nvme_auto.json"));
+  // With the hidden size given, only the number of training steps is missing.
+  ParseResult nvme =
+      Parse(testing::ReadFile(ZT_SOURCE_DIR "/tests/config/data/hf_zero3_nvme_auto.json"), 1, {}, /*hidden_size=*/1024);
   ASSERT_EQ(nvme.errors.size(), 1u) << ErrorsText(nvme);
   EXPECT_EQ(nvme.errors[0].path, "scheduler.params.total_num_steps");
   EXPECT_NE(nvme.errors[0].message.find("--auto scheduler.params.total_num_steps=VALUE"), std::string::npos);

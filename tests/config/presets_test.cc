@@ -22,10 +22,12 @@ std::vector<std::string> JsonFiles(const std::string& dir) {
   return out;
 }
 
-// Values the HF templates leave to the trainer; a launcher passes them in.
+// Values the HF templates leave to the trainer; a launcher passes them in
+// (with the model's hidden size, kHiddenSize).
 std::map<std::string, std::string> TrainerAutoValues() {
   return {{"scheduler.params.total_num_steps", "2000"}, {"train_micro_batch_size_per_gpu", "4"}};
 }
+constexpr int64_t kHiddenSize = 1024;
 
 void ExpectRoundTrip(const Config& config, int world_size, const std::string& name) {
   const std::string printed = ConfigToJson(config);
@@ -97,6 +99,7 @@ TEST(RealWorldConfigs, DeepSpeedAndHuggingFaceExamplesAreAccepted) {
     ParseOptions options;
     options.world_size = 4;
     options.auto_values = TrainerAutoValues();
+    options.hidden_size = kHiddenSize;
     options.source_name = file;
     ParseResult result = ParseConfig(testing::ReadFile(file), options);
     ASSERT_TRUE(result.config) << result.status();
@@ -107,6 +110,7 @@ TEST(RealWorldConfigs, DeepSpeedAndHuggingFaceExamplesAreAccepted) {
 TEST(RealWorldConfigs, ResolvedValuesMatchTheirSource) {
   ParseOptions options;
   options.world_size = 2;
+  options.hidden_size = kHiddenSize;
   absl::StatusOr<Config> cifar = LoadConfigFile(ZT_SOURCE_DIR "/tests/config/data/ds_cifar.json", options);
   ASSERT_TRUE(cifar.ok()) << cifar.status();
   EXPECT_EQ(cifar->zero.stage, 2);
@@ -125,6 +129,12 @@ TEST(RealWorldConfigs, ResolvedValuesMatchTheirSource) {
   absl::StatusOr<Config> bf16 = LoadConfigFile(ZT_SOURCE_DIR "/tests/config/data/hf_zero3_bf16_auto.json", options);
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   EXPECT_FALSE(bf16->bf16.enabled);  // "auto" without a value: the default
+  EXPECT_EQ(bf16->zero.reduce_bucket_size, kHiddenSize * kHiddenSize);
+  EXPECT_EQ(bf16->zero.prefetch_bucket_size, 943718);  // int(0.9 * 1024 * 1024) = int(943718.4)
+  EXPECT_EQ(bf16->zero.param_persistence_threshold, 10 * kHiddenSize);
+  EXPECT_DOUBLE_EQ(bf16->optimizer.lr, 5e-5);      // the Trainer's default learning_rate
+  EXPECT_EQ(bf16->scheduler.warmup_num_steps, 0);  // and warmup_steps
+  EXPECT_DOUBLE_EQ(bf16->gradient_clipping, 1.0);  // and max_grad_norm
 }
 
 TEST(RealWorldConfigs, UnsupportedFeaturesInRealConfigsAreNamed) {

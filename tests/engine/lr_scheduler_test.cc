@@ -69,6 +69,19 @@ TEST(LrScheduler, WarmupOfOneStepBehavesAsTwo) {
   EXPECT_NEAR(s->Lr(3), 0.1, kTol);
 }
 
+// W = 0, what the Hugging Face Trainer writes by default, is DeepSpeed's
+// max(2, 0) = 2 too, for every warm-up schedule.
+TEST(LrScheduler, WarmupOfZeroStepsBehavesAsTwo) {
+  for (SchedulerType type : {SchedulerType::kWarmupLR, SchedulerType::kWarmupDecayLR}) {
+    SchedulerConfig zero = Warmup(type, 0.0, 0.1, 0, WarmupType::kLog);
+    SchedulerConfig two = Warmup(type, 0.0, 0.1, 2, WarmupType::kLog);
+    zero.total_num_steps = two.total_num_steps = 10;
+    ASSERT_TRUE(ValidateSchedulerConfig(zero, 1.0).ok()) << ValidateSchedulerConfig(zero, 1.0);
+    auto a = MakeLrScheduler(zero, 1.0), b = MakeLrScheduler(two, 1.0);
+    for (int64_t k = 0; k < 12; ++k) EXPECT_EQ(a->Lr(k), b->Lr(k)) << k;
+  }
+}
+
 // WarmupDecayLR: min 0, max 0.1, W = 4 (linear), T = 12. After warmup
 // gamma = max(0, (T - lbi) / max(1, T - W)) = (12 - lbi) / 8.
 TEST(LrScheduler, WarmupDecayLr) {
@@ -248,7 +261,7 @@ void ExpectRejected(const SchedulerConfig& c, const std::string& key) {
 }
 
 TEST(LrScheduler, RejectsConfigsDeepSpeedCannotRun) {
-  SchedulerConfig c = Warmup(SchedulerType::kWarmupLR, 0.0, 0.1, 0, WarmupType::kLog);
+  SchedulerConfig c = Warmup(SchedulerType::kWarmupLR, 0.0, 0.1, -1, WarmupType::kLog);
   ExpectRejected(c, "scheduler.params.warmup_num_steps");
   c = Warmup(SchedulerType::kWarmupDecayLR, 0.0, 0.1, 10, WarmupType::kLog);
   ExpectRejected(c, "scheduler.params.total_num_steps");

@@ -138,6 +138,48 @@ TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
   }
 }
 
+// Hugging Face's "auto" configs as a user runs them: "auto" becomes what the
+// Trainer would write (warm-up 0, total_num_steps the run's --steps, ZeRO
+// sizes from gpt2-tiny's hidden size 64), the printed config shows it, and
+// the run trains. A model without a hidden size stops before any rank starts,
+// naming the "auto" ZeRO keys.
+TEST(TrainE2E, HuggingFaceAutoConfigs) {
+  const std::string dir = TempDir("hf_auto");
+  const std::string corpus = MakeCorpus(dir);
+  for (const char* stage : {"zero2", "zero3"}) {
+    SCOPED_TRACE(stage);
+    const std::string config = absl::StrCat(ZT_SOURCE_DIR, "/tests/config/data/hf_", stage, "_warmupdecay_auto.json");
+    CommandResult r = Zt(absl::StrCat("train --config ", config, " --steps 5 --model gpt2-tiny --data ", corpus,
+                                      " --seq-len 32 --nproc 2 --save-dir none --export none --report none",
+                                      " --eval-interval -1 --no-progress --output-dir ", dir, "/", stage));
+    ASSERT_EQ(r.code, 0) << r.output;
+    for (const char* printed : {"\"warmup_num_steps\": 0", "\"total_num_steps\": 5", "\"lr\": 5e-05",
+                                "\"gradient_clipping\": 1.0", "\"warmup_min_lr\": 0.0", "\"warmup_max_lr\": 5e-05"}) {
+      EXPECT_TRUE(absl::StrContains(r.output, printed)) << printed << "\n" << r.output;
+    }
+    EXPECT_TRUE(absl::StrContains(r.output, "note: scheduler.params.total_num_steps: \"auto\" -> 5 (--steps 5)"))
+        << r.output;
+    if (std::string(stage) == "zero3") {
+      for (const char* printed : {"\"reduce_bucket_size\": 4096", "\"stage3_prefetch_bucket_size\": 3686",
+                                  "\"stage3_param_persistence_threshold\": 640"}) {
+        EXPECT_TRUE(absl::StrContains(r.output, printed)) << printed << "\n" << r.output;
+      }
+    }
+    EXPECT_TRUE(absl::StrContains(r.output, "done: 5 steps")) << r.output;
+  }
+  CommandResult mnist = Zt(absl::StrCat("train --config ", ZT_SOURCE_DIR,
+                                        "/tests/config/data/hf_zero3_auto.json --model mnist-cnn --steps 2 --nproc 2",
+                                        " --output-dir ", dir, "/mnist"));
+  EXPECT_EQ(mnist.code, 2) << mnist.output;
+  EXPECT_TRUE(absl::StrContains(mnist.output,
+                                "zero_optimization.reduce_bucket_size, "
+                                "zero_optimization.stage3_prefetch_bucket_size, "
+                                "zero_optimization.stage3_param_persistence_threshold: \"auto\" needs "
+                                "the model's hidden size"))
+      << mnist.output;
+  EXPECT_FALSE(absl::StrContains(mnist.output, "rank 0")) << mnist.output;
+}
+
 // The NVMe offload preset as a user runs it: optimizer state and parameter
 // shards in swap files, the loss falls, and no swap file outlives the run.
 // A missing swap directory is created (as DeepSpeed does); one that cannot
