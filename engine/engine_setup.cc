@@ -77,6 +77,9 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   core_.options = options;
   core_.stage = core_.config.zero.stage;
 
+  // A config parsed with run-time "auto" values allowed (zt config check's
+  // mode) must have had them filled before it trains.
+  ZT_RETURN_IF_ERROR(CheckAutosResolved(core_.config));
   absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
   if (!batch.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the config's batch sizes do not fit a data-parallel world of ",

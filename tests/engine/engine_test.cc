@@ -220,6 +220,22 @@ TEST(EngineMonitors, CsvMonitorRowsForEveryStep) {
   }
 }
 
+// A config parsed with run-time "auto" values allowed (what `zt config
+// check` does) cannot train until they are filled: Create names the key.
+TEST(EngineCreate, RefusesAutoValuesLeftToRunTime) {
+  ParseOptions po;
+  po.allow_run_time_autos = true;
+  ParseResult parsed = ParseConfig(R"({"train_micro_batch_size_per_gpu": 4, "optimizer": {"type": "AdamW",
+      "params": {"lr": 0.001}}, "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": "auto"}},
+      "zero_optimization": {"stage": 1}})",
+                                   po);
+  ASSERT_TRUE(parsed.config.has_value()) << parsed.status();
+  ParityNet model;
+  auto engine = Engine::Create(model, *parsed.config, Single());
+  ASSERT_FALSE(engine.ok());
+  EXPECT_TRUE(absl::StrContains(engine.status().message(), "scheduler.params.total_num_steps")) << engine.status();
+}
+
 TEST(EngineLog, Stage3LineReportsGatheredPeakAndPrefetch) {
   zt::Unit<testing::ParityNetImpl> model;
   Config c = BaseConfig(3);
