@@ -128,7 +128,9 @@ absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* sum
   const int partition = core_.stage >= 1 ? core_.pg->rank() : 0;
   plan::Layout layout = plan::PlanLayout(infos, core_.config.zero.reduce_bucket_size, partitions);
   for (const plan::GroupLayout& gl : layout.groups) {
-    core_.groups.push_back(zero::FlattenParams(gl, core_.params, partition, /*sharded=*/core_.stage >= 1));
+    core_.groups.push_back(
+        zero::FlattenParams(gl, core_.params, partition,
+                            core_.stage >= 1 ? zero::ParamResidency::kOwnsSliceOfFull : zero::ParamResidency::kFull));
   }
 
   // Rank 0's initial state everywhere: the groups, then buffers and frozen
@@ -228,14 +230,18 @@ absl::Status EngineImpl::OffloadParamShards() {
 
 absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& summary) {
   // Gradients: full flat buffers at stages 0/1 (stage 1 steps on its slice),
-  // only this rank's shard at stages 2/3.
+  // only this rank's shard at stages 2/3 (zero::GradResidency).
   const at::ScalarType grad_dtype = ToScalarType(core_.config.grad_accum_dtype).value_or(dtype);
   for (zero::FlatGroup& g : core_.groups) {
     if (core_.stage <= 1) {
       zero::AttachFlatGrads(g, core_.params);
-      if (core_.stage == 1) g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+      if (core_.stage == 1) {
+        g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+        g.grad_residency = zero::GradResidency::kFullFlatOwnedSlice;
+      }
     } else {
       g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
+      g.grad_residency = zero::GradResidency::kShardOnly;
     }
   }
   ZT_RETURN_IF_ERROR(MakeOptimizer());

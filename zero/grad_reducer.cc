@@ -47,8 +47,13 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
   ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
+  const GradResidency expected = options_.stage == 0   ? GradResidency::kFullFlat
+                                 : options_.stage == 1 ? GradResidency::kFullFlatOwnedSlice
+                                                       : GradResidency::kShardOnly;
   where_.assign(params_.size(), {-1, -1});
   for (size_t g = 0; g < groups_.size(); ++g) {
+    ZT_CHECK_MSG(groups_[g].grad_residency == expected, "group %zu's gradients do not match stage %d", g,
+                 options_.stage);
     const auto& slots = groups_[g].layout.slots;
     for (size_t s = 0; s < slots.size(); ++s) {
       where_[static_cast<size_t>(slots[s].param_index)] = {static_cast<int>(g), static_cast<int>(s)};
@@ -259,8 +264,12 @@ void GradReducer::ZeroGrads() {
   std::lock_guard<std::mutex> lock(mu_);
   at::NoGradGuard no_grad;
   for (FlatGroup& g : groups_) {
-    if (g.grads.defined()) g.grads.zero_();
-    if (g.grad_shard.defined() && !g.grads.defined()) g.grad_shard.zero_();
+    switch (g.grad_residency) {
+      case GradResidency::kNone: break;
+      case GradResidency::kFullFlat:
+      case GradResidency::kFullFlatOwnedSlice: g.grads.zero_(); break;  // grad_shard (stage 1) is a view of it
+      case GradResidency::kShardOnly: g.grad_shard.zero_(); break;
+    }
   }
   std::fill(shard_has_data_.begin(), shard_has_data_.end(), 0);
 }

@@ -30,6 +30,10 @@
 // the world size before the sum; otherwise it is divided by
 // gradient_predivide_factor before and multiplied by factor / world after.
 //
+// The groups must have the gradient residency of the stage
+// (zero/flat_group.h): GradResidency::kFullFlat at stage 0,
+// kFullFlatOwnedSlice at stage 1, kShardOnly at stages 2 and 3.
+//
 // Threading: BeginBackward/FinishBackward/ZeroGrads run on the training
 // thread; hooks run on autograd's thread; a mutex orders them.
 #pragma once

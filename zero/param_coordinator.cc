@@ -39,7 +39,7 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
       chunk_state_[c].state = State::kReady;
     } else {
       // Sharded chunks arrive released (zero/stage3_setup.h ShardChunk).
-      ZT_CHECK(!HasStorage(chunk.group->params));
+      ZT_CHECK(chunk.group->param_residency == ParamResidency::kShardOnly && !HasStorage(chunk.group->params));
       unit_state_[static_cast<size_t>(chunk.unit)].sharded_numel += chunk.group->layout.padded_numel;
     }
   }
@@ -327,7 +327,7 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
     for (int c : chunks) {
       FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
       // Persistent chunks own a view of `params`: already up to date.
-      if (!g.param_shard.defined()) continue;
+      if (g.param_residency != ParamResidency::kShardOnly) continue;
       at::Tensor shard = AcquireShardLocked(c, /*read=*/false);
       shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
       ReleaseShardLocked(c, /*dirty=*/true);
@@ -367,7 +367,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   std::vector<int> order;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const FlatGroup& g = *chunks_[c].group;
-    if (chunks_[c].persistent || !g.param_shard.defined()) continue;
+    if (chunks_[c].persistent || g.param_residency != ParamResidency::kShardOnly) continue;
     const int64_t n = g.layout.shard_numel;
     if (kept + n <= options.max_in_cpu) {
       kept += n;  // stays in memory (offload_param.max_in_cpu)

@@ -100,7 +100,7 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
 
 FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype) {
-  FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), /*sharded=*/true, dtype);
+  FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), ParamResidency::kOwnsSliceOfFull, dtype);
   if (pg.size() > 1) {
     absl::Status st = pg.Broadcast(g.params, 0)->Wait();
     if (!st.ok()) {
@@ -111,6 +111,7 @@ FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tenso
   if (!chunk.persistent) {
     g.param_shard = g.params.narrow(0, g.owned_begin(), g.layout.shard_numel).clone();
     FreeStorage(g.params);
+    g.param_residency = ParamResidency::kShardOnly;
   }
   return g;
 }

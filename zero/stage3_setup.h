@@ -55,8 +55,10 @@ struct Stage3Build {
 absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg, const Stage3Options& options);
 
 // Flattens one chunk's parameters into a new buffer of `dtype` (parameters
-// become views of it), broadcasts rank 0's values, and for a non-persistent
-// chunk keeps this rank's shard in `param_shard` and frees the buffer.
+// become views of it) and broadcasts rank 0's values. A persistent chunk
+// keeps the full buffer and owns a slice of it
+// (ParamResidency::kOwnsSliceOfFull); a non-persistent one keeps this rank's
+// shard in `param_shard` and frees the buffer (ParamResidency::kShardOnly).
 // Collective. Throws zt::Error on a communication failure.
 FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype);
