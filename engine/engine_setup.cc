@@ -160,10 +160,10 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   core_.frozen_groups = std::move(b.frozen_chunks);
   ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));
 
-  std::vector<zero::ParamCoordinator::Unit> units(b.unit_names.size());
+  std::vector<zero::ParamCoordinator::Unit> units(b.units.size());
   for (size_t u = 0; u < units.size(); ++u) {
-    units[u].name = b.unit_names[u];
-    units[u].chunks = b.unit_chunks[u];
+    units[u].name = b.units[u].name;
+    units[u].chunks = b.units[u].chunks;
   }
   std::vector<zero::ParamCoordinator::Chunk> chunks;
   std::vector<int> chunk_of_group(core_.groups.size(), -1);
@@ -196,16 +196,17 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   // ~EngineImpl clears (the user's model outlives the engine).
   core_.link = std::make_shared<zero::CoordinatorLink>();
   core_.link->coordinator.store(core_.coordinator.get());
-  for (size_t u = 0; u < b.unit_bases.size(); ++u) {
-    if (b.unit_bases[u] == nullptr) continue;
-    b.unit_bases[u]->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), b.unit_names[u]));
+  for (size_t u = 0; u < b.units.size(); ++u) {
+    const zero::Stage3Build::Unit& unit = b.units[u];
+    if (unit.base == nullptr) continue;
+    unit.base->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), unit.name));
   }
 
   int64_t total = 0;
   for (const at::Tensor& p : b.params) total += p.numel();
   summary->shape = absl::StrFormat(
       "%d parameters (%d elements, %d frozen tensors) in %d units and %d chunks, %d persistent (%d elements%s)",
-      b.params.size(), total, core_.frozen_params.size(), b.unit_names.size() - 1, b.chunks.size(), persistent,
+      b.params.size(), total, core_.frozen_params.size(), b.units.size() - 1, b.chunks.size(), persistent,
       persistent_numel, b.root_numel > 0 ? absl::StrFormat(", of which %d outside every zt::Unit", b.root_numel) : "");
   return absl::OkStatus();
 }

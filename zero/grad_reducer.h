@@ -91,6 +91,26 @@ class GradReducer {
   int64_t peak_bucket_bytes() const { return scratch_.held_bytes(); }
 
  private:
+  // Where the reducer is between BeginBackward and FinishBackward.
+  enum class Phase {
+    kIdle,          // outside BeginBackward/FinishBackward: gradients stay where autograd puts them
+    kAccumulating,  // stages 0/1 before the accumulation boundary: gradients accumulate, no reduction
+    kReducing,      // this backward's gradients are reduced (stages 2/3 always)
+  };
+  // One per flat parameter group, reset by BeginBackward unless noted.
+  struct GroupState {
+    int pending = 0;              // parameters whose gradient has not arrived yet
+    bool complete = false;        // every gradient arrived (FinishBackward: or never will)
+    bool launched = false;        // its collective was issued
+    at::Tensor bucket;            // stages 2/3: flat copy of the gradients (scratch) until reduced
+    bool shard_has_data = false;  // stages 2/3: grad_shard holds earlier micro-steps (reset by ZeroGrads)
+  };
+  // One per parameter.
+  struct ParamState {
+    int group = -1;      // its flat group; -1: not trained (fixed at construction)
+    int slot = -1;       // its slot in the group's layout (fixed at construction)
+    bool ready = false;  // its gradient arrived in this backward
+  };
   struct InFlight {
     int group = 0;
     std::unique_ptr<comm::Work> work;
@@ -113,20 +133,12 @@ class GradReducer {
   std::shared_ptr<HookState> hook_state_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
 
-  // param index -> (group, slot)
-  std::vector<std::pair<int, int>> where_;
-
   std::mutex mu_;
-  bool active_ = false;
-  bool reduce_ = false;
-  std::vector<char> ready_;     // per parameter, this backward
-  std::vector<int> pending_;    // per group: parameters not yet ready
-  std::vector<char> complete_;  // per group
-  int next_launch_ = 0;
-  std::vector<char> launched_;  // per group, this backward
+  Phase phase_ = Phase::kIdle;
+  std::vector<ParamState> param_state_;  // per parameter (params_ order)
+  std::vector<GroupState> group_state_;  // per flat group (groups_ order)
+  int next_launch_ = 0;                  // stages 0-2: next group to launch in order
   std::deque<InFlight> inflight_;
-  std::vector<at::Tensor> buckets_;   // stage 2: per-group flat gradient copies
-  std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps
   ScratchPool scratch_;
 };
 

@@ -52,8 +52,8 @@ ParamCoordinator::~ParamCoordinator() {
     if (s.work) (void)s.work->Wait();
   }
   // Shards on loan from the swap pool must not outlive it.
-  for (size_t c = 0; c < borrows_.size(); ++c) {
-    if (borrows_[c] > 0) FreeStorage(chunks_[c].group->param_shard);
+  for (size_t c = 0; c < chunk_state_.size(); ++c) {
+    if (chunk_state_[c].borrows > 0) FreeStorage(chunks_[c].group->param_shard);
   }
 }
 
@@ -64,7 +64,9 @@ CoordinatorStats ParamCoordinator::stats() const {
   s.cached_bytes = pool_.held_bytes();
   if (swapper_) {
     for (size_t c = 0; c < chunks_.size(); ++c) {
-      if (slot_[c] >= 0) s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+      if (chunk_state_[c].swap_slot >= 0) {
+        s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+      }
     }
     s.swap_buffer_bytes = static_cast<int64_t>(swapper_->buffer_bytes());
     s.swap = swapper_->stats();
@@ -97,7 +99,7 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
     // given back once the gather has landed (WaitChunkLocked).
     AcquireShardLocked(chunk, /*read=*/true);
-    gather_hold_[static_cast<size_t>(chunk)] = ++gather_seq_;
+    s.gather_hold = ++gather_seq_;
   }
   pool_.Fill(g.params);
   comm::CollectiveLabel label(absl::StrCat(
@@ -116,8 +118,8 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
   if (s.state != State::kInFlight) return;
   absl::Status st = s.work->Wait();
   s.work.reset();
-  if (!slot_.empty() && gather_hold_[static_cast<size_t>(chunk)] > 0) {
-    gather_hold_[static_cast<size_t>(chunk)] = 0;
+  if (s.gather_hold > 0) {
+    s.gather_hold = 0;
     ReleaseShardLocked(chunk, /*dirty=*/false);
   }
   if (!st.ok()) {
@@ -198,8 +200,9 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
   const std::vector<int>& order = trace_.order();
   for (size_t i = position; i < order.size(); ++i) {
     for (int c : units_[static_cast<size_t>(order[i])].chunks) {
-      if (!swapped(c) || chunk_state_[static_cast<size_t>(c)].state != State::kReleased) continue;
-      const int slot = slot_[static_cast<size_t>(c)];
+      const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+      if (s.swap_slot < 0 || s.state != State::kReleased) continue;
+      const int slot = s.swap_slot;
       if (swapper_->resident(slot)) continue;
       // The swapper keeps a buffer for a gather that was not foreseen.
       if (!swapper_->TryReadAhead(slot)) return;
@@ -355,9 +358,10 @@ std::string ParamCoordinator::ChunkLabel(int chunk) const {
 absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
   std::lock_guard<std::mutex> lock(mu_);
   if (swapper_) return absl::FailedPreconditionError("parameter shards are already offloaded");
-  slot_.assign(chunks_.size(), -1);
-  borrows_.assign(chunks_.size(), 0);
-  gather_hold_.assign(chunks_.size(), 0);
+  // Until the swapper exists, every shard stays in memory (swap_slot -1).
+  auto keep_all_in_memory = [this] {
+    for (ChunkState& s : chunk_state_) s.swap_slot = -1;
+  };
   offload::ParamSwapOptions so;
   so.dir = options.dir;
   so.file_name = options.file_name;
@@ -373,7 +377,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
       kept += n;  // stays in memory (offload_param.max_in_cpu)
       continue;
     }
-    slot_[c] = static_cast<int>(so.slot_bytes.size());
+    chunk_state_[c].swap_slot = static_cast<int>(so.slot_bytes.size());
     so.slot_bytes.push_back(static_cast<uint64_t>(g.param_shard.nbytes()));
     so.slot_names.push_back(ChunkLabel(static_cast<int>(c)));
     order.push_back(static_cast<int>(c));
@@ -383,11 +387,11 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     }
   }
   if (order.empty()) {
-    slot_.clear();
+    keep_all_in_memory();
     return absl::OkStatus();
   }
   if (largest > options.buffer_numel) {
-    slot_.clear();
+    keep_all_in_memory();
     return absl::InvalidArgumentError(absl::StrFormat(
         "zero_optimization.offload_param.buffer_size is %d elements, but the shard of %s has %d; raise buffer_size "
         "to at least %d (a chunk holds up to reduce_bucket_size elements, or one larger parameter)",
@@ -397,7 +401,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   so.buffer_bytes = static_cast<uint64_t>(std::min(options.buffer_numel, largest) * elem);
   auto created = offload::ParamSwapper::Create(so, io);
   if (!created.ok()) {
-    slot_.clear();
+    keep_all_in_memory();
     return created.status();
   }
   swapper_ = std::move(*created);
@@ -405,10 +409,11 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   for (int c : order) {
     FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
     at::Tensor resident = g.param_shard;
-    auto buffer = swapper_->Acquire(slot_[static_cast<size_t>(c)], /*read=*/false);
+    const int slot = chunk_state_[static_cast<size_t>(c)].swap_slot;
+    auto buffer = swapper_->Acquire(slot, /*read=*/false);
     if (!buffer.ok()) return buffer.status();
     std::memcpy(*buffer, resident.data_ptr(), resident.nbytes());
-    ZT_RETURN_IF_ERROR(swapper_->Release(slot_[static_cast<size_t>(c)], /*dirty=*/true));
+    ZT_RETURN_IF_ERROR(swapper_->Release(slot, /*dirty=*/true));
     FreeStorage(g.param_shard);
   }
   return swapper_->Flush();
@@ -417,11 +422,11 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
 at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
   if (!swapped(chunk)) return g.OwnedParams();
-  const int slot = slot_[static_cast<size_t>(chunk)];
+  const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
   for (;;) {
     absl::StatusOr<void*> buffer = swapper_->Acquire(slot, read);
     if (buffer.ok()) {
-      if (borrows_[static_cast<size_t>(chunk)]++ == 0) BorrowStorage(g.param_shard, *buffer);
+      if (chunk_state_[static_cast<size_t>(chunk)].borrows++ == 0) BorrowStorage(g.param_shard, *buffer);
       return g.param_shard;
     }
     if (!absl::IsResourceExhausted(buffer.status())) {
@@ -430,8 +435,9 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
     // Every buffer is pinned: the oldest gather still holding its shard
     // gives one back once it lands.
     int oldest = -1;
-    for (size_t c = 0; c < chunks_.size(); ++c) {
-      if (gather_hold_[c] > 0 && (oldest < 0 || gather_hold_[c] < gather_hold_[static_cast<size_t>(oldest)])) {
+    for (size_t c = 0; c < chunk_state_.size(); ++c) {
+      const int64_t hold = chunk_state_[c].gather_hold;
+      if (hold > 0 && (oldest < 0 || hold < chunk_state_[static_cast<size_t>(oldest)].gather_hold)) {
         oldest = static_cast<int>(c);
       }
     }
@@ -448,8 +454,9 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
 void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
   if (!swapped(chunk)) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (--borrows_[static_cast<size_t>(chunk)] == 0) FreeStorage(g.param_shard);
-  absl::Status st = swapper_->Release(slot_[static_cast<size_t>(chunk)], dirty);
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  if (--s.borrows == 0) FreeStorage(g.param_shard);
+  absl::Status st = swapper_->Release(s.swap_slot, dirty);
   if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat("parameter offload: ", st.message())));
 }
 

@@ -126,7 +126,8 @@ class ParamCoordinator {
   // Errors: the swap file's (missing directory, no room, ...) and a
   // buffer_size smaller than the largest shard (naming the unit).
   absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io);
-  bool swapped(int chunk) const { return !slot_.empty() && slot_[static_cast<size_t>(chunk)] >= 0; }
+  // Whether chunk `chunk`'s shard lives in the swap file.
+  bool swapped(int chunk) const { return chunk_state_[static_cast<size_t>(chunk)].swap_slot >= 0; }
   // Chunk c's owned shard, resident until ReleaseShard (for swapped chunks a
   // pool buffer: with `read` it holds the shard, else the caller overwrites
   // it all); `dirty` writes it back. Unswapped chunks: their param_shard.
@@ -145,14 +146,21 @@ class ParamCoordinator {
   void ReleaseCache();
 
  private:
+  // A chunk's gathered parameters (`params` of its group).
   enum class State { kReleased, kInFlight, kReady };
+  // What changes about one chunk (chunks_ holds what does not), per chunk.
   struct ChunkState {
     State state = State::kReleased;
-    std::unique_ptr<comm::Work> work;
-    int pins = 0;
+    std::unique_ptr<comm::Work> work;  // the all-gather while kInFlight
+    int pins = 0;                      // GatheredParameters holding it gathered
+    // Parameter offload (OffloadShards); the defaults mean "in memory".
+    int swap_slot = -1;       // the shard's slot in the swap file; -1: it stays in memory
+    int borrows = 0;          // holders of the swap buffer param_shard borrows
+    int64_t gather_hold = 0;  // > 0 (an issue number) while its gather holds the shard's buffer
   };
+  // What changes about one unit (units_ holds what does not), per unit.
   struct UnitState {
-    int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks
+    int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks (fixed at construction)
     int active = 0;             // forward calls running
     int pending_inputs = 0;     // hooked argument nodes not yet reached in backward
     bool prefetched_ahead = false;
@@ -185,6 +193,9 @@ class ParamCoordinator {
     ParamCoordinator* c_;
   };
 
+  // Descriptions (units_, chunks_, fixed at construction) and state
+  // (unit_state_, chunk_state_) are separate vectors with the same index:
+  // chunks() hands the descriptions out.
   std::vector<Unit> units_;
   std::vector<Chunk> chunks_;
   std::vector<int> trainable_chunk_of_group_;
@@ -192,8 +203,8 @@ class ParamCoordinator {
   plan::PrefetchLimits limits_;
 
   mutable std::mutex mu_;
-  std::vector<ChunkState> chunk_state_;
-  std::vector<UnitState> unit_state_;
+  std::vector<ChunkState> chunk_state_;  // per chunk (chunks_ order)
+  std::vector<UnitState> unit_state_;    // per unit (units_ order)
   plan::UnitTrace trace_;
   int64_t window_numel_ = 0;  // gathered ahead of use, not yet requested
   int64_t live_numel_ = 0;    // non-persistent chunk elements gathered or in flight
@@ -207,11 +218,8 @@ class ParamCoordinator {
   const char* phase_ = "forward";
   CoordinatorStats stats_;
 
-  // Parameter offload (empty vectors without it).
+  // Parameter offload (null without it; the per-chunk part is in ChunkState).
   std::unique_ptr<offload::ParamSwapper> swapper_;
-  std::vector<int> slot_;             // per chunk: swap slot, -1 when the shard stays in memory
-  std::vector<int> borrows_;          // per chunk: holders of the shard's borrowed buffer
-  std::vector<int64_t> gather_hold_;  // per chunk: > 0 (an issue number) while its gather holds the shard
   int64_t gather_seq_ = 0;
   TrainableShards shard_access_{this};
 };

@@ -45,10 +45,13 @@ struct Stage3Build {
   };
   std::vector<ChunkRef> chunks;  // every chunk, unit by unit
 
-  // Units: [0] is the root (parameters outside every unit; always gathered).
-  std::vector<std::string> unit_names;
-  std::vector<UnitBase*> unit_bases;  // [0] is null
-  std::vector<std::vector<int>> unit_chunks;
+  struct Unit {
+    std::string name;          // module path ("" for the root)
+    UnitBase* base = nullptr;  // the zt::Unit (null for the root)
+    std::vector<int> chunks;   // indices into `chunks`
+  };
+  // [0] is the root (parameters outside every unit; always gathered).
+  std::vector<Unit> units;
   int64_t root_numel = 0;  // parameters outside every unit
 };
 
