@@ -40,10 +40,10 @@ class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
 };
 
 GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params,
-                         std::shared_ptr<comm::ProcessGroup> group, GradReducerOptions options)
+                         std::shared_ptr<comm::ProcessGroup> pg, GradReducerOptions options)
     : groups_(groups),
       params_(std::move(params)),
-      pg_(std::move(group)),
+      pg_(std::move(pg)),
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
   ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
@@ -79,7 +79,7 @@ GradReducer::~GradReducer() {
     hook_state_->reducer = nullptr;
   }
   // Collectives still in flight reference our tensors: wait for them (bounded
-  // by the group's timeout) before the buffers go away.
+  // by the process group's timeout) before the buffers go away.
   for (InFlight& f : inflight_) (void)f.work->Wait();
 }
 

@@ -70,7 +70,9 @@ struct GradReducerOptions {
 
 class GradReducer {
  public:
-  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params, std::shared_ptr<comm::ProcessGroup> group,
+  // `groups` are the flat parameter groups (kept by reference: the caller
+  // never resizes them); `pg` is the data-parallel process group.
+  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params, std::shared_ptr<comm::ProcessGroup> pg,
               GradReducerOptions options);
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
@@ -80,8 +82,8 @@ class GradReducer {
   // are reduced now (stage 2 always; stages 0/1 at the accumulation boundary).
   void BeginBackward(bool reduce);
   // Call after backward returned: launches the groups the hooks did not,
-  // waits for all, applies post-scaling. Throws zt::Error naming the group on
-  // a communication failure.
+  // waits for all, applies post-scaling. Throws zt::Error naming the
+  // parameter group on a communication failure.
   void FinishBackward();
   // Clears gradient storage after an optimizer step (or a skipped one).
   void ZeroGrads();

@@ -23,12 +23,12 @@ std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" 
 }  // namespace
 
 ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
-                                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
+                                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> pg,
                                    plan::PrefetchLimits limits)
     : units_(std::move(units)),
       chunks_(std::move(chunks)),
       trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
-      pg_(std::move(group)),
+      pg_(std::move(pg)),
       limits_(limits),
       chunk_state_(chunks_.size()),
       unit_state_(units_.size()) {
@@ -47,7 +47,7 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
 
 ParamCoordinator::~ParamCoordinator() {
   // Gathers still in flight write into our buffers: let them land first
-  // (bounded by the group's timeout).
+  // (bounded by the process group's timeout).
   for (ChunkState& s : chunk_state_) {
     if (s.work) (void)s.work->Wait();
   }

@@ -89,9 +89,10 @@ class ParamCoordinator {
     std::vector<int> chunks;  // indices into the chunk list
   };
 
-  // `trainable_chunk_of_group[g]` is the chunk holding the reducer's group g.
+  // `trainable_chunk_of_group[g]` is the chunk holding the reducer's flat
+  // group g; `pg` is the data-parallel process group.
   ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks, std::vector<int> trainable_chunk_of_group,
-                   std::shared_ptr<comm::ProcessGroup> group, plan::PrefetchLimits limits);
+                   std::shared_ptr<comm::ProcessGroup> pg, plan::PrefetchLimits limits);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -107,7 +108,8 @@ class ParamCoordinator {
   void PostBackward(int unit);
   // The forward call hooked `count` argument-producing nodes for `unit`.
   void AddInputNodes(int unit, int count);
-  // From the gradient reducer: every gradient of group `g` was accumulated.
+  // From the gradient reducer: every gradient of flat group `g` was
+  // accumulated.
   void OnGroupGradsComplete(int g);
   // Waits for every gather, frees every non-persistent chunk that is not
   // pinned, ends the micro-step. Idempotent.
