@@ -18,8 +18,8 @@ namespace zt::zero {
 // Shared between the reducer and its hooks, so a hook that outlives the
 // reducer (the module outlives the engine) does nothing.
 struct GradReducer::HookState {
-  std::mutex mu;
-  GradReducer* reducer = nullptr;
+  absl::Mutex mu;
+  GradReducer* reducer ABSL_GUARDED_BY(mu) = nullptr;
 };
 
 // Runs after AccumulateGrad has added this backward's gradient into .grad.
@@ -29,7 +29,7 @@ class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                             const torch::autograd::variable_list& /*inputs*/) override {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     if (state_->reducer != nullptr) state_->reducer->OnGradReady(param_index_);
     return outputs;
   }
@@ -63,7 +63,7 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
     }
   }
 
-  hook_state_->reducer = this;
+  hook_state_->reducer = this;  // no hook is registered yet: nothing to lock against
   for (size_t i = 0; i < params_.size(); ++i) {
     if (param_state_[i].group < 0) continue;  // not trained (not in any group)
     std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(params_[i]);
@@ -75,7 +75,7 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
 
 GradReducer::~GradReducer() {
   {
-    std::lock_guard<std::mutex> lock(hook_state_->mu);
+    absl::MutexLock lock(&hook_state_->mu);
     hook_state_->reducer = nullptr;
   }
   // Collectives still in flight reference our tensors: wait for them (bounded
@@ -84,7 +84,7 @@ GradReducer::~GradReducer() {
 }
 
 void GradReducer::BeginBackward(bool reduce) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ZT_CHECK_MSG(phase_ == Phase::kIdle, "BeginBackward called twice without FinishBackward");
   phase_ = options_.stage >= 2 || reduce ? Phase::kReducing : Phase::kAccumulating;
   for (ParamState& p : param_state_) p.ready = false;
@@ -97,6 +97,11 @@ void GradReducer::BeginBackward(bool reduce) {
   next_launch_ = 0;
 }
 
+int64_t GradReducer::peak_bucket_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return scratch_.held_bytes();
+}
+
 at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
   at::Tensor& bucket = group_state_[static_cast<size_t>(group_index)].bucket;
   if (!bucket.defined()) {
@@ -107,7 +112,7 @@ at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
 }
 
 void GradReducer::OnGradReady(int param_index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ParamState& p = param_state_[static_cast<size_t>(param_index)];
   const int g = p.group;
   const int s = p.slot;
@@ -249,7 +254,7 @@ void GradReducer::FinalizeOldestLocked() {
 }
 
 void GradReducer::FinishBackward() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ZT_CHECK_MSG(phase_ != Phase::kIdle, "FinishBackward without BeginBackward");
   const bool reducing = phase_ == Phase::kReducing;
   phase_ = Phase::kIdle;
@@ -263,7 +268,7 @@ void GradReducer::FinishBackward() {
 }
 
 void GradReducer::ZeroGrads() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   at::NoGradGuard no_grad;
   for (FlatGroup& g : groups_) {
     switch (g.grad_residency) {

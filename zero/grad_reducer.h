@@ -35,7 +35,10 @@
 // kFullFlatOwnedSlice at stage 1, kShardOnly at stages 2 and 3.
 //
 // Threading: BeginBackward/FinishBackward/ZeroGrads run on the training
-// thread; hooks run on autograd's thread; a mutex orders them.
+// thread; hooks run on autograd's thread; mu_ orders them (the annotations
+// below are checked by clang's -Wthread-safety, scripts/thread_safety.sh).
+// Lock order: a hook's HookState::mu, then mu_, then whatever
+// on_group_complete takes (the stage-3 coordinator's lock).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -43,11 +46,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
 #include "zero/scratch_pool.h"
@@ -62,7 +66,8 @@ struct GradReducerOptions {
   std::optional<at::ScalarType> comm_dtype;  // nullopt: the gradients' dtype
   int max_inflight_groups = 2;               // stages 2/3: bounds bucket memory
   // Stage 3: called (under the reducer's lock, on autograd's thread) when
-  // every gradient of a group has been copied into its bucket.
+  // every gradient of a group has been copied into its bucket. It must not
+  // call back into the reducer.
   std::function<void(int group)> on_group_complete;
   // Names of the parameters (same order), for error messages.
   std::vector<std::string> param_names;
@@ -80,17 +85,17 @@ class GradReducer {
 
   // Call before running backward. `reduce`: whether this backward's gradients
   // are reduced now (stage 2 always; stages 0/1 at the accumulation boundary).
-  void BeginBackward(bool reduce);
+  void BeginBackward(bool reduce) ABSL_LOCKS_EXCLUDED(mu_);
   // Call after backward returned: launches the groups the hooks did not,
   // waits for all, applies post-scaling. Throws zt::Error naming the
   // parameter group on a communication failure.
-  void FinishBackward();
+  void FinishBackward() ABSL_LOCKS_EXCLUDED(mu_);
   // Clears gradient storage after an optimizer step (or a skipped one).
-  void ZeroGrads();
+  void ZeroGrads() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reduction scratch held across steps (stage-2 buckets, reduce-scatter
   // outputs, casts): the most that was ever in use at once.
-  int64_t peak_bucket_bytes() const { return scratch_.held_bytes(); }
+  int64_t peak_bucket_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Where the reducer is between BeginBackward and FinishBackward.
@@ -122,26 +127,29 @@ class GradReducer {
   struct HookState;
   class PostHook;
 
-  void OnGradReady(int param_index);
-  void LaunchReadyLocked();
-  void LaunchLocked(int group_index);
-  void FinalizeOldestLocked();
-  at::Tensor EnsureBucketLocked(int group_index);
+  void OnGradReady(int param_index) ABSL_LOCKS_EXCLUDED(mu_);
+  void LaunchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LaunchLocked(int group_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinalizeOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  at::Tensor EnsureBucketLocked(int group_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::vector<FlatGroup>& groups_;
-  std::vector<at::Tensor> params_;
-  std::shared_ptr<comm::ProcessGroup> pg_;
-  GradReducerOptions options_;
-  std::shared_ptr<HookState> hook_state_;
+  mutable absl::Mutex mu_;
+  // The reducer touches the groups' tensors and the parameters' .grad only
+  // under mu_; the engine uses them between backwards, when no hook runs.
+  std::vector<FlatGroup>& groups_ ABSL_GUARDED_BY(mu_);
+  std::vector<at::Tensor> params_ ABSL_GUARDED_BY(mu_);
+  // Fixed at construction, read without the lock.
+  const std::shared_ptr<comm::ProcessGroup> pg_;
+  const GradReducerOptions options_;
+  const std::shared_ptr<HookState> hook_state_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
 
-  std::mutex mu_;
-  Phase phase_ = Phase::kIdle;
-  std::vector<ParamState> param_state_;  // per parameter (params_ order)
-  std::vector<GroupState> group_state_;  // per flat group (groups_ order)
-  int next_launch_ = 0;                  // stages 0-2: next group to launch in order
-  std::deque<InFlight> inflight_;
-  ScratchPool scratch_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
+  std::vector<ParamState> param_state_ ABSL_GUARDED_BY(mu_);  // per parameter (params_ order)
+  std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)
+  int next_launch_ ABSL_GUARDED_BY(mu_) = 0;                  // stages 0-2: next group to launch in order
+  std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  ScratchPool scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zt::zero

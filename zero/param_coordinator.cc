@@ -58,7 +58,7 @@ ParamCoordinator::~ParamCoordinator() {
 }
 
 CoordinatorStats ParamCoordinator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CoordinatorStats s = stats_;
   s.trace_mismatches = trace_.mismatches();
   s.cached_bytes = pool_.held_bytes();
@@ -75,12 +75,12 @@ CoordinatorStats ParamCoordinator::stats() const {
 }
 
 void ParamCoordinator::ReleaseCache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   pool_.Clear();
 }
 
 void ParamCoordinator::ResetPeak() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stats_.peak_gathered_bytes = stats_.gathered_bytes;
 }
 
@@ -95,7 +95,7 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (swapped(chunk)) {
+  if (SwappedLocked(chunk)) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
     // given back once the gather has landed (WaitChunkLocked).
     AcquireShardLocked(chunk, /*read=*/true);
@@ -211,7 +211,7 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
 }
 
 void ParamCoordinator::PreForward(int unit, bool training) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   phase_ = training ? "forward" : "evaluation";
   if (training) {
@@ -228,7 +228,7 @@ void ParamCoordinator::PreForward(int unit, bool training) {
 }
 
 void ParamCoordinator::PostForward(int unit, bool training) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   --u.active;
   if (!training) {
@@ -239,14 +239,16 @@ void ParamCoordinator::PostForward(int unit, bool training) {
     return;
   }
   if (u.active > 0) return;
-  const std::optional<int64_t> distance =
-      trace_.ReuseDistance(unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
+  // ReuseDistance calls the lambda right away, with mu_ still held.
+  const std::optional<int64_t> distance = trace_.ReuseDistance(unit, [this](int v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return unit_state_[static_cast<size_t>(v)].sharded_numel;
+  });
   if (plan::KeepAfterForward(distance, live_numel_, limits_)) return;
   for (int c : units_[static_cast<size_t>(unit)].chunks) ReleaseChunkLocked(c);
 }
 
 void ParamCoordinator::PreBackward(int unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Safety net: whatever backward skipped is released when the graph task
   // ends, even if the caller never reaches Engine::Backward's epilogue. Not
   // from a checkpoint's recomputation: its backward is a graph task of its
@@ -260,12 +262,12 @@ void ParamCoordinator::PreBackward(int unit) {
 }
 
 void ParamCoordinator::AddInputNodes(int unit, int count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   unit_state_[static_cast<size_t>(unit)].pending_inputs += count;
 }
 
 void ParamCoordinator::PostBackward(int unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   if (u.pending_inputs > 0) --u.pending_inputs;
   if (u.pending_inputs > 0) return;
@@ -278,12 +280,12 @@ void ParamCoordinator::PostBackward(int unit) {
 }
 
 void ParamCoordinator::OnGroupGradsComplete(int g) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReleaseChunkLocked(trainable_chunk_of_group_[static_cast<size_t>(g)]);
 }
 
 void ParamCoordinator::EndBackward() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (size_t c = 0; c < chunks_.size(); ++c) WaitChunkLocked(static_cast<int>(c));
   for (size_t c = 0; c < chunks_.size(); ++c) {
     // A unit whose forward is still running (a backward nested inside a
@@ -300,7 +302,7 @@ void ParamCoordinator::EndBackward() {
 }
 
 void ParamCoordinator::Pin(const std::vector<int>& chunks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   phase_ = "GatheredParameters";
   for (int c : chunks) GatherChunkLocked(c);
   for (int c : chunks) {
@@ -310,7 +312,7 @@ void ParamCoordinator::Pin(const std::vector<int>& chunks) {
 }
 
 void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (modifier_rank.has_value()) {
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
@@ -356,11 +358,11 @@ std::string ParamCoordinator::ChunkLabel(int chunk) const {
 }
 
 absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (swapper_) return absl::FailedPreconditionError("parameter shards are already offloaded");
   // Until the swapper exists, every shard stays in memory (swap_slot -1).
-  auto keep_all_in_memory = [this] {
-    for (ChunkState& s : chunk_state_) s.swap_slot = -1;
+  auto keep_all_in_memory = [](std::vector<ChunkState>& states) {
+    for (ChunkState& s : states) s.swap_slot = -1;
   };
   offload::ParamSwapOptions so;
   so.dir = options.dir;
@@ -387,11 +389,11 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     }
   }
   if (order.empty()) {
-    keep_all_in_memory();
+    keep_all_in_memory(chunk_state_);
     return absl::OkStatus();
   }
   if (largest > options.buffer_numel) {
-    keep_all_in_memory();
+    keep_all_in_memory(chunk_state_);
     return absl::InvalidArgumentError(absl::StrFormat(
         "zero_optimization.offload_param.buffer_size is %d elements, but the shard of %s has %d; raise buffer_size "
         "to at least %d (a chunk holds up to reduce_bucket_size elements, or one larger parameter)",
@@ -401,7 +403,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   so.buffer_bytes = static_cast<uint64_t>(std::min(options.buffer_numel, largest) * elem);
   auto created = offload::ParamSwapper::Create(so, io);
   if (!created.ok()) {
-    keep_all_in_memory();
+    keep_all_in_memory(chunk_state_);
     return created.status();
   }
   swapper_ = std::move(*created);
@@ -419,9 +421,18 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   return swapper_->Flush();
 }
 
+bool ParamCoordinator::SwappedLocked(int chunk) const {
+  return chunk_state_[static_cast<size_t>(chunk)].swap_slot >= 0;
+}
+
+bool ParamCoordinator::swapped(int chunk) const {
+  absl::MutexLock lock(&mu_);
+  return SwappedLocked(chunk);
+}
+
 at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (!swapped(chunk)) return g.OwnedParams();
+  if (!SwappedLocked(chunk)) return g.OwnedParams();
   const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
   for (;;) {
     absl::StatusOr<void*> buffer = swapper_->Acquire(slot, read);
@@ -452,7 +463,7 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
 }
 
 void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
-  if (!swapped(chunk)) return;
+  if (!SwappedLocked(chunk)) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (--s.borrows == 0) FreeStorage(g.param_shard);
@@ -461,12 +472,12 @@ void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
 }
 
 at::Tensor ParamCoordinator::AcquireShard(int chunk, bool read) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return AcquireShardLocked(chunk, read);
 }
 
 void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReleaseShardLocked(chunk, dirty);
 }
 
