@@ -731,7 +731,9 @@ void Checkpointer::CommitFrozen(TensorCopies& frozen) {
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("loaded frozen parameters");
     for (zero::FlatGroup& g : core_.frozen_groups) {
-      if (!g.param_shard.defined()) works.push_back(core_.pg->AllGather(g.OwnedParams(), g.params));
+      if (g.param_residency != zero::ParamResidency::kShardOnly) {
+        works.push_back(core_.pg->AllGather(g.OwnedParams(), g.params));
+      }
     }
     for (auto& w : works) CheckWork(std::move(w), "all-gathering loaded parameters");
   }

@@ -299,15 +299,17 @@ double EngineImpl::TrainBatch(const std::function<at::Tensor(int64_t)>& micro_lo
 ModelStateBytes EngineImpl::memory() const {
   ModelStateBytes m;
   auto param_bytes = [](const zero::FlatGroup& g) {
-    return static_cast<int64_t>(g.param_shard.defined() ? g.param_shard.nbytes() : g.params.nbytes());
+    return static_cast<int64_t>(g.param_residency == zero::ParamResidency::kShardOnly ? g.param_shard.nbytes()
+                                                                                      : g.params.nbytes());
   };
   for (const zero::FlatGroup& g : core_.frozen_groups) m.params += param_bytes(g);
   for (const zero::FlatGroup& g : core_.groups) {
     m.params += param_bytes(g);
-    if (g.grads.defined()) {
-      m.grads += static_cast<int64_t>(g.grads.nbytes());
-    } else if (g.grad_shard.defined()) {
-      m.grads += static_cast<int64_t>(g.grad_shard.nbytes());
+    switch (g.grad_residency) {
+      case zero::GradResidency::kNone: break;
+      case zero::GradResidency::kFullFlat:
+      case zero::GradResidency::kFullFlatOwnedSlice: m.grads += static_cast<int64_t>(g.grads.nbytes()); break;
+      case zero::GradResidency::kShardOnly: m.grads += static_cast<int64_t>(g.grad_shard.nbytes()); break;
     }
   }
   if (core_.optimizer) {

@@ -19,7 +19,7 @@ void EngineCore::GatherParams() {
   for (zero::FlatGroup& g : groups) {
     // Stage 3 gathers sharded chunks on demand; only persistent ones (which
     // own a slice of their live buffer) are refreshed here.
-    if (g.param_shard.defined()) continue;
+    if (g.param_residency == zero::ParamResidency::kShardOnly) continue;
     works.push_back(pg->AllGather(g.OwnedParams(), g.params));
   }
   for (auto& w : works) CheckWork(std::move(w), "all-gathering updated parameters");
@@ -38,7 +38,8 @@ int EngineCore::ChunkOfShard(const at::Tensor& shard) const {
   if (!coordinator) return -1;
   const auto& chunks = coordinator->chunks();
   for (size_t c = 0; c < chunks.size(); ++c) {
-    if (chunks[c].group->param_shard.defined() && chunks[c].group->param_shard.is_same(shard)) {
+    const zero::FlatGroup& g = *chunks[c].group;
+    if (g.param_residency == zero::ParamResidency::kShardOnly && g.param_shard.is_same(shard)) {
       return static_cast<int>(c);
     }
   }

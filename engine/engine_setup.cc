@@ -138,7 +138,9 @@ absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* sum
   const int partition = core_.stage >= 1 ? core_.pg->rank() : 0;
   plan::Layout layout = plan::PlanLayout(infos, core_.config.zero.reduce_bucket_size, partitions);
   for (const plan::GroupLayout& gl : layout.groups) {
-    core_.groups.push_back(zero::FlattenParams(gl, core_.params, partition, /*sharded=*/core_.stage >= 1));
+    core_.groups.push_back(
+        zero::FlattenParams(gl, core_.params, partition,
+                            core_.stage >= 1 ? zero::ParamResidency::kOwnsSliceOfFull : zero::ParamResidency::kFull));
   }
 
   // Rank 0's initial state everywhere: the groups, then buffers and frozen
@@ -168,10 +170,10 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   core_.frozen_groups = std::move(b.frozen_chunks);
   ZT_RETURN_IF_ERROR(ConvertAndBroadcastBuffers(dtype));
 
-  std::vector<zero::ParamCoordinator::Unit> units(b.unit_names.size());
+  std::vector<zero::ParamCoordinator::Unit> units(b.units.size());
   for (size_t u = 0; u < units.size(); ++u) {
-    units[u].name = b.unit_names[u];
-    units[u].chunks = b.unit_chunks[u];
+    units[u].name = b.units[u].name;
+    units[u].chunks = b.units[u].chunks;
   }
   std::vector<zero::ParamCoordinator::Chunk> chunks;
   std::vector<int> chunk_of_group(core_.groups.size(), -1);
@@ -204,9 +206,10 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   // ~EngineImpl clears (the user's model outlives the engine).
   core_.link = std::make_shared<zero::CoordinatorLink>();
   core_.link->coordinator.store(core_.coordinator.get());
-  for (size_t u = 0; u < b.unit_bases.size(); ++u) {
-    if (b.unit_bases[u] == nullptr) continue;
-    b.unit_bases[u]->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), b.unit_names[u]));
+  for (size_t u = 0; u < b.units.size(); ++u) {
+    const zero::Stage3Build::Unit& unit = b.units[u];
+    if (unit.base == nullptr) continue;
+    unit.base->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), unit.name));
   }
 
   int64_t total = 0;
@@ -224,7 +227,7 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   }
   summary->shape = absl::StrFormat(
       "%d parameters (%d elements, %d frozen tensors) in %d units and %d chunks, %d persistent (%d elements%s)",
-      b.params.size(), total, core_.frozen_params.size(), b.unit_names.size() - 1, b.chunks.size(), persistent,
+      b.params.size(), total, core_.frozen_params.size(), b.units.size() - 1, b.chunks.size(), persistent,
       persistent_numel, b.root_numel > 0 ? absl::StrFormat(", of which %d outside every zt::Unit", b.root_numel) : "");
   return absl::OkStatus();
 }
@@ -249,14 +252,18 @@ absl::Status EngineImpl::OffloadParamShards() {
 
 absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& summary) {
   // Gradients: full flat buffers at stages 0/1 (stage 1 steps on its slice),
-  // only this rank's shard at stages 2/3.
+  // only this rank's shard at stages 2/3 (zero::GradResidency).
   const at::ScalarType grad_dtype = ToScalarType(core_.config.grad_accum_dtype).value_or(dtype);
   for (zero::FlatGroup& g : core_.groups) {
     if (core_.stage <= 1) {
       zero::AttachFlatGrads(g, core_.params);
-      if (core_.stage == 1) g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+      if (core_.stage == 1) {
+        g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+        g.grad_residency = zero::GradResidency::kFullFlatOwnedSlice;
+      }
     } else {
       g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
+      g.grad_residency = zero::GradResidency::kShardOnly;
     }
   }
   ZT_RETURN_IF_ERROR(MakeOptimizer());

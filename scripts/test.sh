@@ -7,6 +7,8 @@
 # `numerics` run once more under a second kernel set: Haswell (AVX2), or
 # Sandybridge (AVX) where Haswell is already the machine's own choice.
 # ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
+# Where clang++ is installed, scripts/thread_safety.sh then checks the lock
+# annotations of zero/ with clang's -Wthread-safety (about 16 s).
 # In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
 # comm, zero and offload suites then run once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer (scripts/sanitize.sh, about 11 minutes on 2 cores).
@@ -34,6 +36,12 @@ print(f().decode())' 2>/dev/null || true)
 fi
 
 if (($# == 0)); then
+  if command -v clang++ >/dev/null; then
+    echo "test: clang thread-safety analysis of the annotated locks (scripts/thread_safety.sh)"
+    (cd "$ROOT" && scripts/thread_safety.sh)
+  else
+    echo "test: clang++ not found: skipping the thread-safety analysis (scripts/thread_safety.sh)"
+  fi
   # The library as a user gets it: installed into a temporary prefix, the
   # example project built against that prefix alone and run on 2 ranks.
   cd "$ROOT"

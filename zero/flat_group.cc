@@ -8,22 +8,23 @@
 namespace zt::zero {
 
 at::Tensor FlatGroup::OwnedParams() const {
-  if (param_shard.defined()) return param_shard;
+  if (param_residency == ParamResidency::kShardOnly) return param_shard;
   return params.narrow(0, owned_begin(), owned_end() - owned_begin());
 }
 
-at::Tensor FlatGroup::OwnedGrads() const { return sharded ? grad_shard : grads; }
+at::Tensor FlatGroup::OwnedGrads() const { return grad_residency == GradResidency::kFullFlat ? grads : grad_shard; }
 
 at::Tensor SlotView(const at::Tensor& flat, const plan::ParamSlot& slot, const at::Tensor& like) {
   return flat.narrow(0, slot.offset, slot.numel).view(like.sizes());
 }
 
 FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params, int partition,
-                        bool sharded, std::optional<at::ScalarType> dtype) {
+                        ParamResidency residency, std::optional<at::ScalarType> dtype) {
+  ZT_CHECK(residency != ParamResidency::kShardOnly);  // ShardChunk shards after its broadcast
   FlatGroup g;
   g.layout = layout;
   g.partition = partition;
-  g.sharded = sharded;
+  g.param_residency = residency;
   ZT_CHECK(!layout.slots.empty());
   const at::Tensor& first = all_params.at(static_cast<size_t>(layout.slots.front().param_index));
   // Every element but the padding is overwritten below: zero only the padding.
@@ -47,6 +48,7 @@ FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::T
 
 void AttachFlatGrads(FlatGroup& group, const std::vector<at::Tensor>& all_params) {
   group.grads = at::zeros({group.layout.padded_numel}, group.params.options());
+  group.grad_residency = GradResidency::kFullFlat;
   for (const plan::ParamSlot& slot : group.layout.slots) {
     at::Tensor param = all_params.at(static_cast<size_t>(slot.param_index));
     param.mutable_grad() = SlotView(group.grads, slot, param);

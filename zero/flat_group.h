@@ -1,15 +1,19 @@
-// FlatGroup: the tensors of one parameter group (see zero/layout.h).
+// FlatGroup: the tensors of one parameter group (see plan/layout.h).
 //
 // The module's parameters become views into `params`, one flat buffer per
 // group in the model's dtype, padded so each partition owns an equal shard.
-// Gradients live either in a full flat buffer the parameters' .grad tensors
-// view (stages 0 and 1, so autograd accumulates in place) or only as this
-// rank's reduced shard (stages 2 and 3). Padding is always zero.
+// Padding is always zero. Which of the tensors exist, and what they hold, is
+// stated by two enums set where the group is built (FlattenParams,
+// AttachFlatGrads, ShardChunk in zero/stage3_setup.h, the engine's gradient
+// setup); code asks them instead of inferring the stage from which tensors
+// are defined():
 //
-// Stage 3 adds `param_shard`: this rank's slice of the parameters, kept
-// between uses, while `params` (the full buffer the parameters view) holds
-// memory only while gathered (zero/storage.h). Persistent stage-3 chunks keep
-// `params` gathered for good and, like stages 1/2, own a slice of it.
+//   stage                     param_residency    grad_residency
+//   0                         kFull              kFullFlat
+//   1                         kOwnsSliceOfFull   kFullFlatOwnedSlice
+//   2                         kOwnsSliceOfFull   kShardOnly
+//   3, persistent chunk       kOwnsSliceOfFull   kShardOnly (frozen chunk: kNone)
+//   3, sharded chunk          kShardOnly         kShardOnly (frozen chunk: kNone)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,23 +25,59 @@
 
 namespace zt::zero {
 
+// Where a group's parameter values live, and which of them this rank updates.
+enum class ParamResidency {
+  // Stage 0: `params` is the full buffer and always holds memory; this rank
+  // updates all of it (no shard, partition 0).
+  kFull,
+  // Stages 1-2 and persistent stage-3 chunks: `params` is the full buffer and
+  // always holds memory; this rank updates [owned_begin, owned_end) in place
+  // and the other ranks' slices arrive by an all-gather after the step.
+  kOwnsSliceOfFull,
+  // Stage 3, sharded chunks: `param_shard` holds this rank's slice between
+  // uses (its memory may be on loan from a swap buffer, or absent while the
+  // shard is offloaded to NVMe); `params` keeps its shape but holds memory
+  // only while the coordinator has it gathered (zero/storage.h).
+  kShardOnly,
+};
+
+// Where a group's gradients live.
+enum class GradResidency {
+  // No gradient buffers: frozen stage-3 chunks, and every group until the
+  // engine's setup attaches them.
+  kNone,
+  // Stage 0: `grads` is the full flat buffer the parameters' .grad view
+  // (autograd accumulates in place); it is all-reduced whole.
+  kFullFlat,
+  // Stage 1: `grads` as at stage 0, reduce-scattered at the accumulation
+  // boundary into `grad_shard`, a view of this rank's slice of `grads`.
+  kFullFlatOwnedSlice,
+  // Stages 2-3: no full buffer; `grad_shard` ([shard_numel], in
+  // grad_accum_dtype) holds this rank's reduced gradients.
+  kShardOnly,
+};
+
 struct FlatGroup {
   plan::GroupLayout layout;
-  int partition = 0;     // which shard this rank owns (0 at stage 0)
-  bool sharded = false;  // stages 1-3: this rank owns one shard; stage 0: everything
+  int partition = 0;  // which shard this rank owns (0 with ParamResidency::kFull)
+  ParamResidency param_residency = ParamResidency::kFull;
+  GradResidency grad_residency = GradResidency::kNone;
 
   at::Tensor params;       // [padded_numel], model dtype; parameters view into it
-  at::Tensor grads;        // [padded_numel] stages 0/1; undefined at stage 2
-  at::Tensor grad_shard;   // [shard_numel] stages 1-3: reduced local gradients
-  at::Tensor param_shard;  // [shard_numel] stage 3 (not persistent): the owned parameters
+  at::Tensor grads;        // [padded_numel] with GradResidency::kFullFlat*, else undefined
+  at::Tensor grad_shard;   // [shard_numel] with kFullFlatOwnedSlice / kShardOnly: reduced local gradients
+  at::Tensor param_shard;  // [shard_numel] with ParamResidency::kShardOnly: the owned parameters
 
+  // This rank owns one shard (any residency but kFull).
+  bool sharded() const { return param_residency != ParamResidency::kFull; }
   // Elements of `params` / full grads this rank updates: its shard when
-  // sharded, else the whole buffer. OwnedParams() is `param_shard` when
-  // defined (stage 3), else a view of `params`.
-  int64_t owned_begin() const { return sharded ? layout.ShardBegin(partition) : 0; }
-  int64_t owned_end() const { return sharded ? layout.ShardEnd(partition) : layout.padded_numel; }
+  // sharded, else the whole buffer. OwnedParams() is `param_shard` with
+  // ParamResidency::kShardOnly, else a view of `params`.
+  int64_t owned_begin() const { return sharded() ? layout.ShardBegin(partition) : 0; }
+  int64_t owned_end() const { return sharded() ? layout.ShardEnd(partition) : layout.padded_numel; }
   at::Tensor OwnedParams() const;
-  // Reduced gradients for the owned elements: grad_shard when sharded, else grads.
+  // Reduced gradients for the owned elements: `grads` with kFullFlat, else
+  // `grad_shard` (undefined with kNone).
   at::Tensor OwnedGrads() const;
 };
 
@@ -45,11 +85,14 @@ struct FlatGroup {
 // and re-points the parameter at its view (Tensor::set_data keeps the same
 // autograd leaf, so hooks and user references stay valid). The buffer has
 // the parameters' dtype, or `dtype` when given (the copy converts).
+// `residency` is kFull (stage 0) or kOwnsSliceOfFull (stages 1-3; ShardChunk
+// then makes a sharded chunk kShardOnly). The group has no gradients (kNone).
 FlatGroup FlattenParams(const plan::GroupLayout& layout, const std::vector<at::Tensor>& all_params, int partition,
-                        bool sharded, std::optional<at::ScalarType> dtype = std::nullopt);
+                        ParamResidency residency, std::optional<at::ScalarType> dtype = std::nullopt);
 
-// Allocates the full flat gradient buffer (zeros) and sets each parameter's
-// .grad to its view.
+// Allocates the full flat gradient buffer (zeros), sets each parameter's
+// .grad to its view and makes the group GradResidency::kFullFlat (stage 1
+// then adds the owned-slice view: kFullFlatOwnedSlice).
 void AttachFlatGrads(FlatGroup& group, const std::vector<at::Tensor>& all_params);
 
 // View of `flat` for one slot, shaped like the parameter.

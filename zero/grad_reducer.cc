@@ -18,8 +18,8 @@ namespace zt::zero {
 // Shared between the reducer and its hooks, so a hook that outlives the
 // reducer (the module outlives the engine) does nothing.
 struct GradReducer::HookState {
-  std::mutex mu;
-  GradReducer* reducer = nullptr;
+  absl::Mutex mu;
+  GradReducer* reducer ABSL_GUARDED_BY(mu) = nullptr;
 };
 
 // Runs after AccumulateGrad has added this backward's gradient into .grad.
@@ -29,7 +29,7 @@ class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                             const torch::autograd::variable_list& /*inputs*/) override {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     if (state_->reducer != nullptr) state_->reducer->OnGradReady(param_index_);
     return outputs;
   }
@@ -40,30 +40,32 @@ class GradReducer::PostHook : public torch::autograd::FunctionPostHook {
 };
 
 GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params,
-                         std::shared_ptr<comm::ProcessGroup> group, GradReducerOptions options)
+                         std::shared_ptr<comm::ProcessGroup> pg, GradReducerOptions options)
     : groups_(groups),
       params_(std::move(params)),
-      pg_(std::move(group)),
+      pg_(std::move(pg)),
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
   ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
-  where_.assign(params_.size(), {-1, -1});
+  const GradResidency expected = options_.stage == 0   ? GradResidency::kFullFlat
+                                 : options_.stage == 1 ? GradResidency::kFullFlatOwnedSlice
+                                                       : GradResidency::kShardOnly;
+  param_state_.resize(params_.size());
+  group_state_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
+    ZT_CHECK_MSG(groups_[g].grad_residency == expected, "group %zu's gradients do not match stage %d", g,
+                 options_.stage);
     const auto& slots = groups_[g].layout.slots;
     for (size_t s = 0; s < slots.size(); ++s) {
-      where_[static_cast<size_t>(slots[s].param_index)] = {static_cast<int>(g), static_cast<int>(s)};
+      ParamState& p = param_state_[static_cast<size_t>(slots[s].param_index)];
+      p.group = static_cast<int>(g);
+      p.slot = static_cast<int>(s);
     }
   }
-  ready_.assign(params_.size(), 0);
-  pending_.assign(groups_.size(), 0);
-  complete_.assign(groups_.size(), 0);
-  launched_.assign(groups_.size(), 0);
-  buckets_.resize(groups_.size());
-  shard_has_data_.assign(groups_.size(), 0);
 
-  hook_state_->reducer = this;
+  hook_state_->reducer = this;  // no hook is registered yet: nothing to lock against
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (where_[i].first < 0) continue;  // not trained (not in any group)
+    if (param_state_[i].group < 0) continue;  // not trained (not in any group)
     std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(params_[i]);
     ZT_CHECK_MSG(acc != nullptr, "parameter %zu has no gradient accumulator", i);
     acc->add_post_hook(std::make_unique<PostHook>(hook_state_, static_cast<int>(i)));
@@ -73,30 +75,35 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
 
 GradReducer::~GradReducer() {
   {
-    std::lock_guard<std::mutex> lock(hook_state_->mu);
+    absl::MutexLock lock(&hook_state_->mu);
     hook_state_->reducer = nullptr;
   }
   // Collectives still in flight reference our tensors: wait for them (bounded
-  // by the group's timeout) before the buffers go away.
+  // by the process group's timeout) before the buffers go away.
   for (InFlight& f : inflight_) (void)f.work->Wait();
 }
 
 void GradReducer::BeginBackward(bool reduce) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ZT_CHECK_MSG(!active_, "BeginBackward called twice without FinishBackward");
-  active_ = true;
-  reduce_ = options_.stage >= 2 || reduce;
-  std::fill(ready_.begin(), ready_.end(), 0);
-  std::fill(complete_.begin(), complete_.end(), 0);
-  std::fill(launched_.begin(), launched_.end(), 0);
+  absl::MutexLock lock(&mu_);
+  ZT_CHECK_MSG(phase_ == Phase::kIdle, "BeginBackward called twice without FinishBackward");
+  phase_ = options_.stage >= 2 || reduce ? Phase::kReducing : Phase::kAccumulating;
+  for (ParamState& p : param_state_) p.ready = false;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    pending_[g] = static_cast<int>(groups_[g].layout.slots.size());
+    GroupState& s = group_state_[g];
+    s.complete = false;
+    s.launched = false;
+    s.pending = static_cast<int>(groups_[g].layout.slots.size());
   }
   next_launch_ = 0;
 }
 
+int64_t GradReducer::peak_bucket_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return scratch_.held_bytes();
+}
+
 at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
-  at::Tensor& bucket = buckets_[static_cast<size_t>(group_index)];
+  at::Tensor& bucket = group_state_[static_cast<size_t>(group_index)].bucket;
   if (!bucket.defined()) {
     const FlatGroup& g = groups_[static_cast<size_t>(group_index)];
     bucket = scratch_.Acquire(g.layout.padded_numel, g.params.options(), /*zeroed=*/true);
@@ -105,16 +112,17 @@ at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
 }
 
 void GradReducer::OnGradReady(int param_index) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto [g, s] = where_[static_cast<size_t>(param_index)];
+  absl::MutexLock lock(&mu_);
+  ParamState& p = param_state_[static_cast<size_t>(param_index)];
+  const int g = p.group;
+  const int s = p.slot;
   if (g < 0) return;
   FlatGroup& group = groups_[static_cast<size_t>(g)];
   const plan::ParamSlot& slot = group.layout.slots[static_cast<size_t>(s)];
   at::Tensor& param = params_[static_cast<size_t>(param_index)];
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;
-  if (active_ && reduce_ && ready_[static_cast<size_t>(param_index)] &&
-      (options_.stage >= 2 || options_.overlap_comm)) {
+  if (phase_ == Phase::kReducing && p.ready && (options_.stage >= 2 || options_.overlap_comm)) {
     const std::string name = static_cast<size_t>(param_index) < options_.param_names.size()
                                  ? options_.param_names[static_cast<size_t>(param_index)]
                                  : absl::StrFormat("#%d", param_index);
@@ -128,7 +136,7 @@ void GradReducer::OnGradReady(int param_index) {
   if (options_.stage >= 2) {
     // Outside Engine::Backward there is nowhere to put the gradient; it stays
     // in .grad and the engine reports the misuse at Step.
-    if (!active_ || !grad.defined()) return;
+    if (phase_ == Phase::kIdle || !grad.defined()) return;
     at::Tensor bucket = EnsureBucketLocked(g);
     SlotView(bucket, slot, param).copy_(grad);
     grad.reset();  // frees it: stage 2 keeps only the reduced shard
@@ -143,10 +151,11 @@ void GradReducer::OnGradReady(int param_index) {
       grad = view;
     }
   }
-  if (!active_ || !reduce_ || ready_[static_cast<size_t>(param_index)]) return;
-  ready_[static_cast<size_t>(param_index)] = 1;
-  if (--pending_[static_cast<size_t>(g)] == 0) {
-    complete_[static_cast<size_t>(g)] = 1;
+  if (phase_ != Phase::kReducing || p.ready) return;
+  p.ready = true;
+  GroupState& state = group_state_[static_cast<size_t>(g)];
+  if (--state.pending == 0) {
+    state.complete = true;
     if (options_.stage == 3) {
       LaunchLocked(g);
       if (!options_.overlap_comm) FinalizeOldestLocked();
@@ -158,9 +167,9 @@ void GradReducer::OnGradReady(int param_index) {
 }
 
 void GradReducer::LaunchReadyLocked() {
-  while (next_launch_ < static_cast<int>(groups_.size()) && complete_[static_cast<size_t>(next_launch_)]) {
+  while (next_launch_ < static_cast<int>(groups_.size()) && group_state_[static_cast<size_t>(next_launch_)].complete) {
     const int g = next_launch_++;
-    if (launched_[static_cast<size_t>(g)]) continue;
+    if (group_state_[static_cast<size_t>(g)].launched) continue;
     LaunchLocked(g);
     if (options_.on_group_complete) options_.on_group_complete(g);
   }
@@ -168,9 +177,10 @@ void GradReducer::LaunchReadyLocked() {
 
 void GradReducer::LaunchLocked(int group_index) {
   FlatGroup& group = groups_[static_cast<size_t>(group_index)];
+  GroupState& state = group_state_[static_cast<size_t>(group_index)];
   const int world = pg_->size();
   at::NoGradGuard no_grad;
-  launched_[static_cast<size_t>(group_index)] = 1;
+  state.launched = true;
 
   at::Tensor input = options_.stage >= 2 ? EnsureBucketLocked(group_index) : group.grads;
   if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
@@ -193,7 +203,7 @@ void GradReducer::LaunchLocked(int group_index) {
     f.output = input;
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
   } else {
-    const bool direct = options_.stage >= 2 && !shard_has_data_[static_cast<size_t>(group_index)] &&
+    const bool direct = options_.stage >= 2 && !state.shard_has_data &&
                         input.scalar_type() == group.grad_shard.scalar_type() && group.grad_shard.is_contiguous();
     f.output =
         direct ? group.grad_shard : scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
@@ -209,6 +219,7 @@ void GradReducer::FinalizeOldestLocked() {
   InFlight f = std::move(inflight_.front());
   inflight_.pop_front();
   FlatGroup& group = groups_[static_cast<size_t>(f.group)];
+  GroupState& state = group_state_[static_cast<size_t>(f.group)];
   absl::Status st = f.work->Wait();
   if (!st.ok()) {
     throw Error(absl::Status(st.code(), absl::StrFormat("reducing gradients of parameter group %d "
@@ -226,43 +237,48 @@ void GradReducer::FinalizeOldestLocked() {
   } else {
     const bool direct = f.output.is_same(group.grad_shard);
     if (!direct) {
-      if (options_.stage >= 2 && shard_has_data_[static_cast<size_t>(f.group)]) {
+      if (options_.stage >= 2 && state.shard_has_data) {
         group.grad_shard.add_(f.output);
       } else {
         group.grad_shard.copy_(f.output);
       }
       scratch_.Release(f.output);
     }
-    if (options_.stage >= 2) shard_has_data_[static_cast<size_t>(f.group)] = 1;
+    if (options_.stage >= 2) state.shard_has_data = true;
   }
   // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
-  at::Tensor& bucket = buckets_[static_cast<size_t>(f.group)];
+  at::Tensor& bucket = state.bucket;
   if (!f.input.is_same(group.grads)) scratch_.Release(f.input);
   if (bucket.defined() && !f.input.is_same(bucket)) scratch_.Release(bucket);
   bucket = at::Tensor();
 }
 
 void GradReducer::FinishBackward() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ZT_CHECK_MSG(active_, "FinishBackward without BeginBackward");
-  active_ = false;
-  if (!reduce_) return;
+  absl::MutexLock lock(&mu_);
+  ZT_CHECK_MSG(phase_ != Phase::kIdle, "FinishBackward without BeginBackward");
+  const bool reducing = phase_ == Phase::kReducing;
+  phase_ = Phase::kIdle;
+  if (!reducing) return;
   // Groups with parameters that got no gradient (unused in this forward)
   // still take part, with zeros, so all ranks run the same collectives.
-  std::fill(complete_.begin(), complete_.end(), 1);
+  for (GroupState& s : group_state_) s.complete = true;
   next_launch_ = 0;
   LaunchReadyLocked();
   while (!inflight_.empty()) FinalizeOldestLocked();
 }
 
 void GradReducer::ZeroGrads() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   at::NoGradGuard no_grad;
   for (FlatGroup& g : groups_) {
-    if (g.grads.defined()) g.grads.zero_();
-    if (g.grad_shard.defined() && !g.grads.defined()) g.grad_shard.zero_();
+    switch (g.grad_residency) {
+      case GradResidency::kNone: break;
+      case GradResidency::kFullFlat:
+      case GradResidency::kFullFlatOwnedSlice: g.grads.zero_(); break;  // grad_shard (stage 1) is a view of it
+      case GradResidency::kShardOnly: g.grad_shard.zero_(); break;
+    }
   }
-  std::fill(shard_has_data_.begin(), shard_has_data_.end(), 0);
+  for (GroupState& s : group_state_) s.shard_has_data = false;
 }
 
 }  // namespace zt::zero

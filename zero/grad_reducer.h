@@ -30,8 +30,15 @@
 // the world size before the sum; otherwise it is divided by
 // gradient_predivide_factor before and multiplied by factor / world after.
 //
+// The groups must have the gradient residency of the stage
+// (zero/flat_group.h): GradResidency::kFullFlat at stage 0,
+// kFullFlatOwnedSlice at stage 1, kShardOnly at stages 2 and 3.
+//
 // Threading: BeginBackward/FinishBackward/ZeroGrads run on the training
-// thread; hooks run on autograd's thread; a mutex orders them.
+// thread; hooks run on autograd's thread; mu_ orders them (the annotations
+// below are checked by clang's -Wthread-safety, scripts/thread_safety.sh).
+// Lock order: a hook's HookState::mu, then mu_, then whatever
+// on_group_complete takes (the stage-3 coordinator's lock).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,11 +46,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
 #include "zero/flat_group.h"
 #include "zero/scratch_pool.h"
@@ -58,7 +66,8 @@ struct GradReducerOptions {
   std::optional<at::ScalarType> comm_dtype;  // nullopt: the gradients' dtype
   int max_inflight_groups = 2;               // stages 2/3: bounds bucket memory
   // Stage 3: called (under the reducer's lock, on autograd's thread) when
-  // every gradient of a group has been copied into its bucket.
+  // every gradient of a group has been copied into its bucket. It must not
+  // call back into the reducer.
   std::function<void(int group)> on_group_complete;
   // Names of the parameters (same order), for error messages.
   std::vector<std::string> param_names;
@@ -66,7 +75,9 @@ struct GradReducerOptions {
 
 class GradReducer {
  public:
-  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params, std::shared_ptr<comm::ProcessGroup> group,
+  // `groups` are the flat parameter groups (kept by reference: the caller
+  // never resizes them); `pg` is the data-parallel process group.
+  GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor> params, std::shared_ptr<comm::ProcessGroup> pg,
               GradReducerOptions options);
   ~GradReducer();
   GradReducer(const GradReducer&) = delete;
@@ -74,19 +85,39 @@ class GradReducer {
 
   // Call before running backward. `reduce`: whether this backward's gradients
   // are reduced now (stage 2 always; stages 0/1 at the accumulation boundary).
-  void BeginBackward(bool reduce);
+  void BeginBackward(bool reduce) ABSL_LOCKS_EXCLUDED(mu_);
   // Call after backward returned: launches the groups the hooks did not,
-  // waits for all, applies post-scaling. Throws zt::Error naming the group on
-  // a communication failure.
-  void FinishBackward();
+  // waits for all, applies post-scaling. Throws zt::Error naming the
+  // parameter group on a communication failure.
+  void FinishBackward() ABSL_LOCKS_EXCLUDED(mu_);
   // Clears gradient storage after an optimizer step (or a skipped one).
-  void ZeroGrads();
+  void ZeroGrads() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reduction scratch held across steps (stage-2 buckets, reduce-scatter
   // outputs, casts): the most that was ever in use at once.
-  int64_t peak_bucket_bytes() const { return scratch_.held_bytes(); }
+  int64_t peak_bucket_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Where the reducer is between BeginBackward and FinishBackward.
+  enum class Phase {
+    kIdle,          // outside BeginBackward/FinishBackward: gradients stay where autograd puts them
+    kAccumulating,  // stages 0/1 before the accumulation boundary: gradients accumulate, no reduction
+    kReducing,      // this backward's gradients are reduced (stages 2/3 always)
+  };
+  // One per flat parameter group, reset by BeginBackward unless noted.
+  struct GroupState {
+    int pending = 0;              // parameters whose gradient has not arrived yet
+    bool complete = false;        // every gradient arrived (FinishBackward: or never will)
+    bool launched = false;        // its collective was issued
+    at::Tensor bucket;            // stages 2/3: flat copy of the gradients (scratch) until reduced
+    bool shard_has_data = false;  // stages 2/3: grad_shard holds earlier micro-steps (reset by ZeroGrads)
+  };
+  // One per parameter.
+  struct ParamState {
+    int group = -1;      // its flat group; -1: not trained (fixed at construction)
+    int slot = -1;       // its slot in the group's layout (fixed at construction)
+    bool ready = false;  // its gradient arrived in this backward
+  };
   struct InFlight {
     int group = 0;
     std::unique_ptr<comm::Work> work;
@@ -96,34 +127,29 @@ class GradReducer {
   struct HookState;
   class PostHook;
 
-  void OnGradReady(int param_index);
-  void LaunchReadyLocked();
-  void LaunchLocked(int group_index);
-  void FinalizeOldestLocked();
-  at::Tensor EnsureBucketLocked(int group_index);
+  void OnGradReady(int param_index) ABSL_LOCKS_EXCLUDED(mu_);
+  void LaunchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LaunchLocked(int group_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinalizeOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  at::Tensor EnsureBucketLocked(int group_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::vector<FlatGroup>& groups_;
-  std::vector<at::Tensor> params_;
-  std::shared_ptr<comm::ProcessGroup> pg_;
-  GradReducerOptions options_;
-  std::shared_ptr<HookState> hook_state_;
+  mutable absl::Mutex mu_;
+  // The reducer touches the groups' tensors and the parameters' .grad only
+  // under mu_; the engine uses them between backwards, when no hook runs.
+  std::vector<FlatGroup>& groups_ ABSL_GUARDED_BY(mu_);
+  std::vector<at::Tensor> params_ ABSL_GUARDED_BY(mu_);
+  // Fixed at construction, read without the lock.
+  const std::shared_ptr<comm::ProcessGroup> pg_;
+  const GradReducerOptions options_;
+  const std::shared_ptr<HookState> hook_state_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
 
-  // param index -> (group, slot)
-  std::vector<std::pair<int, int>> where_;
-
-  std::mutex mu_;
-  bool active_ = false;
-  bool reduce_ = false;
-  std::vector<char> ready_;     // per parameter, this backward
-  std::vector<int> pending_;    // per group: parameters not yet ready
-  std::vector<char> complete_;  // per group
-  int next_launch_ = 0;
-  std::vector<char> launched_;  // per group, this backward
-  std::deque<InFlight> inflight_;
-  std::vector<at::Tensor> buckets_;   // stage 2: per-group flat gradient copies
-  std::vector<char> shard_has_data_;  // stage 2: shard holds earlier micro-steps
-  ScratchPool scratch_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
+  std::vector<ParamState> param_state_ ABSL_GUARDED_BY(mu_);  // per parameter (params_ order)
+  std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)
+  int next_launch_ ABSL_GUARDED_BY(mu_) = 0;                  // stages 0-2: next group to launch in order
+  std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  ScratchPool scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zt::zero

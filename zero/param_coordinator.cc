@@ -23,12 +23,12 @@ std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" 
 }  // namespace
 
 ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
-                                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> group,
+                                   std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> pg,
                                    plan::PrefetchLimits limits)
     : units_(std::move(units)),
       chunks_(std::move(chunks)),
       trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
-      pg_(std::move(group)),
+      pg_(std::move(pg)),
       limits_(limits),
       chunk_state_(chunks_.size()),
       unit_state_(units_.size()) {
@@ -39,7 +39,7 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
       chunk_state_[c].state = State::kReady;
     } else {
       // Sharded chunks arrive released (zero/stage3_setup.h ShardChunk).
-      ZT_CHECK(!HasStorage(chunk.group->params));
+      ZT_CHECK(chunk.group->param_residency == ParamResidency::kShardOnly && !HasStorage(chunk.group->params));
       unit_state_[static_cast<size_t>(chunk.unit)].sharded_numel += chunk.group->layout.padded_numel;
     }
   }
@@ -47,24 +47,26 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
 
 ParamCoordinator::~ParamCoordinator() {
   // Gathers still in flight write into our buffers: let them land first
-  // (bounded by the group's timeout).
+  // (bounded by the process group's timeout).
   for (ChunkState& s : chunk_state_) {
     if (s.work) (void)s.work->Wait();
   }
   // Shards on loan from the swap pool must not outlive it.
-  for (size_t c = 0; c < borrows_.size(); ++c) {
-    if (borrows_[c] > 0) FreeStorage(chunks_[c].group->param_shard);
+  for (size_t c = 0; c < chunk_state_.size(); ++c) {
+    if (chunk_state_[c].borrows > 0) FreeStorage(chunks_[c].group->param_shard);
   }
 }
 
 CoordinatorStats ParamCoordinator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   CoordinatorStats s = stats_;
   s.trace_mismatches = trace_.mismatches();
   s.cached_bytes = pool_.held_bytes();
   if (swapper_) {
     for (size_t c = 0; c < chunks_.size(); ++c) {
-      if (slot_[c] >= 0) s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+      if (chunk_state_[c].swap_slot >= 0) {
+        s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+      }
     }
     s.swap_buffer_bytes = static_cast<int64_t>(swapper_->buffer_bytes());
     s.swap = swapper_->stats();
@@ -73,12 +75,12 @@ CoordinatorStats ParamCoordinator::stats() const {
 }
 
 void ParamCoordinator::ReleaseCache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   pool_.Clear();
 }
 
 void ParamCoordinator::ResetPeak() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stats_.peak_gathered_bytes = stats_.gathered_bytes;
 }
 
@@ -93,11 +95,11 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (swapped(chunk)) {
+  if (SwappedLocked(chunk)) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
     // given back once the gather has landed (WaitChunkLocked).
     AcquireShardLocked(chunk, /*read=*/true);
-    gather_hold_[static_cast<size_t>(chunk)] = ++gather_seq_;
+    s.gather_hold = ++gather_seq_;
   }
   pool_.Fill(g.params);
   comm::CollectiveLabel label(absl::StrCat(
@@ -116,8 +118,8 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
   if (s.state != State::kInFlight) return;
   absl::Status st = s.work->Wait();
   s.work.reset();
-  if (!slot_.empty() && gather_hold_[static_cast<size_t>(chunk)] > 0) {
-    gather_hold_[static_cast<size_t>(chunk)] = 0;
+  if (s.gather_hold > 0) {
+    s.gather_hold = 0;
     ReleaseShardLocked(chunk, /*dirty=*/false);
   }
   if (!st.ok()) {
@@ -198,8 +200,9 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
   const std::vector<int>& order = trace_.order();
   for (size_t i = position; i < order.size(); ++i) {
     for (int c : units_[static_cast<size_t>(order[i])].chunks) {
-      if (!swapped(c) || chunk_state_[static_cast<size_t>(c)].state != State::kReleased) continue;
-      const int slot = slot_[static_cast<size_t>(c)];
+      const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+      if (s.swap_slot < 0 || s.state != State::kReleased) continue;
+      const int slot = s.swap_slot;
       if (swapper_->resident(slot)) continue;
       // The swapper keeps a buffer for a gather that was not foreseen.
       if (!swapper_->TryReadAhead(slot)) return;
@@ -208,7 +211,7 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
 }
 
 void ParamCoordinator::PreForward(int unit, bool training) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   phase_ = training ? "forward" : "evaluation";
   if (training) {
@@ -225,7 +228,7 @@ void ParamCoordinator::PreForward(int unit, bool training) {
 }
 
 void ParamCoordinator::PostForward(int unit, bool training) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   --u.active;
   if (!training) {
@@ -236,14 +239,16 @@ void ParamCoordinator::PostForward(int unit, bool training) {
     return;
   }
   if (u.active > 0) return;
-  const std::optional<int64_t> distance =
-      trace_.ReuseDistance(unit, [this](int v) { return unit_state_[static_cast<size_t>(v)].sharded_numel; });
+  // ReuseDistance calls the lambda right away, with mu_ still held.
+  const std::optional<int64_t> distance = trace_.ReuseDistance(unit, [this](int v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return unit_state_[static_cast<size_t>(v)].sharded_numel;
+  });
   if (plan::KeepAfterForward(distance, live_numel_, limits_)) return;
   for (int c : units_[static_cast<size_t>(unit)].chunks) ReleaseChunkLocked(c);
 }
 
 void ParamCoordinator::PreBackward(int unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Safety net: whatever backward skipped is released when the graph task
   // ends, even if the caller never reaches Engine::Backward's epilogue. Not
   // from a checkpoint's recomputation: its backward is a graph task of its
@@ -257,12 +262,12 @@ void ParamCoordinator::PreBackward(int unit) {
 }
 
 void ParamCoordinator::AddInputNodes(int unit, int count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   unit_state_[static_cast<size_t>(unit)].pending_inputs += count;
 }
 
 void ParamCoordinator::PostBackward(int unit) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   if (u.pending_inputs > 0) --u.pending_inputs;
   if (u.pending_inputs > 0) return;
@@ -275,12 +280,12 @@ void ParamCoordinator::PostBackward(int unit) {
 }
 
 void ParamCoordinator::OnGroupGradsComplete(int g) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReleaseChunkLocked(trainable_chunk_of_group_[static_cast<size_t>(g)]);
 }
 
 void ParamCoordinator::EndBackward() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (size_t c = 0; c < chunks_.size(); ++c) WaitChunkLocked(static_cast<int>(c));
   for (size_t c = 0; c < chunks_.size(); ++c) {
     // A unit whose forward is still running (a backward nested inside a
@@ -297,7 +302,7 @@ void ParamCoordinator::EndBackward() {
 }
 
 void ParamCoordinator::Pin(const std::vector<int>& chunks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   phase_ = "GatheredParameters";
   for (int c : chunks) GatherChunkLocked(c);
   for (int c : chunks) {
@@ -307,7 +312,7 @@ void ParamCoordinator::Pin(const std::vector<int>& chunks) {
 }
 
 void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (modifier_rank.has_value()) {
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
@@ -327,7 +332,7 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
     for (int c : chunks) {
       FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
       // Persistent chunks own a view of `params`: already up to date.
-      if (!g.param_shard.defined()) continue;
+      if (g.param_residency != ParamResidency::kShardOnly) continue;
       at::Tensor shard = AcquireShardLocked(c, /*read=*/false);
       shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
       ReleaseShardLocked(c, /*dirty=*/true);
@@ -353,11 +358,12 @@ std::string ParamCoordinator::ChunkLabel(int chunk) const {
 }
 
 absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (swapper_) return absl::FailedPreconditionError("parameter shards are already offloaded");
-  slot_.assign(chunks_.size(), -1);
-  borrows_.assign(chunks_.size(), 0);
-  gather_hold_.assign(chunks_.size(), 0);
+  // Until the swapper exists, every shard stays in memory (swap_slot -1).
+  auto keep_all_in_memory = [](std::vector<ChunkState>& states) {
+    for (ChunkState& s : states) s.swap_slot = -1;
+  };
   offload::ParamSwapOptions so;
   so.dir = options.dir;
   so.file_name = options.file_name;
@@ -367,13 +373,13 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   std::vector<int> order;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const FlatGroup& g = *chunks_[c].group;
-    if (chunks_[c].persistent || !g.param_shard.defined()) continue;
+    if (chunks_[c].persistent || g.param_residency != ParamResidency::kShardOnly) continue;
     const int64_t n = g.layout.shard_numel;
     if (kept + n <= options.max_in_cpu) {
       kept += n;  // stays in memory (offload_param.max_in_cpu)
       continue;
     }
-    slot_[c] = static_cast<int>(so.slot_bytes.size());
+    chunk_state_[c].swap_slot = static_cast<int>(so.slot_bytes.size());
     so.slot_bytes.push_back(static_cast<uint64_t>(g.param_shard.nbytes()));
     so.slot_names.push_back(ChunkLabel(static_cast<int>(c)));
     order.push_back(static_cast<int>(c));
@@ -383,11 +389,11 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     }
   }
   if (order.empty()) {
-    slot_.clear();
+    keep_all_in_memory(chunk_state_);
     return absl::OkStatus();
   }
   if (largest > options.buffer_numel) {
-    slot_.clear();
+    keep_all_in_memory(chunk_state_);
     return absl::InvalidArgumentError(absl::StrFormat(
         "zero_optimization.offload_param.buffer_size is %d elements, but the shard of %s has %d; raise buffer_size "
         "to at least %d (a chunk holds up to reduce_bucket_size elements, or one larger parameter)",
@@ -397,7 +403,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   so.buffer_bytes = static_cast<uint64_t>(std::min(options.buffer_numel, largest) * elem);
   auto created = offload::ParamSwapper::Create(so, io);
   if (!created.ok()) {
-    slot_.clear();
+    keep_all_in_memory(chunk_state_);
     return created.status();
   }
   swapper_ = std::move(*created);
@@ -405,23 +411,33 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   for (int c : order) {
     FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
     at::Tensor resident = g.param_shard;
-    auto buffer = swapper_->Acquire(slot_[static_cast<size_t>(c)], /*read=*/false);
+    const int slot = chunk_state_[static_cast<size_t>(c)].swap_slot;
+    auto buffer = swapper_->Acquire(slot, /*read=*/false);
     if (!buffer.ok()) return buffer.status();
     std::memcpy(*buffer, resident.data_ptr(), resident.nbytes());
-    ZT_RETURN_IF_ERROR(swapper_->Release(slot_[static_cast<size_t>(c)], /*dirty=*/true));
+    ZT_RETURN_IF_ERROR(swapper_->Release(slot, /*dirty=*/true));
     FreeStorage(g.param_shard);
   }
   return swapper_->Flush();
 }
 
+bool ParamCoordinator::SwappedLocked(int chunk) const {
+  return chunk_state_[static_cast<size_t>(chunk)].swap_slot >= 0;
+}
+
+bool ParamCoordinator::swapped(int chunk) const {
+  absl::MutexLock lock(&mu_);
+  return SwappedLocked(chunk);
+}
+
 at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (!swapped(chunk)) return g.OwnedParams();
-  const int slot = slot_[static_cast<size_t>(chunk)];
+  if (!SwappedLocked(chunk)) return g.OwnedParams();
+  const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
   for (;;) {
     absl::StatusOr<void*> buffer = swapper_->Acquire(slot, read);
     if (buffer.ok()) {
-      if (borrows_[static_cast<size_t>(chunk)]++ == 0) BorrowStorage(g.param_shard, *buffer);
+      if (chunk_state_[static_cast<size_t>(chunk)].borrows++ == 0) BorrowStorage(g.param_shard, *buffer);
       return g.param_shard;
     }
     if (!absl::IsResourceExhausted(buffer.status())) {
@@ -430,8 +446,9 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
     // Every buffer is pinned: the oldest gather still holding its shard
     // gives one back once it lands.
     int oldest = -1;
-    for (size_t c = 0; c < chunks_.size(); ++c) {
-      if (gather_hold_[c] > 0 && (oldest < 0 || gather_hold_[c] < gather_hold_[static_cast<size_t>(oldest)])) {
+    for (size_t c = 0; c < chunk_state_.size(); ++c) {
+      const int64_t hold = chunk_state_[c].gather_hold;
+      if (hold > 0 && (oldest < 0 || hold < chunk_state_[static_cast<size_t>(oldest)].gather_hold)) {
         oldest = static_cast<int>(c);
       }
     }
@@ -446,20 +463,21 @@ at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
 }
 
 void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
-  if (!swapped(chunk)) return;
+  if (!SwappedLocked(chunk)) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  if (--borrows_[static_cast<size_t>(chunk)] == 0) FreeStorage(g.param_shard);
-  absl::Status st = swapper_->Release(slot_[static_cast<size_t>(chunk)], dirty);
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  if (--s.borrows == 0) FreeStorage(g.param_shard);
+  absl::Status st = swapper_->Release(s.swap_slot, dirty);
   if (!st.ok()) throw Error(absl::Status(st.code(), absl::StrCat("parameter offload: ", st.message())));
 }
 
 at::Tensor ParamCoordinator::AcquireShard(int chunk, bool read) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return AcquireShardLocked(chunk, read);
 }
 
 void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReleaseShardLocked(chunk, dirty);
 }
 

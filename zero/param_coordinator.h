@@ -43,18 +43,23 @@
 //    collectives. All decisions derive from that order and the config, never
 //    from timing, so ranks issue identical collective sequences.
 //  * Calls come from the training thread and, during backward, from
-//    autograd's thread (the same thread for CPU graphs); a mutex serializes them.
+//    autograd's thread (the same thread for CPU graphs); mu_ serializes them
+//    (the annotations below are checked by clang's -Wthread-safety,
+//    scripts/thread_safety.sh). The gradient reducer calls
+//    OnGroupGradsComplete under its own lock, so that lock comes first; the
+//    coordinator never calls into the reducer.
 //  * Communication failures throw zt::Error naming the unit.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
 #include "offload/io_engine.h"
 #include "offload/param_swapper.h"
@@ -89,9 +94,10 @@ class ParamCoordinator {
     std::vector<int> chunks;  // indices into the chunk list
   };
 
-  // `trainable_chunk_of_group[g]` is the chunk holding the reducer's group g.
+  // `trainable_chunk_of_group[g]` is the chunk holding the reducer's flat
+  // group g; `pg` is the data-parallel process group.
   ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks, std::vector<int> trainable_chunk_of_group,
-                   std::shared_ptr<comm::ProcessGroup> group, plan::PrefetchLimits limits);
+                   std::shared_ptr<comm::ProcessGroup> pg, plan::PrefetchLimits limits);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -99,80 +105,90 @@ class ParamCoordinator {
   // From zt::Unit's forward. `training`: grad mode was on (the request is part
   // of a training micro-step; otherwise it is an evaluation forward, which
   // gathers, runs and releases without touching the trace).
-  void PreForward(int unit, bool training);
-  void PostForward(int unit, bool training);
+  void PreForward(int unit, bool training) ABSL_LOCKS_EXCLUDED(mu_);
+  void PostForward(int unit, bool training) ABSL_LOCKS_EXCLUDED(mu_);
   // From the autograd hooks (zero/unit.cc): the unit's results' gradients
   // are about to flow into it / one call's backward has passed through it.
-  void PreBackward(int unit);
-  void PostBackward(int unit);
+  void PreBackward(int unit) ABSL_LOCKS_EXCLUDED(mu_);
+  void PostBackward(int unit) ABSL_LOCKS_EXCLUDED(mu_);
   // The forward call hooked `count` argument-producing nodes for `unit`.
-  void AddInputNodes(int unit, int count);
-  // From the gradient reducer: every gradient of group `g` was accumulated.
-  void OnGroupGradsComplete(int g);
+  void AddInputNodes(int unit, int count) ABSL_LOCKS_EXCLUDED(mu_);
+  // From the gradient reducer (under its lock): every gradient of flat
+  // group `g` was accumulated.
+  void OnGroupGradsComplete(int g) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for every gather, frees every non-persistent chunk that is not
   // pinned, ends the micro-step. Idempotent.
-  void EndBackward();
+  void EndBackward() ABSL_LOCKS_EXCLUDED(mu_);
 
   // GatheredParameters support. Pin gathers `chunks` (collective: same list,
   // same order on every rank) and keeps them gathered until Unpin; Unpin with
   // a modifier rank first broadcasts that rank's full values and writes them
   // back into every rank's shard.
-  void Pin(const std::vector<int>& chunks);
-  void Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank);
+  void Pin(const std::vector<int>& chunks) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Parameter offload to NVMe: every non-persistent chunk's shard beyond the
   // first `max_in_cpu` elements (in chunk order) moves to a swap file under
   // options.dir, and its memory is freed. Call once, before training.
   // Errors: the swap file's (missing directory, no room, ...) and a
   // buffer_size smaller than the largest shard (naming the unit).
-  absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io);
-  bool swapped(int chunk) const { return !slot_.empty() && slot_[static_cast<size_t>(chunk)] >= 0; }
+  absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether chunk `chunk`'s shard lives in the swap file.
+  bool swapped(int chunk) const ABSL_LOCKS_EXCLUDED(mu_);
   // Chunk c's owned shard, resident until ReleaseShard (for swapped chunks a
   // pool buffer: with `read` it holds the shard, else the caller overwrites
   // it all); `dirty` writes it back. Unswapped chunks: their param_shard.
   // Throws zt::Error on I/O failure or when every swap buffer stays pinned.
-  at::Tensor AcquireShard(int chunk, bool read);
-  void ReleaseShard(int chunk, bool dirty);
+  at::Tensor AcquireShard(int chunk, bool read) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseShard(int chunk, bool dirty) ABSL_LOCKS_EXCLUDED(mu_);
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }
 
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<Unit>& units() const { return units_; }
-  CoordinatorStats stats() const;
-  void ResetPeak();
+  CoordinatorStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  void ResetPeak() ABSL_LOCKS_EXCLUDED(mu_);
   // Returns the idle gather buffers to the allocator.
-  void ReleaseCache();
+  void ReleaseCache() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // A chunk's gathered parameters (`params` of its group).
   enum class State { kReleased, kInFlight, kReady };
+  // What changes about one chunk (chunks_ holds what does not), per chunk.
   struct ChunkState {
     State state = State::kReleased;
-    std::unique_ptr<comm::Work> work;
-    int pins = 0;
+    std::unique_ptr<comm::Work> work;  // the all-gather while kInFlight
+    int pins = 0;                      // GatheredParameters holding it gathered
+    // Parameter offload (OffloadShards); the defaults mean "in memory".
+    int swap_slot = -1;       // the shard's slot in the swap file; -1: it stays in memory
+    int borrows = 0;          // holders of the swap buffer param_shard borrows
+    int64_t gather_hold = 0;  // > 0 (an issue number) while its gather holds the shard's buffer
   };
+  // What changes about one unit (units_ holds what does not), per unit.
   struct UnitState {
-    int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks
+    int64_t sharded_numel = 0;  // padded numel of its non-persistent chunks (fixed at construction)
     int active = 0;             // forward calls running
     int pending_inputs = 0;     // hooked argument nodes not yet reached in backward
     bool prefetched_ahead = false;
     std::vector<int> eval_gathered;  // chunks an evaluation forward gathered
   };
 
-  void ObserveLocked(int unit);
-  void PrefetchLocked();
+  void ObserveLocked(int unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PrefetchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues the all-gathers of `unit`'s released non-persistent chunks;
   // returns the chunks it issued.
-  std::vector<int> GatherUnitLocked(int unit);
-  void GatherChunkLocked(int chunk);
-  void WaitChunkLocked(int chunk);
-  void ReleaseChunkLocked(int chunk);
-  bool UnitGatheredLocked(int unit) const;
-  at::Tensor AcquireShardLocked(int chunk, bool read);
-  void ReleaseShardLocked(int chunk, bool dirty);
+  std::vector<int> GatherUnitLocked(int unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GatherChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WaitChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UnitGatheredLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SwappedLocked(int chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  at::Tensor AcquireShardLocked(int chunk, bool read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseShardLocked(int chunk, bool dirty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads ahead the swapped shards of the units at trace positions from
   // `position` on, while the pool has more than one free buffer.
-  void ReadAheadLocked(size_t position);
+  void ReadAheadLocked(size_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ChunkLabel(int chunk) const;
 
   class TrainableShards final : public ParamShardAccess {
@@ -185,34 +201,35 @@ class ParamCoordinator {
     ParamCoordinator* c_;
   };
 
-  std::vector<Unit> units_;
-  std::vector<Chunk> chunks_;
-  std::vector<int> trainable_chunk_of_group_;
-  std::shared_ptr<comm::ProcessGroup> pg_;
-  plan::PrefetchLimits limits_;
+  // Fixed at construction, read without the lock. Descriptions (units_,
+  // chunks_) and state (unit_state_, chunk_state_) are separate vectors with
+  // the same index because only the state is guarded: chunks() hands the
+  // descriptions out.
+  const std::vector<Unit> units_;
+  const std::vector<Chunk> chunks_;
+  const std::vector<int> trainable_chunk_of_group_;
+  const std::shared_ptr<comm::ProcessGroup> pg_;
+  const plan::PrefetchLimits limits_;
 
-  mutable std::mutex mu_;
-  std::vector<ChunkState> chunk_state_;
-  std::vector<UnitState> unit_state_;
-  plan::UnitTrace trace_;
-  int64_t window_numel_ = 0;  // gathered ahead of use, not yet requested
-  int64_t live_numel_ = 0;    // non-persistent chunk elements gathered or in flight
-  StoragePool pool_;
-  bool callback_queued_ = false;
-  bool logged_mismatch_ = false;
+  mutable absl::Mutex mu_;
+  std::vector<ChunkState> chunk_state_ ABSL_GUARDED_BY(mu_);  // per chunk (chunks_ order)
+  std::vector<UnitState> unit_state_ ABSL_GUARDED_BY(mu_);    // per unit (units_ order)
+  plan::UnitTrace trace_ ABSL_GUARDED_BY(mu_);
+  int64_t window_numel_ ABSL_GUARDED_BY(mu_) = 0;  // gathered ahead of use, not yet requested
+  int64_t live_numel_ ABSL_GUARDED_BY(mu_) = 0;    // non-persistent chunk elements gathered or in flight
+  StoragePool pool_ ABSL_GUARDED_BY(mu_);
+  bool callback_queued_ ABSL_GUARDED_BY(mu_) = false;
+  bool logged_mismatch_ ABSL_GUARDED_BY(mu_) = false;
   // Why gathers are issued right now ("forward", "backward", "evaluation",
   // "GatheredParameters"), for their collective labels: every rank issues
   // the same gathers in the same phases, so a rank in another phase (one
   // rank evaluating alone) is named at its first gather.
-  const char* phase_ = "forward";
-  CoordinatorStats stats_;
+  const char* phase_ ABSL_GUARDED_BY(mu_) = "forward";
+  CoordinatorStats stats_ ABSL_GUARDED_BY(mu_);
 
-  // Parameter offload (empty vectors without it).
-  std::unique_ptr<offload::ParamSwapper> swapper_;
-  std::vector<int> slot_;             // per chunk: swap slot, -1 when the shard stays in memory
-  std::vector<int> borrows_;          // per chunk: holders of the shard's borrowed buffer
-  std::vector<int64_t> gather_hold_;  // per chunk: > 0 (an issue number) while its gather holds the shard
-  int64_t gather_seq_ = 0;
+  // Parameter offload (null without it; the per-chunk part is in ChunkState).
+  std::unique_ptr<offload::ParamSwapper> swapper_ ABSL_GUARDED_BY(mu_);
+  int64_t gather_seq_ ABSL_GUARDED_BY(mu_) = 0;
   TrainableShards shard_access_{this};
 };
 

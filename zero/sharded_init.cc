@@ -31,8 +31,8 @@ void CollectOwn(torch::nn::Module& m, bool is_top, std::unordered_set<const void
 
 }  // namespace
 
-ShardedInit::ShardedInit(std::shared_ptr<comm::ProcessGroup> group, const Config& config)
-    : pg_(std::move(group)), options_(zero::Stage3OptionsFromConfig(config)) {
+ShardedInit::ShardedInit(std::shared_ptr<comm::ProcessGroup> pg, const Config& config)
+    : pg_(std::move(pg)), options_(zero::Stage3OptionsFromConfig(config)) {
   if (pg_ == nullptr) throw Error(absl::InvalidArgumentError("zt::ShardedInit: the process group is null"));
   if (config.zero.stage != 3) {
     throw Error(absl::InvalidArgumentError(
@@ -64,7 +64,7 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
   auto ps = std::make_shared<PresharedUnit>();
   std::unordered_set<const void*> seen;
   CollectOwn(self, /*is_top=*/true, seen, ps->params);
-  ps->world_size = init->group().size();
+  ps->world_size = init->pg().size();
   ps->options = init->options();
   std::vector<plan::UnitParam> infos;
   for (size_t i = 0; i < ps->params.size(); ++i) {
@@ -82,7 +82,7 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
   ps->layouts = plan::PlanUnitChunks(infos, ps->options.bucket_numel, ps->world_size, ps->options.persistence,
                                      /*all_persistent=*/false, init->persistent_used());
   for (const plan::ChunkLayout& layout : ps->layouts) {
-    ps->groups.push_back(ShardChunk(layout, ps->params, init->group(), ps->options.dtype));
+    ps->groups.push_back(ShardChunk(layout, ps->params, init->pg(), ps->options.dtype));
   }
   unit.preshard() = std::move(ps);
   // Until an engine adopts the shards, running the unit is an error that says so.

@@ -41,12 +41,12 @@ class ShardedInit {
  public:
   // Throws zt::Error when the config is not stage 3 or another ShardedInit is
   // active on this thread.
-  ShardedInit(std::shared_ptr<comm::ProcessGroup> group, const Config& config);
+  ShardedInit(std::shared_ptr<comm::ProcessGroup> pg, const Config& config);
   ~ShardedInit();
   ShardedInit(const ShardedInit&) = delete;
   ShardedInit& operator=(const ShardedInit&) = delete;
 
-  comm::ProcessGroup& group() { return *pg_; }
+  comm::ProcessGroup& pg() { return *pg_; }
   const zero::Stage3Options& options() const { return options_; }
   int64_t* persistent_used() { return &persistent_used_; }
 

@@ -100,7 +100,7 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
 
 FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype) {
-  FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), /*sharded=*/true, dtype);
+  FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), ParamResidency::kOwnsSliceOfFull, dtype);
   if (pg.size() > 1) {
     absl::Status st = pg.Broadcast(g.params, 0)->Wait();
     if (!st.ok()) {
@@ -111,6 +111,7 @@ FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tenso
   if (!chunk.persistent) {
     g.param_shard = g.params.narrow(0, g.owned_begin(), g.layout.shard_numel).clone();
     FreeStorage(g.params);
+    g.param_residency = ParamResidency::kShardOnly;
   }
   return g;
 }
@@ -153,9 +154,11 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
   }
   for (size_t e = 0; e < b.params.size(); ++e) members[static_cast<size_t>(owner_of[e])].push_back(static_cast<int>(e));
 
-  b.unit_names = w.names;
-  b.unit_bases = w.bases;
-  b.unit_chunks.resize(static_cast<size_t>(num_units));
+  b.units.resize(static_cast<size_t>(num_units));
+  for (size_t u = 0; u < b.units.size(); ++u) {
+    b.units[u].name = w.names[u];
+    b.units[u].base = w.bases[u];
+  }
   for (int e : members[0]) b.root_numel += b.params[static_cast<size_t>(e)].numel();
 
   int64_t persistent_used = 0;
@@ -167,7 +170,7 @@ absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessG
     std::vector<FlatGroup>& list = layout.trainable ? b.trainable_chunks : b.frozen_chunks;
     ref.index = static_cast<int>(list.size());
     list.push_back(std::move(group));
-    b.unit_chunks[static_cast<size_t>(unit)].push_back(static_cast<int>(b.chunks.size()));
+    b.units[static_cast<size_t>(unit)].chunks.push_back(static_cast<int>(b.chunks.size()));
     b.chunks.push_back(ref);
   };
 

@@ -45,18 +45,23 @@ struct Stage3Build {
   };
   std::vector<ChunkRef> chunks;  // every chunk, unit by unit
 
-  // Units: [0] is the root (parameters outside every unit; always gathered).
-  std::vector<std::string> unit_names;
-  std::vector<UnitBase*> unit_bases;  // [0] is null
-  std::vector<std::vector<int>> unit_chunks;
+  struct Unit {
+    std::string name;          // module path ("" for the root)
+    UnitBase* base = nullptr;  // the zt::Unit (null for the root)
+    std::vector<int> chunks;   // indices into `chunks`
+  };
+  // [0] is the root (parameters outside every unit; always gathered).
+  std::vector<Unit> units;
   int64_t root_numel = 0;  // parameters outside every unit
 };
 
 absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg, const Stage3Options& options);
 
 // Flattens one chunk's parameters into a new buffer of `dtype` (parameters
-// become views of it), broadcasts rank 0's values, and for a non-persistent
-// chunk keeps this rank's shard in `param_shard` and frees the buffer.
+// become views of it) and broadcasts rank 0's values. A persistent chunk
+// keeps the full buffer and owns a slice of it
+// (ParamResidency::kOwnsSliceOfFull); a non-persistent one keeps this rank's
+// shard in `param_shard` and frees the buffer (ParamResidency::kShardOnly).
 // Collective. Throws zt::Error on a communication failure.
 FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
                      at::ScalarType dtype);
