@@ -141,25 +141,9 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   // are complete: a save that fails on one rank leaves the old tag whole.
   const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
 
-  // The module state dict: buffers, and at stages 0-2 the full parameters.
-  ckpt::Dict module;
-  module.ordered = true;
   std::vector<std::string> buffer_names;
   const bool write_model_states = core_.stage == 3 || rank == 0;
-  if (write_model_states) {
-    if (core_.stage != 3) {
-      for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
-        keep.push_back(item.value().detach().contiguous());
-        module.Set(item.key(), Ref(keep.back()));
-      }
-    }
-    for (const auto& item : core_.module->named_buffers(/*recurse=*/true)) {
-      if (!item.value().defined()) continue;
-      keep.push_back(item.value().detach().contiguous());
-      module.Set(item.key(), Ref(keep.back()));
-      buffer_names.push_back(item.key());
-    }
-  }
+  const ckpt::Dict module = write_model_states ? ModuleStateDict(&keep, &buffer_names) : ckpt::Dict();
 
   absl::Status local = MakeDirs(staging);
   if (local.ok()) {
@@ -193,6 +177,24 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << core_.global_steps << ")";
   }
   return absl::OkStatus();
+}
+
+ckpt::Dict Checkpointer::ModuleStateDict(std::vector<at::Tensor>* keep, std::vector<std::string>* buffer_names) {
+  ckpt::Dict module;
+  module.ordered = true;
+  if (core_.stage != 3) {
+    for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
+      keep->push_back(item.value().detach().contiguous());
+      module.Set(item.key(), Ref(keep->back()));
+    }
+  }
+  for (const auto& item : core_.module->named_buffers(/*recurse=*/true)) {
+    if (!item.value().defined()) continue;
+    keep->push_back(item.value().detach().contiguous());
+    module.Set(item.key(), Ref(keep->back()));
+    buffer_names->push_back(item.key());
+  }
+  return module;
 }
 
 ckpt::SavedLayout Checkpointer::CurrentLayout() const {
@@ -588,20 +590,23 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
 
   core_.optimizer->SetMasters(staged.masters);
   CommitFrozenAndBuffers(staged);
-  if (core_.pg->rank() == 0) {
-    std::set<std::string> known;  // the model's names (aliases and buffers included)
-    for (const auto& [name, n] : numel_of) known.insert(name);
-    for (const auto& item : core_.module->named_buffers(true)) known.insert(item.key());
-    std::vector<std::string> extra;
-    for (const std::string& n : model->names()) {
-      if (known.count(n) == 0) extra.push_back(n);
-    }
-    ZT_LOG(INFO) << "loaded weights from '" << path << "'"
-                 << (extra.empty() ? std::string()
-                                   : absl::StrCat("; ignored ", extra.size(),
-                                                  " tensors the model does not have: ", absl::StrJoin(extra, ", ")));
-  }
+  if (core_.pg->rank() == 0) LogLoadedWeights(path, *model, numel_of);
   return absl::OkStatus();
+}
+
+void Checkpointer::LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,
+                                    const std::unordered_map<std::string, int64_t>& numel_of) {
+  std::set<std::string> known;  // the model's names (aliases and buffers included)
+  for (const auto& [name, n] : numel_of) known.insert(name);
+  for (const auto& item : core_.module->named_buffers(true)) known.insert(item.key());
+  std::vector<std::string> extra;
+  for (const std::string& n : model.names()) {
+    if (known.count(n) == 0) extra.push_back(n);
+  }
+  ZT_LOG(INFO) << "loaded weights from '" << path << "'"
+               << (extra.empty() ? std::string()
+                                 : absl::StrCat("; ignored ", extra.size(),
+                                                " tensors the model does not have: ", absl::StrJoin(extra, ", ")));
 }
 
 // ---------------------------------------------------------------------------

@@ -19,11 +19,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "ckpt/safetensors.h"
 #include "ckpt/value.h"
 #include "ckpt/zero_checkpoint.h"
 #include "engine/engine_core.h"
@@ -79,6 +81,9 @@ class Checkpointer {
   // Save's steps, in order.
   absl::Status CheckTagAgreement(const std::string& tag);
   ckpt::SavedLayout CurrentLayout() const;
+  // The module state dict: buffers, and at stages 0-2 the full parameters
+  // (copies in `keep`); the buffers' names in `buffer_names`.
+  ckpt::Dict ModuleStateDict(std::vector<at::Tensor>* keep, std::vector<std::string>* buffer_names);
   // This rank's range of every group: views of resident state, copies
   // (`keep`) of stage-0 slices and frozen shards, and sources that stream
   // state kept on NVMe into the file chunk by chunk.
@@ -91,6 +96,11 @@ class Checkpointer {
   // 16-bit weights if configured, and move `latest` (rank 0 only).
   absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging, bool replacing,
                        const ckpt::SavedLayout& layout, int64_t save_id);
+
+  // LoadWeights' log line: what was loaded, and the file's tensors the model
+  // does not have (`numel_of`: the model's parameter names).
+  void LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,
+                        const std::unordered_map<std::string, int64_t>& numel_of);
 
   // Load's steps.
   absl::Status CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;

@@ -43,9 +43,9 @@ if (($# == 0)); then
     echo "test: clang++ not found: skipping the thread-safety analysis (scripts/thread_safety.sh)"
   fi
   # The library as a user gets it: installed into a temporary prefix, the
-  # example project built against that prefix alone and run on 2 ranks.
+  # example projects built against that prefix alone and run on 2 ranks.
   cd "$ROOT"
-  echo "test: install into a temporary prefix, build examples/minimal against it, run it"
+  echo "test: install into a temporary prefix, build examples/minimal and examples/bert_classifier against it, run them"
   ZT_BUILD_DIR="$BUILD_DIR" scripts/check_install.sh
 fi
 

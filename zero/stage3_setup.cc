@@ -116,123 +116,166 @@ FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tenso
   return g;
 }
 
-absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg,
-                                        const Stage3Options& options) {
-  Walk w;
-  Visit(model, "", 0, w);
-  const int num_units = static_cast<int>(w.bases.size());
+namespace {
+
+// BuildStage3's steps over one walk of the model, sharing what they learn:
+// the engine's parameter order, each parameter's owning unit, the chunks.
+class Stage3Builder {
+ public:
+  Stage3Builder(const Walk& w, comm::ProcessGroup& pg, const Stage3Options& options)
+      : w_(w), pg_(pg), options_(options) {}
 
   // Engine order: trainable parameters first, then frozen ones.
-  Stage3Build b;
-  std::vector<int> engine_index(w.params.size(), -1);
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t i = 0; i < w.params.size(); ++i) {
-      const at::Tensor& p = w.params[i];
-      if (p.requires_grad() != (pass == 0)) continue;
-      if (!p.device().is_cpu()) {
-        return absl::UnimplementedError(
-            absl::StrCat("parameter '", w.param_names[i], "' is on ", p.device().str(),
-                         "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
-      }
-      if (!at::isFloatingType(p.scalar_type())) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter '", w.param_names[i], "' is not floating point"));
-      }
-      engine_index[i] = static_cast<int>(b.params.size());
-      b.params.push_back(p);
-      b.names.push_back(w.param_names[i]);
-    }
-    if (pass == 0) b.num_trainable = static_cast<int>(b.params.size());
-  }
-
-  // Each parameter belongs to the innermost unit common to all its owners.
-  std::vector<std::vector<int>> members(static_cast<size_t>(num_units));
-  std::vector<int> owner_of(b.params.size(), 0);
-  for (size_t i = 0; i < w.params.size(); ++i) {
-    int owner = w.owners[i].front();
-    for (int o : w.owners[i]) owner = CommonAncestor(w, owner, o);
-    owner_of[static_cast<size_t>(engine_index[i])] = owner;
-  }
-  for (size_t e = 0; e < b.params.size(); ++e) members[static_cast<size_t>(owner_of[e])].push_back(static_cast<int>(e));
-
-  b.units.resize(static_cast<size_t>(num_units));
-  for (size_t u = 0; u < b.units.size(); ++u) {
-    b.units[u].name = w.names[u];
-    b.units[u].base = w.bases[u];
-  }
-  for (int e : members[0]) b.root_numel += b.params[static_cast<size_t>(e)].numel();
-
-  int64_t persistent_used = 0;
-  auto add_chunk = [&b](int unit, const plan::ChunkLayout& layout, FlatGroup group) {
-    Stage3Build::ChunkRef ref;
-    ref.trainable = layout.trainable;
-    ref.unit = unit;
-    ref.persistent = layout.persistent;
-    std::vector<FlatGroup>& list = layout.trainable ? b.trainable_chunks : b.frozen_chunks;
-    ref.index = static_cast<int>(list.size());
-    list.push_back(std::move(group));
-    b.units[static_cast<size_t>(unit)].chunks.push_back(static_cast<int>(b.chunks.size()));
-    b.chunks.push_back(ref);
-  };
-
-  for (int u = 0; u < num_units; ++u) {
-    std::vector<int> fresh = members[static_cast<size_t>(u)];
-    UnitBase* base = w.bases[static_cast<size_t>(u)];
-    if (base != nullptr && base->preshard() != nullptr) {
-      PresharedUnit& ps = *base->preshard();
-      ZT_RETURN_IF_ERROR(CheckSameOptions(ps, w.names[static_cast<size_t>(u)], pg.size(), options));
-      std::vector<int> local_to_engine(ps.params.size(), -1);
-      for (size_t k = 0; k < ps.params.size(); ++k) {
-        auto it = w.index.find(ps.params[k].unsafeGetTensorImpl());
-        const int e = it == w.index.end() ? -1 : engine_index[static_cast<size_t>(it->second)];
-        if (e < 0 || owner_of[static_cast<size_t>(e)] != u) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("a parameter of unit '", Label(w.names[static_cast<size_t>(u)]),
-                           "' was sharded at construction (zt::ShardedInit) but is now ",
-                           e < 0 ? "not part of the model"
-                                 : absl::StrCat("also registered outside it ('", b.names[static_cast<size_t>(e)], "')"),
-                           "; tie weights inside the unit, or build the model without ShardedInit"));
+  absl::Status OrderParams() {
+    engine_index_.assign(w_.params.size(), -1);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < w_.params.size(); ++i) {
+        const at::Tensor& p = w_.params[i];
+        if (p.requires_grad() != (pass == 0)) continue;
+        if (!p.device().is_cpu()) {
+          return absl::UnimplementedError(
+              absl::StrCat("parameter '", w_.param_names[i], "' is on ", p.device().str(),
+                           "; this build trains CPU parameters over Gloo (CUDA/NCCL support comes with a CUDA build)"));
         }
-        local_to_engine[k] = e;
-      }
-      for (size_t c = 0; c < ps.layouts.size(); ++c) {
-        plan::ChunkLayout layout = ps.layouts[c];
-        for (plan::ParamSlot& slot : layout.layout.slots) {
-          slot.param_index = local_to_engine[static_cast<size_t>(slot.param_index)];
-          const at::Tensor& p = b.params[static_cast<size_t>(slot.param_index)];
-          if (p.requires_grad() != layout.trainable) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "parameter '", b.names[static_cast<size_t>(slot.param_index)], "' was ",
-                layout.trainable ? "trainable" : "frozen", " when zt::ShardedInit sharded its unit and is ",
-                p.requires_grad() ? "trainable" : "frozen",
-                " now; set requires_grad inside the unit's constructor, or build the model without ShardedInit"));
-          }
-          fresh.erase(std::remove(fresh.begin(), fresh.end(), slot.param_index), fresh.end());
+        if (!at::isFloatingType(p.scalar_type())) {
+          return absl::InvalidArgumentError(absl::StrCat("parameter '", w_.param_names[i], "' is not floating point"));
         }
-        if (layout.persistent) persistent_used += layout.layout.numel;
-        FlatGroup group = std::move(ps.groups[c]);
-        group.layout = layout.layout;
-        add_chunk(u, layout, std::move(group));
+        engine_index_[i] = static_cast<int>(b_.params.size());
+        b_.params.push_back(p);
+        b_.names.push_back(w_.param_names[i]);
       }
-      base->preshard().reset();
+      if (pass == 0) b_.num_trainable = static_cast<int>(b_.params.size());
     }
+    return absl::OkStatus();
+  }
 
+  // Each parameter belongs to the innermost unit common to all its owners;
+  // returns every unit's members (engine indices, engine order).
+  std::vector<std::vector<int>> AssignOwners() {
+    const size_t num_units = w_.bases.size();
+    std::vector<std::vector<int>> members(num_units);
+    owner_of_.assign(b_.params.size(), 0);
+    for (size_t i = 0; i < w_.params.size(); ++i) {
+      int owner = w_.owners[i].front();
+      for (int o : w_.owners[i]) owner = CommonAncestor(w_, owner, o);
+      owner_of_[static_cast<size_t>(engine_index_[i])] = owner;
+    }
+    for (size_t e = 0; e < b_.params.size(); ++e) {
+      members[static_cast<size_t>(owner_of_[e])].push_back(static_cast<int>(e));
+    }
+    b_.units.resize(num_units);
+    for (size_t u = 0; u < num_units; ++u) {
+      b_.units[u].name = w_.names[u];
+      b_.units[u].base = w_.bases[u];
+    }
+    for (int e : members[0]) b_.root_numel += b_.params[static_cast<size_t>(e)].numel();
+    return members;
+  }
+
+  // A unit zt::ShardedInit sharded at construction brings its chunks along:
+  // they are mapped to engine indices and checked against today's model;
+  // its parameters leave `fresh` (those still to plan).
+  absl::Status AdoptPresharded(int u, std::vector<int>* fresh) {
+    UnitBase* base = w_.bases[static_cast<size_t>(u)];
+    PresharedUnit& ps = *base->preshard();
+    const std::string& name = w_.names[static_cast<size_t>(u)];
+    ZT_RETURN_IF_ERROR(CheckSameOptions(ps, name, pg_.size(), options_));
+    std::vector<int> local_to_engine(ps.params.size(), -1);
+    for (size_t k = 0; k < ps.params.size(); ++k) {
+      auto it = w_.index.find(ps.params[k].unsafeGetTensorImpl());
+      const int e = it == w_.index.end() ? -1 : engine_index_[static_cast<size_t>(it->second)];
+      if (e < 0 || owner_of_[static_cast<size_t>(e)] != u) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a parameter of unit '", Label(name), "' was sharded at construction (zt::ShardedInit) but is now ",
+            e < 0 ? "not part of the model"
+                  : absl::StrCat("also registered outside it ('", b_.names[static_cast<size_t>(e)], "')"),
+            "; tie weights inside the unit, or build the model without ShardedInit"));
+      }
+      local_to_engine[k] = e;
+    }
+    for (size_t c = 0; c < ps.layouts.size(); ++c) {
+      plan::ChunkLayout layout = ps.layouts[c];
+      for (plan::ParamSlot& slot : layout.layout.slots) {
+        slot.param_index = local_to_engine[static_cast<size_t>(slot.param_index)];
+        const at::Tensor& p = b_.params[static_cast<size_t>(slot.param_index)];
+        if (p.requires_grad() != layout.trainable) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "parameter '", b_.names[static_cast<size_t>(slot.param_index)], "' was ",
+              layout.trainable ? "trainable" : "frozen", " when zt::ShardedInit sharded its unit and is ",
+              p.requires_grad() ? "trainable" : "frozen",
+              " now; set requires_grad inside the unit's constructor, or build the model without ShardedInit"));
+        }
+        fresh->erase(std::remove(fresh->begin(), fresh->end(), slot.param_index), fresh->end());
+      }
+      if (layout.persistent) persistent_used_ += layout.layout.numel;
+      FlatGroup group = std::move(ps.groups[c]);
+      group.layout = layout.layout;
+      AddChunk(u, layout, std::move(group));
+    }
+    base->preshard().reset();
+    return absl::OkStatus();
+  }
+
+  // Plans and shards the chunks of `fresh`, unit u's parameters not sharded
+  // at construction (the root's are persistent as a whole).
+  void ShardFresh(int u, const std::vector<int>& fresh) {
     std::vector<plan::UnitParam> infos;
     for (int e : fresh) {
       plan::UnitParam up;
       up.param_index = e;
-      up.numel = b.params[static_cast<size_t>(e)].numel();
-      up.trainable = b.params[static_cast<size_t>(e)].requires_grad();
+      up.numel = b_.params[static_cast<size_t>(e)].numel();
+      up.trainable = b_.params[static_cast<size_t>(e)].requires_grad();
       infos.push_back(up);
     }
-    if (infos.empty()) continue;
+    if (infos.empty()) return;
     std::vector<plan::ChunkLayout> layouts =
-        plan::PlanUnitChunks(infos, options.bucket_numel, pg.size(), options.persistence,
-                             /*all_persistent=*/u == 0, &persistent_used);
+        plan::PlanUnitChunks(infos, options_.bucket_numel, pg_.size(), options_.persistence,
+                             /*all_persistent=*/u == 0, &persistent_used_);
     for (const plan::ChunkLayout& layout : layouts) {
-      add_chunk(u, layout, ShardChunk(layout, b.params, pg, options.dtype));
+      AddChunk(u, layout, ShardChunk(layout, b_.params, pg_, options_.dtype));
     }
   }
-  return b;
+
+  Stage3Build Take() { return std::move(b_); }
+
+ private:
+  void AddChunk(int unit, const plan::ChunkLayout& layout, FlatGroup group) {
+    Stage3Build::ChunkRef ref;
+    ref.trainable = layout.trainable;
+    ref.unit = unit;
+    ref.persistent = layout.persistent;
+    std::vector<FlatGroup>& list = layout.trainable ? b_.trainable_chunks : b_.frozen_chunks;
+    ref.index = static_cast<int>(list.size());
+    list.push_back(std::move(group));
+    b_.units[static_cast<size_t>(unit)].chunks.push_back(static_cast<int>(b_.chunks.size()));
+    b_.chunks.push_back(ref);
+  }
+
+  const Walk& w_;
+  comm::ProcessGroup& pg_;
+  const Stage3Options& options_;
+  Stage3Build b_;
+  std::vector<int> engine_index_;  // per walked parameter: its engine index
+  std::vector<int> owner_of_;      // per engine parameter: its unit
+  int64_t persistent_used_ = 0;    // elements made persistent so far (model-wide budget)
+};
+
+}  // namespace
+
+absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg,
+                                        const Stage3Options& options) {
+  Walk w;
+  Visit(model, "", 0, w);
+  Stage3Builder builder(w, pg, options);
+  ZT_RETURN_IF_ERROR(builder.OrderParams());
+  std::vector<std::vector<int>> members = builder.AssignOwners();
+  for (int u = 0; u < static_cast<int>(w.bases.size()); ++u) {
+    std::vector<int> fresh = members[static_cast<size_t>(u)];
+    UnitBase* base = w.bases[static_cast<size_t>(u)];
+    if (base != nullptr && base->preshard() != nullptr) ZT_RETURN_IF_ERROR(builder.AdoptPresharded(u, &fresh));
+    builder.ShardFresh(u, fresh);
+  }
+  return builder.Take();
 }
 
 }  // namespace zt::zero
