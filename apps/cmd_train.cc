@@ -94,8 +94,8 @@ absl::Status BadFlag(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(message, "\nusage: zt train ", kSynopsis));
 }
 
-absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOverrides* co,
-                       train::TrainerArgs* trainer) {
+// The run's own options (data, steps, outputs), each checked.
+absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   if (!f.positional().empty()) {
     return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
   }
@@ -143,8 +143,11 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
                                 " is written from the final checkpoint, and --save-dir none turns checkpoints off: "
                                 "drop --save-dir none, or drop --export"));
   }
+  return absl::OkStatus();
+}
 
-  // Command-line values written into the config.
+// Command-line values written into the config.
+absl::Status ReadConfigOverrides(const Flags& f, train::ConfigOverrides* co) {
   if (f.WasSet("stage")) {
     const long long s = f.GetInt("stage");
     if (s < 0 || s > 3) return BadFlag(absl::StrCat("--stage must be 0, 1, 2 or 3, got ", s));
@@ -184,23 +187,33 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
     }
     co->values[parts[0]] = parts[1];
   }
+  return absl::OkStatus();
+}
 
-  // The Trainer's arguments: only those given are passed on, so that a flag
-  // that fills nothing can say so; the rest take the Trainer's defaults in
-  // the config parser.
-  trainer->steps = o->steps;
+// The Trainer's arguments: only those given are passed on, so that a flag
+// that fills nothing can say so; the rest take the Trainer's defaults in
+// the config parser.
+void ReadTrainerArgs(const Flags& f, const train::TrainOptions& o, train::TrainerArgs* trainer) {
+  trainer->steps = o.steps;
   if (f.WasSet("warmup-steps")) trainer->warmup_steps = f.GetInt("warmup-steps");
   if (f.WasSet("warmup-ratio")) trainer->warmup_ratio = f.GetDouble("warmup-ratio");
   if (f.WasSet("max-grad-norm")) trainer->max_grad_norm = f.GetDouble("max-grad-norm");
   if (f.WasSet("weight-decay")) trainer->weight_decay = f.GetDouble("weight-decay");
   models::ModelSpec spec;
-  spec.name = o->model;
-  spec.overrides = o->model_overrides;
+  spec.name = o.model;
+  spec.overrides = o.model_overrides;
   // An unknown model is reported by the job check, naming the model.
   if (absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
       shape.ok() && shape->transformer) {
     trainer->hidden_size = shape->transformer->hidden;
   }
+}
+
+absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOverrides* co,
+                       train::TrainerArgs* trainer) {
+  ZT_RETURN_IF_ERROR(ReadRunOptions(f, o));
+  ZT_RETURN_IF_ERROR(ReadConfigOverrides(f, co));
+  ReadTrainerArgs(f, *o, trainer);
   return absl::OkStatus();
 }
 
@@ -254,6 +267,70 @@ int Fail(const absl::Status& st) {
   return st.code() == absl::StatusCode::kInvalidArgument || st.code() == absl::StatusCode::kNotFound ? 2 : 1;
 }
 
+// This process as one rank of the job: errors (and exceptions) become the
+// exit code, prefixed with `who`.
+int RunRank(const train::TrainOptions& options, const std::string& json, const std::string& source,
+            const std::string& who) {
+  try {
+    absl::Status st = train::RunTrainingRank(options, json, source);
+    if (!st.ok()) return Fail(st);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s
+", who.c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}
+
+// Started by another launcher: rank 0 holds the output directory's lock (a
+// zt train parent that started us holds it already), then this rank runs.
+int RunUnderLauncher(const Flags& flags, const comm::RankEnv& env, const train::TrainOptions& options,
+                     const std::string& json, const std::string& source, const std::string& output_dir) {
+  std::optional<train::RunLock> run_lock;  // held until this rank ends
+  const char* held = std::getenv(train::kRunLockHeldEnv);
+  if (env.rank == 0 && (held == nullptr || std::string(held) != "1")) {
+    absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);
+    if (!lock.ok()) return Fail(lock.status());
+    run_lock.emplace(std::move(*lock));
+  }
+  if (flags.WasSet("nproc") && flags.GetInt("nproc") != env.world_size && env.rank == 0) {
+    std::fprintf(stderr, "zt train: note: --nproc %lld ignored: the launcher started %d ranks (%s)\n",
+                 flags.GetInt("nproc"), env.world_size, env.source.c_str());
+  }
+  return RunRank(options, json, source, absl::StrCat("zt train: rank ", env.rank));
+}
+
+// Not under a launcher: check everything before any rank starts, take the
+// output directory's lock, then run one rank here or start --nproc ranks.
+int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const train::TrainOptions& options,
+                const std::string& json, const std::string& source, const std::string& output_dir) {
+  absl::StatusOr<int> from_config = train::WorldSizeFromConfig(json, 2);
+  if (!from_config.ok()) return Fail(from_config.status());
+  const long long nproc = flags.WasSet("nproc") ? flags.GetInt("nproc") : *from_config;
+  if (nproc < 1 || nproc > 256) return Fail(BadFlag(absl::StrCat("--nproc must be in [1, 256], got ", nproc)));
+  if (absl::Status st = train::CheckTrainJob(options, json, source, static_cast<int>(nproc)); !st.ok()) {
+    return Fail(st);
+  }
+  if (absl::Status st = CheckRankCount(options, json, source, static_cast<int>(nproc)); !st.ok()) return Fail(st);
+  absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);  // held until we exit
+  if (!lock.ok()) return Fail(lock.status());
+  if (nproc == 1) return RunRank(options, json, source, "zt train");
+  comm::LaunchOptions lo;
+  lo.nproc_per_node = static_cast<int>(nproc);
+  lo.extra_env[train::kRunLockHeldEnv] = "1";
+  lo.command = {SelfExe(), "train"};
+  lo.command.insert(lo.command.end(), args.begin(), args.end());
+  // Ranks write straight to our stdout/stderr: rank 0's progress line can
+  // redraw in place on a terminal; other ranks' log lines carry their rank.
+  lo.prefix_output = false;
+  lo.print_notes = false;
+  std::fflush(stdout);
+  absl::StatusOr<comm::LaunchResult> result = comm::Launch(lo);
+  if (!result.ok()) return Fail(result.status());
+  if (result->exit_code != 0) std::fprintf(stderr, "zt train: %s\n", result->failure.c_str());
+  return result->exit_code > 255 ? 255 : result->exit_code;
+}
+
 }  // namespace
 
 int RunTrainCommand(const std::vector<std::string>& args) {
@@ -289,66 +366,8 @@ int RunTrainCommand(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
   const std::string output_dir = train::ResolveOutputPaths(options).output_dir;
-  std::optional<train::RunLock> run_lock;  // held until this process exits
-  if (under_launcher) {
-    // Started by another launcher: rank 0 holds the output directory's lock
-    // (a zt train parent that started us holds it already).
-    const char* held = std::getenv(train::kRunLockHeldEnv);
-    if (env->rank == 0 && (held == nullptr || std::string(held) != "1")) {
-      absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);
-      if (!lock.ok()) return Fail(lock.status());
-      run_lock.emplace(std::move(*lock));
-    }
-    if (flags.WasSet("nproc") && flags.GetInt("nproc") != env->world_size && env->rank == 0) {
-      std::fprintf(stderr, "zt train: note: --nproc %lld ignored: the launcher started %d ranks (%s)\n",
-                   flags.GetInt("nproc"), env->world_size, env->source.c_str());
-    }
-    try {
-      absl::Status st = train::RunTrainingRank(options, *json, source);
-      if (!st.ok()) return Fail(st);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "zt train: rank %d: %s\n", env->rank, e.what());
-      return 1;
-    }
-    return 0;
-  }
-
-  // Not under a launcher: check everything before any rank starts.
-  absl::StatusOr<int> from_config = train::WorldSizeFromConfig(*json, 2);
-  if (!from_config.ok()) return Fail(from_config.status());
-  const long long nproc = flags.WasSet("nproc") ? flags.GetInt("nproc") : *from_config;
-  if (nproc < 1 || nproc > 256) return Fail(BadFlag(absl::StrCat("--nproc must be in [1, 256], got ", nproc)));
-  if (absl::Status st = train::CheckTrainJob(options, *json, source, static_cast<int>(nproc)); !st.ok()) {
-    return Fail(st);
-  }
-  if (absl::Status st = CheckRankCount(options, *json, source, static_cast<int>(nproc)); !st.ok()) return Fail(st);
-  absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);
-  if (!lock.ok()) return Fail(lock.status());
-  run_lock.emplace(std::move(*lock));
-  if (nproc == 1) {
-    try {
-      absl::Status st = train::RunTrainingRank(options, *json, source);
-      if (!st.ok()) return Fail(st);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "zt train: %s\n", e.what());
-      return 1;
-    }
-    return 0;
-  }
-  comm::LaunchOptions lo;
-  lo.nproc_per_node = static_cast<int>(nproc);
-  lo.extra_env[train::kRunLockHeldEnv] = "1";
-  lo.command = {SelfExe(), "train"};
-  lo.command.insert(lo.command.end(), args.begin(), args.end());
-  // Ranks write straight to our stdout/stderr: rank 0's progress line can
-  // redraw in place on a terminal; other ranks' log lines carry their rank.
-  lo.prefix_output = false;
-  lo.print_notes = false;
-  std::fflush(stdout);
-  absl::StatusOr<comm::LaunchResult> result = comm::Launch(lo);
-  if (!result.ok()) return Fail(result.status());
-  if (result->exit_code != 0) std::fprintf(stderr, "zt train: %s\n", result->failure.c_str());
-  return result->exit_code > 255 ? 255 : result->exit_code;
+  return under_launcher ? RunUnderLauncher(flags, *env, options, *json, source, output_dir)
+                        : RunOwnRanks(flags, args, options, *json, source, output_dir);
 }
 
 }  // namespace zt::cli

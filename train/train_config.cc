@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "util/status.h"
 
 namespace zt::train {
 
@@ -159,38 +160,31 @@ absl::Status CheckArgs(const TrainerArgs& a) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const TrainerArgs& args,
-                                           std::vector<std::string>* notes) {
-  if (absl::Status st = CheckArgs(args); !st.ok()) return st;
-  Json doc = Json::parse(json, nullptr, false, true);
-  if (doc.is_discarded() || !doc.is_object()) return json;  // the parser reports it
-  std::vector<std::string> out_notes;
-
-  // What the arguments give, for the keys the file writes as "auto"; an
-  // argument whose key has a value (or is absent) fills nothing, and says so.
+// What the Trainer's arguments give, for the keys the file writes as "auto"
+// (`flag_of`: each filled path -> the flag its value came from); an argument
+// whose key has a value (or is absent) fills nothing, and `notes` says so.
+ParseOptions AutoValuesFromArgs(Json& doc, const TrainerArgs& args, std::map<std::string, std::string>* flag_of,
+                                std::vector<std::string>* notes) {
   ParseOptions po;
   po.world_size = 1;  // batch keys are not filled here
   po.hidden_size = args.hidden_size;
-  po.allow_run_time_autos = true;              // the model may lack a hidden size: reported below, by key
-  std::map<std::string, std::string> flag_of;  // path -> the flag its value came from, for the notes
+  po.allow_run_time_autos = true;  // the model may lack a hidden size: reported below, by key
   const bool total_auto = IsAuto(Find(doc, "scheduler.params.total_num_steps"));
   if (total_auto) {
     po.auto_values["scheduler.params.total_num_steps"] = absl::StrCat(args.steps);
-    flag_of["scheduler.params.total_num_steps"] = absl::StrCat("--steps ", args.steps);
+    (*flag_of)["scheduler.params.total_num_steps"] = absl::StrCat("--steps ", args.steps);
   }
   // `given` names the flag and its value, for the notes.
   auto give = [&](const std::string& given, const std::string& path, const std::string& value) {
     Json* current = Find(doc, path);
     if (IsAuto(current)) {
       po.auto_values[path] = value;
-      flag_of[path] = given;
+      (*flag_of)[path] = given;
     } else if (current == nullptr) {
-      out_notes.push_back(absl::StrCat(given, " fills nothing: the config has no ", path));
+      notes->push_back(absl::StrCat(given, " fills nothing: the config has no ", path));
     } else {
-      out_notes.push_back(absl::StrCat(given, " fills nothing: the config sets ", path, " to ", current->dump(),
-                                       " itself (write \"auto\" there, or --set ", path, "=", value, ")"));
+      notes->push_back(absl::StrCat(given, " fills nothing: the config sets ", path, " to ", current->dump(),
+                                    " itself (write \"auto\" there, or --set ", path, "=", value, ")"));
     }
   };
   if (args.warmup_steps || args.warmup_ratio) {
@@ -210,7 +204,13 @@ absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const Traine
     give("--weight-decay " + value, "optimizer.params.weight_decay", value);
   }
 
-  ParseResult r = ParseConfig(json, po);
+  return po;
+}
+
+// The parser's notes on what each "auto" became, naming the flag that gave
+// it; an error for "auto" values nothing here could fill.
+absl::Status CollectAutoNotes(const ParseResult& r, const std::map<std::string, std::string>& flag_of,
+                              std::vector<std::string>* notes) {
   std::vector<std::string> unfilled;
   for (const std::string& note : r.notes) {
     const size_t colon = note.find(": \"auto\" ");
@@ -220,9 +220,9 @@ absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const Traine
       auto flag = flag_of.find(path);
       // "(given)": the parser's word for an auto_values entry; name the flag instead.
       if (flag != flag_of.end() && absl::EndsWith(note, " (given)")) {
-        out_notes.push_back(absl::StrCat(note.substr(0, note.size() - 7), "(", flag->second, ")"));
+        notes->push_back(absl::StrCat(note.substr(0, note.size() - 7), "(", flag->second, ")"));
       } else {
-        out_notes.push_back(note);
+        notes->push_back(note);
       }
     } else if (absl::StrContains(note, "\"auto\" left to run time")) {
       unfilled.push_back(path);
@@ -235,6 +235,22 @@ absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const Traine
         "this model has none; write numbers for ",
         unfilled.size() == 1 ? "it" : "them", " in the config, or pass them with --set KEY=N"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FillTrainAutos(const std::string& json, const TrainerArgs& args,
+                                           std::vector<std::string>* notes) {
+  if (absl::Status st = CheckArgs(args); !st.ok()) return st;
+  Json doc = Json::parse(json, nullptr, false, true);
+  if (doc.is_discarded() || !doc.is_object()) return json;  // the parser reports it
+  std::vector<std::string> out_notes;
+  std::map<std::string, std::string> flag_of;
+  const bool total_auto = IsAuto(Find(doc, "scheduler.params.total_num_steps"));
+  const ParseOptions po = AutoValuesFromArgs(doc, args, &flag_of, &out_notes);
+  const ParseResult r = ParseConfig(json, po);
+  ZT_RETURN_IF_ERROR(CollectAutoNotes(r, flag_of, &out_notes));
   bool changed = false;
   for (const auto& [path, value] : r.auto_resolutions) {
     if (Json* target = Find(doc, path)) {

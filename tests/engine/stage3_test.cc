@@ -433,9 +433,9 @@ ZT_RANK_WORKER(stage3_without_units) {
     ParityNet plain;
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(plain, Stage3Config(false), pg));
   }
-  std::fflush(stderr);
-  std::printf("--- with units ---\n");
-  std::fflush(stdout);
+  // On stderr, the log's own stream: stdout and stderr reach the harness
+  // through separate pipes, so only one stream keeps the order.
+  std::fprintf(stderr, "--- with units ---\n");
   Chain with_units;
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(with_units, Stage3Config(false), pg));
   return absl::OkStatus();
