@@ -73,17 +73,8 @@ absl::StatusOr<nlohmann::json> ReadConfigJson(const std::string& path) {
   return j;
 }
 
-absl::StatusOr<Request> ToRequest(const Flags& f) {
-  if (!f.positional().empty()) {
-    return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
-  }
-  Request r;
-  const long long world = f.GetInt("world-size");
-  if (world < 1) return BadFlag(absl::StrCat("--world-size must be >= 1, got ", world));
-  const long long stage = f.GetInt("stage");
-  if (f.WasSet("stage") && (stage < 0 || stage > 3)) {
-    return BadFlag(absl::StrCat("--stage must be 0, 1, 2 or 3, got ", stage));
-  }
+// The model from --model (with --model-set overrides) or --params.
+absl::StatusOr<estimate::ModelShape> ShapeFromFlags(const Flags& f) {
   if (f.WasSet("model") == f.WasSet("params")) return BadFlag("give exactly one of --model NAME and --params P");
   if (f.WasSet("model")) {
     models::ModelSpec spec;
@@ -98,14 +89,17 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
     }
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     if (!shape.ok()) return BadFlag(absl::StrCat("--model: ", shape.status().message()));
-    r.shape = *std::move(shape);
-  } else {
-    if (!f.GetRepeated("model-set").empty()) return BadFlag("--model-set needs --model");
-    const long long p = f.GetInt("params");
-    if (p < 1) return BadFlag(absl::StrCat("--params must be >= 1, got ", p));
-    r.shape = estimate::CountOnlyShape(p);
+    return *std::move(shape);
   }
+  if (!f.GetRepeated("model-set").empty()) return BadFlag("--model-set needs --model");
+  const long long p = f.GetInt("params");
+  if (p < 1) return BadFlag(absl::StrCat("--params must be >= 1, got ", p));
+  return estimate::CountOnlyShape(p);
+}
 
+// The flags with a fixed set of values or a lower bound, checked before the
+// config is read.
+absl::Status CheckValueFlags(const Flags& f) {
   const std::string& precision = f.GetString("precision");
   if (f.WasSet("precision") && precision != "fp32" && precision != "bf16" && precision != "fp16") {
     return BadFlag(absl::StrCat("--precision must be fp32, bf16 or fp16, got '", precision, "'"));
@@ -124,6 +118,75 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
   if (f.GetInt("seq-len") < 0) {
     return BadFlag(absl::StrCat("--seq-len must be >= 1, got ", f.GetInt("seq-len")));
   }
+  return absl::OkStatus();
+}
+
+estimate::Offload ToOffload(const std::string& name) {
+  return name == "cpu" ? estimate::Offload::kCpu : name == "nvme" ? estimate::Offload::kNvme : estimate::Offload::kNone;
+}
+
+// --precision, --offload and --offload-param, where given, over the config's.
+// The values were checked by CheckValueFlags.
+void ApplyFlagOverrides(const Flags& f, estimate::EstimateOptions& o) {
+  if (f.WasSet("precision")) {
+    const std::string& precision = f.GetString("precision");
+    o.precision = precision == "bf16"   ? estimate::Precision::kBf16
+                  : precision == "fp16" ? estimate::Precision::kFp16
+                                        : estimate::Precision::kFp32;
+  }
+  if (f.WasSet("offload")) o.offload = ToOffload(f.GetString("offload"));
+  if (f.WasSet("offload-param")) o.param_offload = ToOffload(f.GetString("offload-param"));
+}
+
+// Stage `s`'s options: the config `json` at that stage, resolved for `world`
+// ranks, then the flags. Also sets r.activations and r.optimizer_name
+// (the same for every stage); needs r.shape.
+absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlohmann::json& json, int s, int world,
+                                                       Request& r) {
+  const std::string source = f.WasSet("config") ? f.GetString("config") : std::string("the default config");
+  // Each stage resolves its own defaults (overlap_comm is on by default at stage 3).
+  nlohmann::json j = json;
+  j["zero_optimization"]["stage"] = s;
+  ParseOptions po;
+  po.world_size = world;
+  po.source_name = source;
+  // "auto" as the Hugging Face Trainer fills it: the ZeRO sizes from the
+  // model's hidden size; what only a run knows (total_num_steps, the sizes
+  // for --params) does not change memory and is left to run time.
+  if (r.shape.transformer) po.hidden_size = r.shape.transformer->hidden;
+  po.allow_run_time_autos = true;
+  ParseResult parsed = ParseConfig(j.dump(), po);
+  if (!parsed.config) return BadFlag(absl::StrCat("--config: ", parsed.status().message()));
+  const Config& c = *parsed.config;
+  estimate::EstimateOptions o = estimate::OptionsFromConfig(c, world);
+  ApplyFlagOverrides(f, o);
+  r.activations = f.WasSet("micro-batch") || f.WasSet("config");
+  o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
+  if (f.WasSet("seq-len")) {
+    o.seq_len = f.GetInt("seq-len");
+  } else if (r.shape.transformer) {
+    ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(models::ModelSpec{r.shape.name, {}, 1}));
+    o.seq_len = info.max_seq_len;
+  }
+  if (!r.activations) o.micro_batch = 0;
+  o.activation_checkpointing = f.GetBool("activation-checkpointing");
+  r.optimizer_name = std::string(ToString(c.optimizer.type));
+  return o;
+}
+
+absl::StatusOr<Request> ToRequest(const Flags& f) {
+  if (!f.positional().empty()) {
+    return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
+  }
+  Request r;
+  const long long world = f.GetInt("world-size");
+  if (world < 1) return BadFlag(absl::StrCat("--world-size must be >= 1, got ", world));
+  const long long stage = f.GetInt("stage");
+  if (f.WasSet("stage") && (stage < 0 || stage > 3)) {
+    return BadFlag(absl::StrCat("--stage must be 0, 1, 2 or 3, got ", stage));
+  }
+  ZT_ASSIGN_OR_RETURN(r.shape, ShapeFromFlags(f));
+  ZT_RETURN_IF_ERROR(CheckValueFlags(f));
 
   ZT_ASSIGN_OR_RETURN(nlohmann::json json, ReadConfigJson(f.GetString("config")));
   if (f.WasSet("stage")) {
@@ -131,49 +194,8 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
   } else {
     r.stages = {0, 1, 2, 3};
   }
-  const std::string source = f.WasSet("config") ? f.GetString("config") : std::string("the default config");
   for (int s : r.stages) {
-    // Each stage resolves its own defaults (overlap_comm is on by default at stage 3).
-    nlohmann::json j = json;
-    j["zero_optimization"]["stage"] = s;
-    ParseOptions po;
-    po.world_size = static_cast<int>(world);
-    po.source_name = source;
-    // "auto" as the Hugging Face Trainer fills it: the ZeRO sizes from the
-    // model's hidden size; what only a run knows (total_num_steps, the sizes
-    // for --params) does not change memory and is left to run time.
-    if (r.shape.transformer) po.hidden_size = r.shape.transformer->hidden;
-    po.allow_run_time_autos = true;
-    ParseResult parsed = ParseConfig(j.dump(), po);
-    if (!parsed.config) return BadFlag(absl::StrCat("--config: ", parsed.status().message()));
-    const Config& c = *parsed.config;
-    estimate::EstimateOptions o = estimate::OptionsFromConfig(c, static_cast<int>(world));
-    if (f.WasSet("precision")) {
-      o.precision = precision == "bf16"   ? estimate::Precision::kBf16
-                    : precision == "fp16" ? estimate::Precision::kFp16
-                                          : estimate::Precision::kFp32;
-    }
-    if (f.WasSet("offload")) {
-      o.offload = offload == "cpu"    ? estimate::Offload::kCpu
-                  : offload == "nvme" ? estimate::Offload::kNvme
-                                      : estimate::Offload::kNone;
-    }
-    if (f.WasSet("offload-param")) {
-      o.param_offload = offload_param == "cpu"    ? estimate::Offload::kCpu
-                        : offload_param == "nvme" ? estimate::Offload::kNvme
-                                                  : estimate::Offload::kNone;
-    }
-    r.activations = f.WasSet("micro-batch") || f.WasSet("config");
-    o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
-    if (f.WasSet("seq-len")) {
-      o.seq_len = f.GetInt("seq-len");
-    } else if (r.shape.transformer) {
-      ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(models::ModelSpec{r.shape.name, {}, 1}));
-      o.seq_len = info.max_seq_len;
-    }
-    if (!r.activations) o.micro_batch = 0;
-    o.activation_checkpointing = f.GetBool("activation-checkpointing");
-    r.optimizer_name = std::string(ToString(c.optimizer.type));
+    ZT_ASSIGN_OR_RETURN(estimate::EstimateOptions o, StageOptions(f, json, s, static_cast<int>(world), r));
     r.options.push_back(o);
   }
   return r;
@@ -181,17 +203,14 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
 
 std::string Cell(int64_t bytes) { return bytes < 0 ? std::string("-") : HumanBytes(static_cast<double>(bytes)); }
 
-int Run(const Request& r) {
+bool AnyNvme(const estimate::EstimateOptions& o) {
+  return o.offload == estimate::Offload::kNvme || o.param_offload == estimate::Offload::kNvme;
+}
+
+// The two lines above the table: model, world, precision, optimizer, offload
+// and the bucket sizes (of the first stage's options; the others share them).
+void PrintSetup(const Request& r) {
   const estimate::EstimateOptions& first = r.options.front();
-  std::vector<estimate::MemoryEstimate> est;
-  for (const estimate::EstimateOptions& o : r.options) {
-    absl::StatusOr<estimate::MemoryEstimate> e = estimate::EstimateMemory(r.shape, o);
-    if (!e.ok()) {
-      std::fprintf(stderr, "zt estimate: %s\n", std::string(e.status().message()).c_str());
-      return 2;
-    }
-    est.push_back(*e);
-  }
   const int64_t psi = r.shape.numel();
   const char* offload = first.offload == estimate::Offload::kCpu    ? "cpu"
                         : first.offload == estimate::Offload::kNvme ? "nvme"
@@ -204,7 +223,11 @@ int Run(const Request& r) {
               static_cast<long long>(first.reduce_bucket_size),
               static_cast<long long>(first.param_persistence_threshold),
               static_cast<long long>(first.prefetch_bucket_size));
+}
 
+// One row per kind of memory, one column per stage.
+void PrintTable(const Request& r, const std::vector<estimate::MemoryEstimate>& est) {
+  const estimate::EstimateOptions& first = r.options.front();
   std::string header = absl::StrFormat("%-22s", "per rank");
   for (const auto& e : est) absl::StrAppend(&header, absl::StrFormat("%14s", absl::StrCat("stage ", e.stage)));
   std::printf("%s\n", header.c_str());
@@ -221,28 +244,31 @@ int Run(const Request& r) {
   row("model states", [](const E& e) { return Cell(e.model_states()); });
   row("reduce buckets", [](const E& e) { return Cell(e.buckets); });
   row("gathered (stage 3)", [](const E& e) { return Cell(e.gathered); });
-  const bool have_activations = est.front().activations >= 0;
-  if (have_activations) {
+  if (est.front().activations >= 0) {
     row(absl::StrFormat("activations%s", first.activation_checkpointing ? " (ckpt)" : ""),
         [](const E& e) { return Cell(e.activations); });
   }
   row("total", [](const E& e) { return Cell(e.total()); });
-  const bool nvme = first.offload == estimate::Offload::kNvme || first.param_offload == estimate::Offload::kNvme;
   if (first.offload == estimate::Offload::kCpu) {
     row("offloaded to CPU", [](const E& e) { return Cell(e.offloaded_cpu); });
   }
-  if (nvme) {
+  if (AnyNvme(first)) {
     row("swap buffers", [](const E& e) { return Cell(e.swap_buffers); });
     row("on NVMe", [](const E& e) { return Cell(e.offloaded_nvme); });
   }
+}
 
+// The ZeRO paper's formula per stage, then notes on what the table counts.
+void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryEstimate>& est) {
+  const estimate::EstimateOptions& first = r.options.front();
+  const int64_t psi = r.shape.numel();
   std::printf("\nZeRO paper (Ψ = %s parameters, N = %d ranks):\n", HumanCount(static_cast<double>(psi)).c_str(),
               first.world_size);
   for (size_t i = 0; i < est.size(); ++i) {
     std::printf("  stage %d: %s\n", est[i].stage, estimate::PaperFormula(est[i].stage, r.options[i], psi).c_str());
   }
   std::printf("\nnotes:\n");
-  if (have_activations) {
+  if (est.front().activations >= 0) {
     std::printf("  activations: micro-batch %lld x sequence %lld, forward + backward peak (docs/estimate.md)\n",
                 static_cast<long long>(first.micro_batch), static_cast<long long>(first.seq_len));
   } else if (!r.shape.transformer) {
@@ -256,11 +282,26 @@ int Run(const Request& r) {
         "  offload cpu: the fp32 master + optimizer state a GPU build moves to host memory (stages 1-3);\n"
         "  on a CPU-only build they are in host memory either way\n");
   }
-  if (nvme) {
+  if (AnyNvme(first)) {
     std::printf(
         "  offload nvme: optimizer state (stages 1-3) and, with --offload-param nvme, stage-3 parameter\n"
         "  shards in swap files, streamed through the swap buffers (counted in total); docs/offload.md\n");
   }
+}
+
+int Run(const Request& r) {
+  std::vector<estimate::MemoryEstimate> est;
+  for (const estimate::EstimateOptions& o : r.options) {
+    absl::StatusOr<estimate::MemoryEstimate> e = estimate::EstimateMemory(r.shape, o);
+    if (!e.ok()) {
+      std::fprintf(stderr, "zt estimate: %s\n", std::string(e.status().message()).c_str());
+      return 2;
+    }
+    est.push_back(*e);
+  }
+  PrintSetup(r);
+  PrintTable(r, est);
+  PrintFormulasAndNotes(r, est);
   return 0;
 }
 

@@ -125,6 +125,96 @@ absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, con
   return std::make_pair(seconds, mib * (1 << 20));
 }
 
+// One rank, stage 1, AdamW: the engine whose checkpoints are measured.
+Config BenchConfig() {
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 4;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 0;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.zero.stage = 1;
+  return c;
+}
+
+// Drops the files of checkpoint `ck` (tag "bench") from the page cache and
+// returns their total size.
+absl::StatusOr<uint64_t> DropCheckpointCache(const std::string& ck) {
+  ZT_ASSIGN_OR_RETURN(auto opened, ckpt::ZeroCheckpoint::Open(ck, "bench"));
+  uint64_t bytes = 0;
+  for (const std::string& f : opened->files()) {
+    bytes += FileSize(f);
+    DropCache(f);
+  }
+  return bytes;
+}
+
+// Every round's figures (medians reported) and the checkpoint's size.
+struct Rounds {
+  std::vector<double> save_gbs, load_gbs, cons_gbs, raw_w, raw_r, rss;
+  uint64_t ckpt_bytes = 0;
+};
+
+// Round r: the disk's raw bandwidth, then save, a cold load and a
+// consolidation of the engine's checkpoint in `dir`, removed afterwards
+// unless `keep`.
+absl::Status MeasureRound(Engine& engine, const std::string& zt, const std::string& dir, int r, double model_bytes,
+                          bool keep, Rounds& s) {
+  const std::string ck = absl::StrCat(dir, "/ck", r);
+  std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+  // The disk first, on a file the size of the checkpoint (16 bytes per
+  // parameter plus the module's 4, as AdamW at stage 1 writes).
+  double w = 0, rd = 0;
+  ZT_RETURN_IF_ERROR(RawBandwidth(dir, static_cast<uint64_t>(model_bytes * 5), &w, &rd));
+  auto t0 = Clock::now();
+  ZT_RETURN_IF_ERROR(engine.SaveCheckpoint(ck, "bench"));
+  const double save_s = Seconds(t0, Clock::now());
+  ZT_ASSIGN_OR_RETURN(s.ckpt_bytes, DropCheckpointCache(ck));
+  t0 = Clock::now();
+  ZT_RETURN_IF_ERROR(engine.LoadCheckpoint(ck, "bench").status());
+  const double load_s = Seconds(t0, Clock::now());
+  ZT_RETURN_IF_ERROR(DropCheckpointCache(ck).status());
+  ZT_ASSIGN_OR_RETURN(auto cons, Consolidate(zt, ck, dir + "/out.safetensors"));
+  s.save_gbs.push_back(static_cast<double>(s.ckpt_bytes) / 1e9 / save_s);
+  s.load_gbs.push_back(static_cast<double>(s.ckpt_bytes) / 1e9 / load_s);
+  // Consolidation reads the fp32 masters (a quarter of an Adam checkpoint
+  // beyond the module copy) and writes the model once.
+  s.cons_gbs.push_back(model_bytes / 1e9 / cons.first);
+  s.rss.push_back(cons.second);
+  s.raw_w.push_back(w);
+  s.raw_r.push_back(rd);
+  if (!keep) std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
+  return absl::OkStatus();
+}
+
+// The table, the RESULT line and the SUMMARY line, from the rounds' medians.
+void PrintReport(const Rounds& s, const std::string& dir, double model_bytes) {
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::cout << absl::StrFormat("checkpoint: %.2f GiB in %s\n", static_cast<double>(s.ckpt_bytes) / (1 << 30), dir);
+  std::cout << absl::StrFormat("%-12s %9s %10s %8s\n", "operation", "GB/s", "disk GB/s", "ratio");
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "save", med(s.save_gbs), med(s.raw_w),
+                               med(s.save_gbs) / med(s.raw_w));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "load", med(s.load_gbs), med(s.raw_r),
+                               med(s.load_gbs) / med(s.raw_r));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (model bytes / time; reads the masters, writes the model)\n",
+                               "consolidate", med(s.cons_gbs), med(s.raw_r), med(s.cons_gbs) / med(s.raw_r));
+  std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
+                               med(s.rss) / (1 << 20), 100.0 * med(s.rss) / model_bytes, model_bytes / (1 << 30));
+  std::cout << absl::StrFormat(
+      "RESULT ckpt_gib=%.3f save_gbs=%.3f load_gbs=%.3f consolidate_gbs=%.3f raw_write_gbs=%.3f raw_read_gbs=%.3f "
+      "consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
+      static_cast<double>(s.ckpt_bytes) / (1 << 30), med(s.save_gbs), med(s.load_gbs), med(s.cons_gbs), med(s.raw_w),
+      med(s.raw_r), med(s.rss) / (1 << 20), med(s.rss) / model_bytes);
+  std::cout << absl::StrFormat(
+      "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx of the raw disk bandwidth; consolidation peak RSS %.1f%% "
+      "of the model\n",
+      med(s.save_gbs) / med(s.raw_w), med(s.load_gbs) / med(s.raw_r), med(s.cons_gbs) / med(s.raw_r),
+      100.0 * med(s.rss) / model_bytes);
+}
+
 absl::Status Main(int argc, char** argv) {
   cli::Flags flags("zt_bench_checkpoint");
   flags.String("dir", "/tmp/zt_ckpt_bench", "scratch directory (about 5x the model size is written)");
@@ -147,83 +237,20 @@ absl::Status Main(int argc, char** argv) {
   zt = zt.substr(0, zt.find_last_of('/') + 1) + "zt";
 
   std::cout << SystemInfoLine() << "\n";
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 4;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 0;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.zero.stage = 1;
   Mlp model(width, depth);
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, c, std::make_shared<comm::SingleGroup>()));
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, BenchConfig(), std::make_shared<comm::SingleGroup>()));
   engine->Backward(model->forward(torch::randn({4, width})).pow(2).mean());
   engine->Step();
   const double model_bytes = 4.0 * static_cast<double>(depth * (width * width + width));
   std::cout << absl::StrFormat("model: %d x Linear(%d, %d), %.0f M parameters, %.2f GiB fp32; AdamW, stage 1, 1 rank\n",
                                depth, width, width, model_bytes / 4e6, model_bytes / (1 << 30));
 
-  std::vector<double> save_gbs, load_gbs, cons_gbs, raw_w, raw_r, rss;
-  uint64_t ckpt_bytes = 0;
+  Rounds s;
   for (int r = 0; r < rounds; ++r) {
-    const std::string ck = absl::StrCat(dir, "/ck", r);
-    std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
-    // The disk first, on a file the size of the checkpoint (16 bytes per
-    // parameter plus the module's 4, as AdamW at stage 1 writes).
-    double w = 0, rd = 0;
-    ZT_RETURN_IF_ERROR(RawBandwidth(dir, static_cast<uint64_t>(model_bytes * 5), &w, &rd));
-    auto t0 = Clock::now();
-    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ck, "bench"));
-    const double save_s = Seconds(t0, Clock::now());
-    ZT_ASSIGN_OR_RETURN(auto opened, ckpt::ZeroCheckpoint::Open(ck, "bench"));
-    ckpt_bytes = 0;
-    for (const std::string& f : opened->files()) {
-      ckpt_bytes += FileSize(f);
-      DropCache(f);
-    }
-    opened.reset();
-    t0 = Clock::now();
-    ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(ck, "bench").status());
-    const double load_s = Seconds(t0, Clock::now());
-    ZT_ASSIGN_OR_RETURN(opened, ckpt::ZeroCheckpoint::Open(ck, "bench"));
-    for (const std::string& f : opened->files()) DropCache(f);
-    opened.reset();
-    ZT_ASSIGN_OR_RETURN(auto cons, Consolidate(zt, ck, dir + "/out.safetensors"));
-    save_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / save_s);
-    load_gbs.push_back(static_cast<double>(ckpt_bytes) / 1e9 / load_s);
-    // Consolidation reads the fp32 masters (a quarter of an Adam checkpoint
-    // beyond the module copy) and writes the model once.
-    cons_gbs.push_back(model_bytes / 1e9 / cons.first);
-    rss.push_back(cons.second);
-    raw_w.push_back(w);
-    raw_r.push_back(rd);
-    if (!flags.GetBool("keep") || r + 1 < rounds) {
-      std::system(absl::StrCat("rm -rf '", ck, "' '", dir, "/out.safetensors'").c_str());
-    }
+    const bool keep = flags.GetBool("keep") && r + 1 == rounds;
+    ZT_RETURN_IF_ERROR(MeasureRound(*engine, zt, dir, r, model_bytes, keep, s));
   }
-  auto med = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  std::cout << absl::StrFormat("checkpoint: %.2f GiB in %s\n", static_cast<double>(ckpt_bytes) / (1 << 30), dir);
-  std::cout << absl::StrFormat("%-12s %9s %10s %8s\n", "operation", "GB/s", "disk GB/s", "ratio");
-  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "save", med(save_gbs), med(raw_w),
-                               med(save_gbs) / med(raw_w));
-  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f\n", "load", med(load_gbs), med(raw_r),
-                               med(load_gbs) / med(raw_r));
-  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (model bytes / time; reads the masters, writes the model)\n",
-                               "consolidate", med(cons_gbs), med(raw_r), med(cons_gbs) / med(raw_r));
-  std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
-                               med(rss) / (1 << 20), 100.0 * med(rss) / model_bytes, model_bytes / (1 << 30));
-  std::cout << absl::StrFormat(
-      "RESULT ckpt_gib=%.3f save_gbs=%.3f load_gbs=%.3f consolidate_gbs=%.3f raw_write_gbs=%.3f raw_read_gbs=%.3f "
-      "consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
-      static_cast<double>(ckpt_bytes) / (1 << 30), med(save_gbs), med(load_gbs), med(cons_gbs), med(raw_w), med(raw_r),
-      med(rss) / (1 << 20), med(rss) / model_bytes);
-  std::cout << absl::StrFormat(
-      "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx of the raw disk bandwidth; consolidation peak RSS %.1f%% "
-      "of the model\n",
-      med(save_gbs) / med(raw_w), med(load_gbs) / med(raw_r), med(cons_gbs) / med(raw_r),
-      100.0 * med(rss) / model_bytes);
+  PrintReport(s, dir, model_bytes);
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -79,6 +80,172 @@ absl::Status Check(const at::Tensor& t, double want, const char* what) {
   return absl::InternalError(absl::StrFormat("%s produced a wrong result (want all %g)", what, want));
 }
 
+// The sweep's flags.
+struct Settings {
+  int64_t min_bytes = 0, max_bytes = 0;
+  int iters = 0;  // per round; 0: about 128 MiB of traffic per size
+  int rounds = 1;
+  int warmup = 0;
+};
+
+// This rank's groups over one store: ours (alltoall and ring reduce-scatter)
+// and c10d's ProcessGroupGloo, the baseline.
+struct Groups {
+  zt::comm::RankEnv env;
+  zt::comm::StoreHandle store;
+  std::shared_ptr<zt::comm::GlooGroup> ours, ring;
+  zt::comm::GlooDevice device;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> baseline;
+};
+
+absl::StatusOr<Groups> Connect(int64_t segment_bytes) {
+  Groups g;
+  ZT_ASSIGN_OR_RETURN(g.env, zt::comm::ReadRankEnv());
+  zt::comm::GroupOptions options;
+  ZT_RETURN_IF_ERROR(zt::comm::ApplyEnvOverrides(options));
+  zt::SetLogRank(g.env.rank);
+  ZT_ASSIGN_OR_RETURN(g.store, zt::comm::Rendezvous(g.env, options.rendezvous_timeout, "zt"));
+  options.backend = zt::comm::BackendChoice::kGloo;
+  if (segment_bytes > 0) options.segment_bytes = segment_bytes;
+  options.store_prefix = "zt";
+  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kAllToAll;
+  ZT_ASSIGN_OR_RETURN(g.ours, zt::comm::GlooGroup::Create(g.store, options));
+  options.store_prefix = "zt_ring";
+  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kRing;
+  ZT_ASSIGN_OR_RETURN(g.ring, zt::comm::GlooGroup::Create(g.store, options));
+
+  // c10d's own Gloo process group, the baseline, under its own key prefix.
+  ZT_ASSIGN_OR_RETURN(g.device, zt::comm::CreateGlooDevice(g.env));
+  auto c10d_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  c10d_options->devices = {g.device.device};
+  auto c10d_store = c10::make_intrusive<c10d::PrefixStore>("c10d", g.store.store);
+  g.baseline = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, g.env.rank, g.env.world_size, c10d_options);
+  return g;
+}
+
+// Rank 0's lines before the table, and the table's two header lines.
+void PrintHeader(const Groups& g, int rounds) {
+  std::printf("%s\n", zt::SystemInfoLine().c_str());
+  std::printf(
+      "world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n",
+      g.env.world_size, at::get_num_threads(), g.ours->device_description().c_str(), rounds);
+  std::printf("busBw (nccl-tests): all-reduce algBw*2(n-1)/n; all-gather, reduce-scatter algBw*(n-1)/n\n");
+  std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather", "reduce-scatter a2a",
+              "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)", "RS/AR", "RS/AR", "wire/S", "wire/S");
+  std::printf("%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s\n",
+              "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw",
+              "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
+  std::fflush(stdout);
+}
+
+// Seconds per call of each op at one size (slowest rank, best round), and
+// the bytes one all-reduce put on this rank's sockets.
+struct SizeResult {
+  double ag = 1e30, rs = 1e30, rs_ring = 1e30, ar = 1e30, c10d = 1e30;
+  int64_t wire_ours = 0, wire_c10d = 0;
+};
+
+// The five ops on fp32 buffers of `numel` elements, checked after timing.
+class SizeRun {
+ public:
+  SizeRun(Groups& g, int64_t numel)
+      : g_(g),
+        n_(g.env.world_size),
+        b_(zt::comm::ShardBegin(numel, n_, g.env.rank)),
+        len_(zt::comm::ShardEnd(numel, n_, g.env.rank) - b_),
+        gathered_(at::ones({numel})),
+        flat_(at::ones({numel})),
+        shard_(at::empty({len_})),
+        reduced_(at::ones({numel})),
+        baseline_vec_({at::zeros({numel})}) {}  // sum of zeros stays finite
+
+  absl::StatusOr<SizeResult> Measure(int warmup, int iters, int rounds);
+
+ private:
+  absl::Status Ag() { return g_.ours->AllGather(gathered_.narrow(0, b_, len_), gathered_)->Wait(); }
+  absl::Status Rs() { return g_.ours->ReduceScatter(flat_, shard_, ReduceOp::kSum)->Wait(); }
+  absl::Status RsRing() { return g_.ring->ReduceScatter(flat_, shard_, ReduceOp::kSum)->Wait(); }
+  absl::Status Ar() { return g_.ours->AllReduce(reduced_, ReduceOp::kAvg)->Wait(); }
+  absl::Status C10dAr() {
+    try {
+      g_.baseline->allreduce(baseline_vec_)->wait();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(std::string("c10d allreduce: ") + e.what());
+    }
+    return absl::OkStatus();
+  }
+
+  Groups& g_;
+  const int n_;
+  const int64_t b_, len_;  // this rank's shard
+  at::Tensor gathered_, flat_, shard_, reduced_;
+  std::vector<at::Tensor> baseline_vec_;
+};
+
+absl::StatusOr<SizeResult> SizeRun::Measure(int warmup, int iters, int rounds) {
+  ProcessGroup& ours = *g_.ours;
+  const std::function<absl::Status()> ag = [this] { return Ag(); }, rs = [this] { return Rs(); },
+                                      rs_ring = [this] { return RsRing(); }, ar = [this] { return Ar(); },
+                                      c10d_ar = [this] { return C10dAr(); };
+  // The machine may be shared: interleave the ops over several rounds and
+  // keep each op's best round, so a burst of load hits all ops alike.
+  SizeResult t;
+  for (int round = 0; round < rounds; ++round) {
+    const int w = round == 0 ? warmup : 0;
+    ZT_ASSIGN_OR_RETURN(double a, TimeOp(ours, w, iters, ag));
+    shard_.zero_();
+    ZT_ASSIGN_OR_RETURN(double b2, TimeOp(ours, w, iters, rs));
+    ZT_RETURN_IF_ERROR(Check(shard_, n_, "reduce-scatter (alltoall)"));
+    shard_.zero_();
+    ZT_ASSIGN_OR_RETURN(double c, TimeOp(ours, w, iters, rs_ring));
+    ZT_RETURN_IF_ERROR(Check(shard_, n_, "reduce-scatter (ring)"));
+    ZT_ASSIGN_OR_RETURN(double d, TimeOp(ours, w, iters, ar));
+    ZT_ASSIGN_OR_RETURN(double e, TimeOp(ours, w, iters, c10d_ar));
+    t.ag = std::min(t.ag, a);
+    t.rs = std::min(t.rs, b2);
+    t.rs_ring = std::min(t.rs_ring, c);
+    t.ar = std::min(t.ar, d);
+    t.c10d = std::min(t.c10d, e);
+  }
+  ZT_RETURN_IF_ERROR(Check(gathered_, 1, "all-gather"));
+  ZT_RETURN_IF_ERROR(Check(reduced_, 1, "all-reduce avg"));
+
+  ZT_ASSIGN_OR_RETURN(t.wire_ours, WireBytesSent(ours, ar));
+  ZT_ASSIGN_OR_RETURN(t.wire_c10d, WireBytesSent(ours, c10d_ar));
+  return t;
+}
+
+// Rank 0's table row and RESULT line for a message of S bytes on n ranks;
+// returns the size's summary (the last size's becomes the SUMMARY line).
+std::string PrintSize(int64_t S, int n, const SizeResult& t) {
+  const double ag_factor = static_cast<double>(n - 1) / n;
+  const double ar_factor = 2.0 * (n - 1) / n;
+  const Result rag = Bandwidth(t.ag, S, ag_factor);
+  const Result rrs = Bandwidth(t.rs, S, ag_factor);
+  const Result rring = Bandwidth(t.rs_ring, S, ag_factor);
+  const Result rar = Bandwidth(t.ar, S, ar_factor);
+  const Result rc = Bandwidth(t.c10d, S, ar_factor);
+  const double wire_ours = static_cast<double>(t.wire_ours) / S, wire_c10d = static_cast<double>(t.wire_c10d) / S;
+  auto cell = [](const Result& x) { return absl::StrFormat("%8.1f %6.3f %6.3f", x.seconds * 1e6, x.alg_bw, x.bus_bw); };
+  std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f\n",
+              zt::HumanBytes(static_cast<double>(S)).c_str(), cell(rag).c_str(), cell(rrs).c_str(), cell(rring).c_str(),
+              cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw, rrs.bus_bw / rc.bus_bw, wire_ours,
+              wire_c10d);
+  std::printf(
+      "RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
+      "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
+      "wire_c10d=%.4f\n",
+      static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw, rring.seconds * 1e6,
+      rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw, wire_ours, wire_c10d);
+  std::fflush(stdout);
+  // The largest message decides the bandwidth a training step sees.
+  return absl::StrFormat(
+      "at %s on %d ranks: all-gather %.2f GB/s, reduce-scatter %.2f GB/s busBw = %.2fx our all-reduce, "
+      "%.2fx c10d's; an all-reduce sends %.2fx the buffer (optimum %.2f)",
+      zt::HumanBytes(static_cast<double>(S)), n, rag.bus_bw, rrs.bus_bw, rrs.bus_bw / rar.bus_bw,
+      rrs.bus_bw / rc.bus_bw, wire_ours, ar_factor);
+}
+
 absl::Status Run(const std::vector<std::string>& args) {
   zt::cli::Flags flags("zt_bench_collectives");
   flags.Int("min-bytes", 1024, "smallest message (bytes, fp32 elements = bytes / 4)");
@@ -92,140 +259,36 @@ absl::Status Run(const std::vector<std::string>& args) {
     std::printf("%s", flags.Usage("zt launch --nproc-per-node N -- zt_bench_collectives [flags]").c_str());
     return absl::OkStatus();
   }
+  Settings s;
+  s.min_bytes = flags.GetInt("min-bytes");
+  s.max_bytes = flags.GetInt("max-bytes");
+  s.iters = static_cast<int>(flags.GetInt("iters"));
+  s.rounds = std::max<int>(1, static_cast<int>(flags.GetInt("rounds")));
+  s.warmup = static_cast<int>(flags.GetInt("warmup"));
 
-  ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
-  zt::comm::GroupOptions options;
-  ZT_RETURN_IF_ERROR(zt::comm::ApplyEnvOverrides(options));
-  zt::SetLogRank(env.rank);
-  ZT_ASSIGN_OR_RETURN(zt::comm::StoreHandle store, zt::comm::Rendezvous(env, options.rendezvous_timeout, "zt"));
-  options.backend = zt::comm::BackendChoice::kGloo;
-  if (flags.GetInt("segment-bytes") > 0) options.segment_bytes = flags.GetInt("segment-bytes");
-  options.store_prefix = "zt";
-  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kAllToAll;
-  ZT_ASSIGN_OR_RETURN(auto ours, zt::comm::GlooGroup::Create(store, options));
-  options.store_prefix = "zt_ring";
-  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kRing;
-  ZT_ASSIGN_OR_RETURN(auto ring, zt::comm::GlooGroup::Create(store, options));
-
-  // c10d's own Gloo process group, the baseline, under its own key prefix.
-  ZT_ASSIGN_OR_RETURN(zt::comm::GlooDevice device, zt::comm::CreateGlooDevice(env));
-  auto c10d_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-  c10d_options->devices = {device.device};
-  auto c10d_store = c10::make_intrusive<c10d::PrefixStore>("c10d", store.store);
-  auto baseline = c10::make_intrusive<c10d::ProcessGroupGloo>(c10d_store, env.rank, env.world_size, c10d_options);
-
-  const int n = env.world_size;
-  const bool print = env.rank == 0;
-  const double ag_factor = static_cast<double>(n - 1) / n;
-  const double ar_factor = 2.0 * (n - 1) / n;
-  if (print) {
-    std::printf("%s\n", zt::SystemInfoLine().c_str());
-    std::printf(
-        "world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n", n,
-        at::get_num_threads(), ours->device_description().c_str(), static_cast<int>(flags.GetInt("rounds")));
-    std::printf("busBw (nccl-tests): all-reduce algBw*2(n-1)/n; all-gather, reduce-scatter algBw*(n-1)/n\n");
-    std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather", "reduce-scatter a2a",
-                "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)", "RS/AR", "RS/AR", "wire/S", "wire/S");
-    std::printf("%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s\n",
-                "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw",
-                "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
-    std::fflush(stdout);
-  }
+  ZT_ASSIGN_OR_RETURN(Groups g, Connect(flags.GetInt("segment-bytes")));
+  const int n = g.env.world_size;
+  const bool print = g.env.rank == 0;
+  // The header names the rounds as given, before clamping.
+  if (print) PrintHeader(g, static_cast<int>(flags.GetInt("rounds")));
 
   std::string summary;
-  for (int64_t bytes = flags.GetInt("min-bytes"); bytes <= flags.GetInt("max-bytes"); bytes *= 2) {
+  for (int64_t bytes = s.min_bytes; bytes <= s.max_bytes; bytes *= 2) {
     const int64_t numel = bytes / 4;
     const int64_t S = numel * 4;
-    int iters = static_cast<int>(flags.GetInt("iters"));
-    if (iters <= 0) iters = static_cast<int>(std::clamp<int64_t>((128LL << 20) / S, 3, 100));
-    const int warmup = static_cast<int>(flags.GetInt("warmup"));
-    const int r = env.rank;
-    const int64_t b = zt::comm::ShardBegin(numel, n, r);
-    const int64_t len = zt::comm::ShardEnd(numel, n, r) - b;
-
-    at::Tensor gathered = at::ones({numel});
-    at::Tensor flat = at::ones({numel});
-    at::Tensor shard = at::empty({len});
-    at::Tensor reduced = at::ones({numel});
-    at::Tensor baseline_buf = at::zeros({numel});  // sum of zeros stays finite
-    std::vector<at::Tensor> baseline_vec = {baseline_buf};
-
-    auto ag = [&] { return ours->AllGather(gathered.narrow(0, b, len), gathered)->Wait(); };
-    auto rs = [&] { return ours->ReduceScatter(flat, shard, ReduceOp::kSum)->Wait(); };
-    auto rs_ring = [&] { return ring->ReduceScatter(flat, shard, ReduceOp::kSum)->Wait(); };
-    auto ar = [&] { return ours->AllReduce(reduced, ReduceOp::kAvg)->Wait(); };
-    auto c10d_ar = [&]() -> absl::Status {
-      try {
-        baseline->allreduce(baseline_vec)->wait();
-      } catch (const std::exception& e) {
-        return absl::UnavailableError(std::string("c10d allreduce: ") + e.what());
-      }
-      return absl::OkStatus();
-    };
-
-    // The machine may be shared: interleave the ops over several rounds and
-    // keep each op's best round, so a burst of load hits all ops alike.
-    double t_ag = 1e30, t_rs = 1e30, t_rs_ring = 1e30, t_ar = 1e30, t_c10d = 1e30;
-    for (int round = 0; round < std::max<int>(1, static_cast<int>(flags.GetInt("rounds"))); ++round) {
-      const int w = round == 0 ? warmup : 0;
-      ZT_ASSIGN_OR_RETURN(double a, TimeOp(*ours, w, iters, ag));
-      shard.zero_();
-      ZT_ASSIGN_OR_RETURN(double b2, TimeOp(*ours, w, iters, rs));
-      ZT_RETURN_IF_ERROR(Check(shard, n, "reduce-scatter (alltoall)"));
-      shard.zero_();
-      ZT_ASSIGN_OR_RETURN(double c, TimeOp(*ours, w, iters, rs_ring));
-      ZT_RETURN_IF_ERROR(Check(shard, n, "reduce-scatter (ring)"));
-      ZT_ASSIGN_OR_RETURN(double d, TimeOp(*ours, w, iters, ar));
-      ZT_ASSIGN_OR_RETURN(double e, TimeOp(*ours, w, iters, c10d_ar));
-      t_ag = std::min(t_ag, a);
-      t_rs = std::min(t_rs, b2);
-      t_rs_ring = std::min(t_rs_ring, c);
-      t_ar = std::min(t_ar, d);
-      t_c10d = std::min(t_c10d, e);
-    }
-    ZT_RETURN_IF_ERROR(Check(gathered, 1, "all-gather"));
-    ZT_RETURN_IF_ERROR(Check(reduced, 1, "all-reduce avg"));
-
-    ZT_ASSIGN_OR_RETURN(int64_t wire_ours, WireBytesSent(*ours, ar));
-    ZT_ASSIGN_OR_RETURN(int64_t wire_c10d, WireBytesSent(*ours, c10d_ar));
-
-    const Result rag = Bandwidth(t_ag, S, ag_factor);
-    const Result rrs = Bandwidth(t_rs, S, ag_factor);
-    const Result rring = Bandwidth(t_rs_ring, S, ag_factor);
-    const Result rar = Bandwidth(t_ar, S, ar_factor);
-    const Result rc = Bandwidth(t_c10d, S, ar_factor);
-    if (print) {
-      auto cell = [](const Result& x) {
-        return absl::StrFormat("%8.1f %6.3f %6.3f", x.seconds * 1e6, x.alg_bw, x.bus_bw);
-      };
-      std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f\n",
-                  zt::HumanBytes(static_cast<double>(S)).c_str(), cell(rag).c_str(), cell(rrs).c_str(),
-                  cell(rring).c_str(), cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw,
-                  rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
-      std::printf(
-          "RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
-          "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
-          "wire_c10d=%.4f\n",
-          static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw,
-          rring.seconds * 1e6, rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw,
-          static_cast<double>(wire_ours) / S, static_cast<double>(wire_c10d) / S);
-      // The largest message decides the bandwidth a training step sees.
-      summary = absl::StrFormat(
-          "at %s on %d ranks: all-gather %.2f GB/s, reduce-scatter %.2f GB/s busBw = %.2fx our all-reduce, "
-          "%.2fx c10d's; an all-reduce sends %.2fx the buffer (optimum %.2f)",
-          zt::HumanBytes(static_cast<double>(S)), n, rag.bus_bw, rrs.bus_bw, rrs.bus_bw / rar.bus_bw,
-          rrs.bus_bw / rc.bus_bw, static_cast<double>(wire_ours) / S, ar_factor);
-      std::fflush(stdout);
-    }
+    const int iters = s.iters > 0 ? s.iters : static_cast<int>(std::clamp<int64_t>((128LL << 20) / S, 3, 100));
+    SizeRun run(g, numel);
+    ZT_ASSIGN_OR_RETURN(const SizeResult t, run.Measure(s.warmup, iters, s.rounds));
+    if (print) summary = PrintSize(S, n, t);
   }
   if (print) {
     std::printf(
         "RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
         "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
-        ar_factor);
+        2.0 * (n - 1) / n);
     std::printf("SUMMARY: %s\n", summary.c_str());
   }
-  return ours->Barrier()->Wait();
+  return g.ours->Barrier()->Wait();
 }
 
 }  // namespace

@@ -31,7 +31,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -214,67 +216,51 @@ struct Row {
   bool is_default = false;
 };
 
-absl::Status Main(int argc, char** argv) {
-  cli::Flags flags("zt_bench_nvme");
-  flags.String("dir", "", "directory to measure (default: a fresh folder under /tmp, removed afterwards)");
-  flags.Int("size-mib", 1024, "swap file size in MiB (written and read whole by every pass)");
-  flags.Int("buffer-mib", 256, "host buffer, and request size, in MiB");
-  flags.Int("rounds", 5, "paired rounds per direction for raw and default settings (medians kept)");
-  flags.Int("sweep-rounds", 1, "passes per direction for each sweep point (median kept)");
-  flags.Int("raw-threads", 4, "threads of the parallel raw reference");
-  flags.Bool("no-sweep", "only raw and the default aio settings");
-  std::vector<std::string> args(argv + 1, argv + argc);
-  ZT_RETURN_IF_ERROR(flags.Parse(args));
-  if (flags.help_requested()) {
-    std::cout << flags.Usage("[flags]");
-    return absl::OkStatus();
-  }
-  const int rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("rounds")));
-  const int sweep_rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("sweep-rounds")));
-  const uint64_t buffer_bytes =
-      offload::AlignUp(static_cast<uint64_t>(std::max<long long>(1, flags.GetInt("buffer-mib"))) << 20);
-  const uint64_t size = offload::AlignUp(static_cast<uint64_t>(std::max<long long>(1, flags.GetInt("size-mib"))) << 20,
-                                         std::min<uint64_t>(buffer_bytes, kRawChunk));
+// What the flags ask for, clamped to sensible minimums.
+struct Settings {
+  int rounds = 1;
+  int sweep_rounds = 1;
+  int raw_threads = 1;
+  uint64_t buffer_bytes = 0;  // aligned for O_DIRECT
+  uint64_t size = 0;          // of the swap file: a multiple of min(buffer_bytes, kRawChunk)
+  bool sweep = true;
+};
 
-  std::string dir = flags.GetString("dir");
-  bool remove_dir = false;
-  if (dir.empty()) {
-    std::string tmpl = "/tmp/zt_nvme_bench_XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
-    dir = tmpl;
-    remove_dir = true;
-  }
-  struct Cleanup {
-    std::string dir;
-    bool remove;
-    ~Cleanup() {
-      std::error_code ec;
-      if (remove) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{dir, remove_dir};
+Settings SettingsFromFlags(const cli::Flags& flags) {
+  Settings s;
+  s.rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("rounds")));
+  s.sweep_rounds = static_cast<int>(std::max<long long>(1, flags.GetInt("sweep-rounds")));
+  s.buffer_bytes = offload::AlignUp(static_cast<uint64_t>(std::max<long long>(1, flags.GetInt("buffer-mib"))) << 20);
+  s.size = offload::AlignUp(static_cast<uint64_t>(std::max<long long>(1, flags.GetInt("size-mib"))) << 20,
+                            std::min<uint64_t>(s.buffer_bytes, kRawChunk));
+  s.raw_threads = static_cast<int>(std::max<long long>(1, flags.GetInt("raw-threads")));
+  s.sweep = !flags.GetBool("no-sweep");
+  return s;
+}
 
-  std::cout << SystemInfoLine() << std::endl;
-  ZT_ASSIGN_OR_RETURN(SwapFile file, SwapFile::Create(dir, "nvme_bench.swp", size));
-  ZT_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::Allocate(offload::AlignUp(buffer_bytes, kRawChunk)));
-  const HostRegion host{static_cast<char*>(buffer.data()), offload::AlignUp(buffer_bytes, kRawChunk)};
-  // Incompressible data, in case the device or its host compresses.
+// Removes a folder the benchmark made itself when it goes out of scope.
+struct DirCleanup {
+  std::string dir;
+  bool remove;
+  ~DirCleanup() {
+    std::error_code ec;
+    if (remove) std::filesystem::remove_all(dir, ec);
+  }
+};
+
+// Incompressible data, in case the device or its host compresses.
+void FillIncompressible(AlignedBuffer& buffer) {
   uint64_t x = 0x9E3779B97F4A7C15ull;
   auto* words = static_cast<uint64_t*>(buffer.data());
   for (size_t i = 0; i < buffer.size() / 8; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     words[i] = x;
   }
-  std::cout << absl::StrFormat(
-                   "nvme: %s swap file in %s (%s), requests of %s, medians of %d rounds (sweep: %d); GB/s = 1e9 B/s\n",
-                   HumanBytes(static_cast<double>(size)), dir, FsType(dir),
-                   HumanBytes(static_cast<double>(buffer_bytes)), rounds, sweep_rounds)
-            << std::flush;
+}
 
-  // Untimed first fill: afterwards every pass writes allocated, written
-  // extents (the steady state of a swap file), raw and engine alike.
-  ZT_RETURN_IF_ERROR(RawPass(file, host, /*write=*/true).status());
-
-  const int raw_threads = static_cast<int>(std::max<long long>(1, flags.GetInt("raw-threads")));
+// An engine with the default aio settings for each backend this machine
+// has; a missing one is said on stdout and skipped.
+absl::StatusOr<std::vector<std::unique_ptr<IoEngine>>> DefaultEngines() {
   std::vector<std::unique_ptr<IoEngine>> defaults;
   for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreads}) {
     IoOptions o;
@@ -287,26 +273,59 @@ absl::Status Main(int argc, char** argv) {
     ZT_RETURN_IF_ERROR(io.status());
     defaults.push_back(std::move(io).value());
   }
+  return defaults;
+}
 
-  // Headline numbers, paired: each round runs the raw loops and every
-  // default engine back to back, raw first in even rounds and last in odd
-  // ones, and keeps engine / raw of that round.
-  Series raw_s, raw_parallel_s;
-  std::vector<Series> default_s(defaults.size()), ratio_s(defaults.size());
+// The measurements over one filled swap file and host buffer, in the order
+// Main runs them; each step prints its lines, the rows feed the summary.
+class NvmeBench {
+ public:
+  NvmeBench(const Settings& settings, const SwapFile& file, const AlignedBuffer& buffer)
+      : s_(settings),
+        file_(file),
+        buffer_(buffer),
+        host_{static_cast<char*>(buffer.data()), offload::AlignUp(settings.buffer_bytes, kRawChunk)} {}
+
+  const HostRegion& host() const { return host_; }
+  absl::Status MeasureDefaults(std::vector<std::unique_ptr<IoEngine>> defaults);
+  absl::Status Sweep();
+  absl::Status CheckContents() const;
+  absl::Status PrintSummary() const;
+
+ private:
+  absl::Status PairedRounds(const std::vector<std::unique_ptr<IoEngine>>& defaults, std::vector<Series>& default_s,
+                            std::vector<Series>& ratio_s);
+  void PrintRow(const Row& r) const;
+  absl::Status Measure(IoOptions o, int n_rounds);
+
+  const Settings& s_;
+  const SwapFile& file_;
+  const AlignedBuffer& buffer_;
+  const HostRegion host_;
+  Series raw_s_, raw_parallel_s_;
+  Rates raw_, raw_parallel_;  // medians of the rounds above
+  std::vector<Row> rows_;
+};
+
+// Headline numbers, paired: each round runs the raw loops and every
+// default engine back to back, raw first in even rounds and last in odd
+// ones, and keeps engine / raw of that round.
+absl::Status NvmeBench::PairedRounds(const std::vector<std::unique_ptr<IoEngine>>& defaults,
+                                     std::vector<Series>& default_s, std::vector<Series>& ratio_s) {
   for (bool write : {true, false}) {
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < s_.rounds; ++r) {
       double one = 0;
       std::vector<double> engine(defaults.size());
       auto run_raw = [&]() -> absl::Status {
-        ZT_ASSIGN_OR_RETURN(one, RawPass(file, host, write));
-        ZT_ASSIGN_OR_RETURN(double many, RawParallelPass(file, host, raw_threads, write));
-        raw_s.Add(write, one);
-        raw_parallel_s.Add(write, many);
+        ZT_ASSIGN_OR_RETURN(one, RawPass(file_, host_, write));
+        ZT_ASSIGN_OR_RETURN(double many, RawParallelPass(file_, host_, s_.raw_threads, write));
+        raw_s_.Add(write, one);
+        raw_parallel_s_.Add(write, many);
         return absl::OkStatus();
       };
       auto run_engines = [&]() -> absl::Status {
         for (size_t i = 0; i < defaults.size(); ++i) {
-          ZT_ASSIGN_OR_RETURN(engine[i], EnginePass(*defaults[i], file, buffer.data(), buffer_bytes, write));
+          ZT_ASSIGN_OR_RETURN(engine[i], EnginePass(*defaults[i], file_, buffer_.data(), s_.buffer_bytes, write));
         }
         return absl::OkStatus();
       };
@@ -323,91 +342,110 @@ absl::Status Main(int argc, char** argv) {
       }
     }
   }
-  const Rates raw = MedianOf(raw_s);
-  const Rates raw_parallel = MedianOf(raw_parallel_s);
+  raw_ = MedianOf(raw_s_);
+  raw_parallel_ = MedianOf(raw_parallel_s_);
+  return absl::OkStatus();
+}
+
+// The paired rounds, the raw lines, the table header and a row per default
+// engine. The engines are released at the end (the sweep makes its own).
+absl::Status NvmeBench::MeasureDefaults(std::vector<std::unique_ptr<IoEngine>> defaults) {
+  std::vector<Series> default_s(defaults.size()), ratio_s(defaults.size());
+  ZT_RETURN_IF_ERROR(PairedRounds(defaults, default_s, ratio_s));
   std::cout << absl::StrFormat(
       "raw O_DIRECT, one thread, %s pwrite/pread: write %.3f GB/s (rounds %s), read %.3f GB/s (rounds %s)\n",
-      HumanBytes(static_cast<double>(kRawChunk)), raw.write, Spread(raw_s.write), raw.read, Spread(raw_s.read));
+      HumanBytes(static_cast<double>(kRawChunk)), raw_.write, Spread(raw_s_.write), raw_.read, Spread(raw_s_.read));
   // Ratios are against the one-thread loop; this line says how far several
   // requests in flight get on the same disk.
   std::cout << absl::StrFormat("raw O_DIRECT, %d threads, %s pwrite/pread each: write %.3f GB/s, read %.3f GB/s\n",
-                               raw_threads, HumanBytes(static_cast<double>(kRawChunk)), raw_parallel.write,
-                               raw_parallel.read);
-
-  std::vector<Row> rows;
-  auto print_row = [&](const Row& r) {
-    std::cout << absl::StrFormat("%-9s %7d %4d %8s | %6.3f %6.3f | %5.2f %5.2f%s", IoBackendName(r.options.backend),
-                                 r.options.threads, r.options.queue_depth, BlockName(r.options.block_size),
-                                 r.gbps.write, r.gbps.read, r.ratio.write, r.ratio.read,
-                                 r.is_default ? "   (default aio settings; paired ratios)" : "")
-              << std::endl;
-    std::cout << absl::StrFormat(
-                     "RESULT backend=%s threads=%d queue_depth=%d block_size=%d default=%d write_gbs=%.4f "
-                     "read_gbs=%.4f raw_write_gbs=%.4f raw_read_gbs=%.4f write_ratio=%.4f read_ratio=%.4f",
-                     IoBackendName(r.options.backend), r.options.threads, r.options.queue_depth, r.options.block_size,
-                     r.is_default ? 1 : 0, r.gbps.write, r.gbps.read, raw.write, raw.read, r.ratio.write, r.ratio.read)
-              << std::endl;
-  };
-  auto measure = [&](IoOptions o, int n_rounds) -> absl::Status {
-    auto io = IoEngine::Create(o);
-    if (!io.ok() && io.status().code() == absl::StatusCode::kUnavailable) return absl::OkStatus();
-    ZT_RETURN_IF_ERROR(io.status());
-    ZT_ASSIGN_OR_RETURN(Rates median, MedianPasses(n_rounds, [&](bool w) {
-                          return EnginePass(**io, file, buffer.data(), buffer_bytes, w);
-                        }));
-    rows.push_back({(*io)->options(), median, {median.write / raw.write, median.read / raw.read}, false});
-    print_row(rows.back());
-    return absl::OkStatus();
-  };
+                               s_.raw_threads, HumanBytes(static_cast<double>(kRawChunk)), raw_parallel_.write,
+                               raw_parallel_.read);
 
   std::cout << "backend   threads   qd    block | write   read | w/raw r/raw" << std::endl;
   for (size_t i = 0; i < defaults.size(); ++i) {
-    rows.push_back({defaults[i]->options(), MedianOf(default_s[i]), MedianOf(ratio_s[i]), true});
-    print_row(rows.back());
+    rows_.push_back({defaults[i]->options(), MedianOf(default_s[i]), MedianOf(ratio_s[i]), true});
+    PrintRow(rows_.back());
     std::cout << absl::StrFormat("  %s engine / raw per round: write %s, read %s\n",
                                  IoBackendName(defaults[i]->options().backend), Spread(ratio_s[i].write),
                                  Spread(ratio_s[i].read));
   }
-  defaults.clear();
-  if (!flags.GetBool("no-sweep")) {
-    for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreads}) {
-      for (int threads : {1, 2}) {
-        for (int64_t block : {int64_t{128} << 10, int64_t{1} << 20, int64_t{8} << 20}) {
-          for (int qd : {1, 4, 8, 32}) {
-            IoOptions o;
-            o.backend = backend;
-            o.threads = threads;
-            o.queue_depth = qd;
-            o.block_size = block;
-            ZT_RETURN_IF_ERROR(measure(o, sweep_rounds));
-          }
+  return absl::OkStatus();
+}
+
+void NvmeBench::PrintRow(const Row& r) const {
+  std::cout << absl::StrFormat("%-9s %7d %4d %8s | %6.3f %6.3f | %5.2f %5.2f%s", IoBackendName(r.options.backend),
+                               r.options.threads, r.options.queue_depth, BlockName(r.options.block_size), r.gbps.write,
+                               r.gbps.read, r.ratio.write, r.ratio.read,
+                               r.is_default ? "   (default aio settings; paired ratios)" : "")
+            << std::endl;
+  std::cout << absl::StrFormat(
+                   "RESULT backend=%s threads=%d queue_depth=%d block_size=%d default=%d write_gbs=%.4f "
+                   "read_gbs=%.4f raw_write_gbs=%.4f raw_read_gbs=%.4f write_ratio=%.4f read_ratio=%.4f",
+                   IoBackendName(r.options.backend), r.options.threads, r.options.queue_depth, r.options.block_size,
+                   r.is_default ? 1 : 0, r.gbps.write, r.gbps.read, raw_.write, raw_.read, r.ratio.write, r.ratio.read)
+            << std::endl;
+}
+
+// One sweep point: the median of `n_rounds` passes per direction, against
+// the raw medians. A backend this machine lacks is skipped.
+absl::Status NvmeBench::Measure(IoOptions o, int n_rounds) {
+  auto io = IoEngine::Create(o);
+  if (!io.ok() && io.status().code() == absl::StatusCode::kUnavailable) return absl::OkStatus();
+  ZT_RETURN_IF_ERROR(io.status());
+  ZT_ASSIGN_OR_RETURN(Rates median, MedianPasses(n_rounds, [&](bool w) {
+                        return EnginePass(**io, file_, buffer_.data(), s_.buffer_bytes, w);
+                      }));
+  rows_.push_back({(*io)->options(), median, {median.write / raw_.write, median.read / raw_.read}, false});
+  PrintRow(rows_.back());
+  return absl::OkStatus();
+}
+
+absl::Status NvmeBench::Sweep() {
+  if (!s_.sweep) return absl::OkStatus();
+  for (IoBackend backend : {IoBackend::kUring, IoBackend::kThreads}) {
+    for (int threads : {1, 2}) {
+      for (int64_t block : {int64_t{128} << 10, int64_t{1} << 20, int64_t{8} << 20}) {
+        for (int qd : {1, 4, 8, 32}) {
+          IoOptions o;
+          o.backend = backend;
+          o.threads = threads;
+          o.queue_depth = qd;
+          o.block_size = block;
+          ZT_RETURN_IF_ERROR(Measure(o, s_.sweep_rounds));
         }
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // Contents check once per run: the first and last requests' bytes.
-  {
-    IoOptions o;
-    auto io = IoEngine::Create(o);
-    ZT_RETURN_IF_ERROR(io.status());
-    ZT_ASSIGN_OR_RETURN(AlignedBuffer check, AlignedBuffer::Allocate(buffer_bytes));
-    ZT_RETURN_IF_ERROR((*io)->WriteSync(file, 0, buffer.data(), std::min(buffer_bytes, size)));
-    ZT_RETURN_IF_ERROR((*io)->ReadSync(file, 0, check.data(), std::min(buffer_bytes, size)));
-    if (std::memcmp(check.data(), buffer.data(), std::min(buffer_bytes, size)) != 0) {
-      return absl::DataLossError("read back differs from what was written: the numbers above are not valid");
-    }
+// Contents check once per run: the first and last requests' bytes.
+absl::Status NvmeBench::CheckContents() const {
+  IoOptions o;
+  auto io = IoEngine::Create(o);
+  ZT_RETURN_IF_ERROR(io.status());
+  const uint64_t n = std::min(s_.buffer_bytes, s_.size);
+  ZT_ASSIGN_OR_RETURN(AlignedBuffer check, AlignedBuffer::Allocate(s_.buffer_bytes));
+  ZT_RETURN_IF_ERROR((*io)->WriteSync(file_, 0, buffer_.data(), n));
+  ZT_RETURN_IF_ERROR((*io)->ReadSync(file_, 0, check.data(), n));
+  if (std::memcmp(check.data(), buffer_.data(), n) != 0) {
+    return absl::DataLossError("read back differs from what was written: the numbers above are not valid");
   }
+  return absl::OkStatus();
+}
 
+// The SUMMARY line: raw, the io_uring default (else the first row) and the
+// row with the best worse-direction ratio.
+absl::Status NvmeBench::PrintSummary() const {
   const Row* def_uring = nullptr;
   const Row* best = nullptr;
-  for (const Row& r : rows) {
+  for (const Row& r : rows_) {
     if (r.is_default && r.options.backend == IoBackend::kUring) def_uring = &r;
     auto score = [](const Row& x) { return std::min(x.ratio.write, x.ratio.read); };
     if (best == nullptr || score(r) > score(*best)) best = &r;
   }
   if (best == nullptr) return absl::UnavailableError("no backend could run");
-  const Row& d = def_uring ? *def_uring : rows.front();
+  const Row& d = def_uring ? *def_uring : rows_.front();
   auto describe = [](const Row& r) {
     return absl::StrFormat("%s threads=%d queue_depth=%d block_size=%s", IoBackendName(r.options.backend),
                            r.options.threads, r.options.queue_depth, BlockName(r.options.block_size));
@@ -416,10 +454,59 @@ absl::Status Main(int argc, char** argv) {
       "SUMMARY: raw write %.3f read %.3f GB/s (%d threads: %.3f / %.3f) | default (%s) write %.3f (%.2fx) read "
       "%.3f (%.2fx) | best (%s) write %.3f (%.2fx) read %.3f (%.2fx) | target >= 0.90x of the one-thread raw "
       "(defaults: medians of %d paired rounds)\n",
-      raw.write, raw.read, raw_threads, raw_parallel.write, raw_parallel.read, describe(d), d.gbps.write, d.ratio.write,
-      d.gbps.read, d.ratio.read, describe(*best), best->gbps.write, best->ratio.write, best->gbps.read,
-      best->ratio.read, rounds);
+      raw_.write, raw_.read, s_.raw_threads, raw_parallel_.write, raw_parallel_.read, describe(d), d.gbps.write,
+      d.ratio.write, d.gbps.read, d.ratio.read, describe(*best), best->gbps.write, best->ratio.write, best->gbps.read,
+      best->ratio.read, s_.rounds);
   return absl::OkStatus();
+}
+
+absl::Status Main(int argc, char** argv) {
+  cli::Flags flags("zt_bench_nvme");
+  flags.String("dir", "", "directory to measure (default: a fresh folder under /tmp, removed afterwards)");
+  flags.Int("size-mib", 1024, "swap file size in MiB (written and read whole by every pass)");
+  flags.Int("buffer-mib", 256, "host buffer, and request size, in MiB");
+  flags.Int("rounds", 5, "paired rounds per direction for raw and default settings (medians kept)");
+  flags.Int("sweep-rounds", 1, "passes per direction for each sweep point (median kept)");
+  flags.Int("raw-threads", 4, "threads of the parallel raw reference");
+  flags.Bool("no-sweep", "only raw and the default aio settings");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ZT_RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::cout << flags.Usage("[flags]");
+    return absl::OkStatus();
+  }
+  const Settings settings = SettingsFromFlags(flags);
+
+  std::string dir = flags.GetString("dir");
+  bool remove_dir = false;
+  if (dir.empty()) {
+    std::string tmpl = "/tmp/zt_nvme_bench_XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    dir = tmpl;
+    remove_dir = true;
+  }
+  const DirCleanup cleanup{dir, remove_dir};
+
+  std::cout << SystemInfoLine() << std::endl;
+  ZT_ASSIGN_OR_RETURN(SwapFile file, SwapFile::Create(dir, "nvme_bench.swp", settings.size));
+  ZT_ASSIGN_OR_RETURN(AlignedBuffer buffer,
+                      AlignedBuffer::Allocate(offload::AlignUp(settings.buffer_bytes, kRawChunk)));
+  NvmeBench bench(settings, file, buffer);
+  FillIncompressible(buffer);
+  std::cout << absl::StrFormat(
+                   "nvme: %s swap file in %s (%s), requests of %s, medians of %d rounds (sweep: %d); GB/s = 1e9 B/s\n",
+                   HumanBytes(static_cast<double>(settings.size)), dir, FsType(dir),
+                   HumanBytes(static_cast<double>(settings.buffer_bytes)), settings.rounds, settings.sweep_rounds)
+            << std::flush;
+
+  // Untimed first fill: afterwards every pass writes allocated, written
+  // extents (the steady state of a swap file), raw and engine alike.
+  ZT_RETURN_IF_ERROR(RawPass(file, bench.host(), /*write=*/true).status());
+  ZT_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<IoEngine>> defaults, DefaultEngines());
+  ZT_RETURN_IF_ERROR(bench.MeasureDefaults(std::move(defaults)));
+  ZT_RETURN_IF_ERROR(bench.Sweep());
+  ZT_RETURN_IF_ERROR(bench.CheckContents());
+  return bench.PrintSummary();
 }
 
 }  // namespace

@@ -24,7 +24,10 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -225,8 +228,7 @@ std::vector<double> GatherAll(comm::ProcessGroup& pg, double v) {
 
 std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
-int Main(int argc, char** argv) {
-  cli::Flags f("zt_bench_offload");
+void DeclareFlags(cli::Flags& f) {
   f.String("model", "gpt2-tiny", "a built-in language model (zt train --help lists them)");
   f.Repeated("set", "a model dimension override KEY=VALUE (n_layer, n_embd, ...)");
   f.String("modes", "none,cpu,nvme,nvme-params", "comma-separated: none, cpu, nvme, nvme-params (stage 3)");
@@ -249,13 +251,9 @@ int Main(int argc, char** argv) {
   f.Int("reuse-distance", 1000000000, "stage3_max_reuse_distance (0: free every unit after use)");
   f.Bool("sharded-init", "build the model under zt::ShardedInit (stage 3)");
   f.String("json", "", "also write the results as JSON to this file (rank 0)");
-  std::vector<std::string> args(argv + 1, argv + argc);
-  absl::Status parsed = f.Parse(args);
-  if (!parsed.ok() || f.help_requested()) {
-    std::fprintf(stderr, "%s\n%s", std::string(parsed.message()).c_str(),
-                 f.Usage("zt launch --nproc-per-node N -- zt_bench_offload [flags]").c_str());
-    return parsed.ok() ? 0 : 2;
-  }
+}
+
+Options OptionsFromFlags(const cli::Flags& f) {
   Options o;
   o.model = f.GetString("model");
   o.overrides = f.GetRepeated("set");
@@ -279,16 +277,202 @@ int Main(int argc, char** argv) {
   o.reuse_distance = f.GetInt("reuse-distance");
   o.sharded_init = f.GetBool("sharded-init");
   o.json = f.GetString("json");
+  return o;
+}
+
+// Whether every --modes entry is known (and nvme-params has stage 3); says
+// what is wrong on stderr.
+bool CheckModes(const Options& o) {
   for (const std::string& m : o.modes) {
     if (m != "none" && m != "cpu" && m != "nvme" && m != "nvme-params") {
       std::fprintf(stderr, "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params)\n", m.c_str());
-      return 2;
+      return false;
     }
     if (m == "nvme-params" && o.stage != 3) {
       std::fprintf(stderr, "--modes: nvme-params needs --stage 3\n");
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// Adds one round's result `r` of a mode to `acc`: the timed steps append,
+// the peak RSS is the largest so far, the rest is the latest round's.
+void Accumulate(ModeResult& acc, const ModeResult& r) {
+  const double peak = std::max(acc.peak_rss, r.peak_rss);
+  std::vector<double> steps = acc.steps, fwds = acc.forwards, bwds = acc.backwards, opts = acc.optimizers;
+  steps.insert(steps.end(), r.steps.begin(), r.steps.end());
+  fwds.insert(fwds.end(), r.forwards.begin(), r.forwards.end());
+  bwds.insert(bwds.end(), r.backwards.begin(), r.backwards.end());
+  opts.insert(opts.end(), r.optimizers.begin(), r.optimizers.end());
+  acc = r;  // the latest round's memory and traffic
+  acc.peak_rss = peak;
+  acc.steps = std::move(steps);
+  acc.forwards = std::move(fwds);
+  acc.backwards = std::move(bwds);
+  acc.optimizers = std::move(opts);
+}
+
+// Every mode, --rounds times, with the medians filled in; nullopt (said on
+// stderr) when a mode fails.
+std::optional<std::vector<ModeResult>> RunRounds(const Options& o, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  // Rounds alternate the order of the modes (A B C, C B A, ...) so that the
+  // process warming up and the machine's drift fall on every mode alike.
+  std::vector<ModeResult> results(o.modes.size());
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t k = 0; k < o.modes.size(); ++k) {
+      const size_t i = round % 2 == 0 ? k : o.modes.size() - 1 - k;
+      const std::string& mode = o.modes[i];
+      absl::StatusOr<ModeResult> r;
+      try {
+        r = RunMode(o, mode, pg);
+      } catch (const std::exception& e) {
+        r = absl::InternalError(e.what());
+      }
+      if (!r.ok()) {
+        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(),
+                     std::string(r.status().message()).c_str());
+        return std::nullopt;
+      }
+      Accumulate(results[i], *r);
+    }
+  }
+  for (ModeResult& r : results) {
+    r.step_s = Median(r.steps);
+    r.forward_s = Median(r.forwards);
+    r.backward_s = Median(r.backwards);
+    r.optimizer_s = Median(r.optimizers);
+  }
+  return results;
+}
+
+// Rank 0's report of the results; each mode's peak RSS is the largest over
+// the ranks (peaks[i], rank order).
+class Report {
+ public:
+  Report(const Options& o, int world, const std::vector<ModeResult>& results,
+         const std::vector<std::vector<double>>& peaks)
+      : o_(o), world_(world), results_(results), peaks_(peaks) {
+    for (const ModeResult& r : results) {
+      if (r.mode == "none") base_ = &r;
+    }
+  }
+
+  // The table with a RESULT line per mode; returns each mode's JSON object.
+  std::vector<std::string> PrintTable() const;
+  // The SUMMARY line, the optimizer state against this machine's RAM.
+  void PrintSummary() const;
+  absl::Status WriteJson(const std::vector<std::string>& json_rows) const;
+
+ private:
+  double Peak(size_t i) const { return *std::max_element(peaks_[i].begin(), peaks_[i].end()); }
+  std::string JsonRow(size_t i) const;
+
+  const Options& o_;
+  const int world_;
+  const std::vector<ModeResult>& results_;
+  const std::vector<std::vector<double>>& peaks_;
+  const ModeResult* base_ = nullptr;  // the "none" mode, when run
+};
+
+std::vector<std::string> Report::PrintTable() const {
+  std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
+              HumanCount(static_cast<double>(results_.front().num_params)).c_str());
+  std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %9s\n", "mode", "step s", "x none", "fwd s",
+              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
+              "peak GiB");
+  std::vector<std::string> json_rows;
+  for (size_t i = 0; i < results_.size(); ++i) {
+    const ModeResult& r = results_[i];
+    const double peak = Peak(i);
+    const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
+    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %9s\n", r.mode.c_str(), r.step_s,
+                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
+                Gib(static_cast<double>(r.memory.model_states())).c_str(),
+                Gib(static_cast<double>(r.memory.nvme)).c_str(),
+                Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
+                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, Gib(peak).c_str());
+    std::printf(
+        "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
+        "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
+        r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
+        base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
+        r.nvme_written_per_step, peak / (1 << 30));
+    json_rows.push_back(JsonRow(i));
+  }
+  return json_rows;
+}
+
+std::string Report::JsonRow(size_t i) const {
+  const ModeResult& r = results_[i];
+  return absl::StrFormat(
+      "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
+      "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
+      "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
+      "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
+      r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
+      r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
+      r.nvme_written_per_step, r.nvme_wait_per_step,
+      absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
+      r.final_loss, r.build_s);
+}
+
+double RamBytes() { return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)); }
+
+void Report::PrintSummary() const {
+  // The fp32 optimizer state (master + Adam moments, 12 bytes a parameter)
+  // against this machine's RAM: the point of NVMe offload.
+  const double state = 12.0 * static_cast<double>(results_.front().num_params);
+  const double ram = RamBytes();
+  std::string summary =
+      absl::StrFormat("SUMMARY: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
+                      HumanCount(static_cast<double>(results_.front().num_params)), Gib(state), state / ram, Gib(ram));
+  for (size_t i = 0; i < results_.size(); ++i) {
+    const ModeResult& r = results_[i];
+    absl::StrAppend(
+        &summary, absl::StrFormat(
+                      "; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
+                      base_ != nullptr && &r != base_ ? absl::StrFormat(" (%.2fx none)", r.step_s / base_->step_s) : "",
+                      Gib(Peak(i))));
+  }
+  std::printf("%s\n", summary.c_str());
+}
+
+// --json: the run's settings and every mode's JSON object.
+absl::Status Report::WriteJson(const std::vector<std::string>& json_rows) const {
+  if (o_.json.empty()) return absl::OkStatus();
+  return zt::WriteFileAtomically(
+      o_.json, absl::StrFormat(
+                   "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", "
+                   "\"num_params\": %d, "
+                   "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
+                   SystemInfoLine(), o_.model, absl::StrJoin(o_.overrides, " "), results_.front().num_params, world_,
+                   o_.stage, o_.bf16 ? "bf16" : "fp32", RamBytes(), absl::StrJoin(json_rows, ", ")));
+}
+
+// Rank 0's lines before the runs: the machine and the setup.
+void PrintSetup(const Options& o, int world) {
+  std::printf("%s\n", SystemInfoLine().c_str());
+  std::printf(
+      "optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s "
+      "free)\n",
+      ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, world, o.bf16 ? "bf16" : "fp32",
+      static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq), o.nvme_path.c_str(),
+      HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
+}
+
+int Main(int argc, char** argv) {
+  cli::Flags f("zt_bench_offload");
+  DeclareFlags(f);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::Status parsed = f.Parse(args);
+  if (!parsed.ok() || f.help_requested()) {
+    std::fprintf(stderr, "%s\n%s", std::string(parsed.message()).c_str(),
+                 f.Usage("zt launch --nproc-per-node N -- zt_bench_offload [flags]").c_str());
+    return parsed.ok() ? 0 : 2;
+  }
+  const Options o = OptionsFromFlags(f);
+  if (!CheckModes(o)) return 2;
 
   auto env = comm::ReadRankEnv();
   if (!env.ok()) {
@@ -308,125 +492,20 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(made.message()).c_str());
     return 1;
   }
-  if (lead) {
-    std::printf("%s\n", SystemInfoLine().c_str());
-    std::printf(
-        "optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s "
-        "free)\n",
-        ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, pg->size(),
-        o.bf16 ? "bf16" : "fp32", static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq),
-        o.nvme_path.c_str(), HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
-  }
-  // Rounds alternate the order of the modes (A B C, C B A, ...) so that the
-  // process warming up and the machine's drift fall on every mode alike.
-  std::vector<ModeResult> results(o.modes.size());
-  for (int round = 0; round < o.rounds; ++round) {
-    for (size_t k = 0; k < o.modes.size(); ++k) {
-      const size_t i = round % 2 == 0 ? k : o.modes.size() - 1 - k;
-      const std::string& mode = o.modes[i];
-      absl::StatusOr<ModeResult> r;
-      try {
-        r = RunMode(o, mode, pg);
-      } catch (const std::exception& e) {
-        r = absl::InternalError(e.what());
-      }
-      if (!r.ok()) {
-        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(),
-                     std::string(r.status().message()).c_str());
-        return 1;
-      }
-      ModeResult& acc = results[i];
-      const double peak = std::max(acc.peak_rss, r->peak_rss);
-      std::vector<double> steps = acc.steps, fwds = acc.forwards, bwds = acc.backwards, opts = acc.optimizers;
-      steps.insert(steps.end(), r->steps.begin(), r->steps.end());
-      fwds.insert(fwds.end(), r->forwards.begin(), r->forwards.end());
-      bwds.insert(bwds.end(), r->backwards.begin(), r->backwards.end());
-      opts.insert(opts.end(), r->optimizers.begin(), r->optimizers.end());
-      acc = *r;  // the latest round's memory and traffic
-      acc.peak_rss = peak;
-      acc.steps = std::move(steps);
-      acc.forwards = std::move(fwds);
-      acc.backwards = std::move(bwds);
-      acc.optimizers = std::move(opts);
-    }
-  }
-  for (ModeResult& r : results) {
-    r.step_s = Median(r.steps);
-    r.forward_s = Median(r.forwards);
-    r.backward_s = Median(r.backwards);
-    r.optimizer_s = Median(r.optimizers);
-  }
+  if (lead) PrintSetup(o, pg->size());
+  std::optional<std::vector<ModeResult>> results = RunRounds(o, pg);
+  if (!results) return 1;
 
   // Rank 0 prints; peak RSS is per rank (the largest shown).
   std::vector<std::vector<double>> peaks;
-  for (const ModeResult& r : results) peaks.push_back(GatherAll(*pg, r.peak_rss));
+  for (const ModeResult& r : *results) peaks.push_back(GatherAll(*pg, r.peak_rss));
   if (!lead) return 0;
-  const ModeResult* base = nullptr;
-  for (const ModeResult& r : results) {
-    if (r.mode == "none") base = &r;
-  }
-  std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
-              HumanCount(static_cast<double>(results.front().num_params)).c_str());
-  std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %9s\n", "mode", "step s", "x none", "fwd s",
-              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
-              "peak GiB");
-  std::vector<std::string> json_rows;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const ModeResult& r = results[i];
-    const double peak = *std::max_element(peaks[i].begin(), peaks[i].end());
-    const std::string ratio = base != nullptr ? absl::StrFormat("%.2f", r.step_s / base->step_s) : "-";
-    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %9s\n", r.mode.c_str(), r.step_s,
-                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
-                Gib(static_cast<double>(r.memory.model_states())).c_str(),
-                Gib(static_cast<double>(r.memory.nvme)).c_str(),
-                Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
-                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, Gib(peak).c_str());
-    std::printf(
-        "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
-        "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
-        r.mode.c_str(), o.stage, pg->size(), static_cast<long long>(r.num_params), r.step_s,
-        base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s).c_str() : "-", r.nvme_read_per_step,
-        r.nvme_written_per_step, peak / (1 << 30));
-    json_rows.push_back(absl::StrFormat(
-        "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
-        "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
-        "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
-        "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
-        r.mode, r.step_s, base != nullptr ? absl::StrFormat("%.4f", r.step_s / base->step_s) : "null", r.forward_s,
-        r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers,
-        r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step,
-        absl::StrJoin(peaks[i], ", ",
-                      [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
-        r.final_loss, r.build_s));
-  }
-  // The fp32 optimizer state (master + Adam moments, 12 bytes a parameter)
-  // against this machine's RAM: the point of NVMe offload.
-  const double state = 12.0 * static_cast<double>(results.front().num_params);
-  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  std::string summary =
-      absl::StrFormat("SUMMARY: %s parameters, fp32 optimizer state %s GiB = %.2fx this machine's RAM (%s GiB)",
-                      HumanCount(static_cast<double>(results.front().num_params)), Gib(state), state / ram, Gib(ram));
-  for (size_t i = 0; i < results.size(); ++i) {
-    const ModeResult& r = results[i];
-    absl::StrAppend(
-        &summary,
-        absl::StrFormat("; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
-                        base != nullptr && &r != base ? absl::StrFormat(" (%.2fx none)", r.step_s / base->step_s) : "",
-                        Gib(*std::max_element(peaks[i].begin(), peaks[i].end()))));
-  }
-  std::printf("%s\n", summary.c_str());
-  if (!o.json.empty()) {
-    const absl::Status written = zt::WriteFileAtomically(
-        o.json, absl::StrFormat(
-                    "{\"benchmark\": \"offload\", \"system\": \"%s\", \"model\": \"%s\", \"overrides\": \"%s\", "
-                    "\"num_params\": %d, "
-                    "\"world_size\": %d, \"stage\": %d, \"precision\": \"%s\", \"ram_bytes\": %.0f, \"modes\": [%s]}\n",
-                    SystemInfoLine(), o.model, absl::StrJoin(o.overrides, " "), results.front().num_params, pg->size(),
-                    o.stage, o.bf16 ? "bf16" : "fp32", ram, absl::StrJoin(json_rows, ", ")));
-    if (!written.ok()) {
-      std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(written.message()).c_str());
-      return 1;
-    }
+  const Report report(o, pg->size(), *results, peaks);
+  const std::vector<std::string> json_rows = report.PrintTable();
+  report.PrintSummary();
+  if (const absl::Status written = report.WriteJson(json_rows); !written.ok()) {
+    std::fprintf(stderr, "zt_bench_offload: %s\n", std::string(written.message()).c_str());
+    return 1;
   }
   return 0;
 }

@@ -369,40 +369,50 @@ std::string ShardName(ops::kernels::Isa isa, bool fused) {
   return absl::StrCat(fused ? "zt_adamw_fused_" : "zt_adamw_", ops::kernels::IsaName(isa));
 }
 
-}  // namespace
-}  // namespace zt
+namespace kernels = ops::kernels;
 
-int main(int argc, char** argv) {
-  namespace kernels = zt::ops::kernels;
-  using zt::Name;
-  using zt::RunName;
-  using zt::ShardName;
-
+// The ISA variants this CPU runs, in kAllIsas order.
+std::vector<kernels::Isa> AvailableIsas() {
   std::vector<kernels::Isa> isas;
-  std::vector<std::string> isa_names;
   for (kernels::Isa isa : kernels::kAllIsas) {
-    if (kernels::KernelsFor(isa) == nullptr) continue;
-    isas.push_back(isa);
-    isa_names.push_back(kernels::IsaName(isa));
+    if (kernels::KernelsFor(isa) != nullptr) isas.push_back(isa);
   }
-  const kernels::Isa active = kernels::ActiveIsa();  // throws on a bad ZT_CPU_ISA
-  std::printf("%s | optimizer kernels: %s (this CPU runs: %s)\n", zt::SystemInfoLine().c_str(),
-              kernels::IsaName(active), absl::StrJoin(isa_names, ", ").c_str());
+  return isas;
+}
+
+// The two lines before Google Benchmark's table.
+void PrintSetup(const std::vector<kernels::Isa>& isas, kernels::Isa active) {
+  std::vector<std::string> isa_names;
+  for (kernels::Isa isa : isas) isa_names.push_back(kernels::IsaName(isa));
+  std::printf("%s | optimizer kernels: %s (this CPU runs: %s)\n", SystemInfoLine().c_str(), kernels::IsaName(active),
+              absl::StrJoin(isa_names, ", ").c_str());
   std::printf(
       "default intra-op threads: %d | bytes per element: %lld (fp32: p,g,m,v read; p,m,v "
       "written | fused: bf16 g read, bf16 out written)\n",
-      at::get_num_threads(), static_cast<long long>(zt::kBytesPerElement));
-  benchmark::Initialize(&argc, argv);
+      at::get_num_threads(), static_cast<long long>(kBytesPerElement));
+}
 
+// What the runs cover: shard sizes (elements) and thread counts.
+struct Grid {
+  std::vector<int64_t> sizes;
+  std::vector<int> thread_counts;
+};
+
+Grid MakeGrid() {
+  Grid g;
   // The OpenMP default can be below the core count (it was 1 on our 2-core
   // machine), so the multi-threaded runs ask for every core explicitly.
   const int max_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<int> thread_counts = {1};
-  if (max_threads > 1) thread_counts.push_back(max_threads);
+  g.thread_counts = {1};
+  if (max_threads > 1) g.thread_counts.push_back(max_threads);
   // 16K: p, g, m, v and out fit in a 512 KiB L2; 1M: 28 MB, about an LLC;
   // 16M: 448 MB, far beyond any LLC.
-  const std::vector<int64_t> sizes = {int64_t{1} << 14, int64_t{1} << 20, int64_t{1} << 24};
-  for (int64_t n : sizes) {
+  g.sizes = {int64_t{1} << 14, int64_t{1} << 20, int64_t{1} << 24};
+  return g;
+}
+
+void RegisterBenchmarks(const Grid& grid, const std::vector<kernels::Isa>& isas) {
+  for (int64_t n : grid.sizes) {
     // Microseconds for the L2-resident size, milliseconds for the others.
     const benchmark::TimeUnit unit = n < (int64_t{1} << 20) ? benchmark::kMicrosecond : benchmark::kMillisecond;
     // Beyond the LLC, at least 2 s per measurement: on our VM the first
@@ -413,134 +423,183 @@ int main(int argc, char** argv) {
     auto reg = [unit, min_time](const std::string& name, auto&&... args) {
       benchmark::RegisterBenchmark(name.c_str(), args...)->UseRealTime()->Unit(unit)->MinTime(min_time);
     };
-    for (int t : thread_counts) {
-      reg(Name("stream_baseline", n, t), zt::BenchStream, false, n, t);
-      reg(Name("stream_fused", n, t), zt::BenchStream, true, n, t);
+    for (int t : grid.thread_counts) {
+      reg(Name("stream_baseline", n, t), BenchStream, false, n, t);
+      reg(Name("stream_fused", n, t), BenchStream, true, n, t);
       for (kernels::Isa isa : isas) {
         for (bool fused : {false, true}) {
-          reg(Name(ShardName(isa, fused), n, t), zt::BenchShard, kernels::KernelsFor(isa), fused, n, t);
+          reg(Name(ShardName(isa, fused), n, t), BenchShard, kernels::KernelsFor(isa), fused, n, t);
         }
       }
-      reg(Name("zt_adamw_reference", n, t), zt::BenchShard, nullptr, false, n, t);
-      reg(Name("torch_adamw", n, t), zt::BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t);
-      reg(Name("torch_adam", n, t), zt::BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>, n, t);
-      reg(Name("torch_adam_fused", n, t), zt::BenchTorchFused, n, t);
+      reg(Name("zt_adamw_reference", n, t), BenchShard, nullptr, false, n, t);
+      reg(Name("torch_adamw", n, t), BenchTorch<torch::optim::AdamW, torch::optim::AdamWOptions>, n, t);
+      reg(Name("torch_adam", n, t), BenchTorch<torch::optim::Adam, torch::optim::AdamOptions>, n, t);
+      reg(Name("torch_adam_fused", n, t), BenchTorchFused, n, t);
     }
   }
-  zt::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+}
 
-  // Ratios of step time, same run: > 1 means ours is that many times faster.
-  auto get = [&](const std::string& key) { return reporter.MedianSeconds(key); };
-  auto ratio = [](double other, double ours) { return ours > 0.0 && other > 0.0 ? other / ours : 0.0; };
-  const std::string fast = ShardName(active, false);
+// Ratio of step times: > 1 means ours is that many times faster.
+double Ratio(double other, double ours) { return ours > 0.0 && other > 0.0 ? other / ours : 0.0; }
+
+// The tables after the benchmarks ran, from their recorded medians, and the
+// SUMMARY line; ratios come from this run.
+class OptimizerReport {
+ public:
+  OptimizerReport(const RecordingReporter& reporter, const Grid& grid, const std::vector<kernels::Isa>& isas,
+                  kernels::Isa active)
+      : reporter_(reporter), grid_(grid), isas_(isas), active_(active) {}
+
+  void PrintRatios() const;
+  void PrintPerVariant();
+  void PrintPairedRoofline();
+  void PrintSummary();
+
+ private:
+  struct Extremes {
+    double min_torch = 0.0, max_torch = 0.0;
+    std::vector<std::string> roofline;  // "% of stream" at the largest size
+  };
+  double Get(const std::string& key) const { return reporter_.MedianSeconds(key); }
+
+  const RecordingReporter& reporter_;
+  const Grid& grid_;
+  const std::vector<kernels::Isa>& isas_;
+  const kernels::Isa active_;
+  std::map<kernels::Isa, Extremes> per_isa_;
+};
+
+void OptimizerReport::PrintRatios() const {
+  const std::string fast = ShardName(active_, false);
   std::printf("\nstep-time ratios, active ISA %s (this run, medians; > 1: fast is faster):\n",
-              kernels::IsaName(active));
+              kernels::IsaName(active_));
   std::printf("%-6s %-8s %14s %14s %14s %16s\n", "size", "threads", "ref/fast", "torchAdamW/fast", "torchAdam/fast",
               "fast GB/s (% of stream)");
-  for (int64_t n : sizes) {
-    for (int t : thread_counts) {
-      const double ours = get(RunName(fast, n, t));
+  for (int64_t n : grid_.sizes) {
+    for (int t : grid_.thread_counts) {
+      const double ours = Get(RunName(fast, n, t));
       if (ours <= 0.0) continue;  // filtered out with --benchmark_filter
-      const double gbps = static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9;
-      std::printf("%-6s %-8d %14.2f %14.2f %14.2f %9.1f (%3.0f%%)\n", zt::SizeName(n).c_str(), t,
-                  ratio(get(RunName("zt_adamw_reference", n, t)), ours), ratio(get(RunName("torch_adamw", n, t)), ours),
-                  ratio(get(RunName("torch_adam", n, t)), ours), gbps,
-                  100.0 * ratio(get(RunName("stream_baseline", n, t)), ours));
+      const double gbps = static_cast<double>(n * kBytesPerElement) / ours * 1e-9;
+      std::printf("%-6s %-8d %14.2f %14.2f %14.2f %9.1f (%3.0f%%)\n", SizeName(n).c_str(), t,
+                  Ratio(Get(RunName("zt_adamw_reference", n, t)), ours), Ratio(Get(RunName("torch_adamw", n, t)), ours),
+                  Ratio(Get(RunName("torch_adam", n, t)), ours), gbps,
+                  100.0 * Ratio(Get(RunName("stream_baseline", n, t)), ours));
     }
   }
+}
 
-  // Per variant. fp32 rows compare with torch::optim::Adam and the fp32
-  // stream; fused rows with the LibTorch sequence doing the same job
-  // (torch_adam_fused) and the fused stream.
+// Per variant. fp32 rows compare with torch::optim::Adam and the fp32
+// stream; fused rows with the LibTorch sequence doing the same job
+// (torch_adam_fused) and the fused stream.
+void OptimizerReport::PrintPerVariant() {
   std::printf(
       "\nper ISA variant (torch: torch::optim::Adam doing the same job; stream: a kernel "
       "moving the same bytes):\n");
   std::printf("%-6s %-8s %-16s %10s %9s %12s %12s\n", "size", "threads", "variant", "us/step", "GB/s", "torch/ours",
               "% of stream");
-  struct Extremes {
-    double min_torch = 0.0, max_torch = 0.0;
-    std::vector<std::string> roofline;  // "% of stream" at the largest size
-  };
-  std::map<kernels::Isa, Extremes> per_isa;
-  for (int64_t n : sizes) {
-    for (int t : thread_counts) {
-      for (kernels::Isa isa : isas) {
+  for (int64_t n : grid_.sizes) {
+    for (int t : grid_.thread_counts) {
+      for (kernels::Isa isa : isas_) {
         for (bool fused : {false, true}) {
-          const double ours = get(RunName(ShardName(isa, fused), n, t));
+          const double ours = Get(RunName(ShardName(isa, fused), n, t));
           if (ours <= 0.0) continue;
-          const double vs_torch = ratio(get(RunName(fused ? "torch_adam_fused" : "torch_adam", n, t)), ours);
-          const double of_stream = 100.0 * ratio(get(RunName(fused ? "stream_fused" : "stream_baseline", n, t)), ours);
+          const double vs_torch = Ratio(Get(RunName(fused ? "torch_adam_fused" : "torch_adam", n, t)), ours);
+          const double of_stream = 100.0 * Ratio(Get(RunName(fused ? "stream_fused" : "stream_baseline", n, t)), ours);
           const std::string mode = fused ? "fused" : "fp32";
-          std::printf("%-6s %-8d %-16s %10.1f %9.1f %11.2fx %11.0f%%\n", zt::SizeName(n).c_str(), t,
+          std::printf("%-6s %-8d %-16s %10.1f %9.1f %11.2fx %11.0f%%\n", SizeName(n).c_str(), t,
                       absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(), ours * 1e6,
-                      static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch, of_stream);
+                      static_cast<double>(n * kBytesPerElement) / ours * 1e-9, vs_torch, of_stream);
           std::printf(
               "RESULT numel=%lld threads=%d isa=%s mode=%s active=%d step_us=%.3f gbs=%.4f torch_ratio=%.4f "
               "stream_fraction=%.4f\n",
-              static_cast<long long>(n), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0, ours * 1e6,
-              static_cast<double>(n * zt::kBytesPerElement) / ours * 1e-9, vs_torch, of_stream / 100.0);
-          Extremes& e = per_isa[isa];
+              static_cast<long long>(n), t, kernels::IsaName(isa), mode.c_str(), isa == active_ ? 1 : 0, ours * 1e6,
+              static_cast<double>(n * kBytesPerElement) / ours * 1e-9, vs_torch, of_stream / 100.0);
+          Extremes& e = per_isa_[isa];
           if (vs_torch > 0.0) {
             e.min_torch = e.min_torch == 0.0 ? vs_torch : std::min(e.min_torch, vs_torch);
             e.max_torch = std::max(e.max_torch, vs_torch);
           }
-          if (n == sizes.back() && of_stream > 0.0) {
+          if (n == grid_.sizes.back() && of_stream > 0.0) {
             e.roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, of_stream));
           }
         }
       }
     }
   }
-  // The roofline share at the largest (DRAM-bound) size, paired (see
-  // PairedRoofline): what the summary reports.
-  const int64_t largest = sizes.back();
+}
+
+// The roofline share at the largest (DRAM-bound) size, paired (see
+// PairedRoofline): what the summary reports. Runs only when the largest
+// size's kernel benchmarks did (not filtered out).
+void OptimizerReport::PrintPairedRoofline() {
+  const int64_t largest = grid_.sizes.back();
   bool largest_ran = false;
-  for (kernels::Isa isa : isas) {
-    largest_ran = largest_ran || get(RunName(ShardName(isa, false), largest, 1)) > 0.0 ||
-                  get(RunName(ShardName(isa, true), largest, 1)) > 0.0;
+  for (kernels::Isa isa : isas_) {
+    largest_ran = largest_ran || Get(RunName(ShardName(isa, false), largest, 1)) > 0.0 ||
+                  Get(RunName(ShardName(isa, true), largest, 1)) > 0.0;
   }
-  if (largest_ran) {
-    std::printf(
-        "\nshare of the streaming roofline at %s, paired (median of 9 rounds of 10 stream + 10 kernel "
-        "steps over the same arrays, order alternating; min-max over rounds):\n",
-        zt::SizeName(largest).c_str());
-    std::printf("%-8s %-16s %12s %14s\n", "threads", "variant", "% of stream", "rounds");
-    for (auto& [isa, e] : per_isa) e.roofline.clear();
-    for (int t : thread_counts) {
-      for (kernels::Isa isa : isas) {
-        for (bool fused : {false, true}) {
-          const zt::PairedFraction f =
-              zt::PairedRoofline(*kernels::KernelsFor(isa), fused, largest, t, /*rounds=*/9, /*steps=*/10);
-          const std::string mode = fused ? "fused" : "fp32";
-          std::printf("%-8d %-16s %11.0f%% %6.0f-%.0f%%\n", t, absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(),
-                      100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
-          std::printf(
-              "RESULT numel=%lld threads=%d isa=%s mode=%s active=%d paired_stream_fraction=%.4f "
-              "paired_min=%.4f paired_max=%.4f\n",
-              static_cast<long long>(largest), t, kernels::IsaName(isa), mode.c_str(), isa == active ? 1 : 0, f.median,
-              f.min, f.max);
-          per_isa[isa].roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, 100.0 * f.median));
-        }
+  if (!largest_ran) return;
+  std::printf(
+      "\nshare of the streaming roofline at %s, paired (median of 9 rounds of 10 stream + 10 kernel "
+      "steps over the same arrays, order alternating; min-max over rounds):\n",
+      SizeName(largest).c_str());
+  std::printf("%-8s %-16s %12s %14s\n", "threads", "variant", "% of stream", "rounds");
+  for (auto& [isa, e] : per_isa_) e.roofline.clear();
+  for (int t : grid_.thread_counts) {
+    for (kernels::Isa isa : isas_) {
+      for (bool fused : {false, true}) {
+        const PairedFraction f =
+            PairedRoofline(*kernels::KernelsFor(isa), fused, largest, t, /*rounds=*/9, /*steps=*/10);
+        const std::string mode = fused ? "fused" : "fp32";
+        std::printf("%-8d %-16s %11.0f%% %6.0f-%.0f%%\n", t, absl::StrCat(kernels::IsaName(isa), " ", mode).c_str(),
+                    100.0 * f.median, 100.0 * f.min, 100.0 * f.max);
+        std::printf(
+            "RESULT numel=%lld threads=%d isa=%s mode=%s active=%d paired_stream_fraction=%.4f "
+            "paired_min=%.4f paired_max=%.4f\n",
+            static_cast<long long>(largest), t, kernels::IsaName(isa), mode.c_str(), isa == active_ ? 1 : 0, f.median,
+            f.min, f.max);
+        per_isa_[isa].roofline.push_back(absl::StrFormat("%s %dt %.0f%%", mode, t, 100.0 * f.median));
       }
     }
   }
+}
 
-  // One line: per variant (active first), the speed-up range vs
-  // torch::optim::Adam over every size, thread count and mode, and the
-  // paired share of the streaming roofline at the largest (DRAM-bound) size.
+// One line: per variant (active first), the speed-up range vs
+// torch::optim::Adam over every size, thread count and mode, and the
+// paired share of the streaming roofline at the largest (DRAM-bound) size.
+void OptimizerReport::PrintSummary() {
   std::vector<std::string> parts;
-  std::vector<kernels::Isa> order = {active};
-  for (kernels::Isa isa : isas) {
-    if (isa != active) order.push_back(isa);
+  std::vector<kernels::Isa> order = {active_};
+  for (kernels::Isa isa : isas_) {
+    if (isa != active_) order.push_back(isa);
   }
   for (kernels::Isa isa : order) {
-    const Extremes& e = per_isa[isa];
+    const Extremes& e = per_isa_[isa];
     parts.push_back(absl::StrFormat("%s%s: %.2fx-%.1fx torch::optim::Adam, at %s %s of stream (paired)",
-                                    kernels::IsaName(isa), isa == active ? " (active)" : "", e.min_torch, e.max_torch,
-                                    zt::SizeName(sizes.back()), absl::StrJoin(e.roofline, ", ")));
+                                    kernels::IsaName(isa), isa == active_ ? " (active)" : "", e.min_torch, e.max_torch,
+                                    SizeName(grid_.sizes.back()), absl::StrJoin(e.roofline, ", ")));
   }
   std::printf("\nSUMMARY: (targets: >= 2x torch, >= 85%% of stream) %s\n", absl::StrJoin(parts, " | ").c_str());
+}
+
+}  // namespace
+}  // namespace zt
+
+int main(int argc, char** argv) {
+  const std::vector<zt::kernels::Isa> isas = zt::AvailableIsas();
+  const zt::kernels::Isa active = zt::kernels::ActiveIsa();  // throws on a bad ZT_CPU_ISA
+  zt::PrintSetup(isas, active);
+  benchmark::Initialize(&argc, argv);
+  const zt::Grid grid = zt::MakeGrid();
+  zt::RegisterBenchmarks(grid, isas);
+  zt::RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  zt::OptimizerReport report(reporter, grid, isas, active);
+  report.PrintRatios();
+  report.PrintPerVariant();
+  report.PrintPairedRoofline();
+  report.PrintSummary();
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -428,6 +429,159 @@ std::string Ratio(double value, double base) {
   return base > 0 ? absl::StrFormat("%.2f", value / base) : std::string("n/a");
 }
 
+// Each run measured, with its result: the slowest/largest rank's values.
+using RunResults = std::vector<std::pair<RunSpec, RankResult>>;
+
+// Rank 0's lines before the runs: the machine, the model and the settings.
+void PrintSetup(const BenchOptions& o, int world, int64_t micro, int64_t psi) {
+  std::cout << SystemInfoLine() << "\n";
+  std::cout << absl::StrFormat(
+      "model: %d x Linear(%d, %d) with GELU, Ψ = %d parameters (%.2f M); %s; AdamW lr %g wd 0.01\n"
+      "world %d, %d intra-op threads per rank, global batch %d (%d per rank), %d warm-up + %d timed steps, "
+      "reduce_bucket_size %d elements, overlap_comm %s, stage3_prefetch_bucket_size %d\n",
+      o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32", o.lr,
+      world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel, o.overlap ? "on" : "off",
+      o.prefetch_numel);
+  std::cout.flush();
+}
+
+// Every --stages run in order; "torch" only in one fp32 process (else
+// skipped with a note from rank 0).
+absl::StatusOr<RunResults> RunAll(const BenchOptions& o, const std::shared_ptr<comm::ProcessGroup>& pg,
+                                  const RankData& data) {
+  const int world = pg->size();
+  RunResults results;
+  for (const std::string& name : o.runs) {
+    ZT_ASSIGN_OR_RETURN(RunSpec run, ParseRun(name));
+    if (run.plain) {
+      // Skipped, not failed: a suite runs the same --stages at every world size.
+      if (world > 1 || o.bf16) {
+        if (pg->rank() == 0) std::cout << "(run torch skipped: plain LibTorch runs fp32 in one process only)\n";
+        continue;
+      }
+      ZT_ASSIGN_OR_RETURN(RankResult mine, RunPlainTorch(o, data));
+      results.emplace_back(run, mine);
+      continue;
+    }
+    ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, run, pg, data));
+    ZT_ASSIGN_OR_RETURN(std::vector<RankResult> all, GatherResults(mine, *pg));
+    results.emplace_back(run, WorstOf(all));
+  }
+  return results;
+}
+
+// Rank 0's tables, RESULT lines and SUMMARY line; ratios are to the stage-0
+// run when there is one.
+class StagesReport {
+ public:
+  StagesReport(const BenchOptions& o, int world, int64_t psi, const RunResults& results)
+      : o_(o),
+        world_(world),
+        psi_(psi),
+        dtype_bytes_(o.bf16 ? 2.0 : 4.0),
+        // Ring-equivalent volume each rank sends per step (nccl-tests' busBw
+        // convention): an all-reduce of Ψ elements, or equally a reduce-scatter
+        // plus an all-gather, moves 2Ψ(N-1)/N elements out of every rank.
+        ideal_bytes_(2.0 * static_cast<double>(psi) * (world - 1) / world * dtype_bytes_),
+        results_(results) {
+    for (const auto& [run, r] : results) {
+      if (run.name == "0") base_ = &r;
+    }
+  }
+
+  void PrintTimeTable() const;
+  void PrintMemoryTable() const;
+  void PrintResultLines() const;
+  void PrintSummary() const;
+
+ private:
+  const char* dtype() const { return o_.bf16 ? "bf16" : "fp32"; }
+  std::string VsBase(double v, double RankResult::*field) const {
+    return base_ != nullptr ? Ratio(v, base_->*field) : std::string("n/a");
+  }
+  // The paper's volume for a run: 2Ψ(N-1)/N (stages 0-2), 3Ψ(N-1)/N (stage 3).
+  double IdealFor(const RunSpec& run) const { return ideal_bytes_ * (run.stage == 3 ? 1.5 : 1.0); }
+  double Formula(const RunSpec& run) const {
+    return FormulaBytesPerParam(run.stage, world_, o_.bf16) * static_cast<double>(psi_);
+  }
+
+  const BenchOptions& o_;
+  const int world_;
+  const int64_t psi_;
+  const double dtype_bytes_;
+  const double ideal_bytes_;
+  const RunResults& results_;
+  const RankResult* base_ = nullptr;
+};
+
+void StagesReport::PrintTimeTable() const {
+  std::cout << "\nTime per step (median over the timed steps, slowest rank; x st0 = ratio to stage 0).\n"
+               "bwd = Engine::Backward incl. waiting for the gradient reduction; opt = Engine::Step (optimizer +\n"
+               "parameter all-gather); faults/step = minor page faults of the rank process per step (getrusage).\n";
+  std::cout << absl::StrFormat("%-13s %9s %6s %9s %9s %9s %10s %13s %11s\n", "run", "step ms", "x st0", "fwd ms",
+                               "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
+  for (const auto& [run, r] : results_) {
+    std::cout << absl::StrFormat("%-13s %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", run.name, r.step_ms,
+                                 VsBase(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1], r.phase_ms[2],
+                                 static_cast<double>(o_.global_batch) / (r.step_ms / 1e3), r.minor_faults,
+                                 r.final_loss);
+  }
+}
+
+void StagesReport::PrintMemoryTable() const {
+  std::cout << absl::StrFormat(
+      "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
+      "timed steps minus those before the model was built; states = engine memory().model_states();\n"
+      "formula = bytes/param x Ψ; gathered = stage 3's most full-layer bytes at once; sent = bytes this rank\n"
+      "sent per step, all collectives; x paper = sent / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3)\n"
+      "x %g B (%s); 2Ψ(N-1)/N = %.2f MiB.\n",
+      dtype_bytes_, dtype(), ideal_bytes_ / kMiB);
+  std::cout << absl::StrFormat("%-13s %9s %6s %11s %19s %12s %9s %7s  %s\n", "run", "peak MiB", "x st0", "states MiB",
+                               "formula MiB (B/p)", "gathered MiB", "sent MiB", "x paper",
+                               "reduce-scatter / all-gather / all-reduce MiB");
+  for (const auto& [run, r] : results_) {
+    const double formula_bpp = FormulaBytesPerParam(run.stage, world_, o_.bf16);
+    const double formula = formula_bpp * static_cast<double>(psi_);
+    std::cout << absl::StrFormat(
+        "%-13s %9.1f %6s %11.1f %12.1f (%4.1f) %12s %9.2f %7s  %.2f / %.2f / %.2f\n", run.name, r.peak_bytes / kMiB,
+        VsBase(r.peak_bytes, &RankResult::peak_bytes), r.model_state_bytes / kMiB, formula / kMiB, formula_bpp,
+        run.stage == 3 ? absl::StrFormat("%.1f", r.gathered_peak / kMiB) : std::string("-"), r.sent_per_step / kMiB,
+        Ratio(r.sent_per_step, IdealFor(run)), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB);
+  }
+}
+
+// The stage-0 throughput line, then a RESULT line per run.
+void StagesReport::PrintResultLines() const {
+  if (base_ != nullptr) {
+    std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
+                                 static_cast<double>(o_.global_batch) / (base_->step_ms / 1e3), o_.global_batch);
+  }
+  for (const auto& [run, r] : results_) {
+    std::cout << absl::StrFormat(
+        "RESULT impl=%s stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
+        "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
+        "formula_mib=%.2f gathered_mib=%.3f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
+        run.plain ? "torch" : "zt", run.name, world_, dtype(), psi_, o_.global_batch, at::get_num_threads(), r.step_ms,
+        r.phase_ms[0], r.phase_ms[1], r.phase_ms[2], static_cast<double>(o_.global_batch) / (r.step_ms / 1e3),
+        r.peak_bytes / kMiB, r.model_state_bytes / kMiB, Formula(run) / kMiB, r.gathered_peak / kMiB,
+        r.sent_per_step / kMiB, IdealFor(run) / kMiB, r.final_loss);
+  }
+}
+
+// One line: per run, step time and per-rank model states relative to stage 0.
+void StagesReport::PrintSummary() const {
+  std::vector<std::string> parts;
+  for (const auto& [run, r] : results_) {
+    if (base_ == nullptr || &r == base_) continue;
+    parts.push_back(absl::StrFormat("%s %sx time %sx states", run.name, VsBase(r.step_ms, &RankResult::step_ms),
+                                    VsBase(r.model_state_bytes, &RankResult::model_state_bytes)));
+  }
+  std::cout << absl::StrFormat(
+      "SUMMARY: world %d, vs stage 0: %s\n", world_,
+      parts.empty() ? std::string("(no stage-0 run to compare with)") : absl::StrJoin(parts, ", "));
+  std::cout.flush();
+}
+
 absl::Status Run(int argc, char** argv) {
   // Before any tensor we want counted (the model, the engine's buffers).
   if (!InstallCountingCpuAllocator()) {
@@ -449,108 +603,15 @@ absl::Status Run(int argc, char** argv) {
   (void)torch::mm(data.x[0].to(torch::kFloat), data.x[0].to(torch::kFloat).t());
 
   const int64_t psi = o.depth * (o.width * o.width + o.width);
-  const double dtype_bytes = o.bf16 ? 2.0 : 4.0;
-  // Ring-equivalent volume each rank sends per step (nccl-tests' busBw
-  // convention): an all-reduce of Ψ elements, or equally a reduce-scatter
-  // plus an all-gather, moves 2Ψ(N-1)/N elements out of every rank.
-  const double ideal_bytes = 2.0 * static_cast<double>(psi) * (world - 1) / world * dtype_bytes;
-
-  if (rank == 0) {
-    std::cout << SystemInfoLine() << "\n";
-    std::cout << absl::StrFormat(
-        "model: %d x Linear(%d, %d) with GELU, Ψ = %d parameters (%.2f M); %s; AdamW lr %g wd 0.01\n"
-        "world %d, %d intra-op threads per rank, global batch %d (%d per rank), %d warm-up + %d timed steps, "
-        "reduce_bucket_size %d elements, overlap_comm %s, stage3_prefetch_bucket_size %d\n",
-        o.depth, o.width, o.width, psi, static_cast<double>(psi) / 1e6, o.bf16 ? "bf16 (fp32 master)" : "fp32", o.lr,
-        world, at::get_num_threads(), o.global_batch, micro, o.warmup, o.steps, o.bucket_numel,
-        o.overlap ? "on" : "off", o.prefetch_numel);
-    std::cout.flush();
-  }
-
-  std::vector<std::pair<RunSpec, RankResult>> results;
-  for (const std::string& name : o.runs) {
-    ZT_ASSIGN_OR_RETURN(RunSpec run, ParseRun(name));
-    if (run.plain) {
-      // Skipped, not failed: a suite runs the same --stages at every world size.
-      if (world > 1 || o.bf16) {
-        if (rank == 0) std::cout << "(run torch skipped: plain LibTorch runs fp32 in one process only)\n";
-        continue;
-      }
-      ZT_ASSIGN_OR_RETURN(RankResult mine, RunPlainTorch(o, data));
-      results.emplace_back(run, mine);
-      continue;
-    }
-    ZT_ASSIGN_OR_RETURN(RankResult mine, RunStage(o, run, pg, data));
-    ZT_ASSIGN_OR_RETURN(std::vector<RankResult> all, GatherResults(mine, *pg));
-    results.emplace_back(run, WorstOf(all));
-  }
+  if (rank == 0) PrintSetup(o, world, micro, psi);
+  ZT_ASSIGN_OR_RETURN(const RunResults results, RunAll(o, pg, data));
   if (rank != 0) return absl::OkStatus();
 
-  const RankResult* base = nullptr;
-  for (const auto& [run, r] : results) {
-    if (run.name == "0") base = &r;
-  }
-  const char* dtype = o.bf16 ? "bf16" : "fp32";
-  auto vs_base = [&](double v, double RankResult::*field) {
-    return base != nullptr ? Ratio(v, base->*field) : std::string("n/a");
-  };
-  // The paper's volume for a run: 2Ψ(N-1)/N (stages 0-2), 3Ψ(N-1)/N (stage 3).
-  auto ideal_for = [&](const RunSpec& run) { return ideal_bytes * (run.stage == 3 ? 1.5 : 1.0); };
-  std::cout << "\nTime per step (median over the timed steps, slowest rank; x st0 = ratio to stage 0).\n"
-               "bwd = Engine::Backward incl. waiting for the gradient reduction; opt = Engine::Step (optimizer +\n"
-               "parameter all-gather); faults/step = minor page faults of the rank process per step (getrusage).\n";
-  std::cout << absl::StrFormat("%-13s %9s %6s %9s %9s %9s %10s %13s %11s\n", "run", "step ms", "x st0", "fwd ms",
-                               "bwd ms", "opt ms", "samples/s", "faults/step", "final loss");
-  for (const auto& [run, r] : results) {
-    std::cout << absl::StrFormat("%-13s %9.1f %6s %9.1f %9.1f %9.1f %10.1f %13.0f %11.6g\n", run.name, r.step_ms,
-                                 vs_base(r.step_ms, &RankResult::step_ms), r.phase_ms[0], r.phase_ms[1], r.phase_ms[2],
-                                 static_cast<double>(o.global_batch) / (r.step_ms / 1e3), r.minor_faults, r.final_loss);
-  }
-  std::cout << absl::StrFormat(
-      "\nMemory and traffic per rank (largest rank). peak = LibTorch CPU bytes allocated at the peak of the\n"
-      "timed steps minus those before the model was built; states = engine memory().model_states();\n"
-      "formula = bytes/param x Ψ; gathered = stage 3's most full-layer bytes at once; sent = bytes this rank\n"
-      "sent per step, all collectives; x paper = sent / (2Ψ(N-1)/N for stages 0-2, 3Ψ(N-1)/N for stage 3)\n"
-      "x %g B (%s); 2Ψ(N-1)/N = %.2f MiB.\n",
-      dtype_bytes, dtype, ideal_bytes / kMiB);
-  std::cout << absl::StrFormat("%-13s %9s %6s %11s %19s %12s %9s %7s  %s\n", "run", "peak MiB", "x st0", "states MiB",
-                               "formula MiB (B/p)", "gathered MiB", "sent MiB", "x paper",
-                               "reduce-scatter / all-gather / all-reduce MiB");
-  for (const auto& [run, r] : results) {
-    const double formula_bpp = FormulaBytesPerParam(run.stage, world, o.bf16);
-    const double formula = formula_bpp * static_cast<double>(psi);
-    std::cout << absl::StrFormat(
-        "%-13s %9.1f %6s %11.1f %12.1f (%4.1f) %12s %9.2f %7s  %.2f / %.2f / %.2f\n", run.name, r.peak_bytes / kMiB,
-        vs_base(r.peak_bytes, &RankResult::peak_bytes), r.model_state_bytes / kMiB, formula / kMiB, formula_bpp,
-        run.stage == 3 ? absl::StrFormat("%.1f", r.gathered_peak / kMiB) : std::string("-"), r.sent_per_step / kMiB,
-        Ratio(r.sent_per_step, ideal_for(run)), r.rs_ag_ar[0] / kMiB, r.rs_ag_ar[1] / kMiB, r.rs_ag_ar[2] / kMiB);
-  }
-  if (base != nullptr) {
-    std::cout << absl::StrFormat("\nstage 0 throughput: %.1f samples/s (global batch %d / median step)\n",
-                                 static_cast<double>(o.global_batch) / (base->step_ms / 1e3), o.global_batch);
-  }
-  for (const auto& [run, r] : results) {
-    const double formula = FormulaBytesPerParam(run.stage, world, o.bf16) * static_cast<double>(psi);
-    std::cout << absl::StrFormat(
-        "RESULT impl=%s stage=%s world=%d dtype=%s params=%d global_batch=%d threads=%d step_ms=%.3f "
-        "fwd_ms=%.3f bwd_ms=%.3f opt_ms=%.3f samples_per_s=%.2f peak_mib=%.2f model_state_mib=%.2f "
-        "formula_mib=%.2f gathered_mib=%.3f sent_mib=%.3f ideal_mib=%.3f final_loss=%.6g\n",
-        run.plain ? "torch" : "zt", run.name, world, dtype, psi, o.global_batch, at::get_num_threads(), r.step_ms,
-        r.phase_ms[0], r.phase_ms[1], r.phase_ms[2], static_cast<double>(o.global_batch) / (r.step_ms / 1e3),
-        r.peak_bytes / kMiB, r.model_state_bytes / kMiB, formula / kMiB, r.gathered_peak / kMiB, r.sent_per_step / kMiB,
-        ideal_for(run) / kMiB, r.final_loss);
-  }
-  // One line: per run, step time and per-rank model states relative to stage 0.
-  std::vector<std::string> parts;
-  for (const auto& [run, r] : results) {
-    if (base == nullptr || &r == base) continue;
-    parts.push_back(absl::StrFormat("%s %sx time %sx states", run.name, vs_base(r.step_ms, &RankResult::step_ms),
-                                    vs_base(r.model_state_bytes, &RankResult::model_state_bytes)));
-  }
-  std::cout << absl::StrFormat(
-      "SUMMARY: world %d, vs stage 0: %s\n", world,
-      parts.empty() ? std::string("(no stage-0 run to compare with)") : absl::StrJoin(parts, ", "));
-  std::cout.flush();
+  const StagesReport report(o, world, psi, results);
+  report.PrintTimeTable();
+  report.PrintMemoryTable();
+  report.PrintResultLines();
+  report.PrintSummary();
   return absl::OkStatus();
 }
 

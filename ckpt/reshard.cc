@@ -3,9 +3,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -60,11 +62,8 @@ absl::StatusOr<Value> Materialize(const Value& v, const ZeroCheckpoint& ck, Aren
   return v;
 }
 
-}  // namespace
-
-absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int world) {
-  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("--world-size must be at least 1, got ", world));
-  const SavedLayout& old = ck.layout();
+// The checkpoint's layout for `world` ranks.
+SavedLayout ResizedLayout(const SavedLayout& old, int world) {
   SavedLayout layout = old;
   layout.world_size = world;
   if (old.rule == PartitionRule::kEven) {
@@ -72,13 +71,12 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
     for (SavedGroup& g : layout.groups) g.padded_numel = plan::PaddedNumel(g.numel, world);
     for (SavedGroup& g : layout.frozen) g.padded_numel = plan::PaddedNumel(g.numel, world);
   }
-  ZT_RETURN_IF_ERROR(MakeDirs(out_dir));
-  const std::string folder = out_dir + "/" + ck.tag();
-  ZT_RETURN_IF_ERROR(MakeDirs(folder));
+  return layout;
+}
 
-  TrainingState ts = ck.training_state();
-  ts.save_id = NewSaveId();  // a new save, whose files agree with each other only
-  const Value* module_v = ck.model_states().AsDict().Find("module");
+// The model states' "buffer_names" (empty when absent), copied to every
+// new model states file.
+std::vector<std::string> BufferNames(const ZeroCheckpoint& ck) {
   const Value* buffers_v = ck.model_states().AsDict().Find("buffer_names");
   std::vector<std::string> buffer_names;
   if (buffers_v != nullptr && (buffers_v->is_list() || buffers_v->is_tuple())) {
@@ -86,6 +84,79 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
       if (b.is_string()) buffer_names.push_back(b.AsString());
     }
   }
+  return buffer_names;
+}
+
+// Rank r's shards under the new `layout`, read from the old ranks of `ck`
+// into `arena` (which must outlive the returned refs).
+class RankShardReader {
+ public:
+  RankShardReader(const ZeroCheckpoint& ck, const SavedLayout& layout, int r, Arena& arena)
+      : ck_(ck), old_(ck.layout()), layout_(layout), r_(r), arena_(arena) {}
+
+  absl::StatusOr<RankShards> Read() {
+    RankShards shards;
+    for (size_t gi = 0; gi < layout_.groups.size(); ++gi) {
+      const auto [b, e] = layout_.Range(layout_.groups[gi].padded_numel, r_);
+      TensorRef m = arena_.Make(DType::kFloat32, e - b);
+      ZT_RETURN_IF_ERROR(Fill(gi, "master", m));
+      shards.master.push_back(m);
+      for (const std::string& name : ck_.state_names()) {
+        TensorRef s = arena_.Make(DType::kFloat32, e - b);
+        ZT_RETURN_IF_ERROR(Fill(gi, name, s));
+        shards.state[name].push_back(s);
+      }
+    }
+    for (size_t gi = 0; gi < layout_.frozen.size(); ++gi) {
+      const auto [b, e] = layout_.Range(layout_.frozen[gi].padded_numel, r_);
+      TensorRef f = arena_.Make(layout_.model_dtype, e - b);
+      std::memset(arena_.data(f), 0, static_cast<size_t>(e - b) * DTypeSize(layout_.model_dtype));
+      const int64_t hi = std::min(e, old_.frozen[gi].padded_numel);
+      if (b < hi) ZT_RETURN_IF_ERROR(ck_.ReadFrozenGroup(gi, b, hi, arena_.data(f)));
+      shards.frozen.push_back(f);
+    }
+    // RNG: rank r continues old rank r's stream (r mod the old world size).
+    std::vector<uint8_t> rng;
+    if (ck_.ReadRngState(r_ % old_.world_size, &rng).ok()) {
+      TensorRef t = arena_.Make(DType::kUInt8, static_cast<int64_t>(rng.size()));
+      std::memcpy(arena_.data(t), rng.data(), rng.size());
+      shards.rng_cpu = t;
+    }
+    return shards;
+  }
+
+ private:
+  // Group gi's range for rank r, read from whichever old ranks hold it;
+  // re-padding adds zeros past the old buffer's end.
+  absl::Status Fill(size_t gi, const std::string& what, TensorRef& t) {
+    const auto [b, e] = layout_.Range(layout_.groups[gi].padded_numel, r_);
+    float* dst = static_cast<float*>(arena_.data(t));
+    std::fill(dst, dst + (e - b), 0.0f);
+    const int64_t hi = std::min(e, old_.groups[gi].padded_numel);
+    if (b < hi) ZT_RETURN_IF_ERROR(ck_.ReadGroup(gi, what, b, hi, dst));
+    return absl::OkStatus();
+  }
+
+  const ZeroCheckpoint& ck_;
+  const SavedLayout& old_;
+  const SavedLayout& layout_;
+  const int r_;
+  Arena& arena_;
+};
+
+}  // namespace
+
+absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int world) {
+  if (world < 1) return absl::InvalidArgumentError(absl::StrCat("--world-size must be at least 1, got ", world));
+  const SavedLayout layout = ResizedLayout(ck.layout(), world);
+  ZT_RETURN_IF_ERROR(MakeDirs(out_dir));
+  const std::string folder = out_dir + "/" + ck.tag();
+  ZT_RETURN_IF_ERROR(MakeDirs(folder));
+
+  TrainingState ts = ck.training_state();
+  ts.save_id = NewSaveId();  // a new save, whose files agree with each other only
+  const Value* module_v = ck.model_states().AsDict().Find("module");
+  const std::vector<std::string> buffer_names = BufferNames(ck);
   Arena module_arena;
   Value module = Value(Dict());
   if (module_v != nullptr) {
@@ -95,44 +166,7 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
 
   for (int r = 0; r < world; ++r) {
     Arena arena;
-    RankShards shards;
-    // A group's range for rank r, read from whichever old ranks hold it;
-    // re-padding adds zeros past the old buffer's end.
-    auto fill = [&](const SavedGroup& g, const SavedGroup& og, size_t gi, const std::string& what,
-                    TensorRef& t) -> absl::Status {
-      const auto [b, e] = layout.Range(g.padded_numel, r);
-      float* dst = static_cast<float*>(arena.data(t));
-      std::fill(dst, dst + (e - b), 0.0f);
-      const int64_t hi = std::min(e, og.padded_numel);
-      if (b < hi) ZT_RETURN_IF_ERROR(ck.ReadGroup(gi, what, b, hi, dst));
-      return absl::OkStatus();
-    };
-    for (size_t gi = 0; gi < layout.groups.size(); ++gi) {
-      const auto [b, e] = layout.Range(layout.groups[gi].padded_numel, r);
-      TensorRef m = arena.Make(DType::kFloat32, e - b);
-      ZT_RETURN_IF_ERROR(fill(layout.groups[gi], old.groups[gi], gi, "master", m));
-      shards.master.push_back(m);
-      for (const std::string& name : ck.state_names()) {
-        TensorRef s = arena.Make(DType::kFloat32, e - b);
-        ZT_RETURN_IF_ERROR(fill(layout.groups[gi], old.groups[gi], gi, name, s));
-        shards.state[name].push_back(s);
-      }
-    }
-    for (size_t gi = 0; gi < layout.frozen.size(); ++gi) {
-      const auto [b, e] = layout.Range(layout.frozen[gi].padded_numel, r);
-      TensorRef f = arena.Make(layout.model_dtype, e - b);
-      std::memset(arena.data(f), 0, static_cast<size_t>(e - b) * DTypeSize(layout.model_dtype));
-      const int64_t hi = std::min(e, old.frozen[gi].padded_numel);
-      if (b < hi) ZT_RETURN_IF_ERROR(ck.ReadFrozenGroup(gi, b, hi, arena.data(f)));
-      shards.frozen.push_back(f);
-    }
-    // RNG: rank r continues old rank r's stream (r mod the old world size).
-    std::vector<uint8_t> rng;
-    if (ck.ReadRngState(r % old.world_size, &rng).ok()) {
-      TensorRef t = arena.Make(DType::kUInt8, static_cast<int64_t>(rng.size()));
-      std::memcpy(arena.data(t), rng.data(), rng.size());
-      shards.rng_cpu = t;
-    }
+    ZT_ASSIGN_OR_RETURN(const RankShards shards, RankShardReader(ck, layout, r, arena).Read());
     ZT_RETURN_IF_ERROR(
         WritePtFile(folder + "/" + OptimStatesFile(r, layout.model_dtype), MakeOptimStates(layout, r, shards, ts)));
     if (layout.stage == 3 || r == 0) {

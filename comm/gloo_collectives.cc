@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/reduce_kernels.h"
 #include "util/status.h"
@@ -73,11 +75,124 @@ void WaitSends(::gloo::transport::UnboundBuffer& buf, int count, const Deadline&
 // from every peer into one of two scratch halves, so segment k+1 is on the
 // wire while segment k is summed. Empty pieces (short last shards) are
 // skipped on both sides, which agree because both know every shard's size.
+// One all-to-all reduce-scatter call: its segment plan, buffers and
+// in-flight counts. Run() posts segments 0 and 1, then for each segment k
+// waits for its receives, sums it and queues segment k+2.
+class AllToAllReduceScatter {
+ public:
+  AllToAllReduceScatter(const GlooCall& call, const void* flat, int64_t numel, c10::ScalarType dtype, int64_t seg,
+                        WireBytes& wire)
+      : call_(call),
+        ctx_(*call.context),
+        n_(ctx_.size),
+        r_(ctx_.rank),
+        flat_(flat),
+        numel_(numel),
+        dtype_(dtype),
+        es_(c10::elementSize(dtype)),
+        seg_(seg),
+        num_segments_((ShardSize(numel, n_) + seg - 1) / seg),
+        deadline_(call.timeout),
+        half_bytes_(static_cast<size_t>(n_ - 1) * seg * es_),
+        scratch_(new uint8_t[2 * half_bytes_]),
+        in_(ctx_.createUnboundBuffer(const_cast<void*>(flat), static_cast<size_t>(numel) * es_)),
+        half_{ctx_.createUnboundBuffer(scratch_.get(), half_bytes_),
+              ctx_.createUnboundBuffer(scratch_.get() + half_bytes_, half_bytes_)},
+        sends_through_(num_segments_, 0),
+        wire_(wire) {}
+
+  void Run(void* shard, ReduceOp op);
+
+ private:
+  struct Piece {
+    int64_t offset;  // elements into flat
+    int64_t length;  // elements, possibly 0
+  };
+  Piece PieceOf(int rank, int64_t k) const {
+    const int64_t b = ShardBegin(numel_, n_, rank) + k * seg_;
+    const int64_t e = std::min(ShardEnd(numel_, n_, rank), b + seg_);
+    return Piece{b, std::max<int64_t>(0, e - b)};
+  }
+  // Scratch position of peer p's contribution: peers r+1, r+2, ... in order.
+  int ScratchIndex(int p) const { return (p - r_ - 1 + n_) % n_; }
+  void Post(int64_t k);
+
+  const GlooCall& call_;
+  ::gloo::Context& ctx_;
+  const int n_;
+  const int r_;
+  const void* flat_;
+  const int64_t numel_;
+  const c10::ScalarType dtype_;
+  const size_t es_;
+  const int64_t seg_;
+  const int64_t num_segments_;
+  const Deadline deadline_;
+  const size_t half_bytes_;
+  std::unique_ptr<uint8_t[]> scratch_;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> in_;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> half_[2];
+  int recvs_posted_[2] = {0, 0};
+  std::vector<int> sends_through_;  // cumulative sends after posting segment k
+  int sends_posted_ = 0;
+  int sends_waited_ = 0;
+  WireBytes& wire_;
+};
+
+void AllToAllReduceScatter::Post(int64_t k) {
+  const int h = static_cast<int>(k % 2);
+  const uint64_t slot = MakeSlot(kAllToAllReduceScatterPrefix, call_.tag, static_cast<uint64_t>(k));
+  const Piece mine = PieceOf(r_, k);
+  for (int i = 1; i < n_; ++i) {
+    const int src = (r_ - i + n_) % n_;
+    if (mine.length == 0) break;
+    half_[h]->recv(src, slot, static_cast<size_t>(ScratchIndex(src)) * seg_ * es_,
+                   static_cast<size_t>(mine.length) * es_);
+    ++recvs_posted_[h];
+    wire_.received += mine.length * static_cast<int64_t>(es_);
+  }
+  for (int i = 1; i < n_; ++i) {
+    const int dst = (r_ + i) % n_;
+    const Piece theirs = PieceOf(dst, k);
+    if (theirs.length == 0) continue;
+    in_->send(dst, slot, static_cast<size_t>(theirs.offset) * es_, static_cast<size_t>(theirs.length) * es_);
+    ++sends_posted_;
+    wire_.sent += theirs.length * static_cast<int64_t>(es_);
+  }
+  sends_through_[k] = sends_posted_;
+}
+
+void AllToAllReduceScatter::Run(void* shard, ReduceOp op) {
+  Post(0);
+  if (num_segments_ > 1) Post(1);
+  std::vector<const void*> sources(n_);
+  auto* out = static_cast<uint8_t*>(shard);
+  for (int64_t k = 0; k < num_segments_; ++k) {
+    const int h = static_cast<int>(k % 2);
+    WaitRecvs(*half_[h], recvs_posted_[h], deadline_);
+    recvs_posted_[h] = 0;
+    const Piece mine = PieceOf(r_, k);
+    if (mine.length > 0) {
+      const uint8_t* base = scratch_.get() + h * half_bytes_;
+      for (int j = 0; j < n_; ++j) {
+        sources[j] = (j == r_) ? static_cast<const uint8_t*>(flat_) + mine.offset * es_
+                               : base + static_cast<size_t>(ScratchIndex(j)) * seg_ * es_;
+      }
+      ReduceInto(out + k * seg_ * es_, sources, mine.length, dtype_, op, n_);
+    }
+    if (k + 2 < num_segments_) {
+      // Flow control: the sends of segment k must be out before k+2 is queued.
+      WaitSends(*in_, sends_through_[k] - sends_waited_, deadline_);
+      sends_waited_ = sends_through_[k];
+      Post(k + 2);
+    }
+  }
+  WaitSends(*in_, sends_posted_ - sends_waited_, deadline_);
+}
+
 void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, int64_t numel, c10::ScalarType dtype,
                            ReduceOp op, int64_t segment_bytes, WireBytes& wire) {
-  auto& ctx = *call.context;
-  const int n = ctx.size;
-  const int r = ctx.rank;
+  const int n = call.context->size;
   const size_t es = c10::elementSize(dtype);
   const int64_t shard_size = ShardSize(numel, n);
   if (shard_size == 0) return;
@@ -86,80 +201,7 @@ void ReduceScatterAllToAll(const GlooCall& call, const void* flat, void* shard, 
   const int64_t per_peer_bytes = std::max<int64_t>(int64_t{64} << 10, segment_bytes / (n - 1));
   const int64_t seg = std::min<int64_t>(
       shard_size, std::max<int64_t>(1, std::min(segment_bytes, per_peer_bytes) / static_cast<int64_t>(es)));
-  const int64_t num_segments = (shard_size + seg - 1) / seg;
-  const Deadline deadline(call.timeout);
-
-  struct Piece {
-    int64_t offset;  // elements into flat
-    int64_t length;  // elements, possibly 0
-  };
-  auto piece = [&](int rank, int64_t k) {
-    const int64_t b = ShardBegin(numel, n, rank) + k * seg;
-    const int64_t e = std::min(ShardEnd(numel, n, rank), b + seg);
-    return Piece{b, std::max<int64_t>(0, e - b)};
-  };
-  // Scratch position of peer p's contribution: peers r+1, r+2, ... in order.
-  auto scratch_index = [&](int p) { return (p - r - 1 + n) % n; };
-
-  const size_t half_bytes = static_cast<size_t>(n - 1) * seg * es;
-  std::unique_ptr<uint8_t[]> scratch(new uint8_t[2 * half_bytes]);
-  auto in = ctx.createUnboundBuffer(const_cast<void*>(flat), static_cast<size_t>(numel) * es);
-  std::unique_ptr<::gloo::transport::UnboundBuffer> half[2] = {
-      ctx.createUnboundBuffer(scratch.get(), half_bytes),
-      ctx.createUnboundBuffer(scratch.get() + half_bytes, half_bytes)};
-  int recvs_posted[2] = {0, 0};
-  std::vector<int> sends_through(num_segments, 0);  // cumulative sends after posting segment k
-  int sends_posted = 0;
-  int sends_waited = 0;
-
-  auto post = [&](int64_t k) {
-    const int h = static_cast<int>(k % 2);
-    const uint64_t slot = MakeSlot(kAllToAllReduceScatterPrefix, call.tag, static_cast<uint64_t>(k));
-    const Piece mine = piece(r, k);
-    for (int i = 1; i < n; ++i) {
-      const int src = (r - i + n) % n;
-      if (mine.length == 0) break;
-      half[h]->recv(src, slot, static_cast<size_t>(scratch_index(src)) * seg * es,
-                    static_cast<size_t>(mine.length) * es);
-      ++recvs_posted[h];
-      wire.received += mine.length * static_cast<int64_t>(es);
-    }
-    for (int i = 1; i < n; ++i) {
-      const int dst = (r + i) % n;
-      const Piece theirs = piece(dst, k);
-      if (theirs.length == 0) continue;
-      in->send(dst, slot, static_cast<size_t>(theirs.offset) * es, static_cast<size_t>(theirs.length) * es);
-      ++sends_posted;
-      wire.sent += theirs.length * static_cast<int64_t>(es);
-    }
-    sends_through[k] = sends_posted;
-  };
-
-  post(0);
-  if (num_segments > 1) post(1);
-  std::vector<const void*> sources(n);
-  auto* out = static_cast<uint8_t*>(shard);
-  for (int64_t k = 0; k < num_segments; ++k) {
-    const int h = static_cast<int>(k % 2);
-    WaitRecvs(*half[h], recvs_posted[h], deadline);
-    recvs_posted[h] = 0;
-    const Piece mine = piece(r, k);
-    if (mine.length > 0) {
-      const uint8_t* base = scratch.get() + h * half_bytes;
-      for (int j = 0; j < n; ++j) {
-        sources[j] = (j == r) ? static_cast<const uint8_t*>(flat) + mine.offset * es
-                              : base + static_cast<size_t>(scratch_index(j)) * seg * es;
-      }
-      ReduceInto(out + k * seg * es, sources, mine.length, dtype, op, n);
-    }
-    if (k + 2 < num_segments) {
-      // Flow control: the sends of segment k must be out before k+2 is queued.
-      WaitSends(*in, sends_through[k] - sends_waited, deadline);
-      sends_waited = sends_through[k];
-      post(k + 2);
-    }
-  }
-  WaitSends(*in, sends_posted - sends_waited, deadline);
+  AllToAllReduceScatter(call, flat, numel, dtype, seg, wire).Run(shard, op);
 }
 
 // ---------------------------------------------------------------------------

@@ -107,9 +107,9 @@ absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention& c) {
-  RankEnv env;
-  env.source = c.name;
+// Reads the convention's rank and world size into env.rank and
+// env.world_size; an error names the variable that is missing or wrong.
+absl::Status ReadRankAndSize(const EnvLookup& getenv, const Convention& c, RankEnv& env) {
   std::optional<std::string> rank = Get(getenv, c.rank);
   std::optional<std::string> size = Get(getenv, c.size);
   if (!size.has_value() && !rank.has_value()) {
@@ -132,8 +132,13 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
   ZT_ASSIGN_OR_RETURN(env.rank, ParseInt(c.rank, *rank, 0, env.world_size - 1,
                                          absl::StrCat("set ", c.rank, " to this process's rank in [0, ", env.world_size,
                                                       ") (", c.size, "=", env.world_size, ")")));
+  return absl::OkStatus();
+}
 
-  // Local size: named variable, or SLURM's per-node task list.
+// Local size: named variable, or SLURM's per-node task list; without either,
+// one host (the world size). Returns whether a variable gave it. Needs
+// env.world_size.
+absl::StatusOr<bool> ReadLocalSize(const EnvLookup& getenv, const Convention& c, RankEnv& env) {
   std::optional<std::string> local_size = Get(getenv, c.local_size);
   bool have_local_size = false;
   if (local_size.has_value()) {
@@ -165,7 +170,12 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
         absl::StrCat("local world size ", env.local_world_size, " is larger than the world size ", env.world_size, " (",
                      c.name, "): check ", c.local_size ? c.local_size : "SLURM_TASKS_PER_NODE", " and ", c.size));
   }
+  return have_local_size;
+}
 
+// Local rank: the named variable, or the rank itself on a single host.
+// Needs the rank and local size read first.
+absl::Status ReadLocalRank(const EnvLookup& getenv, const Convention& c, bool have_local_size, RankEnv& env) {
   std::optional<std::string> local_rank = Get(getenv, c.local_rank);
   if (local_rank.has_value()) {
     ZT_ASSIGN_OR_RETURN(env.local_rank,
@@ -179,6 +189,15 @@ absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention
                                                    env.local_world_size, " of ", env.world_size, " ranks here): set ",
                                                    c.local_rank));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RankEnv> ReadConvention(const EnvLookup& getenv, const Convention& c) {
+  RankEnv env;
+  env.source = c.name;
+  ZT_RETURN_IF_ERROR(ReadRankAndSize(getenv, c, env));
+  ZT_ASSIGN_OR_RETURN(const bool have_local_size, ReadLocalSize(getenv, c, env));
+  ZT_RETURN_IF_ERROR(ReadLocalRank(getenv, c, have_local_size, env));
   ZT_RETURN_IF_ERROR(ReadMaster(getenv, env));
   return env;
 }

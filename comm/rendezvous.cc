@@ -13,6 +13,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -77,30 +78,12 @@ void WaitForListener(const std::string& host, int port, std::chrono::millisecond
   freeaddrinfo(found);
 }
 
-}  // namespace
-
-std::string FormatDuration(std::chrono::milliseconds d) {
-  const int64_t ms = d.count();
-  if (ms < 1000) return absl::StrCat(ms, " ms");
-  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
-  return absl::StrCat(absl::SixDigits(static_cast<double>(ms) / 1000.0), " s");
-}
-
-std::string FormatRankList(const std::vector<int>& ranks) {
-  constexpr size_t kMaxShown = 8;
-  if (ranks.size() <= kMaxShown) return absl::StrJoin(ranks, ", ");
-  std::vector<int> head(ranks.begin(), ranks.begin() + kMaxShown);
-  return absl::StrCat(absl::StrJoin(head, ", "), ", ... (", ranks.size(), " ranks)");
-}
-
-absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::milliseconds timeout,
-                                       const std::string& prefix) {
-  StoreHandle handle;
-  handle.env = env;
+// Connects to (rank 0 without a torchrun agent: hosts) the TCPStore at
+// MASTER_ADDR:MASTER_PORT. Errors name the rank, the address and the
+// variables to check.
+absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(const RankEnv& env, std::chrono::milliseconds timeout) {
   const int rank = env.rank;
-  const int world = env.world_size;
   const std::string wanted = absl::StrCat(env.master_addr, ":", env.master_port);
-
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<std::uint16_t>(env.master_port);
@@ -131,34 +114,67 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   // so a store host that stops answering ends the rendezvous (and the
   // gloo connect after it) with an error instead of a wait without end.
   if (!hosts_store) BoundStoreSocket(sockets_before, tcp->getPort(), timeout);
-  handle.address = absl::StrCat(env.master_addr, ":", tcp->getPort());
-  handle.store = tcp;
-  handle.env.master_port = tcp->getPort();
+  return tcp;
+}
 
-  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix + "/rdzv", tcp);
-  std::vector<std::string> keys;
-  keys.reserve(world);
-  for (int r = 0; r < world; ++r) keys.push_back(std::to_string(r));
+// One rank's rendezvous over a connected store: the steps after the
+// connect, in the order Rendezvous runs them. Each returns the error to
+// report, or OK to go on.
+class RendezvousSteps {
+ public:
+  RendezvousSteps(const RankEnv& env, std::chrono::milliseconds timeout, std::string address,
+                  c10::intrusive_ptr<c10d::Store> store)
+      : env_(env),
+        rank_(env.rank),
+        world_(env.world_size),
+        timeout_(timeout),
+        address_(std::move(address)),
+        host_(env.agent_hosts_store ? "the torchrun agent" : "rank 0"),
+        store_(std::move(store)) {
+    keys_.reserve(world_);
+    for (int r = 0; r < world_; ++r) keys_.push_back(std::to_string(r));
+  }
 
-  const std::string host = env.agent_hosts_store ? "the torchrun agent" : "rank 0";
-  auto lost = [&](const std::exception& e) {
-    const std::string what = FirstLine(e.what());
-    if (absl::StrContains(what, "Socket Timeout") || absl::StrContains(what, "timed out")) {
-      return absl::UnavailableError(
-          absl::StrCat("rank ", rank, ": the rendezvous store at ", handle.address, " (hosted by ", host,
-                       ") did not answer within ", FormatDuration(timeout), " (", what, "): ", host,
-                       " may be stopped, hung or overloaded; ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
-    }
-    return absl::UnavailableError(absl::StrCat("rank ", rank, " lost the rendezvous store at ", handle.address,
-                                               " (hosted by ", host, ") during the rendezvous: ", what));
-  };
+  absl::Status Announce();
+  absl::Status WaitForAll();
+  absl::Status CheckAgreement();
+
+ private:
+  absl::Status Lost(const std::exception& e) const;
+  absl::Status ReportMissing(const std::exception& wait_error);
+
+  const RankEnv& env_;
+  const int rank_;
+  const int world_;
+  const std::chrono::milliseconds timeout_;
+  const std::string address_;  // "host:port" of the store, for messages
+  const std::string host_;     // who hosts the store, for messages
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::vector<std::string> keys_;  // each rank's announcement key: its number
+};
+
+// The error for a store operation that threw: the store stopped answering
+// within the timeout, or the connection broke.
+absl::Status RendezvousSteps::Lost(const std::exception& e) const {
+  const std::string what = FirstLine(e.what());
+  if (absl::StrContains(what, "Socket Timeout") || absl::StrContains(what, "timed out")) {
+    return absl::UnavailableError(
+        absl::StrCat("rank ", rank_, ": the rendezvous store at ", address_, " (hosted by ", host_,
+                     ") did not answer within ", FormatDuration(timeout_), " (", what, "): ", host_,
+                     " may be stopped, hung or overloaded; ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+  }
+  return absl::UnavailableError(absl::StrCat("rank ", rank_, " lost the rendezvous store at ", address_, " (hosted by ",
+                                             host_, ") during the rendezvous: ", what));
+}
+
+absl::Status RendezvousSteps::Announce() {
   // Rank 0 publishes its job before it announces itself, so every rank that
   // sees rank 0 joined can compare.
-  if (rank == 0) {
+  if (rank_ == 0) {
     try {
-      store->set("job", Bytes(env.job_id));
+      store_->set("job", Bytes(env_.job_id));
     } catch (const std::exception& e) {
-      return lost(e);
+      return Lost(e);
     }
   }
   // Claim this rank's slot with an atomic counter: a second process with the
@@ -166,88 +182,132 @@ absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::millisec
   // MASTER_PORT) is refused instead of overwriting the first one's entry.
   // (LibTorch 1.13's compareSet does not wake waiters, so it cannot be used.)
   const std::string announce =
-      absl::StrCat("world=", world, " host=", HostName(), " pid=", getpid(), " job=", env.job_id);
+      absl::StrCat("world=", world_, " host=", HostName(), " pid=", getpid(), " job=", env_.job_id);
   try {
     // torchrun's agent keeps its store across worker restarts: a restarted
     // worker claims afresh under its restart count.
     const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
-    const std::string claim = absl::StrCat("claim/", restart != nullptr ? restart : "0", "/", keys[rank]);
-    if (store->add(claim, 1) != 1) {
-      const std::vector<uint8_t> got = store->check({keys[rank]}) ? store->get(keys[rank]) : Bytes("unknown");
+    const std::string claim = absl::StrCat("claim/", restart != nullptr ? restart : "0", "/", keys_[rank_]);
+    if (store_->add(claim, 1) != 1) {
+      const std::vector<uint8_t> got = store_->check({keys_[rank_]}) ? store_->get(keys_[rank_]) : Bytes("unknown");
       return absl::AlreadyExistsError(absl::StrCat(
-          "rank ", rank, " is already taken in the rendezvous at ", handle.address, " by another process (",
+          "rank ", rank_, " is already taken in the rendezvous at ", address_, " by another process (",
           std::string(got.begin(), got.end()), "; this one: ", announce,
           "): two jobs use the same MASTER_ADDR:MASTER_PORT, or two processes were started with the same RANK; "
           "give each job its own MASTER_PORT"));
     }
-    store->set(keys[rank], Bytes(announce));
+    store_->set(keys_[rank_], Bytes(announce));
   } catch (const std::exception& e) {
-    return lost(e);
+    return Lost(e);
   }
+  return absl::OkStatus();
+}
 
+absl::Status RendezvousSteps::WaitForAll() {
   try {
-    store->wait(keys, timeout);
+    store_->wait(keys_, timeout_);
   } catch (const std::exception& wait_error) {
-    // Name the ranks that never announced themselves.
-    std::vector<int> missing;
-    std::vector<int> joined;
-    try {
-      for (int r = 0; r < world; ++r) {
-        (store->check({keys[r]}) ? joined : missing).push_back(r);
-      }
-    } catch (const std::exception& e) {
-      return lost(e);
-    }
-    // The store lives in rank 0: it stays up until the ranks that joined
-    // have read who is missing (each says so under "done/"), so they can
-    // report the same list instead of a broken connection.
-    try {
-      if (rank == 0) {
-        std::vector<std::string> done;
-        for (int r : joined) {
-          if (r != 0) done.push_back("done/" + keys[r]);
-        }
-        if (!done.empty()) store->wait(done, timeout);
-      } else {
-        store->set("done/" + keys[rank], Bytes("1"));
-      }
-    } catch (const std::exception&) {
-      // A joined rank that died meanwhile; nothing more to report.
-    }
-    if (missing.empty()) {
-      return absl::UnavailableError(absl::StrCat("rank ", rank, " failed waiting for the rendezvous at ",
-                                                 handle.address, ": ", FirstLine(wait_error.what())));
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world,
-                     " did not join the rendezvous at ", handle.address, " within ", FormatDuration(timeout),
-                     " (joined: ", FormatRankList(joined),
-                     "). Start the missing ranks, or check their WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "
-                     "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+    return ReportMissing(wait_error);
   }
+  return absl::OkStatus();
+}
 
-  // Every rank must belong to rank 0's job (when launchers name jobs) and
-  // agree on the world size; a rank launched with another WORLD_SIZE would
-  // otherwise wait for ranks that never come.
+// After the wait for every rank failed: names the ranks that never
+// announced themselves.
+absl::Status RendezvousSteps::ReportMissing(const std::exception& wait_error) {
+  std::vector<int> missing;
+  std::vector<int> joined;
   try {
-    const std::vector<uint8_t> job_bytes = store->get("job");
-    const std::string job(job_bytes.begin(), job_bytes.end());
-    if (!job.empty() && !env.job_id.empty() && job != env.job_id) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank, " of job ", env.job_id, " reached the rendezvous store of job ", job, " at ", handle.address,
-          ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
+    for (int r = 0; r < world_; ++r) {
+      (store_->check({keys_[r]}) ? joined : missing).push_back(r);
     }
-    for (int r = 0; r < world; ++r) {
-      int other = AnnouncedWorld(store->get(keys[r]));
-      if (other != world) {
-        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " joined the rendezvous at ", handle.address,
-                                                       " with world size ", other, " but rank ", rank, " has ", world,
+  } catch (const std::exception& e) {
+    return Lost(e);
+  }
+  // The store lives in rank 0: it stays up until the ranks that joined
+  // have read who is missing (each says so under "done/"), so they can
+  // report the same list instead of a broken connection.
+  try {
+    if (rank_ == 0) {
+      std::vector<std::string> done;
+      for (int r : joined) {
+        if (r != 0) done.push_back("done/" + keys_[r]);
+      }
+      if (!done.empty()) store_->wait(done, timeout_);
+    } else {
+      store_->set("done/" + keys_[rank_], Bytes("1"));
+    }
+  } catch (const std::exception&) {
+    // A joined rank that died meanwhile; nothing more to report.
+  }
+  if (missing.empty()) {
+    return absl::UnavailableError(absl::StrCat("rank ", rank_, " failed waiting for the rendezvous at ", address_, ": ",
+                                               FirstLine(wait_error.what())));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world_,
+                   " did not join the rendezvous at ", address_, " within ", FormatDuration(timeout_),
+                   " (joined: ", FormatRankList(joined),
+                   "). Start the missing ranks, or check their WORLD_SIZE, MASTER_ADDR and MASTER_PORT; "
+                   "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
+}
+
+// Every rank must belong to rank 0's job (when launchers name jobs) and
+// agree on the world size; a rank launched with another WORLD_SIZE would
+// otherwise wait for ranks that never come.
+absl::Status RendezvousSteps::CheckAgreement() {
+  try {
+    const std::vector<uint8_t> job_bytes = store_->get("job");
+    const std::string job(job_bytes.begin(), job_bytes.end());
+    if (!job.empty() && !env_.job_id.empty() && job != env_.job_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ",
+                       address_, ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
+    }
+    for (int r = 0; r < world_; ++r) {
+      int other = AnnouncedWorld(store_->get(keys_[r]));
+      if (other != world_) {
+        return absl::InvalidArgumentError(absl::StrCat("rank ", r, " joined the rendezvous at ", address_,
+                                                       " with world size ", other, " but rank ", rank_, " has ", world_,
                                                        ": start every rank with the same WORLD_SIZE"));
       }
     }
   } catch (const std::exception& e) {
-    return lost(e);
+    return Lost(e);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FormatDuration(std::chrono::milliseconds d) {
+  const int64_t ms = d.count();
+  if (ms < 1000) return absl::StrCat(ms, " ms");
+  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
+  return absl::StrCat(absl::SixDigits(static_cast<double>(ms) / 1000.0), " s");
+}
+
+std::string FormatRankList(const std::vector<int>& ranks) {
+  constexpr size_t kMaxShown = 8;
+  if (ranks.size() <= kMaxShown) return absl::StrJoin(ranks, ", ");
+  std::vector<int> head(ranks.begin(), ranks.begin() + kMaxShown);
+  return absl::StrCat(absl::StrJoin(head, ", "), ", ... (", ranks.size(), " ranks)");
+}
+
+absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::milliseconds timeout,
+                                       const std::string& prefix) {
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> tcp = ConnectStore(env, timeout);
+  if (!tcp.ok()) return tcp.status();
+  StoreHandle handle;
+  handle.env = env;
+  handle.address = absl::StrCat(env.master_addr, ":", (*tcp)->getPort());
+  handle.store = *tcp;
+  handle.env.master_port = (*tcp)->getPort();
+
+  RendezvousSteps steps(env, timeout, handle.address, c10::make_intrusive<c10d::PrefixStore>(prefix + "/rdzv", *tcp));
+  if (absl::Status s = steps.Announce(); !s.ok()) return s;
+  if (absl::Status s = steps.WaitForAll(); !s.ok()) return s;
+  if (absl::Status s = steps.CheckAgreement(); !s.ok()) return s;
   return handle;
 }
 

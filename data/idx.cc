@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,6 +65,9 @@ class Reader {
   }
 
   bool gzip() const { return gzip_; }
+  // "IDX file '<path>'", and " (gzip)" for a compressed one: how errors
+  // past the open name the file.
+  std::string Name() const { return absl::StrCat("IDX file '", path_, "'", gzip_ ? " (gzip)" : ""); }
 
  private:
   std::string path_;
@@ -70,69 +75,71 @@ class Reader {
   bool gzip_;
 };
 
-}  // namespace
-
-absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
-  const std::string what = absl::StrCat("IDX file '", path, "'");
-  bool gzip = false;
-  {
-    std::FILE* probe = std::fopen(path.c_str(), "rb");
-    if (probe == nullptr) {
-      int err = errno;
-      return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat("cannot open ", what, ": ", std::strerror(err)));
-    }
-    unsigned char magic[2] = {0, 0};
-    const size_t n = std::fread(magic, 1, 2, probe);
-    std::fclose(probe);
-    gzip = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  }
-  gzFile raw = gzopen(path.c_str(), "rb");
-  if (raw == nullptr) {
+// Whether the file at `path` starts with gzip's magic bytes.
+absl::StatusOr<bool> IsGzip(const std::string& path, const std::string& what) {
+  std::FILE* probe = std::fopen(path.c_str(), "rb");
+  if (probe == nullptr) {
     int err = errno;
     return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat("cannot open ", what, ": ", std::strerror(err)));
   }
-  Reader reader(path, raw, gzip);
-  const std::string kind = gzip ? " (gzip)" : "";
+  unsigned char magic[2] = {0, 0};
+  const size_t n = std::fread(magic, 1, 2, probe);
+  std::fclose(probe);
+  return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
 
+// Reads the 4-byte IDX magic (00 00, dtype, ndims) and returns the number
+// of dimensions; only unsigned bytes are supported.
+absl::StatusOr<int> ReadMagic(Reader& reader) {
+  const std::string name = reader.Name();
   unsigned char head[4];
   ZT_ASSIGN_OR_RETURN(size_t got, reader.Read(head, 4));
   if (got < 4) {
-    return absl::DataLossError(absl::StrCat(what, kind, " is ", got, " bytes, shorter than the 4-byte IDX header"));
+    return absl::DataLossError(absl::StrCat(name, " is ", got, " bytes, shorter than the 4-byte IDX header"));
   }
   if (head[0] != 0 || head[1] != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s%s is not an IDX file: it starts with bytes %02x %02x, IDX files start with 00 00", what,
-                        kind, head[0], head[1]));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is not an IDX file: it starts with bytes %02x %02x, IDX files start with 00 00", name, head[0], head[1]));
   }
   if (head[2] != kIdxUInt8) {
     return absl::UnimplementedError(
-        absl::StrFormat("%s%s has IDX dtype 0x%02x (%s); only 0x08 (unsigned byte, as in MNIST) is supported", what,
-                        kind, head[2], IdxTypeName(head[2])));
+        absl::StrFormat("%s has IDX dtype 0x%02x (%s); only 0x08 (unsigned byte, as in MNIST) is supported", name,
+                        head[2], IdxTypeName(head[2])));
   }
   const int ndims = head[3];
-  if (ndims == 0) return absl::InvalidArgumentError(absl::StrCat(what, kind, " has 0 dimensions"));
+  if (ndims == 0) return absl::InvalidArgumentError(absl::StrCat(name, " has 0 dimensions"));
+  return ndims;
+}
 
-  IdxArray array;
+// Reads `ndims` big-endian dimensions into array.dims and returns their
+// product, the data's size in bytes (at most kMaxIdxBytes).
+absl::StatusOr<int64_t> ReadDims(Reader& reader, int ndims, IdxArray& array) {
+  const std::string name = reader.Name();
   int64_t total = 1;
   for (int d = 0; d < ndims; ++d) {
     unsigned char be[4];
     ZT_ASSIGN_OR_RETURN(size_t n, reader.Read(be, 4));
     if (n < 4) {
       return absl::DataLossError(
-          absl::StrCat(what, kind, " is truncated inside its header (dimension ", d, " of ", ndims, ")"));
+          absl::StrCat(name, " is truncated inside its header (dimension ", d, " of ", ndims, ")"));
     }
     const uint32_t dim = (uint32_t{be[0]} << 24) | (uint32_t{be[1]} << 16) | (uint32_t{be[2]} << 8) | be[3];
     if (dim > static_cast<uint32_t>(INT32_MAX)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, kind, ": dimension ", d, " is ", dim, ", not a valid size"));
+      return absl::InvalidArgumentError(absl::StrCat(name, ": dimension ", d, " is ", dim, ", not a valid size"));
     }
     array.dims.push_back(dim);
     if (dim != 0 && total > kMaxIdxBytes / static_cast<int64_t>(dim)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, kind, ": dimensions make more than ", kMaxIdxBytes, " bytes; the header is corrupt"));
+          absl::StrCat(name, ": dimensions make more than ", kMaxIdxBytes, " bytes; the header is corrupt"));
     }
     total *= dim;
   }
+  return total;
+}
 
+// Reads the `total` data bytes into array.data; the file must end there.
+absl::Status ReadData(Reader& reader, int64_t total, IdxArray& array) {
+  const std::string name = reader.Name();
   // Read in chunks so a header claiming more than the file holds does not
   // allocate it all up front.
   constexpr size_t kChunk = 1 << 22;
@@ -144,16 +151,34 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
     if (n < want) {
       std::string shape;
       for (size_t d = 0; d < array.dims.size(); ++d) absl::StrAppend(&shape, d ? "x" : "", array.dims[d]);
-      return absl::DataLossError(absl::StrCat(what, kind, " is truncated: its header says ", shape, " = ", total,
+      return absl::DataLossError(absl::StrCat(name, " is truncated: its header says ", shape, " = ", total,
                                               " bytes of data, but only ", at + n, " follow the header"));
     }
   }
   unsigned char extra;
   ZT_ASSIGN_OR_RETURN(size_t trailing, reader.Read(&extra, 1));
   if (trailing != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, kind, " has bytes after the ", total,
+    return absl::InvalidArgumentError(absl::StrCat(name, " has bytes after the ", total,
                                                    " bytes its header describes; the header or file is corrupt"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
+  const std::string what = absl::StrCat("IDX file '", path, "'");
+  ZT_ASSIGN_OR_RETURN(const bool gzip, IsGzip(path, what));
+  gzFile raw = gzopen(path.c_str(), "rb");
+  if (raw == nullptr) {
+    int err = errno;
+    return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat("cannot open ", what, ": ", std::strerror(err)));
+  }
+  Reader reader(path, raw, gzip);
+  ZT_ASSIGN_OR_RETURN(const int ndims, ReadMagic(reader));
+  IdxArray array;
+  ZT_ASSIGN_OR_RETURN(const int64_t total, ReadDims(reader, ndims, array));
+  ZT_RETURN_IF_ERROR(ReadData(reader, total, array));
   return array;
 }
 

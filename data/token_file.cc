@@ -46,6 +46,88 @@ void ForEachToken(const unsigned char* base, TokenDType dtype, int64_t begin, in
   }
 }
 
+// Where a token file's tokens start and how they are stored.
+struct TokenLayout {
+  size_t offset = 0;  // bytes before the first token (the llm.c header)
+  int64_t count = 0;
+  TokenDType dtype = TokenDType::kUInt16;
+  bool has_header = false;
+};
+
+// The size of the open file `fd`, which must be a regular, non-empty file.
+// `what` names it in errors.
+absl::StatusOr<size_t> RegularFileBytes(int fd, const std::string& what) {
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) {
+    int err = errno;
+    return ErrnoError(err, absl::StrCat("cannot stat ", what));
+  }
+  if (!S_ISREG(sb.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is not a regular file"));
+  const size_t file_bytes = static_cast<size_t>(sb.st_size);
+  if (file_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is empty; it holds no tokens"));
+  }
+  return file_bytes;
+}
+
+// The tokens behind an llm.c header (the file starts with kLlmcMagic): the
+// header's version gives the dtype, which `dtype` (unless kAuto) must
+// match, and its count must match the bytes that follow.
+absl::StatusOr<TokenLayout> LlmcLayout(const unsigned char* bytes, size_t file_bytes, TokenDType dtype,
+                                       const std::string& what) {
+  if (file_bytes < kHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(what, " starts with llm.c's magic ", kLlmcMagic, " but is only ",
+                                            file_bytes, " bytes, shorter than its ", kHeaderBytes,
+                                            "-byte header: the file is truncated"));
+  }
+  int32_t header[3];
+  std::memcpy(header, bytes, sizeof(header));
+  TokenDType header_dtype;
+  if (header[1] == kLlmcVersionUInt16) {
+    header_dtype = TokenDType::kUInt16;
+  } else if (header[1] == kLlmcVersionUInt32) {
+    header_dtype = TokenDType::kUInt32;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has llm.c's magic but header version ", header[1],
+                                                   "; supported: ", kLlmcVersionUInt16, " (uint16 tokens) and ",
+                                                   kLlmcVersionUInt32, " (uint32 tokens)"));
+  }
+  if (dtype != TokenDType::kAuto && dtype != header_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has an llm.c header saying ", TokenDTypeName(header_dtype),
+                                                   " tokens, but ", TokenDTypeName(dtype),
+                                                   " was asked for; drop the dtype option (auto)"));
+  }
+  const int64_t count = header[2];
+  const size_t width = TokenBytes(header_dtype);
+  const size_t body = file_bytes - kHeaderBytes;
+  if (count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": llm.c header says ", count, " tokens"));
+  }
+  if (body != static_cast<size_t>(count) * width) {
+    const bool truncated = body < static_cast<size_t>(count) * width;
+    return absl::DataLossError(absl::StrCat(what, ": llm.c header says ", count, " ", TokenDTypeName(header_dtype),
+                                            " tokens (", static_cast<size_t>(count) * width, " bytes) but ", body,
+                                            " bytes follow the header",
+                                            truncated ? ": the file is truncated" : ": the file has trailing bytes"));
+  }
+  if (count == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": llm.c header says 0 tokens"));
+  return TokenLayout{kHeaderBytes, count, header_dtype, true};
+}
+
+// The tokens of a file without a header: raw `dtype` (uint16 for kAuto),
+// the whole file.
+absl::StatusOr<TokenLayout> RawLayout(size_t file_bytes, TokenDType dtype, const std::string& what) {
+  const TokenDType raw_dtype = dtype == TokenDType::kAuto ? TokenDType::kUInt16 : dtype;
+  const size_t width = TokenBytes(raw_dtype);
+  if (file_bytes % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", file_bytes, " bytes is not a whole number of ", TokenDTypeName(raw_dtype),
+                     " tokens (no llm.c header, so the file is read as raw ", TokenDTypeName(raw_dtype),
+                     "); the file may be truncated, or have another format"));
+  }
+  return TokenLayout{0, static_cast<int64_t>(file_bytes / width), raw_dtype, false};
+}
+
 }  // namespace
 
 const char* TokenDTypeName(TokenDType dtype) {
@@ -145,16 +227,7 @@ absl::StatusOr<TokenFile> OpenTokenFile(const std::string& path, TokenDType dtyp
     int err = errno;
     return ErrnoError(err, absl::StrCat("cannot open ", what));
   }
-  struct stat sb;
-  if (::fstat(fd.get(), &sb) != 0) {
-    int err = errno;
-    return ErrnoError(err, absl::StrCat("cannot stat ", what));
-  }
-  if (!S_ISREG(sb.st_mode)) return absl::InvalidArgumentError(absl::StrCat(what, " is not a regular file"));
-  const size_t file_bytes = static_cast<size_t>(sb.st_size);
-  if (file_bytes == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is empty; it holds no tokens"));
-  }
+  ZT_ASSIGN_OR_RETURN(const size_t file_bytes, RegularFileBytes(fd.get(), what));
 
   TokenFile file;
   file.path_ = path;
@@ -169,62 +242,12 @@ absl::StatusOr<TokenFile> OpenTokenFile(const std::string& path, TokenDType dtyp
 
   int32_t first = 0;
   if (file_bytes >= sizeof(int32_t)) std::memcpy(&first, bytes, sizeof(first));
-  if (first == kLlmcMagic) {
-    if (file_bytes < kHeaderBytes) {
-      return absl::DataLossError(absl::StrCat(what, " starts with llm.c's magic ", kLlmcMagic, " but is only ",
-                                              file_bytes, " bytes, shorter than its ", kHeaderBytes,
-                                              "-byte header: the file is truncated"));
-    }
-    int32_t header[3];
-    std::memcpy(header, bytes, sizeof(header));
-    TokenDType header_dtype;
-    if (header[1] == kLlmcVersionUInt16) {
-      header_dtype = TokenDType::kUInt16;
-    } else if (header[1] == kLlmcVersionUInt32) {
-      header_dtype = TokenDType::kUInt32;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has llm.c's magic but header version ", header[1],
-                                                     "; supported: ", kLlmcVersionUInt16, " (uint16 tokens) and ",
-                                                     kLlmcVersionUInt32, " (uint32 tokens)"));
-    }
-    if (dtype != TokenDType::kAuto && dtype != header_dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has an llm.c header saying ", TokenDTypeName(header_dtype),
-                                                     " tokens, but ", TokenDTypeName(dtype),
-                                                     " was asked for; drop the dtype option (auto)"));
-    }
-    const int64_t count = header[2];
-    const size_t width = TokenBytes(header_dtype);
-    const size_t body = file_bytes - kHeaderBytes;
-    if (count < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": llm.c header says ", count, " tokens"));
-    }
-    if (body != static_cast<size_t>(count) * width) {
-      const bool truncated = body < static_cast<size_t>(count) * width;
-      return absl::DataLossError(absl::StrCat(what, ": llm.c header says ", count, " ", TokenDTypeName(header_dtype),
-                                              " tokens (", static_cast<size_t>(count) * width, " bytes) but ", body,
-                                              " bytes follow the header",
-                                              truncated ? ": the file is truncated" : ": the file has trailing bytes"));
-    }
-    if (count == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": llm.c header says 0 tokens"));
-    file.tokens_ = bytes + kHeaderBytes;
-    file.size_ = count;
-    file.dtype_ = header_dtype;
-    file.has_header_ = true;
-    return file;
-  }
-
-  const TokenDType raw_dtype = dtype == TokenDType::kAuto ? TokenDType::kUInt16 : dtype;
-  const size_t width = TokenBytes(raw_dtype);
-  if (file_bytes % width != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", file_bytes, " bytes is not a whole number of ", TokenDTypeName(raw_dtype),
-                     " tokens (no llm.c header, so the file is read as raw ", TokenDTypeName(raw_dtype),
-                     "); the file may be truncated, or have another format"));
-  }
-  file.tokens_ = bytes;
-  file.size_ = static_cast<int64_t>(file_bytes / width);
-  file.dtype_ = raw_dtype;
-  file.has_header_ = false;
+  ZT_ASSIGN_OR_RETURN(const TokenLayout layout, first == kLlmcMagic ? LlmcLayout(bytes, file_bytes, dtype, what)
+                                                                    : RawLayout(file_bytes, dtype, what));
+  file.tokens_ = bytes + layout.offset;
+  file.size_ = layout.count;
+  file.dtype_ = layout.dtype;
+  file.has_header_ = layout.has_header;
   return file;
 }
 

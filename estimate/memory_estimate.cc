@@ -257,6 +257,119 @@ absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, M
   return absl::OkStatus();
 }
 
+// The options and shape EstimateMemory accepts: a world, a stage 0-3, a
+// positive bucket, parameters in known units, something to train.
+absl::Status CheckEstimateInputs(const ModelShape& shape, const EstimateOptions& o) {
+  if (o.world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", o.world_size));
+  if (o.stage < 0 || o.stage > 3) return absl::InvalidArgumentError(absl::StrCat("stage must be 0..3, got ", o.stage));
+  if (o.reduce_bucket_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reduce_bucket_size must be > 0, got ", o.reduce_bucket_size));
+  }
+  int64_t trainable = 0;
+  for (const ParamShape& p : shape.params) {
+    if (p.numel < 0 || p.unit < 0 || p.unit >= shape.num_units) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has a bad size or unit"));
+    }
+    if (p.trainable) trainable += p.numel;
+  }
+  if (trainable == 0) return absl::InvalidArgumentError("the model has no trainable parameters");
+  return absl::OkStatus();
+}
+
+// Stages 0-2: parameters, gradients and buckets of the engine's groups into
+// `e`. Returns the trainable elements this rank owns (its optimizer shard).
+int64_t EstimateGroups(const ModelShape& shape, const EstimateOptions& o, MemoryEstimate& e) {
+  const int64_t p = Bytes16(o.precision);  // parameters and gradients
+  std::vector<int64_t> numels;
+  for (const ParamShape& q : shape.params) {
+    if (q.trainable) numels.push_back(q.numel);
+  }
+  const int partitions = o.stage >= 1 ? o.world_size : 1;
+  int64_t padded = 0, owned = 0;
+  for (const Group& g : PlanGroups(numels, o.reduce_bucket_size, partitions)) {
+    padded += g.padded;
+    owned += o.stage >= 1 ? g.shard : g.padded;
+  }
+  e.params = padded * p;
+  e.grads = (o.stage <= 1 ? padded : owned) * p;
+  if (o.stage == 1) e.buckets = owned * p;  // reduce-scatter outputs of every group
+  // Stage 2 keeps every bucket until backward ends. overlap_comm reduces
+  // them as they fill but in group order, so a group that completes early
+  // waits for its predecessors: the full size stays the bound.
+  if (o.stage == 2) e.buckets = padded * p;
+  return owned;
+}
+
+// Stage 3: parameters (less those swapped to NVMe), gradients, buckets and
+// gathered parameters of the engine's chunks into `e`. Returns the trainable
+// elements this rank owns.
+absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOptions& o, MemoryEstimate& e) {
+  const int64_t p = Bytes16(o.precision);  // parameters and gradients
+  const std::vector<Group> chunks = PlanChunks(shape, o);
+  std::vector<int64_t> bucket_sizes;  // padded numel of each reduction chunk
+  std::vector<int64_t> unit_chunk_count(static_cast<size_t>(shape.num_units), 0);
+  // zero/param_coordinator.cc OffloadShards: shards beyond the first
+  // max_in_cpu elements (chunk order) move to the swap file.
+  int64_t owned = 0, kept = 0, largest_swapped = 0, swapped = 0;
+  const bool swap_params = o.param_offload == Offload::kNvme && o.stage == 3;
+  for (const Group& c : chunks) {
+    if (swap_params && !c.persistent) {
+      if (kept + c.shard <= o.max_in_cpu) {
+        kept += c.shard;
+      } else {
+        swapped += c.shard * p;
+        largest_swapped = std::max(largest_swapped, c.shard);
+      }
+    }
+    e.params += (c.persistent ? c.padded : c.shard) * p;
+    if (!c.trainable) continue;
+    owned += c.shard;
+    bucket_sizes.push_back(c.padded);
+    ++unit_chunk_count[static_cast<size_t>(c.unit)];
+  }
+  const int64_t unit_chunks = SumLargest(unit_chunk_count, 1);
+  e.grads = owned * p;
+  // With overlap_comm up to three chunks are reduced at once; without it a
+  // unit's chunks fill together and go one at a time. The reducer's pool
+  // grows a free buffer to the size asked for, so after a few steps each of
+  // its buffers may be as large as the largest chunk: an upper bound.
+  const int64_t slots =
+      std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
+  e.buckets = slots * SumLargest(bucket_sizes, 1) * p;
+  if (shape.units_known) e.gathered = GatheredPeakNumel(shape, chunks, o) * p;
+  if (swapped > 0) {
+    if (largest_swapped > o.param_buffer_size) {
+      return absl::InvalidArgumentError(absl::StrFormat("offload_param.buffer_size is %d elements, but a shard has %d",
+                                                        o.param_buffer_size, largest_swapped));
+    }
+    e.params -= swapped;
+    e.offloaded_nvme += swapped;
+    e.swap_buffers += o.param_buffer_count * AlignUp(std::min(o.param_buffer_size, largest_swapped) * p, kIoAlign);
+  }
+  return owned;
+}
+
+// The fp32 master and optimizer state of `owned` elements into `e`: in
+// memory, in CPU memory (offload "cpu") or in swap files (offload "nvme").
+absl::Status EstimateOptimizer(int64_t owned, const EstimateOptions& o, MemoryEstimate& e) {
+  const bool offload = o.offload != Offload::kNone && o.stage >= 1;
+  const int64_t state = owned * 4 * o.optimizer_states;
+  if (offload && o.offload == Offload::kNvme) {
+    // The engine's swap files: the master only where it is a copy (fp32
+    // parameters are their own master), then the optimizer's state tensors.
+    const int kinds = (o.precision != Precision::kFp32 ? 1 : 0) + o.optimizer_states;
+    ZT_RETURN_IF_ERROR(SwapOptimizer(owned, kinds, o, e));
+  } else if (offload) {
+    // DeepSpeed keeps an fp32 master on the CPU for every precision.
+    e.offloaded_cpu = owned * 4 + state;
+  } else {
+    const int64_t master = o.precision != Precision::kFp32 ? owned * 4 : 0;
+    e.master = master;
+    e.optimizer_state = state;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t micro_batch, int64_t seq_len,
@@ -299,102 +412,17 @@ int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t 
 }
 
 absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const EstimateOptions& o) {
-  if (o.world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", o.world_size));
-  if (o.stage < 0 || o.stage > 3) return absl::InvalidArgumentError(absl::StrCat("stage must be 0..3, got ", o.stage));
-  if (o.reduce_bucket_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("reduce_bucket_size must be > 0, got ", o.reduce_bucket_size));
-  }
-  int64_t trainable = 0;
-  for (const ParamShape& p : shape.params) {
-    if (p.numel < 0 || p.unit < 0 || p.unit >= shape.num_units) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter '", p.name, "' has a bad size or unit"));
-    }
-    if (p.trainable) trainable += p.numel;
-  }
-  if (trainable == 0) return absl::InvalidArgumentError("the model has no trainable parameters");
-
-  const int64_t p = Bytes16(o.precision);  // parameters and gradients
-  const int n = o.world_size;
+  ZT_RETURN_IF_ERROR(CheckEstimateInputs(shape, o));
   MemoryEstimate e;
   e.stage = o.stage;
-  std::vector<int64_t> bucket_sizes;  // padded numel of each reduction group
-  int64_t padded = 0, owned = 0;
+  int64_t owned = 0;
   if (o.stage < 3) {
-    std::vector<int64_t> numels;
-    for (const ParamShape& q : shape.params) {
-      if (q.trainable) numels.push_back(q.numel);
-    }
-    const int partitions = o.stage >= 1 ? n : 1;
-    for (const Group& g : PlanGroups(numels, o.reduce_bucket_size, partitions)) {
-      padded += g.padded;
-      owned += o.stage >= 1 ? g.shard : g.padded;
-      bucket_sizes.push_back(g.padded);
-    }
-    e.params = padded * p;
-    e.grads = (o.stage <= 1 ? padded : owned) * p;
-    if (o.stage == 1) e.buckets = owned * p;  // reduce-scatter outputs of every group
-    // Stage 2 keeps every bucket until backward ends. overlap_comm reduces
-    // them as they fill but in group order, so a group that completes early
-    // waits for its predecessors: the full size stays the bound.
-    if (o.stage == 2) e.buckets = padded * p;
+    owned = EstimateGroups(shape, o, e);
   } else {
-    const std::vector<Group> chunks = PlanChunks(shape, o);
-    std::vector<int64_t> unit_chunk_count(static_cast<size_t>(shape.num_units), 0);
-    // zero/param_coordinator.cc OffloadShards: shards beyond the first
-    // max_in_cpu elements (chunk order) move to the swap file.
-    int64_t kept = 0, largest_swapped = 0, swapped = 0;
-    const bool swap_params = o.param_offload == Offload::kNvme && o.stage == 3;
-    for (const Group& c : chunks) {
-      if (swap_params && !c.persistent) {
-        if (kept + c.shard <= o.max_in_cpu) {
-          kept += c.shard;
-        } else {
-          swapped += c.shard * p;
-          largest_swapped = std::max(largest_swapped, c.shard);
-        }
-      }
-      e.params += (c.persistent ? c.padded : c.shard) * p;
-      if (!c.trainable) continue;
-      owned += c.shard;
-      bucket_sizes.push_back(c.padded);
-      ++unit_chunk_count[static_cast<size_t>(c.unit)];
-    }
-    const int64_t unit_chunks = SumLargest(unit_chunk_count, 1);
-    e.grads = owned * p;
-    // With overlap_comm up to three chunks are reduced at once; without it a
-    // unit's chunks fill together and go one at a time. The reducer's pool
-    // grows a free buffer to the size asked for, so after a few steps each of
-    // its buffers may be as large as the largest chunk: an upper bound.
-    const int64_t slots =
-        std::min<int64_t>(o.overlap_comm ? 3 : unit_chunks + 1, static_cast<int64_t>(bucket_sizes.size()));
-    e.buckets = slots * SumLargest(bucket_sizes, 1) * p;
-    if (shape.units_known) e.gathered = GatheredPeakNumel(shape, chunks, o) * p;
-    if (swapped > 0) {
-      if (largest_swapped > o.param_buffer_size) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "offload_param.buffer_size is %d elements, but a shard has %d", o.param_buffer_size, largest_swapped));
-      }
-      e.params -= swapped;
-      e.offloaded_nvme += swapped;
-      e.swap_buffers += o.param_buffer_count * AlignUp(std::min(o.param_buffer_size, largest_swapped) * p, kIoAlign);
-    }
+    ZT_ASSIGN_OR_RETURN(owned, EstimateChunks(shape, o, e));
   }
   e.owned_numel = owned;
-  const bool offload = o.offload != Offload::kNone && o.stage >= 1;
-  const int64_t state = owned * 4 * o.optimizer_states;
-  if (offload && o.offload == Offload::kNvme) {
-    // The engine's swap files: the master only where it is a copy (fp32
-    // parameters are their own master), then the optimizer's state tensors.
-    const int kinds = (o.precision != Precision::kFp32 ? 1 : 0) + o.optimizer_states;
-    ZT_RETURN_IF_ERROR(SwapOptimizer(owned, kinds, o, e));
-  } else if (offload) {
-    // DeepSpeed keeps an fp32 master on the CPU for every precision.
-    e.offloaded_cpu = owned * 4 + state;
-  } else {
-    const int64_t master = o.precision != Precision::kFp32 ? owned * 4 : 0;
-    e.master = master;
-    e.optimizer_state = state;
-  }
+  ZT_RETURN_IF_ERROR(EstimateOptimizer(owned, o, e));
   if (shape.transformer) {
     e.activations =
         ActivationBytes(*shape.transformer, o.precision, o.micro_batch, o.seq_len, o.activation_checkpointing);
