@@ -27,6 +27,7 @@
 #include "train/train_options.h"
 #include "train/trainer.h"
 #include "util/error.h"
+#include "util/status.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 
@@ -275,8 +276,7 @@ int RunRank(const train::TrainOptions& options, const std::string& json, const s
     absl::Status st = train::RunTrainingRank(options, json, source);
     if (!st.ok()) return Fail(st);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s
-", who.c_str(), e.what());
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
     return 1;
   }
   return 0;

@@ -198,61 +198,15 @@ class Pickler {
     } else if (v.is_int()) {
       Int(v.AsInt());
     } else if (v.is_double()) {
-      // BINFLOAT: a big-endian IEEE double.
-      double x = v.AsDouble();
-      uint64_t bits;
-      std::memcpy(&bits, &x, 8);
-      out_.push_back(kBinFloat);
-      for (int i = 7; i >= 0; --i) U8(static_cast<uint8_t>((bits >> (8 * i)) & 0xFF));
+      Float(v.AsDouble());
     } else if (v.is_string()) {
-      if (!ValidUtf8(v.AsString())) {
-        return absl::InvalidArgumentError(absl::StrCat("string at ", path,
-                                                       " is not valid UTF-8; Python could "
-                                                       "not load it"));
-      }
-      if (v.AsString().size() > 0xFFFFFFFFu) {
-        return absl::InvalidArgumentError(absl::StrCat("string at ", path, " is longer than 4 GiB"));
-      }
-      Str(v.AsString());
+      return String(v.AsString(), path);
     } else if (v.is_list()) {
-      const List& items = std::get<List>(d);
-      out_.push_back(kEmptyList);
-      for (size_t begin = 0; begin < items.size(); begin += kBatch) {
-        out_.push_back(kMark);
-        for (size_t i = begin; i < std::min(items.size(), begin + kBatch); ++i) {
-          ZT_RETURN_IF_ERROR(Write(items[i], absl::StrCat(path, "[", i, "]"), depth + 1));
-        }
-        out_.push_back(kAppends);
-      }
+      return WriteList(std::get<List>(d), path, depth);
     } else if (v.is_tuple()) {
-      const List& items = std::get<Value::Tuple>(d).items;
-      if (items.empty()) {
-        out_.push_back(kEmptyTuple);
-      } else {
-        const bool short_tuple = items.size() <= 3;
-        if (!short_tuple) out_.push_back(kMark);
-        for (size_t i = 0; i < items.size(); ++i) {
-          ZT_RETURN_IF_ERROR(Write(items[i], absl::StrCat(path, "[", i, "]"), depth + 1));
-        }
-        out_.push_back(short_tuple ? static_cast<char>(kTuple1 + items.size() - 1) : kTuple);
-      }
+      return WriteTuple(std::get<Value::Tuple>(d).items, path, depth);
     } else if (v.is_dict()) {
-      const Dict& dict = v.AsDict();
-      if (dict.ordered) {
-        Global("collections", "OrderedDict");
-        out_.push_back(kEmptyTuple);
-        out_.push_back(kReduce);
-      } else {
-        out_.push_back(kEmptyDict);
-      }
-      ZT_RETURN_IF_ERROR(Items(dict, path, depth));
-      if (!dict.attributes.empty()) {
-        // As Python pickles a dict subclass with a __dict__: items, then BUILD.
-        Dict state;
-        for (const auto& [name, value] : dict.attributes) state.items.emplace_back(Value(name), value);
-        ZT_RETURN_IF_ERROR(Write(Value(std::move(state)), absl::StrCat(path, ".__dict__"), depth + 1));
-        out_.push_back(kBuild);
-      }
+      return WriteDict(v.AsDict(), path, depth);
     } else if (v.is_global()) {
       ZT_RETURN_IF_ERROR(CheckGlobal(v.AsGlobal(), path));
       Global(v.AsGlobal().module, v.AsGlobal().name);
@@ -263,23 +217,93 @@ class Pickler {
       ZT_RETURN_IF_ERROR(Write(Value(Value::Tuple{call.args}), absl::StrCat(path, ".args"), depth + 1));
       out_.push_back(kReduce);
     } else if (v.is_object()) {
-      const Object& object = v.AsObject();
-      ZT_RETURN_IF_ERROR(CheckGlobal(object.cls, path));
-      for (const auto& [key, value] : object.state.items) {
-        if (!key.is_string()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("object at ", path, " has a ", key.TypeName(), " attribute name; names must be str"));
-        }
-      }
-      Global(object.cls.module, object.cls.name);
-      out_.push_back(kEmptyTuple);
-      out_.push_back(kNewObj);
-      out_.push_back(kEmptyDict);
-      ZT_RETURN_IF_ERROR(Items(object.state, path, depth));
-      out_.push_back(kBuild);
+      return WriteObject(v.AsObject(), path, depth);
     } else if (v.is_tensor()) {
-      ZT_RETURN_IF_ERROR(Tensor(v.AsTensor(), path));
+      return Tensor(v.AsTensor(), path);
     }
+    return absl::OkStatus();
+  }
+
+  // BINFLOAT: a big-endian IEEE double.
+  void Float(double x) {
+    uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    out_.push_back(kBinFloat);
+    for (int i = 7; i >= 0; --i) U8(static_cast<uint8_t>((bits >> (8 * i)) & 0xFF));
+  }
+
+  absl::Status String(const std::string& s, const std::string& path) {
+    if (!ValidUtf8(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("string at ", path,
+                                                     " is not valid UTF-8; Python could "
+                                                     "not load it"));
+    }
+    if (s.size() > 0xFFFFFFFFu) {
+      return absl::InvalidArgumentError(absl::StrCat("string at ", path, " is longer than 4 GiB"));
+    }
+    Str(s);
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteList(const List& items, const std::string& path, int depth) {
+    out_.push_back(kEmptyList);
+    for (size_t begin = 0; begin < items.size(); begin += kBatch) {
+      out_.push_back(kMark);
+      for (size_t i = begin; i < std::min(items.size(), begin + kBatch); ++i) {
+        ZT_RETURN_IF_ERROR(Write(items[i], absl::StrCat(path, "[", i, "]"), depth + 1));
+      }
+      out_.push_back(kAppends);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteTuple(const List& items, const std::string& path, int depth) {
+    if (items.empty()) {
+      out_.push_back(kEmptyTuple);
+      return absl::OkStatus();
+    }
+    const bool short_tuple = items.size() <= 3;
+    if (!short_tuple) out_.push_back(kMark);
+    for (size_t i = 0; i < items.size(); ++i) {
+      ZT_RETURN_IF_ERROR(Write(items[i], absl::StrCat(path, "[", i, "]"), depth + 1));
+    }
+    out_.push_back(short_tuple ? static_cast<char>(kTuple1 + items.size() - 1) : kTuple);
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteDict(const Dict& dict, const std::string& path, int depth) {
+    if (dict.ordered) {
+      Global("collections", "OrderedDict");
+      out_.push_back(kEmptyTuple);
+      out_.push_back(kReduce);
+    } else {
+      out_.push_back(kEmptyDict);
+    }
+    ZT_RETURN_IF_ERROR(Items(dict, path, depth));
+    if (!dict.attributes.empty()) {
+      // As Python pickles a dict subclass with a __dict__: items, then BUILD.
+      Dict state;
+      for (const auto& [name, value] : dict.attributes) state.items.emplace_back(Value(name), value);
+      ZT_RETURN_IF_ERROR(Write(Value(std::move(state)), absl::StrCat(path, ".__dict__"), depth + 1));
+      out_.push_back(kBuild);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteObject(const Object& object, const std::string& path, int depth) {
+    ZT_RETURN_IF_ERROR(CheckGlobal(object.cls, path));
+    for (const auto& [key, value] : object.state.items) {
+      if (!key.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("object at ", path, " has a ", key.TypeName(), " attribute name; names must be str"));
+      }
+    }
+    Global(object.cls.module, object.cls.name);
+    out_.push_back(kEmptyTuple);
+    out_.push_back(kNewObj);
+    out_.push_back(kEmptyDict);
+    ZT_RETURN_IF_ERROR(Items(object.state, path, depth));
+    out_.push_back(kBuild);
     return absl::OkStatus();
   }
 
