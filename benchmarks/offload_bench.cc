@@ -84,7 +84,6 @@ struct Options {
   bool pipeline = true;
   int param_buffer_count = 8;
   int64_t param_buffer_size = 0;  // 0: the largest shard
-  int64_t max_in_cpu = 0;
   int64_t bucket = 20000000;
   int64_t max_live = 1000000000;        // stage3_max_live_parameters
   int64_t reuse_distance = 1000000000;  // stage3_max_reuse_distance
@@ -135,7 +134,6 @@ Config MakeConfig(const Options& o, const std::string& mode, int world) {
     op.nvme_path = o.nvme_path;
     op.buffer_count = o.param_buffer_count;
     op.buffer_size = o.param_buffer_size > 0 ? o.param_buffer_size : o.bucket;
-    op.max_in_cpu = o.max_in_cpu;
   }
   return c;
 }
@@ -245,7 +243,6 @@ void DeclareFlags(cli::Flags& f) {
   f.Bool("no-pipeline", "pipeline_read and pipeline_write off");
   f.Int("param-buffer-count", 8, "offload_param.buffer_count");
   f.Int("param-buffer-size", 0, "offload_param.buffer_size (0: reduce_bucket_size)");
-  f.Int("max-in-cpu", 0, "offload_param.max_in_cpu");
   f.Int("bucket", 20000000, "reduce_bucket_size (also the largest stage-3 chunk)");
   f.Int("max-live", 1000000000, "stage3_max_live_parameters (elements gathered at once)");
   f.Int("reuse-distance", 1000000000, "stage3_max_reuse_distance (0: free every unit after use)");
@@ -271,7 +268,6 @@ Options OptionsFromFlags(const cli::Flags& f) {
   o.pipeline = !f.GetBool("no-pipeline");
   o.param_buffer_count = static_cast<int>(f.GetInt("param-buffer-count"));
   o.param_buffer_size = f.GetInt("param-buffer-size");
-  o.max_in_cpu = f.GetInt("max-in-cpu");
   o.bucket = f.GetInt("bucket");
   o.max_live = f.GetInt("max-live");
   o.reuse_distance = f.GetInt("reuse-distance");

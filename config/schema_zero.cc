@@ -70,8 +70,10 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
                  "reduce_bucket_size elements).")
               .AtLeast(1));
   add(sp, IntKey(p + "max_in_cpu", ZT_FIELD(zero.offload_param.max_in_cpu), 1000000000,
-                 "Parameter shard elements kept in memory instead of on NVMe (the first chunks in model order).")
-              .AtLeast(0));
+                 "Parameter elements to keep in host memory with NVMe offload (DeepSpeed's description).")
+              .AtLeast(0)
+              .IgnoredHere("as in DeepSpeed 0.14, which only logs it: every shard of at least aio.block_size bytes "
+                           "goes to NVMe, smaller ones stay in memory"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -201,6 +203,14 @@ void EngineImpl::Step() {
     ++core_.micro_steps;
     last_event_ = Clock::now();
     return;
+  }
+  // A gradient that reached a parameter outside Engine::Backward was never
+  // averaged across ranks (nor scaled): at stages 0/1 it sits in the flat
+  // buffer like a reduced one, so the reducer's record is what tells them apart.
+  if (std::optional<std::string> name = core_.reducer->GradientOutsideBackward()) {
+    throw Error(absl::FailedPreconditionError(absl::StrCat(
+        "parameter '", *name, "' received a gradient outside engine.Backward (a plain loss.backward()?): ZeRO stage ",
+        core_.stage, " never averaged it across ranks; call engine.Backward(loss) instead of loss.backward()")));
   }
   if (core_.stage >= 2) {
     for (size_t i = 0; i < core_.params.size(); ++i) {

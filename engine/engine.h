@@ -21,7 +21,9 @@
 //    zt::GatheredParameters scope (engine/gathered_parameters.h). Every rank
 //    must run the same units in the same order.
 //  * Use Engine::Backward, not loss.backward(): it applies loss scaling and
-//    gradient accumulation and drives the reduction.
+//    gradient accumulation and drives the reduction. A gradient that reaches
+//    a parameter outside it is never averaged across ranks; Step refuses it
+//    with zt::Error naming the parameter, at every stage.
 //  * Backward and Step throw zt::Error on communication failures (a dead
 //    peer, a timeout), on NVMe swap failures (naming the file and offset)
 //    and on fp16 overflow at the minimum loss scale.

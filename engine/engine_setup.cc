@@ -46,6 +46,31 @@ const char* KernelsName() { return ops::kernels::IsaName(ops::kernels::ActiveIsa
 
 constexpr char kNoTrainable[] = "the model has no trainable parameters (requires_grad is false everywhere)";
 
+// Units held in a torch::nn::ModuleList invite LibTorch's
+// `list[i]->as<BlockImpl>()->forward(x)`, which runs the inner module past
+// the unit's gather. A unit around the caller names the unit when that fails
+// (zero/unit.h); with no unit at the root nothing can, so say it up front.
+void WarnAboutUnitsInModuleLists(torch::nn::Module& model) {
+  if (AsUnit(model) != nullptr) return;
+  std::vector<std::string> names;
+  std::string type;
+  for (const auto& item : model.named_modules()) {
+    if (dynamic_cast<torch::nn::ModuleListImpl*>(item.value().get()) == nullptr) continue;
+    for (const auto& child : item.value()->named_children()) {
+      if (AsUnit(*child.value()) == nullptr) continue;
+      names.push_back(item.key().empty() ? child.key() : absl::StrCat(item.key(), ".", child.key()));
+      if (type.empty()) type = child.value()->name();
+    }
+  }
+  if (names.empty()) return;
+  ZT_LOG(WARNING) << absl::StrFormat(
+      "%d zt::Unit(s) sit in a torch::nn::ModuleList ('%s'%s): call each through its unit, "
+      "`list[i]->as<%s>()->forward(x)`, not `list[i]->as<BlockImpl>()`, which skips the unit's gather and fails "
+      "with ATen's \"storage of size 0\" error; the model's root is no zt::Unit, so zerotorch cannot name the unit "
+      "at that point",
+      names.size(), names.front(), names.size() > 1 ? absl::StrCat(" ... '", names.back(), "'") : "", type);
+}
+
 }  // namespace
 
 // What a stage's builder reports for the start-up line.
@@ -212,6 +237,7 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
     unit.base->set_unit_hook(std::make_shared<zero::UnitHook>(core_.link, static_cast<int>(u), unit.name));
   }
 
+  if (core_.pg->rank() == 0) WarnAboutUnitsInModuleLists(*core_.module);
   int64_t total = 0;
   for (const at::Tensor& p : b.params) total += p.numel();
   if (b.root_numel == total && core_.pg->size() > 1 && core_.pg->rank() == 0) {
@@ -241,9 +267,27 @@ absl::Status EngineImpl::OffloadParamShards() {
   po.file_name = absl::StrFormat("zerotorch-%d-rank%d-params.swp", static_cast<int>(::getpid()), core_.pg->rank());
   po.buffer_count = op.buffer_count;
   po.buffer_numel = op.buffer_size;
-  po.max_in_cpu = op.max_in_cpu;
-  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, core_.coordinator->OffloadShards(po, core_.io.get()),
+  po.min_swap_bytes = core_.config.aio.block_size;
+  zero::ParamSwapPlacement placement;
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, core_.coordinator->OffloadShards(po, core_.io.get(), &placement),
                                             "moving the parameter shards to offload_param.nvme_path"));
+  if (core_.pg->rank() == 0) {
+    // What DeepSpeed's rule decided (plan/param_swap.h), so a model whose
+    // shards are all small does not silently run without parameter offload.
+    const std::string line = absl::StrFormat(
+        "offload_param: %d chunk shards (%s per rank) in the swap file; %d smaller than aio.block_size (%d bytes) stay "
+        "in memory (%s)%s",
+        placement.swapped_chunks, HumanBytes(static_cast<double>(placement.swapped_bytes)), placement.kept_chunks,
+        core_.config.aio.block_size, HumanBytes(static_cast<double>(placement.kept_bytes)),
+        placement.swapped_chunks == 0 && placement.kept_chunks > 0
+            ? "; no parameter is offloaded: lower aio.block_size to move smaller shards"
+            : "");
+    if (placement.swapped_chunks == 0) {
+      ZT_LOG(WARNING) << line;
+    } else {
+      ZT_LOG(INFO) << line;
+    }
+  }
   // Building the model and sharding it freed gigabytes in pieces small
   // enough to stay in the C heap: give them back before the gradients come.
   ReturnFreedHeapMemory();

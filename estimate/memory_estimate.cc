@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "plan/layout.h"
+#include "plan/param_swap.h"
 #include "plan/prefetch_policy.h"
 #include "plan/unit_plan.h"
 #include "plan/unit_trace.h"
@@ -214,7 +215,7 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
                                                        : Offload::kNone;
   o.param_buffer_count = op.buffer_count;
   o.param_buffer_size = op.buffer_size;
-  o.max_in_cpu = op.max_in_cpu;
+  o.aio_block_size = config.aio.block_size;
   o.reduce_bucket_size = config.zero.reduce_bucket_size;
   o.overlap_comm = config.zero.overlap_comm;
   o.param_persistence_threshold = config.zero.param_persistence_threshold;
@@ -308,18 +309,14 @@ absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOp
   const std::vector<Group> chunks = PlanChunks(shape, o);
   std::vector<int64_t> bucket_sizes;  // padded numel of each reduction chunk
   std::vector<int64_t> unit_chunk_count(static_cast<size_t>(shape.num_units), 0);
-  // zero/param_coordinator.cc OffloadShards: shards beyond the first
-  // max_in_cpu elements (chunk order) move to the swap file.
-  int64_t owned = 0, kept = 0, largest_swapped = 0, swapped = 0;
+  // The engine's rule (plan/param_swap.h): shards of at least the aio block
+  // size move to the swap file.
+  int64_t owned = 0, largest_swapped = 0, swapped = 0;
   const bool swap_params = o.param_offload == Offload::kNvme && o.stage == 3;
   for (const Group& c : chunks) {
-    if (swap_params && !c.persistent) {
-      if (kept + c.shard <= o.max_in_cpu) {
-        kept += c.shard;
-      } else {
-        swapped += c.shard * p;
-        largest_swapped = std::max(largest_swapped, c.shard);
-      }
+    if (swap_params && !c.persistent && plan::ParamShardGoesToSwap(c.shard * p, o.aio_block_size)) {
+      swapped += c.shard * p;
+      largest_swapped = std::max(largest_swapped, c.shard);
     }
     e.params += (c.persistent ? c.padded : c.shard) * p;
     if (!c.trainable) continue;

@@ -5,7 +5,7 @@
 // engine's layout rules (zero/layout.h, zero/unit_plan.h) over sizes only.
 //
 // Offload follows the engine (docs/offload.md): with "nvme" the optimizer
-// state (and at stage 3 the parameter shards beyond max_in_cpu) leave memory
+// state (and at stage 3 the parameter shards of at least aio.block_size) leave memory
 // for swap files, and fixed swap buffer pools take their place; "cpu" is
 // counted as DeepSpeed's accelerator view (master and optimizer state moved
 // to host memory), which on a CPU-only build changes nothing.
@@ -84,7 +84,7 @@ struct EstimateOptions {
   Offload param_offload = Offload::kNone;
   int param_buffer_count = 5;
   int64_t param_buffer_size = 100000000;  // elements
-  int64_t max_in_cpu = 1000000000;        // shard elements kept in memory
+  int64_t aio_block_size = 1048576;       // smaller parameter shards stay in memory
   // fp32 tensors of optimizer state per owned element (Adam/AdamW 2, Lion 1,
   // Adagrad 1, SGD 1 with momentum else 0).
   int optimizer_states = 2;

@@ -117,6 +117,7 @@ void GradReducer::OnGradReady(int param_index) {
   const int g = p.group;
   const int s = p.slot;
   if (g < 0) return;
+  if (phase_ == Phase::kIdle && outside_backward_param_ < 0) outside_backward_param_ = param_index;
   FlatGroup& group = groups_[static_cast<size_t>(g)];
   const plan::ParamSlot& slot = group.layout.slots[static_cast<size_t>(s)];
   at::Tensor& param = params_[static_cast<size_t>(param_index)];
@@ -279,6 +280,14 @@ void GradReducer::ZeroGrads() {
     }
   }
   for (GroupState& s : group_state_) s.shard_has_data = false;
+  outside_backward_param_ = -1;
+}
+
+std::optional<std::string> GradReducer::GradientOutsideBackward() const {
+  absl::MutexLock lock(&mu_);
+  if (outside_backward_param_ < 0) return std::nullopt;
+  const auto i = static_cast<size_t>(outside_backward_param_);
+  return i < options_.param_names.size() ? options_.param_names[i] : absl::StrFormat("#%d", outside_backward_param_);
 }
 
 }  // namespace zt::zero

@@ -90,8 +90,16 @@ class GradReducer {
   // waits for all, applies post-scaling. Throws zt::Error naming the
   // parameter group on a communication failure.
   void FinishBackward() ABSL_LOCKS_EXCLUDED(mu_);
-  // Clears gradient storage after an optimizer step (or a skipped one).
+  // Clears gradient storage after an optimizer step (or a skipped one), and
+  // forgets a gradient that arrived outside a backward (below).
   void ZeroGrads() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The name of the first parameter whose gradient arrived while no
+  // BeginBackward/FinishBackward was open (a plain loss.backward() that
+  // bypassed the engine, so nothing was averaged across ranks), or nullopt.
+  // At stages 0/1 such a gradient lands in the flat buffer like any other,
+  // so this is the only trace of the misuse.
+  std::optional<std::string> GradientOutsideBackward() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reduction scratch held across steps (stage-2 buckets, reduce-scatter
   // outputs, casts): the most that was ever in use at once.
@@ -145,6 +153,7 @@ class GradReducer {
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
 
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
+  int outside_backward_param_ ABSL_GUARDED_BY(mu_) = -1;      // see GradientOutsideBackward
   std::vector<ParamState> param_state_ ABSL_GUARDED_BY(mu_);  // per parameter (params_ order)
   std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)
   int next_launch_ ABSL_GUARDED_BY(mu_) = 0;                  // stages 0-2: next group to launch in order

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "comm/collective_label.h"
+#include "plan/param_swap.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -64,8 +65,11 @@ CoordinatorStats ParamCoordinator::stats() const {
   s.cached_bytes = pool_.held_bytes();
   if (swapper_) {
     for (size_t c = 0; c < chunks_.size(); ++c) {
+      const FlatGroup& g = *chunks_[c].group;
       if (chunk_state_[c].swap_slot >= 0) {
-        s.swapped_shard_bytes += static_cast<int64_t>(chunks_[c].group->param_shard.nbytes());
+        s.swapped_shard_bytes += static_cast<int64_t>(g.param_shard.nbytes());
+      } else if (!chunks_[c].persistent && g.param_residency == ParamResidency::kShardOnly) {
+        s.kept_shard_bytes += static_cast<int64_t>(g.param_shard.nbytes());
       }
     }
     s.swap_buffer_bytes = static_cast<int64_t>(swapper_->buffer_bytes());
@@ -357,7 +361,8 @@ std::string ParamCoordinator::ChunkLabel(int chunk) const {
                          UnitLabel(units_[static_cast<size_t>(c.unit)].name), chunk, c.group->layout.shard_numel);
 }
 
-absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) {
+absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io,
+                                             ParamSwapPlacement* placement) {
   absl::MutexLock lock(&mu_);
   if (swapper_) return absl::FailedPreconditionError("parameter shards are already offloaded");
   // Until the swapper exists, every shard stays in memory (swap_slot -1).
@@ -368,19 +373,24 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
   so.dir = options.dir;
   so.file_name = options.file_name;
   so.buffer_count = options.buffer_count;
-  int64_t kept = 0, largest = 0;
+  ParamSwapPlacement where;
+  int64_t largest = 0;
   int largest_chunk = -1;
   std::vector<int> order;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const FlatGroup& g = *chunks_[c].group;
     if (chunks_[c].persistent || g.param_residency != ParamResidency::kShardOnly) continue;
     const int64_t n = g.layout.shard_numel;
-    if (kept + n <= options.max_in_cpu) {
-      kept += n;  // stays in memory (offload_param.max_in_cpu)
+    const auto bytes = static_cast<int64_t>(g.param_shard.nbytes());
+    if (!plan::ParamShardGoesToSwap(bytes, options.min_swap_bytes)) {
+      ++where.kept_chunks;
+      where.kept_bytes += bytes;
       continue;
     }
+    ++where.swapped_chunks;
+    where.swapped_bytes += bytes;
     chunk_state_[c].swap_slot = static_cast<int>(so.slot_bytes.size());
-    so.slot_bytes.push_back(static_cast<uint64_t>(g.param_shard.nbytes()));
+    so.slot_bytes.push_back(static_cast<uint64_t>(bytes));
     so.slot_names.push_back(ChunkLabel(static_cast<int>(c)));
     order.push_back(static_cast<int>(c));
     if (n > largest) {
@@ -388,6 +398,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
       largest_chunk = static_cast<int>(c);
     }
   }
+  if (placement != nullptr) *placement = where;
   if (order.empty()) {
     keep_all_in_memory(chunk_state_);
     return absl::OkStatus();

@@ -78,7 +78,15 @@ struct ParamOffloadOptions {
   std::string file_name = "params.swp";
   int buffer_count = 5;
   int64_t buffer_numel = 100000000;  // buffer_size (elements of the model dtype)
-  int64_t max_in_cpu = 1000000000;   // shard elements kept in memory instead
+  int64_t min_swap_bytes = 1048576;  // aio.block_size: smaller shards stay in memory (plan/param_swap.h)
+};
+
+// Where OffloadShards put the non-persistent chunks' shards.
+struct ParamSwapPlacement {
+  int swapped_chunks = 0;
+  int64_t swapped_bytes = 0;
+  int kept_chunks = 0;  // below min_swap_bytes: kept in memory
+  int64_t kept_bytes = 0;
 };
 
 class ParamCoordinator {
@@ -127,12 +135,14 @@ class ParamCoordinator {
   void Pin(const std::vector<int>& chunks) ABSL_LOCKS_EXCLUDED(mu_);
   void Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Parameter offload to NVMe: every non-persistent chunk's shard beyond the
-  // first `max_in_cpu` elements (in chunk order) moves to a swap file under
-  // options.dir, and its memory is freed. Call once, before training.
+  // Parameter offload to NVMe: every non-persistent chunk's shard of at
+  // least `min_swap_bytes` (plan/param_swap.h) moves to a swap file under
+  // options.dir, and its memory is freed; `placement` (optional) says what
+  // went where. Call once, before training.
   // Errors: the swap file's (missing directory, no room, ...) and a
   // buffer_size smaller than the largest shard (naming the unit).
-  absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OffloadShards(const ParamOffloadOptions& options, offload::IoEngine* io,
+                             ParamSwapPlacement* placement = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether chunk `chunk`'s shard lives in the swap file.
   bool swapped(int chunk) const ABSL_LOCKS_EXCLUDED(mu_);
   // Chunk c's owned shard, resident until ReleaseShard (for swapped chunks a

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "util/error.h"
@@ -141,6 +142,49 @@ UnitBase::~UnitBase() = default;
 void UnitBase::OnConstructed(torch::nn::Module& self) { zero::ShardAtConstruction(self, *this); }
 
 UnitBase* AsUnit(torch::nn::Module& module) { return dynamic_cast<UnitBase*>(&module); }
+
+namespace zero::internal {
+namespace {
+
+// A parameter of `module` itself or of its non-unit descendants (those of
+// inner units belong to them) whose storage is released.
+bool HasReleasedOwnParameter(torch::nn::Module& module) {
+  for (const at::Tensor& p : module.parameters(/*recurse=*/false)) {
+    if (p.numel() > 0 && p.storage().nbytes() == 0) return true;
+  }
+  for (const auto& child : module.children()) {
+    if (AsUnit(*child) == nullptr && HasReleasedOwnParameter(*child)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void ExplainReleasedParameter(torch::nn::Module& unit, const std::exception& error) {
+  // ATen's words for a tensor whose storage holds nothing (a view of it, or
+  // its data read); any other error is the user's own and stays as it is.
+  const std::string what = error.what();
+  if (what.find("storage of size 0") == std::string::npos &&
+      what.find("data is not allocated yet") == std::string::npos) {
+    return;
+  }
+  for (const auto& item : unit.named_modules("", /*include_self=*/false)) {
+    UnitBase* inner = AsUnit(*item.value());
+    if (inner == nullptr || inner->unit_hook() == nullptr || !HasReleasedOwnParameter(*item.value())) continue;
+    const std::string type = item.value()->name();
+    throw Error(absl::FailedPreconditionError(absl::StrCat(
+        "unit '", inner->unit_hook()->name(), "' (", type,
+        ") was run without gathering its parameters: its inner module was called directly, e.g. through "
+        "LibTorch's ModuleList idiom `list[i]->as<BlockImpl>()->forward(x)`, which skips the unit. Call the unit "
+        "itself: `list[i]->as<",
+        type,
+        ">()->forward(x)`, or keep the blocks in a std::vector<zt::Unit<BlockImpl>> and call `block(x)`. "
+        "(ATen: ",
+        what.substr(0, what.find('\n')), ")")));
+  }
+}
+
+}  // namespace zero::internal
 
 namespace {
 

@@ -40,9 +40,11 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -221,6 +223,14 @@ auto RunCheckpointed(Fn fn, Args&&... args) {
   return result;
 }
 
+// Called when a stage-3 unit's forward failed with an ATen error. If the
+// error is ATen's complaint about a parameter with no storage and one of the
+// unit's inner units has its parameters released, the inner unit was called
+// past its wrapper (LibTorch's `list[i]->as<Impl>()->forward(x)` idiom, which
+// skips the gather): throws zt::Error naming that unit and the right call.
+// Otherwise returns, and the caller rethrows the original error.
+void ExplainReleasedParameter(torch::nn::Module& unit, const std::exception& error);
+
 }  // namespace zero::internal
 
 template <typename Impl>
@@ -234,6 +244,18 @@ class UnitImpl : public Impl, public UnitBase {
   template <typename... Args>
   auto forward(Args&&... args) {
     zero::internal::UnitCall call(*this);
+    if (!call.active()) return Forward(call, std::forward<Args>(args)...);
+    try {
+      return Forward(call, std::forward<Args>(args)...);
+    } catch (const c10::Error& e) {
+      zero::internal::ExplainReleasedParameter(*this, e);
+      throw;
+    }
+  }
+
+ private:
+  template <typename... Args>
+  auto Forward(zero::internal::UnitCall& call, Args&&... args) {
     if (activation_checkpointing() && c10::GradMode::is_enabled()) {
       auto out = zero::internal::RunCheckpointed(
           [this](auto&&... a) { return this->Impl::forward(std::forward<decltype(a)>(a)...); },

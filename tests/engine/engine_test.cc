@@ -93,17 +93,40 @@ TEST(EngineBackward, RejectsBadLosses) {
   EXPECT_THROW(engine->Backward(torch::Tensor()), Error);
 }
 
-TEST(EngineStep, Stage2DetectsPlainLossBackward) {
+// loss.backward() instead of engine->Backward(loss) leaves gradients that
+// were never averaged across ranks; every stage must refuse to step on them
+// (stages 0/1 keep them in the same flat buffer as reduced ones).
+class PlainLossBackward : public ::testing::TestWithParam<int> {};
+
+TEST_P(PlainLossBackward, IsRefusedAtTheStepNamingAParameter) {
   ParityNet model;
-  auto engine = ValueOrThrow(Engine::Create(model, BaseConfig(2), Single()));
+  Config c = BaseConfig(GetParam());
+  c.batch.gradient_accumulation_steps = 2;
+  auto engine = ValueOrThrow(Engine::Create(model, c, Single()));
   Loss(model).backward();  // bypasses the engine: the gradients are never reduced
+  engine->Step();          // not a boundary yet: nothing to check
+  engine->Backward(Loss(model));
   try {
     engine->Step();
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("engine.Backward"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("engine.Backward(loss) instead of loss.backward()"), std::string::npos) << what;
+    EXPECT_NE(what.find("parameter '"), std::string::npos) << what;
   }
 }
+
+TEST_P(PlainLossBackward, EngineBackwardAloneIsAccepted) {
+  ParityNet model;
+  auto engine = ValueOrThrow(Engine::Create(model, BaseConfig(GetParam()), Single()));
+  for (int i = 0; i < 3; ++i) {
+    engine->Backward(Loss(model));
+    EXPECT_NO_THROW(engine->Step());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, PlainLossBackward, ::testing::Values(0, 1, 2, 3),
+                         [](const auto& info) { return "stage" + std::to_string(info.param); });
 
 TEST(EngineStep, AccumulationBoundaryAndCounters) {
   ParityNet model;

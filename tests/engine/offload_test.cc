@@ -11,8 +11,8 @@
 //
 // Modes exercise: several sub-groups that cut across groups, pipelined
 // reads and writes, a pool too small to pipeline, parameter swap buffers
-// that force evictions and synchronous reads, max_in_cpu keeping some shards
-// in memory, and (stage 3) evaluation between steps and GatheredParameters
+// that force evictions and synchronous reads, shards below aio.block_size
+// kept in memory, and (stage 3) evaluation between steps and GatheredParameters
 // writing into swapped shards. Also: checkpoints saved from NVMe-offloaded
 // state load into a run without offload (and back) and continue exactly;
 // configs the offload cannot run fail at Engine::Create with the key named.
@@ -124,7 +124,7 @@ std::vector<Mode> Modes() {
                  p.nvme_path = dir;
                  p.buffer_count = 3;  // fewer than a unit's chunks: evictions and waits
                  p.buffer_size = 8192;
-                 p.max_in_cpu = 0;
+                 c.aio.block_size = 1;  // every shard goes to the swap file
                },
                3});
   m.push_back({"nvme_all",
@@ -138,7 +138,7 @@ std::vector<Mode> Modes() {
                  p.nvme_path = dir;
                  p.buffer_count = 8;
                  p.buffer_size = 8192;
-                 p.max_in_cpu = 3000;  // some shards stay in memory
+                 c.aio.block_size = 512;  // shards below 512 bytes stay in memory
                },
                3});
   return m;
@@ -319,6 +319,12 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
     }
     if (mode.name == "nvme_all" && sw.read_ahead == 0) {
       return absl::InternalError(absl::StrCat(where, ": 8 swap buffers never read ahead"));
+    }
+    // plan/param_swap.h: aio.block_size 1 swaps every shard; 512 keeps some.
+    const bool keeps = mode.name == "nvme_all";
+    if ((r.stage3.kept_shard_bytes > 0) != keeps) {
+      return absl::InternalError(absl::StrFormat("%s: %d bytes of shards kept in memory, expected %s", where,
+                                                 r.stage3.kept_shard_bytes, keeps ? "some" : "none"));
     }
   }
   return absl::OkStatus();
@@ -508,7 +514,7 @@ ZT_RANK_WORKER(offload_errors) {
     Config c = BaseConfig(3);
     c.zero.offload_param.device = OffloadDevice::kNvme;
     c.zero.offload_param.nvme_path = dir;
-    c.zero.offload_param.max_in_cpu = 0;
+    c.aio.block_size = 1;
     c.zero.offload_param.buffer_size = 100;  // smaller than every chunk's shard
     ZT_RETURN_IF_ERROR(ExpectCreateError(c, pg, {"offload_param.buffer_size", "unit '"}));
   }

@@ -441,6 +441,65 @@ ZT_RANK_WORKER(stage3_without_units) {
   return absl::OkStatus();
 }
 
+// LibTorch's ModuleList idiom, `list[i]->as<LayerImpl>()->forward(x)`,
+// reaches the inner module and skips the unit's gather. Under a root that is
+// a unit the failure names the unit and the right call; the engine also says
+// so when it is created (the only place it can when the root is no unit);
+// `list[i]->as<zt::UnitImpl<LayerImpl>>()` trains.
+template <bool kThroughUnit>
+struct ListNetImpl : torch::nn::Module {
+  ListNetImpl() {
+    for (int i = 0; i < 3; ++i) list->push_back(zt::Unit<LayerImpl>());
+    register_module("list", list);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      if constexpr (kThroughUnit) {
+        x = list[i]->as<zt::UnitImpl<LayerImpl>>()->forward(x);
+      } else {
+        x = list[i]->as<LayerImpl>()->forward(x);
+      }
+    }
+    return x;
+  }
+  torch::nn::ModuleList list;
+};
+
+ZT_RANK_WORKER(stage3_module_list) {
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  const Config c = Stage3Config(false);
+  const torch::Tensor x = torch::randn({2, kWidth});
+  {
+    zt::Unit<ListNetImpl<false>> wrong;  // root is a unit: the failure is translated
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(wrong, c, pg));
+    try {
+      wrong(x);
+      return absl::InternalError("calling the inner module of a sharded unit should fail");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rooted: %s\n", e.what());
+      if (!absl::StrContains(e.what(), "list.0") || !absl::StrContains(e.what(), "as<zt::UnitImpl<"))
+        return absl::InternalError(absl::StrCat("the error should name the unit and the call: ", e.what()));
+    }
+  }
+  {
+    auto wrong = std::make_shared<ListNetImpl<false>>();  // root is no unit
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(wrong, c, pg));
+    try {
+      wrong->forward(x);
+      return absl::InternalError("calling the inner module of a sharded unit should fail");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "unrooted: %s\n", e.what());
+    }
+  }
+  auto right = std::make_shared<ListNetImpl<true>>();
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(right, c, pg));
+  for (int step = 0; step < 2; ++step) {
+    engine->Backward(right->forward(x).square().mean());
+    engine->Step();
+  }
+  return absl::OkStatus();
+}
+
 void RunWorlds(const char* worker, std::vector<int> worlds) {
   for (int world : worlds) {
     RankRunOptions o;
@@ -470,6 +529,21 @@ int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); 
 
 namespace zt::testing {
 namespace {
+
+TEST(Stage3Test, ModuleListEntriesCalledPastTheirUnitAreNamed) {
+  RankRunOptions o;
+  o.world_size = 2;
+  o.timeout = std::chrono::seconds(120);
+  RankRunResult r = RunRanks("stage3_module_list", o);
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  const std::string& out = r.outputs[0];
+  EXPECT_TRUE(absl::StrContains(out, "3 zt::Unit(s) sit in a torch::nn::ModuleList ('list.0' ... 'list.2')")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "as<zt::UnitImpl<")) << out;
+  // Warned only where nothing else can name the unit: not for the rooted
+  // model (its messages come first; the log and the worker share stderr).
+  ASSERT_TRUE(absl::StrContains(out, "rooted: unit 'list.0'")) << out;
+  EXPECT_GT(out.find("sit in a torch::nn::ModuleList"), out.find("rooted: unit 'list.0'")) << out;
+}
 
 TEST(Stage3Test, AModelWithoutUnitsIsWarnedWithTheMemoryItCosts) {
   RankRunOptions o;

@@ -205,9 +205,9 @@ TEST(TrainE2E, NvmeOffloadPreset) {
   const std::string swap = dir + "/swap/not/there/yet";
   const std::string common = common_for(swap);
   const int steps = 16;
-  CommandResult r = Zt(absl::StrCat(
-      common, " --steps ", steps, Quick(dir + "/out"), " --set zero_optimization.offload_param.max_in_cpu=0",
-      " --set 'csv_monitor={\"enabled\": true, \"output_path\": \"", dir, "/out\", \"job_name\": \"gpt2-tiny\"}'"));
+  CommandResult r = Zt(absl::StrCat(common, " --steps ", steps, Quick(dir + "/out"), " --set aio.block_size=4096",
+                                    " --set 'csv_monitor={\"enabled\": true, \"output_path\": \"", dir,
+                                    "/out\", \"job_name\": \"gpt2-tiny\"}'"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "optimizer state on NVMe")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "parameter shards on NVMe")) << r.output;
