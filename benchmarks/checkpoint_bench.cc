@@ -101,12 +101,11 @@ absl::Status RawBandwidth(const std::string& dir, uint64_t bytes, double* write_
   return absl::OkStatus();
 }
 
-// Runs `zt ckpt consolidate` and returns (seconds, its peak resident bytes
-// as it reports them: VmHWM of its own program, since getrusage would count
-// what this process had when it forked).
-absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, const std::string& dir,
-                                                      const std::string& out) {
-  const std::string cmd = absl::StrCat("'", zt, "' ckpt consolidate '", dir, "' '", out, "' 2>&1");
+// Runs `zt ARGS` and returns (seconds, its peak resident bytes as it
+// reports them: VmHWM of its own program, since getrusage would count what
+// this process had when it forked; -1 when it does not report one).
+absl::StatusOr<std::pair<double, double>> RunZt(const std::string& zt, const std::string& args) {
+  const std::string cmd = absl::StrCat("'", zt, "' ", args, " 2>&1");
   const auto t0 = Clock::now();
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
@@ -119,10 +118,15 @@ absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, con
     return absl::InternalError(absl::StrCat(cmd, " failed: ", output));
   const size_t at = output.find("peak resident memory: ");
   double mib = -1;
-  if (at == std::string::npos || std::sscanf(output.c_str() + at, "peak resident memory: %lf", &mib) != 1) {
-    return absl::InternalError(absl::StrCat(cmd, " did not report its peak memory: ", output));
-  }
-  return std::make_pair(seconds, mib * (1 << 20));
+  if (at != std::string::npos) std::sscanf(output.c_str() + at, "peak resident memory: %lf", &mib);
+  return std::make_pair(seconds, mib < 0 ? -1.0 : mib * (1 << 20));
+}
+
+absl::StatusOr<std::pair<double, double>> Consolidate(const std::string& zt, const std::string& dir,
+                                                      const std::string& out) {
+  ZT_ASSIGN_OR_RETURN(auto r, RunZt(zt, absl::StrCat("ckpt consolidate '", dir, "' '", out, "'")));
+  if (r.second < 0) return absl::InternalError("zt ckpt consolidate did not report its peak memory");
+  return r;
 }
 
 // One rank, stage 1, AdamW: the engine whose checkpoints are measured.
@@ -151,7 +155,7 @@ absl::StatusOr<uint64_t> DropCheckpointCache(const std::string& ck) {
 
 // Every round's figures (medians reported) and the checkpoint's size.
 struct Rounds {
-  std::vector<double> save_gbs, load_gbs, cons_gbs, raw_w, raw_r, rss;
+  std::vector<double> save_gbs, load_gbs, cons_gbs, conv_gbs, raw_w, raw_r, rss;
   uint64_t ckpt_bytes = 0;
 };
 
@@ -175,6 +179,13 @@ absl::Status MeasureRound(Engine& engine, const std::string& zt, const std::stri
   const double load_s = Seconds(t0, Clock::now());
   ZT_RETURN_IF_ERROR(DropCheckpointCache(ck).status());
   ZT_ASSIGN_OR_RETURN(auto cons, Consolidate(zt, ck, dir + "/out.safetensors"));
+  // Conversion to DeepSpeed's files reads the whole checkpoint and writes
+  // it again (fsynced): checkpoint bytes / time.
+  ZT_RETURN_IF_ERROR(DropCheckpointCache(ck).status());
+  const std::string ds = absl::StrCat(dir, "/ds", r);
+  ZT_ASSIGN_OR_RETURN(auto conv, RunZt(zt, absl::StrCat("ckpt convert '", ck, "' '", ds, "' --to deepspeed")));
+  std::system(absl::StrCat("rm -rf '", ds, "'").c_str());
+  s.conv_gbs.push_back(static_cast<double>(s.ckpt_bytes) / 1e9 / conv.first);
   s.save_gbs.push_back(static_cast<double>(s.ckpt_bytes) / 1e9 / save_s);
   s.load_gbs.push_back(static_cast<double>(s.ckpt_bytes) / 1e9 / load_s);
   // Consolidation reads the fp32 masters (a quarter of an Adam checkpoint
@@ -201,18 +212,25 @@ void PrintReport(const Rounds& s, const std::string& dir, double model_bytes) {
                                med(s.load_gbs) / med(s.raw_r));
   std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (model bytes / time; reads the masters, writes the model)\n",
                                "consolidate", med(s.cons_gbs), med(s.raw_r), med(s.cons_gbs) / med(s.raw_r));
+  std::cout << absl::StrFormat("%-12s %9.2f %10.2f %8.2f   (checkpoint bytes / time; reads it all, writes it all)\n",
+                               "convert", med(s.conv_gbs), med(s.raw_r), med(s.conv_gbs) / med(s.raw_r));
+  // Consolidation and conversion read and write the same bytes: against a
+  // plain copy of them (raw read then raw write) as well.
+  const double copy = 1.0 / (1.0 / med(s.raw_r) + 1.0 / med(s.raw_w));
+  std::cout << absl::StrFormat("against a raw copy (%.2f GB/s): consolidate %.2fx, convert %.2fx\n", copy,
+                               med(s.cons_gbs) / copy, med(s.conv_gbs) / copy);
   std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
                                med(s.rss) / (1 << 20), 100.0 * med(s.rss) / model_bytes, model_bytes / (1 << 30));
   std::cout << absl::StrFormat(
-      "RESULT ckpt_gib=%.3f save_gbs=%.3f load_gbs=%.3f consolidate_gbs=%.3f raw_write_gbs=%.3f raw_read_gbs=%.3f "
-      "consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
-      static_cast<double>(s.ckpt_bytes) / (1 << 30), med(s.save_gbs), med(s.load_gbs), med(s.cons_gbs), med(s.raw_w),
-      med(s.raw_r), med(s.rss) / (1 << 20), med(s.rss) / model_bytes);
+      "RESULT ckpt_gib=%.3f save_gbs=%.3f load_gbs=%.3f consolidate_gbs=%.3f convert_gbs=%.3f raw_write_gbs=%.3f "
+      "raw_read_gbs=%.3f consolidate_rss_mib=%.1f rss_fraction=%.4f\n",
+      static_cast<double>(s.ckpt_bytes) / (1 << 30), med(s.save_gbs), med(s.load_gbs), med(s.cons_gbs), med(s.conv_gbs),
+      med(s.raw_w), med(s.raw_r), med(s.rss) / (1 << 20), med(s.rss) / model_bytes);
   std::cout << absl::StrFormat(
-      "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx of the raw disk bandwidth; consolidation peak RSS %.1f%% "
-      "of the model\n",
+      "SUMMARY: save %.2fx, load %.2fx, consolidate %.2fx, convert %.2fx of the raw disk bandwidth; consolidation "
+      "peak RSS %.1f%% of the model\n",
       med(s.save_gbs) / med(s.raw_w), med(s.load_gbs) / med(s.raw_r), med(s.cons_gbs) / med(s.raw_r),
-      100.0 * med(s.rss) / model_bytes);
+      med(s.conv_gbs) / med(s.raw_r), 100.0 * med(s.rss) / model_bytes);
 }
 
 absl::Status Main(int argc, char** argv) {

@@ -1,11 +1,25 @@
-// CRC-32 (zip/gzip polynomial 0xEDB88320, reflected), slicing-by-8: eight
-// 256-entry tables built at compile time let the loop fold 8 input bytes per
-// step (~1.5-2 GB/s per core, vs ~400 MB/s for the byte-wise table). No zlib.
+// CRC-32 (zip/gzip polynomial 0xEDB88320, reflected). No zlib.
+//
+// Reference: slicing-by-8, eight 256-entry tables built at compile time fold
+// 8 input bytes per step (~1.5-2 GB/s per core, vs ~400 MB/s byte-wise).
+//
+// Fast path (x86-64 with PCLMULQDQ): the folding method of Intel's "Fast CRC
+// Computation for Generic Polynomials Using PCLMULQDQ" (Gopal et al., 2009)
+// for the bit-reflected polynomial. Four 128-bit lanes carry the remainder;
+// each 64-byte step multiplies every lane by x^(512+-64) mod P (carry-less)
+// and adds the next 64 bytes; the lanes then fold into one, then to 64 and
+// 32 bits, and a Barrett reduction gives the CRC register. The constants are
+// the powers of x modulo P for those distances (the same numbers every
+// implementation of this method uses, e.g. the Linux kernel's).
 #include "ckpt/crc32.h"
 
 #include <array>
 #include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace zt::ckpt {
 namespace {
@@ -28,11 +42,8 @@ constexpr Tables MakeTables() {
 
 constexpr Tables kTables = MakeTables();
 
-}  // namespace
-
-uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  uint32_t c = ~crc;
+// The CRC register (not inverted) over n bytes, table by table.
+uint32_t TableUpdate(uint32_t c, const unsigned char* p, size_t n) {
   // Byte-wise until 8-byte aligned, then 8 bytes per step, then the tail.
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
     c = kTables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
@@ -50,7 +61,76 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
     n -= 8;
   }
   while (n-- > 0) c = kTables[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-  return ~c;
+  return c;
+}
+
+#if defined(__x86_64__)
+#define ZT_CLMUL __attribute__((target("pclmul,sse4.1")))
+
+ZT_CLMUL inline __m128i load(const unsigned char* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); }
+
+// Multiplies both halves of x by the matching constant and adds them.
+ZT_CLMUL inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+// The CRC register (not inverted) over n bytes, n >= 64 and a multiple of 16.
+ZT_CLMUL uint32_t ClmulUpdate(uint32_t c, const unsigned char* p, size_t n) {
+  __m128i x1 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(c)));
+  __m128i x2 = load(p + 16), x3 = load(p + 32), x4 = load(p + 48);
+  p += 64;
+  n -= 64;
+  const __m128i k512 = _mm_set_epi64x(0x1c6e41596, 0x154442bd4);  // x^(512+32), x^(512-32) mod P, reflected
+  for (; n >= 64; p += 64, n -= 64) {
+    x1 = _mm_xor_si128(fold(x1, k512), load(p));
+    x2 = _mm_xor_si128(fold(x2, k512), load(p + 16));
+    x3 = _mm_xor_si128(fold(x3, k512), load(p + 32));
+    x4 = _mm_xor_si128(fold(x4, k512), load(p + 48));
+  }
+  const __m128i k128 = _mm_set_epi64x(0x0ccaa009e, 0x1751997d0);  // the same for 128 bits
+  x1 = _mm_xor_si128(fold(x1, k128), x2);
+  x1 = _mm_xor_si128(fold(x1, k128), x3);
+  x1 = _mm_xor_si128(fold(x1, k128), x4);
+  for (; n >= 16; p += 16, n -= 16) x1 = _mm_xor_si128(fold(x1, k128), load(p));
+  // 128 -> 64 bits (appending 32 zero bits), then -> 32 bits.
+  const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+  x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), _mm_clmulepi64_si128(k128, x1, 0x01));
+  x1 = _mm_xor_si128(_mm_srli_si128(x1, 4),
+                     _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), _mm_set_epi64x(0, 0x163cd6124), 0x00));
+  // Barrett reduction: quotient by mu, times P, subtracted.
+  const __m128i poly_mu = _mm_set_epi64x(0x1f7011641, 0x1db710641);
+  __m128i t = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly_mu, 0x10);
+  t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), poly_mu, 0x00);
+  return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(x1, t), 1));
+}
+
+#undef ZT_CLMUL
+
+bool DetectClmul() { return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1"); }
+#else
+bool DetectClmul() { return false; }
+#endif
+
+const bool kClmul = DetectClmul();
+
+}  // namespace
+
+uint32_t Crc32Reference(uint32_t crc, const void* data, size_t n) {
+  return ~TableUpdate(~crc, static_cast<const unsigned char*>(data), n);
+}
+
+bool Crc32UsesClmul() { return kClmul; }
+
+uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
+#if defined(__x86_64__)
+  if (kClmul && n >= 64) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    const size_t body = n & ~size_t{15};
+    uint32_t c = ClmulUpdate(~crc, p, body);
+    return ~TableUpdate(c, p + body, n - body);
+  }
+#endif
+  return Crc32Reference(crc, data, n);
 }
 
 }  // namespace zt::ckpt

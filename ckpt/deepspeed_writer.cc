@@ -562,11 +562,18 @@ Value OptimStates(const ZeroCheckpoint& ck, Plan& plan, int rank) {
 absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& ck, const std::string& folder, int world) {
   if (world < 1) return absl::InvalidArgumentError(absl::StrCat("the world size must be at least 1, got ", world));
   ZT_ASSIGN_OR_RETURN(Plan plan, MakePlan(ck, world));
+  // The tensors' sources only read the source checkpoint's files (and the
+  // module cache of the one tensor being written): reading the next chunk
+  // while one is written is safe, and overlaps the two disks' work.
+  PtWriteOptions read_ahead;
+  read_ahead.read_ahead = true;
   for (int r = 0; r < world; ++r) {
     if (plan.stage == 3 || r == 0) {
-      ZT_RETURN_IF_ERROR(WritePtFile(JoinPath(folder, ModelStatesFile(plan.stage, r)), ModelStates(ck, plan, r)));
+      ZT_RETURN_IF_ERROR(
+          WritePtFile(JoinPath(folder, ModelStatesFile(plan.stage, r)), ModelStates(ck, plan, r), read_ahead));
     }
-    ZT_RETURN_IF_ERROR(WritePtFile(JoinPath(folder, OptimStatesFile(r, plan.dtype)), OptimStates(ck, plan, r)));
+    ZT_RETURN_IF_ERROR(
+        WritePtFile(JoinPath(folder, OptimStatesFile(r, plan.dtype)), OptimStates(ck, plan, r), read_ahead));
     plan.steps.clear();  // the step tensors of the file just written
   }
   return absl::OkStatus();

@@ -107,7 +107,9 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
 }
 
 absl::Status WritePtFile(const std::string& path, const Value& root, const PtWriteOptions& options) {
-  return WritePtFileWithZipOptions(path, root, options, ZipWriterOptions{});
+  ZipWriterOptions zip_options;
+  zip_options.read_ahead = options.read_ahead;
+  return WritePtFileWithZipOptions(path, root, options, zip_options);
 }
 
 // ------------------------------------------------------------------- reading

@@ -31,6 +31,9 @@ namespace zt::ckpt {
 
 struct PtWriteOptions {
   std::string archive = "archive";  // the top-level folder inside the zip
+  // Tensors with a `source`: read the next chunk on a second thread while
+  // one is written (ZipWriterOptions::read_ahead; the source must allow it).
+  bool read_ahead = false;
 };
 
 // Writes `root` to `path` atomically (temporary name, fsync, rename).

@@ -21,6 +21,11 @@ struct ZipWriterOptions {
   uint64_t zip64_threshold = 0xFFFFFFFFu;
   uint32_t alignment = 64;        // record data starts at a multiple of this
   size_t chunk_bytes = 4u << 20;  // write (and CRC) granularity
+  // AddRecordFrom: pull the next chunk from the source on a second thread
+  // while this one is hashed and written, so reading and writing overlap.
+  // Only for sources that may run on another thread (one call at a time,
+  // in order): the conversion tools' reads of checkpoint files.
+  bool read_ahead = false;
 };
 
 // Appends records to an AtomicFile and closes the archive with Finish().
@@ -50,6 +55,9 @@ class ZipWriter {
   };
   bool Big(uint64_t v) const { return v >= options_.zip64_threshold; }
   absl::Status AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source);
+  // Appends n bytes from `source` with read-ahead (options_.read_ahead),
+  // folding them into *crc.
+  absl::Status AppendReadingAhead(uint64_t n, const Source& source, uint32_t* crc);
 
   AtomicFile* file_;
   ZipWriterOptions options_;

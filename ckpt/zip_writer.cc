@@ -2,6 +2,7 @@
 // before a record starts, so only the CRC-32 is patched afterwards (no data
 // descriptors, which some readers handle poorly).
 #include <algorithm>
+#include <future>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,14 @@ absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const
   h.append(pad, 'Z');  // PyTorch pads with 'Z' too
   ZT_RETURN_IF_ERROR(file_->Append(h.data(), h.size()));
 
+  if (source != nullptr && options_.read_ahead && n > options_.chunk_bytes) {
+    ZT_RETURN_IF_ERROR(AppendReadingAhead(n, *source, &crc));
+    std::string c;
+    Put32(c, crc);
+    ZT_RETURN_IF_ERROR(file_->PWrite(c.data(), c.size(), header_offset + 14));
+    entries_.push_back(Entry{name, header_offset, n, crc});
+    return absl::OkStatus();
+  }
   std::vector<unsigned char> scratch;
   if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
   for (uint64_t done = 0; done < n;) {
@@ -102,6 +111,32 @@ absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const
     ZT_RETURN_IF_ERROR(file_->PWrite(c.data(), c.size(), header_offset + 14));
   }
   entries_.push_back(Entry{name, header_offset, n, crc});
+  return absl::OkStatus();
+}
+
+absl::Status ZipWriter::AppendReadingAhead(uint64_t n, const Source& source, uint32_t* crc) {
+  const size_t cap = options_.chunk_bytes;
+  std::vector<unsigned char> buffers[2] = {std::vector<unsigned char>(cap), std::vector<unsigned char>(cap)};
+  auto size_at = [n, cap](uint64_t at) { return static_cast<size_t>(std::min<uint64_t>(n - at, cap)); };
+  auto produce = [&](int slot, uint64_t at) {
+    return std::async(std::launch::async, [&source, &buffers, slot, at, size = size_at(at)] {
+      return source(at, buffers[slot].data(), size);
+    });
+  };
+  // Declared after the buffers: an early return waits for the read in
+  // flight (a std::async future's destructor does) before they go.
+  std::future<absl::Status> pending = produce(0, 0);
+  int slot = 0;
+  for (uint64_t done = 0; done < n;) {
+    ZT_RETURN_IF_ERROR(pending.get());
+    const size_t size = size_at(done);
+    const uint64_t next = done + size;
+    if (next < n) pending = produce(1 - slot, next);
+    *crc = Crc32(*crc, buffers[slot].data(), size);
+    ZT_RETURN_IF_ERROR(file_->Append(buffers[slot].data(), size));
+    done = next;
+    slot = 1 - slot;
+  }
   return absl::OkStatus();
 }
 

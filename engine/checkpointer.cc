@@ -306,7 +306,18 @@ ckpt::TrainingState Checkpointer::CurrentTrainingState() const {
   ts.scaler_hysteresis = ss.cur_hysteresis;
   ts.optimizer_type = std::string(ToString(core_.config.optimizer.type));
   ts.optimizer_step = core_.optimizer->step_count();
-  ts.ds_config = core_.config.source_json;
+  // A config built in code has no text: its resolved JSON stands in, so the
+  // checkpoint still carries what `zt ckpt convert --to deepspeed` and a
+  // DeepSpeed reader need (the optimizer's hyperparameters, the schedule).
+  // steps_per_print 0 ("never", from code) has no JSON spelling (DeepSpeed
+  // divides by it); the stand-in says 10, which no reader acts on.
+  if (core_.config.source_json.empty()) {
+    Config written = core_.config;
+    if (written.steps_per_print <= 0) written.steps_per_print = 10;
+    ts.ds_config = ConfigToJson(written);
+  } else {
+    ts.ds_config = core_.config.source_json;
+  }
   return ts;
 }
 

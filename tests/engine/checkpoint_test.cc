@@ -359,6 +359,16 @@ TEST(CheckpointCli, InspectConsolidateReshard) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(ReadAll(dir + "/r3.safetensors") == exported);
 
+  // The config was built in code (no JSON text): the checkpoint carries its
+  // resolved JSON, which conversion to DeepSpeed's files reads (the
+  // optimizer's hyperparameters). This model has a frozen parameter, which
+  // the conversion does not write yet: it must stop there, naming it, not at
+  // the config. (zt_bench_checkpoint converts a whole engine checkpoint.)
+  r = Zt(absl::StrCat("ckpt convert ", dir, "/ck ", dir, "/ds --to deepspeed"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "'adapter.proj.weight'")) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "ds_config")) << r.output;
+
   // Sharded export: a directory with shards and an index.
   r = Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/sharded --max-shard-size 4KB --dtype bf16"));
   EXPECT_EQ(r.code, 0) << r.output;
