@@ -86,24 +86,20 @@ absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const
 
   if (source != nullptr && options_.read_ahead && n > options_.chunk_bytes) {
     ZT_RETURN_IF_ERROR(AppendReadingAhead(n, *source, &crc));
-    std::string c;
-    Put32(c, crc);
-    ZT_RETURN_IF_ERROR(file_->PWrite(c.data(), c.size(), header_offset + 14));
-    entries_.push_back(Entry{name, header_offset, n, crc});
-    return absl::OkStatus();
-  }
-  std::vector<unsigned char> scratch;
-  if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
-  for (uint64_t done = 0; done < n;) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, options_.chunk_bytes));
-    const unsigned char* p = bytes + done;
-    if (source != nullptr) {
-      ZT_RETURN_IF_ERROR((*source)(done, scratch.data(), chunk));
-      p = scratch.data();
+  } else {
+    std::vector<unsigned char> scratch;
+    if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
+    for (uint64_t done = 0; done < n;) {
+      size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, options_.chunk_bytes));
+      const unsigned char* p = bytes + done;
+      if (source != nullptr) {
+        ZT_RETURN_IF_ERROR((*source)(done, scratch.data(), chunk));
+        p = scratch.data();
+      }
+      if (!crc_first) crc = Crc32(crc, p, chunk);
+      ZT_RETURN_IF_ERROR(file_->Append(p, chunk));
+      done += chunk;
     }
-    if (!crc_first) crc = Crc32(crc, p, chunk);
-    ZT_RETURN_IF_ERROR(file_->Append(p, chunk));
-    done += chunk;
   }
   if (!crc_first) {
     std::string c;

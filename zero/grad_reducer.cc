@@ -124,9 +124,7 @@ void GradReducer::OnGradReady(int param_index) {
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;
   if (phase_ == Phase::kReducing && p.ready && (options_.stage >= 2 || options_.overlap_comm)) {
-    const std::string name = static_cast<size_t>(param_index) < options_.param_names.size()
-                                 ? options_.param_names[static_cast<size_t>(param_index)]
-                                 : absl::StrFormat("#%d", param_index);
+    const std::string name = ParamName(param_index);
     throw Error(absl::FailedPreconditionError(absl::StrFormat(
         "parameter '%s' received a second gradient in one backward: it is used by more than one "
         "activation-checkpointed call. ZeRO stage %d%s reduces a gradient as soon as it arrives; checkpoint "
@@ -286,8 +284,12 @@ void GradReducer::ZeroGrads() {
 std::optional<std::string> GradReducer::GradientOutsideBackward() const {
   absl::MutexLock lock(&mu_);
   if (outside_backward_param_ < 0) return std::nullopt;
-  const auto i = static_cast<size_t>(outside_backward_param_);
-  return i < options_.param_names.size() ? options_.param_names[i] : absl::StrFormat("#%d", outside_backward_param_);
+  return ParamName(outside_backward_param_);
+}
+
+std::string GradReducer::ParamName(int param_index) const {
+  const auto i = static_cast<size_t>(param_index);
+  return i < options_.param_names.size() ? options_.param_names[i] : absl::StrFormat("#%d", param_index);
 }
 
 }  // namespace zt::zero

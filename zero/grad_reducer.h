@@ -136,6 +136,8 @@ class GradReducer {
   class PostHook;
 
   void OnGradReady(int param_index) ABSL_LOCKS_EXCLUDED(mu_);
+  // options_.param_names[param_index], or "#<index>" where names were not given.
+  std::string ParamName(int param_index) const;
   void LaunchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchLocked(int group_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinalizeOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

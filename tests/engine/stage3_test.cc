@@ -530,11 +530,16 @@ int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); 
 namespace zt::testing {
 namespace {
 
-TEST(Stage3Test, ModuleListEntriesCalledPastTheirUnitAreNamed) {
+// Runs `worker` on 2 ranks (2 minutes at most).
+RankRunResult RunOnTwoRanks(const char* worker) {
   RankRunOptions o;
   o.world_size = 2;
   o.timeout = std::chrono::seconds(120);
-  RankRunResult r = RunRanks("stage3_module_list", o);
+  return RunRanks(worker, o);
+}
+
+TEST(Stage3Test, ModuleListEntriesCalledPastTheirUnitAreNamed) {
+  RankRunResult r = RunOnTwoRanks("stage3_module_list");
   ASSERT_TRUE(r.ok()) << r.Summary();
   const std::string& out = r.outputs[0];
   EXPECT_TRUE(absl::StrContains(out, "3 zt::Unit(s) sit in a torch::nn::ModuleList ('list.0' ... 'list.2')")) << out;
@@ -546,10 +551,7 @@ TEST(Stage3Test, ModuleListEntriesCalledPastTheirUnitAreNamed) {
 }
 
 TEST(Stage3Test, AModelWithoutUnitsIsWarnedWithTheMemoryItCosts) {
-  RankRunOptions o;
-  o.world_size = 2;
-  o.timeout = std::chrono::seconds(120);
-  RankRunResult r = RunRanks("stage3_without_units", o);
+  RankRunResult r = RunOnTwoRanks("stage3_without_units");
   ASSERT_TRUE(r.ok()) << r.Summary();
   const std::string& out = r.outputs[0];
   const size_t split = out.find("--- with units ---");
