@@ -9,7 +9,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "ckpt/crc32.h"
@@ -302,6 +304,46 @@ TEST(PtFile, CustomArchiveNameAndForcedZip64) {
   }
   EXPECT_FALSE(WritePtFile(dir.File("bad.pt"), v, PtWriteOptions{"a/b"}).ok());
   EXPECT_FALSE(WritePtFile(dir.File("bad.pt"), v, PtWriteOptions{""}).ok());
+}
+
+TEST(PtFile, ReadAheadWritesTheSameBytesAndStopsOnASourceError) {
+  // A tensor produced by a source (as zt ckpt convert writes them), over
+  // several chunks with an uneven tail: read-ahead on a second thread must
+  // give the same file as the one-buffer loop, and a failing source no file.
+  ScratchDir dir;
+  std::vector<float> data(2501);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
+  auto tensor = [&data](int fail_at_call) {
+    TensorRef t;
+    t.dtype = DType::kFloat32;
+    t.shape = {static_cast<int64_t>(data.size())};
+    auto calls = std::make_shared<int>(0);
+    t.source = [&data, calls, fail_at_call](uint64_t offset, void* dst, uint64_t n) -> absl::Status {
+      if ((*calls)++ == fail_at_call) return absl::DataLossError("source failed");
+      std::memcpy(dst, reinterpret_cast<const char*>(data.data()) + offset, n);
+      return absl::OkStatus();
+    };
+    return MakeDict({{"w", Value(std::move(t))}});
+  };
+  std::string written[2];
+  for (bool read_ahead : {false, true}) {
+    ZipWriterOptions zip;
+    zip.chunk_bytes = 1000;  // 10 full chunks and a 4-byte tail
+    zip.read_ahead = read_ahead;
+    const std::string path = dir.File(absl::StrCat("r", read_ahead, ".pt"));
+    ASSERT_TRUE(WritePtFileWithZipOptions(path, tensor(-1), PtWriteOptions{}, zip).ok());
+    written[read_ahead] = ReadAll(path);
+    auto reader = PtReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::vector<float> out(data.size());
+    ASSERT_TRUE((*reader)->Read((*reader)->root().AsDict().Find("w")->AsTensor(), out.data()).ok());
+    EXPECT_EQ(out, data);
+    const std::string failed = dir.File(absl::StrCat("f", read_ahead, ".pt"));
+    absl::Status st = WritePtFileWithZipOptions(failed, tensor(4), PtWriteOptions{}, zip);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_FALSE(std::filesystem::exists(failed));
+  }
+  EXPECT_EQ(written[0], written[1]);
 }
 
 TEST(PtFile, BigRecordVerifiesInChunks) {
