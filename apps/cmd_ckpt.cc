@@ -17,6 +17,7 @@
 #include "ckpt/export.h"
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
+#include "util/clock.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 
@@ -155,12 +156,17 @@ int RunConsolidate(const std::vector<std::string>& args) {
   }
   options.include_buffers = !flags.GetBool("no-buffers");
   options.tied_copies = flags.GetBool("tied-copies");
+  const auto t0 = SteadyClock::now();
   auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"));
   if (!ck.ok()) return Fail("consolidate", ck.status());
   auto result = ckpt::ExportSafetensors(**ck, flags.positional()[1], options);
   if (!result.ok()) return Fail("consolidate", result.status());
-  std::printf("wrote %lld tensors (%s) from %s/%s:\n", static_cast<long long>(result->tensors),
-              HumanBytes(static_cast<double>(result->bytes)).c_str(), (*ck)->dir().c_str(), (*ck)->tag().c_str());
+  // From opening the checkpoint to the last fsync: the work itself, without
+  // the program's start-up.
+  const double seconds = Seconds(t0, SteadyClock::now());
+  std::printf("wrote %lld tensors (%s) from %s/%s in %.2f s:\n", static_cast<long long>(result->tensors),
+              HumanBytes(static_cast<double>(result->bytes)).c_str(), (*ck)->dir().c_str(), (*ck)->tag().c_str(),
+              seconds);
   for (const std::string& f : result->files) std::printf("  %s\n", f.c_str());
   const int64_t peak = PeakResidentBytes();
   if (peak > 0) std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
@@ -219,6 +225,7 @@ int RunConvert(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt ckpt convert: --world-size must be a positive integer (got %lld)\n", world);
     return 2;
   }
+  const auto t0 = SteadyClock::now();
   auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"));
   if (!ck.ok()) return Fail("convert", ck.status());
   ckpt::ConvertOptions options;
@@ -227,10 +234,10 @@ int RunConvert(const std::vector<std::string>& args) {
   options.tag = flags.GetString("tag");
   absl::Status st = ckpt::ConvertCheckpoint(**ck, flags.positional()[1], options);
   if (!st.ok()) return Fail("convert", st);
-  std::printf("converted %s/%s (%s, %d ranks) to %s format for %d ranks in %s/%s\n", (*ck)->dir().c_str(),
+  std::printf("converted %s/%s (%s, %d ranks) to %s format for %d ranks in %s/%s in %.2f s\n", (*ck)->dir().c_str(),
               (*ck)->tag().c_str(), (*ck)->format().c_str(), (*ck)->layout().world_size, flags.GetString("to").c_str(),
               options.world_size == 0 ? (*ck)->layout().world_size : options.world_size, flags.positional()[1].c_str(),
-              options.tag.empty() ? (*ck)->tag().c_str() : options.tag.c_str());
+              options.tag.empty() ? (*ck)->tag().c_str() : options.tag.c_str(), Seconds(t0, SteadyClock::now()));
   const int64_t peak = PeakResidentBytes();
   if (peak > 0) std::printf("peak resident memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
   return 0;

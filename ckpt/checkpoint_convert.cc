@@ -95,6 +95,8 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
   ZT_RETURN_IF_ERROR(MakeDirs(staging));
   absl::Status st = [&]() -> absl::Status {
     ZT_ASSIGN_OR_RETURN(const std::string folder, WriteStaged(source, staging, options, world));
+    // Every record the conversion read in pieces is checked before the files are published.
+    ZT_RETURN_IF_ERROR(source.VerifyRead());
     const std::string final_folder = JoinPath(dst, tag);
     if (::rename(folder.c_str(), final_folder.c_str()) != 0) {
       return absl::InternalError(

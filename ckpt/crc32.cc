@@ -133,4 +133,47 @@ uint32_t Crc32(uint32_t crc, const void* data, size_t n) {
   return Crc32Reference(crc, data, n);
 }
 
+// Combining: in the reflected representation the register is a polynomial
+// with x^0 in the top bit. Appending n zero bytes to A multiplies its CRC
+// register by x^(8n) mod P; the CRC of A||B is that product plus crc_b (the
+// pre- and post-inversions cancel, as the algebra of zlib's crc32_combine
+// shows).
+namespace {
+
+constexpr uint32_t kPoly = 0xEDB88320u;
+
+// a * b modulo P, both reflected.
+uint32_t MultModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(2^k) mod P for k = 0..63: squaring the previous one.
+std::array<uint32_t, 64> PowersOfX() {
+  std::array<uint32_t, 64> t{};
+  uint32_t p = 1u << 30;  // x^1
+  for (uint32_t& v : t) {
+    v = p;
+    p = MultModP(p, p);
+  }
+  return t;
+}
+
+}  // namespace
+
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  static const std::array<uint32_t, 64> kPowers = PowersOfX();
+  // x^(8 len_b) = product of x^(2^k) over the set bits k of 8 len_b.
+  uint32_t x = 1u << 31;  // x^0
+  const uint64_t bits = len_b;
+  for (int k = 3; k < 64; ++k) {
+    if ((bits >> (k - 3)) & 1) x = MultModP(kPowers[static_cast<size_t>(k)], x);
+  }
+  return MultModP(x, crc_a) ^ crc_b;
+}
+
 }  // namespace zt::ckpt

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -106,15 +109,25 @@ absl::Status AddModuleItems(const ZeroCheckpoint& ck, const ExportOptions& optio
     it.entry = {name, OutputDType(t.dtype, options), t.shape};
     it.source = t.dtype;
     it.numel = t.numel();
-    // Module tensors are small next to the parameters: read whole, once.
-    auto cache = std::make_shared<std::vector<char>>();
+    // Module tensors are small next to the parameters: read whole, once
+    // (under a lock: chunks of one tensor may be read on two threads).
+    struct Cache {
+      std::mutex mu;
+      std::vector<char> bytes;
+    };
+    auto cache = std::make_shared<Cache>();
     it.read = [&ck, &t, cache](int64_t b, int64_t e, void* dst) -> absl::Status {
-      if (cache->empty() && t.nbytes() > 0) {
-        cache->resize(t.nbytes());
-        ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(t, cache->data()));
+      std::lock_guard<std::mutex> lock(cache->mu);
+      if (cache->bytes.empty() && t.nbytes() > 0) {
+        cache->bytes.resize(t.nbytes());
+        absl::Status st = ck.ReadModuleTensor(t, cache->bytes.data());
+        if (!st.ok()) {
+          cache->bytes.clear();
+          return st;
+        }
       }
       const size_t es = DTypeSize(t.dtype);
-      std::memcpy(dst, cache->data() + b * es, static_cast<size_t>(e - b) * es);
+      std::memcpy(dst, cache->bytes.data() + b * es, static_cast<size_t>(e - b) * es);
       return absl::OkStatus();
     };
     items->push_back(std::move(it));
@@ -172,20 +185,85 @@ std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck) {
   return metadata;
 }
 
-// Streams one item into `writer` in chunks of options.chunk_elements:
-// read in its source dtype, convert, write. `src` and `dst` are the reused
-// chunk buffers.
-absl::Status WriteItem(const Item& it, const ExportOptions& options, SafetensorsWriter* writer, std::vector<char>* src,
-                       std::vector<char>* dst) {
-  const size_t in_size = DTypeSize(it.source), out_size = DTypeSize(it.entry.dtype);
+// Every item's chunks of options.chunk_elements in file order, each read
+// in its source dtype and converted on a second thread while the chunk
+// before it is written: reading (page-cache copies, CRC, conversion) and
+// writing then keep two cores busy instead of taking turns on one. Two
+// chunk buffers, so memory stays at a few chunks.
+class ChunkStream {
+ public:
+  ChunkStream(const std::vector<Item>& items, const ExportOptions& options) : items_(items) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      for (int64_t b = 0; b < items[i].numel; b += options.chunk_elements) {
+        chunks_.push_back({i, b, std::min(items[i].numel, b + options.chunk_elements)});
+      }
+    }
+    Prefetch();
+  }
+  ~ChunkStream() {
+    for (auto& f : pending_) f.wait();
+  }
+  ChunkStream(const ChunkStream&) = delete;
+  ChunkStream& operator=(const ChunkStream&) = delete;
+
+  // Item `item`'s next chunk, converted (valid until the next call). Items
+  // must be asked for in order, each for all of its chunks.
+  absl::StatusOr<const std::vector<char>*> Next(size_t item) {
+    if (next_ >= chunks_.size() || chunks_[next_].item != item) {
+      return absl::InternalError("export asked for chunks out of order");
+    }
+    absl::Status st = pending_.front().get();
+    pending_.pop_front();
+    ZT_RETURN_IF_ERROR(st);
+    const size_t slot = next_ % kSlots;
+    ++next_;
+    Prefetch();
+    return &slots_[slot].out;
+  }
+
+ private:
+  struct Chunk {
+    size_t item;
+    int64_t b, e;
+  };
+  struct Slot {
+    std::vector<char> in, out;
+  };
+
+  // Keeps kAhead chunks past the one being written in flight, each into a
+  // slot no chunk in use holds.
+  void Prefetch() {
+    for (; started_ < chunks_.size() && started_ < next_ + kAhead; ++started_) Start(started_);
+  }
+  void Start(size_t i) {
+    pending_.push_back(std::async(std::launch::async, [this, c = chunks_[i], &slot = slots_[i % kSlots]] {
+      const Item& it = items_[c.item];
+      const size_t n = static_cast<size_t>(c.e - c.b);
+      slot.out.resize(n * DTypeSize(it.entry.dtype));
+      // Same dtype: straight into the output buffer, no conversion copy.
+      if (it.source == it.entry.dtype) return it.read(c.b, c.e, slot.out.data());
+      slot.in.resize(n * DTypeSize(it.source));
+      ZT_RETURN_IF_ERROR(it.read(c.b, c.e, slot.in.data()));
+      return ConvertElements(it.source, slot.in.data(), it.entry.dtype, slot.out.data(), n);
+    }));
+  }
+
+  const std::vector<Item>& items_;
+  std::vector<Chunk> chunks_;
+  static constexpr size_t kAhead = 1;
+  static constexpr size_t kSlots = kAhead + 1;
+  size_t next_ = 0;     // the chunk Next hands out next
+  size_t started_ = 0;  // chunks [next_, started_) are being read
+  Slot slots_[kSlots];
+  std::deque<std::future<absl::Status>> pending_;  // declared last: waited for before the slots go
+};
+
+// Streams one item into `writer`, chunk by chunk.
+absl::Status WriteItem(const Item& it, size_t index, ChunkStream& stream, SafetensorsWriter* writer,
+                       const ExportOptions& options) {
   for (int64_t b = 0; b < it.numel; b += options.chunk_elements) {
-    const int64_t e = std::min(it.numel, b + options.chunk_elements);
-    const size_t n = static_cast<size_t>(e - b);
-    src->resize(n * in_size);
-    dst->resize(n * out_size);
-    ZT_RETURN_IF_ERROR(it.read(b, e, src->data()));
-    ZT_RETURN_IF_ERROR(ConvertElements(it.source, src->data(), it.entry.dtype, dst->data(), n));
-    ZT_RETURN_IF_ERROR(writer->Write(dst->data(), n * out_size));
+    ZT_ASSIGN_OR_RETURN(const std::vector<char>* bytes, stream.Next(index));
+    ZT_RETURN_IF_ERROR(writer->Write(bytes->data(), bytes->size()));
   }
   return absl::OkStatus();
 }
@@ -197,6 +275,10 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
   if (!IsFloating(options.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("export dtype must be floating point, not ", std::string(DTypeName(options.dtype))));
+  }
+  if (options.chunk_elements < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("export chunk_elements must be positive, got ", options.chunk_elements));
   }
   std::vector<Item> items = ParameterItems(ck, options);
   ZT_RETURN_IF_ERROR(AddModuleItems(ck, options, &items));
@@ -210,16 +292,18 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
 
   // The plan keeps the items' order: shard after shard, entry after entry.
   ExportResult result;
-  std::vector<char> src, dst;
+  ChunkStream stream(items, options);
   size_t next = 0;
   for (const ShardPlan::Shard& shard : plan.shards.shards) {
     const std::string path = plan.dir + "/" + shard.file;
     ZT_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, shard.entries, metadata));
     for (size_t k = 0; k < shard.entries.size(); ++k, ++next) {
-      ZT_RETURN_IF_ERROR(WriteItem(items[next], options, writer.get(), &src, &dst));
+      ZT_RETURN_IF_ERROR(WriteItem(items[next], next, stream, writer.get(), options));
       result.bytes += items[next].entry.nbytes();
       ++result.tensors;
     }
+    // The pieces read so far are checked before the file is renamed into place.
+    ZT_RETURN_IF_ERROR(ck.VerifyRead());
     ZT_RETURN_IF_ERROR(writer->Finish());
     result.files.push_back(path);
   }

@@ -56,11 +56,15 @@ class PtReader {
   absl::Status Read(const TensorRef& t, void* dst, bool verify = true) const;
   // Copies elements [begin, end) of a row-major tensor (flattened) into
   // dst: a partial read, for streaming consolidation and resharding. No
-  // CRC check (use VerifyAll or Read with verify for that).
+  // CRC check (RecordVerifier checks pieces as they stream by; VerifyAll or
+  // Read with verify check whole records).
   absl::Status ReadElements(const TensorRef& t, int64_t begin, int64_t end, void* dst) const;
   // Checks one record's CRC-32 (in bounded chunks), e.g. the storage behind a
   // TensorRef before ReadElements reads parts of it.
   absl::Status VerifyRecord(const std::string& record) const;
+  // The same for a record whose bytes before `from` were hashed already
+  // (their CRC-32 is `crc`): reads and hashes only the rest.
+  absl::Status VerifyRecordFrom(const std::string& record, uint64_t from, uint32_t crc) const;
   // Checks every record's CRC-32 and size against the zip directory.
   absl::Status VerifyAll() const;
 

@@ -167,6 +167,7 @@ absl::Status Reshard(const ZeroCheckpoint& ck, const std::string& out_dir, int w
   for (int r = 0; r < world; ++r) {
     Arena arena;
     ZT_ASSIGN_OR_RETURN(const RankShards shards, RankShardReader(ck, layout, r, arena).Read());
+    ZT_RETURN_IF_ERROR(ck.VerifyRead());  // what this rank's files hold is checked before they are written
     ZT_RETURN_IF_ERROR(
         WritePtFile(folder + "/" + OptimStatesFile(r, layout.model_dtype), MakeOptimStates(layout, r, shards, ts)));
     if (layout.stage == 3 || r == 0) {

@@ -443,16 +443,7 @@ std::vector<std::string> ZeroCheckpoint::files() const {
   return out;
 }
 
-absl::Status ZeroCheckpoint::VerifyOnce(const PtReader& file, const TensorRef& t) const {
-  {
-    std::lock_guard<std::mutex> lock(verified_mu_);
-    if (verified_.count({file.path(), t.record}) != 0) return absl::OkStatus();
-  }
-  ZT_RETURN_IF_ERROR(file.VerifyRecord(t.record));
-  std::lock_guard<std::mutex> lock(verified_mu_);
-  verified_.insert({file.path(), t.record});
-  return absl::OkStatus();
-}
+absl::Status ZeroCheckpoint::VerifyRead() const { return verifier_.Finish(); }
 
 absl::Status ZeroCheckpoint::ReadGroupRange(const std::vector<std::unique_ptr<PtReader>>& files,
                                             const std::vector<std::vector<const TensorRef*>>& per_rank, size_t group,
@@ -470,12 +461,14 @@ absl::Status ZeroCheckpoint::ReadGroupRange(const std::vector<std::unique_ptr<Pt
       // The whole record (a load at the saving world size): copy and check
       // its CRC-32 in one pass.
       ZT_RETURN_IF_ERROR(file.Read(t, dst_here, /*verify=*/true));
-      std::lock_guard<std::mutex> lock(verified_mu_);
-      verified_.insert({file.path(), t.record});
+      verifier_.Checked(file, t);
       continue;
     }
-    ZT_RETURN_IF_ERROR(VerifyOnce(file, t));
+    // A piece: hashed on the way when it continues what was read of the
+    // record before (VerifyRead checks the rest).
     ZT_RETURN_IF_ERROR(file.ReadElements(t, lo - rb, hi - rb, dst_here));
+    const uint64_t at = static_cast<uint64_t>(t.storage_offset + (lo - rb)) * elem_size;
+    ZT_RETURN_IF_ERROR(verifier_.Consumed(file, t, at, dst_here, static_cast<uint64_t>(hi - lo) * elem_size));
   }
   return absl::OkStatus();
 }

@@ -26,9 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "ckpt/checkpoint_layout.h"
 #include "ckpt/pt_file.h"
+#include "ckpt/record_verifier.h"
 #include "ckpt/value.h"
 
 namespace zt::ckpt {
@@ -107,8 +106,10 @@ class ZeroCheckpoint {
   std::vector<std::string> files() const;
 
   // fp32 elements [begin, end) of trainable parameter `name`'s master
-  // ("master") or optimizer state (a state name). Each record read is
-  // CRC-checked in full once per ZeroCheckpoint.
+  // ("master") or optimizer state (a state name). A read of a whole record
+  // checks its CRC-32 on the way; pieces of a record are hashed as they are
+  // read (RecordVerifier), and the record is checked when its last byte
+  // is read or by VerifyRead.
   absl::Status ReadTrainable(const std::string& name, const std::string& what, int64_t begin, int64_t end,
                              float* dst) const;
   // fp32 elements [begin, end) of trainable group `group`'s padded buffer
@@ -127,6 +128,11 @@ class ZeroCheckpoint {
 
   // Checks every record of every file against its CRC-32.
   absl::Status VerifyAll() const;
+  // Completes the CRC-32 check of every record read in part so far (reading
+  // only what the reads did not hash). Callers must call it before they
+  // publish anything built from Read* results: the bytes of a record read
+  // in pieces are not known good until then.
+  absl::Status VerifyRead() const;
 
  private:
   ZeroCheckpoint() = default;
@@ -141,7 +147,6 @@ class ZeroCheckpoint {
   absl::Status ReadGroupRange(const std::vector<std::unique_ptr<PtReader>>& files,
                               const std::vector<std::vector<const TensorRef*>>& per_rank, size_t group,
                               int64_t padded_numel, int64_t begin, int64_t end, size_t elem_size, void* dst) const;
-  absl::Status VerifyOnce(const PtReader& file, const TensorRef& t) const;
   absl::StatusOr<const std::vector<std::vector<const TensorRef*>>*> Source(const std::string& what) const;
 
   std::string dir_, tag_;
@@ -158,8 +163,7 @@ class ZeroCheckpoint {
   std::vector<std::vector<const TensorRef*>> master_;
   std::map<std::string, std::vector<std::vector<const TensorRef*>>> state_;
   std::vector<std::vector<const TensorRef*>> frozen_;
-  mutable std::mutex verified_mu_;
-  mutable std::set<std::pair<std::string, std::string>> verified_;  // (file, record)
+  mutable RecordVerifier verifier_;
 };
 
 }  // namespace zt::ckpt

@@ -378,6 +378,7 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
         if (core_.pg->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
         ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where));
         ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
+        ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
         // The RNG stream: this rank's own when the world size matches.
         std::vector<uint8_t> bytes;
         if (ck->ReadRngState(core_.pg->rank() % ck->layout().world_size, &bytes).ok()) {
@@ -481,14 +482,22 @@ absl::Status Checkpointer::ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, c
   };
   // The optimizer state goes into a fresh store placed like the live one
   // (a second set of swap files with NVMe offload), a group at a time, so
-  // loading never holds more than one group of it in memory.
+  // loading never holds more than one group of it in memory. A store in
+  // memory is read into directly (no second copy of each group).
   ZT_ASSIGN_OR_RETURN(*optimizer_state, core_.optimizer->MakeStaging());
   zero::OptimizerState* store = optimizer_state->get();
   for (const std::string& kind : core_.optimizer->kinds()) {
     const int k = store->KindIndex(kind);
-    ZT_RETURN_IF_ERROR(ReadOwned(per_param(kind), per_group(kind), [&](size_t g, const at::Tensor& values) {
-      return store->Write(k, static_cast<int>(g), 0, values.numel(), values.data_ptr<float>());
-    }));
+    ZT_RETURN_IF_ERROR(ReadOwned(
+        per_param(kind), per_group(kind),
+        [&](size_t g, const at::Tensor& values) {
+          return store->Write(k, static_cast<int>(g), 0, values.numel(), values.data_ptr<float>());
+        },
+        [&](size_t g) {
+          return store->Resident(k, static_cast<int>(g)) != nullptr
+                     ? zero::ResidentTensor(*store, k, static_cast<int>(g))
+                     : at::Tensor();
+        }));
   }
   if (core_.optimizer->master_is_params()) {
     ZT_RETURN_IF_ERROR(ReadOwned(per_param("master"), per_group("master"), [&](size_t, const at::Tensor& values) {
@@ -674,12 +683,15 @@ absl::Status Checkpointer::CheckTagAgreement(const std::string& tag) {
   return absl::OkStatus();
 }
 
-absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink) {
+absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink,
+                                     const OwnedPlace& place) {
   for (size_t gi = 0; gi < core_.groups.size(); ++gi) {
     const zero::FlatGroup& g = core_.groups[gi];
     const int64_t b = core_.stage == 0 ? 0 : g.owned_begin(),
                   e = core_.stage == 0 ? g.layout.padded_numel : g.owned_end();
-    at::Tensor m = OwnedBuffer(g, b, e);
+    at::Tensor placed = place ? place(gi) : at::Tensor();
+    ZT_CHECK(!placed.defined() || placed.numel() == e - b);
+    at::Tensor m = placed.defined() ? placed : OwnedBuffer(g, b, e);
     float* data = m.data_ptr<float>();
     std::optional<absl::Status> at_once = whole ? whole(gi, b, e, data) : std::nullopt;
     if (at_once.has_value()) {
@@ -692,7 +704,7 @@ absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupRea
                                 data + (s.offset + r.begin_in_param - b)));
       }
     }
-    ZT_RETURN_IF_ERROR(sink(gi, m));
+    if (!placed.defined()) ZT_RETURN_IF_ERROR(sink(gi, m));
   }
   return absl::OkStatus();
 }

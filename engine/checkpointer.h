@@ -71,7 +71,12 @@ class Checkpointer {
   // This rank's range of every trainable group (the whole group at stage 0),
   // one fp32 tensor per group handed to `sink` in group order.
   using OwnedSink = std::function<absl::Status(size_t g, const at::Tensor& values)>;
-  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink);
+  // Where the values may go instead: zero-filled memory of the range's
+  // size that group g is read straight into (sink is then not called for
+  // it), or an undefined tensor for a fresh one handed to sink.
+  using OwnedPlace = std::function<at::Tensor(size_t g)>;
+  absl::Status ReadOwned(const TrainableReader& read, const GroupReader& whole, const OwnedSink& sink,
+                         const OwnedPlace& place = nullptr);
   // Every frozen parameter this rank holds: (destination, fresh values).
   absl::Status ReadFrozen(const FrozenReader& read, TensorCopies* out);
   // Writes loaded frozen parameters into place (through swap buffers for

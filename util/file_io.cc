@@ -113,6 +113,7 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
       tmp_(std::exchange(other.tmp_, std::string())),
       fd_(std::move(other.fd_)),
       size_(other.size_),
+      written_back_(other.written_back_),
       committed_(other.committed_) {}
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
@@ -123,6 +124,7 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     tmp_ = std::exchange(other.tmp_, std::string());
     fd_ = std::move(other.fd_);
     size_ = other.size_;
+    written_back_ = other.written_back_;
     committed_ = other.committed_;
   }
   return *this;
@@ -162,7 +164,19 @@ absl::Status AtomicFile::PWrite(const void* data, size_t n, uint64_t offset) {
     left -= static_cast<size_t>(w);
   }
   if (offset + n > size_) size_ = offset + n;
+  StartWriteback();
   return absl::OkStatus();
+}
+
+void AtomicFile::StartWriteback() {
+  // Appends only: the file grows front to back, and each full window behind
+  // the end is handed to the disk without waiting. Best effort: an error
+  // here shows again at Commit's fsync, which checks everything.
+  while (size_ - written_back_ >= kWritebackWindow) {
+    ::sync_file_range(fd_.get(), static_cast<off_t>(written_back_), static_cast<off_t>(kWritebackWindow),
+                      SYNC_FILE_RANGE_WRITE);
+    written_back_ += kWritebackWindow;
+  }
 }
 
 absl::Status AtomicFile::Commit() {

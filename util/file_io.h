@@ -35,9 +35,18 @@ class AtomicFile {
 
  private:
   AtomicFile() = default;
+  // Starts the disk writing every full kWritebackWindow behind the file's
+  // end while the writer goes on, so Commit's fsync waits only for the
+  // last window instead of the whole file (a 1 GB export spent a quarter of
+  // its time in that fsync), and dirty pages never pile up to the kernel's
+  // throttling limit.
+  void StartWriteback();
+  static constexpr uint64_t kWritebackWindow = 32ull << 20;
+
   std::string path_, tmp_;
   UniqueFd fd_;
   uint64_t size_ = 0;
+  uint64_t written_back_ = 0;  // writeback started for [0, written_back_)
   bool committed_ = false;
 };
 

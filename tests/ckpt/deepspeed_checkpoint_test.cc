@@ -7,11 +7,13 @@
 // must a consolidation after resharding to another world size.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "ckpt/checkpoint_convert.h"
 #include "ckpt/export.h"
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
@@ -134,6 +136,74 @@ TEST(DeepSpeedCheckpointErrors, AnOptimFileOfAnotherStageIsNamed) {
   auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
   ASSERT_FALSE(ck.ok());
   EXPECT_TRUE(absl::StrContains(ck.status().message(), "zero_pp_rank_1_mp_rank_00_optim_states.pt")) << ck.status();
+}
+
+// A flipped byte in rank 1's fp32 partition (its first byte, one in the
+// middle, its last byte): consolidation, resharding and conversion read that
+// record in pieces, so the CRC check streams with the pieces. At stage 3
+// DeepSpeed pads every parameter's partition, and padding no reader asks
+// for is left between the pieces (ZeroCheckpoint::VerifyRead reads it).
+// Each reader must end in an error naming the file and publish nothing.
+TEST(DeepSpeedCheckpointErrors, AFlippedPartitionByteStopsEveryReaderWithNoOutput) {
+  const std::string file = "global_step4/zero_pp_rank_1_mp_rank_00_optim_states.pt";
+  struct Case {
+    const char* fixture;
+    const char* key;  // rank 1's fp32 partitions in optimizer_state_dict
+  };
+  for (const Case c : {Case{"zero2_fp32", "single_partition_of_fp32_groups"}, Case{"zero3_fp32", "fp32_flat_groups"}}) {
+    for (const char* where : {"first", "middle", "last"}) {
+      SCOPED_TRACE(absl::StrCat(c.fixture, ", ", where));
+      testing::ScratchDir tmp;
+      std::filesystem::copy(kFixtures + "/" + c.fixture, tmp.path() + "/ck", std::filesystem::copy_options::recursive);
+      const std::string path = tmp.path() + "/ck/" + file;
+      uint64_t at = 0;
+      {
+        auto reader = PtReader::Open(path);
+        ASSERT_TRUE(reader.ok()) << reader.status();
+        const Value* osd = (*reader)->root().AsDict().Find("optimizer_state_dict");
+        ASSERT_NE(osd, nullptr);
+        const Value* parts = osd->AsDict().Find(c.key);
+        ASSERT_TRUE(parts != nullptr && !parts->AsList().empty());
+        const TensorRef& t = parts->AsList()[0].AsTensor();
+        const uint64_t offset = std::string(where) == "first"    ? 0
+                                : std::string(where) == "middle" ? t.storage_nbytes / 2 + 1
+                                                                 : t.storage_nbytes - 1;
+        at = t.file_offset + offset;
+      }
+      std::string bytes = testing::ReadAll(path);
+      bytes[at] ^= 0x01;
+      testing::WriteAll(path, bytes);
+
+      auto expect_named = [&](const absl::Status& st, const char* what) {
+        EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << what << ": " << st;
+        EXPECT_TRUE(absl::StrContains(st.message(), "zero_pp_rank_1_mp_rank_00_optim_states.pt")) << what << ": " << st;
+        EXPECT_TRUE(absl::StrContains(st.message(), "CRC-32 mismatch")) << what << ": " << st;
+      };
+      {
+        auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+        ASSERT_TRUE(ck.ok()) << "the directories are intact: " << ck.status();
+        expect_named(ExportSafetensors(**ck, tmp.path() + "/model.safetensors").status(), "consolidate");
+        EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/model.safetensors"));
+      }
+      {
+        auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+        ASSERT_TRUE(ck.ok());
+        expect_named(Reshard(**ck, tmp.path() + "/three", 3), "reshard");
+        EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/three/latest"));
+      }
+      for (CheckpointFormat to : {CheckpointFormat::kDeepSpeed, CheckpointFormat::kZerotorch}) {
+        auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+        ASSERT_TRUE(ck.ok());
+        ConvertOptions options;
+        options.to = to;
+        options.world_size = 3;
+        const std::string dst = tmp.path() + (to == CheckpointFormat::kDeepSpeed ? "/ds" : "/zt");
+        expect_named(ConvertCheckpoint(**ck, dst, options), "convert");
+        EXPECT_FALSE(std::filesystem::exists(dst + "/latest"));
+        EXPECT_FALSE(std::filesystem::exists(dst + "/global_step4"));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -380,6 +380,38 @@ TEST(PtFile, BigRecordVerifiesInChunks) {
   EXPECT_FALSE((*reader)->VerifyAll().ok());
 }
 
+TEST(PtFile, RecordsPast64MiBAreReadInSlicesWithTheSameBytesAndCrc) {
+  // Whole-record reads of 64 MiB and more run one slice per thread (up to
+  // 4) and combine the slices' CRCs: an odd length, so the last slice is
+  // uneven, read back exactly; a flipped byte in the first or the last
+  // slice is the record's CRC error.
+  ScratchDir dir;
+  const std::string path = dir.File("huge.pt");
+  std::vector<uint8_t> data((64u << 20) + 4099);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  ASSERT_NE(WriteAndOpen(path, Value(MakeTensor(DType::kUInt8, {static_cast<int64_t>(data.size())}, data.data()))),
+            nullptr);
+  std::vector<uint8_t> out(data.size());
+  {
+    auto reader = PtReader::Open(path);
+    ASSERT_TRUE(reader.ok());
+    ASSERT_TRUE((*reader)->Read((*reader)->root().AsTensor(), out.data()).ok());
+    EXPECT_TRUE(out == data);
+  }
+  const std::string clean = ReadAll(path);
+  const uint64_t at = PtReader::Open(path).value()->root().AsTensor().file_offset;
+  for (uint64_t flip : {uint64_t{5}, uint64_t{data.size() - 2}}) {
+    std::string bytes = clean;
+    bytes[at + flip] ^= 0x20;
+    WriteAll(path, bytes);
+    auto reader = PtReader::Open(path);
+    ASSERT_TRUE(reader.ok());
+    absl::Status st = (*reader)->Read((*reader)->root().AsTensor(), out.data());
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << flip << ": " << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), "CRC-32 mismatch")) << st;
+  }
+}
+
 // Each corruption is a function of the file bytes and the expected error.
 struct Damage {
   std::string name;
