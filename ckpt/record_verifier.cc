@@ -15,7 +15,7 @@ absl::Status RecordVerifier::Consumed(const PtReader& file, const TensorRef& t, 
   uint64_t from = 0;
   uint32_t crc = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Progress& p = records_[key];
     p.size = t.storage_nbytes;
     // Nothing to add: checked already, another thread is hashing, a gap
@@ -27,7 +27,7 @@ absl::Status RecordVerifier::Consumed(const PtReader& file, const TensorRef& t, 
   }
   const uint64_t end = offset + n;
   crc = Crc32(crc, static_cast<const char*>(data) + (from - offset), static_cast<size_t>(end - from));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Progress& p = records_[key];
   p.hashing = false;
   p.hashed = end;
@@ -44,20 +44,20 @@ absl::Status RecordVerifier::Consumed(const PtReader& file, const TensorRef& t, 
 }
 
 void RecordVerifier::Checked(const PtReader& file, const TensorRef& t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   Progress& p = records_[{&file, t.record}];
   p.size = t.storage_nbytes;
   p.checked = true;
 }
 
 bool RecordVerifier::IsChecked(const PtReader& file, const std::string& record) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = records_.find({&file, record});
   return it != records_.end() && it->second.checked;
 }
 
 absl::Status RecordVerifier::Finish() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (auto& [key, p] : records_) {
     ZT_RETURN_IF_ERROR(p.error);
     if (p.checked) continue;

@@ -15,11 +15,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "ckpt/pt_file.h"
 #include "ckpt/value.h"
 
@@ -32,15 +33,16 @@ class RecordVerifier {
   // past what it covers and start at or before its end; when the record is
   // complete, compares (a DataLoss error naming the file and record on a
   // mismatch). Bytes that leave a gap are left to Finish. Thread-safe.
-  absl::Status Consumed(const PtReader& file, const TensorRef& t, uint64_t offset, const void* data, uint64_t n);
+  absl::Status Consumed(const PtReader& file, const TensorRef& t, uint64_t offset, const void* data, uint64_t n)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The record was read whole and its CRC checked on the way.
-  void Checked(const PtReader& file, const TensorRef& t);
+  void Checked(const PtReader& file, const TensorRef& t) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the record's CRC has been checked.
-  bool IsChecked(const PtReader& file, const std::string& record) const;
+  bool IsChecked(const PtReader& file, const std::string& record) const ABSL_LOCKS_EXCLUDED(mu_);
   // Reads the unhashed rest of every record a partial read touched and
   // checks it; a mismatch found before is reported again. Records never
   // read are not checked (VerifyAll does that).
-  absl::Status Finish();
+  absl::Status Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Progress {
@@ -53,8 +55,8 @@ class RecordVerifier {
   };
   using Key = std::pair<const PtReader*, std::string>;
 
-  mutable std::mutex mu_;
-  std::map<Key, Progress> records_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::map<Key, Progress> records_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zt::ckpt
