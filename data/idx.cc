@@ -164,9 +164,10 @@ absl::Status ReadData(Reader& reader, int64_t total, IdxArray& array) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
+// Opens `path` and reads its header into array.dims; returns the reader,
+// positioned at the data, and the data's size in bytes.
+absl::StatusOr<std::pair<std::unique_ptr<Reader>, int64_t>> OpenAndReadHeader(const std::string& path,
+                                                                              IdxArray& array) {
   const std::string what = absl::StrCat("IDX file '", path, "'");
   ZT_ASSIGN_OR_RETURN(const bool gzip, IsGzip(path, what));
   gzFile raw = gzopen(path.c_str(), "rb");
@@ -174,12 +175,25 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
     int err = errno;
     return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat("cannot open ", what, ": ", std::strerror(err)));
   }
-  Reader reader(path, raw, gzip);
-  ZT_ASSIGN_OR_RETURN(const int ndims, ReadMagic(reader));
+  auto reader = std::make_unique<Reader>(path, raw, gzip);
+  ZT_ASSIGN_OR_RETURN(const int ndims, ReadMagic(*reader));
+  ZT_ASSIGN_OR_RETURN(const int64_t total, ReadDims(*reader, ndims, array));
+  return std::make_pair(std::move(reader), total);
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
   IdxArray array;
-  ZT_ASSIGN_OR_RETURN(const int64_t total, ReadDims(reader, ndims, array));
-  ZT_RETURN_IF_ERROR(ReadData(reader, total, array));
+  ZT_ASSIGN_OR_RETURN(auto opened, OpenAndReadHeader(path, array));
+  ZT_RETURN_IF_ERROR(ReadData(*opened.first, opened.second, array));
   return array;
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path) {
+  IdxArray array;
+  ZT_RETURN_IF_ERROR(OpenAndReadHeader(path, array).status());
+  return array.dims;
 }
 
 }  // namespace zt::data

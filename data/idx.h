@@ -26,4 +26,9 @@ struct IdxArray {
 // truncated data (how many bytes were expected and found), trailing bytes.
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path);
 
+// The dimensions of the IDX file at `path` from its header alone (the
+// launcher's checks before it starts ranks: no data is decoded). The same
+// header errors as ReadIdx; a truncated body is ReadIdx's to find.
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path);
+
 }  // namespace zt::data

@@ -116,4 +116,21 @@ absl::StatusOr<std::vector<int32_t>> LoadTextCorpus(const std::string& path) {
   return ids;
 }
 
+absl::StatusOr<int64_t> CountTextCorpusTokens(const std::string& path) {
+  ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ListTextCorpusFiles(path));
+  int64_t text_bytes = 0;
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const uintmax_t n = std::filesystem::file_size(f, ec);
+    if (ec)
+      return absl::NotFoundError(absl::StrCat("cannot read '", f, "' of text corpus '", path, "': ", ec.message()));
+    text_bytes += static_cast<int64_t>(n);
+  }
+  if (text_bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("text corpus '", path, "' is empty (", files.size(), " file(s), no text); ", Hint(path)));
+  }
+  return text_bytes + static_cast<int64_t>(files.size()) - 1;  // a '\n' between consecutive files
+}
+
 }  // namespace zt::data

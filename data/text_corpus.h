@@ -32,4 +32,8 @@ absl::StatusOr<std::vector<std::string>> ListTextCorpusFiles(const std::string& 
 // empty corpus.
 absl::StatusOr<std::vector<int32_t>> LoadTextCorpus(const std::string& path);
 
+// LoadTextCorpus(path)->size() from the files' sizes alone (nothing is read
+// but the directory and the binary-file probes), with its errors.
+absl::StatusOr<int64_t> CountTextCorpusTokens(const std::string& path);
+
 }  // namespace zt::data

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/byte_tokenizer.h"
+#include "data/idx.h"
 #include "data/image_dataset.h"
 #include "data/text_corpus.h"
 #include "data/token_dataset.h"
@@ -100,6 +101,12 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, 
   ZT_ASSIGN_OR_RETURN(auto source, OpenTokens(path, o, model.vocab_size, &what));
   std::optional<data::TokenDataset> eval;
   std::string description;
+  if (!o.eval_data.empty() && o.eval_interval < 0) {
+    ZT_ASSIGN_OR_RETURN(data::TokenDataset train, data::TokenDataset::Create(source, seq_len, path));
+    description = absl::StrFormat("%s: %s tokens, %d train sequences of %d; eval off (%s not read)", what,
+                                  HumanCount(static_cast<double>(source->size())), train.size(), seq_len, o.eval_data);
+    return std::unique_ptr<TrainData>(std::make_unique<TokenData>(std::move(train), std::nullopt, description));
+  }
   if (!o.eval_data.empty()) {
     ZT_ASSIGN_OR_RETURN(data::TokenDataset train, data::TokenDataset::Create(source, seq_len, path));
     std::string eval_what;
@@ -132,10 +139,42 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenImageData(const TrainOptions& o) 
   }
   ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
   ZT_ASSIGN_OR_RETURN(data::ImageDataset train, data::LoadIdxImages(files.train_images, files.train_labels));
-  ZT_ASSIGN_OR_RETURN(data::ImageDataset eval, data::LoadIdxImages(files.test_images, files.test_labels));
-  std::string description = absl::StrFormat("%s: %d train / %d test images of %dx%d, 10 classes", dir, train.size(),
-                                            eval.size(), train.rows(), train.cols());
+  data::ImageDataset eval;
+  std::string description;
+  if (o.eval_interval < 0) {
+    description = absl::StrFormat("%s: %d train images of %dx%d, 10 classes; eval off (test set not read)", dir,
+                                  train.size(), train.rows(), train.cols());
+  } else {
+    ZT_ASSIGN_OR_RETURN(eval, data::LoadIdxImages(files.test_images, files.test_labels));
+    description = absl::StrFormat("%s: %d train / %d test images of %dx%d, 10 classes", dir, train.size(), eval.size(),
+                                  train.rows(), train.cols());
+  }
   return std::unique_ptr<TrainData>(std::make_unique<ImageData>(std::move(train), std::move(eval), description));
+}
+
+// The tokens at `path` from its size alone: a .bin token file is mapped,
+// not read (the vocabulary check, which reads every token, is the ranks');
+// a text corpus counts its files' bytes.
+absl::StatusOr<int64_t> CountTokens(const std::string& path, const TrainOptions& o, int64_t vocab) {
+  if (IsTokenFile(path)) {
+    ZT_ASSIGN_OR_RETURN(data::TokenDType dtype, data::ParseTokenDType(o.token_dtype));
+    ZT_ASSIGN_OR_RETURN(data::TokenFile file, data::OpenTokenFile(path, dtype));
+    return file.size();
+  }
+  if (vocab < data::kByteVocabSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
+                     " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
+  }
+  return data::CountTextCorpusTokens(path);
+}
+
+// The error TokenDataset::Create gives a range too short for one sample.
+absl::Status CheckOneSequence(const std::string& name, int64_t tokens, int64_t seq_len) {
+  if (data::NumTokenSamples(tokens, seq_len) >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " of ", tokens,
+                                                 " tokens is shorter than one sequence of seq_len+1 = ", seq_len + 1,
+                                                 " tokens; lower --seq-len or use more data"));
 }
 
 }  // namespace
@@ -155,6 +194,40 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& opt
     return d;
   }
   return OpenTokenData(options, model, seq_len);
+}
+
+absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::ModelInfo& model, int64_t seq_len) {
+  if (model.task == models::Task::kImageClassification) {
+    const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
+    if (!o.eval_data.empty()) {
+      return absl::InvalidArgumentError(
+          "--eval-data is for token data; an image directory already holds its test set (t10k-*-ubyte)");
+    }
+    ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
+    ZT_ASSIGN_OR_RETURN(std::vector<int64_t> images, data::ReadIdxDims(files.train_images));
+    ZT_ASSIGN_OR_RETURN(std::vector<int64_t> labels, data::ReadIdxDims(files.train_labels));
+    if (images.size() != 3 || labels.size() != 1 || images[0] != labels[0]) {
+      // The full reader's errors say which; it runs on the ranks anyway.
+      ZT_RETURN_IF_ERROR(data::LoadIdxImages(files.train_images, files.train_labels).status());
+    }
+    if (images[0] > 0 && (images[1] != model.image_size || images[2] != model.image_size)) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s takes %dx%d images; the data has %dx%d", model.name,
+                                                        model.image_size, model.image_size, images[1], images[2]));
+    }
+    return images[0];
+  }
+  const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  ZT_ASSIGN_OR_RETURN(const int64_t tokens, CountTokens(path, o, model.vocab_size));
+  data::TokenRange train{0, tokens};
+  if (o.eval_data.empty()) {
+    ZT_ASSIGN_OR_RETURN(data::TrainEvalSplit split, data::SplitTrainEval(tokens, o.eval_fraction, seq_len));
+    train = split.train;
+  } else if (o.eval_interval >= 0) {
+    ZT_ASSIGN_OR_RETURN(const int64_t eval_tokens, CountTokens(o.eval_data, o, model.vocab_size));
+    ZT_RETURN_IF_ERROR(CheckOneSequence(o.eval_data, eval_tokens, seq_len));
+  }
+  ZT_RETURN_IF_ERROR(CheckOneSequence(path, train.size(), seq_len));
+  return data::NumTokenSamples(train.size(), seq_len);
 }
 
 }  // namespace zt::train

@@ -34,8 +34,17 @@ class TrainData {
 };
 
 // Opens the data `options` name for `model` (options.data empty: the default
-// corpus or Fashion-MNIST). Errors name the file and say what to pass.
+// corpus or Fashion-MNIST). Errors name the file and say what to pass. With
+// evaluation off (eval_interval < 0) the eval set is not read (a separate
+// --eval-data file, an image directory's test set); the split of a single
+// corpus stays the same, so training sees the same samples either way.
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
                                                          int64_t seq_len);
+
+// OpenTrainData(...)->size(Split::kTrain) from file headers and sizes alone:
+// what `zt train` checks before it starts ranks, so the data is decoded
+// once, by each rank, and not first by the launcher. The same errors for
+// missing or malformed files (headers), image sizes and short corpora.
+absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& options, const models::ModelInfo& model, int64_t seq_len);
 
 }  // namespace zt::train

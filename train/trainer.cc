@@ -81,12 +81,12 @@ absl::StatusOr<int64_t> SeqLen(const TrainOptions& o, const models::ModelInfo& i
   return seq_len;
 }
 
-absl::Status CheckBatchFits(const TrainData& data, int64_t global_batch) {
-  if (data.size(Split::kTrain) < global_batch) {
+absl::Status CheckBatchFits(int64_t train_samples, int64_t global_batch) {
+  if (train_samples < global_batch) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the training set has %d samples, fewer than one global batch of %d (train_batch_size); use more data or "
         "a smaller train_micro_batch_size_per_gpu",
-        data.size(Split::kTrain), global_batch));
+        train_samples, global_batch));
   }
   return absl::OkStatus();
 }
@@ -323,7 +323,7 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
   micro_ = config_.batch.micro_batch;
   gas_ = config_.batch.accumulation_steps;
   global_batch_ = config_.batch.train_batch;
-  ZT_RETURN_IF_ERROR(CheckBatchFits(*data_, global_batch_));
+  ZT_RETURN_IF_ERROR(CheckBatchFits(data_->size(Split::kTrain), global_batch_));
   if (rank0_) {
     std::printf("zt train: %s (%s parameters) on %d rank%s, ZeRO stage %d, %s\n", info().name.c_str(),
                 HumanCount(static_cast<double>(info().num_params)).c_str(), pg_->size(), pg_->size() == 1 ? "" : "s",
@@ -619,8 +619,9 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
   spec.seed = o.seed;
   ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(spec));
   ZT_ASSIGN_OR_RETURN(int64_t seq_len, SeqLen(o, info));
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<TrainData> data, OpenTrainData(o, info, seq_len));
-  ZT_RETURN_IF_ERROR(CheckBatchFits(*data, config.batch.train_batch));
+  // Sizes from headers: the ranks decode the data, the launcher does not.
+  ZT_ASSIGN_OR_RETURN(const int64_t train_samples, CountTrainSamples(o, info, seq_len));
+  ZT_RETURN_IF_ERROR(CheckBatchFits(train_samples, config.batch.train_batch));
   if (!o.init_from.empty() && !std::filesystem::exists(o.init_from)) {
     return absl::NotFoundError(absl::StrCat("--init-from ", o.init_from,
                                             " does not exist: give a .safetensors file, an index .json or a "

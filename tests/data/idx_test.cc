@@ -56,6 +56,27 @@ TEST(IdxTest, ReadsPlainAndGzip) {
   }
 }
 
+TEST(IdxTest, DimsFromTheHeaderAloneEqualTheFullRead) {
+  // The header probe gives ReadIdx's dimensions for plain and gzip files,
+  // and ReadIdx's header errors; a truncated body is not its to find.
+  ScratchDir dir;
+  const std::string bytes = IdxBytes({6, 3, 2}, Ramp(36));
+  WriteBytes(dir.File("x"), bytes);
+  WriteGz(dir.File("x.gz"), bytes);
+  WriteBytes(dir.File("short"), bytes.substr(0, bytes.size() - 5));
+  for (const char* name : {"x", "x.gz", "short"}) {
+    auto dims = ReadIdxDims(dir.File(name));
+    ASSERT_TRUE(dims.ok()) << name << ": " << dims.status();
+    EXPECT_EQ(*dims, (std::vector<int64_t>{6, 3, 2})) << name;
+  }
+  EXPECT_EQ(ReadIdx(dir.File("x.gz"))->dims, *ReadIdxDims(dir.File("x.gz")));
+  WriteBytes(dir.File("bad"), std::string("\x01\x00\x08\x01", 4));
+  auto bad = ReadIdxDims(dir.File("bad"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), ReadIdx(dir.File("bad")).status().message());
+  EXPECT_FALSE(ReadIdxDims(dir.File("missing")).ok());
+}
+
 TEST(IdxTest, MalformedFilesAreErrorsNamingTheFile) {
   const std::string good = IdxBytes({4, 2}, Ramp(8));
   struct Case {

@@ -63,6 +63,28 @@ TEST(TextCorpusTest, DirectorySortedSkipsBinaryAndDuplicatesAndSubdirs) {
   EXPECT_EQ(DecodeBytes(*ids), "first\nsecond");
 }
 
+TEST(TextCorpusTest, TokenCountFromSizesEqualsTheLoadedCorpus) {
+  // The launcher counts tokens from file sizes; the ranks load them. Both
+  // must agree (separators between files, skipped binaries and duplicates,
+  // an empty file among others), and fail alike on an empty corpus.
+  ScratchDir dir;
+  WriteBytes(dir.File("b"), "second file\n");
+  WriteBytes(dir.File("a"), "first");
+  WriteBytes(dir.File("c"), "");
+  WriteBytes(dir.File("a.dat"), std::string("\x00\x01\x02", 3));
+  ASSERT_EQ(::symlink("a", dir.File("a.u8").c_str()), 0);
+  for (const std::string& path : {dir.path(), dir.File("a"), std::string(kDefaultTextCorpus)}) {
+    if (!std::filesystem::exists(path)) continue;
+    auto ids = LoadTextCorpus(path);
+    auto n = CountTextCorpusTokens(path);
+    ASSERT_TRUE(ids.ok() && n.ok()) << path;
+    EXPECT_EQ(*n, static_cast<int64_t>(ids->size())) << path;
+  }
+  ScratchDir empty;
+  WriteBytes(empty.File("e"), "");
+  EXPECT_EQ(CountTextCorpusTokens(empty.path()).status().message(), LoadTextCorpus(empty.path()).status().message());
+}
+
 TEST(TextCorpusTest, BinaryProbeLooksOnlyAtFirst4KiB) {
   ScratchDir dir;
   WriteBytes(dir.File("late_nul"), std::string(5000, 'x') + std::string(1, '\0'));

@@ -1,0 +1,120 @@
+// The launcher's sample count (CountTrainSamples: file headers and sizes,
+// nothing decoded) against the ranks' loaded data (OpenTrainData) on every
+// kind of input: text files and directories, the default corpus, .bin token
+// files, a separate eval file, several sequence lengths and eval fractions,
+// an IDX image directory; the same errors for a corpus too short. With
+// evaluation off the eval set is not read, and training sees the same
+// samples.
+#include "train/train_data.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "data/image_dataset.h"
+#include "data/text_corpus.h"
+#include "data/token_file.h"
+#include "models/registry.h"
+#include "tests/testing/scratch_dir.h"
+
+namespace zt::train {
+namespace {
+
+models::ModelInfo Info(const std::string& name) {
+  models::ModelSpec spec;
+  spec.name = name;
+  auto info = models::DescribeModel(spec);
+  EXPECT_TRUE(info.ok()) << info.status();
+  return *info;
+}
+
+void ExpectSameCount(const TrainOptions& o, const models::ModelInfo& info, int64_t seq_len, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto data = OpenTrainData(o, info, seq_len);
+  auto count = CountTrainSamples(o, info, seq_len);
+  ASSERT_EQ(data.ok(), count.ok()) << (data.ok() ? count.status() : data.status());
+  if (data.ok()) {
+    EXPECT_EQ(*count, (*data)->size(Split::kTrain));
+  } else {
+    EXPECT_EQ(data.status().code(), count.status().code());
+    EXPECT_TRUE(absl::StrContains(count.status().message(), "shorter than one sequence") ||
+                count.status().message() == data.status().message())
+        << count.status() << " vs " << data.status();
+  }
+}
+
+TEST(TrainData, LauncherCountEqualsTheLoadedTrainingSet) {
+  zt::testing::ScratchDir dir("zt_train_data");
+  const models::ModelInfo lm = Info("gpt2-tiny");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "line " + std::to_string(i * 7919 % 1000) + " of some text\n";
+  zt::testing::WriteFileBytes(dir.File("a.txt"), text);
+  zt::testing::WriteFileBytes(dir.File("b.txt"), text.substr(0, 1000));
+  std::filesystem::create_directory(dir.File("corpus"));
+  zt::testing::WriteFileBytes(dir.File("corpus/1"), text);
+  zt::testing::WriteFileBytes(dir.File("corpus/2"), text.substr(17, 333));
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 5000; ++i) tokens.push_back(i * 31 % 256);
+  ASSERT_TRUE(data::WriteTokenFile(dir.File("t.bin"), tokens).ok());
+
+  std::vector<std::string> paths = {dir.File("a.txt"), dir.File("corpus"), dir.File("t.bin")};
+  if (std::filesystem::exists(data::kDefaultTextCorpus)) paths.push_back("");  // the default corpus
+  for (const std::string& path : paths) {
+    for (int64_t seq_len : {1, 16, 128, 4000}) {
+      for (double fraction : {0.0, 0.05, 0.3}) {
+        TrainOptions o;
+        o.data = path;
+        o.eval_fraction = fraction;
+        ExpectSameCount(o, lm, seq_len, path + " seq " + std::to_string(seq_len) + " eval " + std::to_string(fraction));
+      }
+      TrainOptions o;
+      o.data = path;
+      o.eval_data = dir.File("b.txt");
+      ExpectSameCount(o, lm, seq_len, path + " with --eval-data, seq " + std::to_string(seq_len));
+    }
+  }
+}
+
+TEST(TrainData, ImageDirectoryCountAndEvalOff) {
+  if (!std::filesystem::exists(data::kFashionMnistDir)) GTEST_SKIP() << "no " << data::kFashionMnistDir;
+  const models::ModelInfo cnn = Info("mnist-cnn");
+  TrainOptions o;
+  ExpectSameCount(o, cnn, 0, "Fashion-MNIST");
+  auto on = OpenTrainData(o, cnn, 0);
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ((*on)->size(Split::kEval), 10000);
+  o.eval_interval = -1;
+  auto off = OpenTrainData(o, cnn, 0);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ((*off)->size(Split::kEval), 0) << "the test set is read with evaluation off";
+  EXPECT_EQ((*off)->size(Split::kTrain), (*on)->size(Split::kTrain));
+  EXPECT_TRUE(absl::StrContains((*off)->Describe(), "eval off")) << (*off)->Describe();
+}
+
+TEST(TrainData, EvalOffLeavesASeparateEvalFileUnreadAndTheTrainingSetAlone) {
+  zt::testing::ScratchDir dir("zt_train_data");
+  const models::ModelInfo lm = Info("gpt2-tiny");
+  zt::testing::WriteFileBytes(dir.File("a.txt"), std::string(3000, 'x'));
+  TrainOptions o;
+  o.data = dir.File("a.txt");
+  o.eval_data = dir.File("missing.txt");  // would fail if it were read
+  o.eval_interval = -1;
+  auto off = OpenTrainData(o, lm, 32);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ((*off)->size(Split::kEval), 0);
+  EXPECT_EQ((*off)->size(Split::kTrain), (3000 - 1) / 32);
+  // Evaluation off does not change the split of a single corpus.
+  TrainOptions split;
+  split.data = dir.File("a.txt");
+  auto with_eval = OpenTrainData(split, lm, 32);
+  split.eval_interval = -1;
+  auto without = OpenTrainData(split, lm, 32);
+  ASSERT_TRUE(with_eval.ok() && without.ok());
+  EXPECT_EQ((*with_eval)->size(Split::kTrain), (*without)->size(Split::kTrain));
+}
+
+}  // namespace
+}  // namespace zt::train
