@@ -30,7 +30,8 @@ constexpr const char* kUsage =
     "  inspect      DIR: tag, stage, world size, steps, parameters, files; --verify checks every CRC\n"
     "  consolidate  DIR OUT: one set of full weights as safetensors (streams; any model size)\n"
     "  reshard      DIR OUT --world-size M: the same checkpoint written for M ranks\n"
-    "  convert      SRC DST --to deepspeed|zerotorch: the checkpoint in either format, for any world size\n\n"
+    "  convert      SRC DST --to deepspeed|universal|zerotorch: the checkpoint in another format, for any world "
+    "size\n\n"
     "`zt ckpt <subcommand> --help` describes each.\n";
 
 int Fail(const std::string& command, const absl::Status& st) {
@@ -200,22 +201,24 @@ int RunReshard(const std::vector<std::string>& args) {
 
 int RunConvert(const std::vector<std::string>& args) {
   Flags flags("zt ckpt convert");
-  flags.String("to", "", "the format to write: deepspeed or zerotorch");
+  flags.String("to", "", "the format to write: deepspeed, universal (DeepSpeed's) or zerotorch");
   flags.Int("world-size", 0, "the number of ranks to write for (default: the source's)");
   flags.String("tag", "", "the tag to write under DST (default: the source's)");
   flags.String("source-tag", "", "the tag to read (default: the one <SRC>/latest names)");
   int code = 0;
-  if (!ParseFlags(flags, args, "SRC DST --to deepspeed|zerotorch [--world-size N] [--tag T] [--source-tag S]",
+  if (!ParseFlags(flags, args, "SRC DST --to deepspeed|universal|zerotorch [--world-size N] [--tag T] [--source-tag S]",
                   "\nReads SRC, a checkpoint zerotorch or DeepSpeed wrote, and writes it to DST in the chosen\n"
                   "format for N ranks: DST/<tag>/ with every rank's files, then DST/latest. DeepSpeed's format is\n"
                   "what DeepSpeed 0.14.5 writes (stages 1-3; engine.load_checkpoint and zero_to_fp32 read it).\n"
+                  "--to universal writes DeepSpeed's universal checkpoint (its ds_to_universal layout: a folder\n"
+                  "per parameter under DST/<tag>/zero, then DST/latest_universal), for any world size.\n"
                   "DST must not exist or be empty; it gets the whole checkpoint or nothing. Streams: memory stays\n"
                   "far below the model's size.\n",
                   2, &code)) {
     return code;
   }
   if (!flags.WasSet("to")) {
-    std::fprintf(stderr, "zt ckpt convert: --to is required (deepspeed or zerotorch)\n");
+    std::fprintf(stderr, "zt ckpt convert: --to is required (deepspeed, universal or zerotorch)\n");
     return 2;
   }
   auto to = ckpt::ParseCheckpointFormat(flags.GetString("to"));

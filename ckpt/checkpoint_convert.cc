@@ -69,7 +69,11 @@ absl::StatusOr<std::string> WriteStaged(const ZeroCheckpoint& source, const std:
   }
   const std::string folder = JoinPath(staging, "files");
   ZT_RETURN_IF_ERROR(MakeDirs(folder));
-  ZT_RETURN_IF_ERROR(WriteDeepSpeedFiles(source, folder, world));
+  if (options.to == CheckpointFormat::kUniversal) {
+    ZT_RETURN_IF_ERROR(WriteUniversalFiles(source, folder));
+  } else {
+    ZT_RETURN_IF_ERROR(WriteDeepSpeedFiles(source, folder, world));
+  }
   return folder;
 }
 
@@ -78,13 +82,20 @@ absl::StatusOr<std::string> WriteStaged(const ZeroCheckpoint& source, const std:
 absl::StatusOr<CheckpointFormat> ParseCheckpointFormat(const std::string& name) {
   if (name == "zerotorch") return CheckpointFormat::kZerotorch;
   if (name == "deepspeed") return CheckpointFormat::kDeepSpeed;
-  return absl::InvalidArgumentError(absl::StrCat("--to must be 'deepspeed' or 'zerotorch', got '", name, "'"));
+  if (name == "universal") return CheckpointFormat::kUniversal;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--to must be 'deepspeed', 'universal' or 'zerotorch', got '", name, "'"));
 }
 
 absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& dst, const ConvertOptions& options) {
   const int world = options.world_size == 0 ? source.layout().world_size : options.world_size;
   if (world < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--world-size must be a positive integer, got ", world));
+  }
+  if (options.to == CheckpointFormat::kUniversal && options.world_size != 0) {
+    return absl::InvalidArgumentError(
+        "--world-size does not apply to --to universal: a universal checkpoint holds every parameter whole and "
+        "loads at any world size");
   }
   const std::string tag = options.tag.empty() ? source.tag() : options.tag;
   ZT_RETURN_IF_ERROR(CheckTag(tag));
@@ -108,7 +119,8 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
   std::error_code ec;
   fs::remove_all(staging, ec);  // best effort: what is left of the staging folder
   if (!st.ok()) return st;
-  return WriteFileAtomically(JoinPath(dst, "latest"), tag + "\n");
+  const char* latest = options.to == CheckpointFormat::kUniversal ? "latest_universal" : "latest";
+  return WriteFileAtomically(JoinPath(dst, latest), tag + "\n");
 }
 
 }  // namespace zt::ckpt

@@ -579,4 +579,91 @@ absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& ck, const std::string& fo
   return absl::OkStatus();
 }
 
+// --- DeepSpeed's universal checkpoint (checkpoint/ds_to_universal.py)
+
+namespace {
+
+// A copy of `d` without the keys in `drop`.
+Dict Without(const Dict& d, const std::set<std::string>& drop) {
+  Dict out;
+  out.ordered = d.ordered;
+  for (const auto& [k, v] : d.items) {
+    if (!k.is_string() || drop.count(k.AsString()) == 0) out.items.emplace_back(k, v);
+  }
+  return out;
+}
+
+// zero/optimizer_state.pt: rank 0's optimizer dict with its param groups
+// lifted to the top. Stages 1/2 drop the partitions and their mappings
+// (ds_to_universal keeps only the global state); stage 3 keeps everything.
+Value UniversalOptimizerState(const Value& rank0_osd, int stage) {
+  const Dict& osd = rank0_osd.AsDict();
+  const Value* base = osd.Find(stage == 3 ? "optimizer_state_dict" : "base_optimizer_state");
+  Dict out = stage == 3
+                 ? osd
+                 : Without(osd, {"base_optimizer_state", "param_slice_mappings", "single_partition_of_fp32_groups"});
+  out.Set("param_groups", *base->AsDict().Find("param_groups"));
+  return Value(std::move(out));
+}
+
+// One parameter's `what` ("master" or a state name), whole, read while its
+// file is written: stages 1/2 as {'param': tensor of the parameter's shape,
+// 'cat_dim': 0} (no tensor parallelism: nothing to concatenate), stage 3 as
+// the bare flat tensor (ds_to_universal's merge_zero3_slices).
+Value UniversalParamFile(const ZeroCheckpoint& ck, const SavedParam& p, const std::string& what, int stage) {
+  TensorRef t;
+  t.dtype = DType::kFloat32;
+  t.shape = stage == 3 ? std::vector<int64_t>{p.numel} : p.shape;
+  t.source = ByteSource(4, [&ck, name = p.name, what](int64_t b, int64_t e, void* dst) {
+    return ck.ReadTrainable(name, what, b, e, static_cast<float*>(dst));
+  });
+  if (stage == 3) return Value(t);
+  Dict d;
+  d.Set("param", Value(t));
+  d.Set("cat_dim", int64_t{0});
+  return Value(std::move(d));
+}
+
+}  // namespace
+
+absl::Status WriteUniversalFiles(const ZeroCheckpoint& ck, const std::string& folder) {
+  ZT_ASSIGN_OR_RETURN(Plan plan, MakePlan(ck, ck.layout().world_size));
+  PtWriteOptions read_ahead;
+  read_ahead.read_ahead = true;
+  // The model states ds_to_universal copies: rank 0's at stages 1/2, every
+  // rank's at stage 3.
+  for (int r = 0; r < (plan.stage == 3 ? plan.world : 1); ++r) {
+    ZT_RETURN_IF_ERROR(
+        WritePtFile(JoinPath(folder, ModelStatesFile(plan.stage, r)), ModelStates(ck, plan, r), read_ahead));
+  }
+  const std::string zero = JoinPath(folder, "zero");
+  ZT_RETURN_IF_ERROR(MakeDirs(zero));
+  {
+    const Value rank0 = OptimStates(ck, plan, 0);
+    const Value* osd = rank0.AsDict().Find("optimizer_state_dict");
+    ZT_RETURN_IF_ERROR(WritePtFile(JoinPath(zero, "optimizer_state.pt"), UniversalOptimizerState(*osd, plan.stage)));
+  }
+  // The optimizer's step, as stages 1/2 keep it per parameter (a 0-dim
+  // float tensor, as in base_optimizer_state); stage 3 reads it from
+  // optimizer_state.pt instead.
+  const float step = static_cast<float>(ck.training_state().optimizer_step);
+  TensorRef step_tensor;
+  step_tensor.dtype = DType::kFloat32;
+  step_tensor.data = &step;
+  std::vector<std::string> kinds = {"master"};
+  kinds.insert(kinds.end(), plan.state_names.begin(), plan.state_names.end());
+  for (const auto& group : plan.groups) {
+    for (const SavedParam* p : group) {
+      const std::string dir = JoinPath(zero, p->name);
+      ZT_RETURN_IF_ERROR(MakeDirs(dir));
+      for (const std::string& what : kinds) {
+        const std::string file = (what == "master" ? "fp32" : what) + ".pt";
+        ZT_RETURN_IF_ERROR(WritePtFile(JoinPath(dir, file), UniversalParamFile(ck, *p, what, plan.stage), read_ahead));
+      }
+      if (plan.stage != 3) ZT_RETURN_IF_ERROR(WritePtFile(JoinPath(dir, "step.pt"), Value(step_tensor)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zt::ckpt

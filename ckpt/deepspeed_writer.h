@@ -44,4 +44,18 @@ inline constexpr char kDeepSpeedFormatVersion[] = "0.14.5";
 // caller publishes the folder (checkpoint_convert.h).
 absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& checkpoint, const std::string& folder, int world);
 
+// DeepSpeed's universal checkpoint (what its checkpoint/ds_to_universal.py
+// writes, loaded with "checkpoint": {"load_universal": true} at any world
+// size) into `folder` (an existing, empty tag folder):
+//   <tag>/mp_rank_00_model_states.pt (stages 1/2) or every rank's
+//     zero_pp_rank_<r>_mp_rank_00_model_states.pt (stage 3), as above;
+//   <tag>/zero/optimizer_state.pt: rank 0's optimizer dict (stages 1/2
+//     without partitions and slice mappings) with param_groups on top;
+//   <tag>/zero/<parameter name>/fp32.pt, exp_avg.pt, exp_avg_sq.pt: stages
+//     1/2 {'param': the whole tensor in its shape, 'cat_dim': 0}, stage 3 the
+//     whole tensor flat; stages 1/2 also step.pt (a 0-dim float tensor).
+// One file per parameter and state, streamed. The same refusals as above.
+// The caller writes `latest_universal` (checkpoint_convert.h).
+absl::Status WriteUniversalFiles(const ZeroCheckpoint& checkpoint, const std::string& folder);
+
 }  // namespace zt::ckpt

@@ -225,6 +225,110 @@ TEST_P(DeepSpeedWriter, ToOtherWorldSizesConsolidatesAsDeepSpeedsZeroToFp32) {
   }
 }
 
+// --to universal: DeepSpeed's ds_to_universal layout (one folder per
+// parameter). Every fp32.pt must hold DeepSpeed's own zero_to_fp32 weights
+// bit for bit (whole, in the parameter's shape at stages 1/2, flat at stage
+// 3), the moments the fixture's (read through our reader of the fixture), the
+// step the fixture's; tied aliases get no folder; optimizer_state.pt keeps
+// what ds_to_universal keeps; latest_universal names the tag. Python's
+// unpickler opens every file kind (with stand-ins for deepspeed's classes).
+TEST_P(DeepSpeedWriter, UniversalHoldsEveryParameterWholeAsZeroToFp32) {
+  const Fixture f = GetParam();
+  testing::ScratchDir tmp;
+  const std::string dst = tmp.path() + "/universal";
+  auto r = RunZt(absl::StrCat("ckpt convert ", Quote(FixtureDir()), " ", Quote(dst), " --to universal"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(testing::ReadAll(dst + "/latest_universal"), "global_step4\n");
+  EXPECT_FALSE(fs::exists(dst + "/latest"))
+      << "a universal folder is not a checkpoint DeepSpeed loads without load_universal";
+  const std::string folder = dst + "/global_step4";
+  std::vector<std::string> want_files = {"zero"};
+  for (int rank = 0; rank < (f.stage == 3 ? 2 : 1); ++rank) want_files.push_back(ModelStatesFile(f.stage, rank));
+  std::sort(want_files.begin(), want_files.end());
+  EXPECT_EQ(FilesIn(folder), want_files);
+
+  auto ck = ZeroCheckpoint::Open(FixtureDir());
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  const std::map<std::string, std::vector<float>> full = ReferenceWeights(FixtureDir());
+  std::vector<std::string> names;
+  for (const SavedGroup& g : (*ck)->layout().groups) {
+    for (const SavedParam& p : g.params) {
+      SCOPED_TRACE(p.name);
+      names.push_back(p.name);
+      const std::string dir = folder + "/zero/" + p.name;
+      for (const std::string kind : {"fp32", "exp_avg", "exp_avg_sq"}) {
+        auto file = PtReader::Open(dir + "/" + kind + ".pt");
+        ASSERT_TRUE(file.ok()) << file.status();
+        const Value& root = (*file)->root();
+        const TensorRef* t = nullptr;
+        if (f.stage == 3) {
+          ASSERT_TRUE(root.is_tensor()) << kind << ": stage 3 files hold the bare flat tensor";
+          t = &root.AsTensor();
+          EXPECT_EQ(t->shape, std::vector<int64_t>{p.numel});
+        } else {
+          ASSERT_TRUE(root.is_dict()) << kind;
+          ASSERT_NE(root.AsDict().Find("param"), nullptr);
+          t = &root.AsDict().Find("param")->AsTensor();
+          EXPECT_EQ(t->shape, p.shape);
+          EXPECT_EQ(root.AsDict().Find("cat_dim")->AsInt(), 0);
+        }
+        ASSERT_EQ(t->dtype, DType::kFloat32);
+        const std::vector<float> got = ReadFloats(**file, *t);
+        if (kind == "fp32") {
+          EXPECT_TRUE(got == full.at(p.name)) << "differs from DeepSpeed's zero_to_fp32 output";
+        } else {
+          std::vector<float> want(static_cast<size_t>(p.numel));
+          ASSERT_TRUE((*ck)->ReadTrainable(p.name, kind, 0, p.numel, want.data()).ok());
+          EXPECT_TRUE(got == want) << kind << " differs from the fixture's";
+        }
+      }
+      if (f.stage == 3) {
+        EXPECT_FALSE(fs::exists(dir + "/step.pt")) << "stage 3 keeps the step in optimizer_state.pt";
+      } else {
+        auto step = PtReader::Open(dir + "/step.pt");
+        ASSERT_TRUE(step.ok()) << step.status();
+        EXPECT_EQ(ReadFloats(**step, (*step)->root().AsTensor()), std::vector<float>{4.0f});
+      }
+    }
+  }
+  EXPECT_FALSE(fs::exists(folder + "/zero/lm_head.weight")) << "a tied alias has no folder of its own";
+  std::vector<std::string> dirs = FilesIn(folder + "/zero");
+  dirs.erase(std::remove(dirs.begin(), dirs.end(), "optimizer_state.pt"), dirs.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(dirs, names);
+
+  auto optimizer = PtReader::Open(folder + "/zero/optimizer_state.pt");
+  ASSERT_TRUE(optimizer.ok()) << optimizer.status();
+  const Dict& osd = (*optimizer)->root().AsDict();
+  ASSERT_NE(osd.Find("param_groups"), nullptr);
+  EXPECT_DOUBLE_EQ(osd.Find("param_groups")->AsList()[0].AsDict().Find("lr")->AsDouble(), 3e-4);
+  if (f.stage == 3) {
+    EXPECT_NE(osd.Find("fp32_flat_groups"), nullptr);
+    EXPECT_NE(osd.Find("optimizer_state_dict"), nullptr);
+  } else {
+    for (const char* dropped : {"base_optimizer_state", "single_partition_of_fp32_groups", "param_slice_mappings"}) {
+      EXPECT_EQ(osd.Find(dropped), nullptr) << dropped;
+    }
+    EXPECT_EQ(osd.Find("ds_version")->AsString(), "0.14.5");
+  }
+  ZT_SKIP_WITHOUT_TORCH_PYTHON();
+  const std::string python = *testing::PythonWithTorch();
+  const std::string some = folder + "/zero/" + names.front();
+  for (const std::string& file : {folder + "/zero/optimizer_state.pt", some + "/fp32.pt"}) {
+    const std::string dump = Dump(python, file);
+    EXPECT_TRUE(absl::StartsWith(dump, "root: ")) << file << ":\n" << dump;
+  }
+}
+
+TEST(DeepSpeedWriterErrors, UniversalTakesNoWorldSize) {
+  testing::ScratchDir tmp;
+  auto r = RunZt(absl::StrCat("ckpt convert ", Quote(kFixtures + "/zero2_fp32"), " ", Quote(tmp.path() + "/u"),
+                              " --to universal --world-size 3"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--world-size does not apply to --to universal")) << r.output;
+  EXPECT_FALSE(fs::exists(tmp.path() + "/u/latest_universal"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeepSpeedWriter,
                          ::testing::Values(Fixture{"zero1_fp32", 1}, Fixture{"zero2_fp32", 2}, Fixture{"zero2_bf16", 2},
                                            Fixture{"zero3_fp32", 3}, Fixture{"zero3_bf16", 3}),
