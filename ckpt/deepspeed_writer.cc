@@ -161,23 +161,15 @@ TensorRef FlatTensor(const ZeroCheckpoint& ck, std::vector<Segment> segments, co
   return t;
 }
 
-// A module tensor of the source, read whole on first use and served from
-// memory until its last byte is written (one tensor in memory at a time).
+// A module tensor of the source, streamed chunk by chunk as it is written
+// (hashed on the way; the conversion's VerifyRead completes the check).
 TensorRef ModuleTensor(const ZeroCheckpoint& ck, const TensorRef& src) {
   TensorRef t;
   t.dtype = src.dtype;
   t.shape = src.shape;
   if (src.nbytes() == 0) return t;
-  auto cache = std::make_shared<std::vector<char>>();
-  t.source = [&ck, src, cache](uint64_t offset, void* dst, uint64_t n) -> absl::Status {
-    if (cache->empty()) {
-      cache->resize(src.nbytes());
-      ZT_RETURN_IF_ERROR(ck.ReadModuleTensor(src, cache->data()));
-    }
-    std::memcpy(dst, cache->data() + offset, n);
-    if (offset + n == src.nbytes()) std::vector<char>().swap(*cache);
-    return absl::OkStatus();
-  };
+  t.source = ByteSource(DTypeSize(src.dtype),
+                        [&ck, src](int64_t b, int64_t e, void* dst) { return ck.ReadModuleElements(src, b, e, dst); });
   return t;
 }
 

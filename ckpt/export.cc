@@ -11,7 +11,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -109,27 +108,9 @@ absl::Status AddModuleItems(const ZeroCheckpoint& ck, const ExportOptions& optio
     it.entry = {name, OutputDType(t.dtype, options), t.shape};
     it.source = t.dtype;
     it.numel = t.numel();
-    // Module tensors are small next to the parameters: read whole, once
-    // (under a lock: chunks of one tensor may be read on two threads).
-    struct Cache {
-      std::mutex mu;
-      std::vector<char> bytes;
-    };
-    auto cache = std::make_shared<Cache>();
-    it.read = [&ck, &t, cache](int64_t b, int64_t e, void* dst) -> absl::Status {
-      std::lock_guard<std::mutex> lock(cache->mu);
-      if (cache->bytes.empty() && t.nbytes() > 0) {
-        cache->bytes.resize(t.nbytes());
-        absl::Status st = ck.ReadModuleTensor(t, cache->bytes.data());
-        if (!st.ok()) {
-          cache->bytes.clear();
-          return st;
-        }
-      }
-      const size_t es = DTypeSize(t.dtype);
-      std::memcpy(dst, cache->bytes.data() + b * es, static_cast<size_t>(e - b) * es);
-      return absl::OkStatus();
-    };
+    // Streamed chunk by chunk like the parameters (hashed on the way;
+    // VerifyRead before each file is published completes the check).
+    it.read = [&ck, &t](int64_t b, int64_t e, void* dst) { return ck.ReadModuleElements(t, b, e, dst); };
     items->push_back(std::move(it));
   }
   return absl::OkStatus();

@@ -546,6 +546,14 @@ absl::Status ZeroCheckpoint::ReadModuleTensor(const TensorRef& t, void* dst) con
   return model_[0]->Read(t, dst, /*verify=*/true);
 }
 
+absl::Status ZeroCheckpoint::ReadModuleElements(const TensorRef& t, int64_t begin, int64_t end, void* dst) const {
+  const PtReader& file = *model_[0];
+  ZT_RETURN_IF_ERROR(file.ReadElements(t, begin, end, dst));
+  const uint64_t es = DTypeSize(t.dtype);
+  return verifier_.Consumed(file, t, static_cast<uint64_t>(t.storage_offset + begin) * es, dst,
+                            static_cast<uint64_t>(end - begin) * es);
+}
+
 const TensorRef* ZeroCheckpoint::RngState(int rank) const {
   if (rank < 0 || rank >= layout_.world_size || !optim_[static_cast<size_t>(rank)]->root().is_dict()) return nullptr;
   const Value* zt = optim_[static_cast<size_t>(rank)]->root().AsDict().Find("zt");

@@ -122,6 +122,10 @@ class ZeroCheckpoint {
   // A tensor of the `module` state dict (buffers; stages 0-2 also parameters).
   const TensorRef* ModuleTensor(const std::string& name) const;
   absl::Status ReadModuleTensor(const TensorRef& t, void* dst) const;
+  // Elements [begin, end) of such a tensor (row-major), hashed on the way
+  // like ReadTrainable's pieces (VerifyRead completes the check): what a
+  // streaming writer uses instead of holding the whole tensor.
+  absl::Status ReadModuleElements(const TensorRef& t, int64_t begin, int64_t end, void* dst) const;
   // Saved rank `rank`'s CPU RNG state, if saved.
   const TensorRef* RngState(int rank) const;
   absl::Status ReadRngState(int rank, std::vector<uint8_t>* out) const;

@@ -206,5 +206,38 @@ TEST(DeepSpeedCheckpointErrors, AFlippedPartitionByteStopsEveryReaderWithNoOutpu
   }
 }
 
+// A flipped byte in a module tensor of the model states (stages 1/2 keep
+// the whole module there): conversion to DeepSpeed's format streams every
+// module tensor chunk by chunk, hashed on the way, and must refuse with the
+// file named and publish nothing.
+TEST(DeepSpeedCheckpointErrors, AFlippedModuleByteStopsConversion) {
+  testing::ScratchDir tmp;
+  std::filesystem::copy(kFixtures + "/zero2_fp32", tmp.path() + "/ck", std::filesystem::copy_options::recursive);
+  const std::string path = tmp.path() + "/ck/global_step4/mp_rank_00_model_states.pt";
+  uint64_t at = 0;
+  {
+    auto reader = PtReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    const Value* module = (*reader)->root().AsDict().Find("module");
+    ASSERT_NE(module, nullptr);
+    const Value* w = module->AsDict().Find("transformer.h.1.mlp.c_fc.weight");
+    ASSERT_NE(w, nullptr);
+    const TensorRef& t = w->AsTensor();
+    at = t.file_offset + (t.storage_offset + t.numel() / 2) * DTypeSize(t.dtype);
+  }
+  std::string bytes = testing::ReadAll(path);
+  bytes[at] ^= 0x08;
+  testing::WriteAll(path, bytes);
+  auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  ConvertOptions options;
+  options.to = CheckpointFormat::kDeepSpeed;
+  const absl::Status st = ConvertCheckpoint(**ck, tmp.path() + "/ds", options);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), "mp_rank_00_model_states.pt")) << st;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/ds/latest"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/ds/global_step4"));
+}
+
 }  // namespace
 }  // namespace zt::ckpt

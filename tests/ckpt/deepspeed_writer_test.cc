@@ -567,7 +567,7 @@ TEST(DeepSpeedWriterErrors, UsageErrorsAreNamedWithExitCode2) {
   const std::string src = Quote(kFixtures + "/zero2_fp32");
   auto r = RunZt(absl::StrCat("ckpt convert ", src, " ", Quote(tmp.path() + "/a"), " --to megatron"));
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "--to must be 'deepspeed' or 'zerotorch', got 'megatron'")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--to must be 'deepspeed', 'universal' or 'zerotorch', got 'megatron'")) << r.output;
   r = RunZt(absl::StrCat("ckpt convert ", src, " ", Quote(tmp.path() + "/b")));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "--to is required")) << r.output;
