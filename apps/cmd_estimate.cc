@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
+#include "plan/offload_note.h"
 #include "util/status.h"
 #include "util/strings.h"
 
@@ -286,6 +287,15 @@ void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryE
     std::printf(
         "  offload nvme: optimizer state (stages 1-3) and, with --offload-param nvme, stage-3 parameter\n"
         "  shards in swap files, streamed through the swap buffers (counted in total); docs/offload.md\n");
+    // Where the buffers hold everything the files do, the engine warns at
+    // start-up; the same rule here (plan/offload_note.h).
+    for (const estimate::MemoryEstimate& e : est) {
+      for (const std::string& note :
+           {plan::NvmeOffloadNote("optimizer state", e.optimizer_nvme, e.optimizer_swap_buffers),
+            plan::NvmeOffloadNote("parameter shards", e.param_nvme, e.param_swap_buffers)}) {
+        if (!note.empty()) std::printf("  stage %d: %s\n", e.stage, note.c_str());
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // Setup is engine/engine_setup.cc; checkpoints are engine/checkpointer.cc.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include "engine/engine_impl.h"
 #include "offload/io_engine.h"
 #include "plan/layout.h"
+#include "plan/offload_note.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -88,6 +90,21 @@ std::string EngineImpl::OffloadSummary() const {
                                     offload::IoBackendName(core_.io->backend())));
   }
   return absl::StrJoin(parts, "; ");
+}
+
+std::vector<std::string> EngineImpl::OffloadNotes() const {
+  std::vector<std::string> notes;
+  if (core_.optimizer && core_.optimizer->disk_bytes() > 0) {
+    notes.push_back(
+        plan::NvmeOffloadNote("optimizer state", core_.optimizer->disk_bytes(), core_.optimizer->buffer_bytes()));
+  }
+  if (core_.coordinator) {
+    const zero::CoordinatorStats st = core_.coordinator->stats();
+    notes.push_back(plan::NvmeOffloadNote("parameter shards", static_cast<int64_t>(st.swapped_shard_bytes),
+                                          static_cast<int64_t>(st.swap_buffer_bytes)));
+  }
+  notes.erase(std::remove(notes.begin(), notes.end(), std::string()), notes.end());
+  return notes;
 }
 
 std::optional<zero::CoordinatorStats> EngineImpl::stage3_stats() const {

@@ -174,6 +174,10 @@ class Engine {
 
   // One line describing where offloaded state lives ("" without offload).
   virtual std::string OffloadSummary() const = 0;
+  // Warnings about NVMe offload that saves no host memory here (its swap
+  // buffers hold the whole offloaded state: plan/offload_note.h); logged
+  // once at start-up on rank 0. Empty when every offload pays for itself.
+  virtual std::vector<std::string> OffloadNotes() const = 0;
   virtual OffloadStats offload_stats() const = 0;
 
   // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes

@@ -49,6 +49,7 @@ class EngineImpl final : public Engine {
   absl::Status LoadWeights(const std::string& path) override;
   absl::Status ExportWeights(const std::string& path) override;
   std::string OffloadSummary() const override;
+  std::vector<std::string> OffloadNotes() const override;
   OffloadStats offload_stats() const override;
   std::optional<zero::CoordinatorStats> stage3_stats() const override;
   void ResetGatheredPeak() override;

@@ -349,6 +349,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
     if (!offload.empty()) {
       ZT_LOG(INFO) << "engine: " << offload;
     }
+    for (const std::string& note : OffloadNotes()) ZT_LOG(WARNING) << "engine: " << note;
   }
   return absl::OkStatus();
 }

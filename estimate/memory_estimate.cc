@@ -248,13 +248,15 @@ absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, M
   const int64_t block = kIoAlign / 4;
   const int64_t s = std::max(block, std::min(AlignUp(o.sub_group_size, block), AlignUp(owned, block)));
   const int64_t sub_groups = (owned + s - 1) / s;
-  e.offloaded_nvme += kinds * sub_groups * s * 4;
+  e.optimizer_nvme = kinds * sub_groups * s * 4;
+  e.offloaded_nvme += e.optimizer_nvme;
   const int fit = o.optimizer_buffer_count / kinds;
   const int want = 1 + (o.pipeline_read ? 1 : 0) + (o.pipeline_write ? 1 : 0);
   const int slots = std::min(fit, want);
   const bool ahead = o.pipeline_read && slots >= 2;
   const bool behind = o.pipeline_write && slots >= (ahead ? 3 : 2);
-  e.swap_buffers += (1 + (ahead ? 1 : 0) + (behind ? 1 : 0)) * kinds * s * 4;
+  e.optimizer_swap_buffers = (1 + (ahead ? 1 : 0) + (behind ? 1 : 0)) * kinds * s * 4;
+  e.swap_buffers += e.optimizer_swap_buffers;
   return absl::OkStatus();
 }
 
@@ -340,8 +342,10 @@ absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOp
                                                         o.param_buffer_size, largest_swapped));
     }
     e.params -= swapped;
-    e.offloaded_nvme += swapped;
-    e.swap_buffers += o.param_buffer_count * AlignUp(std::min(o.param_buffer_size, largest_swapped) * p, kIoAlign);
+    e.param_nvme = swapped;
+    e.param_swap_buffers = o.param_buffer_count * AlignUp(std::min(o.param_buffer_size, largest_swapped) * p, kIoAlign);
+    e.offloaded_nvme += e.param_nvme;
+    e.swap_buffers += e.param_swap_buffers;
   }
   return owned;
 }

@@ -120,7 +120,10 @@ struct MemoryEstimate {
   int64_t offloaded_cpu = 0;    // master + optimizer state moved to CPU memory
   int64_t offloaded_nvme = 0;   // bytes in swap files (Engine::memory().nvme): optimizer state, parameter shards
   int64_t swap_buffers = 0;     // host memory of the swap pools (Engine::memory().swap_buffers)
-  int64_t owned_numel = 0;      // elements this rank updates (its shard; everything at stage 0)
+  // The same split by what is swapped, for plan::NvmeOffloadNote.
+  int64_t optimizer_nvme = 0, optimizer_swap_buffers = 0;
+  int64_t param_nvme = 0, param_swap_buffers = 0;
+  int64_t owned_numel = 0;  // elements this rank updates (its shard; everything at stage 0)
   int64_t model_states() const { return params + grads + master + optimizer_state; }
   // Accelerator bytes: model states + buckets + gathered + activations +
   // swap buffers.

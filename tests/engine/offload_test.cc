@@ -31,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -558,6 +559,48 @@ TEST(OffloadErrors, NameTheKeyOrFile) {
 }
 
 }  // namespace
+// Offload that saves no host memory is said once at start-up (rank 0): the
+// default sub_group_size puts this small model's whole optimizer state in
+// one sub-group, so the swap buffers hold all of it. With sub-groups of
+// 1024 elements and 3 buffers they hold a fraction, and nothing is said.
+ZT_RANK_WORKER(offload_note) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  const std::string dir = SwapDir();
+  for (const bool whole : {true, false}) {
+    Config c = BaseConfig(2);
+    NvmeOptimizer(c, dir);
+    c.zero.sub_group_size = whole ? 1000000000 : 1024;
+    c.zero.offload_optimizer.buffer_count = 3;
+    Mlp mlp;
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(mlp, c, pg));
+    const std::vector<std::string> notes = engine->OffloadNotes();
+    if (notes.size() != (whole ? 1u : 0u)) {
+      return absl::InternalError(
+          absl::StrCat(whole ? "one note expected" : "no note expected", ", got: ", absl::StrJoin(notes, " | ")));
+    }
+    std::printf("--- engine with sub-groups of %s done\n", whole ? "the whole state" : "1024");
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+TEST(OffloadNote, SaidOnceWhenTheSwapBuffersHoldTheWholeState) {
+  RankRunOptions options;
+  options.world_size = 1;
+  options.timeout = std::chrono::seconds(120);
+  RankRunResult result = RunRanks("offload_note", options);
+  RemoveSwapDir();
+  ASSERT_TRUE(result.ok()) << result.Summary();
+  const std::string& out = result.outputs[0];
+  const size_t first = out.find("--- engine with sub-groups of the whole state done");
+  ASSERT_NE(first, std::string::npos) << out;
+  const std::string note = "NVMe offload of the optimizer state saves no host memory";
+  const size_t at = out.find(note);
+  EXPECT_LT(at, first) << "the first engine should log the note:\n" << out;
+  EXPECT_EQ(out.find(note, at + 1), std::string::npos) << "said once, by the first engine only:\n" << out;
+}
+
 }  // namespace zt::testing
 
 int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }

@@ -43,6 +43,30 @@ TEST(EstimateCli, OneStageWithOffload) {
   EXPECT_TRUE(absl::StrContains(r.output, "--offload-param must be none, cpu or nvme")) << r.output;
 }
 
+TEST(EstimateCli, NvmeOffloadThatSavesNothingIsSaid) {
+  // DeepSpeed's default sub_group_size (1e9 elements) puts a small model's
+  // whole optimizer state in one sub-group: the swap buffers hold all of
+  // it, and the estimate says so (the engine warns with the same rule).
+  CommandResult r = Zt("--model mnist-cnn --world-size 2 --stage 2 --offload nvme");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "stage 2: NVMe offload of the optimizer state saves no host memory"))
+      << r.output;
+  // A sub-group a tenth of the state: the buffers hold less than the files.
+  const std::string config = ::testing::TempDir() + "/zt_estimate_subgroup.json";
+  {
+    FILE* f = std::fopen(config.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2, "sub_group_size": 65536,
+               "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"}}})",
+               f);
+    std::fclose(f);
+  }
+  r = Zt("--model mnist-cnn --world-size 2 --stage 2 --config " + config);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "offload nvme")) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "saves no host memory")) << r.output;
+}
+
 TEST(EstimateCli, BareParameterCount) {
   CommandResult r = Zt("--params 7000000000 --world-size 64 --precision fp16");
   ASSERT_EQ(r.code, 0) << r.output;
