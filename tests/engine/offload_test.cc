@@ -579,8 +579,9 @@ ZT_RANK_WORKER(offload_note) {
       return absl::InternalError(
           absl::StrCat(whole ? "one note expected" : "no note expected", ", got: ", absl::StrJoin(notes, " | ")));
     }
-    std::printf("--- engine with sub-groups of %s done\n", whole ? "the whole state" : "1024");
-    std::fflush(stdout);
+    // On stderr, where the engine's log goes, so the order is kept.
+    std::fprintf(stderr, "--- engine with sub-groups of %s done\n", whole ? "the whole state" : "1024");
+    std::fflush(stderr);
   }
   return absl::OkStatus();
 }
