@@ -98,6 +98,15 @@ absl::StatusOr<std::vector<std::string>> ListTextCorpusFiles(const std::string& 
   return files;
 }
 
+namespace {
+
+absl::Status EmptyCorpus(const std::string& path, size_t files) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("text corpus '", path, "' is empty (", files, " file(s), no text); ", Hint(path)));
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int32_t>> LoadTextCorpus(const std::string& path) {
   ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ListTextCorpusFiles(path));
   std::vector<int32_t> ids;
@@ -110,8 +119,7 @@ absl::StatusOr<std::vector<int32_t>> LoadTextCorpus(const std::string& path) {
     for (char c : text) ids.push_back(static_cast<unsigned char>(c));
   }
   if (text_bytes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("text corpus '", path, "' is empty (", files.size(), " file(s), no text); ", Hint(path)));
+    return EmptyCorpus(path, files.size());
   }
   return ids;
 }
@@ -127,8 +135,7 @@ absl::StatusOr<int64_t> CountTextCorpusTokens(const std::string& path) {
     text_bytes += static_cast<int64_t>(n);
   }
   if (text_bytes == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("text corpus '", path, "' is empty (", files.size(), " file(s), no text); ", Hint(path)));
+    return EmptyCorpus(path, files.size());
   }
   return text_bytes + static_cast<int64_t>(files.size()) - 1;  // a '\n' between consecutive files
 }

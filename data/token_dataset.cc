@@ -15,15 +15,12 @@ int64_t NumTokenSamples(int64_t n_tokens, int64_t seq_len) {
   return (n_tokens - 1) / seq_len;
 }
 
-namespace {
-
-absl::Status TooShort(const std::string& name, int64_t n_tokens, int64_t seq_len, const std::string& advice) {
+absl::Status ShorterThanOneSequence(const std::string& name, int64_t n_tokens, int64_t seq_len,
+                                    const std::string& advice) {
   return absl::InvalidArgumentError(absl::StrCat(name, " of ", n_tokens,
                                                  " tokens is shorter than one sequence of seq_len+1 = ", seq_len + 1,
                                                  " tokens; ", advice));
 }
-
-}  // namespace
 
 absl::StatusOr<TrainEvalSplit> SplitTrainEval(int64_t n_tokens, double eval_fraction, int64_t seq_len) {
   if (!(eval_fraction >= 0.0 && eval_fraction < 1.0)) {
@@ -36,12 +33,14 @@ absl::StatusOr<TrainEvalSplit> SplitTrainEval(int64_t n_tokens, double eval_frac
   split.train = {0, n_tokens - n_eval};
   split.eval = {n_tokens - n_eval, n_tokens};
   if (NumTokenSamples(split.train.size(), seq_len) < 1) {
-    return TooShort(absl::StrCat("training split (", split.train.size(), " of ", n_tokens, " tokens)"),
-                    split.train.size(), seq_len, "lower --seq-len or the eval fraction, or use more data");
+    return ShorterThanOneSequence(absl::StrCat("training split (", split.train.size(), " of ", n_tokens, " tokens)"),
+                                  split.train.size(), seq_len,
+                                  "lower --seq-len or the eval fraction, or use more data");
   }
   if (n_eval > 0 && NumTokenSamples(n_eval, seq_len) < 1) {
-    return TooShort(absl::StrCat("eval split (", eval_fraction, " of ", n_tokens, " tokens)"), n_eval, seq_len,
-                    "raise the eval fraction, lower --seq-len, use more data, or set the eval fraction to 0");
+    return ShorterThanOneSequence(
+        absl::StrCat("eval split (", eval_fraction, " of ", n_tokens, " tokens)"), n_eval, seq_len,
+        "raise the eval fraction, lower --seq-len, use more data, or set the eval fraction to 0");
   }
   return split;
 }
@@ -57,7 +56,7 @@ absl::StatusOr<TokenDataset> TokenDataset::Create(std::shared_ptr<const TokenSou
                                                    ") is outside the ", source->size(), " tokens"));
   }
   const int64_t n = NumTokenSamples(range.size(), seq_len);
-  if (n < 1) return TooShort(name, range.size(), seq_len, "lower --seq-len or use more data");
+  if (n < 1) return ShorterThanOneSequence(name, range.size(), seq_len, "lower --seq-len or use more data");
   TokenDataset dataset;
   dataset.source_ = std::move(source);
   dataset.range_ = range;

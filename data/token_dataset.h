@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "data/token_source.h"
@@ -30,6 +31,11 @@ struct TrainEvalSplit {
 // Number of samples of seq_len + 1 tokens a range of n_tokens gives:
 // (n_tokens - 1) / seq_len, 0 when n_tokens < seq_len + 1.
 int64_t NumTokenSamples(int64_t n_tokens, int64_t seq_len);
+
+// The error for `name` of n_tokens, too short for one sample of seq_len + 1
+// tokens, ending in `advice` (what to change).
+absl::Status ShorterThanOneSequence(const std::string& name, int64_t n_tokens, int64_t seq_len,
+                                    const std::string& advice);
 
 // Splits n_tokens into a train range followed by an eval range of
 // round(n_tokens * eval_fraction) tokens (disjoint). eval_fraction must be in

@@ -73,6 +73,28 @@ bool IsTokenFile(const std::string& path) {
   return absl::EndsWith(path, ".bin") && std::filesystem::is_regular_file(path);
 }
 
+// Text is tokenized by bytes: the model's vocabulary must hold all 256.
+absl::Status CheckByteVocabulary(int64_t vocab) {
+  if (vocab >= data::kByteVocabSize) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
+                   " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
+}
+
+// Image directories carry their own test set.
+absl::Status CheckNoEvalDataForImages(const TrainOptions& o) {
+  if (o.eval_data.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "--eval-data is for token data; an image directory already holds its test set (t10k-*-ubyte)");
+}
+
+// The model takes images of its own size only.
+absl::Status CheckImageSize(const models::ModelInfo& model, int64_t rows, int64_t cols) {
+  if (rows == model.image_size && cols == model.image_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat("%s takes %dx%d images; the data has %dx%d", model.name,
+                                                    model.image_size, model.image_size, rows, cols));
+}
+
 // A token source from a path: a .bin token file, or text (file or directory).
 absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::string& path, const TrainOptions& o,
                                                                     int64_t vocab, std::string* what) {
@@ -84,11 +106,7 @@ absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::s
                          ")");
     return std::shared_ptr<const data::TokenSource>(std::make_shared<data::TokenFile>(std::move(file)));
   }
-  if (vocab < data::kByteVocabSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
-                     " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
-  }
+  ZT_RETURN_IF_ERROR(CheckByteVocabulary(vocab));
   ZT_ASSIGN_OR_RETURN(std::vector<int32_t> tokens, data::LoadTextCorpus(path));
   *what = absl::StrCat(path, " (text, byte tokens)");
   return std::shared_ptr<const data::TokenSource>(std::make_shared<data::InMemoryTokens>(std::move(tokens)));
@@ -133,10 +151,7 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, 
 
 absl::StatusOr<std::unique_ptr<TrainData>> OpenImageData(const TrainOptions& o) {
   const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
-  if (!o.eval_data.empty()) {
-    return absl::InvalidArgumentError(
-        "--eval-data is for token data; an image directory already holds its test set (t10k-*-ubyte)");
-  }
+  ZT_RETURN_IF_ERROR(CheckNoEvalDataForImages(o));
   ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
   ZT_ASSIGN_OR_RETURN(data::ImageDataset train, data::LoadIdxImages(files.train_images, files.train_labels));
   data::ImageDataset eval;
@@ -161,20 +176,14 @@ absl::StatusOr<int64_t> CountTokens(const std::string& path, const TrainOptions&
     ZT_ASSIGN_OR_RETURN(data::TokenFile file, data::OpenTokenFile(path, dtype));
     return file.size();
   }
-  if (vocab < data::kByteVocabSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("text data is tokenized by bytes (256 ids) but the model's vocabulary has ", vocab,
-                     " entries; pass --model-set vocab=256 or give a pre-tokenized .bin file"));
-  }
+  ZT_RETURN_IF_ERROR(CheckByteVocabulary(vocab));
   return data::CountTextCorpusTokens(path);
 }
 
 // The error TokenDataset::Create gives a range too short for one sample.
 absl::Status CheckOneSequence(const std::string& name, int64_t tokens, int64_t seq_len) {
   if (data::NumTokenSamples(tokens, seq_len) >= 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(name, " of ", tokens,
-                                                 " tokens is shorter than one sequence of seq_len+1 = ", seq_len + 1,
-                                                 " tokens; lower --seq-len or use more data"));
+  return data::ShorterThanOneSequence(name, tokens, seq_len, "lower --seq-len or use more data");
 }
 
 }  // namespace
@@ -186,10 +195,7 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& opt
     if (d->size(Split::kTrain) > 0) {
       at::Tensor x, y;
       d->Batch(Split::kTrain, {0}, &x, &y);
-      if (x.size(2) != model.image_size || x.size(3) != model.image_size) {
-        return absl::InvalidArgumentError(absl::StrFormat("%s takes %dx%d images; the data has %dx%d", model.name,
-                                                          model.image_size, model.image_size, x.size(2), x.size(3)));
-      }
+      ZT_RETURN_IF_ERROR(CheckImageSize(model, x.size(2), x.size(3)));
     }
     return d;
   }
@@ -199,10 +205,7 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& opt
 absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::ModelInfo& model, int64_t seq_len) {
   if (model.task == models::Task::kImageClassification) {
     const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
-    if (!o.eval_data.empty()) {
-      return absl::InvalidArgumentError(
-          "--eval-data is for token data; an image directory already holds its test set (t10k-*-ubyte)");
-    }
+    ZT_RETURN_IF_ERROR(CheckNoEvalDataForImages(o));
     ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
     ZT_ASSIGN_OR_RETURN(std::vector<int64_t> images, data::ReadIdxDims(files.train_images));
     ZT_ASSIGN_OR_RETURN(std::vector<int64_t> labels, data::ReadIdxDims(files.train_labels));
@@ -210,10 +213,7 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
       // The full reader's errors say which; it runs on the ranks anyway.
       ZT_RETURN_IF_ERROR(data::LoadIdxImages(files.train_images, files.train_labels).status());
     }
-    if (images[0] > 0 && (images[1] != model.image_size || images[2] != model.image_size)) {
-      return absl::InvalidArgumentError(absl::StrFormat("%s takes %dx%d images; the data has %dx%d", model.name,
-                                                        model.image_size, model.image_size, images[1], images[2]));
-    }
+    if (images[0] > 0) ZT_RETURN_IF_ERROR(CheckImageSize(model, images[1], images[2]));
     return images[0];
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
