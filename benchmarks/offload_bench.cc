@@ -165,15 +165,27 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     ZT_ASSIGN_OR_RETURN(model, models::CreateModel(spec));
   }
   r.num_params = model->info().num_params;
-  if (model->info().task != models::Task::kLanguageModel) {
-    return absl::InvalidArgumentError("--model must be a language model");
-  }
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg));
   r.build_s = Since(t_build);
-  const int64_t seq = std::min(o.seq, model->info().max_seq_len);
+  // A random batch of the model's kind: token sequences, or images with labels.
+  const models::ModelInfo& info = model->info();
+  const bool lm = info.task == models::Task::kLanguageModel;
   torch::manual_seed(1234 + static_cast<uint64_t>(pg->rank()));
-  const torch::Tensor tokens = torch::randint(model->info().vocab_size, {o.micro_batch, seq + 1}, torch::kLong);
-  const torch::Tensor x = tokens.narrow(1, 0, seq), y = tokens.narrow(1, 1, seq);
+  torch::Tensor x, y;
+  if (lm) {
+    const int64_t seq = std::min(o.seq, info.max_seq_len);
+    const torch::Tensor tokens = torch::randint(info.vocab_size, {o.micro_batch, seq + 1}, torch::kLong);
+    x = tokens.narrow(1, 0, seq);
+    y = tokens.narrow(1, 1, seq);
+  } else {
+    x = torch::randn({o.micro_batch, 1, info.image_size, info.image_size});
+    y = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
+  }
+  auto loss_of = [&](const torch::Tensor& out) {
+    if (!lm) return torch::nll_loss(out.to(torch::kFloat), y);  // the classifiers return log-probabilities
+    const torch::Tensor logits = out.to(torch::kFloat);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+  };
 
   std::vector<double>& step = r.steps;
   std::vector<double>& fwd = r.forwards;
@@ -183,9 +195,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) before = engine->offload_stats();
     const auto t0 = Clock::now();
-    const torch::Tensor logits = model->Forward(x).to(torch::kFloat);
-    const torch::Tensor loss =
-        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+    const torch::Tensor loss = loss_of(model->Forward(x));
     const auto t1 = Clock::now();
     engine->Backward(loss);
     const auto t2 = Clock::now();
@@ -224,10 +234,14 @@ std::vector<double> GatherAll(comm::ProcessGroup& pg, double v) {
   return out;
 }
 
+// The share of a step spent blocked on swap I/O (optimizer state and
+// parameter shards): what wall_clock_breakdown reports as swap waits.
+double Stall(const ModeResult& r) { return r.step_s > 0 ? r.nvme_wait_per_step / r.step_s : 0; }
+
 std::string Gib(double bytes) { return absl::StrFormat("%.2f", bytes / (1024.0 * 1024.0 * 1024.0)); }
 
 void DeclareFlags(cli::Flags& f) {
-  f.String("model", "gpt2-tiny", "a built-in language model (zt train --help lists them)");
+  f.String("model", "gpt2-tiny", "a built-in model, language model or image classifier (zt train --help lists them)");
   f.Repeated("set", "a model dimension override KEY=VALUE (n_layer, n_embd, ...)");
   f.String("modes", "none,cpu,nvme,nvme-params", "comma-separated: none, cpu, nvme, nvme-params (stage 3)");
   f.Int("stage", 3, "ZeRO stage (1-3)");
@@ -374,26 +388,26 @@ class Report {
 std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
-  std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %9s\n", "mode", "step s", "x none", "fwd s",
+  std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %7s %9s\n", "mode", "step s", "x none", "fwd s",
               "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
-              "peak GiB");
+              "stall", "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     const double peak = Peak(i);
     const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
-    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %9s\n", r.mode.c_str(), r.step_s,
+    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %9s\n", r.mode.c_str(), r.step_s,
                 ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
                 Gib(static_cast<double>(r.memory.model_states())).c_str(),
                 Gib(static_cast<double>(r.memory.nvme)).c_str(),
                 Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
-                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, Gib(peak).c_str());
+                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r), Gib(peak).c_str());
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
-        "nvme_written_per_step=%.0f peak_rss_gib=%.3f\n",
+        "nvme_written_per_step=%.0f stall=%.4f peak_rss_gib=%.3f\n",
         r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
         base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
-        r.nvme_written_per_step, peak / (1 << 30));
+        r.nvme_written_per_step, Stall(r), peak / (1 << 30));
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
@@ -405,10 +419,11 @@ std::string Report::JsonRow(size_t i) const {
       "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
       "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
+      "\"stall_fraction\": %.6f, "
       "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
       r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
       r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
-      r.nvme_written_per_step, r.nvme_wait_per_step,
+      r.nvme_written_per_step, r.nvme_wait_per_step, Stall(r),
       absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
       r.final_loss, r.build_s);
 }
@@ -427,8 +442,9 @@ void Report::PrintSummary() const {
     const ModeResult& r = results_[i];
     absl::StrAppend(
         &summary, absl::StrFormat(
-                      "; %s %.3f s/step%s, peak RSS %s GiB/rank", r.mode, r.step_s,
+                      "; %s %.3f s/step%s%s, peak RSS %s GiB/rank", r.mode, r.step_s,
                       base_ != nullptr && &r != base_ ? absl::StrFormat(" (%.2fx none)", r.step_s / base_->step_s) : "",
+                      r.nvme_wait_per_step > 0 ? absl::StrFormat(", stall %.1f%%", 100.0 * Stall(r)) : "",
                       Gib(Peak(i))));
   }
   std::printf("%s\n", summary.c_str());

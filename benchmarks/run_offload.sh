@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Offload step time on one model: no offload vs optimizer state offloaded to
-# "cpu" vs to NVMe vs (stage 3) optimizer state and parameter shards on NVMe,
-# at stages 3 and 2, 2 ranks, ratios to "none" measured in the same run
-# (docs/benchmarks.md, "Offload"). The scale run is run_offload_scale.sh.
+# Offload step time: no offload vs optimizer state offloaded to "cpu" vs to
+# NVMe vs (stage 3) optimizer state and parameter shards on NVMe, 2 ranks,
+# ratios to "none" and the share of each step blocked on swap I/O ("stall"),
+# all measured in the same run (docs/benchmarks.md, "Offload"), for three
+# models: the MNIST CNN (1.2M parameters) and gpt2-mini (0.84M) with
+# DeepSpeed's default offload settings, and a 42.8M-parameter GPT-2 shape
+# whose optimizer state is larger than its swap buffers. The scale run is
+# run_offload_scale.sh.
 #
-#   benchmarks/run_offload.sh                 # ~43M-parameter GPT-2 shape, swap files under /tmp
-#   NVME_PATH=/mnt/nvme/zt ROUNDS=3 STAGES=3 benchmarks/run_offload.sh
+#   benchmarks/run_offload.sh                        # swap files under /tmp
+#   NVME_PATH=/mnt/nvme/zt ROUNDS=3 STAGES=3 MODELS="gpt2-42m" benchmarks/run_offload.sh
 #
-# Writes $BUILD_DIR/offload_stage{3,2}.json.
+# Writes $BUILD_DIR/offload_<model>_stage<k>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,15 +20,33 @@ NPROC=${NPROC:-2}
 NVME_PATH=${NVME_PATH:-/tmp/zt_offload_bench}
 ROUNDS=${ROUNDS:-2}
 STAGES=${STAGES:-"3 2"}
-MODEL_ARGS=(--model gpt2-tiny --set n_layer=6 --set n_embd=768 --set n_head=12 --set vocab=256 --set seq_len=128)
+MODELS=${MODELS:-"mnist-cnn gpt2-mini gpt2-42m"}
 mkdir -p "$NVME_PATH"
 
-for stage in $STAGES; do
-  modes=none,cpu,nvme
-  [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params
-  echo "== stage $stage =="
-  "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${MODEL_ARGS[@]}" \
-    --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --steps 5 --warmup 2 --micro-batch 2 --seq 128 \
-    --bucket 5000000 --sub-group-size 4000000 --param-buffer-count 4 --max-live 20000000 --reuse-distance 0 \
-    --nvme-path "$NVME_PATH" --json "$BUILD_DIR/offload_stage$stage.json"
+for model in $MODELS; do
+  case "$model" in
+    mnist-cnn)
+      # DeepSpeed's defaults: sub_group_size 1e9 (the whole state in one
+      # sub-group), 4 optimizer and 5 parameter buffers.
+      ARGS=(--model mnist-cnn --micro-batch 32 --steps 30 --warmup 3 --sub-group-size 1000000000 --buffer-count 4
+        --param-buffer-count 5) ;;
+    gpt2-mini)
+      ARGS=(--model gpt2-mini --micro-batch 8 --seq 128 --steps 20 --warmup 3 --sub-group-size 1000000000
+        --buffer-count 4 --param-buffer-count 5) ;;
+    gpt2-42m)
+      # 21.4M optimizer elements per rank in 6 sub-groups of 4M, 9 buffers
+      # (4 sub-groups of 2 kinds): the state does not fit the pool.
+      ARGS=(--model gpt2-tiny --set n_layer=6 --set n_embd=768 --set n_head=12 --set vocab=256 --set seq_len=128
+        --micro-batch 2 --seq 128 --steps 5 --warmup 2 --bucket 5000000 --sub-group-size 4000000 --buffer-count 9
+        --param-buffer-count 4 --max-live 20000000 --reuse-distance 0) ;;
+    *) echo "run_offload.sh: unknown model '$model' (mnist-cnn, gpt2-mini, gpt2-42m)" >&2; exit 2 ;;
+  esac
+  for stage in $STAGES; do
+    modes=none,cpu,nvme
+    [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params
+    echo "== $model, stage $stage =="
+    "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
+      --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --nvme-path "$NVME_PATH" \
+      --json "$BUILD_DIR/offload_${model}_stage$stage.json"
+  done
 done

@@ -236,8 +236,8 @@ constexpr int64_t kIoAlign = 4096;  // offload/io_engine.h kIoAlignment
 int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
 // offload/optimizer_swapper.cc: sub-groups of S elements (a multiple of 1024,
-// at most the state rounded up), one file per kind, pipelining cut to what
-// buffer_count x one kind's sub-group holds. Sets the NVMe bytes and buffers.
+// at most the state rounded up), one file per kind, buffer_count / kinds
+// sub-groups of buffers. Sets the NVMe bytes and buffers.
 absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, MemoryEstimate& e) {
   if (kinds == 0 || owned == 0) return absl::OkStatus();
   if (o.optimizer_buffer_count < kinds) {
@@ -250,12 +250,10 @@ absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, M
   const int64_t sub_groups = (owned + s - 1) / s;
   e.optimizer_nvme = kinds * sub_groups * s * 4;
   e.offloaded_nvme += e.optimizer_nvme;
-  const int fit = o.optimizer_buffer_count / kinds;
-  const int want = 1 + (o.pipeline_read ? 1 : 0) + (o.pipeline_write ? 1 : 0);
-  const int slots = std::min(fit, want);
-  const bool ahead = o.pipeline_read && slots >= 2;
-  const bool behind = o.pipeline_write && slots >= (ahead ? 3 : 2);
-  e.optimizer_swap_buffers = (1 + (ahead ? 1 : 0) + (behind ? 1 : 0)) * kinds * s * 4;
+  // Every sub-group the pool holds is allocated (they keep the state between
+  // steps), whatever the pipelining, but never more than there are.
+  const int slots = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.optimizer_buffer_count / kinds, sub_groups)));
+  e.optimizer_swap_buffers = static_cast<int64_t>(slots) * kinds * s * 4;
   e.swap_buffers += e.optimizer_swap_buffers;
   return absl::OkStatus();
 }

@@ -142,6 +142,12 @@ absl::Status IoEngineBase::Wait(IoTicket ticket) {
   return status;
 }
 
+bool IoEngineBase::Ready(IoTicket ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = requests_.find(ticket);
+  return it == requests_.end() || it->second->pieces_left == 0;
+}
+
 absl::Status IoEngineBase::WaitAll() {
   absl::Status first;
   std::unique_lock<std::mutex> lock(mu_);

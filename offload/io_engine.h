@@ -107,6 +107,9 @@ class IoEngine {
   // Waits for every outstanding request and collects them all; the error of
   // the lowest failed ticket, if any.
   virtual absl::Status WaitAll() = 0;
+  // Never blocks: true when Wait(ticket) would return at once (the request
+  // finished, was collected already, or was never issued).
+  virtual bool Ready(IoTicket ticket) = 0;
 
   virtual IoBackend backend() const = 0;  // never kAuto: the one chosen
   // The options in effect: block_size rounded up, backend resolved.

@@ -73,6 +73,7 @@ class IoEngineBase : public IoEngine {
   IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) override;
   absl::Status Wait(IoTicket ticket) override;
   absl::Status WaitAll() override;
+  bool Ready(IoTicket ticket) override;
   IoBackend backend() const override { return options_.backend; }
   const IoOptions& options() const override { return options_; }
   uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }

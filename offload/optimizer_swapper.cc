@@ -50,14 +50,12 @@ absl::StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const
       kElemsPerBlock, std::min(RoundUpElems(options.sub_group_numel), RoundUpElems(options.total_numel)));
   sw->num_sub_groups_ = static_cast<int>((options.total_numel + sw->sub_group_numel_ - 1) / sw->sub_group_numel_);
 
-  // Slots: sub-groups in flight. Read-ahead and write-behind each need one
-  // more; what the pool cannot hold is dropped, write-behind first.
-  const int fit = options.buffer_count / kinds;
-  const int want = 1 + (options.pipeline_read ? 1 : 0) + (options.pipeline_write ? 1 : 0);
-  sw->slots_ = std::min(fit, want);
+  // Slots: every sub-group the pool holds, but no more than there are.
+  // Read-ahead needs a second one.
+  sw->slots_ = std::max(1, std::min(options.buffer_count / kinds, sw->num_sub_groups_));
   sw->read_ahead_ = options.pipeline_read && sw->slots_ >= 2;
-  sw->write_behind_ = options.pipeline_write && sw->slots_ >= (sw->read_ahead_ ? 3 : 2);
-  sw->slots_ = 1 + (sw->read_ahead_ ? 1 : 0) + (sw->write_behind_ ? 1 : 0);
+  sw->write_behind_ = options.pipeline_write;
+  sw->slot_.resize(static_cast<size_t>(sw->slots_));
 
   const uint64_t file_bytes = static_cast<uint64_t>(sw->num_sub_groups_) * sw->sub_group_numel_ * sizeof(float);
   if (file_bytes > 0) {
@@ -120,89 +118,215 @@ std::string OptimizerSwapper::Describe() const {
                         : read_ahead_                ? "read-ahead"
                         : write_behind_              ? "write-behind"
                                                      : "no overlap";
-  return absl::StrFormat("%d sub-group%s of up to %d elements x %d kinds (%s) in %s on disk; %s, %d x %d buffers of %s",
-                         num_sub_groups_, num_sub_groups_ == 1 ? "" : "s", sub_group_numel_, options_.kinds.size(),
-                         absl::StrJoin(options_.kinds, ", "), Bytes(file_bytes()), overlap, slots_,
-                         options_.kinds.size(), Bytes(pool_ ? pool_->buffer_bytes() : 0));
+  const int kept = std::min(slots_, num_sub_groups_);
+  return absl::StrFormat(
+      "%d sub-group%s of up to %d elements x %d kinds (%s) in %s on disk; %s, %d x %d buffers of %s; %d sub-group%s "
+      "in buffers between steps, %d read and written per step",
+      num_sub_groups_, num_sub_groups_ == 1 ? "" : "s", sub_group_numel_, options_.kinds.size(),
+      absl::StrJoin(options_.kinds, ", "), Bytes(file_bytes()), overlap, slots_, options_.kinds.size(),
+      Bytes(pool_ ? pool_->buffer_bytes() : 0), kept, kept == 1 ? "" : "s", num_sub_groups_ - kept);
 }
 
 absl::Status OptimizerSwapper::Annotate(const absl::Status& st, const char* what, int s) const {
-  if (st.ok()) return st;
+  if (st.ok() || s < 0) return st;
   const SubGroup sg = SubGroupAt(s);
   return absl::Status(st.code(), absl::StrFormat("%s optimizer state sub-group %d (elements %d..%d): %s", what, s,
                                                  sg.begin, sg.end, st.message()));
 }
 
+OptimizerSwapper::~OptimizerSwapper() {
+  for (Slot& slot : slot_) {
+    for (IoTicket t : slot.pending) (void)io_->Wait(t);
+  }
+}
+
+int OptimizerSwapper::SlotOf(int s) const {
+  for (int j = 0; j < slots_; ++j) {
+    if (slot_[static_cast<size_t>(j)].occupant == s) return j;
+  }
+  return -1;
+}
+
+void OptimizerSwapper::Issue(int j, bool write) {
+  Slot& slot = slot_[static_cast<size_t>(j)];
+  const int kinds = static_cast<int>(options_.kinds.size());
+  const SubGroup sg = SubGroupAt(slot.occupant);
+  const uint64_t offset = static_cast<uint64_t>(sg.begin) * sizeof(float);
+  const uint64_t bytes = IoBytes(sg);
+  for (int k = 0; k < kinds; ++k) {
+    const SwapFile& f = files_[static_cast<size_t>(k)];
+    void* buf = pool_->data(j * kinds + k);
+    slot.pending.push_back(write ? io_->Write(f, offset, buf, bytes) : io_->Read(f, offset, buf, bytes));
+    (write ? stats_.bytes_written : stats_.bytes_read) += bytes;
+  }
+  slot.pending_write = write;
+  if (write) slot.dirty = false;
+  if (!write) slot.read_in = walk_;
+}
+
+void OptimizerSwapper::WaitSlot(int j) {
+  Slot& slot = slot_[static_cast<size_t>(j)];
+  if (slot.pending.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status first;
+  for (IoTicket t : slot.pending) {
+    absl::Status st = io_->Wait(t);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  slot.pending.clear();
+  stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!first.ok()) {
+    if (error_.ok()) error_ = Annotate(first, slot.pending_write ? "writing back" : "reading", slot.occupant);
+    if (!slot.pending_write) slot.occupant = -1;  // the buffer holds no valid copy
+  }
+}
+
+bool OptimizerSwapper::Idle(int j) {
+  Slot& slot = slot_[static_cast<size_t>(j)];
+  for (IoTicket t : slot.pending) {
+    if (!io_->Ready(t)) return false;
+  }
+  WaitSlot(j);  // collects without blocking
+  return true;
+}
+
+void OptimizerSwapper::Drop(int j) {
+  WaitSlot(j);
+  Slot& slot = slot_[static_cast<size_t>(j)];
+  slot.occupant = -1;
+  slot.dirty = false;
+  slot.visited = -1;
+  slot.read_in = -1;
+}
+
+int OptimizerSwapper::TakeSlot(int64_t pos) {
+  const int n = num_sub_groups_;
+  // Preference: empty; then visited this walk, earliest visit first (its
+  // write-back is likeliest done); last, an occupant the walk still has to
+  // visit, the one furthest ahead.
+  int best = -1;
+  int best_class = 3;
+  int64_t best_key = 0;
+  for (int j = 0; j < slots_; ++j) {
+    const Slot& slot = slot_[static_cast<size_t>(j)];
+    int cls;
+    int64_t key;
+    if (slot.occupant < 0) {
+      cls = 0;
+      key = 0;
+    } else if (slot.visited >= walk_begin_) {
+      cls = 1;
+      key = slot.visited;
+    } else {
+      cls = 2;
+      const int64_t p = reverse_ ? n - 1 - slot.occupant : slot.occupant;
+      key = -p;
+      if (p == pos) continue;  // cannot happen: the caller looked for it first
+    }
+    if (cls < best_class || (cls == best_class && key < best_key)) {
+      best = j;
+      best_class = cls;
+      best_key = key;
+    }
+  }
+  if (best < 0) return -1;
+  Slot& slot = slot_[static_cast<size_t>(best)];
+  if (slot.dirty) {
+    WaitSlot(best);
+    Issue(best, /*write=*/true);
+  }
+  Drop(best);
+  return error_.ok() ? best : -1;
+}
+
+int OptimizerSwapper::FreeSlotNow() {
+  int best = -1;
+  int64_t best_key = 0;
+  for (int j = 0; j < slots_; ++j) {
+    const Slot& slot = slot_[static_cast<size_t>(j)];
+    const bool done_with = slot.occupant < 0 || slot.visited >= walk_begin_;
+    if (!done_with || slot.dirty) continue;
+    const int64_t key = slot.occupant < 0 ? -1 : slot.visited;
+    if (best >= 0 && key >= best_key) continue;
+    if (!Idle(j)) continue;
+    best = j;
+    best_key = key;
+  }
+  if (best >= 0) Drop(best);
+  return best;
+}
+
 absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
+  if (!error_.ok()) return error_;
   const int n = num_sub_groups_;
   if (n == 0) return absl::OkStatus();
   const int kinds = static_cast<int>(options_.kinds.size());
   const bool reads = access != Access::kWrite;
   const bool writes = access != Access::kRead;
-  const int ahead = reads && read_ahead_ ? 1 : 0;
-  const bool behind = writes && write_behind_;
+  reverse_ = !reverse_;
+  ++walk_;
+  walk_begin_ = walk_ * n;
+  auto at = [&](int64_t i) { return static_cast<int>(reverse_ ? n - 1 - i : i); };
 
-  // pending[j]: transfers in flight on slot j's buffers (one sub-group's
-  // reads, or its writes); the slot is free once they are waited for.
-  std::vector<std::vector<IoTicket>> pending(static_cast<size_t>(slots_));
-  std::vector<int> occupant(static_cast<size_t>(slots_), -1);
   std::vector<float*> data(static_cast<size_t>(kinds));
   absl::Status first;
-  auto wait_slot = [&](int j) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (IoTicket t : pending[static_cast<size_t>(j)]) {
-      absl::Status st = io_->Wait(t);
-      if (first.ok() && !st.ok()) first = Annotate(st, "swapping", occupant[static_cast<size_t>(j)]);
+  for (int64_t i = 0; i < n && error_.ok(); ++i) {
+    const int s = at(i);
+    int j = SlotOf(s);
+    if (j < 0) {
+      j = TakeSlot(i);
+      if (j < 0) break;
+      slot_[static_cast<size_t>(j)].occupant = s;
+      if (reads) Issue(j, /*write=*/false);
     }
-    pending[static_cast<size_t>(j)].clear();
-    stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  auto buffer = [&](int j, int k) { return pool_->data(j * kinds + k); };
-  auto issue = [&](int s, bool write) {
-    const int j = s % slots_;
-    const SubGroup sg = SubGroupAt(s);
-    const uint64_t offset = static_cast<uint64_t>(sg.begin) * sizeof(float);
-    const uint64_t bytes = IoBytes(sg);
-    occupant[static_cast<size_t>(j)] = s;
-    for (int k = 0; k < kinds; ++k) {
-      const SwapFile& f = files_[static_cast<size_t>(k)];
-      pending[static_cast<size_t>(j)].push_back(write ? io_->Write(f, offset, buffer(j, k), bytes)
-                                                      : io_->Read(f, offset, buffer(j, k), bytes));
-      if (write) {
-        stats_.bytes_written += bytes;
-      } else {
-        stats_.bytes_read += bytes;
-      }
+    // Read-ahead: the next misses into buffers free right now.
+    for (int64_t d = 1; reads && read_ahead_ && d < slots_ && i + d < n; ++d) {
+      const int t = at(i + d);
+      if (SlotOf(t) >= 0) continue;
+      const int f = FreeSlotNow();
+      if (f < 0) break;
+      slot_[static_cast<size_t>(f)].occupant = t;
+      Issue(f, /*write=*/false);
     }
-  };
-
-  int next_read = 0;  // first sub-group whose read is not issued yet
-  for (int s = 0; s < n && first.ok(); ++s) {
-    const int j = s % slots_;
-    if (reads) {
-      for (; next_read <= std::min(n - 1, s + ahead) && first.ok(); ++next_read) {
-        wait_slot(next_read % slots_);  // the previous occupant's write
-        if (first.ok()) issue(next_read, /*write=*/false);
-      }
-    }
-    wait_slot(j);  // s's reads (or, writing only, the previous occupant's write)
-    if (!first.ok()) break;
-    const SubGroup sg = SubGroupAt(s);
-    for (int k = 0; k < kinds; ++k) data[static_cast<size_t>(k)] = static_cast<float*>(buffer(j, k));
+    WaitSlot(j);  // its read, or a write-back of the buffer still in flight
+    if (!error_.ok()) break;
+    Slot& slot = slot_[static_cast<size_t>(j)];
+    if (slot.read_in != walk_) ++stats_.buffer_hits;
+    SubGroup sg = SubGroupAt(s);
+    sg.reverse = reverse_;
+    for (int k = 0; k < kinds; ++k) data[static_cast<size_t>(k)] = static_cast<float*>(pool_->data(j * kinds + k));
     // Padding past the state's end inside the last block stays as read
     // (zeros from the reservation, or what was written there before).
     absl::Status st = visit(sg, data.data());
+    slot.visited = walk_begin_ + i;
     if (!st.ok()) {
+      if (writes) slot.dirty = true;  // possibly changed in part
       first = st;
       break;
     }
     if (writes) {
-      issue(s, /*write=*/true);
-      if (!behind) wait_slot(j);
+      slot.dirty = true;
+      // The first n - P visited give their buffers to the misses; the last
+      // P stay dirty for the next walk, which visits them first.
+      if (i < n - slots_) {
+        Issue(j, /*write=*/true);
+        if (!write_behind_) WaitSlot(j);
+      }
     }
   }
-  for (int j = 0; j < slots_; ++j) wait_slot(j);
-  return first;
+  return error_.ok() ? first : error_;
+}
+
+absl::Status OptimizerSwapper::Flush() {
+  if (!error_.ok()) return error_;
+  for (int j = 0; j < slots_; ++j) {
+    Slot& slot = slot_[static_cast<size_t>(j)];
+    if (!slot.dirty) continue;
+    WaitSlot(j);
+    Issue(j, /*write=*/true);
+  }
+  for (int j = 0; j < slots_; ++j) WaitSlot(j);
+  return error_;
 }
 
 absl::Status OptimizerSwapper::BounceRange(int kind, int64_t begin, int64_t end, float* read_into,
@@ -213,6 +337,18 @@ absl::Status OptimizerSwapper::BounceRange(int kind, int64_t begin, int64_t end,
         absl::StrFormat("optimizer state range %d..%d of kind %d is outside the state "
                         "(%d elements, %d kinds)",
                         begin, end, kind, options_.total_numel, options_.kinds.size()));
+  }
+  // The files must be current, and the bounce buffer is slot 0's first
+  // buffer; a write makes the copies of the range in buffers stale.
+  ZT_RETURN_IF_ERROR(Flush());
+  Drop(0);
+  if (write) {
+    for (int j = 0; j < slots_; ++j) {
+      const int occ = slot_[static_cast<size_t>(j)].occupant;
+      if (occ < 0) continue;
+      const SubGroup sg = SubGroupAt(occ);
+      if (sg.begin < end && begin < sg.end) Drop(j);
+    }
   }
   const SwapFile& f = files_[static_cast<size_t>(kind)];
   char* bounce = static_cast<char*>(pool_->data(0));

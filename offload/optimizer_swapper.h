@@ -17,18 +17,33 @@
 //     return absl::OkStatus();
 //   });
 //
-// Pipelining (DeepSpeed's pipeline_read / pipeline_write): with read-ahead,
-// sub-group s+1 is being read while the visitor updates s; with write-behind,
-// s is being written while s+1 is updated. Both together keep three
-// sub-groups' buffers busy (reading s+1, updating s, writing s-1). The pool
-// holds `buffer_count` buffers of one kind's sub-group each, so it fits
-// buffer_count / kinds sub-groups; where that is fewer than the pipeline
-// needs, the overlap is reduced (write-behind first) and `pipeline()` says
-// what runs. Memory is bounded by the pool, never by the model.
+// Buffers are kept between walks (the swap-file analogue of a write-back
+// cache): the pool holds P = buffer_count / kinds sub-groups, and what a walk
+// leaves in them is used by the next one without a read. Walks alternate
+// direction (0..n-1, then n-1..0, ...), so the sub-groups the last walk
+// visited last are the ones the next walk visits first: per optimizer step
+// only n - P sub-groups are read, and only the first n - P visited in a walk
+// are written back during it (their buffers are needed for the misses); the
+// last P stay dirty in their buffers, to be updated again first by the next
+// walk. When the pool holds the whole state (n <= P) a step moves nothing.
+// The I/O that remains is overlapped (DeepSpeed's pipeline_read /
+// pipeline_write): with read-ahead, the misses are read into buffers as soon
+// as they are free (a finished write-back), as far ahead as the pool allows;
+// with write-behind, a write-back is left in flight while the walk goes on
+// and a write still in flight when the walk ends completes behind the
+// training that follows (the next forward and backward). Without them each
+// transfer is waited for when issued. Memory is bounded by the pool, never
+// by the model.
+//
+// The files are current only after Flush() (ReadRange and WriteRange flush
+// first, so checkpoints see the current state). Nothing outlives the
+// process either way: the files are unlinked once open.
 //
 // Contract: not thread-safe; one caller (the training thread). Errors are
-// Statuses naming the swap file, the sub-group and the offset; after an
-// error the state on disk may be partly updated (the caller stops training).
+// Statuses naming the swap file, the sub-group and the offset; a failed
+// write-back is reported by the call that finds it (the next Run, ReadRange,
+// WriteRange or Flush), and every later call reports it again: after an
+// error the state may be partly updated and the caller stops training.
 #pragma once
 
 #include <cstdint>
@@ -63,11 +78,16 @@ class OptimizerSwapper {
   // InvalidArgument when buffer_count cannot hold one sub-group of every
   // kind (names offload_optimizer.buffer_count and the minimum).
   static absl::StatusOr<std::unique_ptr<OptimizerSwapper>> Create(const OptimizerSwapOptions& options, IoEngine* io);
+  // Waits for transfers still in flight: they use the pool's buffers.
+  ~OptimizerSwapper();
+  OptimizerSwapper(const OptimizerSwapper&) = delete;
+  OptimizerSwapper& operator=(const OptimizerSwapper&) = delete;
 
   struct SubGroup {
     int index = 0;
     int64_t begin = 0;  // first element (of every kind)
     int64_t end = 0;
+    bool reverse = false;  // this walk goes from the last sub-group to the first
   };
   enum class Access {
     kReadWrite,  // read, visit, write back (the optimizer step)
@@ -76,10 +96,15 @@ class OptimizerSwapper {
   };
   // The visitor gets data[k] = the sub-group's elements of kind k. With
   // kWrite the buffers hold garbage on entry and the visitor must fill
-  // every element. A visitor error stops the walk after in-flight transfers
-  // land and is returned as is.
+  // every element. Every sub-group is visited once, in ascending or (every
+  // other walk) descending order: see sg.reverse. A visitor error stops the
+  // walk and is returned as is (the state is then partly updated).
   using Visitor = std::function<absl::Status(const SubGroup& sg, float* const* data)>;
   absl::Status Run(Access access, const Visitor& visit);
+
+  // Writes back what the buffers hold newer than the files and waits for
+  // every transfer; the buffers keep their (now clean) contents.
+  absl::Status Flush();
 
   // Synchronous copies of elements [begin, end) of one kind, at any
   // alignment (through a bounce buffer from the pool): checkpoint I/O.
@@ -96,12 +121,40 @@ class OptimizerSwapper {
     uint64_t bytes_read = 0;
     uint64_t bytes_written = 0;
     double wait_seconds = 0;  // time Run spent blocked on I/O (not overlapped)
+    uint64_t buffer_hits = 0; // sub-group visits served by a buffer without a read
   };
+  int slots() const { return slots_; }  // sub-groups the pool holds
+  int num_sub_groups() const { return num_sub_groups_; }
   const Stats& stats() const { return stats_; }
 
  private:
   OptimizerSwapper() = default;
+  // One sub-group's worth of buffers (one per kind), fixed for good.
+  struct Slot {
+    int occupant = -1;              // sub-group held, -1: none
+    std::vector<IoTicket> pending;  // its read or write-back in flight
+    bool pending_write = false;
+    bool dirty = false;    // newer than the files, no write-back issued
+    int64_t visited = -1;  // walk * n + position of the last visit, -1: never
+    int64_t read_in = -1;  // the walk that read it in, -1: none
+  };
   SubGroup SubGroupAt(int s) const;
+  int SlotOf(int s) const;
+  // Issues slot j's transfers for its occupant (all kinds).
+  void Issue(int j, bool write);
+  // Waits for slot j's transfers; errors become sticky.
+  void WaitSlot(int j);
+  // True when slot j has nothing in flight (collecting what finished).
+  bool Idle(int j);
+  // A slot for the sub-group at `pos` of the current walk: blocking, evicts
+  // (writing back) what the walk no longer needs, else the occupant visited
+  // furthest ahead. -1 only after an error.
+  int TakeSlot(int64_t pos);
+  // A slot free right now for read-ahead (empty, or visited this walk and
+  // clean with nothing in flight); -1 when none.
+  int FreeSlotNow();
+  // Drops slot j's contents (waits for its transfers first).
+  void Drop(int j);
   uint64_t IoBytes(const SubGroup& sg) const;  // aligned transfer size per kind
   // Copies [begin, end) of one kind through the bounce buffer, a buffer-sized
   // aligned window at a time: into `read_into`, or from `write_from`
@@ -118,6 +171,11 @@ class OptimizerSwapper {
   int slots_ = 1;
   bool read_ahead_ = false;
   bool write_behind_ = false;
+  std::vector<Slot> slot_;
+  int64_t walk_ = 0;         // walks started
+  int64_t walk_begin_ = 0;   // walk_ * n: Slot::visited at or above this is this walk's
+  bool reverse_ = true;      // direction of the last walk (the first goes up)
+  absl::Status error_;       // sticky: the first I/O failure
   Stats stats_;
 };
 

@@ -1,10 +1,11 @@
 // When NVMe offload cannot pay for itself: state kept in swap files is
-// streamed through a pool of host buffers, and every optimizer step reads
-// and writes all of it. Where the pool is at least as large as the state on
-// disk (small models, or a sub_group_size that puts the whole state in one
-// sub-group), the swap files save no host memory at all, and the step pays
-// the I/O for nothing: the engine says so once at start-up, and so does
-// `zt estimate`, rather than leaving a run silently slower.
+// held in a pool of host buffers while it is used. Where the pool is at
+// least as large as the state on disk (small models, or a sub_group_size
+// that puts the whole state in one sub-group), the swap files save no host
+// memory at all (the optimizer state then stays in the buffers and moves
+// no bytes after the first step; parameter shards are still written back
+// after each update): the engine says so once at start-up, and so does
+// `zt estimate`, so that nobody believes the memory is saved.
 //
 // The engine (engine/engine_setup.cc) and the estimate (apps/cmd_estimate.cc)
 // both decide with this function.

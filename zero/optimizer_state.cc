@@ -108,9 +108,13 @@ class SwappedState final : public OptimizerState {
   absl::Status ForEachPiece(Access access, const PieceFn& piece) override {
     std::vector<float*> data(kinds_.size());
     return swapper_->Run(access, [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
-      // The first group reaching into the sub-group, then every one after it.
-      int g = static_cast<int>(std::upper_bound(base_.begin(), base_.end(), sg.begin) - base_.begin()) - 1;
-      for (; g < num_groups() && base_[static_cast<size_t>(g)] < sg.end; ++g) {
+      // The groups reaching into the sub-group, in the walk's direction, so
+      // that the pieces of one group stay consecutive across sub-groups.
+      const int lo_g = static_cast<int>(std::upper_bound(base_.begin(), base_.end(), sg.begin) - base_.begin()) - 1;
+      int hi_g = lo_g;
+      while (hi_g + 1 < num_groups() && base_[static_cast<size_t>(hi_g) + 1] < sg.end) ++hi_g;
+      for (int i = 0; i <= hi_g - lo_g; ++i) {
+        const int g = sg.reverse ? hi_g - i : lo_g + i;
         const int64_t lo = std::max(sg.begin, base_[static_cast<size_t>(g)]);
         const int64_t hi = std::min(sg.end, base_[static_cast<size_t>(g) + 1]);
         if (lo >= hi) continue;  // an empty group

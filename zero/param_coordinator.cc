@@ -492,12 +492,23 @@ void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
   ReleaseShardLocked(chunk, dirty);
 }
 
+void ParamCoordinator::PrefetchShard(int chunk) {
+  absl::MutexLock lock(&mu_);
+  if (!SwappedLocked(chunk)) return;
+  const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
+  if (!swapper_->resident(slot)) (void)swapper_->TryReadAhead(slot);
+}
+
 at::Tensor ParamCoordinator::TrainableShards::Acquire(int g, bool read) {
   return c_->AcquireShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)], read);
 }
 
 void ParamCoordinator::TrainableShards::Release(int g, bool dirty) {
   c_->ReleaseShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)], dirty);
+}
+
+void ParamCoordinator::TrainableShards::Prefetch(int g) {
+  c_->PrefetchShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)]);
 }
 
 }  // namespace zt::zero

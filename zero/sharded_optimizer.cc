@@ -88,10 +88,18 @@ void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper)
   absl::Status st =
       state_->ForEachPiece(OptimizerState::Access::kReadWrite, [&](int g, int64_t b, int64_t e, float* const* data) {
         if (current != g) {
+          // Groups come in the walk's direction (the swapped state's walks
+          // alternate): the one after g in that direction is next.
+          const int direction = current >= 0 ? (g > current ? 1 : -1) : (g == 0 ? 1 : -1);
           if (current >= 0) ReleaseParams(current, /*dirty=*/true);
           current = -1;
           owned = AcquireParams(g, /*read=*/master_is_params_);
           current = g;
+          // Swapped parameters: the next group starts coming in now.
+          const int next = g + direction;
+          if (options_.params != nullptr && next >= 0 && next < static_cast<int>(groups_.size())) {
+            options_.params->Prefetch(next);
+          }
         }
         const int64_t n = e - b;
         ops::ShardState ss;

@@ -41,6 +41,9 @@ class ParamShardAccess {
   virtual ~ParamShardAccess() = default;
   virtual at::Tensor Acquire(int g, bool read) = 0;
   virtual void Release(int g, bool dirty) = 0;
+  // A hint that Acquire(g, /*read=*/true) comes soon: start bringing group
+  // g's parameters in where that takes nothing in use. Never blocks.
+  virtual void Prefetch(int g) { (void)g; }
 };
 
 struct ShardedOptimizerOptions {
