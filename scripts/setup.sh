@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas0-openmp   # LibTorch calls libblas.so.3; OpenBLAS is ~8x faster than the reference BLAS
   python3-torch         # only for the DDP baseline (benchmarks/ddp_baseline.py) and interop tests
   zlib1g-dev            # gzip-compressed IDX files (data/idx.cc)
+  libicu-dev            # Unicode properties and NFC for Hugging Face tokenizers (data/hf_tokenizer.cc)
   fortunes              # zt train's default text corpus (/usr/share/games/fortunes)
   dataset-fashion-mnist # the MNIST CNN's data (/usr/share/datasets/fashion-mnist)
 )

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up, build and run every test; prints the ctest summary.
+# Set up, build and run every test; prints the ctest summary. The tests'
+# independent references (npm packages, scripts/test_references.sh) are
+# installed first.
 # Extra arguments go to ctest (e.g. scripts/test.sh -R config).
 #
 # Results that depend on floating-point rounding must hold whichever kernels
@@ -17,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/test_references.sh
 ROOT=$(pwd)
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 cd "$BUILD_DIR"
