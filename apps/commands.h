@@ -13,5 +13,6 @@ int RunLaunchCommand(const std::vector<std::string>& args);
 int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 int RunEstimateCommand(const std::vector<std::string>& args);
+int RunTokenizeCommand(const std::vector<std::string>& args);
 
 }  // namespace zt::cli

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"ckpt", "inspect, consolidate (to safetensors) and reshard checkpoints", zt::cli::RunCkptCommand},
     {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)",
      zt::cli::RunEstimateCommand},
+    {"tokenize", "text or JSONL -> a token file, with a model's Hugging Face tokenizer", zt::cli::RunTokenizeCommand},
 };
 
 void PrintUsage(FILE* out) {

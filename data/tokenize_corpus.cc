@@ -1,0 +1,78 @@
+// Implementation of data/tokenize_corpus.h.
+#include "data/tokenize_corpus.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "data/text_corpus.h"
+#include "util/status.h"
+
+namespace zt::data {
+namespace {
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status AddDocument(const HfTokenizer& tokenizer, const std::string& text, int32_t eot,
+                         const std::string& where, TokenizedCorpus* out) {
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
+  if (!ids.ok()) return absl::Status(ids.status().code(), absl::StrCat(where, ": ", ids.status().message()));
+  if (eot >= 0) out->tokens.push_back(eot);
+  out->tokens.insert(out->tokens.end(), ids->begin(), ids->end());
+  ++out->documents;
+  out->bytes += static_cast<int64_t>(text.size());
+  return absl::OkStatus();
+}
+
+absl::Status AddJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot, TokenizedCorpus* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line == "\r") continue;
+    const std::string where = absl::StrCat(path, " line ", n);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON"));
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object with a \"text\" string"));
+    }
+    ZT_RETURN_IF_ERROR(AddDocument(tokenizer, j["text"].get<std::string>(), eot, where, out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const HfTokenizer& tokenizer, const std::vector<std::string>& inputs,
+                                               int32_t eot) {
+  TokenizedCorpus out;
+  for (const std::string& input : inputs) {
+    if (absl::EndsWith(input, ".jsonl")) {
+      ZT_RETURN_IF_ERROR(AddJsonl(tokenizer, input, eot, &out));
+      continue;
+    }
+    ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ListTextCorpusFiles(input));
+    for (const std::string& f : files) {
+      ZT_ASSIGN_OR_RETURN(std::string text, ReadWhole(f));
+      ZT_RETURN_IF_ERROR(AddDocument(tokenizer, text, eot, f, &out));
+    }
+  }
+  return out;
+}
+
+int32_t DefaultEndOfText(const HfTokenizer& tokenizer) {
+  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
+    if (int32_t id = tokenizer.TokenId(name); id >= 0) return id;
+  }
+  return -1;
+}
+
+}  // namespace zt::data
