@@ -21,6 +21,7 @@
 #include "comm/rank_env.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
+#include "models/hf_config.h"
 #include "models/registry.h"
 #include "train/run_lock.h"
 #include "train/train_config.h"
@@ -54,7 +55,9 @@ constexpr char kDescription[] =
 
 void Define(Flags& f) {
   f.String("config", "", "DeepSpeed-style JSON config (default: the built-in stage-3 config)");
-  f.String("model", "gpt2-mini", "built-in model (--list-models)");
+  f.String("model", "gpt2-mini",
+           "built-in model (--list-models), or a Hugging Face model folder (its config.json; --init-from DIR alone "
+           "implies it)");
   f.Repeated("model-set", "model dimension override KEY=INT, e.g. --model-set n_layer=6");
   f.Bool("list-models", "list the built-in models and exit");
   f.String("data", "", "text file or directory, .bin token file, or IDX directory (default: per model)");
@@ -133,6 +136,11 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   if (o->save_interval < 0) return BadFlag("--save-interval must be >= 0 (0: only at the end)");
   o->resume = f.GetBool("resume");
   o->init_from = f.GetString("init-from");
+  // A Hugging Face model folder brings its architecture: --init-from DIR
+  // alone trains the model its config.json describes.
+  if (!f.WasSet("model") && !o->init_from.empty() && !models::HfConfigPath(o->init_from).empty()) {
+    o->model = o->init_from;
+  }
   o->export_path = f.GetString("export");
   o->report = f.GetString("report");
   o->seed = static_cast<uint64_t>(f.GetInt("seed"));

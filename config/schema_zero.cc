@@ -28,13 +28,13 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
               .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
   add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
                  "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
-                 "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32), three times that to overlap "
-                 "reads and writes with the update.")
+                 "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32). All are allocated: the "
+                 "sub-groups they hold stay in memory between steps, and only the rest is read and written.")
               .AtLeast(1));
   add(so, BoolKey(o + "pipeline_read", ZT_FIELD(zero.offload_optimizer.pipeline_read), false,
-                  "Read the next sub-group from NVMe while the current one is updated."));
+                  "Read the sub-groups the swap buffers do not hold as soon as a buffer is free, while the step goes on."));
   add(so, BoolKey(o + "pipeline_write", ZT_FIELD(zero.offload_optimizer.pipeline_write), false,
-                  "Write the previous sub-group to NVMe while the current one is updated."));
+                  "Leave write-backs in flight while the step goes on; the last ones complete behind the next forward."));
   add(so, BoolKey(o + "fast_init", ZT_FIELD(zero.offload_optimizer.fast_init), false,
                   "DeepSpeed's shortcut for initializing NVMe-offloaded state; zerotorch's swap files start as "
                   "preallocated zeros either way, so only the master copy is written. Accepted, no effect.")

@@ -57,7 +57,13 @@ ModelShape Gpt2Shape(const TransformerShape& t, int64_t positions) {
   return s;
 }
 
-ModelShape LlamaShape(const TransformerShape& t) {
+// The LLaMA family's extras that change which tensors exist.
+struct LlamaExtras {
+  bool qkv_bias = false;  // Qwen2
+  bool tied = false;      // lm_head.weight is model.embed_tokens.weight: counted once
+};
+
+ModelShape LlamaShape(const TransformerShape& t, const LlamaExtras& x) {
   ModelShape s;
   const int64_t d = t.hidden, kv = t.kv_heads * (d / t.heads), m = t.intermediate;
   s.num_units = 2 + static_cast<int>(t.layers);
@@ -66,9 +72,11 @@ ModelShape LlamaShape(const TransformerShape& t) {
   for (int64_t i = 0; i < t.layers; ++i) {
     const int unit = 2 + static_cast<int>(i);
     const std::string b = absl::StrCat("model.layers.", i, ".");
-    Add(s, b + "self_attn.q_proj.weight", d * d, unit);
-    Add(s, b + "self_attn.k_proj.weight", kv * d, unit);
-    Add(s, b + "self_attn.v_proj.weight", kv * d, unit);
+    // In the modules' registration order: weight, then bias.
+    for (const auto& [proj, out] : {std::pair{"q_proj", d}, std::pair{"k_proj", kv}, std::pair{"v_proj", kv}}) {
+      Add(s, absl::StrCat(b, "self_attn.", proj, ".weight"), out * d, unit);
+      if (x.qkv_bias) Add(s, absl::StrCat(b, "self_attn.", proj, ".bias"), out, unit);
+    }
     Add(s, b + "self_attn.o_proj.weight", d * d, unit);
     Add(s, b + "mlp.gate_proj.weight", m * d, unit);
     Add(s, b + "mlp.up_proj.weight", m * d, unit);
@@ -78,7 +86,7 @@ ModelShape LlamaShape(const TransformerShape& t) {
     s.sequence.push_back(unit);
   }
   Add(s, "model.norm.weight", d, 1);
-  Add(s, "lm_head.weight", t.vocab * d, 1);
+  if (!x.tied) Add(s, "lm_head.weight", t.vocab * d, 1);
   s.transformer = t;
   return s;
 }
@@ -121,7 +129,7 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       t.kv_heads = t.heads;
       t.intermediate = 4 * t.hidden;
       shape = Gpt2Shape(t, positions);
-    } else if (type == "llama") {
+    } else if (type == "llama" || type == "mistral" || type == "qwen2") {
       t.architecture = Architecture::kLlama;
       ZT_ASSIGN_OR_RETURN(t.layers, Key(j, "num_hidden_layers", spec.name));
       ZT_ASSIGN_OR_RETURN(t.hidden, Key(j, "hidden_size", spec.name));
@@ -129,7 +137,10 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       ZT_ASSIGN_OR_RETURN(t.kv_heads, Key(j, "num_key_value_heads", spec.name));
       ZT_ASSIGN_OR_RETURN(t.intermediate, Key(j, "intermediate_size", spec.name));
       ZT_ASSIGN_OR_RETURN(t.vocab, Key(j, "vocab_size", spec.name));
-      shape = LlamaShape(t);
+      LlamaExtras extras;
+      extras.qkv_bias = type == "qwen2";
+      extras.tied = j.value("tie_word_embeddings", false);
+      shape = LlamaShape(t, extras);
     } else {
       return absl::UnimplementedError(
           absl::StrCat("model ", spec.name, ": no estimator shape for model type '", type, "'"));

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "models/model.h"
+#include "models/tied_lm_head.h"
 #include "zero/unit.h"
 
 namespace zt::models {
@@ -80,14 +81,6 @@ struct Gpt2TransformerImpl : torch::nn::Module {
   torch::nn::LayerNorm ln_f{nullptr};
 };
 TORCH_MODULE(Gpt2Transformer);
-
-// lm_head: holds the token embedding's tensor under its own name (tied).
-struct TiedLmHeadImpl : torch::nn::Module {
-  explicit TiedLmHeadImpl(const torch::Tensor& tied) { weight = register_parameter("weight", tied); }
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
-  torch::Tensor weight;
-};
-TORCH_MODULE(TiedLmHead);
 
 struct Gpt2LMHeadModelImpl : torch::nn::Module {
   explicit Gpt2LMHeadModelImpl(const Gpt2Config& c);

@@ -45,8 +45,9 @@ absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c) 
 
 int64_t LlamaNumParams(const LlamaConfig& c) {
   const int64_t d = c.n_embd, kv = c.n_kv_head * (c.n_embd / c.n_head);
-  const int64_t layer = 2 * d * d + 2 * d * kv + 3 * d * c.intermediate + 2 * d;  // q, o; k, v; mlp; norms
-  return 2 * c.vocab_size * d + c.n_layer * layer + d;
+  const int64_t bias = c.qkv_bias ? d + 2 * kv : 0;
+  const int64_t layer = 2 * d * d + 2 * d * kv + 3 * d * c.intermediate + 2 * d + bias;  // q, o; k, v; mlp; norms
+  return (c.tie_word_embeddings ? 1 : 2) * c.vocab_size * d + c.n_layer * layer + d;
 }
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
@@ -92,9 +93,17 @@ torch::nn::Linear NoBiasLinear(int64_t in, int64_t out, double init_std) {
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
     : n_head(c.n_head), n_kv_head(c.n_kv_head), head_dim(c.n_embd / c.n_head), rope_theta(c.rope_theta) {
   const double init_std = c.initializer_range;
-  q_proj = register_module("q_proj", NoBiasLinear(c.n_embd, n_head * head_dim, init_std));
-  k_proj = register_module("k_proj", NoBiasLinear(c.n_embd, n_kv_head * head_dim, init_std));
-  v_proj = register_module("v_proj", NoBiasLinear(c.n_embd, n_kv_head * head_dim, init_std));
+  // Qwen2's q/k/v biases start at zero, as transformers initializes them.
+  auto qkv = [&](int64_t out) {
+    if (!c.qkv_bias) return NoBiasLinear(c.n_embd, out, init_std);
+    torch::nn::Linear linear(torch::nn::LinearOptions(c.n_embd, out).bias(true));
+    torch::nn::init::normal_(linear->weight, 0.0, init_std);
+    torch::nn::init::zeros_(linear->bias);
+    return linear;
+  };
+  q_proj = register_module("q_proj", qkv(n_head * head_dim));
+  k_proj = register_module("k_proj", qkv(n_kv_head * head_dim));
+  v_proj = register_module("v_proj", qkv(n_kv_head * head_dim));
   o_proj = register_module("o_proj", NoBiasLinear(n_head * head_dim, c.n_embd, init_std));
 }
 
@@ -156,10 +165,17 @@ torch::Tensor LlamaModelImpl::forward(const torch::Tensor& idx) {
 
 LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
   model = register_module("model", LlamaModel(c));
-  lm_head = register_module("lm_head", NoBiasLinear(c.n_embd, c.vocab_size, c.initializer_range));
+  if (c.tie_word_embeddings) {
+    tied_lm_head = register_module("lm_head", TiedLmHead(model->embed_tokens->weight));
+  } else {
+    lm_head = register_module("lm_head", NoBiasLinear(c.n_embd, c.vocab_size, c.initializer_range));
+  }
 }
 
-torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) { return lm_head(model(idx)); }
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) {
+  const torch::Tensor h = model(idx);
+  return config.tie_word_embeddings ? tied_lm_head(h) : lm_head(h);
+}
 
 std::unique_ptr<Model> CreateLlama(const ModelInfo& info, const LlamaConfig& c) {
   auto blocks = [](LlamaForCausalLMImpl& m) {

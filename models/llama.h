@@ -1,9 +1,12 @@
 // LLaMA with Hugging Face LlamaForCausalLM's parameter names: model.embed_tokens,
 // model.layers.{i}.{self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
-// input_layernorm, post_attention_layernorm}, model.norm, lm_head (untied).
+// input_layernorm, post_attention_layernorm}, model.norm, lm_head.
 // Grouped-query attention, SwiGLU MLP, RMSNorm and rotary embeddings as in
-// transformers' modeling_llama.py (rope_theta 10000, no scaling). Limits: no
-// KV cache (training only); no biases (attention_bias = false).
+// transformers' modeling_llama.py. The same code is Mistral's and Qwen2's
+// (model_type): Qwen2 adds biases to q/k/v_proj; any of them may tie lm_head
+// to embed_tokens. Limits: no KV cache (training only); no rope scaling; no
+// o_proj or MLP biases; no sliding window (models/hf_config.h caps the
+// sequence length at the window instead).
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "models/model.h"
+#include "models/tied_lm_head.h"
 #include "zero/unit.h"
 
 namespace zt::models {
@@ -31,6 +35,9 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
   double initializer_range = 0.02;
+  std::string model_type = "llama";  // llama, mistral or qwen2: the transformers class it maps to
+  bool qkv_bias = false;             // biases on q_proj, k_proj, v_proj (Qwen2)
+  bool tie_word_embeddings = false;  // lm_head.weight is model.embed_tokens.weight
 };
 
 absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c);
@@ -96,7 +103,8 @@ struct LlamaForCausalLMImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
   LlamaConfig config;
   LlamaModel model{nullptr};
-  torch::nn::Linear lm_head{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // untied
+  TiedLmHead tied_lm_head{nullptr};    // tied (registered as lm_head too)
 };
 
 // Builds the model (the root is a unit too). The config must be valid.

@@ -4,7 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "models/common.h"
 #include "models/gpt2.h"
+#include "models/hf_config.h"
 #include "models/llama.h"
 #include "models/mnist_cnn.h"
 #include "util/status.h"
@@ -125,18 +128,34 @@ struct Resolved {
   AnyConfig config;
 };
 
+// A Hugging Face model folder's config.json (models/hf_config.h) as a config.
+absl::StatusOr<AnyConfig> ConfigFromFolder(const std::string& config_path) {
+  std::ifstream in(config_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", config_path));
+  ZT_ASSIGN_OR_RETURN(HfArchitecture a, ArchitectureFromHfConfig(text.str(), config_path));
+  if (const auto* g = std::get_if<Gpt2Config>(&a)) return AnyConfig(*g);
+  return AnyConfig(std::get<LlamaConfig>(a));
+}
+
 absl::StatusOr<Resolved> Resolve(const ModelSpec& spec) {
-  const Preset* preset = nullptr;
-  for (const Preset& p : Presets()) {
-    if (spec.name == p.name) preset = &p;
-  }
-  if (preset == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown model '", spec.name, "'; known models: ", absl::StrJoin(ModelNames(), ", ")));
-  }
   Resolved r;
-  r.config = preset->config;
   r.info.name = spec.name;
+  if (const std::string config_path = HfConfigPath(spec.name); !config_path.empty()) {
+    ZT_ASSIGN_OR_RETURN(r.config, ConfigFromFolder(config_path));
+  } else {
+    const Preset* preset = nullptr;
+    for (const Preset& p : Presets()) {
+      if (spec.name == p.name) preset = &p;
+    }
+    if (preset == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name, "'; known models: ",
+                                                     absl::StrJoin(ModelNames(), ", "),
+                                                     ", or a Hugging Face model folder with a config.json"));
+    }
+    r.config = preset->config;
+  }
   if (auto* g = std::get_if<Gpt2Config>(&r.config)) {
     ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, Gpt2Fields(), *g));
     ZT_RETURN_IF_ERROR(ValidateGpt2Config(spec.name, *g));
@@ -213,15 +232,25 @@ absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec) {
         g->initializer_range);
   }
   if (const auto* l = std::get_if<LlamaConfig>(&r.config)) {
+    // The family's own class and keys: Mistral's window is already folded
+    // into max_position_embeddings (models/hf_config.h), Qwen2's q/k/v
+    // biases are its architecture's, LLaMA says it has none.
+    const std::string arch = l->model_type == "mistral" ? "MistralForCausalLM"
+                             : l->model_type == "qwen2" ? "Qwen2ForCausalLM"
+                                                        : "LlamaForCausalLM";
+    const std::string family_keys = l->model_type == "mistral" ? "  \"sliding_window\": null,\n"
+                                    : l->model_type == "qwen2" ? "  \"use_sliding_window\": false,\n"
+                                                               : "  \"attention_bias\": false,\n";
     return absl::StrFormat(
-        "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+        "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
         "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
         "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n"
         "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": %g,\n"
-        "  \"rope_theta\": %g,\n  \"attention_bias\": false,\n  \"initializer_range\": %g,\n"
-        "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\"\n}\n",
-        l->vocab_size, l->n_embd, l->intermediate, l->n_layer, l->n_head, l->n_kv_head, l->max_positions,
-        l->rms_norm_eps, l->rope_theta, l->initializer_range);
+        "  \"rope_theta\": %g,\n%s  \"initializer_range\": %g,\n"
+        "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
+        arch, l->model_type, l->vocab_size, l->n_embd, l->intermediate, l->n_layer, l->n_head, l->n_kv_head,
+        l->max_positions, l->rms_norm_eps, l->rope_theta, family_keys, l->initializer_range,
+        l->tie_word_embeddings ? "true" : "false");
   }
   return std::string();
 }

@@ -632,7 +632,10 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
 
 OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   OutputPaths p;
-  p.output_dir = o.output_dir.empty() ? absl::StrCat("runs/", o.model) : o.output_dir;
+  // A model folder's runs go under its own name, not its path.
+  std::string name = std::filesystem::path(o.model).filename().string();
+  if (name.empty()) name = std::filesystem::path(o.model).parent_path().filename().string();
+  p.output_dir = o.output_dir.empty() ? absl::StrCat("runs/", name) : o.output_dir;
   p.save_dir = o.save_dir == "none" ? "" : (o.save_dir.empty() ? p.output_dir + "/checkpoints" : o.save_dir);
   if (o.export_path == "none") {
     p.export_path = "";

@@ -54,61 +54,101 @@ class Dump {
   int count_ = 0;
 };
 
+// Dumps the model's weights, an input and its logits, and has
+// hf_reference.py rebuild the HF model from `dims` and compare.
+void CheckAgainstReference(const ModelSpec& spec, const std::string& family,
+                           const std::map<std::string, std::string>& dims) {
+  const std::string py = PythonWithTorch();
+  if (py.empty()) GTEST_SKIP() << "no python3 with torch (set ZT_PYTHON)";
+  const std::string script = std::string(ZT_SOURCE_DIR) + "/tests/models/hf_reference.py";
+  absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(spec);
+  ASSERT_TRUE(model.ok()) << model.status();
+  torch::nn::Module& module = *(*model)->module();
+  torch::manual_seed(3);
+  {  // perturb norms and biases away from their 1/0 init so each one matters
+    torch::NoGradGuard no_grad;
+    for (auto& p : module.parameters()) p.add_(torch::randn_like(p) * 0.05);
+  }
+  fs::path dir = fs::temp_directory_path() / ("zt_hf_interop_" + std::to_string(::getpid()) + "_" + family);
+  fs::create_directories(dir);
+  {
+    Dump dump(dir);
+    dump.Config("family", family);
+    absl::StatusOr<ModelInfo> info = DescribeModel(spec);
+    ASSERT_TRUE(info.ok());
+    for (const auto& [key, value] : dims) dump.Config(key, value);
+    dump.Config("vocab", std::to_string(info->vocab_size));
+    dump.Config("n_positions", std::to_string(info->max_seq_len));
+    // Every name, a tied lm_head.weight included (strict loading wants both).
+    for (const auto& item : module.named_parameters()) dump.Tensor(item.key(), item.value());
+    torch::Tensor ids = torch::randint(info->vocab_size, {2, 24}, torch::kLong);
+    torch::NoGradGuard no_grad;
+    (*model)->module()->eval();
+    dump.Tensor("input", ids);
+    dump.Tensor("logits", (*model)->Forward(ids));
+  }
+  const std::string cmd = py + " " + script + " " + dir.string() + " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  const int rc = ::pclose(pipe);
+  EXPECT_EQ(rc, 0) << cmd << "\n" << output;
+  std::cout << output;
+  fs::remove_all(dir);
+}
+
 struct Case {
   ModelSpec spec;
   std::string family;
 };
 
 TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
-  const std::string py = PythonWithTorch();
-  if (py.empty()) GTEST_SKIP() << "no python3 with torch (set ZT_PYTHON)";
-  const std::string script = std::string(ZT_SOURCE_DIR) + "/tests/models/hf_reference.py";
   for (const Case& c : std::vector<Case>{{{"gpt2-tiny", {{"n_layer", 2}}, 1}, "gpt2"},
                                          {{"llama-tiny", {{"n_layer", 2}}, 1}, "llama"},
                                          {{"llama-tiny", {{"n_layer", 1}, {"n_kv_head", 1}}, 2}, "llama"}}) {
     SCOPED_TRACE(c.spec.name);
-    absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(c.spec);
-    ASSERT_TRUE(model.ok()) << model.status();
-    torch::nn::Module& module = *(*model)->module();
-    torch::manual_seed(3);
-    {  // perturb norms and biases away from their 1/0 init so each one matters
-      torch::NoGradGuard no_grad;
-      for (auto& p : module.parameters()) p.add_(torch::randn_like(p) * 0.05);
-    }
-    fs::path dir = fs::temp_directory_path() / ("zt_hf_interop_" + std::to_string(::getpid()) + "_" + c.family);
+    // The tiny presets' dims, then the case's overrides (the script takes these keys).
+    std::map<std::string, std::string> dims = {{"n_layer", "2"},      {"n_embd", "64"},
+                                               {"n_head", "4"},       {"n_kv_head", "2"},
+                                               {"intermediate", "172"}, {"rms_norm_eps", "1e-05"}};
+    for (const auto& [key, value] : c.spec.overrides) dims[key] = std::to_string(value);
+    CheckAgainstReference(c.spec, c.family, dims);
+  }
+}
+
+// Models built from a Hugging Face folder's config.json (models/hf_config.h):
+// Qwen2 (q/k/v biases, tied head, rope_theta 1e6, eps 1e-6) and Mistral
+// (grouped-query attention, untied head, a window longer than its context).
+TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
+  struct FolderCase {
+    std::string family;
+    std::string config;
+    std::map<std::string, std::string> dims;
+  };
+  const std::vector<FolderCase> cases = {
+      {"qwen2",
+       R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+           "tie_word_embeddings": true, "use_sliding_window": false, "sliding_window": 32, "torch_dtype": "bfloat16"})",
+       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "2"}, {"intermediate", "96"},
+        {"rms_norm_eps", "1e-06"}, {"rope_theta", "1000000.0"}, {"qkv_bias", "1"}, {"tie", "1"}}},
+      {"mistral",
+       R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 320, "hidden_size": 64,
+           "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+           "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+           "sliding_window": 4096, "tie_word_embeddings": false})",
+       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "8"}, {"n_kv_head", "2"}, {"intermediate", "128"},
+        {"rms_norm_eps", "1e-05"}, {"rope_theta", "10000.0"}}},
+  };
+  for (const FolderCase& c : cases) {
+    SCOPED_TRACE(c.family);
+    const fs::path dir = fs::temp_directory_path() / ("zt_hf_folder_" + std::to_string(::getpid()) + "_" + c.family);
     fs::create_directories(dir);
-    {
-      Dump dump(dir);
-      dump.Config("family", c.family);
-      absl::StatusOr<ModelInfo> info = DescribeModel(c.spec);
-      ASSERT_TRUE(info.ok());
-      // The tiny presets' dims, then the case's overrides (the script takes these keys).
-      std::map<std::string, int64_t> dims = {{"n_layer", 2},
-                                             {"n_embd", 64},
-                                             {"n_head", 4},
-                                             {"n_kv_head", 2},
-                                             {"intermediate", 172},
-                                             {"vocab", info->vocab_size},
-                                             {"n_positions", info->max_seq_len}};
-      for (const auto& [key, value] : c.spec.overrides) dims[key] = value;
-      for (const auto& [key, value] : dims) dump.Config(key, std::to_string(value));
-      // Every name, the tied lm_head.weight of GPT-2 included (strict loading wants both).
-      for (const auto& item : module.named_parameters()) dump.Tensor(item.key(), item.value());
-      torch::Tensor ids = torch::randint(info->vocab_size, {2, 24}, torch::kLong);
-      torch::NoGradGuard no_grad;
-      (*model)->module()->eval();
-      dump.Tensor("input", ids);
-      dump.Tensor("logits", (*model)->Forward(ids));
-    }
-    const std::string cmd = py + " " + script + " " + dir.string() + " 2>&1";
-    std::string output;
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    char buf[512];
-    while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-    const int rc = ::pclose(pipe);
-    EXPECT_EQ(rc, 0) << cmd << "\n" << output;
-    std::cout << output;
+    std::ofstream(dir / "config.json") << c.config;
+    CheckAgainstReference(ModelSpec{dir.string(), {}, 1}, "llama", c.dims);
     fs::remove_all(dir);
   }
 }

@@ -120,7 +120,7 @@ class GPT2LMHeadModel(nn.Module):
 
 # ---- LLaMA (modeling_llama.py) ----
 class LlamaRMSNorm(nn.Module):
-    def __init__(self, d, eps=1e-5):
+    def __init__(self, d, eps):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d))
         self.variance_epsilon = eps
@@ -172,9 +172,10 @@ class LlamaAttention(nn.Module):
         self.num_heads = cfg["n_head"]
         self.num_kv = cfg["n_kv_head"]
         self.head_dim = d // self.num_heads
-        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=False)
+        bias = cfg.get("qkv_bias", 0) == 1  # Qwen2 (modeling_qwen2.py)
+        self.q_proj = nn.Linear(d, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(d, self.num_kv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, d, bias=False)
 
     def forward(self, x, cos, sin, mask):
@@ -208,8 +209,8 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = LlamaAttention(cfg)
         self.mlp = LlamaMLP(cfg)
-        self.input_layernorm = LlamaRMSNorm(cfg["n_embd"])
-        self.post_attention_layernorm = LlamaRMSNorm(cfg["n_embd"])
+        self.input_layernorm = LlamaRMSNorm(cfg["n_embd"], cfg["rms_norm_eps"])
+        self.post_attention_layernorm = LlamaRMSNorm(cfg["n_embd"], cfg["rms_norm_eps"])
 
     def forward(self, x, cos, sin, mask):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
@@ -221,8 +222,8 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg["vocab"], cfg["n_embd"])
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg) for _ in range(cfg["n_layer"])])
-        self.norm = LlamaRMSNorm(cfg["n_embd"])
-        self.rotary_emb = LlamaRotaryEmbedding(cfg["n_embd"] // cfg["n_head"])
+        self.norm = LlamaRMSNorm(cfg["n_embd"], cfg["rms_norm_eps"])
+        self.rotary_emb = LlamaRotaryEmbedding(cfg["n_embd"] // cfg["n_head"], cfg.get("rope_theta", 10000.0))
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
@@ -240,12 +241,15 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.model = LlamaModel(cfg)
         self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab"], bias=False)
+        if cfg.get("tie", 0) == 1:  # tie_word_embeddings: one tensor under both names
+            self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, ids):
         return self.lm_head(self.model(ids))
 
 
 DTYPES = {"float32": torch.float32, "int64": torch.int64}
+FLOAT_KEYS = ("rms_norm_eps", "rope_theta")
 
 
 def load(directory):
@@ -254,7 +258,8 @@ def load(directory):
         for line in f:
             parts = line.rstrip("\n").split("\t")
             if parts[0] == "config":
-                cfg[parts[1]] = parts[2] if parts[1] == "family" else int(parts[2])
+                key, value = parts[1], parts[2]
+                cfg[key] = value if key == "family" else float(value) if key in FLOAT_KEYS else int(value)
             elif parts[0] == "tensor":
                 name, dtype, shape, file = parts[1], parts[2], parts[3], parts[4]
                 dims = [int(d) for d in shape.split(",")] if shape else []

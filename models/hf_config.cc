@@ -1,0 +1,144 @@
+// Implementation of models/hf_config.h.
+#include "models/hf_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "util/status.h"
+
+namespace zt::models {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads config.json keys with the checks and errors of one file.
+class Reader {
+ public:
+  Reader(const Json& j, std::string where) : j_(j), where_(std::move(where)) {}
+
+  absl::Status Error(const std::string& key, const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(where_, ": ", key, ": ", what));
+  }
+  bool Has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  absl::StatusOr<int64_t> Int(const char* key) const {
+    if (!Has(key)) return Error(key, "missing");
+    if (!j_[key].is_number_integer()) return Error(key, absl::StrCat("expected an integer, got ", j_[key].dump()));
+    return j_[key].get<int64_t>();
+  }
+  absl::StatusOr<int64_t> Int(const char* key, int64_t fallback) const { return Has(key) ? Int(key) : fallback; }
+  absl::StatusOr<double> Number(const char* key, double fallback) const {
+    if (!Has(key)) return fallback;
+    if (!j_[key].is_number()) return Error(key, absl::StrCat("expected a number, got ", j_[key].dump()));
+    return j_[key].get<double>();
+  }
+  absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    if (!j_[key].is_boolean()) return Error(key, absl::StrCat("expected true or false, got ", j_[key].dump()));
+    return j_[key].get<bool>();
+  }
+  // The key must be absent, null, or `want`.
+  absl::Status Expect(const char* key, const Json& want, const std::string& why) const {
+    if (!Has(key) || j_[key] == want) return absl::OkStatus();
+    return Error(key, absl::StrCat(j_[key].dump(), " is not supported: ", why));
+  }
+
+ private:
+  const Json& j_;
+  std::string where_;
+};
+
+absl::StatusOr<HfArchitecture> Gpt2(const Reader& r) {
+  Gpt2Config c;
+  ZT_ASSIGN_OR_RETURN(c.n_layer, r.Int("n_layer"));
+  ZT_ASSIGN_OR_RETURN(c.n_embd, r.Int("n_embd"));
+  ZT_ASSIGN_OR_RETURN(c.n_head, r.Int("n_head"));
+  ZT_ASSIGN_OR_RETURN(c.n_positions, r.Int("n_positions"));
+  ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
+  ZT_ASSIGN_OR_RETURN(c.layer_norm_epsilon, r.Number("layer_norm_epsilon", 1e-5));
+  ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
+  ZT_ASSIGN_OR_RETURN(const double dropout, r.Number("resid_pdrop", 0.1));
+  c.dropout_percent = static_cast<int64_t>(std::lround(dropout * 100));
+  for (const char* key : {"embd_pdrop", "attn_pdrop"}) {
+    ZT_ASSIGN_OR_RETURN(const double p, r.Number(key, 0.1));
+    if (std::lround(p * 100) != c.dropout_percent) {
+      return r.Error(key, "differs from resid_pdrop; the built-in GPT-2 uses one dropout rate for all three");
+    }
+  }
+  if (r.Has("n_inner")) {
+    ZT_ASSIGN_OR_RETURN(const int64_t inner, r.Int("n_inner"));
+    if (inner != 4 * c.n_embd) return r.Error("n_inner", "only 4 * n_embd (or null) is supported");
+  }
+  ZT_RETURN_IF_ERROR(r.Expect("activation_function", "gelu_new", "the built-in GPT-2 computes gelu_new"));
+  ZT_RETURN_IF_ERROR(r.Expect("tie_word_embeddings", true, "GPT-2's head is tied to wte"));
+  ZT_RETURN_IF_ERROR(r.Expect("scale_attn_weights", true, "attention is scaled by 1/sqrt(head_dim)"));
+  ZT_RETURN_IF_ERROR(r.Expect("scale_attn_by_inverse_layer_idx", false, "not computed"));
+  ZT_RETURN_IF_ERROR(r.Expect("reorder_and_upcast_attn", false, "not computed"));
+  ZT_RETURN_IF_ERROR(r.Expect("add_cross_attention", false, "decoder-only"));
+  return HfArchitecture(c);
+}
+
+absl::StatusOr<HfArchitecture> LlamaFamily(const Reader& r, const std::string& type) {
+  LlamaConfig c;
+  c.model_type = type;
+  ZT_ASSIGN_OR_RETURN(c.n_layer, r.Int("num_hidden_layers"));
+  ZT_ASSIGN_OR_RETURN(c.n_embd, r.Int("hidden_size"));
+  ZT_ASSIGN_OR_RETURN(c.n_head, r.Int("num_attention_heads"));
+  ZT_ASSIGN_OR_RETURN(c.n_kv_head, r.Int("num_key_value_heads", c.n_head));
+  ZT_ASSIGN_OR_RETURN(c.intermediate, r.Int("intermediate_size"));
+  ZT_ASSIGN_OR_RETURN(c.max_positions, r.Int("max_position_embeddings"));
+  ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
+  ZT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.Number("rms_norm_eps", 1e-6));
+  ZT_ASSIGN_OR_RETURN(c.rope_theta, r.Number("rope_theta", 10000.0));
+  ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
+  ZT_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  c.qkv_bias = type == "qwen2";
+  ZT_RETURN_IF_ERROR(r.Expect("hidden_act", "silu", "the built-in MLP computes SiLU (SwiGLU)"));
+  ZT_RETURN_IF_ERROR(r.Expect("rope_scaling", nullptr, "rotary scaling is not computed; remove it only if the "
+                                                       "sequences you train are within the original context"));
+  ZT_RETURN_IF_ERROR(r.Expect("attention_bias", false, "only Qwen2's q/k/v biases are computed"));
+  ZT_RETURN_IF_ERROR(r.Expect("mlp_bias", false, "MLP biases are not computed"));
+  ZT_RETURN_IF_ERROR(r.Expect("pretraining_tp", 1, "tensor-parallel pretraining splits are not computed"));
+  if (r.Has("head_dim")) {
+    ZT_ASSIGN_OR_RETURN(const int64_t head_dim, r.Int("head_dim"));
+    if (c.n_head > 0 && head_dim * c.n_head != c.n_embd) {
+      return r.Error("head_dim", "only hidden_size / num_attention_heads is supported");
+    }
+  }
+  // A sliding window: Mistral always, Qwen2 only with use_sliding_window.
+  ZT_ASSIGN_OR_RETURN(const bool sliding, r.Bool("use_sliding_window", type == "mistral"));
+  if (sliding && r.Has("sliding_window")) {
+    ZT_ASSIGN_OR_RETURN(const int64_t window, r.Int("sliding_window"));
+    if (window > 0 && window < c.max_positions) c.max_positions = window;
+  }
+  return HfArchitecture(c);
+}
+
+}  // namespace
+
+absl::StatusOr<HfArchitecture> ArchitectureFromHfConfig(const std::string& text, const std::string& where) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  const Reader r(j, where);
+  if (!j.contains("model_type") || !j["model_type"].is_string()) {
+    return r.Error("model_type", "missing: this is not a transformers config.json");
+  }
+  const std::string type = j["model_type"].get<std::string>();
+  if (type == "gpt2") return Gpt2(r);
+  if (type == "llama" || type == "mistral" || type == "qwen2") return LlamaFamily(r, type);
+  return r.Error("model_type", absl::StrCat("'", type, "' has no built-in architecture (gpt2, llama, mistral, qwen2)"));
+}
+
+std::string HfConfigPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path p = fs::path(path) / "config.json";
+    return fs::is_regular_file(p, ec) ? p.string() : std::string();
+  }
+  return fs::path(path).filename() == "config.json" && fs::is_regular_file(path, ec) ? path : std::string();
+}
+
+}  // namespace zt::models
