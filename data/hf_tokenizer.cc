@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::data {
@@ -24,13 +23,9 @@ using Json = nlohmann::json;
 
 namespace {
 
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open tokenizer file '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// tokenizer.json holds the whole vocabulary (11 MB for Qwen3); far more is
+// not a tokenizer.
+absl::StatusOr<std::string> ReadText(const std::string& path) { return ReadSmallFile(path, size_t{1} << 30); }
 
 std::string Nfc(const std::string& utf8) {
   UErrorCode err = U_ZERO_ERROR;
@@ -321,6 +316,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
           HfTokenizerLoader loader(t.get(), vp);
           ZT_RETURN_IF_ERROR(loader.FromVocabAndMerges(vp, mp));
           t->source_ = vp;
+          t->IndexAdded();
           return t;
         }
       }
@@ -337,7 +333,12 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   HfTokenizerLoader loader(t.get(), json_path);
   ZT_RETURN_IF_ERROR(loader.FromJson(j));
   t->source_ = json_path;
+  t->IndexAdded();
   return t;
+}
+
+void HfTokenizer::IndexAdded() {
+  for (const Added& a : added_) added_first_byte_[static_cast<unsigned char>(a.content[0])] = true;
 }
 
 absl::Status HfTokenizer::EncodeSection(std::string_view section, std::vector<int32_t>* ids) const {
@@ -369,6 +370,10 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(std::string_view text, 
   if (add_special_tokens) ids = prefix_ids_;
   size_t start = 0;  // of the section not yet encoded
   for (size_t i = 0; i < text.size();) {
+    if (!added_first_byte_[static_cast<unsigned char>(text[i])]) {
+      ++i;
+      continue;
+    }
     const Added* hit = nullptr;
     for (const Added& a : added_) {
       if (text.compare(i, a.content.size(), a.content) == 0) {

@@ -67,11 +67,14 @@ class HfTokenizer {
   };
 
   friend class HfTokenizerLoader;
+  // Fills added_first_byte_ once added_ is complete.
+  void IndexAdded();
   // Encodes text that holds no added token.
   absl::Status EncodeSection(std::string_view text, std::vector<int32_t>* ids) const;
 
   std::optional<Bpe> bpe_;
   std::vector<Added> added_;  // longest content first
+  bool added_first_byte_[256] = {};  // bytes an added token starts with: Encode looks only there
   Normalizer normalizer_;
   std::optional<SplitPattern> split_;
   bool byte_level_ = false;

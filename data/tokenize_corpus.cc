@@ -2,24 +2,17 @@
 #include "data/tokenize_corpus.h"
 
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "data/text_corpus.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::data {
 namespace {
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::Status AddDocument(const HfTokenizer& tokenizer, const std::string& text, int32_t eot,
                          const std::string& where, TokenizedCorpus* out) {
@@ -61,7 +54,7 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const HfTokenizer& tokenizer, con
     }
     ZT_ASSIGN_OR_RETURN(std::vector<std::string> files, ListTextCorpusFiles(input));
     for (const std::string& f : files) {
-      ZT_ASSIGN_OR_RETURN(std::string text, ReadWhole(f));
+      ZT_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(f, std::numeric_limits<size_t>::max()));
       ZT_RETURN_IF_ERROR(AddDocument(tokenizer, text, eot, f, &out));
     }
   }

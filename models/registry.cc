@@ -4,9 +4,7 @@
 
 #include <torch/torch.h>
 
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +15,7 @@
 #include "models/hf_config.h"
 #include "models/llama.h"
 #include "models/mnist_cnn.h"
+#include "util/file_io.h"
 #include "util/status.h"
 
 namespace zt::models {
@@ -130,11 +129,8 @@ struct Resolved {
 
 // A Hugging Face model folder's config.json (models/hf_config.h) as a config.
 absl::StatusOr<AnyConfig> ConfigFromFolder(const std::string& config_path) {
-  std::ifstream in(config_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", config_path));
-  ZT_ASSIGN_OR_RETURN(HfArchitecture a, ArchitectureFromHfConfig(text.str(), config_path));
+  ZT_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(config_path));
+  ZT_ASSIGN_OR_RETURN(HfArchitecture a, ArchitectureFromHfConfig(text, config_path));
   if (const auto* g = std::get_if<Gpt2Config>(&a)) return AnyConfig(*g);
   return AnyConfig(std::get<LlamaConfig>(a));
 }
