@@ -2,11 +2,14 @@
 // a GPU or LibTorch (ckpt/). Exit codes: 0 success, 1 a damaged or
 // unreadable checkpoint, 2 usage errors.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +20,8 @@
 #include "ckpt/export.h"
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
+#include "lora/lora_record.h"
+#include "util/file_io.h"
 #include "util/clock.h"
 #include "util/strings.h"
 #include "util/system_info.h"
@@ -129,8 +134,11 @@ int RunConsolidate(const std::vector<std::string>& args) {
   flags.Bool("tied-copies",
              "also write tied aliases (lm_head.weight) as tensors of their own, as DeepSpeed's "
              "zero_to_fp32 does");
+  flags.String("lora", "",
+               "a LoRA run's checkpoint: merge (adapters folded into the base weights, the base model's names) or "
+               "adapter (the adapters alone, PEFT's adapter_model.safetensors names, and adapter_config.json)");
   int code = 0;
-  if (!ParseFlags(flags, args, "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB]",
+  if (!ParseFlags(flags, args, "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB] [--lora merge|adapter]",
                   "\nWrites the checkpoint's full weights, by their names, as safetensors: OUT is a file ending\n"
                   "in .safetensors, or a directory that gets model.safetensors or shards plus\n"
                   "model.safetensors.index.json. Trainable weights come from the fp32 master. Streams: memory\n"
@@ -160,8 +168,42 @@ int RunConsolidate(const std::vector<std::string>& args) {
   const auto t0 = SteadyClock::now();
   auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"));
   if (!ck.ok()) return Fail("consolidate", ck.status());
-  auto result = ckpt::ExportSafetensors(**ck, flags.positional()[1], options);
+  const std::string lora = flags.GetString("lora");
+  std::optional<LoraRecord> record;
+  if (!lora.empty()) {
+    if (lora != "merge" && lora != "adapter") {
+      std::fprintf(stderr, "zt ckpt consolidate: --lora must be merge or adapter, got '%s'\n", lora.c_str());
+      return 2;
+    }
+    const ckpt::Value* client = (*ck)->client_state();
+    auto rec = LoraRecordFromValue(client != nullptr && client->is_dict() ? client->AsDict().Find("lora") : nullptr);
+    if (!rec.ok()) return Fail("consolidate", rec.status());
+    if (!rec->has_value()) {
+      return Fail("consolidate", absl::InvalidArgumentError(absl::StrCat(
+                                     (*ck)->dir(), "/", (*ck)->tag(),
+                                     " records no LoRA settings (zt train --lora-r writes them); without them "
+                                     "alpha / r is unknown: drop --lora")));
+    }
+    record = **rec;
+    options.lora = lora == "merge" ? ckpt::LoraExport::kMerged : ckpt::LoraExport::kAdapterOnly;
+    options.lora_scaling = record->options.scaling();
+    options.lora_fan_in_fan_out = record->fan_in_fan_out;
+  }
+  const std::string out = flags.positional()[1];
+  // PEFT's file name inside a directory; adapter_config.json beside it.
+  const bool adapter_dir = options.lora == ckpt::LoraExport::kAdapterOnly && !absl::EndsWith(out, ".safetensors");
+  if (adapter_dir) {
+    if (absl::Status made = MakeDirs(out); !made.ok()) return Fail("consolidate", made);
+  }
+  auto result = ckpt::ExportSafetensors(**ck, adapter_dir ? out + "/adapter_model.safetensors" : out, options);
   if (!result.ok()) return Fail("consolidate", result.status());
+  if (record && options.lora == ckpt::LoraExport::kAdapterOnly) {
+    const std::string dir = adapter_dir ? out : std::filesystem::path(out).parent_path().string();
+    if (absl::Status st = WritePeftAdapterConfig(dir.empty() ? "." : dir, *record, ""); !st.ok()) {
+      return Fail("consolidate", st);
+    }
+    result->files.push_back((dir.empty() ? "." : dir) + "/adapter_config.json");
+  }
   // From opening the checkpoint to the last fsync: the work itself, without
   // the program's start-up.
   const double seconds = Seconds(t0, SteadyClock::now());

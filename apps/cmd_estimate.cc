@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
+#include "lora/lora_options.h"
 #include "plan/offload_note.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -28,7 +29,8 @@ namespace {
 constexpr const char* kSynopsis =
     "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] "
     "[--precision fp32|bf16|fp16] "
-    "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing]";
+    "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing] "
+    "[--lora-r R [--lora-targets a,b]]";
 
 constexpr const char* kHelp =
     "\nPrints the bytes each rank holds at ZeRO stages 0-3: parameters, gradients, the fp32 master, optimizer\n"
@@ -88,11 +90,17 @@ absl::StatusOr<estimate::ModelShape> ShapeFromFlags(const Flags& f) {
       }
       spec.overrides[parts[0]] = v;
     }
+    spec.lora.r = f.GetInt("lora-r");
+    const std::string targets = f.GetString("lora-targets");
+    if (!targets.empty()) spec.lora.targets = absl::StrSplit(targets, ',', absl::SkipWhitespace());
+    if (f.WasSet("lora-targets") && !spec.lora.enabled()) return BadFlag("--lora-targets needs --lora-r R");
+    if (absl::Status st = ValidateLoraOptions(spec.lora); !st.ok()) return BadFlag(std::string(st.message()));
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     if (!shape.ok()) return BadFlag(absl::StrCat("--model: ", shape.status().message()));
     return *std::move(shape);
   }
   if (!f.GetRepeated("model-set").empty()) return BadFlag("--model-set needs --model");
+  if (f.WasSet("lora-r")) return BadFlag("--lora-r needs --model (the adapters' sizes come from its layers)");
   const long long p = f.GetInt("params");
   if (p < 1) return BadFlag(absl::StrCat("--params must be >= 1, got ", p));
   return estimate::CountOnlyShape(p);
@@ -166,7 +174,7 @@ absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlo
   if (f.WasSet("seq-len")) {
     o.seq_len = f.GetInt("seq-len");
   } else if (r.shape.transformer) {
-    ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(models::ModelSpec{r.shape.name, {}, 1}));
+    ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(models::ModelSpec{r.shape.name, {}, 1, {}}));
     o.seq_len = info.max_seq_len;
   }
   if (!r.activations) o.micro_batch = 0;
@@ -224,6 +232,13 @@ void PrintSetup(const Request& r) {
               static_cast<long long>(first.reduce_bucket_size),
               static_cast<long long>(first.param_persistence_threshold),
               static_cast<long long>(first.prefetch_bucket_size));
+  int64_t trainable = 0;
+  for (const estimate::ParamShape& p : r.shape.params) trainable += p.trainable ? p.numel : 0;
+  if (trainable < psi) {
+    std::printf("trainable: %s of the %s parameters (LoRA adapters or frozen layers); gradients and optimizer "
+                "state cover only them\n\n",
+                HumanCount(static_cast<double>(trainable)).c_str(), HumanCount(static_cast<double>(psi)).c_str());
+  }
 }
 
 // One row per kind of memory, one column per stage.
@@ -263,8 +278,11 @@ void PrintTable(const Request& r, const std::vector<estimate::MemoryEstimate>& e
 void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryEstimate>& est) {
   const estimate::EstimateOptions& first = r.options.front();
   const int64_t psi = r.shape.numel();
-  std::printf("\nZeRO paper (Ψ = %s parameters, N = %d ranks):\n", HumanCount(static_cast<double>(psi)).c_str(),
-              first.world_size);
+  int64_t trainable = 0;
+  for (const estimate::ParamShape& p : r.shape.params) trainable += p.trainable ? p.numel : 0;
+  std::printf("\nZeRO paper%s (Ψ = %s parameters, N = %d ranks):\n",
+              trainable < psi ? ", if every parameter trained (not this run)" : "",
+              HumanCount(static_cast<double>(psi)).c_str(), first.world_size);
   for (size_t i = 0; i < est.size(); ++i) {
     std::printf("  stage %d: %s\n", est[i].stage, estimate::PaperFormula(est[i].stage, r.options[i], psi).c_str());
   }
@@ -332,6 +350,8 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.Int("seq-len", 0, "tokens per sequence (default: the model's longest)");
   f.String("config", "", "a DeepSpeed-style JSON config (precision, optimizer, bucket sizes, offload)");
   f.Bool("activation-checkpointing", "the transformer blocks are checkpointed (zt::Checkpoint)");
+  f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets train, the base is frozen (as zt train --lora-r)");
+  f.String("lora-targets", "", "LoRA layer names, comma-separated, or all-linear (default: the model's, as zt train)");
   if (std::optional<int> done = f.ParseCommandLine(args, kSynopsis, kHelp)) return *done;
   absl::StatusOr<Request> r = ToRequest(f);
   if (!r.ok()) {

@@ -86,6 +86,12 @@ void Define(Flags& f) {
   f.Int("save-interval", 0, "save a checkpoint every N steps (0: only at the end)");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
   f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
+  f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets, the base frozen (0: full fine-tuning)");
+  f.Double("lora-alpha", 8, "LoRA alpha (the adapter's update is scaled by alpha / r)");
+  f.Double("lora-dropout", 0, "dropout on the LoRA adapters' input");
+  f.String("lora-targets", "",
+           "comma-separated layer names that get adapters (e.g. q_proj,k_proj,v_proj,o_proj), or all-linear "
+           "(default: q_proj,v_proj for LLaMA-style models, c_attn for GPT-2, as PEFT)");
   f.String("export", "",
            "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
   f.String("report", "", "HTML report (default: <output-dir>/report.html; none: no report)");
@@ -141,6 +147,17 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   if (!f.WasSet("model") && !o->init_from.empty() && !models::HfConfigPath(o->init_from).empty()) {
     o->model = o->init_from;
   }
+  o->lora.r = f.GetInt("lora-r");
+  o->lora.alpha = f.GetDouble("lora-alpha");
+  o->lora.dropout = f.GetDouble("lora-dropout");
+  const std::string targets = f.GetString("lora-targets");
+  if (!targets.empty()) o->lora.targets = absl::StrSplit(targets, ',', absl::SkipWhitespace());
+  for (const char* flag : {"lora-alpha", "lora-dropout", "lora-targets"}) {
+    if (f.WasSet(flag) && !o->lora.enabled()) {
+      return BadFlag(absl::StrCat("--", flag, " needs LoRA on: add --lora-r R (e.g. --lora-r 8)"));
+    }
+  }
+  if (absl::Status st = ValidateLoraOptions(o->lora); !st.ok()) return BadFlag(std::string(st.message()));
   o->export_path = f.GetString("export");
   o->report = f.GetString("report");
   o->seed = static_cast<uint64_t>(f.GetInt("seed"));
@@ -208,9 +225,7 @@ void ReadTrainerArgs(const Flags& f, const train::TrainOptions& o, train::Traine
   if (f.WasSet("warmup-ratio")) trainer->warmup_ratio = f.GetDouble("warmup-ratio");
   if (f.WasSet("max-grad-norm")) trainer->max_grad_norm = f.GetDouble("max-grad-norm");
   if (f.WasSet("weight-decay")) trainer->weight_decay = f.GetDouble("weight-decay");
-  models::ModelSpec spec;
-  spec.name = o.model;
-  spec.overrides = o.model_overrides;
+  const models::ModelSpec spec = train::ModelSpecOf(o);
   // An unknown model is reported by the job check, naming the model.
   if (absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
       shape.ok() && shape->transformer) {
@@ -245,9 +260,7 @@ absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& jso
   constexpr int64_t kProcessBytes = int64_t{200} << 20;
   int64_t per_rank = kProcessBytes;
   absl::StatusOr<Config> config = train::ParseTrainConfig(json, source, nproc);
-  models::ModelSpec spec;
-  spec.name = o.model;
-  spec.overrides = o.model_overrides;
+  const models::ModelSpec spec = train::ModelSpecOf(o);
   absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
   if (config.ok() && shape.ok()) {
     estimate::EstimateOptions eo = estimate::OptionsFromConfig(*config, nproc);

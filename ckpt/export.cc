@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "ckpt/convert.h"
 #include "ckpt/safetensors.h"
+#include "lora/lora_options.h"
 #include "util/file_io.h"
 #include "util/status.h"
 
@@ -130,6 +132,119 @@ void AddTiedCopies(const ZeroCheckpoint& ck, const ExportOptions& options, std::
   }
 }
 
+// An adapted weight's merged elements: base + scaling * (B A)[element],
+// where A is [r, in] and B [out, r], both read whole (they are small) on
+// first use. The weight is [out, in], or [in, out] with fan_in_fan_out.
+class MergedWeight {
+ public:
+  MergedWeight(Item base, Item a, Item b, const ExportOptions& options)
+      : base_(std::move(base)), a_(std::move(a)), b_(std::move(b)), options_(options) {}
+
+  absl::Status Validate() const {
+    const auto& ws = base_.entry.shape;
+    const auto& as = a_.entry.shape;
+    const auto& bs = b_.entry.shape;
+    const bool ok = ws.size() == 2 && as.size() == 2 && bs.size() == 2 && as[0] == bs[1] &&
+                    (options_.lora_fan_in_fan_out ? (ws[0] == as[1] && ws[1] == bs[0])
+                                                  : (ws[0] == bs[0] && ws[1] == as[1]));
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot merge LoRA into '", base_.entry.name, "': its shape [", absl::StrJoin(ws, ", "), "] does not fit A [",
+          absl::StrJoin(as, ", "), "] and B [", absl::StrJoin(bs, ", "), "] (fan_in_fan_out ",
+          options_.lora_fan_in_fan_out ? "true" : "false", ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Elements [b, e) of the merged weight, as float32.
+  absl::Status Read(int64_t begin, int64_t end, float* dst) {
+    std::call_once(loaded_, [this] { load_status_ = Load(); });
+    ZT_RETURN_IF_ERROR(load_status_);
+    std::vector<char> raw(static_cast<size_t>(end - begin) * DTypeSize(base_.source));
+    ZT_RETURN_IF_ERROR(base_.read(begin, end, raw.data()));
+    ZT_RETURN_IF_ERROR(
+        ConvertElements(base_.source, raw.data(), DType::kFloat32, dst, static_cast<size_t>(end - begin)));
+    const int64_t r = a_.entry.shape[0], in = a_.entry.shape[1];
+    const int64_t cols = base_.entry.shape[1];
+    const float s = static_cast<float>(options_.lora_scaling);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t row = i / cols, col = i % cols;
+      const int64_t o = options_.lora_fan_in_fan_out ? col : row, c = options_.lora_fan_in_fan_out ? row : col;
+      float acc = 0.f;
+      for (int64_t k = 0; k < r; ++k) acc += b_values_[static_cast<size_t>(o * r + k)] * a_values_[static_cast<size_t>(k * in + c)];
+      dst[i - begin] += s * acc;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status LoadWhole(const Item& it, std::vector<float>* out) {
+    std::vector<char> raw(static_cast<size_t>(it.numel) * DTypeSize(it.source));
+    ZT_RETURN_IF_ERROR(it.read(0, it.numel, raw.data()));
+    out->resize(static_cast<size_t>(it.numel));
+    return ConvertElements(it.source, raw.data(), DType::kFloat32, out->data(), out->size());
+  }
+  absl::Status Load() {
+    ZT_RETURN_IF_ERROR(LoadWhole(a_, &a_values_));
+    return LoadWhole(b_, &b_values_);
+  }
+
+  Item base_, a_, b_;
+  const ExportOptions& options_;
+  std::once_flag loaded_;
+  absl::Status load_status_;
+  std::vector<float> a_values_, b_values_;
+};
+
+// Applies options.lora to the items: adapters merged into their weights,
+// kept alone under PEFT's names, or left as saved.
+absl::Status ApplyLoraExport(const ExportOptions& options, std::vector<Item>* items) {
+  if (options.lora == LoraExport::kAsSaved) return absl::OkStatus();
+  std::vector<Item> adapters, rest;
+  for (Item& it : *items) (IsLoraParameterName(it.entry.name) ? adapters : rest).push_back(std::move(it));
+  if (adapters.empty()) {
+    return absl::InvalidArgumentError(
+        "the checkpoint has no LoRA adapters (no parameter under a lora_A or lora_B layer); export it without a "
+        "LoRA mode");
+  }
+  if (options.lora == LoraExport::kAdapterOnly) {
+    for (Item& it : adapters) it.entry.name = "base_model.model." + it.entry.name;
+    *items = std::move(adapters);
+    return absl::OkStatus();
+  }
+  if (!(options.lora_scaling > 0)) {
+    return absl::InvalidArgumentError("merging LoRA adapters needs their scaling alpha / r (> 0)");
+  }
+  // <layer> -> its A and B.
+  std::map<std::string, std::pair<const Item*, const Item*>> pairs;
+  for (const Item& it : adapters) {
+    const std::string& n = it.entry.name;
+    const bool is_a = absl::EndsWith(n, ".lora_A.weight"), is_b = absl::EndsWith(n, ".lora_B.weight");
+    if (!is_a && !is_b) {
+      return absl::InvalidArgumentError(absl::StrCat("LoRA parameter '", n, "' is neither <layer>.lora_A.weight nor "
+                                                     "<layer>.lora_B.weight; it cannot be merged"));
+    }
+    auto& pair = pairs[n.substr(0, n.size() - std::string(".lora_A.weight").size())];
+    (is_a ? pair.first : pair.second) = &it;
+  }
+  for (auto& [layer, ab] : pairs) {
+    if (ab.first == nullptr || ab.second == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("layer '", layer, "' has lora_", ab.first ? "A" : "B",
+                                                     " but not lora_", ab.first ? "B" : "A", "; it cannot be merged"));
+    }
+    auto base = std::find_if(rest.begin(), rest.end(), [&](const Item& it) { return it.entry.name == layer + ".weight"; });
+    if (base == rest.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("LoRA layer '", layer, "' has no ", layer, ".weight to merge into"));
+    }
+    auto merged = std::make_shared<MergedWeight>(*base, *ab.first, *ab.second, options);
+    ZT_RETURN_IF_ERROR(merged->Validate());
+    base->source = DType::kFloat32;
+    base->read = [merged](int64_t b, int64_t e, void* dst) { return merged->Read(b, e, static_cast<float*>(dst)); };
+  }
+  *items = std::move(rest);
+  return absl::OkStatus();
+}
+
 // Where the files go: `out` itself when it names a .safetensors file (one
 // shard), else the directory `out` (created) with the entries split into
 // shards of at most max_shard_bytes.
@@ -154,11 +269,11 @@ absl::StatusOr<OutputPlan> PlanOutput(const std::string& out, const std::vector<
 
 // Every file's metadata: the format, where the weights came from, and the
 // tied aliases ("alias=name,...") when there are any.
-std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck) {
+std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck, const ExportOptions& options) {
   std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                  {"zt_checkpoint_tag", ck.tag()},
                                                  {"zt_global_steps", std::to_string(ck.training_state().global_steps)}};
-  if (!ck.layout().shared.empty()) {
+  if (!ck.layout().shared.empty() && options.lora != LoraExport::kAdapterOnly) {
     std::vector<std::string> tied;
     for (const auto& [alias, name] : ck.layout().shared) tied.push_back(alias + "=" + name);
     metadata["zt_tied"] = absl::StrJoin(tied, ",");
@@ -265,11 +380,12 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
   ZT_RETURN_IF_ERROR(AddModuleItems(ck, options, &items));
   // By default tied aliases are named in the metadata only.
   if (options.tied_copies) AddTiedCopies(ck, options, &items);
+  ZT_RETURN_IF_ERROR(ApplyLoraExport(options, &items));
 
   std::vector<SafetensorsEntry> entries;
   for (const Item& it : items) entries.push_back(it.entry);
   ZT_ASSIGN_OR_RETURN(const OutputPlan plan, PlanOutput(out, entries, options));
-  const std::map<std::string, std::string> metadata = ExportMetadata(ck);
+  const std::map<std::string, std::string> metadata = ExportMetadata(ck, options);
 
   // The plan keeps the items' order: shard after shard, entry after entry.
   ExportResult result;

@@ -21,6 +21,16 @@
 
 namespace zt::ckpt {
 
+// What happens to LoRA adapters (parameters under a lora_A / lora_B layer,
+// lora/lora_layer.h) on export.
+enum class LoraExport {
+  kAsSaved,      // every tensor under its own name, adapters included
+  kMerged,       // W + scaling * B A into each adapted weight, adapters left out:
+                 // the base model's own names and shapes
+  kAdapterOnly,  // only the adapters, named as PEFT's adapter_model.safetensors
+                 // (base_model.model.<name>)
+};
+
 struct ExportOptions {
   // Floating-point tensors are written in this dtype (integer buffers keep theirs).
   DType dtype = DType::kFloat32;
@@ -32,6 +42,9 @@ struct ExportOptions {
   // listed in the metadata ("zt_tied") and left out, as Hugging Face does.
   bool tied_copies = false;
   int64_t chunk_elements = 4 << 20;
+  LoraExport lora = LoraExport::kAsSaved;
+  double lora_scaling = 0.0;         // alpha / r; kMerged needs it
+  bool lora_fan_in_fan_out = false;  // adapted weights are stored [in, out] (GPT-2's Conv1D)
 };
 
 struct ExportResult {

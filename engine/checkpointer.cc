@@ -20,6 +20,7 @@
 #include "comm/agreement.h"
 #include "comm/collective_label.h"
 #include "engine/tensor_ref.h"
+#include "lora/lora_options.h"
 #include "plan/layout.h"
 #include "util/error.h"
 #include "util/file_io.h"
@@ -571,15 +572,23 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
     dst.copy_(raw);
     return absl::OkStatus();
   };
+  std::set<std::string> kept;  // trainable names the file lacks that keep their values
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
         ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
         // Missing names first, all at once, so the error lists every one. A
         // tied alias may be absent (transformers drops lm_head.weight when tied).
         const std::map<std::string, std::string> aliases = TiedAliases(*core_.module);
+        // LoRA adapters may be absent too: a base model's weights go into a
+        // model with fresh adapters, which keep their values.
         std::vector<std::string> missing;
         for (const auto& [name, n] : numel_of) {
-          if (model->Find(name).second == nullptr && aliases.count(name) == 0) missing.push_back(name);
+          if (model->Find(name).second != nullptr || aliases.count(name) > 0) continue;
+          if (IsLoraParameterName(name)) {
+            kept.insert(name);
+          } else {
+            missing.push_back(name);
+          }
         }
         if (!missing.empty()) {
           std::sort(missing.begin(), missing.end());
@@ -588,6 +597,7 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
         }
         ZT_RETURN_IF_ERROR(ReadOwned(
             [&](const std::string& name, int64_t b, int64_t e, float* dst) {
+              if (kept.count(name) > 0) return CurrentMaster(name, b, e, dst);
               return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
             },
             nullptr,
@@ -610,8 +620,25 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
 
   core_.optimizer->SetMasters(staged.masters);
   CommitFrozenAndBuffers(staged);
-  if (core_.pg->rank() == 0) LogLoadedWeights(path, *model, numel_of);
+  if (core_.pg->rank() == 0) {
+    LogLoadedWeights(path, *model, numel_of);
+    if (!kept.empty()) {
+      ZT_LOG(INFO) << kept.size() << " LoRA adapter tensors are not in '" << path << "' and keep their values";
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Status Checkpointer::CurrentMaster(const std::string& name, int64_t b, int64_t e, float* dst) {
+  for (size_t gi = 0; gi < core_.groups.size(); ++gi) {
+    const zero::FlatGroup& g = core_.groups[gi];
+    const int64_t owned = core_.stage == 0 ? 0 : g.owned_begin();  // Read counts from the owned range's start
+    for (const plan::ParamSlot& s : g.layout.slots) {
+      if (core_.param_names[static_cast<size_t>(s.param_index)] != name) continue;
+      return core_.optimizer->Read("master", static_cast<int>(gi), s.offset + b - owned, s.offset + e - owned, dst);
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no trainable parameter '", name, "'"));
 }
 
 void Checkpointer::LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,

@@ -102,6 +102,9 @@ class Checkpointer {
   absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging, bool replacing,
                        const ckpt::SavedLayout& layout, int64_t save_id);
 
+  // Elements [b, e) of trainable parameter `name` as the fp32 master holds
+  // them now; [b, e) lies in this rank's owned range.
+  absl::Status CurrentMaster(const std::string& name, int64_t b, int64_t e, float* dst);
   // LoadWeights' log line: what was loaded, and the file's tensors the model
   // does not have (`numel_of`: the model's parameter names).
   void LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,

@@ -8,6 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "util/status.h"
 
@@ -25,7 +29,47 @@ void Add(ModelShape& s, std::string name, int64_t numel, int unit) {
   s.params.push_back(ParamShape{std::move(name), numel, unit, true});
 }
 
-ModelShape Gpt2Shape(const TransformerShape& t, int64_t positions) {
+// A layer that can take a LoRA adapter (zt::LoraLinear, GPT-2's Conv1D):
+// its path, sizes, and its last own parameter in ModelShape::params.
+struct LoraCapable {
+  std::string path;
+  int64_t in = 0, out = 0;
+  size_t last_param = 0;
+};
+// A linear layer's weight [out, in] (or [in, out]; same count) and bias.
+void Linear(ModelShape& s, std::vector<LoraCapable>* layers, const std::string& path, int64_t in, int64_t out,
+            bool bias, int unit) {
+  Add(s, path + ".weight", in * out, unit);
+  if (bias) Add(s, path + ".bias", out, unit);
+  layers->push_back({path, in, out, s.params.size() - 1});
+}
+
+// The shape with LoRA: adapters (trainable) after each targeted layer's own
+// parameters -- the modules register them there -- and every other
+// parameter frozen.
+ModelShape WithLora(const ModelShape& base, const std::vector<LoraCapable>& layers, const LoraOptions& o) {
+  const bool all_linear = o.targets.size() == 1 && o.targets[0] == "all-linear";
+  std::vector<std::vector<ParamShape>> after(base.params.size());
+  for (const LoraCapable& l : layers) {
+    const std::string name = l.path.substr(l.path.find_last_of('.') + 1);
+    const bool target = all_linear ? name != "lm_head"
+                                   : std::find(o.targets.begin(), o.targets.end(), name) != o.targets.end();
+    if (!target) continue;
+    const int unit = base.params[l.last_param].unit;
+    after[l.last_param].push_back(ParamShape{l.path + ".lora_A.weight", o.r * l.in, unit, true});
+    after[l.last_param].push_back(ParamShape{l.path + ".lora_B.weight", l.out * o.r, unit, true});
+  }
+  ModelShape s = base;
+  s.params.clear();
+  for (size_t i = 0; i < base.params.size(); ++i) {
+    s.params.push_back(base.params[i]);
+    s.params.back().trainable = false;
+    for (const ParamShape& p : after[i]) s.params.push_back(p);
+  }
+  return s;
+}
+
+ModelShape Gpt2Shape(const TransformerShape& t, int64_t positions, std::vector<LoraCapable>* layers) {
   ModelShape s;
   const int64_t d = t.hidden;
   // Unit 1: the model (its top module is a zt::Unit); 2..: the blocks.
@@ -38,16 +82,12 @@ ModelShape Gpt2Shape(const TransformerShape& t, int64_t positions) {
     const std::string b = absl::StrCat("transformer.h.", i, ".");
     Add(s, b + "ln_1.weight", d, unit);
     Add(s, b + "ln_1.bias", d, unit);
-    Add(s, b + "attn.c_attn.weight", d * 3 * d, unit);
-    Add(s, b + "attn.c_attn.bias", 3 * d, unit);
-    Add(s, b + "attn.c_proj.weight", d * d, unit);
-    Add(s, b + "attn.c_proj.bias", d, unit);
+    Linear(s, layers, b + "attn.c_attn", d, 3 * d, true, unit);
+    Linear(s, layers, b + "attn.c_proj", d, d, true, unit);
     Add(s, b + "ln_2.weight", d, unit);
     Add(s, b + "ln_2.bias", d, unit);
-    Add(s, b + "mlp.c_fc.weight", d * 4 * d, unit);
-    Add(s, b + "mlp.c_fc.bias", 4 * d, unit);
-    Add(s, b + "mlp.c_proj.weight", 4 * d * d, unit);
-    Add(s, b + "mlp.c_proj.bias", d, unit);
+    Linear(s, layers, b + "mlp.c_fc", d, 4 * d, true, unit);
+    Linear(s, layers, b + "mlp.c_proj", 4 * d, d, true, unit);
     s.sequence.push_back(unit);
   }
   Add(s, "transformer.ln_f.weight", d, 1);
@@ -63,7 +103,7 @@ struct LlamaExtras {
   bool tied = false;      // lm_head.weight is model.embed_tokens.weight: counted once
 };
 
-ModelShape LlamaShape(const TransformerShape& t, const LlamaExtras& x) {
+ModelShape LlamaShape(const TransformerShape& t, const LlamaExtras& x, std::vector<LoraCapable>* layers) {
   ModelShape s;
   const int64_t d = t.hidden, kv = t.kv_heads * (d / t.heads), m = t.intermediate;
   s.num_units = 2 + static_cast<int>(t.layers);
@@ -74,19 +114,18 @@ ModelShape LlamaShape(const TransformerShape& t, const LlamaExtras& x) {
     const std::string b = absl::StrCat("model.layers.", i, ".");
     // In the modules' registration order: weight, then bias.
     for (const auto& [proj, out] : {std::pair{"q_proj", d}, std::pair{"k_proj", kv}, std::pair{"v_proj", kv}}) {
-      Add(s, absl::StrCat(b, "self_attn.", proj, ".weight"), out * d, unit);
-      if (x.qkv_bias) Add(s, absl::StrCat(b, "self_attn.", proj, ".bias"), out, unit);
+      Linear(s, layers, absl::StrCat(b, "self_attn.", proj), d, out, x.qkv_bias, unit);
     }
-    Add(s, b + "self_attn.o_proj.weight", d * d, unit);
-    Add(s, b + "mlp.gate_proj.weight", m * d, unit);
-    Add(s, b + "mlp.up_proj.weight", m * d, unit);
-    Add(s, b + "mlp.down_proj.weight", d * m, unit);
+    Linear(s, layers, b + "self_attn.o_proj", d, d, false, unit);
+    Linear(s, layers, b + "mlp.gate_proj", d, m, false, unit);
+    Linear(s, layers, b + "mlp.up_proj", d, m, false, unit);
+    Linear(s, layers, b + "mlp.down_proj", m, d, false, unit);
     Add(s, b + "input_layernorm.weight", d, unit);
     Add(s, b + "post_attention_layernorm.weight", d, unit);
     s.sequence.push_back(unit);
   }
   Add(s, "model.norm.weight", d, 1);
-  if (!x.tied) Add(s, "lm_head.weight", t.vocab * d, 1);
+  if (!x.tied) Linear(s, layers, "lm_head", d, t.vocab, false, 1);
   s.transformer = t;
   return s;
 }
@@ -112,6 +151,8 @@ ModelShape MnistShape() {
 absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
   ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(spec));
   ZT_ASSIGN_OR_RETURN(std::string text, models::HfConfigJson(spec));
+  ZT_ASSIGN_OR_RETURN(const LoraOptions lora, models::ResolveLora(spec));
+  std::vector<LoraCapable> layers;
   ModelShape shape;
   if (text.empty()) {
     shape = MnistShape();
@@ -128,7 +169,7 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       ZT_ASSIGN_OR_RETURN(int64_t positions, Key(j, "n_positions", spec.name));
       t.kv_heads = t.heads;
       t.intermediate = 4 * t.hidden;
-      shape = Gpt2Shape(t, positions);
+      shape = Gpt2Shape(t, positions, &layers);
     } else if (type == "llama" || type == "mistral" || type == "qwen2") {
       t.architecture = Architecture::kLlama;
       ZT_ASSIGN_OR_RETURN(t.layers, Key(j, "num_hidden_layers", spec.name));
@@ -140,7 +181,7 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       LlamaExtras extras;
       extras.qkv_bias = type == "qwen2";
       extras.tied = j.value("tie_word_embeddings", false);
-      shape = LlamaShape(t, extras);
+      shape = LlamaShape(t, extras, &layers);
     } else {
       return absl::UnimplementedError(
           absl::StrCat("model ", spec.name, ": no estimator shape for model type '", type, "'"));
@@ -151,7 +192,7 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
     return absl::InternalError(absl::StrCat("model ", spec.name, ": the estimator counts ", shape.numel(),
                                             " parameters, the registry ", info.num_params));
   }
-  return shape;
+  return lora.enabled() ? WithLora(shape, layers, lora) : shape;
 }
 
 }  // namespace zt::estimate

@@ -51,7 +51,7 @@ Conv1DImpl::Conv1DImpl(int64_t nx, int64_t nf, double init_std) {
 torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
   std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = weight.size(1);
-  return torch::addmm(bias, x.reshape({-1, weight.size(0)}), weight).view(out_shape);
+  return AddLoraTerm(x, torch::addmm(bias, x.reshape({-1, weight.size(0)}), weight).view(out_shape), is_training());
 }
 
 Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c) : n_head(c.n_head), dropout(c.dropout_percent / 100.0) {

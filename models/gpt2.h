@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lora/lora_layer.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -36,10 +37,14 @@ absl::Status ValidateGpt2Config(const std::string& name, const Gpt2Config& c);
 int64_t Gpt2NumParams(const Gpt2Config& c);
 
 // HF's Conv1D: y = x @ weight + bias with weight [nx, nf] (the transpose of
-// torch::nn::Linear's). Initialized normal(0, init_std) and zero bias.
-struct Conv1DImpl : torch::nn::Module {
+// torch::nn::Linear's). Initialized normal(0, init_std) and zero bias. Takes
+// a LoRA adapter as PEFT does for GPT-2 (fan_in_fan_out).
+struct Conv1DImpl : torch::nn::Module, zt::LoraLayer {
   Conv1DImpl(int64_t nx, int64_t nf, double init_std);
   torch::Tensor forward(const torch::Tensor& x);
+  int64_t lora_in_features() const override { return weight.size(0); }
+  int64_t lora_out_features() const override { return weight.size(1); }
+  bool lora_fan_in_fan_out() const override { return true; }
   torch::Tensor weight, bias;
 };
 TORCH_MODULE(Conv1D);

@@ -82,8 +82,9 @@ LlamaRmsNormImpl::LlamaRmsNormImpl(int64_t dim, double eps) : eps(eps) {
 
 namespace {
 
-torch::nn::Linear NoBiasLinear(int64_t in, int64_t out, double init_std) {
-  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(false));
+// zt::LoraLinear: torch::nn::Linear that can take a LoRA adapter.
+zt::LoraLinear NoBiasLinear(int64_t in, int64_t out, double init_std) {
+  zt::LoraLinear linear(torch::nn::LinearOptions(in, out).bias(false));
   torch::nn::init::normal_(linear->weight, 0.0, init_std);
   return linear;
 }
@@ -96,7 +97,7 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
   // Qwen2's q/k/v biases start at zero, as transformers initializes them.
   auto qkv = [&](int64_t out) {
     if (!c.qkv_bias) return NoBiasLinear(c.n_embd, out, init_std);
-    torch::nn::Linear linear(torch::nn::LinearOptions(c.n_embd, out).bias(true));
+    zt::LoraLinear linear(torch::nn::LinearOptions(c.n_embd, out).bias(true));
     torch::nn::init::normal_(linear->weight, 0.0, init_std);
     torch::nn::init::zeros_(linear->bias);
     return linear;

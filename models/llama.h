@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lora/lora_linear.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -68,14 +69,14 @@ struct LlamaAttentionImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // causal, rotary computed here
   int64_t n_head, n_kv_head, head_dim;
   double rope_theta;
-  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  zt::LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 };
 TORCH_MODULE(LlamaAttention);
 
 struct LlamaMlpImpl : torch::nn::Module {
   explicit LlamaMlpImpl(const LlamaConfig& c);
   torch::Tensor forward(const torch::Tensor& x);  // down(silu(gate(x)) * up(x))
-  torch::nn::Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+  zt::LoraLinear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 };
 TORCH_MODULE(LlamaMlp);
 
@@ -103,7 +104,7 @@ struct LlamaForCausalLMImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
   LlamaConfig config;
   LlamaModel model{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // untied
+  zt::LoraLinear lm_head{nullptr};  // untied
   TiedLmHead tied_lm_head{nullptr};    // tied (registered as lm_head too)
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lora/apply_lora.h"
 #include "models/common.h"
 #include "models/gpt2.h"
 #include "models/hf_config.h"
@@ -197,13 +198,40 @@ absl::StatusOr<ModelInfo> DescribeModel(const ModelSpec& spec) {
   return r.info;
 }
 
+absl::StatusOr<LoraOptions> ResolveLora(const ModelSpec& spec) {
+  LoraOptions o = spec.lora;
+  ZT_RETURN_IF_ERROR(ValidateLoraOptions(o));
+  if (!o.enabled()) return o;
+  ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
+  if (std::holds_alternative<MnistConfig>(r.config)) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", spec.name,
+                                                   " has no LoRA-capable layers; LoRA is for the transformers"));
+  }
+  if (o.targets.empty()) {
+    o.targets = std::holds_alternative<Gpt2Config>(r.config) ? std::vector<std::string>{"c_attn"}
+                                                             : std::vector<std::string>{"q_proj", "v_proj"};
+  }
+  return o;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec) {
   ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
+  ZT_ASSIGN_OR_RETURN(const LoraOptions lora, ResolveLora(spec));
   torch::manual_seed(spec.seed);
   try {
-    if (const auto* g = std::get_if<Gpt2Config>(&r.config)) return CreateGpt2(r.info, *g);
-    if (const auto* l = std::get_if<LlamaConfig>(&r.config)) return CreateLlama(r.info, *l);
-    return CreateMnistCnn(r.info);
+    // Adapters join each unit as it is built, before construction-time
+    // sharding sees it; Finish covers the rest and checks the targets.
+    LoraScope scope(lora);
+    std::unique_ptr<Model> model;
+    if (const auto* g = std::get_if<Gpt2Config>(&r.config)) {
+      model = CreateGpt2(r.info, *g);
+    } else if (const auto* l = std::get_if<LlamaConfig>(&r.config)) {
+      model = CreateLlama(r.info, *l);
+    } else {
+      model = CreateMnistCnn(r.info);
+    }
+    ZT_RETURN_IF_ERROR(scope.Finish(*model->module()).status());
+    return model;
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat("model ", spec.name, ": out of memory building ",
                                                      FormatCount(r.info.num_params),
@@ -260,7 +288,7 @@ std::vector<std::string> ModelNames() {
 std::string ModelHelp() {
   std::string out;
   for (const Preset& p : Presets()) {
-    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{p.name, {}, 1});
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{p.name, {}, 1, {}});
     const std::string count = info.ok() ? FormatCount(info->num_params) : std::string("?");
     absl::StrAppend(&out, absl::StrFormat("%-12s %8s  %s\n", p.name, count, Dims(p.config)));
   }

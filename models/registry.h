@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lora/lora_options.h"
 #include "models/model.h"
 
 namespace zt::models {
@@ -25,9 +26,20 @@ struct ModelSpec {
   // intermediate, seq_len, vocab; mnist-cnn: none.
   std::map<std::string, int64_t> overrides;
   uint64_t seed = 1;  // torch::manual_seed before construction: same seed, same weights
+  // LoRA adapters (off when lora.r == 0): the base is frozen, the targets'
+  // adapters are the only trainable parameters (lora/apply_lora.h).
+  LoraOptions lora;
 };
 
-// Builds the model (float32, CPU). Errors (InvalidArgument): an unknown name
+// spec.lora with the model's default targets filled in (PEFT's: q_proj and
+// v_proj for LLaMA-style models, c_attn for GPT-2), checked.
+// InvalidArgument for bad options or a model without LoRA-capable layers
+// (mnist-cnn). Off (r == 0) stays off.
+absl::StatusOr<LoraOptions> ResolveLora(const ModelSpec& spec);
+
+// Builds the model (float32, CPU), with LoRA adapters when spec.lora.r > 0
+// (inside a LoraScope, so it works under zt::ShardedInit). Errors
+// (InvalidArgument): bad LoRA options, an unknown name
 // (lists the known ones), an override key the model does not have (lists its
 // keys), dimensions that do not fit (names the key and what to change).
 // Reseeds torch's global generator with spec.seed.

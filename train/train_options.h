@@ -7,6 +7,8 @@
 #include <map>
 #include <string>
 
+#include "lora/lora_options.h"
+
 namespace zt::train {
 
 struct TrainOptions {
@@ -14,6 +16,10 @@ struct TrainOptions {
   std::string model = "gpt2-mini";
   std::map<std::string, int64_t> model_overrides;  // --model-set n_layer=4 ...
   uint64_t seed = 1234;                            // model init and data order
+  // LoRA (--lora-r ...): adapters on the targets, the base frozen. The end
+  // of the run then exports the adapter (PEFT's files, <output_dir>/adapter)
+  // and the weights with the adapter merged (export_path).
+  LoraOptions lora;
 
   // --- Data ---
   // Language models: a text file or directory (byte-level tokens), or a

@@ -37,6 +37,8 @@
 #include "comm/rank_env.h"
 #include "data/sampler.h"
 #include "engine/engine.h"
+#include "lora/apply_lora.h"
+#include "lora/lora_record.h"
 #include "models/registry.h"
 #include "monitor/csv_monitor.h"
 #include "monitor/from_config.h"
@@ -60,8 +62,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-ckpt::Value ClientState(const data::SampleStream& stream, const RunHistory& history) {
+ckpt::Value ClientState(const data::SampleStream& stream, const RunHistory& history,
+                        const std::optional<LoraRecord>& lora) {
   ckpt::Dict d;
+  if (lora) d.Set("lora", LoraRecordToValue(*lora));
   d.Set("sampler_epoch", ckpt::Value(stream.position().epoch));
   d.Set("sampler_offset", ckpt::Value(stream.position().offset));
   d.Set("sampler_world_size", ckpt::Value(static_cast<int64_t>(stream.sampler().options().world_size)));
@@ -266,6 +270,7 @@ class RankTrainer {
   // from the final checkpoint; all ranks agree on the outcome. `exported` and
   // `hf_config` describe what was written, for the summary.
   absl::Status Export(std::string* exported, std::string* hf_config);
+  absl::Status ExportOnRank0(std::string* exported, std::string* hf_config);
   // Rank 0: the HTML report and the summary on stdout.
   absl::Status Report(const std::string& exported, const std::string& hf_config);
 
@@ -279,6 +284,8 @@ class RankTrainer {
   Config config_;
   models::ModelSpec spec_;
   std::unique_ptr<models::Model> model_;
+  std::optional<LoraRecord> lora_;  // the run's LoRA settings, when it trains adapters
+  std::string adapter_line_;        // where the adapter was exported (rank 0)
   bool lm_ = false;  // a language model: token sequences, perplexity; else images, accuracy
   int64_t seq_len_ = 0;
   std::unique_ptr<TrainData> data_;
@@ -306,9 +313,7 @@ absl::Status RankTrainer::JoinWorld() {
 
 absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, const std::string& config_source) {
   ZT_ASSIGN_OR_RETURN(config_, ParseTrainConfig(config_json, config_source, pg_->size()));
-  spec_.name = o_.model;
-  spec_.overrides = o_.model_overrides;
-  spec_.seed = o_.seed;
+  spec_ = ModelSpecOf(o_);
   {
     // Stage 3 shards each block as it is built (zt::ShardedInit): no rank
     // ever holds the whole model, which is what makes models larger than one
@@ -316,6 +321,18 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
     std::unique_ptr<ShardedInit> sharded;
     if (config_.zero.stage == 3) sharded = std::make_unique<ShardedInit>(pg_, config_);
     ZT_ASSIGN_OR_RETURN(model_, models::CreateModel(spec_));
+  }
+  std::string lora_line;
+  if (spec_.lora.enabled()) {
+    ZT_ASSIGN_OR_RETURN(LoraOptions resolved, models::ResolveLora(spec_));
+    const LoraSummary sum = SummarizeLora(*model_->module());
+    lora_ = LoraRecord{resolved, sum.fan_in_fan_out};
+    lora_line = absl::StrFormat(
+        "LoRA: r=%d alpha=%g dropout=%g on %s: %d layers, %s trainable parameters (%.3f%% of %s), base frozen\n",
+        resolved.r, resolved.alpha, resolved.dropout, absl::StrJoin(resolved.targets, ","), sum.layers,
+        HumanCount(static_cast<double>(sum.trainable_numel)),
+        100.0 * static_cast<double>(sum.trainable_numel) / static_cast<double>(sum.trainable_numel + sum.frozen_numel),
+        HumanCount(static_cast<double>(sum.trainable_numel + sum.frozen_numel)));
   }
   lm_ = info().task == models::Task::kLanguageModel;
   ZT_ASSIGN_OR_RETURN(seq_len_, SeqLen(o_, info()));
@@ -328,6 +345,7 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
     std::printf("zt train: %s (%s parameters) on %d rank%s, ZeRO stage %d, %s\n", info().name.c_str(),
                 HumanCount(static_cast<double>(info().num_params)).c_str(), pg_->size(), pg_->size() == 1 ? "" : "s",
                 config_.zero.stage, config_.bf16.enabled ? "bf16" : (config_.fp16.enabled ? "fp16" : "fp32"));
+    std::printf("%s", lora_line.c_str());
     std::printf("data: %s\n", data_->Describe().c_str());
     std::printf("batch: %lld per rank x %lld accumulation x %d ranks = %lld samples per step%s\n",
                 static_cast<long long>(micro_), static_cast<long long>(gas_), pg_->size(),
@@ -526,7 +544,7 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
 absl::Status RankTrainer::Save() {
   if (paths_.save_dir.empty()) return absl::OkStatus();
   const auto t0 = Clock::now();
-  ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, "", ClientState(*stream_, history_)));
+  ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, "", ClientState(*stream_, history_, lora_)));
   if (rank0_) {
     if (progress_) progress_->Finish();
     std::printf("saved checkpoint %s/global_step%lld (%.2f s)\n", paths_.save_dir.c_str(),
@@ -547,24 +565,34 @@ absl::Status RankTrainer::Finish() {
 }
 
 absl::Status RankTrainer::Export(std::string* exported, std::string* hf_config) {
-  if (paths_.export_path.empty() || paths_.save_dir.empty()) return absl::OkStatus();
+  if (paths_.save_dir.empty() || (paths_.export_path.empty() && !lora_)) return absl::OkStatus();
   absl::Status st = absl::OkStatus();
-  if (rank0_) {
-    auto ck = ckpt::ZeroCheckpoint::Open(paths_.save_dir);
-    if (!ck.ok()) {
-      st = ck.status();
-    } else {
-      auto r = ckpt::ExportSafetensors(**ck, paths_.export_path);
-      if (!r.ok()) {
-        st = r.status();
-      } else {
-        *exported = absl::StrCat(paths_.export_path, " (", r->tensors, " tensors, ",
-                                 HumanBytes(static_cast<double>(r->bytes)), ")");
-        st = WriteHfConfig(spec_, paths_.export_path, hf_config);
-      }
-    }
-  }
+  if (rank0_) st = ExportOnRank0(exported, hf_config);
   return comm::AgreeAcrossRanks(*pg_, st, "exporting the consolidated weights");
+}
+
+absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_config) {
+  ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(paths_.save_dir));
+  ckpt::ExportOptions eo;
+  if (lora_) {
+    // The adapter alone as PEFT writes it; the export below gets the weights
+    // with the adapter merged (what users of the base model load).
+    ckpt::ExportOptions ao;
+    ao.lora = ckpt::LoraExport::kAdapterOnly;
+    ZT_RETURN_IF_ERROR(MakeDirs(paths_.adapter_dir));
+    ZT_ASSIGN_OR_RETURN(auto a, ckpt::ExportSafetensors(*ck, paths_.adapter_dir + "/adapter_model.safetensors", ao));
+    ZT_RETURN_IF_ERROR(WritePeftAdapterConfig(paths_.adapter_dir, *lora_, o_.init_from));
+    adapter_line_ = absl::StrCat(paths_.adapter_dir, " (", a.tensors, " tensors, ",
+                                 HumanBytes(static_cast<double>(a.bytes)), ", PEFT's adapter files)");
+    eo.lora = ckpt::LoraExport::kMerged;
+    eo.lora_scaling = lora_->options.scaling();
+    eo.lora_fan_in_fan_out = lora_->fan_in_fan_out;
+  }
+  if (paths_.export_path.empty()) return absl::OkStatus();
+  ZT_ASSIGN_OR_RETURN(auto r, ckpt::ExportSafetensors(*ck, paths_.export_path, eo));
+  *exported = absl::StrCat(paths_.export_path, " (", r.tensors, " tensors, ", HumanBytes(static_cast<double>(r.bytes)),
+                           lora_ ? ", adapter merged" : "", ")");
+  return WriteHfConfig(spec_, paths_.export_path, hf_config);
 }
 
 absl::Status RankTrainer::Report(const std::string& exported, const std::string& hf_config) {
@@ -587,6 +615,7 @@ absl::Status RankTrainer::Report(const std::string& exported, const std::string&
   std::printf("  output:      %s\n", paths_.output_dir.c_str());
   if (!paths_.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths_.save_dir.c_str());
   if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
+  if (!adapter_line_.empty()) std::printf("  adapter:     %s\n", adapter_line_.c_str());
   if (!hf_config.empty())
     std::printf("  HF config:   %s (transformers' from_pretrained reads the directory)\n", hf_config.c_str());
   if (!paths_.report.empty()) std::printf("  report:      %s\n", paths_.report.c_str());
@@ -613,11 +642,9 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
   ZT_RETURN_IF_ERROR(CheckWritableDir("output directory (--output-dir)", paths.output_dir));
   if (!paths.save_dir.empty())
     ZT_RETURN_IF_ERROR(CheckWritableDir("checkpoint directory (--save-dir)", paths.save_dir));
-  models::ModelSpec spec;
-  spec.name = o.model;
-  spec.overrides = o.model_overrides;
-  spec.seed = o.seed;
+  const models::ModelSpec spec = ModelSpecOf(o);
   ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(spec));
+  ZT_RETURN_IF_ERROR(models::ResolveLora(spec).status());
   ZT_ASSIGN_OR_RETURN(int64_t seq_len, SeqLen(o, info));
   // Sizes from headers: the ranks decode the data, the launcher does not.
   ZT_ASSIGN_OR_RETURN(const int64_t train_samples, CountTrainSamples(o, info, seq_len));
@@ -628,6 +655,15 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
                                             "directory holding them (zt ckpt consolidate writes one)"));
   }
   return absl::OkStatus();
+}
+
+models::ModelSpec ModelSpecOf(const TrainOptions& o) {
+  models::ModelSpec spec;
+  spec.name = o.model;
+  spec.overrides = o.model_overrides;
+  spec.seed = o.seed;
+  spec.lora = o.lora;
+  return spec;
 }
 
 OutputPaths ResolveOutputPaths(const TrainOptions& o) {
@@ -646,6 +682,7 @@ OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   }
   p.report = o.report == "none" ? "" : (o.report.empty() ? p.output_dir + "/report.html" : o.report);
   p.monitor_dir = p.output_dir;
+  p.adapter_dir = p.output_dir + "/adapter";
   return p;
 }
 

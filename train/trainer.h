@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "models/registry.h"
 #include "train/train_options.h"
 
 namespace zt::train {
@@ -36,7 +37,11 @@ struct OutputPaths {
   std::string export_path;  // consolidated safetensors ("" : none)
   std::string report;       // HTML report; empty: none
   std::string monitor_dir;  // csv_monitor / tensorboard output_path default
+  std::string adapter_dir;  // LoRA runs: PEFT's adapter files
 };
 OutputPaths ResolveOutputPaths(const TrainOptions& options);
+
+// The model the options name: preset or folder, overrides, seed, LoRA.
+models::ModelSpec ModelSpecOf(const TrainOptions& options);
 
 }  // namespace zt::train

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "util/error.h"
@@ -139,7 +140,28 @@ void UnitCall::Outputs(const std::vector<at::Tensor*>& outputs) {
 UnitBase::UnitBase() = default;
 UnitBase::~UnitBase() = default;
 
-void UnitBase::OnConstructed(torch::nn::Module& self) { zero::ShardAtConstruction(self, *this); }
+void UnitBase::OnConstructed(torch::nn::Module& self) {
+  UnitConstructionHook::RunAll(self);
+  zero::ShardAtConstruction(self, *this);
+}
+
+namespace {
+// The constructing thread's hooks, outermost first.
+thread_local std::vector<UnitConstructionHook*> construction_hooks;
+}  // namespace
+
+UnitConstructionHook::UnitConstructionHook(std::function<void(torch::nn::Module&)> fn) : fn_(std::move(fn)) {
+  construction_hooks.push_back(this);
+}
+
+UnitConstructionHook::~UnitConstructionHook() {
+  auto it = std::find(construction_hooks.begin(), construction_hooks.end(), this);
+  if (it != construction_hooks.end()) construction_hooks.erase(it);
+}
+
+void UnitConstructionHook::RunAll(torch::nn::Module& unit) {
+  for (UnitConstructionHook* h : construction_hooks) h->fn_(unit);
+}
 
 UnitBase* AsUnit(torch::nn::Module& module) { return dynamic_cast<UnitBase*>(&module); }
 

@@ -45,6 +45,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,26 @@ class UnitBase {
   std::shared_ptr<zero::UnitHook> hook_;
   std::shared_ptr<zero::PresharedUnit> preshard_;
   bool checkpointed_ = false;
+};
+
+// A callback every unit built on this thread runs on itself once Impl is
+// constructed, before construction-time sharding (zt::ShardedInit) looks at
+// its parameters: what it adds or freezes is sharded accordingly. LoRA
+// (lora/lora_scope.h) adds its adapters this way. Hooks nest; the innermost
+// runs last. RAII: the hook is active for the object's lifetime, on the
+// constructing thread only.
+class UnitConstructionHook {
+ public:
+  explicit UnitConstructionHook(std::function<void(torch::nn::Module&)> fn);
+  ~UnitConstructionHook();
+  UnitConstructionHook(const UnitConstructionHook&) = delete;
+  UnitConstructionHook& operator=(const UnitConstructionHook&) = delete;
+
+  // Runs every active hook on `unit` (UnitBase::OnConstructed calls it).
+  static void RunAll(torch::nn::Module& unit);
+
+ private:
+  std::function<void(torch::nn::Module&)> fn_;
 };
 
 // How a unit finds the tensors in its forward's result. kKnown is false for

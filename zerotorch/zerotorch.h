@@ -23,6 +23,8 @@
 #include "engine/engine.h"               // zt::Engine: Backward, Step, checkpoints, memory
 #include "engine/gathered_parameters.h"  // zt::GatheredParameters: full values under stage 3
 #include "engine/weights.h"              // zt::LoadSafetensors outside an engine
+#include "lora/apply_lora.h"             // zt::ApplyLora, zt::LoraScope: LoRA adapters on a frozen base
+#include "lora/lora_linear.h"            // zt::LoraLinear: torch::nn::Linear that takes an adapter
 #include "util/error.h"                  // zt::Error, ValueOrThrow, ThrowIfError
 #include "util/log.h"                    // ZT_LOG
 #include "util/status.h"                 // ZT_RETURN_IF_ERROR, ZT_ASSIGN_OR_RETURN

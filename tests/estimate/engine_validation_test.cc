@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -60,11 +61,23 @@ at::Tensor Loss(models::Model& model, bool bf16, int64_t batch, int64_t seq) {
   return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
 }
 
+// "llama-tiny", or "llama-tiny+lora": LoRA r=4 on every linear layer but the
+// head (GPT-2: on c_attn, the default), the base frozen.
+models::ModelSpec SpecOf(const std::string& arg) {
+  models::ModelSpec spec{arg, {}, 1, {}};
+  if (absl::EndsWith(arg, "+lora")) {
+    spec.name = arg.substr(0, arg.size() - 5);
+    spec.lora.r = 4;
+    if (spec.name == "llama-tiny") spec.lora.targets = {"all-linear"};
+  }
+  return spec;
+}
+
 ZT_RANK_WORKER(estimate_vs_engine) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
   const std::string model_name = ctx.arg;
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
   for (int stage : {0, 1, 2, 3}) {
     for (bool bf16 : {false, true}) {
       for (bool small : {false, true}) {
@@ -84,7 +97,7 @@ ZT_RANK_WORKER(estimate_vs_engine) {
           c.zero.param_persistence_threshold = 500;
           c.zero.prefetch_bucket_size = 20000;
         }
-        ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel({model_name, {}, 1}));
+        ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
         ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
         for (int step = 0; step < 2; ++step) {
           engine->Backward(Loss(*model, bf16, 2, 16));
@@ -121,7 +134,7 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
   const std::string model_name = ctx.arg;
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1, {}}));
   const std::string dir = absl::StrCat("/tmp/zt_estimate_offload_", ::getppid());
   std::filesystem::create_directories(dir);
   struct Case {
@@ -194,7 +207,7 @@ TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
 }
 
 TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
-  for (const char* model : {"gpt2-tiny", "llama-tiny", "mnist-cnn"}) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny", "mnist-cnn", "llama-tiny+lora", "gpt2-tiny+lora"}) {
     for (int world : {1, 2, 4}) {
       RankRunOptions o;
       o.world_size = world;
@@ -211,7 +224,9 @@ TEST(BuiltinShapes, ListTheModulesParameters) {
                                                 {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
                                                 {"llama-tiny", {}, 1},
                                                 {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
-                                                {"mnist-cnn", {}, 1}};
+                                                {"mnist-cnn", {}, 1},
+                                                SpecOf("llama-tiny+lora"),
+                                                SpecOf("gpt2-tiny+lora")};
   for (const models::ModelSpec& spec : specs) {
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     ASSERT_TRUE(shape.ok()) << shape.status();
@@ -222,10 +237,16 @@ TEST(BuiltinShapes, ListTheModulesParameters) {
     for (const auto& p : (*model)->module()->named_parameters(/*recurse=*/true)) {
       if (seen.insert(p.value().unsafeGetTensorImpl()).second) actual.emplace_back(p.key(), p.value().numel());
     }
+    std::vector<bool> trainable;
+    seen.clear();
+    for (const auto& p : (*model)->module()->named_parameters(/*recurse=*/true)) {
+      if (seen.insert(p.value().unsafeGetTensorImpl()).second) trainable.push_back(p.value().requires_grad());
+    }
     ASSERT_EQ(actual.size(), shape->params.size()) << spec.name;
     for (size_t i = 0; i < actual.size(); ++i) {
       EXPECT_EQ(actual[i].first, shape->params[i].name) << spec.name << " #" << i;
       EXPECT_EQ(actual[i].second, shape->params[i].numel) << spec.name << " " << actual[i].first;
+      EXPECT_EQ(trainable[i], shape->params[i].trainable) << spec.name << " " << actual[i].first;
     }
   }
   EXPECT_FALSE(estimate::BuiltinModelShape({"gpt2-tiny", {{"n_layers", 2}}, 1}).ok());
