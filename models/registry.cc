@@ -288,7 +288,7 @@ std::vector<std::string> ModelNames() {
 std::string ModelHelp() {
   std::string out;
   for (const Preset& p : Presets()) {
-    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{p.name, {}, 1, {}});
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{p.name, {}, 1});
     const std::string count = info.ok() ? FormatCount(info->num_params) : std::string("?");
     absl::StrAppend(&out, absl::StrFormat("%-12s %8s  %s\n", p.name, count, Dims(p.config)));
   }

@@ -28,7 +28,7 @@ struct ModelSpec {
   uint64_t seed = 1;  // torch::manual_seed before construction: same seed, same weights
   // LoRA adapters (off when lora.r == 0): the base is frozen, the targets'
   // adapters are the only trainable parameters (lora/apply_lora.h).
-  LoraOptions lora;
+  LoraOptions lora{};
 };
 
 // spec.lora with the model's default targets filled in (PEFT's: q_proj and

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/collective_label.h"
 #include "data/sampler.h"
+#include "data/supervised.h"
 #include "util/status.h"
 
 namespace zt::train {
@@ -31,11 +32,14 @@ absl::StatusOr<EvalResult> Evaluate(models::Model& model, const TrainData& data,
     at::Tensor per_sample, correct;
     if (lm) {
       const int64_t vocab = out.size(-1);
+      // Targets marked kIgnoreTarget (supervised prompts, padding) count
+      // neither loss nor tokens.
       at::Tensor losses = torch::nn::functional::cross_entropy(
           out.reshape({-1, vocab}), target.reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(
+              data::kIgnoreTarget));
       per_sample = losses.reshape(target.sizes()).sum(1).to(at::kDouble);
-      sums[1] += valid.sum() * static_cast<double>(target.size(1));
+      sums[1] += (target.ne(data::kIgnoreTarget).sum(1).to(at::kDouble) * valid).sum();
     } else {
       per_sample = torch::nll_loss(out, target, {}, at::Reduction::None).to(at::kDouble);
       correct = out.argmax(1).eq(target).to(at::kDouble);

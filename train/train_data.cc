@@ -12,10 +12,13 @@
 #include "absl/strings/str_format.h"
 #include "data/byte_tokenizer.h"
 #include "data/idx.h"
+#include "data/hf_tokenizer.h"
 #include "data/image_dataset.h"
+#include "data/supervised.h"
 #include "data/text_corpus.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
+#include "data/tokenize_corpus.h"
 #include "util/status.h"
 #include "util/strings.h"
 
@@ -69,6 +72,117 @@ class ImageData final : public TrainData {
   std::string description_;
 };
 
+// One supervised example per sample (data/supervised.h): right-padded,
+// loss on the completion only.
+class SupervisedData final : public TrainData {
+ public:
+  SupervisedData(std::vector<data::SupervisedExample> train, std::vector<data::SupervisedExample> eval,
+                 int64_t seq_len, int32_t pad, std::string description)
+      : train_(std::move(train)),
+        eval_(std::move(eval)),
+        seq_len_(seq_len),
+        pad_(pad),
+        description_(std::move(description)) {}
+
+  int64_t size(Split s) const override { return static_cast<int64_t>((s == Split::kTrain ? train_ : eval_).size()); }
+  int64_t items_per_sample() const override { return seq_len_; }
+  const char* items_name() const override { return "tok"; }
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+    const auto& d = s == Split::kTrain ? train_ : eval_;
+    const int64_t b = static_cast<int64_t>(indices.size());
+    *input = at::empty({b, seq_len_}, at::kLong);
+    *target = at::empty({b, seq_len_}, at::kLong);
+    for (int64_t i = 0; i < b; ++i) {
+      data::SupervisedWindow(d[static_cast<size_t>(indices[static_cast<size_t>(i)])], seq_len_, pad_,
+                             input->data_ptr<int64_t>() + i * seq_len_, target->data_ptr<int64_t>() + i * seq_len_);
+    }
+  }
+  std::string Describe() const override { return description_; }
+
+ private:
+  std::vector<data::SupervisedExample> train_, eval_;
+  int64_t seq_len_;
+  int32_t pad_;
+  std::string description_;
+};
+
+// Examples split off for evaluation from one file: the last
+// floor(n * eval_fraction), none with a separate --eval-data.
+int64_t EvalExamples(int64_t n, const TrainOptions& o) {
+  return o.eval_data.empty() ? static_cast<int64_t>(static_cast<double>(n) * o.eval_fraction) : 0;
+}
+
+// The tokenizer for supervised JSONL: --tokenizer, else the model folder
+// zt train starts from (--init-from, --model).
+absl::StatusOr<std::unique_ptr<data::HfTokenizer>> SupervisedTokenizer(const TrainOptions& o,
+                                                                       const std::string& data_path) {
+  std::vector<std::string> candidates;
+  if (!o.tokenizer.empty()) {
+    candidates = {o.tokenizer};
+  } else {
+    for (const std::string& dir : {o.init_from, o.model}) {
+      if (!dir.empty() && std::filesystem::is_directory(dir)) candidates.push_back(dir);
+    }
+  }
+  if (candidates.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data ", data_path, " holds prompt/completion examples, which are tokenized with the model's own tokenizer: "
+        "pass --tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
+  }
+  auto tok = data::HfTokenizer::Load(candidates.front());
+  if (!tok.ok()) {
+    return absl::Status(tok.status().code(), absl::StrCat("the tokenizer for --data ", data_path, ": ",
+                                                          tok.status().message(), o.tokenizer.empty() ? "; pass --tokenizer DIR" : ""));
+  }
+  return tok;
+}
+
+absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions& o, const models::ModelInfo& model,
+                                                              int64_t seq_len, const std::string& path) {
+  ZT_ASSIGN_OR_RETURN(auto tokenizer, SupervisedTokenizer(o, path));
+  if (tokenizer->vocab_size() > model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", tokenizer->vocab_size(), " ids, more than ",
+                                                   model.name, "'s vocabulary of ", model.vocab_size));
+  }
+  const int32_t eot = data::DefaultEndOfText(*tokenizer);
+  ZT_ASSIGN_OR_RETURN(data::SupervisedSet set, data::ReadSupervisedJsonl(*tokenizer, path, eot));
+  std::vector<data::SupervisedExample> train = std::move(set.examples), eval;
+  const int64_t n = static_cast<int64_t>(train.size());
+  if (!o.eval_data.empty()) {
+    if (o.eval_interval >= 0) {
+      if (!data::IsSupervisedJsonl(o.eval_data)) {
+        return absl::InvalidArgumentError(absl::StrCat("--eval-data ", o.eval_data, " must be prompt/completion JSONL "
+                                                       "like --data ", path));
+      }
+      ZT_ASSIGN_OR_RETURN(data::SupervisedSet e, data::ReadSupervisedJsonl(*tokenizer, o.eval_data, eot));
+      eval = std::move(e.examples);
+    }
+  } else {
+    const int64_t k = EvalExamples(n, o);
+    eval.assign(std::make_move_iterator(train.end() - k), std::make_move_iterator(train.end()));
+    train.resize(static_cast<size_t>(n - k));
+  }
+  // Examples longer than a sample are cut; some then keep no loss.
+  int64_t cut = 0, no_loss = 0;
+  std::vector<int64_t> in(static_cast<size_t>(seq_len)), tg(static_cast<size_t>(seq_len));
+  for (const auto* d : {&train, &eval}) {
+    for (const data::SupervisedExample& e : *d) {
+      cut += static_cast<int64_t>(e.ids.size()) > seq_len + 1;
+      no_loss += data::SupervisedWindow(e, seq_len, 0, in.data(), tg.data()) == 0;
+    }
+  }
+  const std::string description = absl::StrFormat(
+      "%s: %d examples (%d prompt/completion, loss on the completion only; %d text), %d train / %d eval, one per "
+      "sample of %d tokens, right-padded; tokenizer %s%s",
+      path, n, set.prompt_completion, n - set.prompt_completion, train.size(), eval.size(), seq_len,
+      tokenizer->Describe(),
+      cut > 0 ? absl::StrFormat("; %d examples cut at %d tokens, %d of them keep no loss (raise --seq-len)", cut,
+                                seq_len, no_loss)
+              : "");
+  return std::unique_ptr<TrainData>(
+      std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len, eot >= 0 ? eot : 0, description));
+}
+
 bool IsTokenFile(const std::string& path) {
   return absl::EndsWith(path, ".bin") && std::filesystem::is_regular_file(path);
 }
@@ -115,6 +229,7 @@ absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::s
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, const models::ModelInfo& model,
                                                          int64_t seq_len) {
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  if (data::IsSupervisedJsonl(path)) return OpenSupervisedData(o, model, seq_len, path);
   std::string what;
   ZT_ASSIGN_OR_RETURN(auto source, OpenTokens(path, o, model.vocab_size, &what));
   std::optional<data::TokenDataset> eval;
@@ -188,6 +303,14 @@ absl::Status CheckOneSequence(const std::string& name, int64_t tokens, int64_t s
 
 }  // namespace
 
+at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& target) {
+  const at::Tensor flat = target.reshape({-1});
+  at::Tensor losses = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), flat,
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(data::kIgnoreTarget));
+  return losses.sum() / flat.ne(data::kIgnoreTarget).sum().clamp_min(1);
+}
+
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
                                                          int64_t seq_len) {
   if (model.task == models::Task::kImageClassification) {
@@ -217,6 +340,10 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
     return images[0];
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  if (data::IsSupervisedJsonl(path)) {
+    ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(path));
+    return n - EvalExamples(n, o);
+  }
   ZT_ASSIGN_OR_RETURN(const int64_t tokens, CountTokens(path, o, model.vocab_size));
   data::TokenRange train{0, tokens};
   if (o.eval_data.empty()) {

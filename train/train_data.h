@@ -33,6 +33,12 @@ class TrainData {
   virtual std::string Describe() const = 0;
 };
 
+// A language model's training loss: the mean cross-entropy over the targets
+// that take loss (data::kIgnoreTarget marks the others: the prompts and the
+// padding of supervised examples). A micro-batch without any gives 0 and no
+// gradient, not 0 / 0. logits [B, T, V], target [B, T].
+at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& target);
+
 // Opens the data `options` name for `model` (options.data empty: the default
 // corpus or Fashion-MNIST). Errors name the file and say what to pass. With
 // evaluation off (eval_interval < 0) the eval set is not read (a separate

@@ -27,6 +27,10 @@ struct TrainOptions {
   // default corpus. Image models: a directory with IDX files (default:
   // Fashion-MNIST from Debian's dataset-fashion-mnist).
   std::string data;
+  // Or JSONL of {"prompt", "completion"} examples (data/supervised.h): one
+  // example per sample, loss on the completion only, tokenized with
+  // `tokenizer` (empty: the --init-from / --model folder's).
+  std::string tokenizer;
   std::string eval_data;             // separate eval set; empty: the tail of `data`
   std::string token_dtype = "auto";  // auto | uint16 | uint32, for .bin files
   double eval_fraction = 0.05;       // share of `data` held out when eval_data is empty

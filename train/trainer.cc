@@ -36,6 +36,7 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "data/sampler.h"
+#include "data/supervised.h"
 #include "engine/engine.h"
 #include "lora/apply_lora.h"
 #include "lora/lora_record.h"
@@ -422,7 +423,8 @@ absl::Status RankTrainer::OpenOutputs() {
       st = absl::Status(made.code(), absl::StrCat("the output directory: ", made.message(), "; pass --output-dir DIR"));
     }
     if (st.ok()) {
-      auto m = monitor::MonitorsFromConfig(config_, paths_.monitor_dir, info().name);
+      // A model folder's runs are named after the folder, not its path.
+      auto m = monitor::MonitorsFromConfig(config_, paths_.monitor_dir, RunName(o_.model));
       if (m.ok()) {
         monitors_ = *std::move(m);
       } else {
@@ -461,7 +463,7 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
   }
   const double local_loss = engine_->TrainBatch([&](int64_t i) {
     at::Tensor out = model_->Forward(inputs_[i]).to(at::kFloat);
-    if (lm_) return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), targets_[i].reshape({-1}));
+    if (lm_) return LanguageModelLoss(out, targets_[i]);
     return torch::nll_loss(out, targets_[i]);
   });
   at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
@@ -666,11 +668,16 @@ models::ModelSpec ModelSpecOf(const TrainOptions& o) {
   return spec;
 }
 
+std::string RunName(const std::string& model) {
+  std::string name = std::filesystem::path(model).filename().string();
+  if (name.empty()) name = std::filesystem::path(model).parent_path().filename().string();
+  return name;
+}
+
 OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   OutputPaths p;
   // A model folder's runs go under its own name, not its path.
-  std::string name = std::filesystem::path(o.model).filename().string();
-  if (name.empty()) name = std::filesystem::path(o.model).parent_path().filename().string();
+  const std::string name = RunName(o.model);
   p.output_dir = o.output_dir.empty() ? absl::StrCat("runs/", name) : o.output_dir;
   p.save_dir = o.save_dir == "none" ? "" : (o.save_dir.empty() ? p.output_dir + "/checkpoints" : o.save_dir);
   if (o.export_path == "none") {

@@ -41,6 +41,10 @@ struct OutputPaths {
 };
 OutputPaths ResolveOutputPaths(const TrainOptions& options);
 
+// What a run of `model` is called (output directory, monitors' job name):
+// a preset's name, or a model folder's own name without its path.
+std::string RunName(const std::string& model);
+
 // The model the options name: preset or folder, overrides, seed, LoRA.
 models::ModelSpec ModelSpecOf(const TrainOptions& options);
 

@@ -134,7 +134,7 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
   const std::string model_name = ctx.arg;
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1, {}}));
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
   const std::string dir = absl::StrCat("/tmp/zt_estimate_offload_", ::getppid());
   std::filesystem::create_directories(dir);
   struct Case {

@@ -1,10 +1,12 @@
 // LoRA under the engine, against a plain LibTorch reference:
 //  * parity: N ranks at ZeRO stages 0-3 (stage 3 built under
 //    zt::ShardedInit, so adapters join each unit before it shards) train the
-//    adapters of llama-tiny (all-linear) and gpt2-tiny (c_attn) to within
-//    0.5% of how far they moved (+ 2e-6) of one process running
-//    torch::optim::AdamW over the same adapters on the global batch; the
-//    frozen base stays bit for bit as it was;
+//    adapters of llama-tiny (all-linear) and gpt2-tiny (c_attn) like one
+//    process running torch::optim::AdamW over the same adapters on the
+//    global batch, by the parity rule of docs/testing.md (no further from a
+//    float64 run of that loop than 4x the fp32 reference's distance, with a
+//    floor of 1e-3 of how far the adapter moved); the frozen base stays bit
+//    for bit as it was;
 //  * the engine keeps gradients and optimizer state for the adapters only;
 //  * a base model's weights load into a LoRA model (the adapters, absent
 //    from the file, keep their values);
@@ -76,21 +78,25 @@ std::pair<torch::Tensor, torch::Tensor> GlobalBatch(int64_t vocab, int world) {
 }
 
 torch::Tensor Loss(models::Model& m, const torch::Tensor& x, const torch::Tensor& y) {
-  torch::Tensor out = m.Forward(x).to(torch::kFloat);
+  torch::Tensor out = m.Forward(x);
+  if (out.scalar_type() != torch::kDouble) out = out.to(torch::kFloat);
   return torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1}));
 }
 
-// Every parameter's values by name (a tied tensor under each name).
+// Every parameter's values by name (a tied tensor under each name), as float32.
 std::map<std::string, torch::Tensor> Values(torch::nn::Module& m) {
   std::map<std::string, torch::Tensor> v;
-  for (const auto& p : m.named_parameters()) v[p.key()] = p.value().detach().clone();
+  for (const auto& p : m.named_parameters()) v[p.key()] = p.value().detach().to(torch::kFloat).clone();
   return v;
 }
 
 // One process, plain LibTorch: AdamW over the trainable parameters (the
-// adapters) on the whole global batch.
-absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string& name, int world) {
+// adapters) on the whole global batch, in `dtype` (float32: the reference;
+// float64: the truth both approximate, docs/testing.md).
+absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string& name, int world,
+                                                               torch::Dtype dtype) {
   ZT_ASSIGN_OR_RETURN(auto model, models::CreateModel(Spec(name, true)));
+  model->module()->to(dtype);
   model->module()->eval();
   std::vector<torch::Tensor> trainable;
   for (const torch::Tensor& p : model->module()->parameters()) {
@@ -106,11 +112,23 @@ absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string
   return Values(*model->module());
 }
 
+// The parity rule of docs/testing.md, for every adapter:
+//   max|engine - truth| <= 4 max|reference - truth| + 1e-6 max|truth|
+//                          + 1e-3 max|truth - start|;
+// frozen parameters bit for bit as they started. The last term is the
+// adapters' own: they start at or near zero (B at zero, A's gradient zero
+// until B moves), so a floor relative to their values is near zero, while
+// Adam's m / sqrt(v) with a second moment still near eps turns fp32
+// rounding into visible steps: up to 4.3e-4 of the move seen (Haswell
+// kernels, an A of MLP down_proj: 3.25e-6 on 7.55e-3, the fp32 reference
+// landing closer to the truth by chance). A 1% error in the learning rate
+// moves adapters by about 1e-3, 13% of their move.
 absl::Status Compare(const std::string& where, const std::map<std::string, torch::Tensor>& got,
-                     const std::map<std::string, torch::Tensor>& want, const std::map<std::string, torch::Tensor>& init) {
-  if (got.size() != want.size()) return absl::InternalError(where + ": parameter lists differ");
+                     const std::map<std::string, torch::Tensor>& reference,
+                     const std::map<std::string, torch::Tensor>& truth, const std::map<std::string, torch::Tensor>& init) {
+  if (got.size() != reference.size()) return absl::InternalError(where + ": parameter lists differ");
   int adapters = 0;
-  for (const auto& [n, w] : want) {
+  for (const auto& [n, r] : reference) {
     auto it = got.find(n);
     if (it == got.end()) return absl::InternalError(absl::StrFormat("%s: no parameter %s", where, n));
     if (!IsLoraParameterName(n)) {
@@ -120,15 +138,15 @@ absl::Status Compare(const std::string& where, const std::map<std::string, torch
       continue;
     }
     ++adapters;
-    const double diff = (it->second - w).abs().max().item<double>();
-    const double moved = (w - init.at(n)).abs().max().item<double>();
-    // Adam's first steps on A (whose gradient starts at zero, since B does)
-    // divide by tiny second moments, so rounding differences of the
-    // reduction order grow: 3.5e-6 seen on Haswell kernels for a 7.6e-3
-    // move. A 1% error in the learning rate shows up as 1e-3.
-    if (!(diff <= 5e-3 * moved + 2e-6)) {
+    const torch::Tensor& t = truth.at(n);
+    const double engine = (it->second - t).abs().max().item<double>();
+    const double moved = (t - init.at(n)).abs().max().item<double>();
+    const double bound =
+        4 * (r - t).abs().max().item<double>() + 1e-6 * t.abs().max().item<double>() + 1e-3 * moved;
+    if (!(engine <= bound)) {
       return absl::InternalError(
-          absl::StrFormat("%s: %s differs from the reference by %.3g (it moved %.3g)", where, n, diff, moved));
+          absl::StrFormat("%s: %s is %.3g from the float64 truth, above the bound %.3g (it moved %.3g)", where, n,
+                          engine, bound, moved));
     }
   }
   if (adapters == 0) return absl::InternalError(where + ": no adapters");
@@ -155,7 +173,8 @@ ZT_RANK_WORKER(lora_parity) {
   const int world = pg->size();
   const std::string dir = ctx.arg;
   for (const char* name : {"llama-tiny", "gpt2-tiny"}) {
-    ZT_ASSIGN_OR_RETURN(const auto want, Reference(name, world));
+    ZT_ASSIGN_OR_RETURN(const auto want, Reference(name, world, torch::kFloat));
+    ZT_ASSIGN_OR_RETURN(const auto truth, Reference(name, world, torch::kDouble));
     ZT_ASSIGN_OR_RETURN(auto fresh, models::CreateModel(Spec(name, true)));
     const std::map<std::string, torch::Tensor> init = Values(*fresh->module());
     for (int stage : {0, 1, 2, 3}) {
@@ -207,7 +226,7 @@ ZT_RANK_WORKER(lora_parity) {
         GatheredParameters full(*engine);
         got = Values(*model->module());
       }
-      ZT_RETURN_IF_ERROR(Compare(where, got, want, init));
+      ZT_RETURN_IF_ERROR(Compare(where, got, want, truth, init));
 
       if (stage != 3) continue;
       // Export from a checkpoint: merged, and the adapter alone.

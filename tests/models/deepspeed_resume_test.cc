@@ -59,7 +59,7 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, options));
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{"gpt2-tiny", {}, 1, {}}));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{"gpt2-tiny", {}, 1}));
   Config c;
   c.batch.train_micro_batch_size_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 1;

@@ -40,7 +40,7 @@ Config EngineConfig(int stage) {
 // Losses of `steps` steps on one fixed batch (this rank's).
 absl::StatusOr<std::vector<double>> Train(const std::string& name, int stage, bool checkpoint, int rank,
                                           const std::shared_ptr<comm::ProcessGroup>& pg) {
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{name, {}, 1, {}}));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{name, {}, 1}));
   if (checkpoint) model->CheckpointActivations(0);
   model->module()->eval();  // no dropout: the stages must see the same function
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), EngineConfig(stage), pg));

@@ -80,13 +80,13 @@ TEST(HfConfig, PublishedModelsHaveTheirPublishedSizes) {
   for (const Known& k : {Known{"gpt2", kGpt2, 124439808, 1024}, Known{"tinyllama", kTinyLlama, 1100048384, 2048},
                          Known{"mistral", kMistral, 7241732096, 4096}, Known{"qwen2", kQwen2, 494032768, 131072}}) {
     SCOPED_TRACE(k.name);
-    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{Folder(dir, k.name, k.config), {}, 1, {}});
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{Folder(dir, k.name, k.config), {}, 1});
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->num_params, k.params);
     EXPECT_EQ(info->max_seq_len, k.max_seq);
   }
   // Llama-3.2's rope_scaling is not computed: refused, naming the key.
-  absl::StatusOr<ModelInfo> llama32 = DescribeModel(ModelSpec{Folder(dir, "llama32", kLlama32), {}, 1, {}});
+  absl::StatusOr<ModelInfo> llama32 = DescribeModel(ModelSpec{Folder(dir, "llama32", kLlama32), {}, 1});
   ASSERT_FALSE(llama32.ok());
   EXPECT_TRUE(absl::StrContains(llama32.status().message(), "config.json: rope_scaling")) << llama32.status();
 }

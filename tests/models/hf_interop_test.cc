@@ -148,7 +148,7 @@ TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
     const fs::path dir = fs::temp_directory_path() / ("zt_hf_folder_" + std::to_string(::getpid()) + "_" + c.family);
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << c.config;
-    CheckAgainstReference(ModelSpec{dir.string(), {}, 1, {}}, "llama", c.dims);
+    CheckAgainstReference(ModelSpec{dir.string(), {}, 1}, "llama", c.dims);
     fs::remove_all(dir);
   }
 }

@@ -35,7 +35,7 @@ TEST(ModelRegistry, EveryPresetDescribes) {
   const std::vector<std::string> names = ModelNames();
   ASSERT_GE(names.size(), 11u);
   for (const std::string& name : names) {
-    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1, {}});
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1});
     ASSERT_TRUE(info.ok()) << name << ": " << info.status();
     EXPECT_EQ(info->name, name);
     EXPECT_GT(info->num_params, 0) << name;
@@ -57,7 +57,7 @@ TEST(ModelRegistry, PublishedParameterCounts) {
       {"llama-1b", 1100048384}, {"llama-7b", 6738415616},   {"mnist-cnn", 1199882},
   };
   for (const auto& [name, count] : cases) {
-    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1, {}});
+    absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{name, {}, 1});
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->num_params, count) << name;
   }

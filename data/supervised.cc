@@ -1,0 +1,116 @@
+// Implementation of data/supervised.h.
+#include "data/supervised.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "util/status.h"
+
+namespace zt::data {
+namespace {
+
+// The first non-empty line of `path`, parsed; discarded JSON when none.
+nlohmann::json FirstObject(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line == "\r") continue;
+    return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  }
+  return nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+absl::StatusOr<std::vector<int32_t>> EncodeAt(const HfTokenizer& tokenizer, const std::string& text, bool specials,
+                                              const std::string& where) {
+  auto ids = tokenizer.Encode(text, specials);
+  if (!ids.ok()) return absl::Status(ids.status().code(), absl::StrCat(where, ": ", ids.status().message()));
+  return ids;
+}
+
+}  // namespace
+
+bool IsSupervisedJsonl(const std::string& path) {
+  if (!absl::EndsWith(path, ".jsonl")) return false;
+  const nlohmann::json j = FirstObject(path);
+  return j.is_object() && (j.contains("prompt") || j.contains("completion") || j.contains("messages"));
+}
+
+absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  int64_t n = 0;
+  std::string line;
+  while (std::getline(in, line)) n += !(line.empty() || line == "\r");
+  return n;
+}
+
+absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  SupervisedSet set;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line == "\r") continue;
+    const std::string where = absl::StrCat(path, " line ", n);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+    if (j.contains("messages")) {
+      return absl::UnimplementedError(absl::StrCat(
+          where, ": chat \"messages\" need the tokenizer's chat template, which zerotorch does not render yet; "
+                 "write each exchange as {\"prompt\": ..., \"completion\": ...}"));
+    }
+    SupervisedExample e;
+    const bool pc = j.contains("prompt") || j.contains("completion");
+    if (pc) {
+      if (!j.contains("prompt") || !j["prompt"].is_string() || !j.contains("completion") ||
+          !j["completion"].is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": expected \"prompt\" and \"completion\" strings (or a \"text\" string)"));
+      }
+      ZT_ASSIGN_OR_RETURN(e.ids, EncodeAt(tokenizer, j["prompt"].get<std::string>(), true, where));
+      e.loss_from = static_cast<int64_t>(e.ids.size());
+      ZT_ASSIGN_OR_RETURN(std::vector<int32_t> completion,
+                          EncodeAt(tokenizer, j["completion"].get<std::string>(), false, where));
+      if (completion.empty() && eot < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": the completion is empty"));
+      }
+      e.ids.insert(e.ids.end(), completion.begin(), completion.end());
+      ++set.prompt_completion;
+    } else {
+      if (!j.contains("text") || !j["text"].is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": expected \"prompt\" and \"completion\" strings, or a \"text\" string"));
+      }
+      ZT_ASSIGN_OR_RETURN(e.ids, EncodeAt(tokenizer, j["text"].get<std::string>(), true, where));
+      e.loss_from = 1;  // every token after the first is predicted
+    }
+    if (eot >= 0) e.ids.push_back(eot);
+    // The first token is never a target: a completion-only loss starts at
+    // the token after the prompt's last, which must exist.
+    e.loss_from = std::max<int64_t>(e.loss_from, 1);
+    if (static_cast<int64_t>(e.ids.size()) <= e.loss_from) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": nothing to predict (one token in all)"));
+    }
+    set.examples.push_back(std::move(e));
+  }
+  if (set.examples.empty()) return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds no examples"));
+  return set;
+}
+
+int64_t SupervisedWindow(const SupervisedExample& e, int64_t seq_len, int32_t pad, int64_t* input, int64_t* target) {
+  const int64_t n = static_cast<int64_t>(e.ids.size());
+  int64_t with_loss = 0;
+  for (int64_t t = 0; t < seq_len; ++t) {
+    input[t] = t < n ? e.ids[static_cast<size_t>(t)] : pad;
+    // Position t predicts token t + 1.
+    const bool loss = t + 1 < n && t + 1 >= e.loss_from;
+    target[t] = loss ? e.ids[static_cast<size_t>(t + 1)] : kIgnoreTarget;
+    with_loss += loss;
+  }
+  return with_loss;
+}
+
+}  // namespace zt::data

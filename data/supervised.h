@@ -1,0 +1,58 @@
+// Supervised fine-tuning examples from JSONL, with the loss on the
+// completion only (TRL's prompt-completion format):
+//
+//   {"prompt": "Q: 2+2?\nA:", "completion": " 4"}
+//
+// Each line becomes one example: the prompt encoded with the tokenizer's
+// special tokens (LLaMA's <s>), the completion without them, then the
+// end-of-text token, as TRL's SFTTrainer builds them. The prompt's tokens
+// take no loss. A line with only "text" is an example whose every token
+// takes the loss. Chat "messages" are refused by name: rendering a chat
+// template is not built.
+//
+// Samples are one example each, right-padded to the sequence length (the
+// padding takes no loss; causal attention means no position before it sees
+// it), or cut at the sequence length (an example whose completion starts
+// past the cut keeps no loss at all, counted in `no_loss`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/hf_tokenizer.h"
+
+namespace zt::data {
+
+// Targets that take no loss (PyTorch's cross_entropy ignore_index default).
+constexpr int64_t kIgnoreTarget = -100;
+
+struct SupervisedExample {
+  std::vector<int32_t> ids;  // prompt, completion, end-of-text
+  int64_t loss_from = 0;     // ids[loss_from..] are predicted with loss
+};
+
+struct SupervisedSet {
+  std::vector<SupervisedExample> examples;
+  int64_t prompt_completion = 0;  // lines with prompt/completion (the rest are "text")
+};
+
+// Whether `path` is JSONL whose first object has "prompt", "completion" or
+// "messages" (the supervised format, not text to be cut into windows).
+bool IsSupervisedJsonl(const std::string& path);
+
+// Non-empty lines of `path`: its examples, without tokenizing.
+absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path);
+
+// Every line of `path` encoded. `eot`: the end-of-text id (-1: none).
+// Errors name the file and line: malformed JSON, a line without
+// prompt+completion or text strings, "messages", text that fails to encode.
+absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot);
+
+// One sample of `seq_len` positions: input[t] = ids[t], target[t] =
+// ids[t + 1] where that token takes loss, else kIgnoreTarget; past the end,
+// input `pad` and target kIgnoreTarget. Returns the targets that take loss.
+int64_t SupervisedWindow(const SupervisedExample& e, int64_t seq_len, int32_t pad, int64_t* input, int64_t* target);
+
+}  // namespace zt::data
