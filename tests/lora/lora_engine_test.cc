@@ -1,5 +1,6 @@
 // LoRA under the engine, against a plain LibTorch reference:
-//  * parity: N ranks at ZeRO stages 0-3 (stage 3 built under
+//  * parity: N ranks at ZeRO stages 0-3 and stage 3 with NVMe offload of
+//    optimizer state and parameters (stage 3 built under
 //    zt::ShardedInit, so adapters join each unit before it shards) train the
 //    adapters of llama-tiny (all-linear) and gpt2-tiny (c_attn) like one
 //    process running torch::optim::AdamW over the same adapters on the
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -61,11 +63,24 @@ models::ModelSpec Spec(const std::string& name, bool lora) {
   return s;
 }
 
-Config EngineConfig(int stage) {
+// `nvme_dir` non-empty: stage 3 with the optimizer state and the parameter
+// shards (frozen base included) in swap files there.
+Config EngineConfig(int stage, const std::string& nvme_dir = "") {
   Config c = testing::TestConfig(stage, kMicro, /*accumulation=*/1, OptimizerType::kAdamW, kLr);
   if (stage == 3) {
     c.zero.param_persistence_threshold = 0;
     c.zero.prefetch_bucket_size = 0;
+  }
+  if (!nvme_dir.empty()) {
+    auto& oo = c.zero.offload_optimizer;
+    oo.device = OffloadDevice::kNvme;
+    oo.nvme_path = nvme_dir;
+    auto& op = c.zero.offload_param;
+    op.device = OffloadDevice::kNvme;
+    op.nvme_path = nvme_dir;
+    op.buffer_count = 4;
+    op.buffer_size = 1 << 20;
+    c.aio.block_size = 4096;  // small shards go to the swap file too
   }
   return c;
 }
@@ -177,9 +192,11 @@ ZT_RANK_WORKER(lora_parity) {
     ZT_ASSIGN_OR_RETURN(const auto truth, Reference(name, world, torch::kDouble));
     ZT_ASSIGN_OR_RETURN(auto fresh, models::CreateModel(Spec(name, true)));
     const std::map<std::string, torch::Tensor> init = Values(*fresh->module());
-    for (int stage : {0, 1, 2, 3}) {
-      const std::string where = absl::StrFormat("%s, stage %d, world %d", name, stage, world);
-      const Config config = EngineConfig(stage);
+    for (int variant : {0, 1, 2, 3, 4}) {
+      const int stage = std::min(variant, 3);
+      const bool nvme = variant == 4;
+      const std::string where = absl::StrFormat("%s, stage %d%s, world %d", name, stage, nvme ? " + NVMe" : "", world);
+      const Config config = EngineConfig(stage, nvme ? dir + "/swap" : "");
       std::unique_ptr<models::Model> model;
       {
         std::unique_ptr<ShardedInit> sharded;
@@ -228,7 +245,7 @@ ZT_RANK_WORKER(lora_parity) {
       }
       ZT_RETURN_IF_ERROR(Compare(where, got, want, truth, init));
 
-      if (stage != 3) continue;
+      if (variant != 3) continue;
       // Export from a checkpoint: merged, and the adapter alone.
       const std::string ck_dir = absl::StrFormat("%s/%s-ckpt", dir, name);
       ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ck_dir));
