@@ -15,44 +15,15 @@
 #include <map>
 
 #include "models/registry.h"
+#include "tests/testing/python_reference.h"
 
 namespace zt::models {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string PythonWithTorch() {
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("ZT_PYTHON")) candidates.emplace_back(env);
-  candidates.insert(candidates.end(), {"python3", "/usr/bin/python3"});
-  for (const std::string& py : candidates) {
-    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
-  }
-  return "";
-}
-
-class Dump {
- public:
-  explicit Dump(const fs::path& dir) : dir_(dir), manifest_(dir / "manifest.txt") {}
-  void Config(const std::string& key, const std::string& value) {
-    manifest_ << "config\t" << key << "\t" << value << "\n";
-  }
-  void Tensor(const std::string& name, const torch::Tensor& t) {
-    torch::Tensor c = t.detach().contiguous().cpu();
-    const std::string file = std::to_string(count_++) + ".bin";
-    std::ofstream out(dir_ / file, std::ios::binary);
-    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-    std::string shape;
-    for (int64_t d : c.sizes()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    manifest_ << "tensor\t" << name << "\t" << (c.scalar_type() == torch::kLong ? "int64" : "float32") << "\t" << shape
-              << "\t" << file << "\n";
-  }
-
- private:
-  fs::path dir_;
-  std::ofstream manifest_;
-  int count_ = 0;
-};
+using zt::testing::PythonWithTorch;
+using Dump = zt::testing::ReferenceDump;
 
 // Dumps the model's weights, an input and its logits, and has
 // hf_reference.py rebuild the HF model from `dims` and compare.
@@ -87,13 +58,9 @@ void CheckAgainstReference(const ModelSpec& spec, const std::string& family,
     dump.Tensor("input", ids);
     dump.Tensor("logits", (*model)->Forward(ids));
   }
-  const std::string cmd = py + " " + script + " " + dir.string() + " 2>&1";
+  const std::string cmd = py + " " + script + " " + dir.string();
   std::string output;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  const int rc = ::pclose(pipe);
+  const int rc = zt::testing::RunCommand(cmd, &output);
   EXPECT_EQ(rc, 0) << cmd << "\n" << output;
   std::cout << output;
   fs::remove_all(dir);
