@@ -59,30 +59,6 @@ bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::s
   return true;
 }
 
-// "5GB", "500MB", "1.5GiB", "1000000" -> bytes.
-bool ParseSize(const std::string& text, uint64_t* out) {
-  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
-  double scale = 1;
-  const std::pair<const char*, double> units[] = {{"GIB", 1024.0 * 1024 * 1024},
-                                                  {"MIB", 1024.0 * 1024},
-                                                  {"KIB", 1024.0},
-                                                  {"GB", 1e9},
-                                                  {"MB", 1e6},
-                                                  {"KB", 1e3},
-                                                  {"B", 1}};
-  for (const auto& [suffix, factor] : units) {
-    const std::string s(suffix);
-    if (t.size() > s.size() && t.compare(t.size() - s.size(), s.size(), s) == 0) {
-      t.resize(t.size() - s.size());
-      scale = factor;
-      break;
-    }
-  }
-  double v = 0;
-  if (!absl::SimpleAtod(t, &v) || v <= 0) return false;
-  *out = static_cast<uint64_t>(v * scale);
-  return *out > 0;
-}
 
 int RunInspect(const std::vector<std::string>& args) {
   Flags flags("zt ckpt inspect");
@@ -158,7 +134,7 @@ int RunConsolidate(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt ckpt consolidate: --dtype must be fp32, bf16 or fp16, got '%s'\n", dtype.c_str());
     return 2;
   }
-  if (!ParseSize(flags.GetString("max-shard-size"), &options.max_shard_bytes)) {
+  if (!ParseByteSize(flags.GetString("max-shard-size"), &options.max_shard_bytes)) {
     std::fprintf(stderr, "zt ckpt consolidate: --max-shard-size '%s' is not a size (e.g. 5GB, 500MB)\n",
                  flags.GetString("max-shard-size").c_str());
     return 2;

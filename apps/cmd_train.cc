@@ -96,7 +96,9 @@ void Define(Flags& f) {
            "comma-separated layer names that get adapters (e.g. q_proj,k_proj,v_proj,o_proj), or all-linear "
            "(default: q_proj,v_proj for LLaMA-style models, c_attn for GPT-2, as PEFT)");
   f.String("export", "",
-           "consolidated safetensors written at the end (default: <output-dir>/model.safetensors; 'none')");
+           "consolidated safetensors written at the end: a .safetensors file or a folder (default: <output-dir>, "
+           "which gets model.safetensors or shards with an index; 'none')");
+  f.String("max-shard-size", "5GiB", "a folder export is split into shards of at most this size (e.g. 2GB, 500MB)");
   f.String("report", "", "HTML report (default: <output-dir>/report.html; none: no report)");
   f.Int("seed", 1234, "seed for the model's initialization and the data order");
   f.Bool("no-progress", "no progress line (log lines only)");
@@ -163,6 +165,10 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   }
   if (absl::Status st = ValidateLoraOptions(o->lora); !st.ok()) return BadFlag(std::string(st.message()));
   o->export_path = f.GetString("export");
+  if (!ParseByteSize(f.GetString("max-shard-size"), &o->max_shard_bytes)) {
+    return BadFlag(absl::StrCat("--max-shard-size '", f.GetString("max-shard-size"),
+                                "' is not a size; give e.g. 5GB, 500MB or 2GiB"));
+  }
   o->report = f.GetString("report");
   o->seed = static_cast<uint64_t>(f.GetInt("seed"));
   o->progress = !f.GetBool("no-progress");

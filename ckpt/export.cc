@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -267,6 +269,29 @@ absl::StatusOr<OutputPlan> PlanOutput(const std::string& out, const std::vector<
   return plan;
 }
 
+// After a folder export: weights a previous export left there that the new
+// one does not replace (model.safetensors after a sharded export, shards
+// and an index after a single file, shards beyond the new count), so that
+// transformers' from_pretrained(dir) cannot pick up an old file.
+absl::Status RemoveStaleWeights(const std::string& dir, const ShardPlan& plan) {
+  std::set<std::string> now;
+  for (const ShardPlan::Shard& sh : plan.shards) now.insert(sh.file);
+  if (plan.needs_index()) now.insert("model.safetensors.index.json");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                         (absl::StartsWith(name, "model-") && absl::EndsWith(name, ".safetensors") &&
+                          absl::StrContains(name, "-of-"));
+    if (!weights || now.count(name) > 0) continue;
+    if (!std::filesystem::remove(entry.path(), ec) || ec) {
+      return absl::InternalError(absl::StrCat("removing the earlier export's '", entry.path().string(), "' failed: ",
+                                              ec.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Every file's metadata: the format, where the weights came from, and the
 // tied aliases ("alias=name,...") when there are any.
 std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck, const ExportOptions& options) {
@@ -408,6 +433,7 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
     ZT_RETURN_IF_ERROR(WriteIndex(plan.dir, plan.shards));
     result.files.push_back(plan.dir + "/model.safetensors.index.json");
   }
+  if (!absl::EndsWith(out, ".safetensors")) ZT_RETURN_IF_ERROR(RemoveStaleWeights(plan.dir, plan.shards));
   return result;
 }
 

@@ -56,6 +56,8 @@ struct ExportResult {
 // `out`: a path ending in ".safetensors" (one file; it must fit one shard) or
 // a directory (created if needed) that gets model.safetensors, or
 // model-0000k-of-0000n.safetensors + model.safetensors.index.json.
+// In a directory, weights files of an earlier export that this one does not
+// rewrite (model.safetensors, shards, the index) are removed afterwards.
 absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& checkpoint, const std::string& out,
                                                const ExportOptions& options = {});
 

@@ -50,7 +50,12 @@ struct TrainOptions {
   int64_t save_interval = 0;  // 0: only at the end (when save_dir is set)
   bool resume = false;        // continue from save_dir/latest when present
   std::string init_from;      // safetensors file/index/dir to start from (fine-tuning)
-  std::string export_path;    // consolidated safetensors at the end ("" : <output_dir>/model.safetensors; "none")
+  // Consolidated safetensors at the end: a .safetensors file, or a folder
+  // that gets model.safetensors, or shards of at most max_shard_bytes with
+  // model.safetensors.index.json, as transformers' save_pretrained writes
+  // ("": <output_dir>; "none": no export).
+  std::string export_path;
+  uint64_t max_shard_bytes = 5ull << 30;
 
   // --- What the user watches ---
   std::string report;    // HTML report ("" : <output_dir>/report.html)

@@ -591,8 +591,12 @@ absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_c
     eo.lora_fan_in_fan_out = lora_->fan_in_fan_out;
   }
   if (paths_.export_path.empty()) return absl::OkStatus();
+  eo.max_shard_bytes = o_.max_shard_bytes;
   ZT_ASSIGN_OR_RETURN(auto r, ckpt::ExportSafetensors(*ck, paths_.export_path, eo));
-  *exported = absl::StrCat(paths_.export_path, " (", r.tensors, " tensors, ", HumanBytes(static_cast<double>(r.bytes)),
+  const std::string where = r.files.size() == 1
+                                ? r.files.front()
+                                : absl::StrCat(r.files.back(), " + ", r.files.size() - 1, " shards");
+  *exported = absl::StrCat(where, " (", r.tensors, " tensors, ", HumanBytes(static_cast<double>(r.bytes)),
                            lora_ ? ", adapter merged" : "", ")");
   return WriteHfConfig(spec_, paths_.export_path, hf_config);
 }
@@ -685,7 +689,7 @@ OutputPaths ResolveOutputPaths(const TrainOptions& o) {
   } else if (!o.export_path.empty()) {
     p.export_path = o.export_path;
   } else {
-    p.export_path = p.output_dir + "/model.safetensors";
+    p.export_path = p.output_dir;  // model.safetensors, or shards + index
   }
   p.report = o.report == "none" ? "" : (o.report.empty() ? p.output_dir + "/report.html" : o.report);
   p.monitor_dir = p.output_dir;

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 namespace zt {
@@ -69,6 +72,30 @@ std::string NearestName(std::string_view word, const std::vector<std::string>& c
   }
   const int limit = std::max<int>(2, static_cast<int>(word.size()) / 3);
   return best_distance <= limit ? best : std::string();
+}
+
+bool ParseByteSize(const std::string& text, uint64_t* out) {
+  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  double scale = 1;
+  const std::pair<const char*, double> units[] = {{"GIB", 1024.0 * 1024 * 1024},
+                                                  {"MIB", 1024.0 * 1024},
+                                                  {"KIB", 1024.0},
+                                                  {"GB", 1e9},
+                                                  {"MB", 1e6},
+                                                  {"KB", 1e3},
+                                                  {"B", 1}};
+  for (const auto& [suffix, factor] : units) {
+    const std::string s(suffix);
+    if (t.size() > s.size() && t.compare(t.size() - s.size(), s.size(), s) == 0) {
+      t.resize(t.size() - s.size());
+      scale = factor;
+      break;
+    }
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(t, &v) || v <= 0) return false;
+  *out = static_cast<uint64_t>(v * scale);
+  return *out > 0;
 }
 
 }  // namespace zt

@@ -14,6 +14,10 @@ std::string HumanBytes(double bytes);
 // "124M", "1.56B", "812K", "950": decimal units, three significant digits.
 std::string HumanCount(double count);
 
+// "5GB", "500MB", "1.5GiB", "1000000" (bytes; decimal KB/MB/GB, binary
+// KiB/MiB/GiB, case-insensitive) -> bytes. False for anything else or <= 0.
+bool ParseByteSize(const std::string& text, uint64_t* out);
+
 // Levenshtein distance (insert/delete/substitute, each cost 1), case-sensitive.
 int EditDistance(std::string_view a, std::string_view b);
 

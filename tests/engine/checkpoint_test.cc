@@ -376,6 +376,17 @@ TEST(CheckpointCli, InspectConsolidateReshard) {
   auto model = ckpt::SafetensorsModel::Open(dir + "/sharded");
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_GT((*model)->names().size(), 10u);
+  // Into the same folder as one file: the shards and index go, so a loader
+  // cannot pick up the old set; and back to shards: the single file goes.
+  r = Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/sharded"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/sharded")) left.push_back(e.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"model.safetensors"});
+  r = Zt(absl::StrCat("ckpt consolidate ", dir, "/ck ", dir, "/sharded --max-shard-size 4KB"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/sharded/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/sharded/model.safetensors.index.json"));
 
   // Bad input: usage errors exit 2, unreadable checkpoints 1, naming the path.
   EXPECT_EQ(Zt("ckpt consolidate").code, 2);

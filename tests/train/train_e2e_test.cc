@@ -352,9 +352,9 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
 // LoRA on prompt/completion data, as docs/fine-tuning.md runs it: a model
 // folder (a LLaMA config.json and GPT-2's real tokenizer files) trains LoRA
 // adapters at stage 3 with the loss on the completions only; the loss
-// falls, PEFT's adapter files and the merged weights come out, and
-// `zt ckpt consolidate --lora merge` rebuilds the same merged file from the
-// checkpoint.
+// falls, PEFT's adapter files and the merged weights (in shards with an
+// index, --max-shard-size) come out, and `zt ckpt consolidate --lora merge`
+// rebuilds the same files from the checkpoint.
 TEST(TrainE2E, LoraOnPromptCompletionData) {
   const std::string dir = TempDir("lora_sft");
   const std::string model = dir + "/base";
@@ -381,23 +381,30 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
   const std::string out = dir + "/run";
   CommandResult r = Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24 --micro-batch 8",
                                     " --nproc 2 --stage 3 --steps 25 --lr 1e-2 --eval-interval -1 --lora-r 8",
-                                    " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head", Quick(out)));
+                                    " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head --max-shard-size 4MB", Quick(out)));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "loss on the completion only")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "LoRA: r=8 alpha=16")) << r.output;
   auto loss = ReadCsv(LossCsv(out, "base"));
   ASSERT_EQ(loss.size(), 25u);
   EXPECT_LT(MeanOf(loss, 21, 25), 0.5 * MeanOf(loss, 1, 5)) << "the completion loss should fall";
-  for (const char* f : {"/adapter/adapter_model.safetensors", "/adapter/adapter_config.json", "/model.safetensors",
-                        "/config.json"}) {
+  for (const char* f : {"/adapter/adapter_model.safetensors", "/adapter/adapter_config.json",
+                        "/model.safetensors.index.json", "/model-00001-of-00003.safetensors", "/config.json"}) {
     EXPECT_TRUE(std::filesystem::exists(out + f)) << f << "\n" << r.output;
   }
-  CommandResult c = Zt(absl::StrCat("ckpt consolidate ", out, "/checkpoints ", dir, "/merged.safetensors --lora merge"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors")) << "12.9 MB in shards of 4 MB (a larger tensor alone)";
+  CommandResult c = Zt(absl::StrCat("ckpt consolidate ", out, "/checkpoints ", dir, "/merged --lora merge",
+                                    " --max-shard-size 4MB"));
   ASSERT_EQ(c.code, 0) << c.output;
-  std::ifstream a(out + "/model.safetensors", std::ios::binary), b(dir + "/merged.safetensors", std::ios::binary);
-  const std::string sa((std::istreambuf_iterator<char>(a)), std::istreambuf_iterator<char>());
-  const std::string sb((std::istreambuf_iterator<char>(b)), std::istreambuf_iterator<char>());
-  EXPECT_TRUE(!sa.empty() && sa == sb) << "the run's merged export and consolidate --lora merge differ";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  for (const std::string f : {"model.safetensors.index.json", "model-00001-of-00003.safetensors",
+                              "model-00003-of-00003.safetensors"}) {
+    const std::string a = read(out + "/" + f), b = read(dir + "/merged/" + f);
+    EXPECT_TRUE(!a.empty() && a == b) << f << ": the run's merged export and consolidate --lora merge differ";
+  }
 }
 
 // Under `zt launch` each process joins as one rank (no self-launch); a
