@@ -39,6 +39,8 @@ class Reader {
     if (!j_[key].is_boolean()) return Error(key, absl::StrCat("expected true or false, got ", j_[key].dump()));
     return j_[key].get<bool>();
   }
+  const Json& json() const { return j_; }
+  const std::string& where() const { return where_; }
   // The key must be absent, null, or `want`.
   absl::Status Expect(const char* key, const Json& want, const std::string& why) const {
     if (!Has(key) || j_[key] == want) return absl::OkStatus();
@@ -80,6 +82,43 @@ absl::StatusOr<HfArchitecture> Gpt2(const Reader& r) {
   return HfArchitecture(c);
 }
 
+// rope_scaling: null, {"rope_type" (or the older "type"): "linear",
+// "factor"}, or {"rope_type": "llama3", "factor", "low_freq_factor",
+// "high_freq_factor", "original_max_position_embeddings"}. Other types
+// (dynamic, yarn, longrope) are refused by name.
+absl::StatusOr<RopeScaling> RopeScalingOf(const Reader& top) {
+  RopeScaling s;
+  if (!top.Has("rope_scaling")) return s;
+  const Json& j = top.json()["rope_scaling"];
+  if (!j.is_object()) return top.Error("rope_scaling", absl::StrCat("expected an object or null, got ", j.dump()));
+  const Reader r(j, top.where() + ": rope_scaling");
+  const char* type_key = j.contains("rope_type") ? "rope_type" : "type";
+  if (!j.contains(type_key) || !j[type_key].is_string()) return r.Error("rope_type", "missing");
+  const std::string type = j[type_key].get<std::string>();
+  ZT_ASSIGN_OR_RETURN(s.factor, r.Number("factor", 0.0));
+  if (type == "default") return RopeScaling{};
+  if (!(s.factor >= 1.0)) return r.Error("factor", absl::StrCat(s.factor, ": expected a number >= 1"));
+  for (const char* ignored : {"attention_factor", "beta_fast", "beta_slow", "short_factor", "long_factor"}) {
+    if (r.Has(ignored)) return r.Error(ignored, absl::StrCat("not computed for rope_type '", type, "'"));
+  }
+  if (type == "linear") {
+    s.type = RopeScaling::Type::kLinear;
+    return s;
+  }
+  if (type == "llama3") {
+    s.type = RopeScaling::Type::kLlama3;
+    ZT_ASSIGN_OR_RETURN(s.low_freq_factor, r.Number("low_freq_factor", 1.0));
+    ZT_ASSIGN_OR_RETURN(s.high_freq_factor, r.Number("high_freq_factor", 4.0));
+    ZT_ASSIGN_OR_RETURN(s.original_max_positions, r.Int("original_max_position_embeddings"));
+    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0) || s.original_max_positions < 1) {
+      return r.Error("low_freq_factor", "expected 0 < low_freq_factor < high_freq_factor and a positive "
+                                        "original_max_position_embeddings");
+    }
+    return s;
+  }
+  return r.Error(type_key, absl::StrCat("'", type, "' is not computed (linear and llama3 are)"));
+}
+
 absl::StatusOr<HfArchitecture> LlamaFamily(const Reader& r, const std::string& type) {
   LlamaConfig c;
   c.model_type = type;
@@ -96,8 +135,7 @@ absl::StatusOr<HfArchitecture> LlamaFamily(const Reader& r, const std::string& t
   ZT_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
   c.qkv_bias = type == "qwen2";
   ZT_RETURN_IF_ERROR(r.Expect("hidden_act", "silu", "the built-in MLP computes SiLU (SwiGLU)"));
-  ZT_RETURN_IF_ERROR(r.Expect("rope_scaling", nullptr, "rotary scaling is not computed; remove it only if the "
-                                                       "sequences you train are within the original context"));
+  ZT_ASSIGN_OR_RETURN(c.rope_scaling, RopeScalingOf(r));
   ZT_RETURN_IF_ERROR(r.Expect("attention_bias", false, "only Qwen2's q/k/v biases are computed"));
   ZT_RETURN_IF_ERROR(r.Expect("mlp_bias", false, "MLP biases are not computed"));
   ZT_RETURN_IF_ERROR(r.Expect("pretraining_tp", 1, "tensor-parallel pretraining splits are not computed"));

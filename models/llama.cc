@@ -57,7 +57,7 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 }
 
 std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim, double theta,
-                                                     const torch::Device& device) {
+                                                     const torch::Device& device, const RopeScaling& scaling) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
   torch::Tensor inv_freq =
       1.0 /
@@ -65,6 +65,21 @@ std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim
           theta,
           torch::arange(0, head_dim, 2, torch::TensorOptions().dtype(torch::kLong).device(device)).to(torch::kFloat) /
               static_cast<double>(head_dim));
+  if (scaling.type == RopeScaling::Type::kLinear) {
+    inv_freq = inv_freq / scaling.factor;
+  } else if (scaling.type == RopeScaling::Type::kLlama3) {
+    // _compute_llama3_parameters, step for step.
+    const double old_len = static_cast<double>(scaling.original_max_positions);
+    const double low_wavelen = old_len / scaling.low_freq_factor;
+    const double high_wavelen = old_len / scaling.high_freq_factor;
+    const torch::Tensor wavelen = 2 * M_PI / inv_freq;
+    torch::Tensor llama = torch::where(wavelen > low_wavelen, inv_freq / scaling.factor, inv_freq);
+    const torch::Tensor smooth =
+        (old_len / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+    const torch::Tensor smoothed = (1 - smooth) * llama / scaling.factor + smooth * llama;
+    const torch::Tensor medium = wavelen.ge(high_wavelen).logical_and(wavelen.le(low_wavelen));
+    inv_freq = torch::where(medium, smoothed, llama);
+  }
   torch::Tensor freqs = torch::outer(torch::arange(t, f32), inv_freq);
   torch::Tensor emb = torch::cat({freqs, freqs}, -1);
   return {emb.cos(), emb.sin()};
@@ -92,7 +107,11 @@ zt::LoraLinear NoBiasLinear(int64_t in, int64_t out, double init_std) {
 }  // namespace
 
 LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
-    : n_head(c.n_head), n_kv_head(c.n_kv_head), head_dim(c.n_embd / c.n_head), rope_theta(c.rope_theta) {
+    : n_head(c.n_head),
+      n_kv_head(c.n_kv_head),
+      head_dim(c.n_embd / c.n_head),
+      rope_theta(c.rope_theta),
+      rope_scaling(c.rope_scaling) {
   const double init_std = c.initializer_range;
   // Qwen2's q/k/v biases start at zero, as transformers initializes them.
   auto qkv = [&](int64_t out) {
@@ -113,7 +132,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x) {
   torch::Tensor q = q_proj(x).view({b, t, n_head, head_dim}).transpose(1, 2);
   torch::Tensor k = k_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
   torch::Tensor v = v_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
-  auto [cos, sin] = RotaryCosSin(t, head_dim, rope_theta, x.device());
+  auto [cos, sin] = RotaryCosSin(t, head_dim, rope_theta, x.device(), rope_scaling);
   q = ApplyRotary(q, cos, sin);
   k = ApplyRotary(k, cos, sin);
   if (n_kv_head != n_head) {  // repeat_kv: query head j reads kv head j / (n_head / n_kv_head)

@@ -25,6 +25,19 @@
 
 namespace zt::models {
 
+// transformers' rope_scaling (modeling_rope_utils.py): "linear" divides
+// every frequency by factor; "llama3" (Llama-3.1/3.2) divides the low
+// frequencies (wavelength above original_max / low_freq_factor) by factor,
+// keeps the high ones (below original_max / high_freq_factor) and blends in
+// between. kNone: plain RoPE.
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int64_t original_max_positions = 8192;                 // llama3
+};
+
 struct LlamaConfig {
   int64_t n_layer = 22;          // num_hidden_layers
   int64_t n_embd = 2048;         // hidden_size
@@ -35,6 +48,7 @@ struct LlamaConfig {
   int64_t vocab_size = 32000;    // override key: vocab
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   double initializer_range = 0.02;
   std::string model_type = "llama";  // llama, mistral or qwen2: the transformers class it maps to
   bool qkv_bias = false;             // biases on q_proj, k_proj, v_proj (Qwen2)
@@ -49,9 +63,10 @@ int64_t LlamaNumParams(const LlamaConfig& c);
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // Rotary tables for positions 0..t-1: cos and sin, each [t, head_dim] in
-// float32, the frequencies theta^(-2i/head_dim) concatenated twice (HF).
+// float32, the frequencies theta^(-2i/head_dim) (scaled as `scaling` says)
+// concatenated twice (HF).
 std::pair<torch::Tensor, torch::Tensor> RotaryCosSin(int64_t t, int64_t head_dim, double theta,
-                                                     const torch::Device& device);
+                                                     const torch::Device& device, const RopeScaling& scaling = {});
 // x * cos + rotate_half(x) * sin, x: [..., t, head_dim]; rotate_half(x) is
 // cat(-x2, x1) of x's two halves. cos/sin are cast to x's dtype.
 torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
@@ -69,6 +84,7 @@ struct LlamaAttentionImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);  // causal, rotary computed here
   int64_t n_head, n_kv_head, head_dim;
   double rope_theta;
+  RopeScaling rope_scaling;
   zt::LoraLinear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 };
 TORCH_MODULE(LlamaAttention);

@@ -241,6 +241,20 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec) {
   }
 }
 
+// config.json's rope_scaling for `s` ("null" for plain RoPE).
+std::string RopeScalingJson(const RopeScaling& s) {
+  switch (s.type) {
+    case RopeScaling::Type::kNone: return "null";
+    case RopeScaling::Type::kLinear: return absl::StrFormat("{\"rope_type\": \"linear\", \"factor\": %g}", s.factor);
+    case RopeScaling::Type::kLlama3:
+      return absl::StrFormat(
+          "{\"rope_type\": \"llama3\", \"factor\": %g, \"low_freq_factor\": %g, \"high_freq_factor\": %g, "
+          "\"original_max_position_embeddings\": %d}",
+          s.factor, s.low_freq_factor, s.high_freq_factor, s.original_max_positions);
+  }
+  return "null";
+}
+
 absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec) {
   ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
   if (const auto* g = std::get_if<Gpt2Config>(&r.config)) {
@@ -270,10 +284,11 @@ absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec) {
         "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n"
         "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n"
         "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"rms_norm_eps\": %g,\n"
-        "  \"rope_theta\": %g,\n%s  \"initializer_range\": %g,\n"
+        "  \"rope_theta\": %g,\n  \"rope_scaling\": %s,\n%s  \"initializer_range\": %g,\n"
         "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
         arch, l->model_type, l->vocab_size, l->n_embd, l->intermediate, l->n_layer, l->n_head, l->n_kv_head,
-        l->max_positions, l->rms_norm_eps, l->rope_theta, family_keys, l->initializer_range,
+        l->max_positions, l->rms_norm_eps, l->rope_theta, RopeScalingJson(l->rope_scaling), family_keys,
+        l->initializer_range,
         l->tie_word_embeddings ? "true" : "false");
   }
   return std::string();

@@ -1,8 +1,8 @@
 // Hugging Face model folders: config.json -> the built-in architecture
 // (models/hf_config.h), checked on the published configs of GPT-2,
 // TinyLlama-1.1B, Mistral-7B-v0.1, Qwen2-0.5B and Llama-3.2-1B (their
-// parameter counts must equal the published ones; what is not computed is
-// refused by key); and a folder round trip: sharded safetensors with an
+// parameter counts must equal the published ones; Llama-3.2's llama3 RoPE
+// scaling read and written back; what is not computed is refused by key); and a folder round trip: sharded safetensors with an
 // index in, through an engine, and the same tensors out, bit for bit, with a
 // config.json that describes the same model.
 #include <gtest/gtest.h>
@@ -78,17 +78,25 @@ TEST(HfConfig, PublishedModelsHaveTheirPublishedSizes) {
     int64_t max_seq;  // what the model accepts
   };
   for (const Known& k : {Known{"gpt2", kGpt2, 124439808, 1024}, Known{"tinyllama", kTinyLlama, 1100048384, 2048},
-                         Known{"mistral", kMistral, 7241732096, 4096}, Known{"qwen2", kQwen2, 494032768, 131072}}) {
+                         Known{"mistral", kMistral, 7241732096, 4096}, Known{"qwen2", kQwen2, 494032768, 131072},
+                         Known{"llama32", kLlama32, 1235814400, 131072}}) {
     SCOPED_TRACE(k.name);
     absl::StatusOr<ModelInfo> info = DescribeModel(ModelSpec{Folder(dir, k.name, k.config), {}, 1});
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->num_params, k.params);
     EXPECT_EQ(info->max_seq_len, k.max_seq);
   }
-  // Llama-3.2's rope_scaling is not computed: refused, naming the key.
-  absl::StatusOr<ModelInfo> llama32 = DescribeModel(ModelSpec{Folder(dir, "llama32", kLlama32), {}, 1});
-  ASSERT_FALSE(llama32.ok());
-  EXPECT_TRUE(absl::StrContains(llama32.status().message(), "config.json: rope_scaling")) << llama32.status();
+  // Llama-3.2's rope_scaling (llama3) is read and written back.
+  absl::StatusOr<HfArchitecture> a = ArchitectureFromHfConfig(kLlama32, "llama32/config.json");
+  ASSERT_TRUE(a.ok()) << a.status();
+  const RopeScaling& rs = std::get<LlamaConfig>(*a).rope_scaling;
+  EXPECT_EQ(rs.type, RopeScaling::Type::kLlama3);
+  EXPECT_EQ(rs.factor, 32.0);
+  EXPECT_EQ(rs.original_max_positions, 8192);
+  absl::StatusOr<std::string> back = HfConfigJson(ModelSpec{Folder(dir, "llama32b", kLlama32), {}, 1});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(absl::StrContains(*back, R"("rope_scaling": {"rope_type": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192})"))
+      << *back;
 }
 
 TEST(HfConfig, WhatIsNotComputedIsNamed) {
@@ -104,6 +112,11 @@ TEST(HfConfig, WhatIsNotComputedIsNamed) {
       {absl::StrCat("{", llama, R"(, "mlp_bias": true})"), "mlp_bias"},
       {absl::StrCat("{", llama, R"(, "head_dim": 32})"), "head_dim"},
       {absl::StrCat("{", llama, R"(, "pretraining_tp": 2})"), "pretraining_tp"},
+      {absl::StrCat("{", llama, R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"), "rope_scaling: rope_type"},
+      {absl::StrCat("{", llama, R"(, "rope_scaling": {"type": "dynamic", "factor": 2.0}})"), "rope_scaling: type"},
+      {absl::StrCat("{", llama, R"(, "rope_scaling": {"rope_type": "linear", "factor": 0.5}})"), "rope_scaling: factor"},
+      {absl::StrCat("{", llama, R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})"),
+       "rope_scaling: original_max_position_embeddings"},
       {R"({"model_type": "llama", "hidden_size": 64})", "num_hidden_layers"},
       {R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 64, "vocab_size": 100,
           "activation_function": "relu"})",

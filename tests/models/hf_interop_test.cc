@@ -86,8 +86,9 @@ TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
 }
 
 // Models built from a Hugging Face folder's config.json (models/hf_config.h):
-// Qwen2 (q/k/v biases, tied head, rope_theta 1e6, eps 1e-6) and Mistral
-// (grouped-query attention, untied head, a window longer than its context).
+// Qwen2 (q/k/v biases, tied head, rope_theta 1e6, eps 1e-6), Mistral
+// (grouped-query attention, untied head, a window longer than its context),
+// and LLaMA with rope_scaling llama3 (Llama-3.1/3.2) and linear.
 TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
   struct FolderCase {
     std::string family;
@@ -109,6 +110,24 @@ TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
            "sliding_window": 4096, "tie_word_embeddings": false})",
        {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "8"}, {"n_kv_head", "2"}, {"intermediate", "128"},
         {"rms_norm_eps", "1e-05"}, {"rope_theta", "10000.0"}}},
+      // Llama-3.1/3.2's RoPE scaling, with an original context of 16 so the
+      // 24 positions span its low, blended and high frequencies.
+      {"llama3",
+       R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+           "head_dim": 16, "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+           "rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+           "original_max_position_embeddings": 16, "rope_type": "llama3"}, "tie_word_embeddings": true})",
+       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "1"}, {"intermediate", "96"},
+        {"rms_norm_eps", "1e-05"}, {"rope_theta", "500000.0"}, {"tie", "1"}, {"rope_type", "llama3"},
+        {"rope_factor", "32.0"}, {"rope_low", "1.0"}, {"rope_high", "4.0"}, {"rope_orig", "16"}}},
+      {"linear",
+       R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 300, "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+           "rope_scaling": {"type": "linear", "factor": 4.0}, "tie_word_embeddings": false})",
+       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "2"}, {"intermediate", "96"},
+        {"rms_norm_eps", "1e-05"}, {"rope_type", "linear"}, {"rope_factor", "4.0"}}},
   };
   for (const FolderCase& c : cases) {
     SCOPED_TRACE(c.family);

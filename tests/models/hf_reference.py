@@ -133,10 +133,33 @@ class LlamaRMSNorm(nn.Module):
         return self.weight * h.to(dtype)
 
 
+def scaled_inv_freq(inv_freq, cfg):
+    """rope_scaling as modeling_rope_utils.py computes it: _compute_linear_scaling_rope_parameters
+    and _compute_llama3_parameters."""
+    rope_type = cfg.get("rope_type", "default")
+    if rope_type == "default":
+        return inv_freq
+    factor = cfg["rope_factor"]
+    if rope_type == "linear":
+        return inv_freq / factor
+    assert rope_type == "llama3", rope_type
+    low_freq_factor, high_freq_factor = cfg["rope_low"], cfg["rope_high"]
+    old_context_len = cfg["rope_orig"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
 class LlamaRotaryEmbedding(nn.Module):
-    def __init__(self, dim, base=10000.0):
+    def __init__(self, dim, base=10000.0, cfg=None):
         super().__init__()
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        inv_freq = scaled_inv_freq(inv_freq, cfg or {})
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, x, position_ids):
@@ -223,7 +246,7 @@ class LlamaModel(nn.Module):
         self.embed_tokens = nn.Embedding(cfg["vocab"], cfg["n_embd"])
         self.layers = nn.ModuleList([LlamaDecoderLayer(cfg) for _ in range(cfg["n_layer"])])
         self.norm = LlamaRMSNorm(cfg["n_embd"], cfg["rms_norm_eps"])
-        self.rotary_emb = LlamaRotaryEmbedding(cfg["n_embd"] // cfg["n_head"], cfg.get("rope_theta", 10000.0))
+        self.rotary_emb = LlamaRotaryEmbedding(cfg["n_embd"] // cfg["n_head"], cfg.get("rope_theta", 10000.0), cfg)
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
@@ -249,7 +272,8 @@ class LlamaForCausalLM(nn.Module):
 
 
 DTYPES = {"float32": torch.float32, "int64": torch.int64}
-FLOAT_KEYS = ("rms_norm_eps", "rope_theta")
+FLOAT_KEYS = ("rms_norm_eps", "rope_theta", "rope_factor", "rope_low", "rope_high")
+STRING_KEYS = ("family", "rope_type")
 
 
 def load(directory):
@@ -259,7 +283,7 @@ def load(directory):
             parts = line.rstrip("\n").split("\t")
             if parts[0] == "config":
                 key, value = parts[1], parts[2]
-                cfg[key] = value if key == "family" else float(value) if key in FLOAT_KEYS else int(value)
+                cfg[key] = value if key in STRING_KEYS else float(value) if key in FLOAT_KEYS else int(value)
             elif parts[0] == "tensor":
                 name, dtype, shape, file = parts[1], parts[2], parts[3], parts[4]
                 dims = [int(d) for d in shape.split(",")] if shape else []
