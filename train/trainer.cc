@@ -270,6 +270,7 @@ class RankTrainer {
   // Rank 0 writes the consolidated safetensors (and transformers' config.json)
   // from the final checkpoint; all ranks agree on the outcome. `exported` and
   // `hf_config` describe what was written, for the summary.
+  absl::Status CheckLoraMatches() const;
   absl::Status Export(std::string* exported, std::string* hf_config);
   absl::Status ExportOnRank0(std::string* exported, std::string* hf_config);
   // Rank 0: the HTML report and the summary on stdout.
@@ -375,6 +376,36 @@ absl::Status RankTrainer::BuildEngine() {
   return absl::OkStatus();
 }
 
+// A resumed run must train the adapters the checkpoint holds, or none if it
+// holds none: named here with the flags to pass, before the engine's load
+// would fail on the first parameter whose trainability differs.
+absl::Status RankTrainer::CheckLoraMatches() const {
+  ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(paths_.save_dir));
+  const ckpt::Value* client = ck->client_state();
+  ZT_ASSIGN_OR_RETURN(std::optional<LoraRecord> saved,
+                      LoraRecordFromValue(client != nullptr && client->is_dict() ? client->AsDict().Find("lora")
+                                                                                  : nullptr));
+  auto flags = [](const LoraOptions& o) {
+    return absl::StrFormat("--lora-r %d --lora-alpha %g --lora-targets %s", o.r, o.alpha,
+                           absl::StrJoin(o.targets, ","));
+  };
+  const std::string where = absl::StrCat(ck->dir(), "/", ck->tag());
+  if (saved && !lora_) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " was saved by a LoRA run; resume it with ",
+                                                   flags(saved->options)));
+  }
+  if (!saved && lora_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " holds no LoRA adapters; drop --lora-r to resume it (fine-tuning it with LoRA: export it and start "
+               "from the export with --init-from)"));
+  }
+  if (saved && (saved->options.r != lora_->options.r || saved->options.targets != lora_->options.targets)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " holds LoRA adapters of ", flags(saved->options),
+                                                   "; this run asks for ", flags(lora_->options)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RankTrainer::ChooseStart() {
   data::SamplerOptions so;
   so.num_samples = data_->size(Split::kTrain);
@@ -385,6 +416,7 @@ absl::Status RankTrainer::ChooseStart() {
   stream_.emplace(std::move(sampler));
   bool resumed = false;
   if (o_.resume && !paths_.save_dir.empty() && std::filesystem::exists(paths_.save_dir + "/latest")) {
+    ZT_RETURN_IF_ERROR(CheckLoraMatches());
     ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine_->LoadCheckpoint(paths_.save_dir));
     if (!client.is_dict()) client = ckpt::Value(ckpt::Dict{});
     ZT_ASSIGN_OR_RETURN(data::StreamPosition pos, ResumePosition(client.AsDict(), *stream_, engine_->global_samples()));

@@ -405,6 +405,13 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
     const std::string a = read(out + "/" + f), b = read(dir + "/merged/" + f);
     EXPECT_TRUE(!a.empty() && a == b) << f << ": the run's merged export and consolidate --lora merge differ";
   }
+  // Resuming needs the same adapters; without the flags the error gives them.
+  CommandResult again = Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24",
+                                        " --micro-batch 8 --nproc 2 --stage 3 --steps 30 --resume", Quick(out)));
+  EXPECT_NE(again.code, 0) << again.output;
+  EXPECT_TRUE(absl::StrContains(again.output, "resume it with --lora-r 8 --lora-alpha 16 --lora-targets "
+                                              "q_proj,v_proj,lm_head"))
+      << again.output;
 }
 
 // Under `zt launch` each process joins as one rank (no self-launch); a
