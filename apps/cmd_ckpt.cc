@@ -21,8 +21,8 @@
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
 #include "lora/lora_record.h"
-#include "util/file_io.h"
 #include "util/clock.h"
+#include "util/file_io.h"
 #include "util/strings.h"
 #include "util/system_info.h"
 
@@ -58,7 +58,6 @@ bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::s
   }
   return true;
 }
-
 
 int RunInspect(const std::vector<std::string>& args) {
   Flags flags("zt ckpt inspect");
@@ -114,7 +113,8 @@ int RunConsolidate(const std::vector<std::string>& args) {
                "a LoRA run's checkpoint: merge (adapters folded into the base weights, the base model's names) or "
                "adapter (the adapters alone, PEFT's adapter_model.safetensors names, and adapter_config.json)");
   int code = 0;
-  if (!ParseFlags(flags, args, "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB] [--lora merge|adapter]",
+  if (!ParseFlags(flags, args,
+                  "DIR OUT [--tag T] [--dtype fp32|bf16|fp16] [--max-shard-size 5GB] [--lora merge|adapter]",
                   "\nWrites the checkpoint's full weights, by their names, as safetensors: OUT is a file ending\n"
                   "in .safetensors, or a directory that gets model.safetensors or shards plus\n"
                   "model.safetensors.index.json. Trainable weights come from the fp32 master. Streams: memory\n"

@@ -235,9 +235,10 @@ void PrintSetup(const Request& r) {
   int64_t trainable = 0;
   for (const estimate::ParamShape& p : r.shape.params) trainable += p.trainable ? p.numel : 0;
   if (trainable < psi) {
-    std::printf("trainable: %s of the %s parameters (LoRA adapters or frozen layers); gradients and optimizer "
-                "state cover only them\n\n",
-                HumanCount(static_cast<double>(trainable)).c_str(), HumanCount(static_cast<double>(psi)).c_str());
+    std::printf(
+        "trainable: %s of the %s parameters (LoRA adapters or frozen layers); gradients and optimizer "
+        "state cover only them\n\n",
+        HumanCount(static_cast<double>(trainable)).c_str(), HumanCount(static_cast<double>(psi)).c_str());
   }
 }
 

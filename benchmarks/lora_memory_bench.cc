@@ -144,17 +144,18 @@ int Main(int argc, char** argv) {
   for (int r = 0; r < pg->size(); ++r) gathered.push_back(flat.narrow(0, r * t.numel(), t.numel()));
   if (!lead) return 0;
   std::printf("%s\n", SystemInfoLine().c_str());
-  std::printf("model %s (%s parameters), %s, stage 3, %d ranks, micro-batch %lld x %lld tokens\n",
-              spec.name.c_str(), HumanCount(static_cast<double>(model->info().num_params)).c_str(),
+  std::printf("model %s (%s parameters), %s, stage 3, %d ranks, micro-batch %lld x %lld tokens\n", spec.name.c_str(),
+              HumanCount(static_cast<double>(model->info().num_params)).c_str(),
               spec.lora.enabled()
                   ? absl::StrFormat("LoRA r=%d on %s: %s trainable", spec.lora.r, f.GetString("lora-targets"),
                                     HumanCount(static_cast<double>(lora.trainable_numel)))
                         .c_str()
                   : "full fine-tuning",
               pg->size(), static_cast<long long>(micro), static_cast<long long>(seq));
-  std::printf("estimate per rank: model states %.1f MiB, + buckets %.1f MiB, gathered %.1f MiB, activations %.1f MiB, "
-              "total %.1f MiB\n",
-              MiB(e.model_states()), MiB(e.buckets), MiB(e.gathered), MiB(e.activations), MiB(e.total()));
+  std::printf(
+      "estimate per rank: model states %.1f MiB, + buckets %.1f MiB, gathered %.1f MiB, activations %.1f MiB, "
+      "total %.1f MiB\n",
+      MiB(e.model_states()), MiB(e.buckets), MiB(e.gathered), MiB(e.activations), MiB(e.total()));
   for (int r = 0; r < pg->size(); ++r) {
     const double* v = gathered[static_cast<size_t>(r)].data_ptr<double>();
     std::printf(
@@ -165,10 +166,11 @@ int Main(int argc, char** argv) {
         v[1] / (1 << 20), MiB(est_steady), v[1] / static_cast<double>(est_steady), v[2] / (1 << 20), MiB(est_peak),
         v[2] / static_cast<double>(est_peak), v[3] / (1 << 20));
   }
-  std::printf("SUMMARY: %s %s at stage 3 on %d ranks: measured/estimate = %.3f (model states), %.3f (allocated "
-              "between steps), %.3f (step peak)\n",
-              spec.name.c_str(), mode.c_str(), pg->size(), gathered[0].data_ptr<double>()[0] / e.model_states(),
-              gathered[0].data_ptr<double>()[1] / est_steady, gathered[0].data_ptr<double>()[2] / est_peak);
+  std::printf(
+      "SUMMARY: %s %s at stage 3 on %d ranks: measured/estimate = %.3f (model states), %.3f (allocated "
+      "between steps), %.3f (step peak)\n",
+      spec.name.c_str(), mode.c_str(), pg->size(), gathered[0].data_ptr<double>()[0] / e.model_states(),
+      gathered[0].data_ptr<double>()[1] / est_steady, gathered[0].data_ptr<double>()[2] / est_peak);
   return 0;
 }
 

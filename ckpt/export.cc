@@ -146,14 +146,14 @@ class MergedWeight {
     const auto& ws = base_.entry.shape;
     const auto& as = a_.entry.shape;
     const auto& bs = b_.entry.shape;
-    const bool ok = ws.size() == 2 && as.size() == 2 && bs.size() == 2 && as[0] == bs[1] &&
-                    (options_.lora_fan_in_fan_out ? (ws[0] == as[1] && ws[1] == bs[0])
-                                                  : (ws[0] == bs[0] && ws[1] == as[1]));
+    const bool ok =
+        ws.size() == 2 && as.size() == 2 && bs.size() == 2 && as[0] == bs[1] &&
+        (options_.lora_fan_in_fan_out ? (ws[0] == as[1] && ws[1] == bs[0]) : (ws[0] == bs[0] && ws[1] == as[1]));
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot merge LoRA into '", base_.entry.name, "': its shape [", absl::StrJoin(ws, ", "), "] does not fit A [",
-          absl::StrJoin(as, ", "), "] and B [", absl::StrJoin(bs, ", "), "] (fan_in_fan_out ",
-          options_.lora_fan_in_fan_out ? "true" : "false", ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot merge LoRA into '", base_.entry.name, "': its shape [", absl::StrJoin(ws, ", "),
+                       "] does not fit A [", absl::StrJoin(as, ", "), "] and B [", absl::StrJoin(bs, ", "),
+                       "] (fan_in_fan_out ", options_.lora_fan_in_fan_out ? "true" : "false", ")"));
     }
     return absl::OkStatus();
   }
@@ -173,7 +173,8 @@ class MergedWeight {
       const int64_t row = i / cols, col = i % cols;
       const int64_t o = options_.lora_fan_in_fan_out ? col : row, c = options_.lora_fan_in_fan_out ? row : col;
       float acc = 0.f;
-      for (int64_t k = 0; k < r; ++k) acc += b_values_[static_cast<size_t>(o * r + k)] * a_values_[static_cast<size_t>(k * in + c)];
+      for (int64_t k = 0; k < r; ++k)
+        acc += b_values_[static_cast<size_t>(o * r + k)] * a_values_[static_cast<size_t>(k * in + c)];
       dst[i - begin] += s * acc;
     }
     return absl::OkStatus();
@@ -223,7 +224,8 @@ absl::Status ApplyLoraExport(const ExportOptions& options, std::vector<Item>* it
     const std::string& n = it.entry.name;
     const bool is_a = absl::EndsWith(n, ".lora_A.weight"), is_b = absl::EndsWith(n, ".lora_B.weight");
     if (!is_a && !is_b) {
-      return absl::InvalidArgumentError(absl::StrCat("LoRA parameter '", n, "' is neither <layer>.lora_A.weight nor "
+      return absl::InvalidArgumentError(absl::StrCat("LoRA parameter '", n,
+                                                     "' is neither <layer>.lora_A.weight nor "
                                                      "<layer>.lora_B.weight; it cannot be merged"));
     }
     auto& pair = pairs[n.substr(0, n.size() - std::string(".lora_A.weight").size())];
@@ -234,9 +236,11 @@ absl::Status ApplyLoraExport(const ExportOptions& options, std::vector<Item>* it
       return absl::InvalidArgumentError(absl::StrCat("layer '", layer, "' has lora_", ab.first ? "A" : "B",
                                                      " but not lora_", ab.first ? "B" : "A", "; it cannot be merged"));
     }
-    auto base = std::find_if(rest.begin(), rest.end(), [&](const Item& it) { return it.entry.name == layer + ".weight"; });
+    auto base =
+        std::find_if(rest.begin(), rest.end(), [&](const Item& it) { return it.entry.name == layer + ".weight"; });
     if (base == rest.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("LoRA layer '", layer, "' has no ", layer, ".weight to merge into"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoRA layer '", layer, "' has no ", layer, ".weight to merge into"));
     }
     auto merged = std::make_shared<MergedWeight>(*base, *ab.first, *ab.second, options);
     ZT_RETURN_IF_ERROR(merged->Validate());
@@ -280,13 +284,13 @@ absl::Status RemoveStaleWeights(const std::string& dir, const ShardPlan& plan) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
-                         (absl::StartsWith(name, "model-") && absl::EndsWith(name, ".safetensors") &&
-                          absl::StrContains(name, "-of-"));
+    const bool weights =
+        name == "model.safetensors" || name == "model.safetensors.index.json" ||
+        (absl::StartsWith(name, "model-") && absl::EndsWith(name, ".safetensors") && absl::StrContains(name, "-of-"));
     if (!weights || now.count(name) > 0) continue;
     if (!std::filesystem::remove(entry.path(), ec) || ec) {
-      return absl::InternalError(absl::StrCat("removing the earlier export's '", entry.path().string(), "' failed: ",
-                                              ec.message()));
+      return absl::InternalError(
+          absl::StrCat("removing the earlier export's '", entry.path().string(), "' failed: ", ec.message()));
     }
   }
   return absl::OkStatus();

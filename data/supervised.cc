@@ -56,11 +56,13 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
     if (line.empty() || line == "\r") continue;
     const std::string where = absl::StrCat(path, " line ", n);
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+    if (j.is_discarded() || !j.is_object())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
     if (j.contains("messages")) {
-      return absl::UnimplementedError(absl::StrCat(
-          where, ": chat \"messages\" need the tokenizer's chat template, which zerotorch does not render yet; "
-                 "write each exchange as {\"prompt\": ..., \"completion\": ...}"));
+      return absl::UnimplementedError(
+          absl::StrCat(where,
+                       ": chat \"messages\" need the tokenizer's chat template, which zerotorch does not render yet; "
+                       "write each exchange as {\"prompt\": ..., \"completion\": ...}"));
     }
     SupervisedExample e;
     const bool pc = j.contains("prompt") || j.contains("completion");

@@ -6,9 +6,8 @@
 // the built modules).
 #include "estimate/builtin_models.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -52,8 +51,8 @@ ModelShape WithLora(const ModelShape& base, const std::vector<LoraCapable>& laye
   std::vector<std::vector<ParamShape>> after(base.params.size());
   for (const LoraCapable& l : layers) {
     const std::string name = l.path.substr(l.path.find_last_of('.') + 1);
-    const bool target = all_linear ? name != "lm_head"
-                                   : std::find(o.targets.begin(), o.targets.end(), name) != o.targets.end();
+    const bool target =
+        all_linear ? name != "lm_head" : std::find(o.targets.begin(), o.targets.end(), name) != o.targets.end();
     if (!target) continue;
     const int unit = base.params[l.last_param].unit;
     after[l.last_param].push_back(ParamShape{l.path + ".lora_A.weight", o.r * l.in, unit, true});

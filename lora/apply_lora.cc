@@ -54,7 +54,8 @@ void LoraScope::Visit(torch::nn::Module& module, bool root) {
     }
     // Each adapter its own seed: torch's seed and the adapter's place in
     // construction order (the same on every rank).
-    const uint64_t seed = at::detail::getDefaultCPUGenerator().current_seed() * 1000003u + static_cast<uint64_t>(layers_);
+    const uint64_t seed =
+        at::detail::getDefaultCPUGenerator().current_seed() * 1000003u + static_cast<uint64_t>(layers_);
     layer->AddLora(*item.value(), options_, base, seed);
     ++layers_;
     if (!all_linear) ++matched_[name];
@@ -81,9 +82,9 @@ absl::StatusOr<LoraSummary> LoraScope::Finish(torch::nn::Module& model) {
   }
   for (const auto& [target, count] : matched_) {
     if (count == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("lora target '", target,
-                                                     "' matches no layer of the model; its LoRA-capable layers are: ",
-                                                     absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("lora target '", target,
+                       "' matches no layer of the model; its LoRA-capable layers are: ", absl::StrJoin(names, ", ")));
     }
   }
   if (layers_ == 0) return absl::InvalidArgumentError("LoRA: no layer matched the targets");

@@ -29,10 +29,10 @@
 namespace zt {
 
 struct LoraSummary {
-  int64_t layers = 0;            // layers given an adapter
-  int64_t trainable_numel = 0;   // adapter elements
-  int64_t frozen_numel = 0;      // every other parameter element (tied ones once)
-  bool fan_in_fan_out = false;   // the adapted layers store weights [in, out] (GPT-2)
+  int64_t layers = 0;           // layers given an adapter
+  int64_t trainable_numel = 0;  // adapter elements
+  int64_t frozen_numel = 0;     // every other parameter element (tied ones once)
+  bool fan_in_fan_out = false;  // the adapted layers store weights [in, out] (GPT-2)
 };
 
 class LoraScope {

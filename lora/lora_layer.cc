@@ -1,8 +1,8 @@
 // Implementation of lora/lora_layer.h.
 #include "lora/lora_layer.h"
 
-#include <torch/nn/functional/dropout.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/dropout.h>
 #include <torch/nn/init.h>
 
 #include <cmath>

@@ -8,7 +8,8 @@
 namespace zt {
 
 absl::Status ValidateLoraOptions(const LoraOptions& o) {
-  if (o.r < 0) return absl::InvalidArgumentError(absl::StrCat("lora r ", o.r, " is negative; use 0 (off) or a rank >= 1"));
+  if (o.r < 0)
+    return absl::InvalidArgumentError(absl::StrCat("lora r ", o.r, " is negative; use 0 (off) or a rank >= 1"));
   if (!o.enabled()) return absl::OkStatus();
   if (!(o.alpha > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("lora alpha ", o.alpha, " must be positive (PEFT's default is 8)"));
@@ -22,9 +23,9 @@ absl::Status ValidateLoraOptions(const LoraOptions& o) {
       return absl::InvalidArgumentError("lora target all-linear stands alone: drop the other names or all-linear");
     }
     if (absl::StrContains(t, '.')) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "lora target '", t, "' is a dotted path; give layer names such as ",
-          t.substr(t.find_last_of('.') + 1), " (every layer registered under that name gets an adapter)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("lora target '", t, "' is a dotted path; give layer names such as ",
+                       t.substr(t.find_last_of('.') + 1), " (every layer registered under that name gets an adapter)"));
     }
   }
   return absl::OkStatus();

@@ -72,8 +72,8 @@ std::string PeftAdapterConfigJson(const LoraRecord& record, const std::string& b
   j["rank_pattern"] = nlohmann::json::object();
   j["revision"] = nullptr;
   // PEFT writes "all-linear" as given and resolves it when loading.
-  j["target_modules"] = o.targets.size() == 1 && o.targets[0] == "all-linear" ? nlohmann::json("all-linear")
-                                                                              : nlohmann::json(o.targets);
+  j["target_modules"] =
+      o.targets.size() == 1 && o.targets[0] == "all-linear" ? nlohmann::json("all-linear") : nlohmann::json(o.targets);
   j["task_type"] = "CAUSAL_LM";
   j["use_dora"] = false;
   j["use_rslora"] = false;

@@ -120,8 +120,8 @@ struct LlamaForCausalLMImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
   LlamaConfig config;
   LlamaModel model{nullptr};
-  zt::LoraLinear lm_head{nullptr};  // untied
-  TiedLmHead tied_lm_head{nullptr};    // tied (registered as lm_head too)
+  zt::LoraLinear lm_head{nullptr};   // untied
+  TiedLmHead tied_lm_head{nullptr};  // tied (registered as lm_head too)
 };
 
 // Builds the model (the root is a unit too). The config must be valid.

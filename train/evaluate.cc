@@ -36,8 +36,7 @@ absl::StatusOr<EvalResult> Evaluate(models::Model& model, const TrainData& data,
       // neither loss nor tokens.
       at::Tensor losses = torch::nn::functional::cross_entropy(
           out.reshape({-1, vocab}), target.reshape({-1}),
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(
-              data::kIgnoreTarget));
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(data::kIgnoreTarget));
       per_sample = losses.reshape(target.sizes()).sum(1).to(at::kDouble);
       sums[1] += (target.ne(data::kIgnoreTarget).sum(1).to(at::kDouble) * valid).sum();
     } else {

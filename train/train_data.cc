@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/byte_tokenizer.h"
-#include "data/idx.h"
 #include "data/hf_tokenizer.h"
+#include "data/idx.h"
 #include "data/image_dataset.h"
 #include "data/supervised.h"
 #include "data/text_corpus.h"
@@ -76,8 +76,8 @@ class ImageData final : public TrainData {
 // loss on the completion only.
 class SupervisedData final : public TrainData {
  public:
-  SupervisedData(std::vector<data::SupervisedExample> train, std::vector<data::SupervisedExample> eval,
-                 int64_t seq_len, int32_t pad, std::string description)
+  SupervisedData(std::vector<data::SupervisedExample> train, std::vector<data::SupervisedExample> eval, int64_t seq_len,
+                 int32_t pad, std::string description)
       : train_(std::move(train)),
         eval_(std::move(eval)),
         seq_len_(seq_len),
@@ -125,14 +125,16 @@ absl::StatusOr<std::unique_ptr<data::HfTokenizer>> SupervisedTokenizer(const Tra
     }
   }
   if (candidates.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--data ", data_path, " holds prompt/completion examples, which are tokenized with the model's own tokenizer: "
-        "pass --tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data ", data_path,
+                     " holds prompt/completion examples, which are tokenized with the model's own tokenizer: "
+                     "pass --tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
   }
   auto tok = data::HfTokenizer::Load(candidates.front());
   if (!tok.ok()) {
-    return absl::Status(tok.status().code(), absl::StrCat("the tokenizer for --data ", data_path, ": ",
-                                                          tok.status().message(), o.tokenizer.empty() ? "; pass --tokenizer DIR" : ""));
+    return absl::Status(tok.status().code(),
+                        absl::StrCat("the tokenizer for --data ", data_path, ": ", tok.status().message(),
+                                     o.tokenizer.empty() ? "; pass --tokenizer DIR" : ""));
   }
   return tok;
 }
@@ -151,8 +153,10 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
   if (!o.eval_data.empty()) {
     if (o.eval_interval >= 0) {
       if (!data::IsSupervisedJsonl(o.eval_data)) {
-        return absl::InvalidArgumentError(absl::StrCat("--eval-data ", o.eval_data, " must be prompt/completion JSONL "
-                                                       "like --data ", path));
+        return absl::InvalidArgumentError(absl::StrCat("--eval-data ", o.eval_data,
+                                                       " must be prompt/completion JSONL "
+                                                       "like --data ",
+                                                       path));
       }
       ZT_ASSIGN_OR_RETURN(data::SupervisedSet e, data::ReadSupervisedJsonl(*tokenizer, o.eval_data, eot));
       eval = std::move(e.examples);

@@ -288,7 +288,7 @@ class RankTrainer {
   std::unique_ptr<models::Model> model_;
   std::optional<LoraRecord> lora_;  // the run's LoRA settings, when it trains adapters
   std::string adapter_line_;        // where the adapter was exported (rank 0)
-  bool lm_ = false;  // a language model: token sequences, perplexity; else images, accuracy
+  bool lm_ = false;                 // a language model: token sequences, perplexity; else images, accuracy
   int64_t seq_len_ = 0;
   std::unique_ptr<TrainData> data_;
   int64_t micro_ = 0;         // micro-batch per rank
@@ -382,22 +382,23 @@ absl::Status RankTrainer::BuildEngine() {
 absl::Status RankTrainer::CheckLoraMatches() const {
   ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(paths_.save_dir));
   const ckpt::Value* client = ck->client_state();
-  ZT_ASSIGN_OR_RETURN(std::optional<LoraRecord> saved,
-                      LoraRecordFromValue(client != nullptr && client->is_dict() ? client->AsDict().Find("lora")
-                                                                                  : nullptr));
+  ZT_ASSIGN_OR_RETURN(
+      std::optional<LoraRecord> saved,
+      LoraRecordFromValue(client != nullptr && client->is_dict() ? client->AsDict().Find("lora") : nullptr));
   auto flags = [](const LoraOptions& o) {
     return absl::StrFormat("--lora-r %d --lora-alpha %g --lora-targets %s", o.r, o.alpha,
                            absl::StrJoin(o.targets, ","));
   };
   const std::string where = absl::StrCat(ck->dir(), "/", ck->tag());
   if (saved && !lora_) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " was saved by a LoRA run; resume it with ",
-                                                   flags(saved->options)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " was saved by a LoRA run; resume it with ", flags(saved->options)));
   }
   if (!saved && lora_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, " holds no LoRA adapters; drop --lora-r to resume it (fine-tuning it with LoRA: export it and start "
-               "from the export with --init-from)"));
+        where,
+        " holds no LoRA adapters; drop --lora-r to resume it (fine-tuning it with LoRA: export it and start "
+        "from the export with --init-from)"));
   }
   if (saved && (saved->options.r != lora_->options.r || saved->options.targets != lora_->options.targets)) {
     return absl::InvalidArgumentError(absl::StrCat(where, " holds LoRA adapters of ", flags(saved->options),
@@ -625,9 +626,8 @@ absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_c
   if (paths_.export_path.empty()) return absl::OkStatus();
   eo.max_shard_bytes = o_.max_shard_bytes;
   ZT_ASSIGN_OR_RETURN(auto r, ckpt::ExportSafetensors(*ck, paths_.export_path, eo));
-  const std::string where = r.files.size() == 1
-                                ? r.files.front()
-                                : absl::StrCat(r.files.back(), " + ", r.files.size() - 1, " shards");
+  const std::string where =
+      r.files.size() == 1 ? r.files.front() : absl::StrCat(r.files.back(), " + ", r.files.size() - 1, " shards");
   *exported = absl::StrCat(where, " (", r.tensors, " tensors, ", HumanBytes(static_cast<double>(r.bytes)),
                            lora_ ? ", adapter merged" : "", ")");
   return WriteHfConfig(spec_, paths_.export_path, hf_config);

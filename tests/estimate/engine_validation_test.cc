@@ -220,13 +220,11 @@ TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
 }
 
 TEST(BuiltinShapes, ListTheModulesParameters) {
-  const std::vector<models::ModelSpec> specs = {{"gpt2-tiny", {}, 1},
-                                                {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
-                                                {"llama-tiny", {}, 1},
-                                                {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
-                                                {"mnist-cnn", {}, 1},
-                                                SpecOf("llama-tiny+lora"),
-                                                SpecOf("gpt2-tiny+lora")};
+  const std::vector<models::ModelSpec> specs = {
+      {"gpt2-tiny", {}, 1},    {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
+      {"llama-tiny", {}, 1},   {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
+      {"mnist-cnn", {}, 1},    SpecOf("llama-tiny+lora"),
+      SpecOf("gpt2-tiny+lora")};
   for (const models::ModelSpec& spec : specs) {
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     ASSERT_TRUE(shape.ok()) << shape.status();

@@ -108,8 +108,7 @@ std::map<std::string, torch::Tensor> Values(torch::nn::Module& m) {
 // One process, plain LibTorch: AdamW over the trainable parameters (the
 // adapters) on the whole global batch, in `dtype` (float32: the reference;
 // float64: the truth both approximate, docs/testing.md).
-absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string& name, int world,
-                                                               torch::Dtype dtype) {
+absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string& name, int world, torch::Dtype dtype) {
   ZT_ASSIGN_OR_RETURN(auto model, models::CreateModel(Spec(name, true)));
   model->module()->to(dtype);
   model->module()->eval();
@@ -140,7 +139,8 @@ absl::StatusOr<std::map<std::string, torch::Tensor>> Reference(const std::string
 // moves adapters by about 1e-3, 13% of their move.
 absl::Status Compare(const std::string& where, const std::map<std::string, torch::Tensor>& got,
                      const std::map<std::string, torch::Tensor>& reference,
-                     const std::map<std::string, torch::Tensor>& truth, const std::map<std::string, torch::Tensor>& init) {
+                     const std::map<std::string, torch::Tensor>& truth,
+                     const std::map<std::string, torch::Tensor>& init) {
   if (got.size() != reference.size()) return absl::InternalError(where + ": parameter lists differ");
   int adapters = 0;
   for (const auto& [n, r] : reference) {
@@ -156,8 +156,7 @@ absl::Status Compare(const std::string& where, const std::map<std::string, torch
     const torch::Tensor& t = truth.at(n);
     const double engine = (it->second - t).abs().max().item<double>();
     const double moved = (t - init.at(n)).abs().max().item<double>();
-    const double bound =
-        4 * (r - t).abs().max().item<double>() + 1e-6 * t.abs().max().item<double>() + 1e-3 * moved;
+    const double bound = 4 * (r - t).abs().max().item<double>() + 1e-6 * t.abs().max().item<double>() + 1e-3 * moved;
     if (!(engine <= bound)) {
       return absl::InternalError(
           absl::StrFormat("%s: %s is %.3g from the float64 truth, above the bound %.3g (it moved %.3g)", where, n,
@@ -211,8 +210,8 @@ ZT_RANK_WORKER(lora_parity) {
       const ModelStateBytes mem = engine->memory();
       const int64_t adapter_share = 4 * ((lora.trainable_numel + world - 1) / world) + 4 * 64;
       if (stage >= 2 && mem.grads > adapter_share) {
-        return absl::InternalError(absl::StrFormat("%s: %d gradient bytes for %d adapter elements", where, mem.grads,
-                                                   lora.trainable_numel));
+        return absl::InternalError(
+            absl::StrFormat("%s: %d gradient bytes for %d adapter elements", where, mem.grads, lora.trainable_numel));
       }
       if (stage >= 1 && mem.optimizer_state > 2 * adapter_share) {
         return absl::InternalError(absl::StrFormat("%s: %d optimizer bytes for %d adapter elements", where,
@@ -289,8 +288,8 @@ ZT_RANK_WORKER(lora_parity) {
           if (!torch::equal(v, t)) return absl::InternalError(where + ": adapter file's " + n + " differs");
         }
         if (r.tensors != count || static_cast<int64_t>(file->names().size()) != count) {
-          return absl::InternalError(absl::StrFormat("%s: adapter file has %d tensors, the model %d adapters", where,
-                                                     r.tensors, count));
+          return absl::InternalError(
+              absl::StrFormat("%s: adapter file has %d tensors, the model %d adapters", where, r.tensors, count));
         }
       }
       ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());

