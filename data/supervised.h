@@ -7,8 +7,9 @@
 // special tokens (LLaMA's <s>), the completion without them, then the
 // end-of-text token, as TRL's SFTTrainer builds them. The prompt's tokens
 // take no loss. A line with only "text" is an example whose every token
-// takes the loss. Chat "messages" are refused by name: rendering a chat
-// template is not built.
+// takes the loss (so a JSONL file of "text" lines fine-tunes on whole
+// documents, one per sample). Chat "messages" are refused by name:
+// rendering a chat template is not built.
 //
 // Samples are one example each, right-padded to the sequence length (the
 // padding takes no loss; causal attention means no position before it sees
@@ -38,8 +39,9 @@ struct SupervisedSet {
   int64_t prompt_completion = 0;  // lines with prompt/completion (the rest are "text")
 };
 
-// Whether `path` is JSONL whose first object has "prompt", "completion" or
-// "messages" (the supervised format, not text to be cut into windows).
+// Whether `path` is a .jsonl file whose first line is a JSON object: the
+// examples of this format (prompt/completion or text lines; "messages" is
+// refused when read), never raw text to be cut into byte-token windows.
 bool IsSupervisedJsonl(const std::string& path);
 
 // Non-empty lines of `path`: its examples, without tokenizing.

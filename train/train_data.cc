@@ -112,25 +112,24 @@ int64_t EvalExamples(int64_t n, const TrainOptions& o) {
   return o.eval_data.empty() ? static_cast<int64_t>(static_cast<double>(n) * o.eval_fraction) : 0;
 }
 
-// The tokenizer for supervised JSONL: --tokenizer, else the model folder
-// zt train starts from (--init-from, --model).
+// The tokenizer folder for JSONL examples: --tokenizer, else the model
+// folder zt train starts from (--init-from, --model). Checked by the
+// launcher too, before any rank starts.
+absl::StatusOr<std::string> SupervisedTokenizerDir(const TrainOptions& o, const std::string& data_path) {
+  if (!o.tokenizer.empty()) return o.tokenizer;
+  for (const std::string& dir : {o.init_from, o.model}) {
+    if (!dir.empty() && std::filesystem::is_directory(dir)) return dir;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--data ", data_path,
+                   " holds JSONL examples, which are tokenized with the model's own tokenizer: pass "
+                   "--tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
+}
+
 absl::StatusOr<std::unique_ptr<data::HfTokenizer>> SupervisedTokenizer(const TrainOptions& o,
                                                                        const std::string& data_path) {
-  std::vector<std::string> candidates;
-  if (!o.tokenizer.empty()) {
-    candidates = {o.tokenizer};
-  } else {
-    for (const std::string& dir : {o.init_from, o.model}) {
-      if (!dir.empty() && std::filesystem::is_directory(dir)) candidates.push_back(dir);
-    }
-  }
-  if (candidates.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--data ", data_path,
-                     " holds prompt/completion examples, which are tokenized with the model's own tokenizer: "
-                     "pass --tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
-  }
-  auto tok = data::HfTokenizer::Load(candidates.front());
+  ZT_ASSIGN_OR_RETURN(const std::string dir, SupervisedTokenizerDir(o, data_path));
+  auto tok = data::HfTokenizer::Load(dir);
   if (!tok.ok()) {
     return absl::Status(tok.status().code(),
                         absl::StrCat("the tokenizer for --data ", data_path, ": ", tok.status().message(),
@@ -175,11 +174,14 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
       no_loss += data::SupervisedWindow(e, seq_len, 0, in.data(), tg.data()) == 0;
     }
   }
+  const std::string kinds = set.prompt_completion == n ? "prompt/completion, loss on the completion only"
+                            : set.prompt_completion == 0
+                                ? "text, loss on every token"
+                                : absl::StrFormat("%d prompt/completion with the loss on the completion, %d text",
+                                                  set.prompt_completion, n - set.prompt_completion);
   const std::string description = absl::StrFormat(
-      "%s: %d examples (%d prompt/completion, loss on the completion only; %d text), %d train / %d eval, one per "
-      "sample of %d tokens, right-padded; tokenizer %s%s",
-      path, n, set.prompt_completion, n - set.prompt_completion, train.size(), eval.size(), seq_len,
-      tokenizer->Describe(),
+      "%s: %d examples (%s), %d train / %d eval, one per sample of %d tokens, right-padded; tokenizer %s%s", path, n,
+      kinds, train.size(), eval.size(), seq_len, tokenizer->Describe(),
       cut > 0 ? absl::StrFormat("; %d examples cut at %d tokens, %d of them keep no loss (raise --seq-len)", cut,
                                 seq_len, no_loss)
               : "");
@@ -345,6 +347,7 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
   if (data::IsSupervisedJsonl(path)) {
+    ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, path).status());
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(path));
     return n - EvalExamples(n, o);
   }

@@ -93,8 +93,11 @@ TEST(Supervised, BadLinesAreNamed) {
     EXPECT_TRUE(absl::StrContains(set.status().message(), c.message)) << set.status();
     EXPECT_TRUE(absl::StrContains(set.status().message(), path)) << set.status();
   }
+  // JSONL of "text" lines: examples too (whole documents), never byte text.
   zt::testing::WriteFileBytes(dir.File("text.jsonl"), "{\"text\": \"only text\"}\n");
-  EXPECT_FALSE(IsSupervisedJsonl(dir.File("text.jsonl"))) << "\"text\" alone is a corpus for windows";
+  EXPECT_TRUE(IsSupervisedJsonl(dir.File("text.jsonl")));
+  zt::testing::WriteFileBytes(dir.File("plain.txt"), "{\"text\": \"not JSONL by name\"}\n");
+  EXPECT_FALSE(IsSupervisedJsonl(dir.File("plain.txt")));
 }
 
 }  // namespace

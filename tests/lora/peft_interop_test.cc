@@ -48,26 +48,14 @@ struct Case {
 };
 
 const std::vector<Case>& Cases() {
+  // llama-tiny's dimensions, as hf_reference.py takes them.
+  const std::map<std::string, std::string> llama = {{"n_layer", "2"},        {"n_embd", "64"},
+                                                    {"n_head", "4"},         {"n_kv_head", "2"},
+                                                    {"intermediate", "172"}, {"rms_norm_eps", "1e-05"}};
   static const std::vector<Case> cases = {
       {"gpt2-tiny", "gpt2", {}, {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}}},
-      {"llama-tiny",
-       "llama",
-       {"all-linear"},
-       {{"n_layer", "2"},
-        {"n_embd", "64"},
-        {"n_head", "4"},
-        {"n_kv_head", "2"},
-        {"intermediate", "172"},
-        {"rms_norm_eps", "1e-05"}}},
-      {"llama-tiny",
-       "llama",
-       {"q_proj", "v_proj", "down_proj"},
-       {{"n_layer", "2"},
-        {"n_embd", "64"},
-        {"n_head", "4"},
-        {"n_kv_head", "2"},
-        {"intermediate", "172"},
-        {"rms_norm_eps", "1e-05"}}},
+      {"llama-tiny", "llama", {"all-linear"}, llama},
+      {"llama-tiny", "llama", {"q_proj", "v_proj", "down_proj"}, llama},
   };
   return cases;
 }
