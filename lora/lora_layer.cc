@@ -6,7 +6,6 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
-#include <mutex>
 
 #include "util/status.h"
 
@@ -15,31 +14,15 @@ namespace zt {
 void LoraLayer::AddLora(torch::nn::Module& self, const LoraOptions& options, const at::Tensor& like, uint64_t seed) {
   ZT_CHECK_MSG(!has_lora(), "AddLora: the layer already has an adapter");
   ZT_CHECK_MSG(options.enabled(), "AddLora: r must be >= 1");
-  // torch::nn::Linear's constructor draws from the global generator: its
-  // state is put back afterwards, and A is drawn from the adapter's own.
-  at::Generator global = at::detail::getDefaultCPUGenerator();
-  at::Tensor global_state;
-  {
-    std::lock_guard<std::mutex> lock(global.mutex());
-    global_state = global.get_state();
-  }
-  torch::nn::Linear a(torch::nn::LinearOptions(lora_in_features(), options.r).bias(false));
-  torch::nn::Linear b(torch::nn::LinearOptions(options.r, lora_out_features()).bias(false));
-  {
-    std::lock_guard<std::mutex> lock(global.mutex());
-    global.set_state(global_state);
-  }
-  {
-    torch::NoGradGuard no_grad;
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-    const double bound = 1.0 / std::sqrt(static_cast<double>(lora_in_features()));
-    a->weight.uniform_(-bound, bound, gen);
-    b->weight.zero_();
-  }
-  a->to(like.scalar_type());
-  b->to(like.scalar_type());
-  lora_A = self.register_module("lora_A", a);
-  lora_B = self.register_module("lora_B", b);
+  // A from the adapter's own generator (torch's global one is left alone),
+  // B zero; both in fp32, then in the base weight's dtype.
+  at::Tensor a = at::empty({options.r, lora_in_features()}, at::kFloat);
+  at::Tensor b = at::zeros({lora_out_features(), options.r}, at::kFloat);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(lora_in_features()));
+  a.uniform_(-bound, bound, gen);
+  lora_A = self.register_module("lora_A", LoraMatrix(a.to(like.scalar_type())));
+  lora_B = self.register_module("lora_B", LoraMatrix(b.to(like.scalar_type())));
   scaling_ = options.scaling();
   dropout_ = options.dropout;
 }

@@ -1,6 +1,6 @@
 // A layer that can carry a LoRA adapter: y = base(x) + (alpha / r) * B A
 // dropout(x), with A [r, in] and B [out, r] registered on the layer as
-// lora_A and lora_B (torch::nn::Linear without bias), so the parameters are
+// lora_A and lora_B (modules holding one `weight`), so the parameters are
 // named <layer>.lora_A.weight and <layer>.lora_B.weight as in PEFT's
 // adapter files. A starts as torch::nn::Linear's default (Kaiming uniform
 // with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)): PEFT's
@@ -13,13 +13,22 @@
 #pragma once
 
 #include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "lora/lora_options.h"
 
 namespace zt {
+
+// One adapter matrix, registered as <layer>.lora_A / lora_B so that its
+// parameter is named <layer>.lora_A.weight as in PEFT's files.
+struct LoraMatrixImpl : torch::nn::Module {
+  explicit LoraMatrixImpl(at::Tensor w) { weight = register_parameter("weight", std::move(w)); }
+  at::Tensor weight;
+};
+TORCH_MODULE(LoraMatrix);
 
 class LoraLayer {
  public:
@@ -41,7 +50,7 @@ class LoraLayer {
   // without LoRA.
   void AddLora(torch::nn::Module& self, const LoraOptions& options, const at::Tensor& like, uint64_t seed = 0);
 
-  torch::nn::Linear lora_A{nullptr}, lora_B{nullptr};
+  LoraMatrix lora_A{nullptr}, lora_B{nullptr};
 
  protected:
   // base_out + scaling * lora_B(lora_A(dropout(x))); base_out alone without
