@@ -47,13 +47,10 @@ void Linear(ModelShape& s, std::vector<LoraCapable>* layers, const std::string& 
 // parameters -- the modules register them there -- and every other
 // parameter frozen.
 ModelShape WithLora(const ModelShape& base, const std::vector<LoraCapable>& layers, const LoraOptions& o) {
-  const bool all_linear = o.targets.size() == 1 && o.targets[0] == "all-linear";
   std::vector<std::vector<ParamShape>> after(base.params.size());
   for (const LoraCapable& l : layers) {
     const std::string name = l.path.substr(l.path.find_last_of('.') + 1);
-    const bool target =
-        all_linear ? name != "lm_head" : std::find(o.targets.begin(), o.targets.end(), name) != o.targets.end();
-    if (!target) continue;
+    if (!IsLoraTarget(o, name)) continue;
     const int unit = base.params[l.last_param].unit;
     after[l.last_param].push_back(ParamShape{l.path + ".lora_A.weight", o.r * l.in, unit, true});
     after[l.last_param].push_back(ParamShape{l.path + ".lora_B.weight", l.out * o.r, unit, true});

@@ -36,15 +36,13 @@ LoraScope::~LoraScope() = default;
 
 void LoraScope::Visit(torch::nn::Module& module, bool root) {
   if (!options_.enabled()) return;
-  const bool all_linear = options_.targets.size() == 1 && options_.targets[0] == "all-linear";
   for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
     auto* layer = dynamic_cast<LoraLayer*>(item.value().get());
     if (layer == nullptr) continue;
     const std::string name = LayerName(item.key());
     if (root) ++capable_[name];
     if (layer->has_lora()) continue;  // done when its unit was built
-    const bool target = all_linear ? name != "lm_head" : matched_.count(name) > 0;
-    if (!target) continue;
+    if (!IsLoraTarget(options_, name)) continue;
     at::Tensor base = item.value()->named_parameters(/*recurse=*/false)["weight"];
     if (!HoldsData(base)) {
       error_ = absl::StrCat("layer '", item.key(),
@@ -58,7 +56,7 @@ void LoraScope::Visit(torch::nn::Module& module, bool root) {
         at::detail::getDefaultCPUGenerator().current_seed() * 1000003u + static_cast<uint64_t>(layers_);
     layer->AddLora(*item.value(), options_, base, seed);
     ++layers_;
-    if (!all_linear) ++matched_[name];
+    if (auto m = matched_.find(name); m != matched_.end()) ++m->second;
     (layer->lora_fan_in_fan_out() ? fan_in_fan_out_ : fan_out_fan_in_)++;
   }
   // The base freezes before the unit shards: only adapters stay trainable.

@@ -1,6 +1,8 @@
 // Implementation of lora/lora_options.h.
 #include "lora/lora_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -29,6 +31,11 @@ absl::Status ValidateLoraOptions(const LoraOptions& o) {
     }
   }
   return absl::OkStatus();
+}
+
+bool IsLoraTarget(const LoraOptions& o, const std::string& layer_name) {
+  if (o.targets.size() == 1 && o.targets[0] == "all-linear") return layer_name != "lm_head";
+  return std::find(o.targets.begin(), o.targets.end(), layer_name) != o.targets.end();
 }
 
 bool IsLoraParameterName(const std::string& name) {

@@ -32,6 +32,11 @@ struct LoraOptions {
 // layer's own name is known then).
 absl::Status ValidateLoraOptions(const LoraOptions& options);
 
+// Whether the layer registered under `layer_name` (its own name, the last
+// component of its path) gets an adapter: one of the targets, or with
+// {"all-linear"} any layer but the output head, lm_head.
+bool IsLoraTarget(const LoraOptions& options, const std::string& layer_name);
+
 // Whether parameter `name` (a full or relative dotted name) is a LoRA
 // adapter's: its path has a component lora_A or lora_B.
 bool IsLoraParameterName(const std::string& name);
