@@ -12,6 +12,15 @@
 
 namespace zt::models {
 
+at::Tensor Model::ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask) {
+  if (attention_mask.defined()) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(
+        "model ", info().name,
+        " takes no attention mask (only sequence classifiers do); pad language-model samples on the right instead")));
+  }
+  return Forward(input);
+}
+
 at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info) {
   if (!tokens.defined() || tokens.dim() != 2) {
     throw Error(absl::InvalidArgumentError(absl::StrCat(

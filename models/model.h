@@ -12,15 +12,17 @@
 
 namespace zt::models {
 
-enum class Task { kLanguageModel, kImageClassification };
+// kSequenceClassification: an encoder with a classification head (BERT),
+// one label per token sequence.
+enum class Task { kLanguageModel, kImageClassification, kSequenceClassification };
 
 // What a model is, without building it (registry.h's DescribeModel).
 struct ModelInfo {
   std::string name;  // the preset, e.g. "gpt2-tiny"
   Task task = Task::kLanguageModel;
-  int64_t vocab_size = 0;   // language models
-  int64_t max_seq_len = 0;  // language models: longest input Forward accepts
-  int64_t num_classes = 0;  // image classifiers
+  int64_t vocab_size = 0;   // language models and sequence classifiers
+  int64_t max_seq_len = 0;  // language models and sequence classifiers: longest input Forward accepts
+  int64_t num_classes = 0;  // image and sequence classifiers: labels 0..num_classes-1
   int64_t image_size = 0;   // image classifiers: square inputs of this side
   int64_t num_params = 0;   // analytic count; a tied weight counts once
 };
@@ -39,7 +41,17 @@ class Model {
   // Image classifiers: input [B, 1, 28, 28] float -> log-probabilities
   // [B, num_classes]. Throws zt::Error (InvalidArgument) for inputs of the
   // wrong rank, dtype or size, and for token ids out of range (CPU inputs).
+  // Sequence classifiers: input [B, T] int64 token ids -> logits
+  // [B, num_classes] in the parameters' dtype, every position attended to.
   virtual at::Tensor Forward(const at::Tensor& input) = 0;
+  // Forward with an attention mask [B, T] int64 (1: a token, 0: padding whose
+  // keys no position attends to), what a tokenizer's padding gives with
+  // Hugging Face's attention_mask. Sequence classifiers take one; the
+  // default, for models that take none, accepts only an undefined mask
+  // (then it is Forward(input)) and throws zt::Error (InvalidArgument)
+  // otherwise. (A separate name, so a model overriding one does not hide
+  // the other.)
+  virtual at::Tensor ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask);
   // Turns on activation checkpointing for the model's innermost units (the
   // transformer blocks): all of them when n <= 0, else the first n. Units
   // not chosen are turned off. Returns how many are on.
