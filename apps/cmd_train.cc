@@ -60,11 +60,15 @@ void Define(Flags& f) {
            "implies it)");
   f.Repeated("model-set", "model dimension override KEY=INT, e.g. --model-set n_layer=6");
   f.Bool("list-models", "list the built-in models and exit");
-  f.String("data", "", "text file or directory, .bin token file, or IDX directory (default: per model)");
+  f.String("task", "auto",
+           "what the model is trained for: causal-lm, classify (labelled text JSONL, a bert-* model) or image; auto: "
+           "the model's own");
+  f.String("data", "",
+           "text file or directory, .bin token file, JSONL (prompt/completion, text, or text/label), or IDX "
+           "directory (default: per model)");
   f.String("eval-data", "", "separate evaluation data (default: the last --eval-fraction of --data)");
   f.String("tokenizer", "",
-           "Hugging Face tokenizer folder for prompt/completion JSONL --data (default: the --init-from or --model "
-           "folder)");
+           "Hugging Face tokenizer folder for JSONL --data (default: the --init-from or --model folder)");
   f.String("token-dtype", "auto", "token width of headerless .bin files: auto (uint16), uint16, uint32");
   f.Double("eval-fraction", 0.05, "share of the text/token data held out for evaluation");
   f.Int("seq-len", 0, "tokens per sample (default: the model's maximum)");
@@ -126,6 +130,10 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->data = f.GetString("data");
   o->eval_data = f.GetString("eval-data");
   o->tokenizer = f.GetString("tokenizer");
+  o->task = f.GetString("task");
+  if (o->task != "auto" && o->task != "causal-lm" && o->task != "classify" && o->task != "image") {
+    return BadFlag(absl::StrCat("--task must be auto, causal-lm, classify or image, got '", o->task, "'"));
+  }
   o->token_dtype = f.GetString("token-dtype");
   if (o->token_dtype != "auto" && o->token_dtype != "uint16" && o->token_dtype != "uint32") {
     return BadFlag(absl::StrCat("--token-dtype must be auto, uint16 or uint32, got '", o->token_dtype, "'"));

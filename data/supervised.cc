@@ -63,6 +63,12 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
                        ": chat \"messages\" need the tokenizer's chat template, which zerotorch does not render yet; "
                        "write each exchange as {\"prompt\": ..., \"completion\": ...}"));
     }
+    if (j.contains("label")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where,
+                       ": a \"label\" makes this classification data, which trains a sequence classifier "
+                       "(--task classify with a bert-* model), not a language model"));
+    }
     SupervisedExample e;
     const bool pc = j.contains("prompt") || j.contains("completion");
     if (pc) {

@@ -17,20 +17,20 @@ absl::StatusOr<EvalResult> Evaluate(models::Model& model, const TrainData& data,
   if (n == 0) return result;
   ZT_ASSIGN_OR_RETURN(std::vector<data::EvalBatch> batches, data::EvalShard(n, group.size(), group.rank(), batch_size));
   if (max_batches > 0 && static_cast<int64_t>(batches.size()) > max_batches) batches.resize(max_batches);
-  const bool lm = model.info().task == models::Task::kLanguageModel;
+  const models::Task task = model.info().task;
   torch::NoGradGuard no_grad;
   const bool was_training = model.module()->is_training();
   model.module()->eval();
   // [loss_sum, loss_count, correct, samples], accumulated in float64.
   at::Tensor sums = at::zeros({4}, at::kDouble);
   for (const data::EvalBatch& b : batches) {
-    at::Tensor input, target;
-    data.Batch(Split::kEval, b.indices, &input, &target);
+    at::Tensor input, target, mask;
+    data.Batch(Split::kEval, b.indices, &input, &target, &mask);
     if (input.is_floating_point()) input = input.to(input_dtype);
     at::Tensor valid = torch::tensor(std::vector<int64_t>(b.valid.begin(), b.valid.end()), at::kLong).to(at::kDouble);
-    at::Tensor out = model.Forward(input).to(at::kFloat);
+    at::Tensor out = model.ForwardMasked(input, mask).to(at::kFloat);
     at::Tensor per_sample, correct;
-    if (lm) {
+    if (task == models::Task::kLanguageModel) {
       const int64_t vocab = out.size(-1);
       // Targets marked kIgnoreTarget (supervised prompts, padding) count
       // neither loss nor tokens.
@@ -40,7 +40,12 @@ absl::StatusOr<EvalResult> Evaluate(models::Model& model, const TrainData& data,
       per_sample = losses.reshape(target.sizes()).sum(1).to(at::kDouble);
       sums[1] += (target.ne(data::kIgnoreTarget).sum(1).to(at::kDouble) * valid).sum();
     } else {
-      per_sample = torch::nll_loss(out, target, {}, at::Reduction::None).to(at::kDouble);
+      // Images: log-probabilities; sequences: logits.
+      per_sample = (task == models::Task::kImageClassification
+                        ? torch::nll_loss(out, target, {}, at::Reduction::None)
+                        : torch::nn::functional::cross_entropy(
+                              out, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone)))
+                       .to(at::kDouble);
       correct = out.argmax(1).eq(target).to(at::kDouble);
       sums[2] += (correct * valid).sum();
       sums[1] += valid.sum();

@@ -15,9 +15,9 @@
 namespace zt::train {
 
 struct EvalResult {
-  double loss_sum = 0;    // summed per token (LM) or per sample (images)
+  double loss_sum = 0;    // summed per token (LM) or per sample (classifiers)
   double loss_count = 0;  // tokens or samples counted
-  double correct = 0;     // images: correct predictions
+  double correct = 0;     // classifiers: correct predictions
   int64_t samples = 0;    // samples evaluated over all ranks (= the eval set, or max_batches' worth)
   double loss() const { return loss_count > 0 ? loss_sum / loss_count : 0.0; }
   double accuracy() const { return samples > 0 ? correct / static_cast<double>(samples) : 0.0; }

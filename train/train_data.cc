@@ -10,7 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "data/byte_tokenizer.h"
+#include "data/classify.h"
 #include "data/hf_tokenizer.h"
 #include "data/idx.h"
 #include "data/image_dataset.h"
@@ -34,7 +36,9 @@ class TokenData final : public TrainData {
   int64_t size(Split s) const override { return s == Split::kTrain ? train_.size() : (eval_ ? eval_->size() : 0); }
   int64_t items_per_sample() const override { return train_.seq_len(); }
   const char* items_name() const override { return "tok"; }
-  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
+             at::Tensor* mask) const override {
+    *mask = at::Tensor();
     const data::TokenDataset& d = s == Split::kTrain ? train_ : *eval_;
     const int64_t b = static_cast<int64_t>(indices.size());
     *input = at::empty({b, d.seq_len()}, at::kLong);
@@ -58,7 +62,9 @@ class ImageData final : public TrainData {
   int64_t size(Split s) const override { return s == Split::kTrain ? train_.size() : eval_.size(); }
   int64_t items_per_sample() const override { return 1; }
   const char* items_name() const override { return "samples"; }
-  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
+             at::Tensor* mask) const override {
+    *mask = at::Tensor();
     const data::ImageDataset& d = s == Split::kTrain ? train_ : eval_;
     const int64_t b = static_cast<int64_t>(indices.size());
     *input = at::empty({b, 1, d.rows(), d.cols()}, at::kFloat);
@@ -87,7 +93,9 @@ class SupervisedData final : public TrainData {
   int64_t size(Split s) const override { return static_cast<int64_t>((s == Split::kTrain ? train_ : eval_).size()); }
   int64_t items_per_sample() const override { return seq_len_; }
   const char* items_name() const override { return "tok"; }
-  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const override {
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
+             at::Tensor* mask) const override {
+    *mask = at::Tensor();
     const auto& d = s == Split::kTrain ? train_ : eval_;
     const int64_t b = static_cast<int64_t>(indices.size());
     *input = at::empty({b, seq_len_}, at::kLong);
@@ -187,6 +195,147 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
               : "");
   return std::unique_ptr<TrainData>(
       std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len, eot >= 0 ? eot : 0, description));
+}
+
+// Labelled texts for sequence classifiers (data/classify.h): one per
+// sample, right-padded, with the attention mask.
+class ClassifyData final : public TrainData {
+ public:
+  ClassifyData(std::vector<data::ClassifyExample> train, std::vector<data::ClassifyExample> eval,
+               std::vector<std::string> label_names, data::SpecialTokens specials, int64_t seq_len, int32_t pad,
+               std::string description)
+      : train_(std::move(train)),
+        eval_(std::move(eval)),
+        label_names_(std::move(label_names)),
+        specials_(std::move(specials)),
+        seq_len_(seq_len),
+        pad_(pad),
+        description_(std::move(description)) {}
+
+  int64_t size(Split s) const override { return static_cast<int64_t>((s == Split::kTrain ? train_ : eval_).size()); }
+  int64_t items_per_sample() const override { return 1; }
+  const char* items_name() const override { return "samples"; }
+  void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
+             at::Tensor* mask) const override {
+    const auto& d = s == Split::kTrain ? train_ : eval_;
+    const int64_t b = static_cast<int64_t>(indices.size());
+    *input = at::empty({b, seq_len_}, at::kLong);
+    *mask = at::empty({b, seq_len_}, at::kLong);
+    *target = at::empty({b}, at::kLong);
+    for (int64_t i = 0; i < b; ++i) {
+      const data::ClassifyExample& e = d[static_cast<size_t>(indices[static_cast<size_t>(i)])];
+      data::ClassifyWindow(e, specials_, seq_len_, pad_, input->data_ptr<int64_t>() + i * seq_len_,
+                           mask->data_ptr<int64_t>() + i * seq_len_);
+      target->data_ptr<int64_t>()[i] = e.label;
+    }
+  }
+  std::vector<std::string> label_names() const override { return label_names_; }
+  std::string Describe() const override { return description_; }
+
+ private:
+  std::vector<data::ClassifyExample> train_, eval_;
+  std::vector<std::string> label_names_;
+  data::SpecialTokens specials_;
+  int64_t seq_len_;
+  int32_t pad_;
+  std::string description_;
+};
+
+// The padding id of a classifier's tokenizer: BERT's [PAD], else <pad>,
+// else 0. Masked out, so its value changes no result; it must only be a
+// valid id.
+int32_t PaddingId(const data::HfTokenizer& tokenizer) {
+  for (const char* name : {"[PAD]", "<pad>", "<|endoftext|>"}) {
+    if (tokenizer.TokenId(name) >= 0) return tokenizer.TokenId(name);
+  }
+  return 0;
+}
+
+// --task against what the model computes.
+absl::Status CheckTask(const TrainOptions& o, const models::ModelInfo& model) {
+  const char* own = model.task == models::Task::kLanguageModel            ? "causal-lm"
+                    : model.task == models::Task::kSequenceClassification ? "classify"
+                                                                          : "image";
+  if (o.task == "auto" || o.task == own) return absl::OkStatus();
+  const char* models = o.task == std::string("classify")    ? "a bert-* model or a BERT folder"
+                       : o.task == std::string("causal-lm") ? "a gpt2-* or llama-* model or an HF decoder folder"
+                                                            : "mnist-cnn";
+  return absl::InvalidArgumentError(absl::StrCat("--task ", o.task, " needs ", models, "; ", model.name, " is a ", own,
+                                                 " model (drop --task or pick another --model)"));
+}
+
+// Sequence classifiers read labelled JSONL only; there is no default set.
+absl::Status CheckClassifyData(const TrainOptions& o, const models::ModelInfo& model) {
+  if (!o.data.empty() && data::IsClassifyJsonl(o.data)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      model.name, " classifies texts: pass --data FILE.jsonl with one {\"text\": ..., \"label\": ...} per line",
+      o.data.empty() ? "" : absl::StrCat(" (", o.data, " is not such a file)")));
+}
+
+absl::StatusOr<std::unique_ptr<TrainData>> OpenClassifyData(const TrainOptions& o, const models::ModelInfo& model,
+                                                            int64_t seq_len) {
+  ZT_RETURN_IF_ERROR(CheckClassifyData(o, model));
+  const std::string& path = o.data;
+  ZT_ASSIGN_OR_RETURN(auto tokenizer, SupervisedTokenizer(o, path));
+  if (tokenizer->vocab_size() > model.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the tokenizer has ", tokenizer->vocab_size(), " ids, more than ",
+                                                   model.name, "'s vocabulary of ", model.vocab_size));
+  }
+  ZT_ASSIGN_OR_RETURN(data::SpecialTokens specials, data::FindSpecialTokens(*tokenizer));
+  ZT_ASSIGN_OR_RETURN(data::ClassifySet set, data::ReadClassifyJsonl(*tokenizer, path, {}, model.num_classes));
+  std::vector<data::ClassifyExample> train = std::move(set.examples), eval;
+  const int64_t n = static_cast<int64_t>(train.size());
+  if (!o.eval_data.empty()) {
+    if (o.eval_interval >= 0) {
+      if (!data::IsClassifyJsonl(o.eval_data)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--eval-data ", o.eval_data, " must be text/label JSONL like --data ", path));
+      }
+      ZT_ASSIGN_OR_RETURN(data::ClassifySet e,
+                          data::ReadClassifyJsonl(*tokenizer, o.eval_data, set.label_names, model.num_classes));
+      if (e.label_names.empty() != set.label_names.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("--eval-data ", o.eval_data, " and --data ", path,
+                                                       " use different kinds of labels (ids and names)"));
+      }
+      eval = std::move(e.examples);
+    }
+  } else {
+    const int64_t k = EvalExamples(n, o);
+    eval.assign(std::make_move_iterator(train.end() - k), std::make_move_iterator(train.end()));
+    train.resize(static_cast<size_t>(n - k));
+  }
+  const int64_t extra = static_cast<int64_t>(specials.prefix.size() + specials.suffix.size());
+  if (seq_len <= 0) {
+    int64_t longest = 0;
+    for (const auto* d : {&train, &eval}) {
+      for (const data::ClassifyExample& e : *d) longest = std::max<int64_t>(longest, e.ids.size());
+    }
+    seq_len = std::min(model.max_seq_len, longest + extra);
+  }
+  if (seq_len <= extra) {
+    return absl::InvalidArgumentError(absl::StrCat("--seq-len ", seq_len, " leaves no room for text besides the ",
+                                                   extra, " special tokens; raise it"));
+  }
+  int64_t cut = 0;
+  std::vector<int64_t> counts(static_cast<size_t>(model.num_classes), 0);
+  for (const auto* d : {&train, &eval}) {
+    for (const data::ClassifyExample& e : *d) cut += static_cast<int64_t>(e.ids.size()) + extra > seq_len;
+  }
+  for (const data::ClassifyExample& e : train) ++counts[static_cast<size_t>(e.label)];
+  std::vector<std::string> per_class;
+  for (size_t c = 0; c < counts.size(); ++c) {
+    per_class.push_back(
+        absl::StrCat(set.label_names.empty() ? std::to_string(c) : set.label_names[c], ": ", counts[c]));
+  }
+  const std::string description = absl::StrFormat(
+      "%s: %d labelled texts, %d train / %d eval, %d classes (train: %s), one per sample of %d tokens, "
+      "right-padded with an attention mask; tokenizer %s%s",
+      path, n, train.size(), eval.size(), model.num_classes, absl::StrJoin(per_class, ", "), seq_len,
+      tokenizer->Describe(),
+      cut > 0 ? absl::StrFormat("; %d texts cut at %d tokens (raise --seq-len)", cut, seq_len) : "");
+  return std::unique_ptr<TrainData>(std::make_unique<ClassifyData>(std::move(train), std::move(eval),
+                                                                   std::move(set.label_names), std::move(specials),
+                                                                   seq_len, PaddingId(*tokenizer), description));
 }
 
 bool IsTokenFile(const std::string& path) {
@@ -317,21 +466,33 @@ at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& target)
   return losses.sum() / flat.ne(data::kIgnoreTarget).sum().clamp_min(1);
 }
 
+at::Tensor TaskLoss(models::Task task, const at::Tensor& output, const at::Tensor& target) {
+  switch (task) {
+    case models::Task::kLanguageModel: return LanguageModelLoss(output, target);
+    case models::Task::kImageClassification: return torch::nll_loss(output, target);
+    case models::Task::kSequenceClassification: return torch::nn::functional::cross_entropy(output, target);
+  }
+  return {};
+}
+
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
                                                          int64_t seq_len) {
+  ZT_RETURN_IF_ERROR(CheckTask(options, model));
   if (model.task == models::Task::kImageClassification) {
     ZT_ASSIGN_OR_RETURN(auto d, OpenImageData(options));
     if (d->size(Split::kTrain) > 0) {
-      at::Tensor x, y;
-      d->Batch(Split::kTrain, {0}, &x, &y);
+      at::Tensor x, y, mask;
+      d->Batch(Split::kTrain, {0}, &x, &y, &mask);
       ZT_RETURN_IF_ERROR(CheckImageSize(model, x.size(2), x.size(3)));
     }
     return d;
   }
+  if (model.task == models::Task::kSequenceClassification) return OpenClassifyData(options, model, seq_len);
   return OpenTokenData(options, model, seq_len);
 }
 
 absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::ModelInfo& model, int64_t seq_len) {
+  ZT_RETURN_IF_ERROR(CheckTask(o, model));
   if (model.task == models::Task::kImageClassification) {
     const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
     ZT_RETURN_IF_ERROR(CheckNoEvalDataForImages(o));
@@ -344,6 +505,12 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
     }
     if (images[0] > 0) ZT_RETURN_IF_ERROR(CheckImageSize(model, images[1], images[2]));
     return images[0];
+  }
+  if (model.task == models::Task::kSequenceClassification) {
+    ZT_RETURN_IF_ERROR(CheckClassifyData(o, model));
+    ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, o.data).status());
+    ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(o.data));
+    return n - EvalExamples(n, o);
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
   if (data::IsSupervisedJsonl(path)) {

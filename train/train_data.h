@@ -1,7 +1,8 @@
 // The samples `zt train` feeds a built-in model, as LibTorch tensors: token
 // windows for language models (a text corpus through the byte tokenizer, or a
-// pre-tokenized .bin file), images and labels for image classifiers (IDX
-// files). Bridges the LibTorch-free readers of data/ to the trainer.
+// pre-tokenized .bin file, or JSONL examples), images and labels for image
+// classifiers (IDX files), labelled texts for sequence classifiers (JSONL).
+// Bridges the LibTorch-free readers of data/ to the trainer.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,8 +28,15 @@ class TrainData {
   virtual int64_t items_per_sample() const = 0;
   virtual const char* items_name() const = 0;  // "tok" or "samples"
   // The samples at `indices` of `split`: LM input/target [B, T] int64;
-  // images [B, 1, 28, 28] float32 and labels [B] int64.
-  virtual void Batch(Split split, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target) const = 0;
+  // images [B, 1, 28, 28] float32 and labels [B] int64; sequence
+  // classification: token ids [B, T] and labels [B] int64, with `mask` the
+  // attention mask [B, T] int64 (0 on the padding). Data without padding to
+  // mask leaves `mask` undefined.
+  virtual void Batch(Split split, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
+                     at::Tensor* mask) const = 0;
+  // Sequence classifiers trained on named labels: the names by class id
+  // (what an export's config.json calls them); else empty.
+  virtual std::vector<std::string> label_names() const { return {}; }
   // One line for the log: where the data came from and how much there is.
   virtual std::string Describe() const = 0;
 };
@@ -39,8 +47,15 @@ class TrainData {
 // gradient, not 0 / 0. logits [B, T, V], target [B, T].
 at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& target);
 
+// The training loss of a model's output for `task`: LanguageModelLoss;
+// images: NLL of the log-probabilities; sequences: cross-entropy of the
+// logits [B, classes]. Means over the micro-batch.
+at::Tensor TaskLoss(models::Task task, const at::Tensor& output, const at::Tensor& target);
+
 // Opens the data `options` name for `model` (options.data empty: the default
-// corpus or Fashion-MNIST). Errors name the file and say what to pass. With
+// corpus or Fashion-MNIST; sequence classifiers have no default). For a
+// sequence classifier, seq_len 0 means the longest example (special tokens
+// included), capped at the model's maximum. Errors name the file and say what to pass. With
 // evaluation off (eval_interval < 0) the eval set is not read (a separate
 // --eval-data file, an image directory's test set); the split of a single
 // corpus stays the same, so training sees the same samples either way.

@@ -21,6 +21,11 @@ struct TrainOptions {
   // and the weights with the adapter merged (export_path).
   LoraOptions lora;
 
+  // What the model is trained for: "causal-lm", "classify" (sequence
+  // classification), "image", or "auto" (the model's own task). A task
+  // the model does not do is an error naming the models that do.
+  std::string task = "auto";
+
   // --- Data ---
   // Language models: a text file or directory (byte-level tokens), or a
   // pre-tokenized .bin file (llm.c header or raw uint16/uint32). Empty: the
@@ -28,8 +33,9 @@ struct TrainOptions {
   // Fashion-MNIST from Debian's dataset-fashion-mnist).
   std::string data;
   // Or JSONL of {"prompt", "completion"} examples (data/supervised.h): one
-  // example per sample, loss on the completion only, tokenized with
-  // `tokenizer` (empty: the --init-from / --model folder's).
+  // example per sample, loss on the completion only; for sequence
+  // classifiers JSONL of {"text", "label"} (data/classify.h). Both are
+  // tokenized with `tokenizer` (empty: the --init-from / --model folder's).
   std::string tokenizer;
   std::string eval_data;             // separate eval set; empty: the tail of `data`
   std::string token_dtype = "auto";  // auto | uint16 | uint32, for .bin files

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -75,8 +76,11 @@ ckpt::Value ClientState(const data::SampleStream& stream, const RunHistory& hist
   return ckpt::Value(std::move(d));
 }
 
+// Images have none; a sequence classifier's 0 lets the data choose (its
+// longest example).
 absl::StatusOr<int64_t> SeqLen(const TrainOptions& o, const models::ModelInfo& info) {
-  if (info.task != models::Task::kLanguageModel) return 0;
+  if (info.task == models::Task::kImageClassification) return 0;
+  if (info.task == models::Task::kSequenceClassification && o.seq_len <= 0) return 0;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : info.max_seq_len;
   if (seq_len > info.max_seq_len) {
     return absl::InvalidArgumentError(absl::StrCat("--seq-len ", seq_len, " exceeds the maximum sequence length ",
@@ -147,10 +151,23 @@ absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, co
 // An export into a directory of its own gets it inside; a file export gets it
 // in the file's directory, unless a config.json that is not a transformers
 // config is already there (not ours to replace). Models without a
-// transformers counterpart get none.
-absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::string& export_path, std::string* written) {
+// transformers counterpart get none. A classifier trained on named labels
+// gets them as id2label / label2id, as transformers' pipelines show them.
+absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::vector<std::string>& label_names,
+                           const std::string& export_path, std::string* written) {
   ZT_ASSIGN_OR_RETURN(std::string json, models::HfConfigJson(spec));
   if (json.empty()) return absl::OkStatus();
+  if (!label_names.empty()) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(json);
+    nlohmann::ordered_json id2label = nlohmann::ordered_json::object(), label2id = nlohmann::ordered_json::object();
+    for (size_t i = 0; i < label_names.size(); ++i) {
+      id2label[std::to_string(i)] = label_names[i];
+      label2id[label_names[i]] = i;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+    json = j.dump(2) + "\n";
+  }
   std::filesystem::path p(export_path);
   const bool is_file = p.extension() == ".safetensors";
   std::filesystem::path dir = is_file ? p.parent_path() : p;
@@ -288,7 +305,7 @@ class RankTrainer {
   std::unique_ptr<models::Model> model_;
   std::optional<LoraRecord> lora_;  // the run's LoRA settings, when it trains adapters
   std::string adapter_line_;        // where the adapter was exported (rank 0)
-  bool lm_ = false;                 // a language model: token sequences, perplexity; else images, accuracy
+  bool lm_ = false;                 // a language model: token sequences, perplexity; else classes, accuracy
   int64_t seq_len_ = 0;
   std::unique_ptr<TrainData> data_;
   int64_t micro_ = 0;         // micro-batch per rank
@@ -302,7 +319,7 @@ class RankTrainer {
   std::optional<monitor::ProgressBar> progress_;
   int64_t first_step_ = 0;  // the step this run started at (after a resume)
   Clock::time_point t_loop_;
-  std::vector<at::Tensor> inputs_, targets_;  // one per accumulation step, reused across steps
+  std::vector<at::Tensor> inputs_, targets_, masks_;  // one per accumulation step, reused across steps
 };
 
 absl::Status RankTrainer::JoinWorld() {
@@ -480,6 +497,7 @@ absl::Status RankTrainer::Train() {
   model_->module()->train();
   inputs_.resize(gas_);
   targets_.resize(gas_);
+  masks_.resize(gas_);
   const double items_per_step = static_cast<double>(global_batch_ * data_->items_per_sample());
   while (engine_->global_steps() < o_.steps) ZT_RETURN_IF_ERROR(TrainStep(items_per_step));
   if (progress_) progress_->Finish();
@@ -491,13 +509,12 @@ absl::Status RankTrainer::Train() {
 absl::Status RankTrainer::TrainStep(double items_per_step) {
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < gas_; ++i) {
-    data_->Batch(Split::kTrain, stream_->Next(micro_), &inputs_[i], &targets_[i]);
+    data_->Batch(Split::kTrain, stream_->Next(micro_), &inputs_[i], &targets_[i], &masks_[i]);
     if (inputs_[i].is_floating_point()) inputs_[i] = inputs_[i].to(dtype_);
   }
   const double local_loss = engine_->TrainBatch([&](int64_t i) {
-    at::Tensor out = model_->Forward(inputs_[i]).to(at::kFloat);
-    if (lm_) return LanguageModelLoss(out, targets_[i]);
-    return torch::nll_loss(out, targets_[i]);
+    at::Tensor out = model_->ForwardMasked(inputs_[i], masks_[i]).to(at::kFloat);
+    return TaskLoss(info().task, out, targets_[i]);
   });
   at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
   comm::CollectiveLabel label("the step's mean loss");
@@ -560,8 +577,9 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
                   static_cast<long long>(step), r.loss(), std::exp(std::min(r.loss(), 50.0)),
                   static_cast<long long>(r.samples), static_cast<long long>(r.loss_count));
     } else {
-      std::printf("eval at step %lld: loss %.4f, accuracy %.2f%% (%lld images)\n", static_cast<long long>(step),
-                  r.loss(), 100.0 * r.accuracy(), static_cast<long long>(r.samples));
+      std::printf("eval at step %lld: loss %.4f, accuracy %.2f%% (%lld %s)\n", static_cast<long long>(step), r.loss(),
+                  100.0 * r.accuracy(), static_cast<long long>(r.samples),
+                  info().task == models::Task::kImageClassification ? "images" : "texts");
     }
     std::fflush(stdout);
     if (monitors_) {
@@ -630,7 +648,7 @@ absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_c
       r.files.size() == 1 ? r.files.front() : absl::StrCat(r.files.back(), " + ", r.files.size() - 1, " shards");
   *exported = absl::StrCat(where, " (", r.tensors, " tensors, ", HumanBytes(static_cast<double>(r.bytes)),
                            lora_ ? ", adapter merged" : "", ")");
-  return WriteHfConfig(spec_, paths_.export_path, hf_config);
+  return WriteHfConfig(spec_, data_->label_names(), paths_.export_path, hf_config);
 }
 
 absl::Status RankTrainer::Report(const std::string& exported, const std::string& hf_config) {

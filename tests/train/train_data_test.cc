@@ -142,7 +142,8 @@ TEST(TrainData, SupervisedExamplesCountMaskAndLoss) {
   EXPECT_EQ((*data)->size(Split::kTrain), 36);
   EXPECT_EQ((*data)->size(Split::kEval), 4);
   at::Tensor x, y;
-  (*data)->Batch(Split::kTrain, {0, 7}, &x, &y);
+  at::Tensor mask;
+  (*data)->Batch(Split::kTrain, {0, 7}, &x, &y, &mask);
   ASSERT_EQ(x.sizes(), (std::vector<int64_t>{2, 24}));
   // " 1" / " 8" and <|endoftext|> take loss; the rest is ignored.
   const at::Tensor with_loss = y.ne(data::kIgnoreTarget);
