@@ -542,7 +542,7 @@ absl::Status Checkpointer::ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, c
 // ---------------------------------------------------------------------------
 // LoadWeights
 
-absl::Status Checkpointer::LoadWeights(const std::string& path) {
+absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
   std::unique_ptr<ckpt::SafetensorsModel> model;
   Staged staged;
   // The model's names with their sizes: trainable and frozen parameters
@@ -572,7 +572,11 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
     dst.copy_(raw);
     return absl::OkStatus();
   };
-  std::set<std::string> kept;  // trainable names the file lacks that keep their values
+  // Trainable names the file lacks that keep their values: LoRA adapters
+  // and the caller's new parameters.
+  std::set<std::string> kept;
+  std::set<std::string> trainable(core_.param_names.begin(), core_.param_names.end());
+  const std::set<std::string> may_be_new(new_parameters.begin(), new_parameters.end());
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
         ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
@@ -584,7 +588,7 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
         std::vector<std::string> missing;
         for (const auto& [name, n] : numel_of) {
           if (model->Find(name).second != nullptr || aliases.count(name) > 0) continue;
-          if (IsLoraParameterName(name)) {
+          if (trainable.count(name) > 0 && (IsLoraParameterName(name) || may_be_new.count(name) > 0)) {
             kept.insert(name);
           } else {
             missing.push_back(name);
@@ -622,8 +626,21 @@ absl::Status Checkpointer::LoadWeights(const std::string& path) {
   CommitFrozenAndBuffers(staged);
   if (core_.pg->rank() == 0) {
     LogLoadedWeights(path, *model, numel_of);
-    if (!kept.empty()) {
-      ZT_LOG(INFO) << kept.size() << " LoRA adapter tensors are not in '" << path << "' and keep their values";
+    std::vector<std::string> fresh;
+    int64_t adapters = 0;
+    for (const std::string& name : kept) {
+      if (IsLoraParameterName(name)) {
+        ++adapters;
+      } else {
+        fresh.push_back(name);
+      }
+    }
+    if (adapters > 0) {
+      ZT_LOG(INFO) << adapters << " LoRA adapter tensors are not in '" << path << "' and keep their values";
+    }
+    if (!fresh.empty()) {
+      ZT_LOG(INFO) << "'" << path << "' has no " << absl::StrJoin(fresh, ", ")
+                   << ": a new head, which keeps its initial values (train it before use)";
     }
   }
   return absl::OkStatus();

@@ -39,7 +39,7 @@ class Checkpointer {
   // engine/engine.h's contracts: collective, at an accumulation boundary.
   absl::Status Save(const std::string& dir, const std::string& tag, const ckpt::Value& client_state);
   absl::StatusOr<ckpt::Value> Load(const std::string& dir, const std::string& tag);
-  absl::Status LoadWeights(const std::string& path);
+  absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters);
   // Save into a temporary folder beside `path`, rank 0 exports it
   // (ckpt/export.h), the folder goes.
   absl::Status ExportWeights(const std::string& path);

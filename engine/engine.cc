@@ -459,7 +459,9 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
   return client;
 }
 
-absl::Status EngineImpl::LoadWeights(const std::string& path) { return Checkpointer(core_).LoadWeights(path); }
+absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
+  return Checkpointer(core_).LoadWeights(path, new_parameters);
+}
 
 absl::Status EngineImpl::ExportWeights(const std::string& path) { return Checkpointer(core_).ExportWeights(path); }
 

@@ -169,8 +169,13 @@ class Engine {
   // Replaces the model's weights with those of a safetensors file, an index
   // .json or a directory holding either (Hugging Face names = the module's
   // names), reading only this rank's shard at stages 1-3. Collective.
-  // Missing weights are an error naming them; extra ones are logged.
-  virtual absl::Status LoadWeights(const std::string& path) = 0;
+  // Missing weights are an error naming them, except LoRA adapters and the
+  // trainable parameters named in `new_parameters` (a task head a base
+  // model's file does not have, e.g. BERT's classifier.*), which keep their
+  // values as transformers' from_pretrained keeps fresh heads; both are
+  // logged. Extra weights in the file are logged.
+  virtual absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) = 0;
+  absl::Status LoadWeights(const std::string& path) { return LoadWeights(path, {}); }
 
   // One line describing where offloaded state lives ("" without offload).
   virtual std::string OffloadSummary() const = 0;

@@ -46,7 +46,7 @@ class EngineImpl final : public Engine {
   const std::vector<std::string>& param_names() const override { return core_.param_names; }
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) override;
   absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag) override;
-  absl::Status LoadWeights(const std::string& path) override;
+  absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) override;
   absl::Status ExportWeights(const std::string& path) override;
   std::string OffloadSummary() const override;
   std::vector<std::string> OffloadNotes() const override;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zt::models {
 
@@ -52,6 +53,10 @@ class Model {
   // otherwise. (A separate name, so a model overriding one does not hide
   // the other.)
   virtual at::Tensor ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask);
+  // Parameters of a task head that a base model's weights do not have (BERT's
+  // classifier.* when starting from BertModel / BertForMaskedLM weights):
+  // loading such weights keeps their initial values. Empty by default.
+  virtual std::vector<std::string> NewHeadParameters() const { return {}; }
   // Turns on activation checkpointing for the model's innermost units (the
   // transformer blocks): all of them when n <= 0, else the first n. Units
   // not chosen are turned off. Returns how many are on.

@@ -460,7 +460,7 @@ absl::Status RankTrainer::ChooseStart() {
     if (rank0_) std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths_.save_dir.c_str());
   }
   if (!resumed && !o_.init_from.empty()) {
-    ZT_RETURN_IF_ERROR(engine_->LoadWeights(o_.init_from));
+    ZT_RETURN_IF_ERROR(engine_->LoadWeights(o_.init_from, model_->NewHeadParameters()));
     if (rank0_) std::printf("initialized the weights from %s\n", o_.init_from.c_str());
   }
   return absl::OkStatus();
