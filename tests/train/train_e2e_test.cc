@@ -30,9 +30,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ckpt/safetensors.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
 #include "monitor/event_file_reader.h"
+#include "tests/testing/bert_tokenizer.h"
 #include "tests/testing/zt_command.h"
 
 namespace zt::train {
@@ -415,6 +417,101 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
                                 "resume it with --lora-r 8 --lora-alpha 16 --lora-targets "
                                 "q_proj,v_proj,lm_head"))
       << again.output;
+}
+
+// `--task classify` with a built-in BERT and bert-base-uncased's tokenizer:
+// named labels, a separate eval file, accuracy in the eval lines and the
+// monitor, id2label in the exported config.json. Then fine-tuning again from
+// a base file without the classifier (BertModel weights, plus a pretraining
+// head the model does not have): the head starts fresh, as from_pretrained
+// starts it. The task: each text holds one cue word of its class among
+// shared filler, so a model must find the cue to classify it.
+TEST(TrainE2E, ClassifiesTextWithBert) {
+  const std::string dir = TempDir("classify");
+  const std::string tokenizer = dir + "/tokenizer";
+  ASSERT_TRUE(zt::testing::WriteBertTokenizer(tokenizer)) << "scripts/test_references.sh installs the references";
+  const char* classes[] = {"fruit", "metal", "animal"};
+  const char* cues[3][4] = {{"apple", "banana", "cherry", "grape"},
+                            {"iron", "copper", "silver", "zinc"},
+                            {"horse", "tiger", "rabbit", "eagle"}};
+  const char* filler[] = {"the",  "old",  "story", "about", "a",   "small",
+                          "town", "near", "river", "and",   "its", "people"};
+  uint64_t x = 99;
+  auto next = [&x](uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (x >> 33) % n;
+  };
+  for (const auto& [name, count] : {std::pair<std::string, int>{"train", 240}, {"eval", 60}}) {
+    std::ofstream f(dir + "/" + name + ".jsonl");
+    for (int i = 0; i < count; ++i) {
+      const uint64_t c = next(3), at = next(6);
+      std::string text;
+      for (uint64_t w = 0; w < 6; ++w) {
+        text += (w == at ? cues[c][next(4)] : filler[next(12)]);
+        text += w == 5 ? "." : " ";
+      }
+      f << "{\"text\": \"" << text << "\", \"label\": \"" << classes[c] << "\"}\n";
+    }
+  }
+  const std::string out = dir + "/run";
+  const std::string common =
+      absl::StrCat(" --tokenizer ", tokenizer, " --data ", dir, "/train.jsonl --eval-data ", dir,
+                   "/eval.jsonl --model-set num_labels=3 --model-set dropout=0 --micro-batch 8 --nproc 2 --stage 3");
+  CommandResult r = Zt(absl::StrCat("train --task classify --model bert-tiny", common,
+                                    " --steps 40 --lr 2e-3 --eval-interval 20", Quick(out)));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "240 labelled texts, 240 train / 60 eval, 3 classes")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "WordPiece")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "(60 texts)")) << r.output;
+  auto accuracy = ReadCsv(absl::StrCat(out, "/bert-tiny/Eval_Samples_accuracy.csv"));
+  ASSERT_EQ(accuracy.size(), 2u) << r.output;
+  EXPECT_GE(accuracy.rbegin()->second, 0.9) << "the cue words decide the class\n" << r.output;
+  std::ifstream cfg(out + "/config.json");
+  const std::string config((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(config, "\"BertForSequenceClassification\"")) << config;
+  EXPECT_TRUE(absl::StrContains(config, "\"0\": \"animal\"")) << config;
+  EXPECT_TRUE(absl::StrContains(config, "\"fruit\": 1")) << config;
+
+  // A base model's file: every weight but the classifier, and a tensor the
+  // classifier does not have (BertForPreTraining's cls.predictions.bias).
+  const std::string base = dir + "/base.safetensors";
+  {
+    auto in = ckpt::SafetensorsReader::Open(out + "/model.safetensors");
+    ASSERT_TRUE(in.ok()) << in.status();
+    std::vector<ckpt::SafetensorsEntry> entries;
+    for (const auto& t : (*in)->tensors()) {
+      if (!absl::StartsWith(t.name, "classifier.")) entries.push_back({t.name, t.dtype, t.shape});
+    }
+    entries.push_back({"cls.predictions.bias", ckpt::DType::kFloat32, {4}});
+    auto w = ckpt::SafetensorsWriter::Create(base, entries);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const auto& e : entries) {
+      std::vector<char> bytes(e.nbytes());
+      if (const auto* t = (*in)->Find(e.name)) {
+        ASSERT_TRUE((*in)->Read(*t, bytes.data()).ok());
+      }
+      ASSERT_TRUE((*w)->Write(bytes.data(), bytes.size()).ok());
+    }
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  CommandResult again = Zt(absl::StrCat("train --model bert-tiny --init-from ", base, common,
+                                        " --steps 10 --lr 2e-3 --eval-interval 0", Quick(dir + "/again")));
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_TRUE(absl::StrContains(again.output, "has no classifier.bias, classifier.weight: a new head")) << again.output;
+  EXPECT_TRUE(absl::StrContains(again.output, "cls.predictions.bias")) << "the extra tensor is named\n" << again.output;
+  auto tuned = ReadCsv(absl::StrCat(dir, "/again/bert-tiny/Eval_Samples_accuracy.csv"));
+  ASSERT_EQ(tuned.size(), 1u) << again.output;
+  EXPECT_GE(tuned.begin()->second, 0.9) << "the encoder came trained; a fresh head learns quickly\n" << again.output;
+
+  // Wrong pairings are named before any rank starts.
+  CommandResult lm =
+      Zt(absl::StrCat("train --task classify --model gpt2-tiny", common, " --steps 2", Quick(dir + "/x")));
+  EXPECT_NE(lm.code, 0);
+  EXPECT_TRUE(absl::StrContains(lm.output, "--task classify needs a bert-* model")) << lm.output;
+  CommandResult text =
+      Zt(absl::StrCat("train --model bert-tiny --tokenizer ", tokenizer, " --steps 2", Quick(dir + "/y")));
+  EXPECT_NE(text.code, 0);
+  EXPECT_TRUE(absl::StrContains(text.output, "bert-tiny classifies texts: pass --data FILE.jsonl")) << text.output;
 }
 
 // Under `zt launch` each process joins as one rank (no self-launch); a
