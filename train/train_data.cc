@@ -317,8 +317,22 @@ at::Tensor LanguageModelLoss(const at::Tensor& logits, const at::Tensor& target)
   return losses.sum() / flat.ne(data::kIgnoreTarget).sum().clamp_min(1);
 }
 
+namespace {
+
+// Sequence classifiers (BERT) build and run, but no data path feeds them
+// labeled text yet.
+absl::Status CheckTrainableTask(const models::ModelInfo& model) {
+  if (model.task != models::Task::kSequenceClassification) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("model ", model.name,
+                                               " is a sequence classifier; zt train has no labeled-text data for it "
+                                               "yet: train a language model or mnist-cnn instead"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
                                                          int64_t seq_len) {
+  ZT_RETURN_IF_ERROR(CheckTrainableTask(model));
   if (model.task == models::Task::kImageClassification) {
     ZT_ASSIGN_OR_RETURN(auto d, OpenImageData(options));
     if (d->size(Split::kTrain) > 0) {
@@ -332,6 +346,7 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& opt
 }
 
 absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::ModelInfo& model, int64_t seq_len) {
+  ZT_RETURN_IF_ERROR(CheckTrainableTask(model));
   if (model.task == models::Task::kImageClassification) {
     const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
     ZT_RETURN_IF_ERROR(CheckNoEvalDataForImages(o));
