@@ -177,12 +177,19 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     const torch::Tensor tokens = torch::randint(info.vocab_size, {o.micro_batch, seq + 1}, torch::kLong);
     x = tokens.narrow(1, 0, seq);
     y = tokens.narrow(1, 1, seq);
+  } else if (info.task == models::Task::kSequenceClassification) {
+    x = torch::randint(info.vocab_size, {o.micro_batch, std::min(o.seq, info.max_seq_len)}, torch::kLong);
+    y = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
   } else {
     x = torch::randn({o.micro_batch, 1, info.image_size, info.image_size});
     y = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
   }
   auto loss_of = [&](const torch::Tensor& out) {
-    if (!lm) return torch::nll_loss(out.to(torch::kFloat), y);  // the classifiers return log-probabilities
+    // Sequence classifiers return logits, the image classifier log-probabilities.
+    if (info.task == models::Task::kSequenceClassification) {
+      return torch::nn::functional::cross_entropy(out.to(torch::kFloat), y);
+    }
+    if (!lm) return torch::nll_loss(out.to(torch::kFloat), y);
     const torch::Tensor logits = out.to(torch::kFloat);
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
   };
@@ -389,15 +396,15 @@ std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
   std::printf("%-12s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %7s %9s\n", "mode", "step s", "x none", "fwd s",
-              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
-              "stall", "peak GiB");
+              "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "stall",
+              "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     const double peak = Peak(i);
     const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
-    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %9s\n", r.mode.c_str(), r.step_s,
-                ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
+    std::printf("%-12s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %9s\n", r.mode.c_str(),
+                r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
                 Gib(static_cast<double>(r.memory.model_states())).c_str(),
                 Gib(static_cast<double>(r.memory.nvme)).c_str(),
                 Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
@@ -441,11 +448,11 @@ void Report::PrintSummary() const {
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     absl::StrAppend(
-        &summary, absl::StrFormat(
-                      "; %s %.3f s/step%s%s, peak RSS %s GiB/rank", r.mode, r.step_s,
-                      base_ != nullptr && &r != base_ ? absl::StrFormat(" (%.2fx none)", r.step_s / base_->step_s) : "",
-                      r.nvme_wait_per_step > 0 ? absl::StrFormat(", stall %.1f%%", 100.0 * Stall(r)) : "",
-                      Gib(Peak(i))));
+        &summary,
+        absl::StrFormat(
+            "; %s %.3f s/step%s%s, peak RSS %s GiB/rank", r.mode, r.step_s,
+            base_ != nullptr && &r != base_ ? absl::StrFormat(" (%.2fx none)", r.step_s / base_->step_s) : "",
+            r.nvme_wait_per_step > 0 ? absl::StrFormat(", stall %.1f%%", 100.0 * Stall(r)) : "", Gib(Peak(i))));
   }
   std::printf("%s\n", summary.c_str());
 }

@@ -1,7 +1,7 @@
 // Implementation of estimate/builtin_models.h. The dimensions come from the
 // registry's Hugging Face config (HfConfigJson), so presets and overrides are
 // resolved exactly as `zt train` resolves them; the parameter lists restate
-// the modules' registration order in models/gpt2.cc, llama.cc and
+// the modules' registration order in models/gpt2.cc, llama.cc, bert.cc and
 // mnist_cnn.cc (tests/estimate/engine_validation_test.cc compares them with
 // the built modules).
 #include "estimate/builtin_models.h"
@@ -126,6 +126,40 @@ ModelShape LlamaShape(const TransformerShape& t, const LlamaExtras& x, std::vect
   return s;
 }
 
+ModelShape BertShape(const TransformerShape& t, int64_t positions, int64_t token_types,
+                     std::vector<LoraCapable>* layers) {
+  ModelShape s;
+  const int64_t d = t.hidden, m = t.intermediate;
+  // Unit 1: BertForSequenceClassification (embeddings, pooler, classifier);
+  // 2..: the encoder layers.
+  s.num_units = 2 + static_cast<int>(t.layers);
+  s.outer_unit = 1;
+  Add(s, "bert.embeddings.word_embeddings.weight", t.vocab * d, 1);
+  Add(s, "bert.embeddings.position_embeddings.weight", positions * d, 1);
+  Add(s, "bert.embeddings.token_type_embeddings.weight", token_types * d, 1);
+  Add(s, "bert.embeddings.LayerNorm.weight", d, 1);
+  Add(s, "bert.embeddings.LayerNorm.bias", d, 1);
+  for (int64_t i = 0; i < t.layers; ++i) {
+    const int unit = 2 + static_cast<int>(i);
+    const std::string b = absl::StrCat("bert.encoder.layer.", i, ".");
+    for (const char* proj : {"query", "key", "value"}) {
+      Linear(s, layers, absl::StrCat(b, "attention.self.", proj), d, d, true, unit);
+    }
+    Linear(s, layers, b + "attention.output.dense", d, d, true, unit);
+    Add(s, b + "attention.output.LayerNorm.weight", d, unit);
+    Add(s, b + "attention.output.LayerNorm.bias", d, unit);
+    Linear(s, layers, b + "intermediate.dense", d, m, true, unit);
+    Linear(s, layers, b + "output.dense", m, d, true, unit);
+    Add(s, b + "output.LayerNorm.weight", d, unit);
+    Add(s, b + "output.LayerNorm.bias", d, unit);
+    s.sequence.push_back(unit);
+  }
+  Linear(s, layers, "bert.pooler.dense", d, d, true, 1);
+  Linear(s, layers, "classifier", d, t.classes, true, 1);
+  s.transformer = t;
+  return s;
+}
+
 ModelShape MnistShape() {
   ModelShape s;
   // Four units (conv1, conv2, fc1, fc2); the top module is not a unit.
@@ -178,6 +212,18 @@ absl::StatusOr<ModelShape> BuiltinModelShape(const models::ModelSpec& spec) {
       extras.qkv_bias = type == "qwen2";
       extras.tied = j.value("tie_word_embeddings", false);
       shape = LlamaShape(t, extras, &layers);
+    } else if (type == "bert") {
+      t.architecture = Architecture::kBert;
+      ZT_ASSIGN_OR_RETURN(t.layers, Key(j, "num_hidden_layers", spec.name));
+      ZT_ASSIGN_OR_RETURN(t.hidden, Key(j, "hidden_size", spec.name));
+      ZT_ASSIGN_OR_RETURN(t.heads, Key(j, "num_attention_heads", spec.name));
+      ZT_ASSIGN_OR_RETURN(t.intermediate, Key(j, "intermediate_size", spec.name));
+      ZT_ASSIGN_OR_RETURN(t.vocab, Key(j, "vocab_size", spec.name));
+      ZT_ASSIGN_OR_RETURN(int64_t positions, Key(j, "max_position_embeddings", spec.name));
+      ZT_ASSIGN_OR_RETURN(int64_t token_types, Key(j, "type_vocab_size", spec.name));
+      t.kv_heads = t.heads;
+      t.classes = info.num_classes;
+      shape = BertShape(t, positions, token_types, &layers);
     } else {
       return absl::UnimplementedError(
           absl::StrCat("model ", spec.name, ": no estimator shape for model type '", type, "'"));

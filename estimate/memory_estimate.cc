@@ -252,7 +252,8 @@ absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, M
   e.offloaded_nvme += e.optimizer_nvme;
   // Every sub-group the pool holds is allocated (they keep the state between
   // steps), whatever the pipelining, but never more than there are.
-  const int slots = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.optimizer_buffer_count / kinds, sub_groups)));
+  const int slots =
+      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.optimizer_buffer_count / kinds, sub_groups)));
   e.optimizer_swap_buffers = static_cast<int64_t>(slots) * kinds * s * 4;
   e.swap_buffers += e.optimizer_swap_buffers;
   return absl::OkStatus();
@@ -389,6 +390,16 @@ int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t 
     layer = tokens * 16 * h * s + scores;
     // ln_f input and output; token and position ids.
     head = tokens * 2 * h * s + tokens * 8 + seq_len * 8;
+  } else if (t.architecture == Architecture::kBert) {
+    // The layer input (read by query, key, value), q, k, v (3h), the
+    // attention context, the first LayerNorm's input and output, the second's
+    // input (8h with the input), the intermediate output and its GELU (2 x
+    // intermediate). Dropout (off by default) is not counted.
+    layer = tokens * (8 * h + 2 * t.intermediate) * s + scores;
+    // The embeddings' LayerNorm input, the last layer's output (the pooler
+    // reads its first position, a view that keeps it), ids, mask and the
+    // additive key mask.
+    head = tokens * 2 * h * s + tokens * 16 + tokens * s;
   } else {
     // RMSNorm keeps its (fp32) input and normalized values, plus its output
     // (x2); q after rotary, k and v as attention reads them, the attention
@@ -401,8 +412,10 @@ int64_t ActivationBytes(const TransformerShape& t, Precision precision, int64_t 
   }
   // The loss: log_softmax's fp32 output is saved; its backward then holds the
   // gradients of the log-probabilities and of the logits (fp32) at once.
-  const int64_t logits_saved = tokens * v * 4;
-  const int64_t logits_backward = 2 * tokens * v * 4;
+  // A sequence classifier has one row of logits per sequence.
+  const int64_t logit_rows = t.architecture == Architecture::kBert ? micro_batch * t.classes : tokens * v;
+  const int64_t logits_saved = logit_rows * 4;
+  const int64_t logits_backward = 2 * logit_rows * 4;
   if (!checkpointing) return t.layers * layer + head + logits_saved + logits_backward;
   // Checkpointed blocks keep their input; backward recomputes one block at a
   // time, after the loss's gradients are gone.

@@ -39,10 +39,13 @@ struct ParamShape {
 };
 
 // The dimensions that size a transformer's activations.
-enum class Architecture { kGpt2, kLlama };
+// kBert: a post-LN encoder with a classification head (logits per sequence,
+// `classes` of them, instead of per token over the vocab).
+enum class Architecture { kGpt2, kLlama, kBert };
 struct TransformerShape {
   Architecture architecture = Architecture::kGpt2;
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+  int64_t classes = 0;  // kBert
 };
 
 struct ModelShape {

@@ -1,8 +1,10 @@
 // Implementation of models/hf_config.h.
 #include "models/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -111,8 +113,9 @@ absl::StatusOr<RopeScaling> RopeScalingOf(const Reader& top) {
     ZT_ASSIGN_OR_RETURN(s.high_freq_factor, r.Number("high_freq_factor", 4.0));
     ZT_ASSIGN_OR_RETURN(s.original_max_positions, r.Int("original_max_position_embeddings"));
     if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0) || s.original_max_positions < 1) {
-      return r.Error("low_freq_factor", "expected 0 < low_freq_factor < high_freq_factor and a positive "
-                                        "original_max_position_embeddings");
+      return r.Error("low_freq_factor",
+                     "expected 0 < low_freq_factor < high_freq_factor and a positive "
+                     "original_max_position_embeddings");
     }
     return s;
   }
@@ -154,6 +157,98 @@ absl::StatusOr<HfArchitecture> LlamaFamily(const Reader& r, const std::string& t
   return HfArchitecture(c);
 }
 
+// BERT: BertConfig's keys. The encoder is single-sentence, absolute-position,
+// not a decoder, and its head single-label classification; anything else is
+// refused by key.
+absl::StatusOr<HfArchitecture> Bert(const Reader& r) {
+  BertConfig c;
+  const Json& j = r.json();
+  if (j.contains("architectures") && !j["architectures"].is_null()) {
+    if (!j["architectures"].is_array()) return r.Error("architectures", "expected a list of class names");
+    for (const Json& a : j["architectures"]) {
+      static const char* const kKnown[] = {"BertForSequenceClassification", "BertModel", "BertForMaskedLM",
+                                           "BertForPreTraining"};
+      const bool known =
+          a.is_string() && std::find(std::begin(kKnown), std::end(kKnown), a.get<std::string>()) != std::end(kKnown);
+      if (!known) {
+        return r.Error("architectures", absl::StrCat(a.dump(),
+                                                     " is not supported: the built-in BERT is "
+                                                     "BertForSequenceClassification (BertModel, "
+                                                     "BertForMaskedLM and BertForPreTraining "
+                                                     "give its encoder)"));
+      }
+    }
+  }
+  ZT_ASSIGN_OR_RETURN(c.n_layer, r.Int("num_hidden_layers"));
+  ZT_ASSIGN_OR_RETURN(c.n_embd, r.Int("hidden_size"));
+  ZT_ASSIGN_OR_RETURN(c.n_head, r.Int("num_attention_heads"));
+  ZT_ASSIGN_OR_RETURN(c.intermediate, r.Int("intermediate_size"));
+  ZT_ASSIGN_OR_RETURN(c.max_positions, r.Int("max_position_embeddings"));
+  ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
+  ZT_ASSIGN_OR_RETURN(c.type_vocab_size, r.Int("type_vocab_size", 2));
+  ZT_ASSIGN_OR_RETURN(c.pad_token_id, r.Int("pad_token_id", 0));
+  ZT_ASSIGN_OR_RETURN(c.layer_norm_eps, r.Number("layer_norm_eps", 1e-12));
+  ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
+  ZT_ASSIGN_OR_RETURN(const double hidden, r.Number("hidden_dropout_prob", 0.1));
+  c.dropout_percent = static_cast<int64_t>(std::lround(hidden * 100));
+  ZT_ASSIGN_OR_RETURN(const double attention, r.Number("attention_probs_dropout_prob", 0.1));
+  if (std::lround(attention * 100) != c.dropout_percent) {
+    return r.Error("attention_probs_dropout_prob",
+                   "differs from hidden_dropout_prob; the built-in BERT uses one dropout rate for both");
+  }
+  if (r.Has("classifier_dropout")) {
+    ZT_ASSIGN_OR_RETURN(c.classifier_dropout, r.Number("classifier_dropout", 0.0));
+    if (!(c.classifier_dropout >= 0 && c.classifier_dropout < 1)) {
+      return r.Error("classifier_dropout", "expected a probability in [0, 1) or null");
+    }
+  }
+  ZT_RETURN_IF_ERROR(r.Expect("hidden_act", "gelu", "the built-in BERT computes the exact (erf) GELU"));
+  ZT_RETURN_IF_ERROR(r.Expect("position_embedding_type", "absolute",
+                              "only absolute position embeddings are computed (no relative_key variants)"));
+  ZT_RETURN_IF_ERROR(r.Expect("is_decoder", false, "the built-in BERT is an encoder"));
+  ZT_RETURN_IF_ERROR(r.Expect("add_cross_attention", false, "the built-in BERT is an encoder"));
+  ZT_RETURN_IF_ERROR(r.Expect("problem_type", "single_label_classification",
+                              "only single-label classification is trained (no regression, no multi-label)"));
+  // id2label's names (keys "0".."n-1"), else num_labels, else HF's default 2.
+  if (r.Has("id2label")) {
+    const Json& labels = j["id2label"];
+    if (!labels.is_object() || labels.empty()) {
+      return r.Error("id2label", "expected an object of label names by id (\"0\": \"NEGATIVE\", ...)");
+    }
+    c.labels.assign(labels.size(), std::string());
+    for (const auto& [key, name] : labels.items()) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || id < 0 || id >= static_cast<int64_t>(labels.size()) || !name.is_string()) {
+        return r.Error("id2label",
+                       absl::StrCat("entry \"", key, "\": ", name.dump(), " is not supported: expected ids 0..",
+                                    labels.size() - 1, " with string names"));
+      }
+      c.labels[static_cast<size_t>(id)] = name.get<std::string>();
+    }
+    c.num_labels = static_cast<int64_t>(c.labels.size());
+  }
+  if (r.Has("num_labels")) {
+    ZT_ASSIGN_OR_RETURN(const int64_t n, r.Int("num_labels"));
+    if (!c.labels.empty() && n != c.num_labels) {
+      return r.Error("num_labels", absl::StrCat(n, " differs from id2label's ", c.num_labels, " labels"));
+    }
+    c.num_labels = n;
+  }
+  if (c.num_labels < 2) {
+    return r.Error(r.Has("id2label") ? "id2label" : "num_labels",
+                   absl::StrCat(c.num_labels,
+                                " label(s): single-label classification needs at least 2 "
+                                "(one label is regression, which is not trained)"));
+  }
+  return HfArchitecture(c);
+}
+
 }  // namespace
 
 absl::StatusOr<HfArchitecture> ArchitectureFromHfConfig(const std::string& text, const std::string& where) {
@@ -166,7 +261,9 @@ absl::StatusOr<HfArchitecture> ArchitectureFromHfConfig(const std::string& text,
   const std::string type = j["model_type"].get<std::string>();
   if (type == "gpt2") return Gpt2(r);
   if (type == "llama" || type == "mistral" || type == "qwen2") return LlamaFamily(r, type);
-  return r.Error("model_type", absl::StrCat("'", type, "' has no built-in architecture (gpt2, llama, mistral, qwen2)"));
+  if (type == "bert") return Bert(r);
+  return r.Error("model_type",
+                 absl::StrCat("'", type, "' has no built-in architecture (gpt2, llama, mistral, qwen2, bert)"));
 }
 
 std::string HfConfigPath(const std::string& path) {

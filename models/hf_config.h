@@ -3,7 +3,9 @@
 // trains a model straight from its folder. Architectures: GPT2LMHeadModel
 // (model_type gpt2) and the LLaMA family (llama, mistral, qwen2: grouped-
 // query attention, rms_norm_eps, rope_theta, tied or untied head, Qwen2's
-// q/k/v biases).
+// q/k/v biases), and BERT (model_type bert) as BertForSequenceClassification:
+// a BertModel, BertForMaskedLM or BertForPreTraining file builds the same
+// classifier (its encoder; the head is new).
 //
 // Every key that changes the computation is checked: a value the built-in
 // code does not compute (rope_scaling, attention_bias or mlp_bias on llama,
@@ -19,12 +21,13 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
+#include "models/bert.h"
 #include "models/gpt2.h"
 #include "models/llama.h"
 
 namespace zt::models {
 
-using HfArchitecture = std::variant<Gpt2Config, LlamaConfig>;
+using HfArchitecture = std::variant<Gpt2Config, LlamaConfig, BertConfig>;
 
 // `text`: config.json's contents; `where` names it in errors.
 absl::StatusOr<HfArchitecture> ArchitectureFromHfConfig(const std::string& text, const std::string& where);

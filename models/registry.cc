@@ -5,12 +5,14 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lora/apply_lora.h"
+#include "models/bert.h"
 #include "models/common.h"
 #include "models/gpt2.h"
 #include "models/hf_config.h"
@@ -23,7 +25,7 @@ namespace zt::models {
 namespace {
 
 struct MnistConfig {};
-using AnyConfig = std::variant<Gpt2Config, LlamaConfig, MnistConfig>;
+using AnyConfig = std::variant<Gpt2Config, LlamaConfig, BertConfig, MnistConfig>;
 
 struct Preset {
   const char* name;
@@ -53,6 +55,17 @@ LlamaConfig Llama(int64_t layers, int64_t dim, int64_t heads, int64_t kv_heads, 
   return c;
 }
 
+// Google's BERT sizes (vocab 30522, 512 positions, 2 token types), with a
+// 2-label classification head.
+BertConfig Bert(int64_t layers, int64_t dim, int64_t heads, int64_t intermediate) {
+  BertConfig c;
+  c.n_layer = layers;
+  c.n_embd = dim;
+  c.n_head = heads;
+  c.intermediate = intermediate;
+  return c;
+}
+
 const std::vector<Preset>& Presets() {
   static const std::vector<Preset> presets = {
       // Byte-level (vocab 256) sizes for tests and the default job.
@@ -68,6 +81,14 @@ const std::vector<Preset>& Presets() {
       // TinyLlama-1.1B and Llama-2-7B dimensions.
       {"llama-1b", Llama(22, 2048, 32, 4, 5632, 2048, 32000)},
       {"llama-7b", Llama(32, 4096, 32, 32, 11008, 4096, 32000)},
+      // google/bert_uncased_L-2_H-128_A-2 (bert-tiny) ... L-8_H-512_A-8
+      // (bert-medium), bert-base-uncased, bert-large-uncased.
+      {"bert-tiny", Bert(2, 128, 2, 512)},
+      {"bert-mini", Bert(4, 256, 4, 1024)},
+      {"bert-small", Bert(4, 512, 8, 2048)},
+      {"bert-medium", Bert(8, 512, 8, 2048)},
+      {"bert-base", Bert(12, 768, 12, 3072)},
+      {"bert-large", Bert(24, 1024, 16, 4096)},
       {"mnist-cnn", MnistConfig{}},
   };
   return presets;
@@ -91,6 +112,15 @@ const Fields<LlamaConfig>& LlamaFields() {
                                         {"intermediate", &LlamaConfig::intermediate},
                                         {"seq_len", &LlamaConfig::max_positions},
                                         {"vocab", &LlamaConfig::vocab_size}};
+  return f;
+}
+
+const Fields<BertConfig>& BertFields() {
+  static const Fields<BertConfig> f = {
+      {"n_layer", &BertConfig::n_layer},       {"n_embd", &BertConfig::n_embd},
+      {"n_head", &BertConfig::n_head},         {"intermediate", &BertConfig::intermediate},
+      {"seq_len", &BertConfig::max_positions}, {"vocab", &BertConfig::vocab_size},
+      {"num_labels", &BertConfig::num_labels}, {"dropout", &BertConfig::dropout_percent}};
   return f;
 }
 
@@ -133,6 +163,7 @@ absl::StatusOr<AnyConfig> ConfigFromFolder(const std::string& config_path) {
   ZT_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(config_path));
   ZT_ASSIGN_OR_RETURN(HfArchitecture a, ArchitectureFromHfConfig(text, config_path));
   if (const auto* g = std::get_if<Gpt2Config>(&a)) return AnyConfig(*g);
+  if (const auto* b = std::get_if<BertConfig>(&a)) return AnyConfig(*b);
   return AnyConfig(std::get<LlamaConfig>(a));
 }
 
@@ -147,8 +178,8 @@ absl::StatusOr<Resolved> Resolve(const ModelSpec& spec) {
       if (spec.name == p.name) preset = &p;
     }
     if (preset == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name, "'; known models: ",
-                                                     absl::StrJoin(ModelNames(), ", "),
+      return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name,
+                                                     "'; known models: ", absl::StrJoin(ModelNames(), ", "),
                                                      ", or a Hugging Face model folder with a config.json"));
     }
     r.config = preset->config;
@@ -167,6 +198,17 @@ absl::StatusOr<Resolved> Resolve(const ModelSpec& spec) {
     r.info.vocab_size = l->vocab_size;
     r.info.max_seq_len = l->max_positions;
     r.info.num_params = LlamaNumParams(*l);
+  } else if (auto* b = std::get_if<BertConfig>(&r.config)) {
+    const int64_t labels = b->num_labels;
+    ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, BertFields(), *b));
+    // A new label count makes a new head: the folder's names no longer fit.
+    if (b->num_labels != labels) b->labels.clear();
+    ZT_RETURN_IF_ERROR(ValidateBertConfig(spec.name, *b));
+    r.info.task = Task::kSequenceClassification;
+    r.info.vocab_size = b->vocab_size;
+    r.info.max_seq_len = b->max_positions;
+    r.info.num_classes = b->num_labels;
+    r.info.num_params = BertNumParams(*b);
   } else {
     auto& m = std::get<MnistConfig>(r.config);
     ZT_RETURN_IF_ERROR(ApplyOverrides(spec.name, spec.overrides, MnistFields(), m));
@@ -188,6 +230,11 @@ std::string Dims(const AnyConfig& config) {
                            l->n_layer, l->n_embd, l->n_head, l->n_kv_head, l->intermediate, l->max_positions,
                            l->vocab_size);
   }
+  if (const auto* b = std::get_if<BertConfig>(&config)) {
+    return absl::StrFormat("n_layer=%d n_embd=%d n_head=%d intermediate=%d seq_len=%d vocab=%d num_labels=%d",
+                           b->n_layer, b->n_embd, b->n_head, b->intermediate, b->max_positions, b->vocab_size,
+                           b->num_labels);
+  }
   return "conv 32, conv 64, fc 9216x128, 10 classes (28x28 grayscale)";
 }
 
@@ -204,12 +251,17 @@ absl::StatusOr<LoraOptions> ResolveLora(const ModelSpec& spec) {
   if (!o.enabled()) return o;
   ZT_ASSIGN_OR_RETURN(Resolved r, Resolve(spec));
   if (std::holds_alternative<MnistConfig>(r.config)) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", spec.name,
-                                                   " has no LoRA-capable layers; LoRA is for the transformers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, " has no LoRA-capable layers; LoRA is for the transformers"));
   }
   if (o.targets.empty()) {
-    o.targets = std::holds_alternative<Gpt2Config>(r.config) ? std::vector<std::string>{"c_attn"}
-                                                             : std::vector<std::string>{"q_proj", "v_proj"};
+    if (std::holds_alternative<Gpt2Config>(r.config)) {
+      o.targets = {"c_attn"};
+    } else if (std::holds_alternative<BertConfig>(r.config)) {
+      o.targets = {"query", "value"};
+    } else {
+      o.targets = {"q_proj", "v_proj"};
+    }
   }
   return o;
 }
@@ -227,6 +279,8 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec) {
       model = CreateGpt2(r.info, *g);
     } else if (const auto* l = std::get_if<LlamaConfig>(&r.config)) {
       model = CreateLlama(r.info, *l);
+    } else if (const auto* b = std::get_if<BertConfig>(&r.config)) {
+      model = CreateBert(r.info, *b);
     } else {
       model = CreateMnistCnn(r.info);
     }
@@ -288,8 +342,35 @@ absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec) {
         "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"float32\"\n}\n",
         arch, l->model_type, l->vocab_size, l->n_embd, l->intermediate, l->n_layer, l->n_head, l->n_kv_head,
         l->max_positions, l->rms_norm_eps, l->rope_theta, RopeScalingJson(l->rope_scaling), family_keys,
-        l->initializer_range,
-        l->tie_word_embeddings ? "true" : "false");
+        l->initializer_range, l->tie_word_embeddings ? "true" : "false");
+  }
+  if (const auto* b = std::get_if<BertConfig>(&r.config)) {
+    // BertForSequenceClassification as transformers writes it; id2label and
+    // label2id carry the label names (LABEL_i unless the folder named them).
+    const std::vector<std::string> names = BertLabelNames(*b);
+    std::vector<std::string> id2label, label2id;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string quoted = nlohmann::json(names[i]).dump();
+      id2label.push_back(absl::StrFormat("    \"%d\": %s", i, quoted));
+      label2id.push_back(absl::StrFormat("    %s: %d", quoted, i));
+    }
+    const double p = static_cast<double>(b->dropout_percent) / 100.0;
+    const std::string classifier_dropout =
+        b->classifier_dropout >= 0 ? absl::StrFormat("%g", b->classifier_dropout) : std::string("null");
+    return absl::StrFormat(
+        "{\n  \"architectures\": [\"BertForSequenceClassification\"],\n  \"model_type\": \"bert\",\n"
+        "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+        "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n  \"hidden_act\": \"gelu\",\n"
+        "  \"hidden_dropout_prob\": %g,\n  \"attention_probs_dropout_prob\": %g,\n"
+        "  \"classifier_dropout\": %s,\n  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
+        "  \"position_embedding_type\": \"absolute\",\n  \"layer_norm_eps\": %g,\n"
+        "  \"initializer_range\": %g,\n  \"pad_token_id\": %d,\n  \"is_decoder\": false,\n"
+        "  \"add_cross_attention\": false,\n  \"problem_type\": \"single_label_classification\",\n"
+        "  \"id2label\": {\n%s\n  },\n  \"label2id\": {\n%s\n  },\n  \"use_cache\": false,\n"
+        "  \"torch_dtype\": \"float32\"\n}\n",
+        b->vocab_size, b->n_embd, b->n_layer, b->n_head, b->intermediate, p, p, classifier_dropout, b->max_positions,
+        b->type_vocab_size, b->layer_norm_eps, b->initializer_range, b->pad_token_id, absl::StrJoin(id2label, ",\n"),
+        absl::StrJoin(label2id, ",\n"));
   }
   return std::string();
 }

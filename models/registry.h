@@ -1,5 +1,5 @@
 // The built-in models by name: presets (gpt2-tiny ... gpt2-xl, llama-tiny ...
-// llama-7b, mnist-cnn) with integer overrides of their dimensions. What
+// llama-7b, bert-tiny ... bert-large, mnist-cnn) with integer overrides of their dimensions. What
 // `zt train` builds and `zt estimate` sizes.
 //
 //   ModelSpec spec{"gpt2-tiny", {{"n_layer", 4}}, /*seed=*/1};
@@ -23,7 +23,9 @@ struct ModelSpec {
   std::string name;  // a preset, see ModelNames()
   // Dimension overrides, by key: GPT-2: n_layer, n_embd, n_head, seq_len,
   // vocab, dropout (percent); LLaMA: n_layer, n_embd, n_head, n_kv_head,
-  // intermediate, seq_len, vocab; mnist-cnn: none.
+  // intermediate, seq_len, vocab; BERT: n_layer, n_embd, n_head,
+  // intermediate, seq_len, vocab, num_labels, dropout (percent); mnist-cnn:
+  // none.
   std::map<std::string, int64_t> overrides;
   uint64_t seed = 1;  // torch::manual_seed before construction: same seed, same weights
   // LoRA adapters (off when lora.r == 0): the base is frozen, the targets'
@@ -32,7 +34,8 @@ struct ModelSpec {
 };
 
 // spec.lora with the model's default targets filled in (PEFT's: q_proj and
-// v_proj for LLaMA-style models, c_attn for GPT-2), checked.
+// v_proj for LLaMA-style models, c_attn for GPT-2, query and value for
+// BERT), checked.
 // InvalidArgument for bad options or a model without LoRA-capable layers
 // (mnist-cnn). Off (r == 0) stays off.
 absl::StatusOr<LoraOptions> ResolveLora(const ModelSpec& spec);
@@ -49,10 +52,10 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelSpec& spec);
 // (fine for billions of parameters).
 absl::StatusOr<ModelInfo> DescribeModel(const ModelSpec& spec);
 
-// The Hugging Face transformers config.json for the model (GPT2LMHeadModel or
-// LlamaForCausalLM), so `from_pretrained(dir)` loads a directory holding it
-// and our safetensors export; "" for models with no transformers
-// counterpart (mnist-cnn). Same checks as DescribeModel.
+// The Hugging Face transformers config.json for the model (GPT2LMHeadModel,
+// LlamaForCausalLM and its family, BertForSequenceClassification), so `from_pretrained(dir)` loads a directory holding
+// it and our safetensors export; "" for models with no transformers counterpart (mnist-cnn). Same checks as
+// DescribeModel.
 absl::StatusOr<std::string> HfConfigJson(const ModelSpec& spec);
 
 // The preset names, in help order.

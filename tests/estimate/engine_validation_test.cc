@@ -1,14 +1,14 @@
 // The estimator against the engine's own accounting and the allocator:
 //  * the built-in models' shapes list exactly the parameters the modules
 //    register (names, sizes, order);
-//  * ranks build gpt2-tiny, llama-tiny and mnist-cnn with an Engine at stages
+//  * ranks build gpt2-tiny, llama-tiny, bert-tiny and mnist-cnn with an Engine at stages
 //    0-3, fp32 and bf16, worlds 1/2/4, default and small bucket/persistence
 //    settings (overlap_comm on and off), train two steps, and every estimated component (params, grads,
 //    master, optimizer state, model states) must be within 5% of
 //    Engine::memory() (they are exact by construction: the same layout
 //    rules); the stage-3 gathered peak must match the coordinator's, and the
 //    reduction buckets must bound the reducer's scratch within 5%;
-//  * activations: one forward + backward of gpt2-tiny / llama-tiny must peak
+//  * activations: one forward + backward of gpt2-tiny / llama-tiny / bert-tiny must peak
 //    within 15% of the estimate on the counting allocator (the estimate
 //    counts saved tensors and the loss's backward; smaller temporaries of
 //    the kernels are not modeled).
@@ -55,6 +55,11 @@ at::Tensor Loss(models::Model& model, bool bf16, int64_t batch, int64_t seq) {
     return torch::nll_loss(model.Forward(x).to(at::kFloat), y);
   }
   const int64_t vocab = model.info().vocab_size;
+  if (model.info().task == models::Task::kSequenceClassification) {
+    at::Tensor x = torch::randint(0, vocab, {batch, seq}, torch::kLong);
+    at::Tensor y = torch::randint(0, model.info().num_classes, {batch}, torch::kLong);
+    return torch::cross_entropy_loss(model.ForwardMasked(x, torch::ones_like(x)).to(at::kFloat), y);
+  }
   at::Tensor x = torch::randint(0, vocab, {batch, seq}, torch::kLong);
   at::Tensor y = torch::randint(0, vocab, {batch, seq}, torch::kLong);
   at::Tensor out = model.Forward(x).to(at::kFloat);
@@ -62,7 +67,8 @@ at::Tensor Loss(models::Model& model, bool bf16, int64_t batch, int64_t seq) {
 }
 
 // "llama-tiny", or "llama-tiny+lora": LoRA r=4 on every linear layer but the
-// head (GPT-2: on c_attn, the default), the base frozen.
+// head (GPT-2: on c_attn, BERT: on query and value, the defaults), the base
+// frozen. bert-tiny runs with a vocab of 1000 to keep the runs short.
 models::ModelSpec SpecOf(const std::string& arg) {
   models::ModelSpec spec{arg, {}, 1, {}};
   if (absl::EndsWith(arg, "+lora")) {
@@ -70,6 +76,7 @@ models::ModelSpec SpecOf(const std::string& arg) {
     spec.lora.r = 4;
     if (spec.name == "llama-tiny") spec.lora.targets = {"all-linear"};
   }
+  if (spec.name == "bert-tiny") spec.overrides["vocab"] = 1000;
   return spec;
 }
 
@@ -134,7 +141,7 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
   const std::string model_name = ctx.arg;
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(models::ModelSpec{model_name, {}, 1}));
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
   const std::string dir = absl::StrCat("/tmp/zt_estimate_offload_", ::getppid());
   std::filesystem::create_directories(dir);
   struct Case {
@@ -169,7 +176,7 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
       op.buffer_size = 1 << 20;
       c.aio.block_size = 4096;  // shards below 4 KiB stay in memory (plan/param_swap.h)
     }
-    ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel({model_name, {}, 1}));
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
     ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
     for (int step = 0; step < 2; ++step) {
       engine->Backward(Loss(*model, k.bf16, 2, 16));
@@ -192,7 +199,7 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
 }
 
 TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
-  for (const char* model : {"gpt2-tiny", "llama-tiny"}) {
+  for (const char* model : {"gpt2-tiny", "llama-tiny", "bert-tiny"}) {
     for (int world : {1, 2}) {
       RankRunOptions o;
       o.world_size = world;
@@ -207,7 +214,8 @@ TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
 }
 
 TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
-  for (const char* model : {"gpt2-tiny", "llama-tiny", "mnist-cnn", "llama-tiny+lora", "gpt2-tiny+lora"}) {
+  for (const char* model :
+       {"gpt2-tiny", "llama-tiny", "mnist-cnn", "llama-tiny+lora", "gpt2-tiny+lora", "bert-tiny", "bert-tiny+lora"}) {
     for (int world : {1, 2, 4}) {
       RankRunOptions o;
       o.world_size = world;
@@ -221,10 +229,16 @@ TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
 
 TEST(BuiltinShapes, ListTheModulesParameters) {
   const std::vector<models::ModelSpec> specs = {
-      {"gpt2-tiny", {}, 1},    {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
-      {"llama-tiny", {}, 1},   {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
-      {"mnist-cnn", {}, 1},    SpecOf("llama-tiny+lora"),
-      SpecOf("gpt2-tiny+lora")};
+      {"gpt2-tiny", {}, 1},
+      {"gpt2-mini", {{"n_layer", 3}, {"seq_len", 64}}, 1},
+      {"llama-tiny", {}, 1},
+      {"llama-mini", {{"n_kv_head", 4}, {"intermediate", 100}}, 1},
+      {"mnist-cnn", {}, 1},
+      SpecOf("llama-tiny+lora"),
+      SpecOf("gpt2-tiny+lora"),
+      {"bert-tiny", {}, 1},
+      {"bert-mini", {{"n_layer", 2}, {"intermediate", 100}, {"num_labels", 4}, {"vocab", 500}}, 1},
+      SpecOf("bert-tiny+lora")};
   for (const models::ModelSpec& spec : specs) {
     absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(spec);
     ASSERT_TRUE(shape.ok()) << shape.status();
@@ -254,9 +268,9 @@ TEST(BuiltinShapes, ListTheModulesParameters) {
 // beforehand (as the engine's flat buffers are), against ActivationBytes.
 void CheckActivations(const std::string& name, bool bf16, int64_t batch, int64_t seq, bool checkpointing) {
   ASSERT_TRUE(InstallCountingCpuAllocator());
-  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape({name, {}, 1});
+  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(SpecOf(name));
   ASSERT_TRUE(shape.ok()) << shape.status();
-  absl::StatusOr<std::unique_ptr<models::Model>> model = models::CreateModel({name, {}, 1});
+  absl::StatusOr<std::unique_ptr<models::Model>> model = models::CreateModel(SpecOf(name));
   ASSERT_TRUE(model.ok()) << model.status();
   if (bf16) (*model)->module()->to(torch::kBFloat16);
   if (checkpointing) (*model)->CheckpointActivations(0);
@@ -277,6 +291,11 @@ TEST(Activations, Gpt2TinyMatchesAllocatorPeak) {
   CheckActivations("gpt2-tiny", false, 4, 128, false);
   CheckActivations("gpt2-tiny", true, 4, 128, false);
   CheckActivations("gpt2-tiny", false, 8, 64, false);
+}
+
+TEST(Activations, BertTinyMatchesAllocatorPeak) {
+  CheckActivations("bert-tiny", false, 4, 128, false);
+  CheckActivations("bert-tiny", true, 4, 128, false);
 }
 
 TEST(Activations, LlamaTinyMatchesAllocatorPeak) {

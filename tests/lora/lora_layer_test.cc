@@ -181,7 +181,9 @@ TEST(LoraModels, BuiltinModelsTakeAdaptersOnTheirDefaults) {
     std::vector<std::string> targets;  // empty: the default
     int64_t layers;
   };
-  for (const Case& c : {Case{"llama-tiny", {}, 4}, Case{"llama-tiny", {"all-linear"}, 14}, Case{"gpt2-tiny", {}, 2}}) {
+  // bert-tiny: PEFT's BERT default, query and value of both layers.
+  for (const Case& c : {Case{"llama-tiny", {}, 4}, Case{"llama-tiny", {"all-linear"}, 14}, Case{"gpt2-tiny", {}, 2},
+                        Case{"bert-tiny", {}, 4}}) {
     models::ModelSpec plain{c.name, {}, 1, {}};
     models::ModelSpec lora = plain;
     lora.lora.r = 4;
@@ -194,6 +196,10 @@ TEST(LoraModels, BuiltinModelsTakeAdaptersOnTheirDefaults) {
     EXPECT_EQ(s.layers, c.layers) << c.name;
     EXPECT_EQ(s.frozen_numel, (*base)->info().num_params) << c.name;
     EXPECT_EQ(s.fan_in_fan_out, std::string(c.name) == "gpt2-tiny");
+    // Only the adapters train.
+    for (const auto& p : (*adapted)->module()->named_parameters()) {
+      EXPECT_EQ(p.value().requires_grad(), IsLoraParameterName(p.key())) << c.name << " " << p.key();
+    }
     // The base weights are those of the same seed without LoRA.
     auto base_params = (*base)->module()->named_parameters();
     for (const auto& p : (*adapted)->module()->named_parameters()) {
@@ -206,6 +212,11 @@ TEST(LoraModels, BuiltinModelsTakeAdaptersOnTheirDefaults) {
     (*adapted)->module()->eval();
     EXPECT_TRUE(torch::allclose((*base)->Forward(x), (*adapted)->Forward(x), 1e-6, 1e-6)) << c.name;
   }
+  models::ModelSpec bert{"bert-tiny", {}, 1, {}};
+  bert.lora.r = 4;
+  absl::StatusOr<LoraOptions> resolved = models::ResolveLora(bert);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->targets, (std::vector<std::string>{"query", "value"}));
   models::ModelSpec cnn{"mnist-cnn", {}, 1, {}};
   cnn.lora.r = 4;
   EXPECT_FALSE(models::CreateModel(cnn).ok());

@@ -1,13 +1,15 @@
 // The built-in models under the engine, as `zt train` runs them: ZeRO stage 3
 // (units, the root unit holding the embeddings, GPT-2's tied head, rotary
-// tables computed in forward) trains with the same losses as stage 0, with
-// and without activation checkpointing, on 1 and 2 ranks.
+// tables computed in forward, BERT's attention mask passed into every layer
+// unit) trains with the same losses as stage 0, with and without activation
+// checkpointing, on 1 and 2 ranks.
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,26 +42,36 @@ Config EngineConfig(int stage) {
 // Losses of `steps` steps on one fixed batch (this rank's).
 absl::StatusOr<std::vector<double>> Train(const std::string& name, int stage, bool checkpoint, int rank,
                                           const std::shared_ptr<comm::ProcessGroup>& pg) {
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{name, {}, 1}));
+  // bert-tiny with a smaller vocab, to keep the run short.
+  const std::map<std::string, int64_t> overrides =
+      name == "bert-tiny" ? std::map<std::string, int64_t>{{"vocab", 1000}} : std::map<std::string, int64_t>{};
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{name, overrides, 1}));
   if (checkpoint) model->CheckpointActivations(0);
   model->module()->eval();  // no dropout: the stages must see the same function
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), EngineConfig(stage), pg));
   torch::manual_seed(100 + static_cast<uint64_t>(rank));
   const bool lm = model->info().task == Task::kLanguageModel;
-  torch::Tensor x, y;
+  const bool seq = model->info().task == Task::kSequenceClassification;
+  torch::Tensor x, y, mask;
   if (lm) {
     torch::Tensor tok = torch::randint(model->info().vocab_size, {2, 17}, torch::kLong);
     x = tok.narrow(1, 0, 16);
     y = tok.narrow(1, 1, 16);
+  } else if (seq) {
+    x = torch::randint(model->info().vocab_size, {2, 16}, torch::kLong);
+    y = torch::randint(model->info().num_classes, {2}, torch::kLong);
+    mask = torch::ones({2, 16}, torch::kLong);
+    mask.index_put_({1, torch::indexing::Slice(10, 16)}, 0);  // one padded row
   } else {
     x = torch::randn({2, 1, 28, 28});
     y = torch::randint(10, {2}, torch::kLong);
   }
   std::vector<double> losses;
   for (int step = 0; step < 4; ++step) {
-    torch::Tensor out = model->Forward(x).to(torch::kFloat);
-    torch::Tensor loss =
-        lm ? torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1})) : torch::nll_loss(out, y);
+    torch::Tensor out = (seq ? model->ForwardMasked(x, mask) : model->Forward(x)).to(torch::kFloat);
+    torch::Tensor loss = lm    ? torch::cross_entropy_loss(out.reshape({-1, out.size(-1)}), y.reshape({-1}))
+                         : seq ? torch::cross_entropy_loss(out, y)
+                               : torch::nll_loss(out, y);
     losses.push_back(loss.item<double>());
     engine->Backward(loss);
     engine->Step();
@@ -72,7 +84,7 @@ ZT_RANK_WORKER(models_stage3) {
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, options));
-  for (const char* name : {"gpt2-tiny", "llama-tiny", "mnist-cnn"}) {
+  for (const char* name : {"gpt2-tiny", "llama-tiny", "mnist-cnn", "bert-tiny"}) {
     for (bool checkpoint : {false, true}) {
       ZT_ASSIGN_OR_RETURN(std::vector<double> plain, Train(name, 0, checkpoint, ctx.rank, pg));
       ZT_ASSIGN_OR_RETURN(std::vector<double> sharded, Train(name, 3, checkpoint, ctx.rank, pg));

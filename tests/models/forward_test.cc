@@ -1,8 +1,8 @@
 // Tests for the models' math: GPT-2 against an independent plain-ops
 // reference, causal masking, RMSNorm and rotary against hand-computed values,
 // grouped-query attention against multi-head attention with repeated k/v
-// heads, activation checkpointing (bitwise-equal loss and gradients) and a
-// short training run per model.
+// heads, BERT's attention mask and dropout, activation checkpointing
+// (bitwise-equal loss and gradients) and a short training run per model.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -188,6 +188,7 @@ TEST(Models, ActivationCheckpointingIsBitwiseEqual) {
   };
   for (const Case& c : std::vector<Case>{{{"gpt2-tiny", {{"n_layer", 3}}, 1}, 3},
                                          {{"llama-tiny", {{"n_layer", 3}}, 1}, 3},
+                                         {{"bert-tiny", {{"n_layer", 3}, {"vocab", 256}}, 1}, 3},
                                          {{"mnist-cnn", {}, 1}, 4}}) {
     SCOPED_TRACE(c.spec.name);
     std::unique_ptr<Model> plain = Build(c.spec), ckpt = Build(c.spec);
@@ -212,6 +213,9 @@ TEST(Models, ActivationCheckpointingIsBitwiseEqual) {
       torch::Tensor tok = torch::randint(256, {2, 13}, torch::kLong);
       x = tok.narrow(1, 0, 12);
       y = tok.narrow(1, 1, 12);
+    } else if (plain->info().task == Task::kSequenceClassification) {
+      x = torch::randint(256, {2, 12}, torch::kLong);
+      y = torch::randint(2, {2}, torch::kLong);
     } else {
       x = torch::randn({4, 1, 28, 28});
       y = torch::randint(10, {4}, torch::kLong);
@@ -220,7 +224,9 @@ TEST(Models, ActivationCheckpointingIsBitwiseEqual) {
       Model& m = **models[i];
       m.module()->eval();  // no dropout (mnist-cnn)
       torch::Tensor out = m.Forward(x);
-      loss[i] = m.info().task == Task::kLanguageModel ? LmLoss(out, y) : torch::nll_loss(out, y);
+      loss[i] = m.info().task == Task::kLanguageModel            ? LmLoss(out, y)
+                : m.info().task == Task::kSequenceClassification ? torch::cross_entropy_loss(out, y)
+                                                                 : torch::nll_loss(out, y);
       loss[i].backward();
     }
     EXPECT_TRUE(torch::equal(loss[0], loss[1])) << loss[0].item<float>() << " vs " << loss[1].item<float>();
@@ -233,24 +239,28 @@ TEST(Models, ActivationCheckpointingIsBitwiseEqual) {
 }
 
 TEST(Models, TwentyAdamWStepsReduceTheLoss) {
-  for (const char* name : {"gpt2-tiny", "llama-tiny", "mnist-cnn"}) {
+  for (const char* name : {"gpt2-tiny", "llama-tiny", "mnist-cnn", "bert-tiny"}) {
     SCOPED_TRACE(name);
     std::unique_ptr<Model> model = Build({name, {}, 1});
     ASSERT_NE(model, nullptr);
     const bool lm = model->info().task == Task::kLanguageModel;
+    const bool seq = model->info().task == Task::kSequenceClassification;
     torch::manual_seed(11);
     torch::Tensor x, y;
     if (lm) {
       torch::Tensor tok = torch::randint(256, {4, 33}, torch::kLong);
       x = tok.narrow(1, 0, 32);
       y = tok.narrow(1, 1, 32);
+    } else if (seq) {
+      x = torch::randint(1000, {16, 16}, torch::kLong);
+      y = torch::randint(2, {16}, torch::kLong);
     } else {
       x = torch::randn({16, 1, 28, 28});
       y = torch::randint(10, {16}, torch::kLong);
     }
     auto loss_of = [&] {
       torch::Tensor out = model->Forward(x);
-      return lm ? LmLoss(out, y) : torch::nll_loss(out, y);
+      return lm ? LmLoss(out, y) : seq ? torch::cross_entropy_loss(out, y) : torch::nll_loss(out, y);
     };
     torch::optim::AdamW opt(UniqueParams(*model->module()), torch::optim::AdamWOptions(3e-3).weight_decay(0.0));
     model->module()->eval();
@@ -266,6 +276,75 @@ TEST(Models, TwentyAdamWStepsReduceTheLoss) {
     EXPECT_TRUE(std::isfinite(last));
     EXPECT_LT(last, 0.8f * first) << "first " << first << " last " << last;
   }
+}
+
+// Padding with junk tokens masked out leaves each sequence's logits as
+// they were unpadded (HF's attention_mask); unmasked, the junk changes them.
+TEST(Bert, MaskedPaddingDoesNotChangeLogits) {
+  std::unique_ptr<Model> model = Build({"bert-tiny", {{"vocab", 500}, {"num_labels", 3}}, 2});
+  ASSERT_NE(model, nullptr);
+  {  // non-trivial norms and biases, so the padding would show through them
+    torch::manual_seed(4);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->module()->parameters()) p.add_(torch::randn_like(p) * 0.05);
+  }
+  model->module()->eval();
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(6);
+  const torch::Tensor a = torch::randint(1, 500, {1, 7}, torch::kLong);
+  const torch::Tensor b = torch::randint(1, 500, {1, 12}, torch::kLong);
+  const torch::Tensor alone_a = model->Forward(a), alone_b = model->Forward(b);
+  ASSERT_EQ(alone_a.sizes(), (std::vector<int64_t>{1, 3}));
+  // One batch: a padded to 12 with junk ids (not even the pad id), masked.
+  torch::Tensor ids = torch::cat({torch::cat({a, torch::randint(1, 500, {1, 5}, torch::kLong)}, 1), b}, 0);
+  torch::Tensor mask = torch::ones({2, 12}, torch::kLong);
+  mask.index_put_({0, torch::indexing::Slice(7, 12)}, 0);
+  const torch::Tensor batched = model->ForwardMasked(ids, mask);
+  ASSERT_EQ(batched.sizes(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(torch::allclose(batched[0], alone_a[0], 1e-5, 1e-5)) << (batched[0] - alone_a[0]).abs().max();
+  EXPECT_TRUE(torch::allclose(batched[1], alone_b[0], 1e-5, 1e-5)) << (batched[1] - alone_b[0]).abs().max();
+  // The same padding unmasked is attended to and changes the logits.
+  const torch::Tensor unmasked = model->Forward(ids);
+  EXPECT_GT((unmasked[0] - alone_a[0]).abs().max().item<float>(), 1e-3);
+  // An all-ones mask is Forward.
+  EXPECT_TRUE(torch::equal(model->ForwardMasked(ids, torch::ones({2, 12}, torch::kLong)), unmasked));
+  // bf16: the additive mask uses bf16's lowest value and padding still does not leak.
+  model->module()->to(torch::kBFloat16);
+  const torch::Tensor batched16 = model->ForwardMasked(ids, mask).to(torch::kFloat);
+  const torch::Tensor alone16 = model->Forward(a).to(torch::kFloat);
+  EXPECT_TRUE(torch::allclose(batched16[0], alone16[0], 2e-2, 2e-2)) << batched16[0] << alone16[0];
+}
+
+// Dropout (the "dropout" override, in percent) acts in training mode only.
+TEST(Bert, DropoutOnlyInTraining) {
+  std::unique_ptr<Model> model = Build({"bert-tiny", {{"vocab", 300}, {"dropout", 30}}, 3});
+  ASSERT_NE(model, nullptr);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ids = torch::randint(300, {4, 16}, torch::kLong);
+  model->module()->eval();
+  const torch::Tensor e1 = model->Forward(ids), e2 = model->Forward(ids);
+  EXPECT_TRUE(torch::equal(e1, e2)) << "eval must be deterministic";
+  model->module()->train();
+  const torch::Tensor t1 = model->Forward(ids), t2 = model->Forward(ids);
+  EXPECT_FALSE(torch::allclose(t1, t2)) << "training must drop";
+  EXPECT_FALSE(torch::allclose(t1, e1));
+  // Without the override the presets have no dropout: train equals eval.
+  std::unique_ptr<Model> plain = Build({"bert-tiny", {{"vocab", 300}}, 3});
+  plain->module()->train();
+  const torch::Tensor p1 = plain->Forward(ids);
+  plain->module()->eval();
+  EXPECT_TRUE(torch::equal(p1, plain->Forward(ids)));
+}
+
+// The padding row of the word embeddings gets no gradient (padding_idx).
+TEST(Bert, PadTokenRowGetsNoGradient) {
+  std::unique_ptr<Model> model = Build({"bert-tiny", {{"n_layer", 1}, {"vocab", 50}}, 1});
+  ASSERT_NE(model, nullptr);
+  const torch::Tensor ids = torch::tensor({{5, 7, 0, 0}, {9, 0, 3, 0}}, torch::kLong);
+  torch::cross_entropy_loss(model->Forward(ids), torch::tensor({0, 1}, torch::kLong)).backward();
+  const torch::Tensor g = model->module()->named_parameters()["bert.embeddings.word_embeddings.weight"].grad();
+  EXPECT_TRUE(torch::equal(g[0], torch::zeros({128})));
+  EXPECT_GT(g[5].abs().sum().item<float>(), 0);
 }
 
 }  // namespace

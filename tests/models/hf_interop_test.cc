@@ -1,5 +1,7 @@
-// Interop with Hugging Face's layout: runs gpt2-tiny and llama-tiny, saves
-// their weights (by our names), input and logits as raw tensors, and has
+// Interop with Hugging Face's layout: runs gpt2-tiny, llama-tiny and
+// bert-tiny, saves their weights (by our names), input and logits as raw
+// tensors (BERT: also the attention mask, with padding, and our exported
+// config.json, which sizes the reference), and has
 // tests/models/hf_reference.py (the HF modeling code's math, HF module names)
 // load the weights with strict load_state_dict and recompute the logits.
 // Skipped when no python3 with torch is found (ZT_PYTHON names one).
@@ -14,6 +16,7 @@
 #include <iostream>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "models/registry.h"
 #include "tests/testing/python_reference.h"
 
@@ -56,7 +59,19 @@ void CheckAgainstReference(const ModelSpec& spec, const std::string& family,
     torch::NoGradGuard no_grad;
     (*model)->module()->eval();
     dump.Tensor("input", ids);
-    dump.Tensor("logits", (*model)->Forward(ids));
+    if (info->task == Task::kSequenceClassification) {
+      // Row 0 padded after 15 tokens, row 1 after 9 (junk ids under mask 0).
+      torch::Tensor mask = torch::ones({2, 24}, torch::kLong);
+      mask.index_put_({0, torch::indexing::Slice(15, 24)}, 0);
+      mask.index_put_({1, torch::indexing::Slice(9, 24)}, 0);
+      dump.Tensor("attention_mask", mask);
+      dump.Tensor("logits", (*model)->ForwardMasked(ids, mask));
+      absl::StatusOr<std::string> config = HfConfigJson(spec);
+      ASSERT_TRUE(config.ok()) << config.status();
+      std::ofstream(dir / "config.json") << *config;
+    } else {
+      dump.Tensor("logits", (*model)->Forward(ids));
+    }
   }
   const std::string cmd = py + " " + script + " " + dir.string();
   std::string output;
@@ -77,12 +92,17 @@ TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
                                          {{"llama-tiny", {{"n_layer", 1}, {"n_kv_head", 1}}, 2}, "llama"}}) {
     SCOPED_TRACE(c.spec.name);
     // The tiny presets' dims, then the case's overrides (the script takes these keys).
-    std::map<std::string, std::string> dims = {{"n_layer", "2"},      {"n_embd", "64"},
-                                               {"n_head", "4"},       {"n_kv_head", "2"},
-                                               {"intermediate", "172"}, {"rms_norm_eps", "1e-05"}};
+    std::map<std::string, std::string> dims = {{"n_layer", "2"},   {"n_embd", "64"},        {"n_head", "4"},
+                                               {"n_kv_head", "2"}, {"intermediate", "172"}, {"rms_norm_eps", "1e-05"}};
     for (const auto& [key, value] : c.spec.overrides) dims[key] = std::to_string(value);
     CheckAgainstReference(c.spec, c.family, dims);
   }
+}
+
+// BertForSequenceClassification with an attention mask that pads both rows,
+// three labels and bert-tiny's dimensions but a smaller vocab.
+TEST(HuggingFaceInterop, BertLogitsWithPaddingMatchReference) {
+  CheckAgainstReference({"bert-tiny", {{"vocab", 1000}, {"num_labels", 3}}, 1}, "bert", {});
 }
 
 // Models built from a Hugging Face folder's config.json (models/hf_config.h):
@@ -101,15 +121,27 @@ TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
            "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
            "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
            "tie_word_embeddings": true, "use_sliding_window": false, "sliding_window": 32, "torch_dtype": "bfloat16"})",
-       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "2"}, {"intermediate", "96"},
-        {"rms_norm_eps", "1e-06"}, {"rope_theta", "1000000.0"}, {"qkv_bias", "1"}, {"tie", "1"}}},
+       {{"n_layer", "2"},
+        {"n_embd", "64"},
+        {"n_head", "4"},
+        {"n_kv_head", "2"},
+        {"intermediate", "96"},
+        {"rms_norm_eps", "1e-06"},
+        {"rope_theta", "1000000.0"},
+        {"qkv_bias", "1"},
+        {"tie", "1"}}},
       {"mistral",
        R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "vocab_size": 320, "hidden_size": 64,
            "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
            "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
            "sliding_window": 4096, "tie_word_embeddings": false})",
-       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "8"}, {"n_kv_head", "2"}, {"intermediate", "128"},
-        {"rms_norm_eps", "1e-05"}, {"rope_theta", "10000.0"}}},
+       {{"n_layer", "2"},
+        {"n_embd", "64"},
+        {"n_head", "8"},
+        {"n_kv_head", "2"},
+        {"intermediate", "128"},
+        {"rms_norm_eps", "1e-05"},
+        {"rope_theta", "10000.0"}}},
       // Llama-3.1/3.2's RoPE scaling, with an original context of 16 so the
       // 24 positions span its low, blended and high frequencies.
       {"llama3",
@@ -118,16 +150,32 @@ TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
            "head_dim": 16, "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05,
            "rope_theta": 500000.0, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
            "original_max_position_embeddings": 16, "rope_type": "llama3"}, "tie_word_embeddings": true})",
-       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "1"}, {"intermediate", "96"},
-        {"rms_norm_eps", "1e-05"}, {"rope_theta", "500000.0"}, {"tie", "1"}, {"rope_type", "llama3"},
-        {"rope_factor", "32.0"}, {"rope_low", "1.0"}, {"rope_high", "4.0"}, {"rope_orig", "16"}}},
+       {{"n_layer", "2"},
+        {"n_embd", "64"},
+        {"n_head", "4"},
+        {"n_kv_head", "1"},
+        {"intermediate", "96"},
+        {"rms_norm_eps", "1e-05"},
+        {"rope_theta", "500000.0"},
+        {"tie", "1"},
+        {"rope_type", "llama3"},
+        {"rope_factor", "32.0"},
+        {"rope_low", "1.0"},
+        {"rope_high", "4.0"},
+        {"rope_orig", "16"}}},
       {"linear",
        R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 300, "hidden_size": 64,
            "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
            "max_position_embeddings": 64, "hidden_act": "silu", "rms_norm_eps": 1e-05,
            "rope_scaling": {"type": "linear", "factor": 4.0}, "tie_word_embeddings": false})",
-       {{"n_layer", "2"}, {"n_embd", "64"}, {"n_head", "4"}, {"n_kv_head", "2"}, {"intermediate", "96"},
-        {"rms_norm_eps", "1e-05"}, {"rope_type", "linear"}, {"rope_factor", "4.0"}}},
+       {{"n_layer", "2"},
+        {"n_embd", "64"},
+        {"n_head", "4"},
+        {"n_kv_head", "2"},
+        {"intermediate", "96"},
+        {"rms_norm_eps", "1e-05"},
+        {"rope_type", "linear"},
+        {"rope_factor", "4.0"}}},
   };
   for (const FolderCase& c : cases) {
     SCOPED_TRACE(c.family);

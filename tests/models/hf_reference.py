@@ -1,15 +1,19 @@
 """Reference forward passes written after Hugging Face transformers'
-modeling_gpt2.py and modeling_llama.py (GPT2LMHeadModel, LlamaForCausalLM),
-with their module names, for tests/models/hf_interop_test.cc.
+modeling_gpt2.py, modeling_llama.py and modeling_bert.py (GPT2LMHeadModel,
+LlamaForCausalLM, BertForSequenceClassification), with their module names,
+for tests/models/hf_interop_test.cc.
 
     python3 hf_reference.py DIR
 
-DIR holds manifest.txt (written by the test) and raw little-endian tensors.
+DIR holds manifest.txt (written by the test) and raw little-endian tensors;
+for BERT also the config.json we export, which sizes the model here (so the
+config is checked too), and the attention_mask the logits were computed with.
 The script builds the HF-shaped model, loads the weights with
 load_state_dict(strict=True) (names and shapes must be exactly HF's), runs it
 on the saved input and compares with the saved logits. Exit 0 when they
 match, 1 when they differ, 2 on a setup error.
 """
+import json
 import math
 import os
 import sys
@@ -271,6 +275,151 @@ class LlamaForCausalLM(nn.Module):
         return self.lm_head(self.model(ids))
 
 
+# ---- BERT (modeling_bert.py, eager attention) ----
+class BertEmbeddings(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["hidden_size"]
+        self.word_embeddings = nn.Embedding(cfg["vocab_size"], d, padding_idx=cfg["pad_token_id"])
+        self.position_embeddings = nn.Embedding(cfg["max_position_embeddings"], d)
+        self.token_type_embeddings = nn.Embedding(cfg["type_vocab_size"], d)
+        self.LayerNorm = nn.LayerNorm(d, eps=cfg["layer_norm_eps"])
+        self.dropout = nn.Dropout(cfg["hidden_dropout_prob"])
+        self.register_buffer("position_ids", torch.arange(cfg["max_position_embeddings"]).expand((1, -1)),
+                             persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros((1, cfg["max_position_embeddings"]), dtype=torch.long),
+                             persistent=False)
+
+    def forward(self, input_ids):
+        seq_length = input_ids.size(1)
+        position_ids = self.position_ids[:, :seq_length]
+        token_type_ids = self.token_type_ids[:, :seq_length].expand(input_ids.size(0), seq_length)
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.num_attention_heads = cfg["num_attention_heads"]
+        self.attention_head_size = cfg["hidden_size"] // self.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(cfg["hidden_size"], self.all_head_size)
+        self.key = nn.Linear(cfg["hidden_size"], self.all_head_size)
+        self.value = nn.Linear(cfg["hidden_size"], self.all_head_size)
+        self.dropout = nn.Dropout(cfg["attention_probs_dropout_prob"])
+
+    def transpose_for_scores(self, x):
+        x = x.view(x.size()[:-1] + (self.num_attention_heads, self.attention_head_size))
+        return x.permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask):
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        attention_scores = attention_scores + attention_mask
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer).permute(0, 2, 1, 3).contiguous()
+        return context_layer.view(context_layer.size()[:-2] + (self.all_head_size,))
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, cfg, in_size):
+        super().__init__()
+        self.dense = nn.Linear(in_size, cfg["hidden_size"])
+        self.LayerNorm = nn.LayerNorm(cfg["hidden_size"], eps=cfg["layer_norm_eps"])
+        self.dropout = nn.Dropout(cfg["hidden_dropout_prob"])
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self = BertSelfAttention(cfg)
+        self.output = BertSelfOutput(cfg, cfg["hidden_size"])
+
+    def forward(self, hidden_states, attention_mask):
+        return self.output(self.self(hidden_states, attention_mask), hidden_states)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg["hidden_act"] == "gelu", cfg["hidden_act"]
+        self.dense = nn.Linear(cfg["hidden_size"], cfg["intermediate_size"])
+
+    def forward(self, hidden_states):
+        return nn.functional.gelu(self.dense(hidden_states))  # ACT2FN["gelu"]: the exact erf form
+
+
+class BertLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.attention = BertAttention(cfg)
+        self.intermediate = BertIntermediate(cfg)
+        self.output = BertSelfOutput(cfg, cfg["intermediate_size"])  # BertOutput: the same computation
+
+    def forward(self, hidden_states, attention_mask):
+        attention_output = self.attention(hidden_states, attention_mask)
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layer = nn.ModuleList([BertLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+
+    def forward(self, hidden_states, attention_mask):
+        for layer in self.layer:
+            hidden_states = layer(hidden_states, attention_mask)
+        return hidden_states
+
+
+class BertPooler(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg["hidden_size"], cfg["hidden_size"])
+
+    def forward(self, hidden_states):
+        return torch.tanh(self.dense(hidden_states[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        assert cfg.get("position_embedding_type", "absolute") == "absolute"
+        self.embeddings = BertEmbeddings(cfg)
+        self.encoder = BertEncoder(cfg)
+        self.pooler = BertPooler(cfg)
+
+    def forward(self, input_ids, attention_mask):
+        embedding_output = self.embeddings(input_ids)
+        # get_extended_attention_mask
+        dtype = embedding_output.dtype
+        extended = attention_mask[:, None, None, :].to(dtype=dtype)
+        extended = (1.0 - extended) * torch.finfo(dtype).min
+        return self.pooler(self.encoder(embedding_output, extended))
+
+
+class BertForSequenceClassification(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.num_labels = len(cfg["id2label"])
+        self.bert = BertModel(cfg)
+        p = cfg["classifier_dropout"] if cfg.get("classifier_dropout") is not None else cfg["hidden_dropout_prob"]
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(cfg["hidden_size"], self.num_labels)
+
+    def forward(self, input_ids, attention_mask):
+        return self.classifier(self.dropout(self.bert(input_ids, attention_mask)))
+
+
 DTYPES = {"float32": torch.float32, "int64": torch.int64}
 FLOAT_KEYS = ("rms_norm_eps", "rope_theta", "rope_factor", "rope_low", "rope_high")
 STRING_KEYS = ("family", "rope_type")
@@ -295,12 +444,21 @@ def load(directory):
 
 def main():
     cfg, tensors = load(sys.argv[1])
-    model = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}[cfg["family"]](cfg)
     ids, logits = tensors.pop("input"), tensors.pop("logits")
+    if cfg["family"] == "bert":
+        with open(os.path.join(sys.argv[1], "config.json")) as f:
+            hf = json.load(f)
+        assert hf["model_type"] == "bert" and hf["architectures"] == ["BertForSequenceClassification"], hf
+        model = BertForSequenceClassification(hf)
+        mask = tensors.pop("attention_mask")
+        run = lambda: model(ids, mask)  # noqa: E731
+    else:
+        model = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}[cfg["family"]](cfg)
+        run = lambda: model(ids)  # noqa: E731
     model.load_state_dict(tensors, strict=True)
     model.eval()
     with torch.no_grad():
-        ref = model(ids)
+        ref = run()
     if ref.shape != logits.shape:
         print(f"shape {tuple(ref.shape)} != {tuple(logits.shape)}")
         return 1
