@@ -240,6 +240,8 @@ class BertClassifierModel : public Model {
     const at::Tensor ids = CheckTokens(input, info_);
     return module_->forward(ids, CheckMask(attention_mask, ids));
   }
+  // BertModel / BertForMaskedLM weights have no classifier: it starts fresh.
+  std::vector<std::string> NewHeadParameters() const override { return {"classifier.weight", "classifier.bias"}; }
   int CheckpointActivations(int n) override {
     std::vector<UnitBase*> units;
     for (auto& layer : module_->bert->encoder->layer) units.push_back(layer.get());

@@ -504,8 +504,8 @@ TEST(TrainE2E, ClassifiesTextWithBert) {
   EXPECT_GE(tuned.begin()->second, 0.9) << "the encoder came trained; a fresh head learns quickly\n" << again.output;
 
   // Wrong pairings are named before any rank starts.
-  CommandResult lm =
-      Zt(absl::StrCat("train --task classify --model gpt2-tiny", common, " --steps 2", Quick(dir + "/x")));
+  CommandResult lm = Zt(absl::StrCat("train --task classify --model gpt2-tiny --tokenizer ", tokenizer, " --data ", dir,
+                                     "/train.jsonl --steps 2", Quick(dir + "/x")));
   EXPECT_NE(lm.code, 0);
   EXPECT_TRUE(absl::StrContains(lm.output, "--task classify needs a bert-* model")) << lm.output;
   CommandResult text =
