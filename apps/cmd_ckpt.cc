@@ -164,6 +164,7 @@ int RunConsolidate(const std::vector<std::string>& args) {
     options.lora = lora == "merge" ? ckpt::LoraExport::kMerged : ckpt::LoraExport::kAdapterOnly;
     options.lora_scaling = record->options.scaling();
     options.lora_fan_in_fan_out = record->fan_in_fan_out;
+    options.lora_modules_to_save = record->options.modules_to_save;
   }
   const std::string out = flags.positional()[1];
   // PEFT's file name inside a directory; adapter_config.json beside it.

@@ -204,13 +204,21 @@ class MergedWeight {
 absl::Status ApplyLoraExport(const ExportOptions& options, std::vector<Item>* items) {
   if (options.lora == LoraExport::kAsSaved) return absl::OkStatus();
   std::vector<Item> adapters, rest;
-  for (Item& it : *items) (IsLoraParameterName(it.entry.name) ? adapters : rest).push_back(std::move(it));
+  LoraOptions saved;
+  saved.modules_to_save = options.lora_modules_to_save;
+  for (Item& it : *items) {
+    const bool with_adapter = IsLoraParameterName(it.entry.name) || (options.lora == LoraExport::kAdapterOnly &&
+                                                                     IsLoraSavedModuleParameter(saved, it.entry.name));
+    (with_adapter ? adapters : rest).push_back(std::move(it));
+  }
   if (adapters.empty()) {
     return absl::InvalidArgumentError(
         "the checkpoint has no LoRA adapters (no parameter under a lora_A or lora_B layer); export it without a "
         "LoRA mode");
   }
   if (options.lora == LoraExport::kAdapterOnly) {
+    // Modules to save keep their own names under the prefix, as PEFT's
+    // get_peft_model_state_dict writes them.
     for (Item& it : adapters) it.entry.name = "base_model.model." + it.entry.name;
     *items = std::move(adapters);
     return absl::OkStatus();

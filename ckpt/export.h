@@ -45,6 +45,10 @@ struct ExportOptions {
   LoraExport lora = LoraExport::kAsSaved;
   double lora_scaling = 0.0;         // alpha / r; kMerged needs it
   bool lora_fan_in_fan_out = false;  // adapted weights are stored [in, out] (GPT-2's Conv1D)
+  // kAdapterOnly: modules trained in full beside the adapters (PEFT's
+  // modules_to_save, e.g. a classifier), written with the adapters under
+  // PEFT's names (base_model.model.classifier.weight).
+  std::vector<std::string> lora_modules_to_save;
 };
 
 struct ExportResult {

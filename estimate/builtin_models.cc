@@ -59,7 +59,7 @@ ModelShape WithLora(const ModelShape& base, const std::vector<LoraCapable>& laye
   s.params.clear();
   for (size_t i = 0; i < base.params.size(); ++i) {
     s.params.push_back(base.params[i]);
-    s.params.back().trainable = false;
+    s.params.back().trainable = IsLoraSavedModuleParameter(o, base.params[i].name);
     for (const ParamShape& p : after[i]) s.params.push_back(p);
   }
   return s;

@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -59,8 +60,13 @@ void LoraScope::Visit(torch::nn::Module& module, bool root) {
     if (auto m = matched_.find(name); m != matched_.end()) ++m->second;
     (layer->lora_fan_in_fan_out() ? fan_in_fan_out_ : fan_out_fan_in_)++;
   }
-  // The base freezes before the unit shards: only adapters stay trainable.
+  // The base freezes before the unit shards: only adapters and the modules
+  // to save stay trainable.
   for (auto& p : module.named_parameters(/*recurse=*/true)) {
+    if (IsLoraSavedModuleParameter(options_, p.key())) {
+      saved_.insert(p.key());
+      continue;
+    }
     if (!IsLoraParameterName(p.key()) && p.value().requires_grad()) p.value().requires_grad_(false);
   }
 }
@@ -86,6 +92,17 @@ absl::StatusOr<LoraSummary> LoraScope::Finish(torch::nn::Module& model) {
     }
   }
   if (layers_ == 0) return absl::InvalidArgumentError("LoRA: no layer matched the targets");
+  for (const std::string& m : options_.modules_to_save) {
+    const bool found = std::any_of(saved_.begin(), saved_.end(), [&](const std::string& p) {
+      LoraOptions one;
+      one.modules_to_save = {m};
+      return IsLoraSavedModuleParameter(one, p);
+    });
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lora module to save '", m, "' matches no module with parameters in the model"));
+    }
+  }
   if (fan_in_fan_out_ > 0 && fan_out_fan_in_ > 0) {
     return absl::InvalidArgumentError(
         "LoRA: the targets mix [out, in] and [in, out] weight layouts (Linear and GPT-2's Conv1D); PEFT's "

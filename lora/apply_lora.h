@@ -1,6 +1,6 @@
 // Putting LoRA adapters on a model: every LoRA-capable layer (lora/lora_layer.h)
-// whose name is one of the targets gets an adapter, and every other
-// parameter is frozen (requires_grad false), so the engine keeps gradients
+// whose name is one of the targets gets an adapter, the modules to save stay
+// trainable, and every other parameter is frozen (requires_grad false), so the engine keeps gradients
 // and optimizer state for the adapters only and, at stage 3, shards the
 // frozen base like any frozen parameter.
 //
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -56,6 +57,7 @@ class LoraScope {
   LoraOptions options_;
   std::map<std::string, int64_t> matched_;  // target -> layers matched
   std::map<std::string, int64_t> capable_;  // LoRA-capable layer name -> count
+  std::set<std::string> saved_;             // parameters of modules to save, as visited
   int64_t layers_ = 0;
   int fan_in_fan_out_ = 0, fan_out_fan_in_ = 0;
   std::string error_;

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace zt {
 
@@ -30,10 +31,24 @@ absl::Status ValidateLoraOptions(const LoraOptions& o) {
                        t.substr(t.find_last_of('.') + 1), " (every layer registered under that name gets an adapter)"));
     }
   }
+  for (const std::string& m : o.modules_to_save) {
+    if (m.empty() || absl::StrContains(m, '.')) {
+      return absl::InvalidArgumentError(absl::StrCat("lora modules_to_save '", m,
+                                                     "' must be a module's own name (e.g. classifier), not empty or "
+                                                     "a dotted path"));
+    }
+    if (std::find(o.targets.begin(), o.targets.end(), m) != o.targets.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lora '", m, "' is both a target and a module to save; a module is either adapted or trained in full"));
+    }
+  }
   return absl::OkStatus();
 }
 
 bool IsLoraTarget(const LoraOptions& o, const std::string& layer_name) {
+  if (std::find(o.modules_to_save.begin(), o.modules_to_save.end(), layer_name) != o.modules_to_save.end()) {
+    return false;
+  }
   if (o.targets.size() == 1 && o.targets[0] == "all-linear") return layer_name != "lm_head";
   return std::find(o.targets.begin(), o.targets.end(), layer_name) != o.targets.end();
 }
@@ -43,6 +58,20 @@ bool IsLoraParameterName(const std::string& name) {
     if (part == "lora_A" || part == "lora_B") return true;
   }
   return false;
+}
+
+bool IsLoraSavedModuleParameter(const LoraOptions& o, const std::string& name) {
+  if (o.modules_to_save.empty()) return false;
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
+  parts.pop_back();  // the parameter's own name
+  for (absl::string_view part : parts) {
+    if (std::find(o.modules_to_save.begin(), o.modules_to_save.end(), part) != o.modules_to_save.end()) return true;
+  }
+  return false;
+}
+
+bool IsLoraTrainable(const LoraOptions& o, const std::string& name) {
+  return IsLoraParameterName(name) || IsLoraSavedModuleParameter(o, name);
 }
 
 }  // namespace zt

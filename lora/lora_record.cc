@@ -17,6 +17,10 @@ ckpt::Value LoraRecordToValue(const LoraRecord& record) {
   for (const std::string& t : record.options.targets) targets.push_back(ckpt::Value(t));
   d.Set(ckpt::Value(std::string("targets")), ckpt::Value(std::move(targets)));
   d.Set(ckpt::Value(std::string("fan_in_fan_out")), ckpt::Value(record.fan_in_fan_out));
+  ckpt::List saved;
+  for (const std::string& m : record.options.modules_to_save) saved.push_back(ckpt::Value(m));
+  d.Set(ckpt::Value(std::string("modules_to_save")), ckpt::Value(std::move(saved)));
+  d.Set(ckpt::Value(std::string("task_type")), ckpt::Value(record.task_type));
   return ckpt::Value(std::move(d));
 }
 
@@ -46,6 +50,17 @@ absl::StatusOr<std::optional<LoraRecord>> LoraRecordFromValue(const ckpt::Value*
     rec.options.targets.push_back(t.AsString());
   }
   rec.fan_in_fan_out = fifo->AsBool();
+  if (const ckpt::Value* saved = d.Find("modules_to_save"); saved != nullptr) {
+    if (!saved->is_list()) return bad("has a \"modules_to_save\" that is not a list");
+    for (const ckpt::Value& m : saved->AsList()) {
+      if (!m.is_string()) return bad("has a module to save that is not a string");
+      rec.options.modules_to_save.push_back(m.AsString());
+    }
+  }
+  if (const ckpt::Value* task = d.Find("task_type"); task != nullptr) {
+    if (!task->is_string()) return bad("has a \"task_type\" that is not a string");
+    rec.task_type = task->AsString();
+  }
   if (absl::Status st = ValidateLoraOptions(rec.options); !st.ok() || !rec.options.enabled()) {
     return bad(absl::StrCat("holds invalid settings: ", st.ok() ? "r is 0" : std::string(st.message())));
   }
@@ -66,7 +81,7 @@ std::string PeftAdapterConfigJson(const LoraRecord& record, const std::string& b
   j["layers_to_transform"] = nullptr;
   j["lora_alpha"] = o.alpha;
   j["lora_dropout"] = o.dropout;
-  j["modules_to_save"] = nullptr;
+  j["modules_to_save"] = o.modules_to_save.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.modules_to_save);
   j["peft_type"] = "LORA";
   j["r"] = o.r;
   j["rank_pattern"] = nlohmann::json::object();
@@ -74,7 +89,7 @@ std::string PeftAdapterConfigJson(const LoraRecord& record, const std::string& b
   // PEFT writes "all-linear" as given and resolves it when loading.
   j["target_modules"] =
       o.targets.size() == 1 && o.targets[0] == "all-linear" ? nlohmann::json("all-linear") : nlohmann::json(o.targets);
-  j["task_type"] = "CAUSAL_LM";
+  j["task_type"] = record.task_type;
   j["use_dora"] = false;
   j["use_rslora"] = false;
   return j.dump(2) + "\n";

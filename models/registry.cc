@@ -263,6 +263,9 @@ absl::StatusOr<LoraOptions> ResolveLora(const ModelSpec& spec) {
       o.targets = {"q_proj", "v_proj"};
     }
   }
+  // PEFT's SEQ_CLS task trains the new classification head in full.
+  if (o.modules_to_save.empty() && std::holds_alternative<BertConfig>(r.config)) o.modules_to_save = {"classifier"};
+  ZT_RETURN_IF_ERROR(ValidateLoraOptions(o));
   return o;
 }
 

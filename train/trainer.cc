@@ -345,10 +345,14 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
   if (spec_.lora.enabled()) {
     ZT_ASSIGN_OR_RETURN(LoraOptions resolved, models::ResolveLora(spec_));
     const LoraSummary sum = SummarizeLora(*model_->module());
-    lora_ = LoraRecord{resolved, sum.fan_in_fan_out};
+    lora_ = LoraRecord{resolved, sum.fan_in_fan_out,
+                       info().task == models::Task::kSequenceClassification ? "SEQ_CLS" : "CAUSAL_LM"};
     lora_line = absl::StrFormat(
-        "LoRA: r=%d alpha=%g dropout=%g on %s: %d layers, %s trainable parameters (%.3f%% of %s), base frozen\n",
+        "LoRA: r=%d alpha=%g dropout=%g on %s: %d layers%s, %s trainable parameters (%.3f%% of %s), base frozen\n",
         resolved.r, resolved.alpha, resolved.dropout, absl::StrJoin(resolved.targets, ","), sum.layers,
+        resolved.modules_to_save.empty()
+            ? ""
+            : absl::StrCat(", ", absl::StrJoin(resolved.modules_to_save, ","), " trained in full"),
         HumanCount(static_cast<double>(sum.trainable_numel)),
         100.0 * static_cast<double>(sum.trainable_numel) / static_cast<double>(sum.trainable_numel + sum.frozen_numel),
         HumanCount(static_cast<double>(sum.trainable_numel + sum.frozen_numel)));
@@ -632,6 +636,7 @@ absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_c
     // with the adapter merged (what users of the base model load).
     ckpt::ExportOptions ao;
     ao.lora = ckpt::LoraExport::kAdapterOnly;
+    ao.lora_modules_to_save = lora_->options.modules_to_save;
     ZT_RETURN_IF_ERROR(MakeDirs(paths_.adapter_dir));
     ZT_ASSIGN_OR_RETURN(auto a, ckpt::ExportSafetensors(*ck, paths_.adapter_dir + "/adapter_model.safetensors", ao));
     ZT_RETURN_IF_ERROR(WritePeftAdapterConfig(paths_.adapter_dir, *lora_, o_.init_from));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "lora/apply_lora.h"
 #include "lora/lora_linear.h"
 #include "models/gpt2.h"
@@ -175,6 +176,37 @@ TEST(ApplyLora, RefusesBadOptionsByName) {
   EXPECT_NE(s.status().message().find("no LoRA-capable layers"), std::string::npos) << s.status();
 }
 
+TEST(LoraOptions, ModulesToSaveTrainInFullAndAreNeverTargets) {
+  LoraOptions o;
+  o.r = 2;
+  o.targets = {"all-linear"};
+  o.modules_to_save = {"classifier"};
+  EXPECT_TRUE(ValidateLoraOptions(o).ok());
+  EXPECT_FALSE(IsLoraTarget(o, "classifier"));
+  EXPECT_TRUE(IsLoraTarget(o, "dense"));
+  EXPECT_TRUE(IsLoraSavedModuleParameter(o, "classifier.weight"));
+  EXPECT_TRUE(IsLoraSavedModuleParameter(o, "head.classifier.bias"));
+  EXPECT_FALSE(IsLoraSavedModuleParameter(o, "classifier"));  // a parameter named so, not a module
+  EXPECT_FALSE(IsLoraSavedModuleParameter(o, "bert.pooler.dense.weight"));
+  EXPECT_TRUE(IsLoraTrainable(o, "bert.encoder.layer.0.attention.self.query.lora_A.weight"));
+  o.targets = {"query", "classifier"};
+  auto st = ValidateLoraOptions(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("both a target and a module to save"), std::string::npos) << st;
+  o.targets = {"query"};
+  o.modules_to_save = {"bert.classifier"};
+  st = ValidateLoraOptions(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("own name"), std::string::npos) << st;
+  // One that matches nothing is named when the model is built.
+  models::ModelSpec spec{"bert-tiny", {}, 1, {}};
+  spec.lora.r = 2;
+  spec.lora.modules_to_save = {"score"};
+  auto m = models::CreateModel(spec);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("module to save 'score' matches no module"), std::string::npos) << m.status();
+}
+
 TEST(LoraModels, BuiltinModelsTakeAdaptersOnTheirDefaults) {
   struct Case {
     const char* name;
@@ -194,11 +226,17 @@ TEST(LoraModels, BuiltinModelsTakeAdaptersOnTheirDefaults) {
     ASSERT_TRUE(adapted.ok()) << adapted.status();
     const LoraSummary s = SummarizeLora(*(*adapted)->module());
     EXPECT_EQ(s.layers, c.layers) << c.name;
-    EXPECT_EQ(s.frozen_numel, (*base)->info().num_params) << c.name;
+    // BERT's classifier (PEFT's SEQ_CLS modules_to_save) trains in full.
+    const bool bert = std::string(c.name) == "bert-tiny";
+    const int64_t head = bert ? (*base)->module()->named_parameters()["classifier.weight"].numel() +
+                                    (*base)->module()->named_parameters()["classifier.bias"].numel()
+                              : 0;
+    EXPECT_EQ(s.frozen_numel, (*base)->info().num_params - head) << c.name;
     EXPECT_EQ(s.fan_in_fan_out, std::string(c.name) == "gpt2-tiny");
-    // Only the adapters train.
+    // Only the adapters (and BERT's head) train.
     for (const auto& p : (*adapted)->module()->named_parameters()) {
-      EXPECT_EQ(p.value().requires_grad(), IsLoraParameterName(p.key())) << c.name << " " << p.key();
+      const bool trained = IsLoraParameterName(p.key()) || (bert && absl::StartsWith(p.key(), "classifier."));
+      EXPECT_EQ(p.value().requires_grad(), trained) << c.name << " " << p.key();
     }
     // The base weights are those of the same seed without LoRA.
     auto base_params = (*base)->module()->named_parameters();

@@ -33,6 +33,29 @@ TEST(LoraRecord, RoundTripsThroughACheckpointValue) {
   EXPECT_EQ((*back)->options.dropout, 0.05);
   EXPECT_EQ((*back)->options.targets, r.options.targets);
   EXPECT_FALSE((*back)->fan_in_fan_out);
+  EXPECT_TRUE((*back)->options.modules_to_save.empty());
+  EXPECT_EQ((*back)->task_type, "CAUSAL_LM");
+  // A classifier's record keeps its head and task.
+  LoraRecord cls = Sample();
+  cls.options.targets = {"query", "value"};
+  cls.options.modules_to_save = {"classifier"};
+  cls.task_type = "SEQ_CLS";
+  const ckpt::Value cv = LoraRecordToValue(cls);
+  back = LoraRecordFromValue(&cv);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ((*back)->options.modules_to_save, std::vector<std::string>{"classifier"});
+  EXPECT_EQ((*back)->task_type, "SEQ_CLS");
+  const nlohmann::json j = nlohmann::json::parse(PeftAdapterConfigJson(cls, ""));
+  EXPECT_EQ(j.at("task_type"), "SEQ_CLS");
+  EXPECT_EQ(j.at("modules_to_save"), nlohmann::json({"classifier"}));
+  // Records written before those fields read as a decoder's without modules to save.
+  ckpt::Dict old = LoraRecordToValue(Sample()).AsDict();
+  ckpt::Dict trimmed;
+  for (const char* k : {"r", "alpha", "dropout", "targets", "fan_in_fan_out"}) trimmed.Set(k, *old.Find(k));
+  const ckpt::Value ov(trimmed);
+  back = LoraRecordFromValue(&ov);
+  ASSERT_TRUE(back.ok() && back->has_value()) << back.status();
+  EXPECT_EQ((*back)->task_type, "CAUSAL_LM");
   absl::StatusOr<std::optional<LoraRecord>> none = LoraRecordFromValue(nullptr);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
@@ -65,6 +88,7 @@ TEST(LoraRecord, PeftAdapterConfigHasPeftsKeys) {
   EXPECT_EQ(j.at("bias"), "none");
   EXPECT_EQ(j.at("base_model_name_or_path"), "base/folder");
   EXPECT_EQ(j.at("use_rslora"), false);
+  EXPECT_TRUE(j.at("modules_to_save").is_null());
   LoraRecord all = Sample();
   all.options.targets = {"all-linear"};
   EXPECT_EQ(nlohmann::json::parse(PeftAdapterConfigJson(all, "")).at("target_modules"), "all-linear");

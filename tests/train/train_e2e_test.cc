@@ -503,6 +503,27 @@ TEST(TrainE2E, ClassifiesTextWithBert) {
   ASSERT_EQ(tuned.size(), 1u) << again.output;
   EXPECT_GE(tuned.begin()->second, 0.9) << "the encoder came trained; a fresh head learns quickly\n" << again.output;
 
+  // LoRA on the trained encoder: adapters on query/value and the fresh head
+  // trained in full (PEFT's SEQ_CLS modules_to_save), exported with them.
+  CommandResult lora = Zt(absl::StrCat("train --model bert-tiny --init-from ", base, common,
+                                       " --steps 10 --lr 2e-3 --eval-interval 0 --lora-r 4", Quick(dir + "/lora")));
+  ASSERT_EQ(lora.code, 0) << lora.output;
+  EXPECT_TRUE(absl::StrContains(lora.output, "on query,value: 4 layers, classifier trained in full")) << lora.output;
+  auto adapted = ReadCsv(absl::StrCat(dir, "/lora/bert-tiny/Eval_Samples_accuracy.csv"));
+  ASSERT_EQ(adapted.size(), 1u) << lora.output;
+  EXPECT_GE(adapted.begin()->second, 0.9) << lora.output;
+  {
+    auto adapter = ckpt::SafetensorsReader::Open(dir + "/lora/adapter/adapter_model.safetensors");
+    ASSERT_TRUE(adapter.ok()) << adapter.status();
+    EXPECT_NE((*adapter)->Find("base_model.model.classifier.weight"), nullptr);
+    EXPECT_NE((*adapter)->Find("base_model.model.bert.encoder.layer.0.attention.self.query.lora_A.weight"), nullptr);
+    EXPECT_EQ((*adapter)->tensors().size(), 2u * 2u * 2u + 2u);  // 2 layers x query/value x A/B, the head
+    std::ifstream acfg(dir + "/lora/adapter/adapter_config.json");
+    const std::string ac((std::istreambuf_iterator<char>(acfg)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(absl::StrContains(ac, "\"task_type\": \"SEQ_CLS\"")) << ac;
+    EXPECT_TRUE(absl::StrContains(ac, "\"modules_to_save\": [\n    \"classifier\"")) << ac;
+  }
+
   // Wrong pairings are named before any rank starts.
   CommandResult lm = Zt(absl::StrCat("train --task classify --model gpt2-tiny --tokenizer ", tokenizer, " --data ", dir,
                                      "/train.jsonl --steps 2", Quick(dir + "/x")));
