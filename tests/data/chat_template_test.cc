@@ -79,7 +79,15 @@ std::vector<std::vector<ChatMessage>> Conversations(int count) {
     const int shape = i % 6;
     if (shape == 1 || shape == 4) conv.push_back({"system", pick(), {}});
     const int turns = shape == 0 ? 1 : 1 + static_cast<int>(rng() % 6);
-    for (int t = 0; t < turns; ++t) conv.push_back({t % 2 == 0 ? "user" : "assistant", pick(), {}});
+    for (int t = 0; t < turns; ++t) {
+      ChatMessage m{t % 2 == 0 ? "user" : "assistant", pick(), {}};
+      // Qwen3 reads reasoning_content; the others ignore extra keys.
+      if (m.role == "assistant" && rng() % 4 == 0) m.fields.emplace_back("reasoning_content", pick());
+      const bool assistant = m.role == "assistant";
+      conv.push_back(std::move(m));
+      // Tool results (Qwen3 and DeepSeek-V3 wrap them; Gemma 3 counts them as turns).
+      if (shape == 3 && assistant && rng() % 2 == 0) conv.push_back({"tool", pick(), {}});
+    }
     if (shape == 5) {
       // Out of order: two user turns, or an assistant first.
       if (rng() % 2) {
@@ -98,7 +106,11 @@ nlohmann::json ToJson(const std::vector<std::vector<ChatMessage>>& convs) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& conv : convs) {
     nlohmann::json c = nlohmann::json::array();
-    for (const ChatMessage& m : conv) c.push_back({{"role", m.role}, {"content", m.content}});
+    for (const ChatMessage& m : conv) {
+      nlohmann::json j = {{"role", m.role}, {"content", m.content}};
+      for (const auto& [k, v] : m.fields) j[k] = v;
+      c.push_back(j);
+    }
     j.push_back(c);
   }
   return j;
@@ -197,6 +209,27 @@ TEST(ChatTemplateTest, TransformersJsCannotRenderQwen3OrGemma3) {
   auto g = ChatTemplate::Load(Config("gemma3"));
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(*g->Render(convs[0], true), "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// trim is Python's str.strip() in Jinja2 and String.prototype.trim() in
+// transformers.js, and they strip different characters: Python keeps U+FEFF
+// (a byte order mark) and strips U+001C (a separator); JavaScript does the
+// opposite. The engine follows Python.
+TEST(ChatTemplateTest, TrimStripsWhatPythonStrips) {
+  if (!HaveJinja2()) GTEST_SKIP() << "python3 with jinja2 is not installed";
+  const std::vector<std::vector<ChatMessage>> convs = {{{"user", "\xef\xbb\xbfhi\x1c", {}}}};
+  const nlohmann::json py =
+      RunReference(absl::StrCat("python3 '", kReference, "/chat_jinja2.py' '", Config("llama3"), "'"), convs);
+  const nlohmann::json js = RunReference(absl::StrCat("node '", kReference, "/chat.js' llama3"), convs);
+  ASSERT_EQ(py.size(), 1u);
+  ASSERT_EQ(js.size(), 1u);
+  const std::string head = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n";
+  const std::string tail = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(py[0]["plain"], head + "\xef\xbb\xbfhi" + tail);
+  EXPECT_EQ(js[0]["plain"], head + "hi\x1c" + tail);
+  auto t = ChatTemplate::Load(Config("llama3"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t->Render(convs[0], false), head + "\xef\xbb\xbfhi" + tail);
 }
 
 TEST(ChatTemplateTest, LoadErrorsNameTheFile) {
