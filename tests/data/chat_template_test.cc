@@ -304,6 +304,9 @@ TEST(JinjaTest, Loops) {
   EXPECT_EQ(R("{% for x in range(4) %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% endfor %}"), "023");
   // A set inside a loop does not outlive it; a namespace carries values out.
   EXPECT_EQ(R("{% set y = 1 %}{% for x in [5] %}{% set y = x %}{% endfor %}{{ y }}"), "1");
+  // Each iteration starts from the outer scope again, as in Jinja2.
+  EXPECT_EQ(R("{% set x = 0 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 1 %}{{ x }};{% endfor %}{{ x }}"), "01;01;0");
+  EXPECT_EQ(R("{% for i in [1, 2] %}{% if i == 2 %}[{{ y }}]{% endif %}{% set y = i %}{% endfor %}"), "[]");
   EXPECT_EQ(R("{% set ns = namespace(y=1) %}{% for x in [5, 6] %}{% set ns.y = ns.y + x %}{% endfor %}{{ ns.y }}"),
             "12");
 }
