@@ -30,6 +30,46 @@ absl::StatusOr<std::vector<int32_t>> EncodeAt(const HfTokenizer& tokenizer, cons
   return ids;
 }
 
+// A conversation: a list of {"role", "content", further string keys}.
+absl::StatusOr<std::vector<ChatMessage>> Messages(const nlohmann::json& j, const std::string& where, const char* key) {
+  if (!j.is_array())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": \"", key, "\" must be a list of messages"));
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& m = j[i];
+    const std::string at = absl::StrCat(where, ": ", key, "[", i, "]");
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at,
+                       ": a message is {\"role\": string, \"content\": string} (content lists of images or "
+                       "tool calls are not supported)"));
+    }
+    ChatMessage msg{m["role"].get<std::string>(), m["content"].get<std::string>(), {}};
+    for (const auto& [k, v] : m.items()) {
+      if (k == "role" || k == "content") continue;
+      if (!v.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": \"", k, "\" is not a string; only string message fields are rendered"));
+      }
+      msg.fields.emplace_back(k, v.get<std::string>());
+    }
+    messages.push_back(std::move(msg));
+  }
+  if (messages.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": \"", key, "\" is empty"));
+  return messages;
+}
+
+// The conversation rendered by the template and encoded as
+// apply_chat_template(tokenize=True) encodes it: no special tokens added.
+absl::StatusOr<std::vector<int32_t>> EncodeChat(const HfTokenizer& tokenizer, const ChatTemplate& chat,
+                                                const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                                const std::string& where) {
+  absl::StatusOr<std::string> text = chat.Render(messages, add_generation_prompt);
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat(where, ": ", text.status().message()));
+  return EncodeAt(tokenizer, *text, false, where);
+}
+
 }  // namespace
 
 bool IsSupervisedJsonl(const std::string& path) {
@@ -46,7 +86,8 @@ absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path) {
   return n;
 }
 
-absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot) {
+absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot,
+                                                  const absl::StatusOr<ChatTemplate>* chat) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   SupervisedSet set;
@@ -57,11 +98,18 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object())
       return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
-    if (j.contains("messages")) {
-      return absl::UnimplementedError(
-          absl::StrCat(where,
-                       ": chat \"messages\" need the tokenizer's chat template, which zerotorch does not render yet; "
-                       "write each exchange as {\"prompt\": ..., \"completion\": ...}"));
+    const bool conversation = j.contains("messages") || (j.contains("prompt") && j["prompt"].is_array());
+    const ChatTemplate* tmpl = nullptr;
+    if (conversation) {
+      if (chat == nullptr || !chat->ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": a conversation is rendered with the tokenizer's chat template, and there is none: ",
+            chat == nullptr ? std::string("no tokenizer_config.json was given") : std::string(chat->status().message()),
+            "; use a tokenizer folder whose tokenizer_config.json has \"chat_template\", or write "
+            "{\"prompt\": string, \"completion\": string} lines"));
+      }
+      tmpl = &**chat;
+      ++set.chats;
     }
     if (j.contains("label")) {
       return absl::InvalidArgumentError(
@@ -71,7 +119,33 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
     }
     SupervisedExample e;
     const bool pc = j.contains("prompt") || j.contains("completion");
-    if (pc) {
+    if (j.contains("messages")) {
+      ZT_ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, Messages(j["messages"], where, "messages"));
+      ZT_ASSIGN_OR_RETURN(e.ids, EncodeChat(tokenizer, *tmpl, messages, false, where));
+      e.loss_from = 1;  // every token after the first is predicted
+    } else if (conversation) {
+      if (!j.contains("completion")) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": a conversational \"prompt\" needs a \"completion\""));
+      }
+      ZT_ASSIGN_OR_RETURN(std::vector<ChatMessage> prompt, Messages(j["prompt"], where, "prompt"));
+      ZT_ASSIGN_OR_RETURN(std::vector<ChatMessage> completion, Messages(j["completion"], where, "completion"));
+      ZT_ASSIGN_OR_RETURN(std::vector<int32_t> prompt_ids, EncodeChat(tokenizer, *tmpl, prompt, true, where));
+      std::vector<ChatMessage> whole = prompt;
+      whole.insert(whole.end(), completion.begin(), completion.end());
+      ZT_ASSIGN_OR_RETURN(e.ids, EncodeChat(tokenizer, *tmpl, whole, false, where));
+      // TRL takes the completion as what follows the prompt's tokens; a
+      // template that renders the prompt differently inside the whole
+      // conversation would make that cut wrong, so it is refused.
+      if (e.ids.size() <= prompt_ids.size() || !std::equal(prompt_ids.begin(), prompt_ids.end(), e.ids.begin())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where,
+                         ": the chat template renders the prompt differently alone (with the generation prompt) and "
+                         "inside the whole conversation, so the completion's tokens cannot be told apart; write "
+                         "{\"messages\": [...]} (loss on every token) instead"));
+      }
+      e.loss_from = static_cast<int64_t>(prompt_ids.size());
+      ++set.prompt_completion;
+    } else if (pc) {
       if (!j.contains("prompt") || !j["prompt"].is_string() || !j.contains("completion") ||
           !j["completion"].is_string()) {
         return absl::InvalidArgumentError(
@@ -94,7 +168,8 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
       ZT_ASSIGN_OR_RETURN(e.ids, EncodeAt(tokenizer, j["text"].get<std::string>(), true, where));
       e.loss_from = 1;  // every token after the first is predicted
     }
-    if (eot >= 0) e.ids.push_back(eot);
+    // Conversations end with the template's own end of turn.
+    if (eot >= 0 && !conversation) e.ids.push_back(eot);
     // The first token is never a target: a completion-only loss starts at
     // the token after the prompt's last, which must exist.
     e.loss_from = std::max<int64_t>(e.loss_from, 1);

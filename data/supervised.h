@@ -8,8 +8,18 @@
 // end-of-text token, as TRL's SFTTrainer builds them. The prompt's tokens
 // take no loss. A line with only "text" is an example whose every token
 // takes the loss (so a JSONL file of "text" lines fine-tunes on whole
-// documents, one per sample). Chat "messages" are refused by name:
-// rendering a chat template is not built.
+// documents, one per sample).
+//
+// Chat lines are rendered with the tokenizer's chat template
+// (data/chat_template.h) and encoded without adding special tokens (the
+// template writes them), as transformers' apply_chat_template(tokenize=True)
+// does, with no end-of-text appended (the template ends the turns), as TRL's
+// SFTTrainer builds conversational examples:
+//   {"messages": [{"role": "user", "content": ...}, ...]}  loss on every token
+//   {"prompt": [messages], "completion": [messages]}       loss on the completion:
+// the prompt rendered with add_generation_prompt, then the whole
+// conversation; the completion is what the whole adds after the prompt's
+// tokens (TRL's conversational prompt-completion).
 //
 // Samples are one example each, right-padded to the sequence length (the
 // padding takes no loss; causal attention means no position before it sees
@@ -22,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/chat_template.h"
 #include "data/hf_tokenizer.h"
 
 namespace zt::data {
@@ -36,7 +47,8 @@ struct SupervisedExample {
 
 struct SupervisedSet {
   std::vector<SupervisedExample> examples;
-  int64_t prompt_completion = 0;  // lines with prompt/completion (the rest are "text")
+  int64_t prompt_completion = 0;  // lines with prompt/completion (strings or conversations)
+  int64_t chats = 0;              // lines rendered with the chat template (messages or conversations)
 };
 
 // Whether `path` is a .jsonl file whose first line is a JSON object: the
@@ -48,9 +60,13 @@ bool IsSupervisedJsonl(const std::string& path);
 absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path);
 
 // Every line of `path` encoded. `eot`: the end-of-text id (-1: none).
-// Errors name the file and line: malformed JSON, a line without
-// prompt+completion or text strings, "messages", text that fails to encode.
-absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot);
+// `chat`: the tokenizer's chat template, or why there is none (null: none
+// given). Errors name the file and line: malformed JSON, a line without
+// prompt+completion, text or messages, a message that is not
+// {"role", "content"} strings, a chat line without a template (with why),
+// a template that raises (its own message), text that fails to encode.
+absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot,
+                                                  const absl::StatusOr<ChatTemplate>* chat = nullptr);
 
 // One sample of `seq_len` positions: input[t] = ids[t], target[t] =
 // ids[t + 1] where that token takes loss, else kIgnoreTarget; past the end,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "data/byte_tokenizer.h"
+#include "data/chat_template.h"
 #include "data/classify.h"
 #include "data/hf_tokenizer.h"
 #include "data/idx.h"
@@ -154,7 +155,11 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
                                                    model.name, "'s vocabulary of ", model.vocab_size));
   }
   const int32_t eot = data::DefaultEndOfText(*tokenizer);
-  ZT_ASSIGN_OR_RETURN(data::SupervisedSet set, data::ReadSupervisedJsonl(*tokenizer, path, eot));
+  // Conversations need the folder's chat template; the reader says why it is
+  // missing only if the data has any.
+  ZT_ASSIGN_OR_RETURN(const std::string tokenizer_dir, SupervisedTokenizerDir(o, path));
+  const absl::StatusOr<data::ChatTemplate> chat = data::ChatTemplate::Load(tokenizer_dir);
+  ZT_ASSIGN_OR_RETURN(data::SupervisedSet set, data::ReadSupervisedJsonl(*tokenizer, path, eot, &chat));
   std::vector<data::SupervisedExample> train = std::move(set.examples), eval;
   const int64_t n = static_cast<int64_t>(train.size());
   if (!o.eval_data.empty()) {
@@ -165,7 +170,7 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
                                                        "like --data ",
                                                        path));
       }
-      ZT_ASSIGN_OR_RETURN(data::SupervisedSet e, data::ReadSupervisedJsonl(*tokenizer, o.eval_data, eot));
+      ZT_ASSIGN_OR_RETURN(data::SupervisedSet e, data::ReadSupervisedJsonl(*tokenizer, o.eval_data, eot, &chat));
       eval = std::move(e.examples);
     }
   } else {
@@ -184,12 +189,17 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
   }
   const std::string kinds = set.prompt_completion == n ? "prompt/completion, loss on the completion only"
                             : set.prompt_completion == 0
-                                ? "text, loss on every token"
+                                ? (set.chats == n   ? "messages, loss on every token"
+                                   : set.chats == 0 ? "text, loss on every token"
+                                                    : "text and messages, loss on every token")
                                 : absl::StrFormat("%d prompt/completion with the loss on the completion, %d text",
                                                   set.prompt_completion, n - set.prompt_completion);
+  const std::string chats =
+      set.chats == 0 ? ""
+                     : absl::StrFormat("; %d rendered with the chat template of %s", set.chats, chat->config_path());
   const std::string description = absl::StrFormat(
-      "%s: %d examples (%s), %d train / %d eval, one per sample of %d tokens, right-padded; tokenizer %s%s", path, n,
-      kinds, train.size(), eval.size(), seq_len, tokenizer->Describe(),
+      "%s: %d examples (%s%s), %d train / %d eval, one per sample of %d tokens, right-padded; tokenizer %s%s", path, n,
+      kinds, chats, train.size(), eval.size(), seq_len, tokenizer->Describe(),
       cut > 0 ? absl::StrFormat("; %d examples cut at %d tokens, %d of them keep no loss (raise --seq-len)", cut,
                                 seq_len, no_loss)
               : "");

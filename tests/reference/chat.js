@@ -10,7 +10,9 @@
 // an array of conversations, each an array of {"role", "content", ...}
 // messages; OUT.json gets, for each, {"plain": ..., "prompt": ...}: the
 // render with add_generation_prompt false and true, each either a string or
-// {"error": MESSAGE} where rendering throws (raise_exception in the template).
+// {"error": MESSAGE} where rendering throws (raise_exception in the template),
+// and where it renders, "plain_ids" / "prompt_ids": the token ids of
+// apply_chat_template(tokenize=true), for the supervised data tests.
 "use strict";
 const fs = require("fs");
 
@@ -32,5 +34,18 @@ function render(messages, addGenerationPrompt) {
 }
 
 const conversations = JSON.parse(fs.readFileSync(input, "utf8"));
-const out = conversations.map((m) => ({ plain: render(m, false), prompt: render(m, true) }));
+function ids(messages, addGenerationPrompt) {
+  try {
+    return Array.from(tok.apply_chat_template(messages, { tokenize: true, add_generation_prompt: addGenerationPrompt }));
+  } catch (e) {
+    return null;
+  }
+}
+
+const out = conversations.map((m) => ({
+  plain: render(m, false),
+  prompt: render(m, true),
+  plain_ids: ids(m, false),
+  prompt_ids: ids(m, true),
+}));
 fs.writeFileSync(output, JSON.stringify(out));

