@@ -69,6 +69,8 @@ void Define(Flags& f) {
   f.String("eval-data", "", "separate evaluation data (default: the last --eval-fraction of --data)");
   f.String("tokenizer", "",
            "Hugging Face tokenizer folder for JSONL --data (default: the --init-from or --model folder)");
+  f.Bool("packing",
+         "pack JSONL examples several per sample (best-fit decreasing), each attended and positioned on its own");
   f.String("token-dtype", "auto", "token width of headerless .bin files: auto (uint16), uint16, uint32");
   f.Double("eval-fraction", 0.05, "share of the text/token data held out for evaluation");
   f.Int("seq-len", 0, "tokens per sample (default: the model's maximum)");
@@ -131,6 +133,7 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->eval_data = f.GetString("eval-data");
   o->tokenizer = f.GetString("tokenizer");
   o->task = f.GetString("task");
+  o->packing = f.GetBool("packing");
   if (o->task != "auto" && o->task != "causal-lm" && o->task != "classify" && o->task != "image") {
     return BadFlag(absl::StrCat("--task must be auto, causal-lm, classify or image, got '", o->task, "'"));
   }

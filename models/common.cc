@@ -51,12 +51,43 @@ at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info) {
   return ids;
 }
 
-at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropout,
-                           bool training) {
-  const int64_t t = q.size(-2);
+CausalLayout MakeCausalLayout(int64_t t, const at::Tensor& documents, const at::Device& device) {
+  const auto bools = torch::TensorOptions().dtype(torch::kBool).device(device);
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
+  at::Tensor causal = torch::ones({t, t}, bools).tril();
+  if (!documents.defined()) return {causal.view({1, 1, t, t}), torch::arange(t, longs).view({1, t})};
+  const at::Tensor docs = documents.to(device);
+  const at::Tensor same = docs.unsqueeze(2).eq(docs.unsqueeze(1));  // [B, T, T]
+  const at::Tensor padding = docs.eq(0);
+  at::Tensor allowed = same.logical_and(causal).logical_and(padding.logical_not().unsqueeze(2));
+  allowed = allowed.logical_or(torch::eye(t, bools).unsqueeze(0).logical_and(padding.unsqueeze(2)));
+  // Position = index - index of the document's first token: a running
+  // maximum of the indices where a new document starts.
+  const at::Tensor index = torch::arange(t, longs).expand_as(docs);
+  at::Tensor starts = docs.ne(torch::cat({torch::full({docs.size(0), 1}, -1, longs), docs.narrow(1, 0, t - 1)}, 1));
+  const at::Tensor first = std::get<0>(torch::where(starts, index, torch::zeros_like(index)).cummax(1));
+  return {allowed.unsqueeze(1), index - first};
+}
+
+at::Tensor CheckDocuments(const at::Tensor& documents, const at::Tensor& tokens, const ModelInfo& info) {
+  if (documents.dim() != 2 || documents.sizes() != tokens.sizes() ||
+      !at::isIntegralType(documents.scalar_type(), /*includeBool=*/false)) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(
+        "model ", info.name, ": the document ids (attention mask) must be integers shaped like the tokens [",
+        tokens.size(0), ", ", tokens.size(1), "]")));
+  }
+  at::Tensor docs = documents.to(torch::kLong);
+  if (docs.device().is_cpu() && docs.numel() > 0 && docs.min().item<int64_t>() < 0) {
+    throw Error(
+        absl::InvalidArgumentError(absl::StrCat("model ", info.name, ": document ids must be >= 0 (0: padding)")));
+  }
+  return docs;
+}
+
+at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& allowed,
+                           double dropout, bool training) {
   at::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
-  at::Tensor future = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
   at::Tensor probs = torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type());
   if (dropout > 0 && training) probs = torch::dropout(probs, dropout, /*train=*/true);
   return torch::matmul(probs, v);

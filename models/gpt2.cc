@@ -60,11 +60,12 @@ Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c) : n_head(c.n_head), dr
   c_proj = register_module("c_proj", Conv1D(c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
 }
 
-torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
   const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / n_head;
   std::vector<torch::Tensor> qkv = c_attn(x).split(d, -1);
   auto heads = [&](const torch::Tensor& y) { return y.view({b, t, n_head, hd}).transpose(1, 2); };
-  torch::Tensor y = CausalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), dropout, is_training());
+  torch::Tensor y =
+      CausalAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), layout.allowed, dropout, is_training());
   y = c_proj(y.transpose(1, 2).contiguous().view({b, t, d}));
   return dropout > 0 ? torch::dropout(y, dropout, is_training()) : y;
 }
@@ -87,8 +88,8 @@ Gpt2BlockImpl::Gpt2BlockImpl(const Gpt2Config& c) {
   mlp = register_module("mlp", Gpt2Mlp(c));
 }
 
-torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = x + attn(ln_1(x));
+torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
+  torch::Tensor h = x + attn(ln_1(x), layout);
   return h + mlp(ln_2(h));
 }
 
@@ -106,11 +107,11 @@ Gpt2TransformerImpl::Gpt2TransformerImpl(const Gpt2Config& c) : dropout(c.dropou
       register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.n_embd}).eps(c.layer_norm_epsilon)));
 }
 
-torch::Tensor Gpt2TransformerImpl::forward(const torch::Tensor& idx) {
-  torch::Tensor pos = torch::arange(idx.size(1), torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  torch::Tensor x = wte(idx) + wpe(pos);
+torch::Tensor Gpt2TransformerImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
+  const CausalLayout layout = MakeCausalLayout(idx.size(1), documents, idx.device());
+  torch::Tensor x = wte(idx) + wpe(layout.positions);
   if (dropout > 0) x = torch::dropout(x, dropout, is_training());
-  for (auto& block : blocks) x = block(x);
+  for (auto& block : blocks) x = block(x, layout);
   return ln_f(x);
 }
 
@@ -120,6 +121,9 @@ Gpt2LMHeadModelImpl::Gpt2LMHeadModelImpl(const Gpt2Config& c) : config(c) {
 }
 
 torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx) { return lm_head(transformer(idx)); }
+torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
+  return lm_head(transformer(idx, documents));
+}
 
 std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c) {
   auto blocks = [](Gpt2LMHeadModelImpl& m) {

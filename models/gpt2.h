@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "lora/lora_layer.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -51,7 +52,7 @@ TORCH_MODULE(Conv1D);
 
 struct Gpt2AttentionImpl : torch::nn::Module {
   explicit Gpt2AttentionImpl(const Gpt2Config& c);
-  torch::Tensor forward(const torch::Tensor& x);  // causal, [B, T, C] -> [B, T, C]
+  torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);  // [B, T, C] -> [B, T, C]
   int64_t n_head;
   double dropout;
   Conv1D c_attn{nullptr}, c_proj{nullptr};
@@ -69,7 +70,7 @@ TORCH_MODULE(Gpt2Mlp);
 // One pre-LN transformer block: x + attn(ln_1(x)), then + mlp(ln_2(.)).
 struct Gpt2BlockImpl : torch::nn::Module {
   explicit Gpt2BlockImpl(const Gpt2Config& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   Gpt2Attention attn{nullptr};
   Gpt2Mlp mlp{nullptr};
@@ -78,7 +79,8 @@ struct Gpt2BlockImpl : torch::nn::Module {
 // transformer.*: embeddings, the blocks (each a zt::Unit) and ln_f.
 struct Gpt2TransformerImpl : torch::nn::Module {
   explicit Gpt2TransformerImpl(const Gpt2Config& c);
-  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
+  // [B, T] -> hidden [B, T, C]; `documents`: packed rows (MakeCausalLayout), undefined: plain.
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents = {});
   double dropout;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};             // names h.0, h.1, ...
@@ -89,7 +91,9 @@ TORCH_MODULE(Gpt2Transformer);
 
 struct Gpt2LMHeadModelImpl : torch::nn::Module {
   explicit Gpt2LMHeadModelImpl(const Gpt2Config& c);
-  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
+  // [B, T] int64 -> logits [B, T, vocab]; `documents` as Gpt2Transformer's.
+  torch::Tensor forward(const torch::Tensor& idx);
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents);
   Gpt2Config config;
   Gpt2Transformer transformer{nullptr};
   TiedLmHead lm_head{nullptr};

@@ -127,12 +127,16 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
   o_proj = register_module("o_proj", NoBiasLinear(n_head * head_dim, c.n_embd, init_std));
 }
 
-torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x) {
+torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
   const int64_t b = x.size(0), t = x.size(1);
   torch::Tensor q = q_proj(x).view({b, t, n_head, head_dim}).transpose(1, 2);
   torch::Tensor k = k_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
   torch::Tensor v = v_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
-  auto [cos, sin] = RotaryCosSin(t, head_dim, rope_theta, x.device(), rope_scaling);
+  auto [table_cos, table_sin] = RotaryCosSin(t, head_dim, rope_theta, x.device(), rope_scaling);
+  // Each token's row of the tables, by its position: [1 or B, 1, T, head_dim].
+  const torch::Tensor rows = layout.positions.reshape({-1});
+  const torch::Tensor cos = table_cos.index_select(0, rows).view({layout.positions.size(0), 1, t, head_dim});
+  const torch::Tensor sin = table_sin.index_select(0, rows).view({layout.positions.size(0), 1, t, head_dim});
   q = ApplyRotary(q, cos, sin);
   k = ApplyRotary(k, cos, sin);
   if (n_kv_head != n_head) {  // repeat_kv: query head j reads kv head j / (n_head / n_kv_head)
@@ -140,7 +144,7 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x) {
     k = k.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
     v = v.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
   }
-  torch::Tensor y = CausalAttention(q, k, v, /*dropout=*/0.0, is_training());
+  torch::Tensor y = CausalAttention(q, k, v, layout.allowed, /*dropout=*/0.0, is_training());
   return o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head * head_dim}));
 }
 
@@ -161,8 +165,8 @@ LlamaDecoderLayerImpl::LlamaDecoderLayerImpl(const LlamaConfig& c) {
   post_attention_layernorm = register_module("post_attention_layernorm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
 }
 
-torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = x + self_attn(input_layernorm(x));
+torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
+  torch::Tensor h = x + self_attn(input_layernorm(x), layout);
   return h + mlp(post_attention_layernorm(h));
 }
 
@@ -177,9 +181,10 @@ LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
   norm = register_module("norm", LlamaRmsNorm(c.n_embd, c.rms_norm_eps));
 }
 
-torch::Tensor LlamaModelImpl::forward(const torch::Tensor& idx) {
+torch::Tensor LlamaModelImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
+  const CausalLayout layout = MakeCausalLayout(idx.size(1), documents, idx.device());
   torch::Tensor x = embed_tokens(idx);
-  for (auto& layer : layers) x = layer(x);
+  for (auto& layer : layers) x = layer(x, layout);
   return norm(x);
 }
 
@@ -192,8 +197,9 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
   }
 }
 
-torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) {
-  const torch::Tensor h = model(idx);
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) { return forward(idx, torch::Tensor()); }
+torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
+  const torch::Tensor h = model(idx, documents);
   return config.tie_word_embeddings ? tied_lm_head(h) : lm_head(h);
 }
 

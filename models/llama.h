@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "lora/lora_linear.h"
+#include "models/common.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -81,7 +82,7 @@ TORCH_MODULE(LlamaRmsNorm);
 
 struct LlamaAttentionImpl : torch::nn::Module {
   explicit LlamaAttentionImpl(const LlamaConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);  // causal, rotary computed here
+  torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);  // rotary computed here
   int64_t n_head, n_kv_head, head_dim;
   double rope_theta;
   RopeScaling rope_scaling;
@@ -98,7 +99,7 @@ TORCH_MODULE(LlamaMlp);
 
 struct LlamaDecoderLayerImpl : torch::nn::Module {
   explicit LlamaDecoderLayerImpl(const LlamaConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};
   LlamaRmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -107,7 +108,8 @@ struct LlamaDecoderLayerImpl : torch::nn::Module {
 // model.*: embed_tokens, layers (each a zt::Unit), norm.
 struct LlamaModelImpl : torch::nn::Module {
   explicit LlamaModelImpl(const LlamaConfig& c);
-  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] -> hidden [B, T, C]
+  // [B, T] -> hidden [B, T, C]; `documents`: packed rows (MakeCausalLayout), undefined: plain.
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents = {});
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers_list{nullptr};           // names layers.0, layers.1, ...
   std::vector<zt::Unit<LlamaDecoderLayerImpl>> layers;  // the same modules, typed
@@ -117,7 +119,9 @@ TORCH_MODULE(LlamaModel);
 
 struct LlamaForCausalLMImpl : torch::nn::Module {
   explicit LlamaForCausalLMImpl(const LlamaConfig& c);
-  torch::Tensor forward(const torch::Tensor& idx);  // [B, T] int64 -> logits [B, T, vocab]
+  // [B, T] int64 -> logits [B, T, vocab]; `documents` as LlamaModel's.
+  torch::Tensor forward(const torch::Tensor& idx);
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents);
   LlamaConfig config;
   LlamaModel model{nullptr};
   zt::LoraLinear lm_head{nullptr};   // untied

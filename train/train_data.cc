@@ -17,6 +17,7 @@
 #include "data/hf_tokenizer.h"
 #include "data/idx.h"
 #include "data/image_dataset.h"
+#include "data/packing.h"
 #include "data/supervised.h"
 #include "data/text_corpus.h"
 #include "data/token_dataset.h"
@@ -79,19 +80,29 @@ class ImageData final : public TrainData {
   std::string description_;
 };
 
-// One supervised example per sample (data/supervised.h): right-padded,
-// loss on the completion only.
+// Supervised examples (data/supervised.h), the loss on the completions:
+// one per sample, right-padded; or packed (data/packing.h), several per
+// sample with their document ids as the attention mask.
 class SupervisedData final : public TrainData {
  public:
   SupervisedData(std::vector<data::SupervisedExample> train, std::vector<data::SupervisedExample> eval, int64_t seq_len,
-                 int32_t pad, std::string description)
+                 int32_t pad, bool packing, std::string description)
       : train_(std::move(train)),
         eval_(std::move(eval)),
         seq_len_(seq_len),
         pad_(pad),
-        description_(std::move(description)) {}
+        packing_(packing),
+        description_(std::move(description)) {
+    if (packing_) {
+      packed_train_ = data::PackExamples(train_, seq_len_);
+      packed_eval_ = data::PackExamples(eval_, seq_len_);
+    }
+  }
 
-  int64_t size(Split s) const override { return static_cast<int64_t>((s == Split::kTrain ? train_ : eval_).size()); }
+  int64_t size(Split s) const override {
+    if (packing_) return static_cast<int64_t>((s == Split::kTrain ? packed_train_ : packed_eval_).size());
+    return static_cast<int64_t>((s == Split::kTrain ? train_ : eval_).size());
+  }
   int64_t items_per_sample() const override { return seq_len_; }
   const char* items_name() const override { return "tok"; }
   void Batch(Split s, const std::vector<int64_t>& indices, at::Tensor* input, at::Tensor* target,
@@ -101,6 +112,16 @@ class SupervisedData final : public TrainData {
     const int64_t b = static_cast<int64_t>(indices.size());
     *input = at::empty({b, seq_len_}, at::kLong);
     *target = at::empty({b, seq_len_}, at::kLong);
+    if (packing_) {
+      const auto& packed = s == Split::kTrain ? packed_train_ : packed_eval_;
+      *mask = at::empty({b, seq_len_}, at::kLong);
+      for (int64_t i = 0; i < b; ++i) {
+        data::PackedWindow(d, packed[static_cast<size_t>(indices[static_cast<size_t>(i)])], seq_len_, pad_,
+                           input->data_ptr<int64_t>() + i * seq_len_, target->data_ptr<int64_t>() + i * seq_len_,
+                           mask->data_ptr<int64_t>() + i * seq_len_);
+      }
+      return;
+    }
     for (int64_t i = 0; i < b; ++i) {
       data::SupervisedWindow(d[static_cast<size_t>(indices[static_cast<size_t>(i)])], seq_len_, pad_,
                              input->data_ptr<int64_t>() + i * seq_len_, target->data_ptr<int64_t>() + i * seq_len_);
@@ -112,6 +133,8 @@ class SupervisedData final : public TrainData {
   std::vector<data::SupervisedExample> train_, eval_;
   int64_t seq_len_;
   int32_t pad_;
+  bool packing_;
+  std::vector<data::PackedSample> packed_train_, packed_eval_;
   std::string description_;
 };
 
@@ -197,14 +220,29 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
   const std::string chats =
       set.chats == 0 ? ""
                      : absl::StrFormat("; %d rendered with the chat template of %s", set.chats, chat->config_path());
+  std::string layout = absl::StrFormat("%d train / %d eval, one per sample of %d tokens, right-padded", train.size(),
+                                       eval.size(), seq_len);
+  if (o.packing) {
+    // The samples the packing makes, and how full they are.
+    int64_t tokens = 0;
+    for (const auto* d : {&train, &eval}) {
+      for (const data::SupervisedExample& e : *d) tokens += data::PackedLength(e, seq_len);
+    }
+    const int64_t ntrain = static_cast<int64_t>(data::PackExamples(train, seq_len).size());
+    const int64_t neval = static_cast<int64_t>(data::PackExamples(eval, seq_len).size());
+    layout = absl::StrFormat(
+        "%d train / %d eval, packed into %d / %d samples of %d tokens (%.1f%% tokens, the rest padding), each "
+        "example attended and positioned on its own",
+        train.size(), eval.size(), ntrain, neval, seq_len,
+        100.0 * static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, (ntrain + neval) * seq_len)));
+  }
   const std::string description = absl::StrFormat(
-      "%s: %d examples (%s%s), %d train / %d eval, one per sample of %d tokens, right-padded; tokenizer %s%s", path, n,
-      kinds, chats, train.size(), eval.size(), seq_len, tokenizer->Describe(),
+      "%s: %d examples (%s%s), %s; tokenizer %s%s", path, n, kinds, chats, layout, tokenizer->Describe(),
       cut > 0 ? absl::StrFormat("; %d examples cut at %d tokens, %d of them keep no loss (raise --seq-len)", cut,
                                 seq_len, no_loss)
               : "");
-  return std::unique_ptr<TrainData>(
-      std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len, eot >= 0 ? eot : 0, description));
+  return std::unique_ptr<TrainData>(std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len,
+                                                                     eot >= 0 ? eot : 0, o.packing, description));
 }
 
 // Labelled texts for sequence classifiers (data/classify.h): one per
@@ -391,9 +429,25 @@ absl::StatusOr<std::shared_ptr<const data::TokenSource>> OpenTokens(const std::s
   return std::shared_ptr<const data::TokenSource>(std::make_shared<data::InMemoryTokens>(std::move(tokens)));
 }
 
+// --packing applies to JSONL examples of a causal model; token windows are
+// full already.
+absl::Status CheckPacking(const TrainOptions& o, const models::ModelInfo& model, const std::string& path) {
+  if (!o.packing) return absl::OkStatus();
+  if (model.task == models::Task::kLanguageModel && data::IsSupervisedJsonl(path) && !data::IsClassifyJsonl(path)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--packing packs JSONL examples (prompt/completion, text, messages) for a causal language model; ",
+                   model.task == models::Task::kLanguageModel
+                       ? absl::StrCat(path, " is not such a file (token windows are full already)")
+                       : absl::StrCat(model.name, " is not a causal language model"),
+                   ": drop --packing"));
+}
+
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTokenData(const TrainOptions& o, const models::ModelInfo& model,
                                                          int64_t seq_len) {
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  ZT_RETURN_IF_ERROR(CheckPacking(o, model, path));
   if (data::IsSupervisedJsonl(path)) return OpenSupervisedData(o, model, seq_len, path);
   std::string what;
   ZT_ASSIGN_OR_RETURN(auto source, OpenTokens(path, o, model.vocab_size, &what));
@@ -516,6 +570,9 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
     if (images[0] > 0) ZT_RETURN_IF_ERROR(CheckImageSize(model, images[1], images[2]));
     return images[0];
   }
+  if (model.task != models::Task::kLanguageModel) {
+    ZT_RETURN_IF_ERROR(CheckPacking(o, model, o.data));
+  }
   if (model.task == models::Task::kSequenceClassification) {
     ZT_RETURN_IF_ERROR(CheckClassifyData(o, model));
     ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, o.data).status());
@@ -523,9 +580,12 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
     return n - EvalExamples(n, o);
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  ZT_RETURN_IF_ERROR(CheckPacking(o, model, path));
   if (data::IsSupervisedJsonl(path)) {
     ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, path).status());
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(path));
+    // Packed, this is an upper bound: how many samples the examples fill
+    // needs their tokens, which only the ranks count (and check).
     return n - EvalExamples(n, o);
   }
   ZT_ASSIGN_OR_RETURN(const int64_t tokens, CountTokens(path, o, model.vocab_size));

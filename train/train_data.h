@@ -62,7 +62,8 @@ at::Tensor TaskLoss(models::Task task, const at::Tensor& output, const at::Tenso
 absl::StatusOr<std::unique_ptr<TrainData>> OpenTrainData(const TrainOptions& options, const models::ModelInfo& model,
                                                          int64_t seq_len);
 
-// OpenTrainData(...)->size(Split::kTrain) from file headers and sizes alone:
+// OpenTrainData(...)->size(Split::kTrain) from file headers and sizes alone
+// (for packed JSONL an upper bound, the examples):
 // what `zt train` checks before it starts ranks, so the data is decoded
 // once, by each rank, and not first by the launcher. The same errors for
 // missing or malformed files (headers), image sizes and short corpora.

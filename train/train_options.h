@@ -37,6 +37,9 @@ struct TrainOptions {
   // classifiers JSONL of {"text", "label"} (data/classify.h). Both are
   // tokenized with `tokenizer` (empty: the --init-from / --model folder's).
   std::string tokenizer;
+  // JSONL examples packed several per sample (data/packing.h), each attended
+  // and positioned on its own, instead of one per right-padded sample.
+  bool packing = false;
   std::string eval_data;             // separate eval set; empty: the tail of `data`
   std::string token_dtype = "auto";  // auto | uint16 | uint32, for .bin files
   double eval_fraction = 0.05;       // share of `data` held out when eval_data is empty

