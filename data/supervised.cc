@@ -123,6 +123,7 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
       ZT_ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, Messages(j["messages"], where, "messages"));
       ZT_ASSIGN_OR_RETURN(e.ids, EncodeChat(tokenizer, *tmpl, messages, false, where));
       e.loss_from = 1;  // every token after the first is predicted
+      ++set.messages;
     } else if (conversation) {
       if (!j.contains("completion")) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": a conversational \"prompt\" needs a \"completion\""));

@@ -49,6 +49,7 @@ struct SupervisedSet {
   std::vector<SupervisedExample> examples;
   int64_t prompt_completion = 0;  // lines with prompt/completion (strings or conversations)
   int64_t chats = 0;              // lines rendered with the chat template (messages or conversations)
+  int64_t messages = 0;           // "messages" lines (loss on every token)
 };
 
 // Whether `path` is a .jsonl file whose first line is a JSON object: the

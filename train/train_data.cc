@@ -210,13 +210,15 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
       no_loss += data::SupervisedWindow(e, seq_len, 0, in.data(), tg.data()) == 0;
     }
   }
-  const std::string kinds = set.prompt_completion == n ? "prompt/completion, loss on the completion only"
-                            : set.prompt_completion == 0
-                                ? (set.chats == n   ? "messages, loss on every token"
-                                   : set.chats == 0 ? "text, loss on every token"
-                                                    : "text and messages, loss on every token")
-                                : absl::StrFormat("%d prompt/completion with the loss on the completion, %d text",
-                                                  set.prompt_completion, n - set.prompt_completion);
+  // "12 prompt/completion (loss on the completion), 30 messages, 4 text".
+  std::vector<std::string> kind_parts;
+  const int64_t text = n - set.prompt_completion - set.messages;
+  if (set.prompt_completion > 0) {
+    kind_parts.push_back(absl::StrFormat("%d prompt/completion (loss on the completion)", set.prompt_completion));
+  }
+  if (set.messages > 0) kind_parts.push_back(absl::StrFormat("%d messages (loss on every token)", set.messages));
+  if (text > 0) kind_parts.push_back(absl::StrFormat("%d text (loss on every token)", text));
+  const std::string kinds = absl::StrJoin(kind_parts, ", ");
   const std::string chats =
       set.chats == 0 ? ""
                      : absl::StrFormat("; %d rendered with the chat template of %s", set.chats, chat->config_path());

@@ -386,7 +386,7 @@ TEST(TrainE2E, LoraOnPromptCompletionData) {
                       " --nproc 2 --stage 3 --steps 25 --lr 1e-2 --eval-interval -1 --lora-r 8",
                       " --lora-alpha 16 --lora-targets q_proj,v_proj,lm_head --max-shard-size 4MB", Quick(out)));
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "loss on the completion only")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "64 prompt/completion (loss on the completion)")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "LoRA: r=8 alpha=16")) << r.output;
   auto loss = ReadCsv(LossCsv(out, "base"));
   ASSERT_EQ(loss.size(), 25u);
