@@ -16,7 +16,7 @@ at::Tensor Model::ForwardMasked(const at::Tensor& input, const at::Tensor& atten
   if (attention_mask.defined()) {
     throw Error(absl::InvalidArgumentError(absl::StrCat(
         "model ", info().name,
-        " takes no attention mask (only sequence classifiers do); pad language-model samples on the right instead")));
+        " takes no attention mask (sequence classifiers take one, causal language models document ids)")));
   }
   return Forward(input);
 }

@@ -45,12 +45,14 @@ class Model {
   // Sequence classifiers: input [B, T] int64 token ids -> logits
   // [B, num_classes] in the parameters' dtype, every position attended to.
   virtual at::Tensor Forward(const at::Tensor& input) = 0;
-  // Forward with an attention mask [B, T] int64 (1: a token, 0: padding whose
-  // keys no position attends to), what a tokenizer's padding gives with
-  // Hugging Face's attention_mask. Sequence classifiers take one; the
-  // default, for models that take none, accepts only an undefined mask
-  // (then it is Forward(input)) and throws zt::Error (InvalidArgument)
-  // otherwise. (A separate name, so a model overriding one does not hide
+  // Forward with a mask [B, T] int64. Sequence classifiers: an attention
+  // mask (1: a token, 0: padding whose keys no position attends to), what a
+  // tokenizer's padding gives with Hugging Face's attention_mask. Causal
+  // language models: document ids of packed samples (0: padding; each
+  // document attends and is positioned on its own, models/common.h's
+  // MakeCausalLayout). An undefined mask is Forward(input). The default,
+  // for models that take none (the CNN), throws zt::Error (InvalidArgument)
+  // for a defined mask. (A separate name, so a model overriding one does not hide
   // the other.)
   virtual at::Tensor ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask);
   // Parameters of a task head that a base model's weights do not have (BERT's

@@ -306,8 +306,14 @@ TEST(ModelRegistry, ForwardRejectsBadInputs) {
   EXPECT_EQ(cnn->Forward(torch::zeros({3, 1, 28, 28})).sizes(), (std::vector<int64_t>{3, 10}));
   EXPECT_THROW(cnn->Forward(torch::zeros({3, 28, 28})), Error);
   EXPECT_THROW(cnn->Forward(torch::zeros({3, 1, 28, 28}, torch::kLong)), Error);
-  // Models without masks refuse one.
-  EXPECT_THROW(gpt->ForwardMasked(torch::zeros({1, 4}, torch::kLong), torch::ones({1, 4}, torch::kLong)), Error);
+  // Models without masks refuse one; causal models take document ids
+  // (packed samples) shaped like the tokens.
+  EXPECT_THROW(cnn->ForwardMasked(torch::zeros({3, 1, 28, 28}), torch::ones({3, 4}, torch::kLong)), Error);
+  EXPECT_EQ(cnn->ForwardMasked(torch::zeros({3, 1, 28, 28}), at::Tensor()).sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_EQ(gpt->ForwardMasked(torch::zeros({1, 4}, torch::kLong), torch::ones({1, 4}, torch::kLong)).sizes(),
+            (std::vector<int64_t>{1, 4, 256}));
+  EXPECT_THROW(gpt->ForwardMasked(torch::zeros({1, 4}, torch::kLong), torch::ones({1, 3}, torch::kLong)), Error);
+  EXPECT_THROW(gpt->ForwardMasked(torch::zeros({1, 4}, torch::kLong), torch::ones({1, 4})), Error);  // float ids
   EXPECT_EQ(gpt->ForwardMasked(torch::zeros({1, 4}, torch::kLong), at::Tensor()).sizes(),
             (std::vector<int64_t>{1, 4, 256}));
 }
