@@ -10,21 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "data/jsonl.h"
 #include "util/status.h"
 
 namespace zt::data {
 namespace {
-
-// The first non-empty line of `path`, parsed; discarded JSON when none.
-nlohmann::json FirstObject(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line == "\r") continue;
-    return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  }
-  return nlohmann::json(nlohmann::json::value_t::discarded);
-}
 
 struct Line {
   std::string where, text;
@@ -54,7 +44,7 @@ absl::StatusOr<SpecialTokens> FindSpecialTokens(const HfTokenizer& tokenizer) {
 
 bool IsClassifyJsonl(const std::string& path) {
   if (!absl::EndsWith(path, ".jsonl")) return false;
-  const nlohmann::json j = FirstObject(path);
+  const nlohmann::json j = FirstJsonlObject(path);
   return j.is_object() && j.contains("label");
 }
 

@@ -7,21 +7,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "data/jsonl.h"
 #include "util/status.h"
 
 namespace zt::data {
 namespace {
-
-// The first non-empty line of `path`, parsed; discarded JSON when none.
-nlohmann::json FirstObject(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line == "\r") continue;
-    return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  }
-  return nlohmann::json(nlohmann::json::value_t::discarded);
-}
 
 absl::StatusOr<std::vector<int32_t>> EncodeAt(const HfTokenizer& tokenizer, const std::string& text, bool specials,
                                               const std::string& where) {
@@ -74,7 +64,7 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const HfTokenizer& tokenizer, co
 
 bool IsSupervisedJsonl(const std::string& path) {
   if (!absl::EndsWith(path, ".jsonl")) return false;
-  return FirstObject(path).is_object();
+  return FirstJsonlObject(path).is_object();
 }
 
 absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path) {
