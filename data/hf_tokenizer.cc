@@ -107,27 +107,18 @@ std::vector<std::pair<size_t, size_t>> BertSplit(std::u32string_view cps) {
   return pieces;
 }
 
-std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+// Every occurrence of `from` in `s` replaced, left to right (UTF-8 bytes or
+// code points).
+template <typename Str>
+Str ReplaceAll(const Str& s, const Str& from, const Str& to) {
   if (from.empty()) return s;
-  std::string out;
+  Str out;
   size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size()) {
+  for (size_t hit; (hit = s.find(from, at)) != Str::npos; at = hit + from.size()) {
     out.append(s, at, hit - at);
     out.append(to);
   }
-  out.append(s, at, std::string::npos);
-  return out;
-}
-
-std::u32string ReplaceAll32(const std::u32string& s, const std::u32string& from, const std::u32string& to) {
-  if (from.empty()) return s;
-  std::u32string out;
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(from, at)) != std::u32string::npos; at = hit + from.size()) {
-    out.append(s, at, hit - at);
-    out.append(to);
-  }
-  out.append(s, at, std::u32string::npos);
+  out.append(s, at, Str::npos);
   return out;
 }
 
@@ -138,7 +129,7 @@ std::string WordPieceCleanup(std::string s) {
       {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},    {" n't", "n't"},
       {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
   };
-  for (const auto& [from, to] : kRules) s = ReplaceAll(std::move(s), from, to);
+  for (const auto& [from, to] : kRules) s = ReplaceAll<std::string>(s, from, to);
   return s;
 }
 
@@ -547,7 +538,7 @@ absl::Status HfTokenizer::EncodeSection(std::string_view section, std::vector<in
       case Step::kPrepend:
         if (!cps.empty()) cps = step.text + cps;
         continue;
-      case Step::kReplace: cps = ReplaceAll32(cps, step.text, step.with); continue;
+      case Step::kReplace: cps = ReplaceAll<std::u32string>(cps, step.text, step.with); continue;
       case Step::kLowercase:
         out.reserve(cps.size());
         for (char32_t c : cps) AppendLower(c, &out);
@@ -687,7 +678,7 @@ absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids, b
           std::sscanf(token.c_str() + 3, "%2x", &byte) == 1) {
         out.push_back(static_cast<char>(byte));
       } else {
-        out += ReplaceAll(token, "\xE2\x96\x81", " ");
+        out += ReplaceAll<std::string>(token, "\xE2\x96\x81", " ");
       }
     } else {
       out += token;

@@ -315,6 +315,14 @@ class Parser {
     n->col = at.col;
     return n;
   }
+  // A binary operator's node at `at`: `name` (the operator, for kBinary) over l and r.
+  NodePtr Pair(Kind k, const Token& at, NodePtr l, NodePtr r, std::string name = {}) {
+    auto n = Make(k, at);
+    n->name = std::move(name);
+    n->kids.push_back(std::move(l));
+    n->kids.push_back(std::move(r));
+    return n;
+  }
   absl::Status Expect(Tok type, const char* text, absl::string_view context) {
     if (Cur().type != type || (text && Cur().text != text)) {
       const std::string got = Cur().type == Tok::kBlockEnd ? "%}" : Cur().type == Tok::kVarEnd ? "}}" : Cur().text;
@@ -527,10 +535,7 @@ class Parser {
       ++i_;
       auto r = And();
       if (!r.ok()) return r.status();
-      auto n = Make(Kind::kOr, at);
-      n->kids.push_back(std::move(*l));
-      n->kids.push_back(std::move(*r));
-      l = std::move(n);
+      l = Pair(Kind::kOr, at, std::move(*l), std::move(*r));
     }
     return l;
   }
@@ -541,10 +546,7 @@ class Parser {
       ++i_;
       auto r = Not();
       if (!r.ok()) return r.status();
-      auto n = Make(Kind::kAnd, at);
-      n->kids.push_back(std::move(*l));
-      n->kids.push_back(std::move(*r));
-      l = std::move(n);
+      l = Pair(Kind::kAnd, at, std::move(*l), std::move(*r));
     }
     return l;
   }
@@ -581,11 +583,7 @@ class Parser {
       }
       auto r = Binary(0);
       if (!r.ok()) return r.status();
-      auto n = Make(Kind::kBinary, at);
-      n->name = op;
-      n->kids.push_back(std::move(*l));
-      n->kids.push_back(std::move(*r));
-      l = std::move(n);
+      l = Pair(Kind::kBinary, at, std::move(*l), std::move(*r), op);
     }
   }
 
@@ -600,11 +598,7 @@ class Parser {
       ++i_;
       auto r = Binary(level + 1);
       if (!r.ok()) return r.status();
-      auto n = Make(Kind::kBinary, at);
-      n->name = at.text;
-      n->kids.push_back(std::move(*l));
-      n->kids.push_back(std::move(*r));
-      l = std::move(n);
+      l = Pair(Kind::kBinary, at, std::move(*l), std::move(*r), at.text);
     }
     return l;
   }

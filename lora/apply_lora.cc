@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "lora/lora_layer.h"
 
 namespace zt {
@@ -64,7 +65,9 @@ void LoraScope::Visit(torch::nn::Module& module, bool root) {
   // to save stay trainable.
   for (auto& p : module.named_parameters(/*recurse=*/true)) {
     if (IsLoraSavedModuleParameter(options_, p.key())) {
-      saved_.insert(p.key());
+      // The module names on its path (its own name, last, is not one).
+      std::vector<std::string> parts = absl::StrSplit(p.key(), '.');
+      saved_.insert(parts.begin(), parts.end() - 1);
       continue;
     }
     if (!IsLoraParameterName(p.key()) && p.value().requires_grad()) p.value().requires_grad_(false);
@@ -93,12 +96,7 @@ absl::StatusOr<LoraSummary> LoraScope::Finish(torch::nn::Module& model) {
   }
   if (layers_ == 0) return absl::InvalidArgumentError("LoRA: no layer matched the targets");
   for (const std::string& m : options_.modules_to_save) {
-    const bool found = std::any_of(saved_.begin(), saved_.end(), [&](const std::string& p) {
-      LoraOptions one;
-      one.modules_to_save = {m};
-      return IsLoraSavedModuleParameter(one, p);
-    });
-    if (!found) {
+    if (saved_.count(m) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("lora module to save '", m, "' matches no module with parameters in the model"));
     }

@@ -57,7 +57,7 @@ class LoraScope {
   LoraOptions options_;
   std::map<std::string, int64_t> matched_;  // target -> layers matched
   std::map<std::string, int64_t> capable_;  // LoRA-capable layer name -> count
-  std::set<std::string> saved_;             // parameters of modules to save, as visited
+  std::set<std::string> saved_;             // path components of the kept parameters (module names matched)
   int64_t layers_ = 0;
   int fan_in_fan_out_ = 0, fan_out_fan_in_ = 0;
   std::string error_;

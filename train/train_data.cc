@@ -85,19 +85,18 @@ class ImageData final : public TrainData {
 // sample with their document ids as the attention mask.
 class SupervisedData final : public TrainData {
  public:
+  // `packed_train` / `packed_eval`: PackExamples' samples when packing.
   SupervisedData(std::vector<data::SupervisedExample> train, std::vector<data::SupervisedExample> eval, int64_t seq_len,
-                 int32_t pad, bool packing, std::string description)
+                 int32_t pad, bool packing, std::vector<data::PackedSample> packed_train,
+                 std::vector<data::PackedSample> packed_eval, std::string description)
       : train_(std::move(train)),
         eval_(std::move(eval)),
         seq_len_(seq_len),
         pad_(pad),
         packing_(packing),
-        description_(std::move(description)) {
-    if (packing_) {
-      packed_train_ = data::PackExamples(train_, seq_len_);
-      packed_eval_ = data::PackExamples(eval_, seq_len_);
-    }
-  }
+        packed_train_(std::move(packed_train)),
+        packed_eval_(std::move(packed_eval)),
+        description_(std::move(description)) {}
 
   int64_t size(Split s) const override {
     if (packing_) return static_cast<int64_t>((s == Split::kTrain ? packed_train_ : packed_eval_).size());
@@ -224,14 +223,17 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
                      : absl::StrFormat("; %d rendered with the chat template of %s", set.chats, chat->config_path());
   std::string layout = absl::StrFormat("%d train / %d eval, one per sample of %d tokens, right-padded", train.size(),
                                        eval.size(), seq_len);
+  std::vector<data::PackedSample> packed_train, packed_eval;
   if (o.packing) {
     // The samples the packing makes, and how full they are.
+    packed_train = data::PackExamples(train, seq_len);
+    packed_eval = data::PackExamples(eval, seq_len);
     int64_t tokens = 0;
     for (const auto* d : {&train, &eval}) {
       for (const data::SupervisedExample& e : *d) tokens += data::PackedLength(e, seq_len);
     }
-    const int64_t ntrain = static_cast<int64_t>(data::PackExamples(train, seq_len).size());
-    const int64_t neval = static_cast<int64_t>(data::PackExamples(eval, seq_len).size());
+    const int64_t ntrain = static_cast<int64_t>(packed_train.size());
+    const int64_t neval = static_cast<int64_t>(packed_eval.size());
     layout = absl::StrFormat(
         "%d train / %d eval, packed into %d / %d samples of %d tokens (%.1f%% tokens, the rest padding), each "
         "example attended and positioned on its own",
@@ -243,8 +245,9 @@ absl::StatusOr<std::unique_ptr<TrainData>> OpenSupervisedData(const TrainOptions
       cut > 0 ? absl::StrFormat("; %d examples cut at %d tokens, %d of them keep no loss (raise --seq-len)", cut,
                                 seq_len, no_loss)
               : "");
-  return std::unique_ptr<TrainData>(std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len,
-                                                                     eot >= 0 ? eot : 0, o.packing, description));
+  return std::unique_ptr<TrainData>(
+      std::make_unique<SupervisedData>(std::move(train), std::move(eval), seq_len, eot >= 0 ? eot : 0, o.packing,
+                                       std::move(packed_train), std::move(packed_eval), description));
 }
 
 // Labelled texts for sequence classifiers (data/classify.h): one per
