@@ -59,6 +59,10 @@ bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::s
   return true;
 }
 
+// The tools below read a checkpoint once, front to back, and write
+// gigabytes once: O_DIRECT both ways (util/direct_io.h says why).
+constexpr ckpt::CheckpointReadOptions kReadOnce{/*direct_io=*/true};
+
 int RunInspect(const std::vector<std::string>& args) {
   Flags flags("zt ckpt inspect");
   flags.String("tag", "", "the tag to inspect (default: the one <DIR>/latest names)");
@@ -140,9 +144,10 @@ int RunConsolidate(const std::vector<std::string>& args) {
     return 2;
   }
   options.include_buffers = !flags.GetBool("no-buffers");
+  options.direct_io = true;
   options.tied_copies = flags.GetBool("tied-copies");
   const auto t0 = SteadyClock::now();
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"));
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), kReadOnce);
   if (!ck.ok()) return Fail("consolidate", ck.status());
   const std::string lora = flags.GetString("lora");
   std::optional<LoraRecord> record;
@@ -209,7 +214,7 @@ int RunReshard(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt ckpt reshard: --world-size must be a positive integer (got %lld)\n", world);
     return 2;
   }
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"));
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), kReadOnce);
   if (!ck.ok()) return Fail("reshard", ck.status());
   absl::Status st = ckpt::Reshard(**ck, flags.positional()[1], static_cast<int>(world));
   if (!st.ok()) return Fail("reshard", st);
@@ -248,7 +253,7 @@ int RunConvert(const std::vector<std::string>& args) {
     return 2;
   }
   const auto t0 = SteadyClock::now();
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"));
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"), kReadOnce);
   if (!ck.ok()) return Fail("convert", ck.status());
   ckpt::ConvertOptions options;
   options.to = *to;

@@ -222,12 +222,13 @@ absl::StatusOr<DsModelStates> ReadDsModelStates(const PtReader& first, SavedLayo
 // save's files carry the bf16_ prefix, unless DeepSpeed ran bf16 without its
 // bf16 optimizer: then the plain name is tried.
 absl::StatusOr<std::vector<std::unique_ptr<PtReader>>> OpenDsOptimStates(const std::string& folder,
-                                                                         const SavedLayout& l) {
+                                                                         const SavedLayout& l,
+                                                                         const ReadFileOptions& options) {
   std::vector<std::unique_ptr<PtReader>> optim;
   for (int r = 0; r < l.world_size; ++r) {
-    auto o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype)));
+    auto o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype)), options);
     if (!o.ok() && absl::IsNotFound(o.status()) && l.model_dtype == DType::kBFloat16) {
-      o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, DType::kFloat32)));
+      o = PtReader::Open(JoinPath(folder, OptimStatesFile(r, DType::kFloat32)), options);
     }
     if (!o.ok()) return o.status();
     if (!(*o)->root().is_dict()) return absl::DataLossError(absl::StrCat("'", (*o)->path(), "' does not hold a dict"));
@@ -459,11 +460,11 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   format_ = absl::StrCat("DeepSpeed ", ms.version);
   SavedLayout& l = layout_;
   model_.push_back(std::move(first));
-  ZT_ASSIGN_OR_RETURN(optim_, OpenDsOptimStates(folder, l));
+  ZT_ASSIGN_OR_RETURN(optim_, OpenDsOptimStates(folder, l, read_options_));
   ZT_ASSIGN_OR_RETURN(l.stage, ReadDsStage(*optim_[0], model_[0]->path(), file_stage));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(JoinPath(folder, ModelStatesFile(3, r))));
       model_.push_back(std::move(m));
     }
   }

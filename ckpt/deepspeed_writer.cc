@@ -559,6 +559,7 @@ absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& ck, const std::string& fo
   // while one is written is safe, and overlaps the two disks' work.
   PtWriteOptions read_ahead;
   read_ahead.read_ahead = true;
+  read_ahead.direct_io = true;  // gigabytes written once: past the page cache (util/direct_io.h)
   for (int r = 0; r < world; ++r) {
     if (plan.stage == 3 || r == 0) {
       ZT_RETURN_IF_ERROR(
@@ -622,6 +623,7 @@ absl::Status WriteUniversalFiles(const ZeroCheckpoint& ck, const std::string& fo
   ZT_ASSIGN_OR_RETURN(Plan plan, MakePlan(ck, ck.layout().world_size));
   PtWriteOptions read_ahead;
   read_ahead.read_ahead = true;
+  read_ahead.direct_io = true;  // gigabytes written once: past the page cache (util/direct_io.h)
   // The model states ds_to_universal copies: rank 0's at stages 1/2, every
   // rank's at stage 3.
   for (int r = 0; r < (plan.stage == 3 ? plan.world : 1); ++r) {

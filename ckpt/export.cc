@@ -430,7 +430,9 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
   size_t next = 0;
   for (const ShardPlan::Shard& shard : plan.shards.shards) {
     const std::string path = plan.dir + "/" + shard.file;
-    ZT_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(path, shard.entries, metadata));
+    ZT_ASSIGN_OR_RETURN(auto writer,
+                        SafetensorsWriter::Create(path, shard.entries, metadata,
+                                                  AtomicFileOptions{options.direct_io ? kStreamingDirectAfter : 0}));
     for (size_t k = 0; k < shard.entries.size(); ++k, ++next) {
       ZT_RETURN_IF_ERROR(WriteItem(items[next], next, stream, writer.get(), options));
       result.bytes += items[next].entry.nbytes();

@@ -42,6 +42,9 @@ struct ExportOptions {
   // listed in the metadata ("zt_tied") and left out, as Hugging Face does.
   bool tied_copies = false;
   int64_t chunk_elements = 4 << 20;
+  // Large shards reach the disk with O_DIRECT (AtomicFileOptions): for the
+  // consolidation tool, which writes the whole model once.
+  bool direct_io = false;
   LoraExport lora = LoraExport::kAsSaved;
   double lora_scaling = 0.0;         // alpha / r; kMerged needs it
   bool lora_fan_in_fan_out = false;  // adapted weights are stored [in, out] (GPT-2's Conv1D)

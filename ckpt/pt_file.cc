@@ -89,7 +89,8 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
   };
   ZT_ASSIGN_OR_RETURN(std::string pickle, PickleValue(root, storage_key));
 
-  ZT_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  ZT_ASSIGN_OR_RETURN(AtomicFile file,
+                      AtomicFile::Create(path, AtomicFileOptions{options.direct_io ? kStreamingDirectAfter : 0}));
   ZipWriter zip(&file, zip_options);
   const std::string& a = options.archive;
   // data.pkl first: torch's reader takes the archive name from the first record.
@@ -112,6 +113,9 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
 absl::Status WritePtFile(const std::string& path, const Value& root, const PtWriteOptions& options) {
   ZipWriterOptions zip_options;
   zip_options.read_ahead = options.read_ahead;
+  // Read-ahead streams pull from checkpoint files read with O_DIRECT:
+  // chunks that one DirectPRead reads in all its streams (util/direct_io.h).
+  if (options.read_ahead) zip_options.chunk_bytes = kDirectReadStreams * kDirectReadPiece;
   return WritePtFileWithZipOptions(path, root, options, zip_options);
 }
 
@@ -198,9 +202,9 @@ absl::Status ReadWholeRecord(const ReadFile& f, const ZipEntry& e, char* out) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PtReader>> PtReader::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<PtReader>> PtReader::Open(const std::string& path, const ReadFileOptions& options) {
   std::unique_ptr<PtReader> reader(new PtReader());
-  ZT_ASSIGN_OR_RETURN(reader->file_, ReadFile::Open(path));
+  ZT_ASSIGN_OR_RETURN(reader->file_, ReadFile::Open(path, options));
   const ReadFile& file = reader->file_;
   auto records = std::make_shared<Records>();
   ZT_ASSIGN_OR_RETURN(records->entries, ReadZipDirectory(file));

@@ -34,6 +34,10 @@ struct PtWriteOptions {
   // Tensors with a `source`: read the next chunk on a second thread while
   // one is written (ZipWriterOptions::read_ahead; the source must allow it).
   bool read_ahead = false;
+  // Large files reach the disk with O_DIRECT past kStreamingDirectAfter
+  // bytes (AtomicFileOptions): for the conversion tools, which write
+  // gigabytes once (util/direct_io.h says why).
+  bool direct_io = false;
 };
 
 // Writes `root` to `path` atomically (temporary name, fsync, rename).
@@ -43,7 +47,8 @@ absl::Status WritePtFile(const std::string& path, const Value& root, const PtWri
 class PtReader {
  public:
   // Parses the zip directory and the pickle; tensor bytes stay on disk.
-  static absl::StatusOr<std::unique_ptr<PtReader>> Open(const std::string& path);
+  // With options.direct_min, large tensor reads bypass the page cache.
+  static absl::StatusOr<std::unique_ptr<PtReader>> Open(const std::string& path, const ReadFileOptions& options = {});
 
   const Value& root() const { return root_; }
   const std::string& path() const { return file_.path(); }

@@ -57,8 +57,8 @@ uint64_t SafetensorsEntry::nbytes() const {
 // ------------------------------------------------------------------- writer
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
-    const std::string& path, std::vector<SafetensorsEntry> entries,
-    const std::map<std::string, std::string>& metadata) {
+    const std::string& path, std::vector<SafetensorsEntry> entries, const std::map<std::string, std::string>& metadata,
+    const AtomicFileOptions& file_options) {
   auto where = [&](const std::string& name) {
     return absl::StrCat("safetensors file '", path, "', tensor '", name, "'");
   };
@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   std::string prefix(8, '\0');
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((static_cast<uint64_t>(text.size()) >> (8 * i)) & 0xFF);
 
-  ZT_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  ZT_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path, file_options));
   ZT_RETURN_IF_ERROR(file.Append(prefix.data(), prefix.size()));
   ZT_RETURN_IF_ERROR(file.Append(text.data(), text.size()));
   std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());

@@ -37,7 +37,7 @@ class SafetensorsWriter {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(
       const std::string& path, std::vector<SafetensorsEntry> entries,
-      const std::map<std::string, std::string>& metadata = {});
+      const std::map<std::string, std::string>& metadata = {}, const AtomicFileOptions& file_options = {});
   // Appends bytes of the current tensor; moves to the next when it is full.
   absl::Status Write(const void* data, size_t n);
   // Checks that every tensor got all its bytes; commits atomically.

@@ -185,10 +185,10 @@ struct FirstModelStates {
 // Opens rank 0's model states in `folder`, trying stage 0-2's name before
 // stage 3's. Only NotFound moves on to the next name: any other error (a
 // damaged file) is returned as it is. The root must be a dict.
-absl::StatusOr<FirstModelStates> OpenFirstModelStates(const std::string& folder) {
+absl::StatusOr<FirstModelStates> OpenFirstModelStates(const std::string& folder, const ReadFileOptions& options) {
   for (int stage : {0, 3}) {
     const std::string path = JoinPath(folder, ModelStatesFile(stage, 0));
-    auto r = PtReader::Open(path);
+    auto r = PtReader::Open(path, options);
     if (r.ok()) {
       if (!(*r)->root().is_dict()) return NotADict(path);
       return FirstModelStates{std::move(*r), stage};
@@ -377,13 +377,19 @@ absl::Status CheckRankShares(const SavedLayout& l, const std::vector<std::vector
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::string& dir, const std::string& tag) {
+absl::StatusOr<std::unique_ptr<PtReader>> ZeroCheckpoint::OpenFile(const std::string& path) const {
+  return PtReader::Open(path, read_options_);
+}
+
+absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::string& dir, const std::string& tag,
+                                                                     const CheckpointReadOptions& options) {
   std::unique_ptr<ZeroCheckpoint> c(new ZeroCheckpoint());
   c->dir_ = dir;
+  c->read_options_.direct_min = options.direct_io ? kStreamingDirectMin : 0;
   ZT_ASSIGN_OR_RETURN(c->tag_, ResolveTag(dir, tag));
   const std::string folder = JoinPath(dir, c->tag_);
   // Rank 0's model states name the writer, the stage and the world size; the rest follows.
-  ZT_ASSIGN_OR_RETURN(FirstModelStates first, OpenFirstModelStates(folder));
+  ZT_ASSIGN_OR_RETURN(FirstModelStates first, OpenFirstModelStates(folder, c->read_options_));
   if (WrittenByDeepSpeed(first.file->root().AsDict())) {
     ZT_RETURN_IF_ERROR(c->OpenDeepSpeed(folder, std::move(first.file), first.file_stage));
   } else {
@@ -398,12 +404,12 @@ absl::Status ZeroCheckpoint::OpenZerotorch(const std::string& folder, std::uniqu
   model_.push_back(std::move(first));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, PtReader::Open(JoinPath(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(JoinPath(folder, ModelStatesFile(3, r))));
       model_.push_back(std::move(m));
     }
   }
   for (int r = 0; r < l.world_size; ++r) {
-    ZT_ASSIGN_OR_RETURN(auto o, PtReader::Open(JoinPath(folder, OptimStatesFile(r, l.model_dtype))));
+    ZT_ASSIGN_OR_RETURN(auto o, OpenFile(JoinPath(folder, OptimStatesFile(r, l.model_dtype))));
     optim_.push_back(std::move(o));
   }
   ZT_RETURN_IF_ERROR(CheckFilesOfOneSave(model_, optim_, l, ts_.save_id));

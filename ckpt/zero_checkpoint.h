@@ -85,12 +85,20 @@ Value MakeModelStates(const SavedLayout& layout, int rank, const TrainingState& 
 // The tag `<dir>/latest` names (trimmed).
 absl::StatusOr<std::string> ReadLatestTag(const std::string& dir);
 
+struct CheckpointReadOptions {
+  // Large reads bypass the page cache (O_DIRECT, util/direct_io.h): for the
+  // tools that read a checkpoint once (consolidate, convert, reshard). The
+  // engine's resume reads through the cache.
+  bool direct_io = false;
+};
+
 class ZeroCheckpoint {
  public:
   // Opens `<dir>/<tag>` (tag empty: the one `latest` names), parses every
   // rank's files (directories and pickles only; tensor bytes stay on disk)
   // and checks they belong together. Errors name the file.
-  static absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> Open(const std::string& dir, const std::string& tag = "");
+  static absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> Open(const std::string& dir, const std::string& tag = "",
+                                                              const CheckpointReadOptions& options = {});
 
   const std::string& dir() const { return dir_; }
   // Who wrote it: "zerotorch" or "DeepSpeed <version>".
@@ -145,6 +153,9 @@ class ZeroCheckpoint {
   // checks they are of one save and under their own rank's names, and that
   // each rank holds exactly its share of every group (zero_checkpoint.cc).
   absl::Status OpenZerotorch(const std::string& folder, std::unique_ptr<PtReader> first);
+  // One of the checkpoint's files, with the reads Open was asked for.
+  absl::StatusOr<std::unique_ptr<PtReader>> OpenFile(const std::string& path) const;
+  ReadFileOptions read_options_;
   // Fills this checkpoint from DeepSpeed's files; `first` is rank 0's model
   // states (found as the file of `file_stage`'s naming), which carry no zt_layout.
   absl::Status OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage);

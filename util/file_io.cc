@@ -84,7 +84,7 @@ int RemoveStaleTemporaries(const std::string& dir, const std::string& only_for) 
   return removed;
 }
 
-absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
+absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path, const AtomicFileOptions& options) {
   if (path.empty() || path.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat("cannot write '", path, "': not a file name"));
   }
@@ -98,7 +98,10 @@ absl::StatusOr<AtomicFile> AtomicFile::Create(const std::string& path) {
   AtomicFile file;
   file.path_ = path;
   file.tmp_ = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd = ::open(file.tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  file.options_ = options;
+  file.options_.direct_block = static_cast<size_t>(AlignUp(std::max(file.options_.direct_block, kDirectAlignment)));
+  // Read-write: entering direct mode reads back the partial block at the end.
+  int fd = ::open(file.tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
     file.tmp_.clear();  // nothing to remove
@@ -114,10 +117,19 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
       fd_(std::move(other.fd_)),
       size_(other.size_),
       written_back_(other.written_back_),
-      committed_(other.committed_) {}
+      committed_(other.committed_),
+      options_(other.options_),
+      direct_refused_(other.direct_refused_),
+      direct_fd_(std::move(other.direct_fd_)),
+      stage_(std::move(other.stage_)),
+      direct_base_(other.direct_base_),
+      spare_(std::move(other.spare_)),
+      pending_(std::move(other.pending_)),
+      pending_offset_(other.pending_offset_) {}
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
   if (this != &other) {
+    if (pending_.valid()) pending_.wait();
     fd_.Reset();  // drop our own uncommitted temporary first
     if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
     path_ = std::move(other.path_);
@@ -126,18 +138,33 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     size_ = other.size_;
     written_back_ = other.written_back_;
     committed_ = other.committed_;
+    options_ = other.options_;
+    direct_refused_ = other.direct_refused_;
+    direct_fd_ = std::move(other.direct_fd_);
+    stage_ = std::move(other.stage_);
+    direct_base_ = other.direct_base_;
+    spare_ = std::move(other.spare_);
+    pending_ = std::move(other.pending_);
+    pending_offset_ = other.pending_offset_;
   }
   return *this;
 }
 
 AtomicFile::~AtomicFile() {
+  if (pending_.valid()) pending_.wait();  // it writes through direct_fd_
+  direct_fd_.Reset();
   fd_.Reset();
   if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
 }
 
 absl::Status AtomicFile::Append(const void* data, size_t n) {
-  ZT_RETURN_IF_ERROR(PWrite(data, n, size_));
+  if (!fd_.valid()) {
+    return absl::FailedPreconditionError(absl::StrCat("writing '", path_, "' after Commit or a failed write"));
+  }
+  if (direct_fd_.valid()) return AppendDirect(static_cast<const char*>(data), n);
+  ZT_RETURN_IF_ERROR(WriteBuffered(data, n, size_));
+  if (options_.direct_after > 0 && !direct_refused_ && size_ > options_.direct_after) return EnterDirect();
   return absl::OkStatus();
 }
 
@@ -145,6 +172,25 @@ absl::Status AtomicFile::PWrite(const void* data, size_t n, uint64_t offset) {
   if (!fd_.valid()) {
     return absl::FailedPreconditionError(absl::StrCat("writing '", path_, "' after Commit or a failed write"));
   }
+  if (!direct_fd_.valid()) return WriteBuffered(data, n, offset);
+  // Direct mode patches what was appended (a zip record's CRC): bytes below
+  // the stage are on their way to disk and go through the page cache (the
+  // direct writes never touch those blocks again); the rest is in the stage.
+  if (offset + n > size_) {
+    return absl::InternalError(absl::StrCat("writing '", tmp_, "': PWrite of ", n, " bytes at offset ", offset,
+                                            " past the end (", size_, ") of a file in direct mode; use Append"));
+  }
+  const char* p = static_cast<const char*>(data);
+  const size_t below = offset < direct_base_ ? static_cast<size_t>(std::min<uint64_t>(n, direct_base_ - offset)) : 0;
+  if (below > 0) {
+    ZT_RETURN_IF_ERROR(WaitWrite());  // the block may be the one in flight
+    ZT_RETURN_IF_ERROR(WriteBuffered(p, below, offset));
+  }
+  if (below < n) std::memcpy(stage_.data() + (offset + below - direct_base_), p + below, n - below);
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::WriteBuffered(const void* data, size_t n, uint64_t offset) {
   const char* p = static_cast<const char*>(data);
   uint64_t at = offset;
   size_t left = n;
@@ -164,7 +210,103 @@ absl::Status AtomicFile::PWrite(const void* data, size_t n, uint64_t offset) {
     left -= static_cast<size_t>(w);
   }
   if (offset + n > size_) size_ = offset + n;
-  StartWriteback();
+  if (!direct_fd_.valid()) StartWriteback();
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::DirectError(int err, uint64_t offset, size_t n) const {
+  return ErrnoError(err, absl::StrCat("writing ", n, " bytes at offset ", offset, " of '", tmp_,
+                                      "' (the temporary for '", path_, "', O_DIRECT)"));
+}
+
+absl::Status AtomicFile::EnterDirect() {
+  const int fd = ::open(tmp_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EINVAL) {  // the filesystem has no O_DIRECT: stay buffered
+      direct_refused_ = true;
+      return absl::OkStatus();
+    }
+    return ErrnoError(errno, absl::StrCat("opening '", tmp_, "' (the temporary for '", path_, "') with O_DIRECT"));
+  }
+  UniqueFd direct(fd);
+  if (stage_.size() < options_.direct_block) stage_ = AlignedBlock(options_.direct_block);
+  // The stage starts at the last block boundary; the bytes written since
+  // (in the page cache) are read back into it.
+  const uint64_t base = AlignDown(size_);
+  const size_t tail = static_cast<size_t>(size_ - base);
+  for (size_t got = 0; got < tail;) {
+    const ssize_t r = ::pread(fd_.get(), stage_.data() + got, tail - got, static_cast<off_t>(base + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return ErrnoError(r < 0 ? errno : EIO,
+                        absl::StrCat("reading back ", tail, " bytes at offset ", base, " of '", tmp_, "'"));
+    }
+    got += static_cast<size_t>(r);
+  }
+  direct_base_ = base;
+  direct_fd_ = std::move(direct);
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::AppendDirect(const char* p, size_t n) {
+  const size_t block = options_.direct_block;
+  while (n > 0) {
+    const size_t used = static_cast<size_t>(size_ - direct_base_);
+    const size_t take = std::min(n, block - used);
+    std::memcpy(stage_.data() + used, p, take);
+    size_ += take;
+    p += take;
+    n -= take;
+    if (size_ - direct_base_ == block) ZT_RETURN_IF_ERROR(FlushStage(/*final=*/false));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::WaitWrite() {
+  if (!pending_.valid()) return absl::OkStatus();
+  const int err = pending_.get();
+  if (err == 0) return absl::OkStatus();
+  const size_t n = options_.direct_block;
+  if (err != EINVAL) return DirectError(err, pending_offset_, n);
+  // Refused after all (a device with larger blocks): this block and the
+  // stage go through the page cache, and so does the rest of the file.
+  direct_fd_.Reset();
+  direct_refused_ = true;
+  ZT_RETURN_IF_ERROR(WriteBuffered(spare_.data(), n, pending_offset_));
+  return WriteBuffered(stage_.data(), static_cast<size_t>(size_ - direct_base_), direct_base_);
+}
+
+absl::Status AtomicFile::FlushStage(bool final) {
+  ZT_RETURN_IF_ERROR(WaitWrite());
+  if (!direct_fd_.valid()) return absl::OkStatus();  // WaitWrite fell back to buffered
+  const size_t used = static_cast<size_t>(size_ - direct_base_);
+  if (!final) {
+    // A full stage (whole blocks): written in the background from spare_
+    // while the appends go on into the other block.
+    ZT_CHECK(used == options_.direct_block);
+    if (spare_.size() < options_.direct_block) spare_ = AlignedBlock(options_.direct_block);
+    std::swap(stage_, spare_);
+    pending_offset_ = direct_base_;
+    pending_ = std::async(std::launch::async, [fd = direct_fd_.get(), data = spare_.data(), used, at = direct_base_] {
+      return DirectPWrite(fd, data, used, at);
+    });
+    direct_base_ += used;
+    return absl::OkStatus();
+  }
+  const size_t aligned = static_cast<size_t>(AlignDown(used));
+  if (aligned > 0) {
+    const int err = DirectPWrite(direct_fd_.get(), stage_.data(), aligned, direct_base_);
+    if (err != 0 && err != EINVAL) return DirectError(err, direct_base_, aligned);
+    if (err == EINVAL) {  // as in WaitWrite: through the page cache
+      direct_fd_.Reset();
+      direct_refused_ = true;
+      return WriteBuffered(stage_.data(), used, direct_base_);
+    }
+  }
+  // The short last block goes through the page cache (O_DIRECT writes whole blocks).
+  if (used > aligned)
+    ZT_RETURN_IF_ERROR(WriteBuffered(stage_.data() + aligned, used - aligned, direct_base_ + aligned));
+  direct_fd_.Reset();
   return absl::OkStatus();
 }
 
@@ -183,6 +325,7 @@ absl::Status AtomicFile::Commit() {
   if (committed_ || !fd_.valid()) {
     return absl::FailedPreconditionError(absl::StrCat("'", path_, "' was already committed"));
   }
+  if (direct_fd_.valid()) ZT_RETURN_IF_ERROR(FlushStage(/*final=*/true));
   if (::fsync(fd_.get()) != 0) {
     return ErrnoError(errno, absl::StrCat("fsync of '", tmp_, "' (the temporary for '", path_, "')"));
   }
@@ -255,11 +398,14 @@ absl::Status MakeDirs(const std::string& path) {
 
 // ------------------------------------------------------------------ ReadFile
 
-absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path) {
+absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path, const ReadFileOptions& options) {
   ReadFile file;
   file.path_ = path;
+  file.options_ = options;
   file.fd_.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file.fd_.valid()) return ErrnoError(errno, absl::StrCat("cannot open '", path, "' for reading"));
+  // Best effort: a filesystem without O_DIRECT reads everything buffered.
+  if (options.direct_min > 0) file.direct_fd_.Reset(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
   struct stat st;
   if (::fstat(file.fd_.get(), &st) != 0) return ErrnoError(errno, absl::StrCat("cannot stat '", path, "'"));
   if (S_ISDIR(st.st_mode)) {
@@ -273,6 +419,18 @@ absl::Status ReadFile::PRead(void* dst, size_t n, uint64_t offset) const {
   if (offset > size_ || n > size_ - offset) {
     return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n, " bytes at offset ",
                                               offset, ", file has ", size_));
+  }
+  if (direct_fd_.valid() && n >= options_.direct_min) {
+    const int err = DirectPRead(direct_fd_.get(), dst, n, offset);
+    if (err == 0) return absl::OkStatus();
+    if (err == -1) {
+      return absl::OutOfRangeError(absl::StrCat("file '", path_, "' is truncated: expected ", n, " bytes at offset ",
+                                                offset, ", the file ends before that"));
+    }
+    if (err != EINVAL) {
+      return ErrnoError(err, absl::StrCat("reading ", n, " bytes at offset ", offset, " of '", path_, "'"));
+    }
+    // EINVAL: O_DIRECT refused for this file after all; read it buffered.
   }
   char* p = static_cast<char*>(dst);
   uint64_t at = offset;

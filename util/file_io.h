@@ -8,20 +8,35 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "util/direct_io.h"
 #include "util/unique_fd.h"
 
 namespace zt {
+
+struct AtomicFileOptions {
+  // Large streaming files (checkpoints, exports): once the file passes this
+  // many bytes, appends reach the disk with O_DIRECT (util/direct_io.h)
+  // through an aligned staging block of `direct_block` bytes instead of the
+  // page cache. 0: never. Where the filesystem refuses O_DIRECT, the file
+  // stays buffered (same bytes).
+  uint64_t direct_after = 0;
+  size_t direct_block = 8u << 20;  // rounded up to 4 KiB
+};
+
+// The threshold the checkpoint and export writers use.
+inline constexpr uint64_t kStreamingDirectAfter = 16u << 20;
 
 // Writes a new file at `path` through `<path>.tmp.<pid>`; Commit() makes it
 // appear atomically. Destroying an uncommitted AtomicFile removes the
 // temporary. Sequential appends; PWrite can patch bytes already written.
 class AtomicFile {
  public:
-  static absl::StatusOr<AtomicFile> Create(const std::string& path);
+  static absl::StatusOr<AtomicFile> Create(const std::string& path, const AtomicFileOptions& options = {});
   AtomicFile(AtomicFile&&) noexcept;
   AtomicFile& operator=(AtomicFile&&) noexcept;
   ~AtomicFile();
@@ -32,9 +47,19 @@ class AtomicFile {
   // fsync the file, rename it to `path`, fsync the directory.
   absl::Status Commit();
   const std::string& path() const { return path_; }
+  // Whether appends go to the disk with O_DIRECT now (tests).
+  bool direct() const { return direct_fd_.valid(); }
 
  private:
   AtomicFile() = default;
+  absl::Status WriteBuffered(const void* data, size_t n, uint64_t offset);
+  // Direct mode: [direct_base_, size_) is in stage_; full blocks go out.
+  absl::Status EnterDirect();
+  absl::Status AppendDirect(const char* p, size_t n);
+  absl::Status FlushStage(bool final);
+  // Waits for the block written in the background (if any); its error.
+  absl::Status WaitWrite();
+  absl::Status DirectError(int err, uint64_t offset, size_t n) const;
   // Starts the disk writing every full kWritebackWindow behind the file's
   // end while the writer goes on, so Commit's fsync waits only for the
   // last window instead of the whole file (a 1 GB export spent a quarter of
@@ -48,6 +73,17 @@ class AtomicFile {
   uint64_t size_ = 0;
   uint64_t written_back_ = 0;  // writeback started for [0, written_back_)
   bool committed_ = false;
+  AtomicFileOptions options_;
+  bool direct_refused_ = false;  // the filesystem said no to O_DIRECT
+  UniqueFd direct_fd_;           // the temporary opened with O_DIRECT, in direct mode
+  AlignedBlock stage_;
+  uint64_t direct_base_ = 0;  // file offset of stage_[0] (aligned); below it the file is on its way to disk
+  // The full block before stage_, being written on another thread while
+  // stage_ fills (so the disk always has a write to do): spare_'s bytes at
+  // pending_offset_. Patches below direct_base_ wait for it.
+  AlignedBlock spare_;
+  std::future<int> pending_;
+  uint64_t pending_offset_ = 0;
 };
 
 // Removes the temporaries ("<name>.tmp.<pid>") that writers killed mid-write
@@ -68,19 +104,34 @@ std::string JoinPath(const std::string& dir, const std::string& name);
 // not be made), the errno text and what to do.
 absl::Status MakeDirs(const std::string& path);
 
-// A file opened for positioned reads.
+struct ReadFileOptions {
+  // Reads of at least this many bytes bypass the page cache (O_DIRECT,
+  // util/direct_io.h): for files read once, front to back, in big pieces
+  // (checkpoints, exports). 0: never (files read again and again, like
+  // token data, belong in the cache). Falls back to buffered reads where the
+  // filesystem refuses O_DIRECT.
+  uint64_t direct_min = 0;
+};
+
+// The threshold the checkpoint and export readers use.
+inline constexpr uint64_t kStreamingDirectMin = 1u << 20;
+
+// A file opened for positioned reads. PRead may run on several threads at once.
 class ReadFile {
  public:
-  static absl::StatusOr<ReadFile> Open(const std::string& path);
+  static absl::StatusOr<ReadFile> Open(const std::string& path, const ReadFileOptions& options = {});
   // Reads exactly n bytes at `offset`; a short file is an error naming the
   // path, the offset and how many bytes were missing.
   absl::Status PRead(void* dst, size_t n, uint64_t offset) const;
+  bool direct() const { return direct_fd_.valid(); }  // large reads bypass the page cache
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   UniqueFd fd_;
+  UniqueFd direct_fd_;  // the same file with O_DIRECT, when options asked and the filesystem allows
+  ReadFileOptions options_;
   uint64_t size_ = 0;
 };
 
