@@ -82,14 +82,9 @@ absl::StatusOr<estimate::ModelShape> ShapeFromFlags(const Flags& f) {
   if (f.WasSet("model")) {
     models::ModelSpec spec;
     spec.name = f.GetString("model");
-    for (const std::string& kv : f.GetRepeated("model-set")) {
-      std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      int64_t v = 0;
-      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &v)) {
-        return BadFlag(absl::StrCat("--model-set ", kv, ": expected KEY=INTEGER, e.g. --model-set n_layer=6"));
-      }
-      spec.overrides[parts[0]] = v;
-    }
+    auto sets = cli::ParseModelSets(f.GetRepeated("model-set"));
+    if (!sets.ok()) return BadFlag(std::string(sets.status().message()));
+    spec.overrides = *std::move(sets);
     spec.lora.r = f.GetInt("lora-r");
     const std::string targets = f.GetString("lora-targets");
     if (!targets.empty()) spec.lora.targets = absl::StrSplit(targets, ',', absl::SkipWhitespace());

@@ -121,14 +121,9 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
     return BadFlag(absl::StrCat("unexpected argument '", f.positional().front(), "'; options start with --"));
   }
   o->model = f.GetString("model");
-  for (const std::string& kv : f.GetRepeated("model-set")) {
-    std::vector<std::string> parts = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    int64_t v = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &v)) {
-      return BadFlag(absl::StrCat("--model-set ", kv, ": expected KEY=INTEGER, e.g. --model-set n_layer=6"));
-    }
-    o->model_overrides[parts[0]] = v;
-  }
+  auto sets = cli::ParseModelSets(f.GetRepeated("model-set"));
+  if (!sets.ok()) return BadFlag(std::string(sets.status().message()));
+  o->model_overrides = *std::move(sets);
   o->data = f.GetString("data");
   o->eval_data = f.GetString("eval-data");
   o->tokenizer = f.GetString("tokenizer");

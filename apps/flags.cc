@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "util/status.h"
@@ -164,6 +165,20 @@ std::string Flags::Usage(const std::string& synopsis) const {
     absl::StrAppend(&out, absl::StrFormat("%-28s %s", left, s.help));
     if (!s.default_text.empty()) absl::StrAppend(&out, " (default ", s.default_text, ")");
     absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> ParseModelSets(const std::vector<std::string>& model_sets) {
+  std::map<std::string, int64_t> out;
+  for (const std::string& kv : model_sets) {
+    const size_t eq = kv.find('=');
+    int64_t v = 0;
+    if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(kv.substr(eq + 1), &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model-set ", kv, ": expected KEY=INTEGER, e.g. --model-set n_layer=6"));
+    }
+    out[kv.substr(0, eq)] = v;
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace zt::cli {
 
@@ -74,5 +75,10 @@ class Flags {
   std::vector<std::string> rest_;
   bool help_requested_ = false;
 };
+
+// The model dimension overrides of repeated `--model-set KEY=INTEGER` flags
+// (`zt train`, `zt estimate`, the benchmarks). InvalidArgument naming the
+// flag that is not KEY=INTEGER.
+absl::StatusOr<std::map<std::string, int64_t>> ParseModelSets(const std::vector<std::string>& model_sets);
 
 }  // namespace zt::cli

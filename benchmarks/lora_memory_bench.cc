@@ -79,15 +79,12 @@ int Main(int argc, char** argv) {
 
   models::ModelSpec spec;
   spec.name = f.GetString("model");
-  for (const std::string& kv : f.GetRepeated("model-set")) {
-    std::vector<std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    int64_t v = 0;
-    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &v)) {
-      std::fprintf(stderr, "--model-set %s: expected KEY=INT\n", kv.c_str());
-      return 2;
-    }
-    spec.overrides[p[0]] = v;
+  auto sets = cli::ParseModelSets(f.GetRepeated("model-set"));
+  if (!sets.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(sets.status().message()).c_str());
+    return 2;
   }
+  spec.overrides = *std::move(sets);
   spec.lora.r = f.GetInt("lora-r");
   if (spec.lora.enabled()) spec.lora.targets = absl::StrSplit(f.GetString("lora-targets"), ',', absl::SkipEmpty());
   const int64_t micro = f.GetInt("micro-batch"), seq = f.GetInt("seq-len");

@@ -61,5 +61,19 @@ TEST(Flags, BadNumbersAndMissingValues) {
   EXPECT_FALSE(MakeFlags().Parse({"--print=maybe"}).ok());
 }
 
+TEST(ModelSets, KeyEqualsIntegerLaterWins) {
+  auto sets = ParseModelSets({"n_layer=6", "n_embd=128", "n_layer=4", "bias=-1"});
+  ASSERT_TRUE(sets.ok()) << sets.status();
+  EXPECT_EQ(*sets, (std::map<std::string, int64_t>{{"bias", -1}, {"n_embd", 128}, {"n_layer", 4}}));
+  EXPECT_TRUE(ParseModelSets({}).ok());
+  for (const char* bad : {"n_layer", "n_layer=", "=4", "n_layer=4.5", "n_layer=four"}) {
+    auto st = ParseModelSets({"n_embd=64", bad});
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.status().message().find(std::string("--model-set ") + bad + ": expected KEY=INTEGER"),
+              std::string::npos)
+        << st.status();
+  }
+}
+
 }  // namespace
 }  // namespace zt::cli
