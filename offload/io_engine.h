@@ -51,14 +51,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "util/direct_io.h"
 
 namespace zt::offload {
 
 class SwapFile;
 
-// O_DIRECT alignment for buffer addresses, file offsets and lengths.
-inline constexpr uint64_t kIoAlignment = 4096;
-inline constexpr uint64_t AlignUp(uint64_t n, uint64_t a = kIoAlignment) { return (n + a - 1) / a * a; }
+// O_DIRECT alignment for buffer addresses, file offsets and lengths: the
+// one the checkpoint tools' direct I/O uses (util/direct_io.h).
+inline constexpr uint64_t kIoAlignment = kDirectAlignment;
+using zt::AlignUp;
 
 // Limits checked by IoEngine::Create (InvalidArgument naming the aio key).
 inline constexpr int64_t kMaxBlockSize = int64_t{1} << 30;  // aio.block_size

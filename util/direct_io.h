@@ -26,10 +26,11 @@
 
 namespace zt {
 
+// The O_DIRECT unit, here and for NVMe offload's swap files (offload/io_engine.h).
 inline constexpr size_t kDirectAlignment = 4096;
 
-inline uint64_t AlignDown(uint64_t v) { return v & ~static_cast<uint64_t>(kDirectAlignment - 1); }
-inline uint64_t AlignUp(uint64_t v) { return AlignDown(v + kDirectAlignment - 1); }
+inline constexpr uint64_t AlignDown(uint64_t v, uint64_t a = kDirectAlignment) { return v / a * a; }
+inline constexpr uint64_t AlignUp(uint64_t v, uint64_t a = kDirectAlignment) { return (v + a - 1) / a * a; }
 
 // Heap memory aligned to kDirectAlignment, freed on destruction.
 class AlignedBlock {

@@ -268,11 +268,14 @@ absl::Status AtomicFile::WaitWrite() {
   if (err == 0) return absl::OkStatus();
   const size_t n = options_.direct_block;
   if (err != EINVAL) return DirectError(err, pending_offset_, n);
-  // Refused after all (a device with larger blocks): this block and the
-  // stage go through the page cache, and so does the rest of the file.
+  // Refused after all: this block goes through the page cache, then the stage.
+  ZT_RETURN_IF_ERROR(WriteBuffered(spare_.data(), n, pending_offset_));
+  return LeaveDirect();
+}
+
+absl::Status AtomicFile::LeaveDirect() {
   direct_fd_.Reset();
   direct_refused_ = true;
-  ZT_RETURN_IF_ERROR(WriteBuffered(spare_.data(), n, pending_offset_));
   return WriteBuffered(stage_.data(), static_cast<size_t>(size_ - direct_base_), direct_base_);
 }
 
@@ -296,12 +299,8 @@ absl::Status AtomicFile::FlushStage(bool final) {
   const size_t aligned = static_cast<size_t>(AlignDown(used));
   if (aligned > 0) {
     const int err = DirectPWrite(direct_fd_.get(), stage_.data(), aligned, direct_base_);
-    if (err != 0 && err != EINVAL) return DirectError(err, direct_base_, aligned);
-    if (err == EINVAL) {  // as in WaitWrite: through the page cache
-      direct_fd_.Reset();
-      direct_refused_ = true;
-      return WriteBuffered(stage_.data(), used, direct_base_);
-    }
+    if (err == EINVAL) return LeaveDirect();
+    if (err != 0) return DirectError(err, direct_base_, aligned);
   }
   // The short last block goes through the page cache (O_DIRECT writes whole blocks).
   if (used > aligned)

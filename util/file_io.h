@@ -59,6 +59,9 @@ class AtomicFile {
   absl::Status FlushStage(bool final);
   // Waits for the block written in the background (if any); its error.
   absl::Status WaitWrite();
+  // O_DIRECT refused after all (EINVAL: a device with larger blocks): the
+  // stage and the rest of the file go through the page cache.
+  absl::Status LeaveDirect();
   absl::Status DirectError(int err, uint64_t offset, size_t n) const;
   // Starts the disk writing every full kWritebackWindow behind the file's
   // end while the writer goes on, so Commit's fsync waits only for the

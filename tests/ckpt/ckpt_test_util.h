@@ -6,15 +6,18 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -115,6 +118,25 @@ inline std::string PyLiteral(const Value& v) {
 
 // A Python interpreter that can `import torch`: $ZT_PYTHON, python3 or
 // /usr/bin/python3 (Debian's python3-torch), or nullopt.
+// Runs `body` in a child process whose files may not grow past `limit`
+// bytes (writes past it fail with EFBIG, "File too large", as on a full
+// disk; SIGXFSZ ignored), so the limit does not leak into the test process.
+// The child's exit code is body's result (10 when setrlimit failed); -1
+// when the child could not run or did not exit normally.
+inline int ExitCodeUnderFileSizeLimit(rlim_t limit, const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit l = {limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &l) != 0) ::_exit(10);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 inline std::optional<std::string> PythonWithTorch() {
   static const std::optional<std::string> found = []() -> std::optional<std::string> {
     std::vector<std::string> candidates;

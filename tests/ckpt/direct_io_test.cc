@@ -187,36 +187,25 @@ TEST(AtomicFile, DirectWriteFailureNamesTheFile) {
   if (!DirectSupported(dir.path())) GTEST_SKIP() << "no O_DIRECT on " << dir.path();
   const std::string path = dir.File("big.pt");
   WriteAll(path, "previous checkpoint");
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit = {1 << 20, 1 << 20};
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
-    // The file is gone (destroyed uncommitted) before the child exits.
-    const int code = [&] {
-      auto file = AtomicFile::Create(path, AtomicFileOptions{4096, 64 << 10});
-      if (!file.ok()) return 13;
-      const std::string bytes = RandomBytes(100000, 5);
-      absl::Status st;
-      for (int i = 0; i < 40 && st.ok(); ++i) st = file->Append(bytes.data(), bytes.size());
-      if (st.ok()) st = file->Commit();
-      if (st.ok()) return 11;
-      const std::string msg(st.message());
-      if (!absl::StrContains(msg, "O_DIRECT")) return 14;
-      if (!absl::StrContains(msg, "File too large") || !absl::StrContains(msg, path)) {
-        std::fprintf(stderr, "unexpected message: %s\n", msg.c_str());
-        return 12;
-      }
-      return 0;
-    }();
-    ::_exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit, 11: the writes succeeded, 12: wrong message, 13: create, "
-                                       "14: the failure was not in direct mode";
+  // The file is gone (destroyed uncommitted) before the child exits.
+  const int code = testing::ExitCodeUnderFileSizeLimit(1 << 20, [&] {
+    auto file = AtomicFile::Create(path, AtomicFileOptions{4096, 64 << 10});
+    if (!file.ok()) return 13;
+    const std::string bytes = RandomBytes(100000, 5);
+    absl::Status st;
+    for (int i = 0; i < 40 && st.ok(); ++i) st = file->Append(bytes.data(), bytes.size());
+    if (st.ok()) st = file->Commit();
+    if (st.ok()) return 11;
+    const std::string msg(st.message());
+    if (!absl::StrContains(msg, "O_DIRECT")) return 14;
+    if (!absl::StrContains(msg, "File too large") || !absl::StrContains(msg, path)) {
+      std::fprintf(stderr, "unexpected message: %s\n", msg.c_str());
+      return 12;
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "-1: the child did not run or exit, 10: setrlimit, 11: the writes succeeded, "
+                        "12: wrong message, 13: create, 14: the failure was not in direct mode";
   EXPECT_EQ(ReadAll(path), "previous checkpoint");
   EXPECT_EQ(dir.List(), std::vector<std::string>{"big.pt"});
 }

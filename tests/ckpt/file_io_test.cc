@@ -121,29 +121,22 @@ TEST(AtomicFile, WriteFailureMidFileLeavesNothing) {
   ScratchDir dir;
   const std::string path = dir.File("big.pt");
   WriteAll(path, "previous checkpoint");
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit = {1 << 16, 1 << 16};
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+  const int code = testing::ExitCodeUnderFileSizeLimit(1 << 16, [&] {
     std::vector<float> data(1 << 20, 1.0f);
     TensorRef t;
     t.shape = {1 << 20};
     t.data = data.data();
     absl::Status st = WritePtFile(path, Value(t));
-    if (st.ok()) ::_exit(11);
+    if (st.ok()) return 11;
     const std::string msg(st.message());
     if (!absl::StrContains(msg, "File too large") || !absl::StrContains(msg, path)) {
       std::fprintf(stderr, "unexpected message: %s\n", msg.c_str());
-      ::_exit(12);
+      return 12;
     }
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: setrlimit failed, 11: the write succeeded, 12: wrong message";
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "-1: the child did not run or exit, 10: setrlimit failed, 11: the write succeeded, "
+                        "12: wrong message";
   EXPECT_EQ(ReadAll(path), "previous checkpoint");
   EXPECT_EQ(dir.List(), std::vector<std::string>{"big.pt"});
 }
