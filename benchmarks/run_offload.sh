@@ -43,7 +43,9 @@ for model in $MODELS; do
   esac
   for stage in $STAGES; do
     modes=none,cpu,nvme
-    [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params
+    # At stage 3 the NVMe modes run twice: with the optimizer update during
+    # backward (the default) and kept in the step ("-instep").
+    [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params,nvme-instep,nvme-params-instep
     echo "== $model, stage $stage =="
     "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
       --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --nvme-path "$NVME_PATH" \

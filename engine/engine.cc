@@ -51,6 +51,8 @@ OffloadStats EngineImpl::offload_stats() const {
     o.optimizer_read_bytes = s.bytes_read;
     o.optimizer_written_bytes = s.bytes_written;
     o.optimizer_wait_seconds = s.wait_seconds;
+    o.optimizer_elements_updated = static_cast<uint64_t>(core_.optimizer->elements_updated());
+    o.optimizer_elements_in_backward = static_cast<uint64_t>(core_.optimizer->elements_updated_in_backward());
   }
   if (core_.coordinator) {
     const offload::ParamSwapper::Stats s = core_.coordinator->stats().swap;
@@ -83,6 +85,8 @@ std::string EngineImpl::OffloadSummary() const {
     }
   }
   if (parts.empty()) return "";
+  if (early_update_)
+    parts.push_back("the optimizer update of each sub-group runs during backward, once its gradients are reduced");
   if (core_.io) {
     parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s",
                                     HumanBytes(static_cast<double>(m.swap_buffers)),
@@ -102,6 +106,18 @@ std::vector<std::string> EngineImpl::OffloadNotes() const {
     const zero::CoordinatorStats st = core_.coordinator->stats();
     notes.push_back(plan::NvmeOffloadNote("parameter shards", static_cast<int64_t>(st.swapped_shard_bytes),
                                           static_cast<int64_t>(st.swap_buffer_bytes)));
+  }
+  // Said only where a step moves state through the disk at all.
+  if (core_.optimizer && core_.optimizer->sub_groups_moved_per_step() > 0 && !early_update_ &&
+      core_.options.update_during_backward) {
+    const char* why = core_.stage != 3
+                          ? "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them"
+                      : core_.config.gradient_clipping > 0.0 ? "gradient_clipping needs the global gradient norm first"
+                                                             : "fp16 needs every rank's overflow check first";
+    notes.push_back(absl::StrCat(
+        "the optimizer update runs in the step, after backward, so the swap reads and writes it needs are not "
+        "hidden behind backward's compute (",
+        why, ")"));
   }
   notes.erase(std::remove(notes.begin(), notes.end(), std::string()), notes.end());
   return notes;
@@ -195,18 +211,42 @@ void EngineImpl::Backward(const at::Tensor& loss) {
     }
   }
 
-  core_.reducer->BeginBackward(IsAccumulationBoundary());
-  const double factor = core_.scaler.scale() / static_cast<double>(core_.config.batch.accumulation_steps);
-  try {
-    at::Tensor scaled = factor == 1.0 ? loss : loss * factor;
-    scaled.backward();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(absl::InternalError(absl::StrCat("backward failed: ", e.what())));
+  ThrowIfBroken();
+  const bool boundary = IsAccumulationBoundary();
+  if (core_.optimizer->early_step_open()) {
+    throw Error(absl::FailedPreconditionError(
+        "engine.Backward was called again at the accumulation boundary before engine.Step: with the optimizer "
+        "update running during backward (NVMe optimizer offload at stage 3) every boundary Backward must be "
+        "followed by Step"));
   }
-  const auto t1 = Clock::now();
-  core_.reducer->FinishBackward();
+  core_.reducer->BeginBackward(boundary);
+  if (early_update_ && boundary) {
+    std::fill(reduced_groups_.begin(), reduced_groups_.end(), 0);
+    first_final_group_ = static_cast<int>(reduced_groups_.size());
+    core_.optimizer->BeginEarlyStep(GradMultiplier(), StepHyperNow());
+  }
+  const double factor = core_.scaler.scale() / static_cast<double>(core_.config.batch.accumulation_steps);
+  auto t1 = t0;
+  try {
+    try {
+      at::Tensor scaled = factor == 1.0 ? loss : loss * factor;
+      scaled.backward();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(absl::InternalError(absl::StrCat("backward failed: ", e.what())));
+    }
+    t1 = Clock::now();
+    core_.reducer->FinishBackward();
+  } catch (const Error& e) {
+    if (core_.optimizer->early_step_open()) {
+      broken_ = absl::StrCat(
+          "an earlier backward failed while the optimizer update was under way, so the optimizer state is partly "
+          "updated (",
+          e.status().message(), "); resume from the last checkpoint");
+    }
+    throw;
+  }
   if (core_.coordinator) core_.coordinator->EndBackward();
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
@@ -214,7 +254,33 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   last_event_ = t2;
 }
 
+void EngineImpl::ThrowIfBroken() const {
+  if (!broken_.empty()) throw Error(absl::FailedPreconditionError(broken_));
+}
+
+void EngineImpl::OnGroupReduced(int g) {
+  if (!core_.optimizer->early_step_open()) return;
+  reduced_groups_[static_cast<size_t>(g)] = 1;
+  while (first_final_group_ > 0 && reduced_groups_[static_cast<size_t>(first_final_group_) - 1]) --first_final_group_;
+  core_.optimizer->EarlyStepReady(first_final_group_);
+}
+
+ops::StepHyper EngineImpl::StepHyperNow() const {
+  const int64_t applied = core_.global_steps - core_.skipped_steps;
+  ops::StepHyper hyper;
+  hyper.lr = core_.scheduler->Lr(applied);
+  // DeepSpeed's OneCycle cycles momentum through the optimizer's betas, so
+  // only optimizers with betas see it.
+  const OptimizerType type = core_.config.optimizer.type;
+  if (type == OptimizerType::kAdam || type == OptimizerType::kAdamW || type == OptimizerType::kLion) {
+    hyper.momentum = core_.scheduler->Momentum(applied);
+    hyper.beta2 = core_.scheduler->Beta2(applied);
+  }
+  return hyper;
+}
+
 void EngineImpl::Step() {
+  ThrowIfBroken();
   const auto t0 = Clock::now();
   if (!IsAccumulationBoundary()) {
     ++core_.micro_steps;
@@ -289,18 +355,13 @@ void EngineImpl::OptimizerStep() {
           core_.global_steps + 1, old_scale, core_.scaler.scale(), core_.skipped_steps);
     }
   } else {
-    const double multiplier = GradMultiplier();
-    const int64_t applied = core_.global_steps - core_.skipped_steps;
-    ops::StepHyper hyper;
-    hyper.lr = core_.scheduler->Lr(applied);
-    // DeepSpeed's OneCycle cycles momentum through the optimizer's betas, so
-    // only optimizers with betas see it.
-    const OptimizerType type = core_.config.optimizer.type;
-    if (type == OptimizerType::kAdam || type == OptimizerType::kAdamW || type == OptimizerType::kLion) {
-      hyper.momentum = core_.scheduler->Momentum(applied);
-      hyper.beta2 = core_.scheduler->Beta2(applied);
+    if (core_.optimizer->early_step_open()) {
+      // Begun by Backward with this step's multiplier and hyperparameters.
+      core_.optimizer->FinishEarlyStep();
+    } else {
+      const double multiplier = GradMultiplier();
+      core_.optimizer->Step(multiplier, StepHyperNow());
     }
-    core_.optimizer->Step(multiplier, hyper);
     if (core_.stage >= 1 && core_.pg->size() > 1) core_.GatherParams();
     core_.reducer->ZeroGrads();
     ThrowIfError(core_.scaler.Update(false));

@@ -78,6 +78,10 @@ struct OffloadStats {
   uint64_t optimizer_read_bytes = 0;
   uint64_t optimizer_written_bytes = 0;
   double optimizer_wait_seconds = 0;  // the step blocked on swap I/O (not overlapped)
+  // Optimizer elements updated, and how many of them during backward
+  // (EngineOptions::update_during_backward).
+  uint64_t optimizer_elements_updated = 0;
+  uint64_t optimizer_elements_in_backward = 0;
   uint64_t param_read_bytes = 0;
   uint64_t param_written_bytes = 0;
   uint64_t param_reads_ahead = 0;  // shard reads started ahead of their gather
@@ -97,6 +101,14 @@ struct EngineOptions {
   // x-axis: global samples), as DeepSpeed's engine does. Off for a caller
   // that writes its own (zt train).
   bool write_monitors = true;
+  // Stage 3 with the optimizer state on NVMe, no gradient clipping and no
+  // fp16 loss scaling: run the optimizer update of
+  // each sub-group during the accumulation boundary's Backward, as soon as
+  // its gradients are reduced, so that the swap I/O overlaps backward's
+  // compute (Step finishes it; the result is bitwise the same). Parameters
+  // already hold their new values when Backward returns. Off: the update
+  // runs in Step (tests compare the two).
+  bool update_during_backward = true;
 };
 
 // The engine's interface. Create returns the one implementation

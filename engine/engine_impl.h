@@ -79,6 +79,20 @@ class EngineImpl final : public Engine {
   absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
 
   void OptimizerStep();
+  // The learning rate and momenta of the step about to be applied.
+  ops::StepHyper StepHyperNow() const;
+  // The update during backward (EngineOptions::update_during_backward):
+  // whether this engine runs it, and the reduced groups of the boundary
+  // backward under way (the optimizer may update groups k..G-1 once all
+  // of them are reduced).
+  bool early_update_ = false;
+  std::vector<char> reduced_groups_;
+  int first_final_group_ = 0;
+  void OnGroupReduced(int g);
+  // Set when a backward failed with the update under way: the optimizer
+  // state is partly updated, and every later Backward or Step says so.
+  std::string broken_;
+  void ThrowIfBroken() const;
   // fp16: whether any rank saw a non-finite gradient (collective).
   bool AnyRankOverflowed();
   // The factor that unscales and clips the gradients (collective with clipping).

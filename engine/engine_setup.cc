@@ -316,6 +316,14 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   if (zero::ParamCoordinator* coordinator = core_.coordinator.get()) {
     ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
   }
+  // The update during backward needs each group's final gradient as it is
+  // reduced: no global norm to clip by, no fp16 overflow to agree on first.
+  early_update_ = core_.options.update_during_backward && core_.stage == 3 && core_.optimizer->CanUpdateEarly() &&
+                  core_.config.gradient_clipping <= 0.0 && !core_.config.fp16.enabled;
+  if (early_update_) {
+    reduced_groups_.assign(core_.groups.size(), 0);
+    ro.on_group_reduced = [this](int g) { OnGroupReduced(g); };
+  }
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();

@@ -199,15 +199,13 @@ void OptimizerSwapper::Drop(int j) {
   slot.read_in = -1;
 }
 
-int OptimizerSwapper::TakeSlot(int64_t pos) {
+int OptimizerSwapper::Victim(int64_t pos, const std::vector<char>* claimed) const {
   const int n = num_sub_groups_;
-  // Preference: empty; then visited this walk, earliest visit first (its
-  // write-back is likeliest done); last, an occupant the walk still has to
-  // visit, the one furthest ahead.
   int best = -1;
   int best_class = 3;
   int64_t best_key = 0;
   for (int j = 0; j < slots_; ++j) {
+    if (claimed != nullptr && (*claimed)[static_cast<size_t>(j)]) continue;
     const Slot& slot = slot_[static_cast<size_t>(j)];
     int cls;
     int64_t key;
@@ -220,8 +218,8 @@ int OptimizerSwapper::TakeSlot(int64_t pos) {
     } else {
       cls = 2;
       const int64_t p = reverse_ ? n - 1 - slot.occupant : slot.occupant;
+      if (p <= pos) continue;  // needed no later than the sub-group at `pos`
       key = -p;
-      if (p == pos) continue;  // cannot happen: the caller looked for it first
     }
     if (cls < best_class || (cls == best_class && key < best_key)) {
       best = j;
@@ -229,6 +227,11 @@ int OptimizerSwapper::TakeSlot(int64_t pos) {
       best_key = key;
     }
   }
+  return best;
+}
+
+int OptimizerSwapper::TakeSlot(int64_t pos) {
+  const int best = Victim(pos);
   if (best < 0) return -1;
   Slot& slot = slot_[static_cast<size_t>(best)];
   if (slot.dirty) {
@@ -256,52 +259,125 @@ int OptimizerSwapper::FreeSlotNow() {
   return best;
 }
 
-absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
+void OptimizerSwapper::ReadAhead(int64_t from, int64_t to, bool evict) {
+  // Each position claims its own victim, so one call starts the transfers
+  // of several: write-backs of dirty victims, reads into free ones.
+  std::vector<char> claimed(static_cast<size_t>(slots_), 0);
+  for (int64_t p = from; p < std::min<int64_t>(to, num_sub_groups_) && error_.ok(); ++p) {
+    const int s = At(p);
+    if (SlotOf(s) >= 0) continue;
+    int f;
+    if (evict) {
+      f = Victim(p, &claimed);
+      if (f < 0) return;
+      claimed[static_cast<size_t>(f)] = 1;
+      if (!Idle(f)) continue;  // a later call takes it
+      if (slot_[static_cast<size_t>(f)].dirty) {
+        Issue(f, /*write=*/true);
+        continue;
+      }
+      Drop(f);
+    } else {
+      f = FreeSlotNow();
+      if (f < 0) return;
+    }
+    slot_[static_cast<size_t>(f)].occupant = s;
+    Issue(f, /*write=*/false);
+  }
+}
+
+absl::Status OptimizerSwapper::CheckNoWalk(const char* what) const {
+  if (!walk_open_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "optimizer state swap: ", what, " while an optimizer update is in progress (walk at sub-group position ",
+      walk_pos_, " of ", num_sub_groups_, "); finish the step first"));
+}
+
+absl::Status OptimizerSwapper::BeginWalk(Access access, bool descending) {
   if (!error_.ok()) return error_;
-  const int n = num_sub_groups_;
-  if (n == 0) return absl::OkStatus();
-  const int kinds = static_cast<int>(options_.kinds.size());
-  const bool reads = access != Access::kWrite;
-  const bool writes = access != Access::kRead;
-  reverse_ = !reverse_;
+  ZT_RETURN_IF_ERROR(CheckNoWalk("starting a walk"));
+  reverse_ = descending;
   ++walk_;
-  walk_begin_ = walk_ * n;
-  auto at = [&](int64_t i) { return static_cast<int>(reverse_ ? n - 1 - i : i); };
+  walk_begin_ = walk_ * num_sub_groups_;
+  walk_pos_ = 0;
+  walk_access_ = access;
+  walk_open_ = true;
+  driven_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
+  ZT_RETURN_IF_ERROR(BeginWalk(access, !reverse_));
+  driven_ = false;
+  return Advance([](const SubGroup&) { return true; }, /*block=*/true, visit);
+}
+
+absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Visitor& visit) {
+  if (!error_.ok()) {
+    walk_open_ = false;
+    return error_;
+  }
+  if (!walk_open_) return absl::FailedPreconditionError("optimizer state swap: Advance without an open walk");
+  const int n = num_sub_groups_;
+  const int kinds = static_cast<int>(options_.kinds.size());
+  const bool reads = walk_access_ != Access::kWrite;
+  const bool writes = walk_access_ != Access::kRead;
+  const bool read_ahead = read_ahead_ || driven_;
+  const bool write_behind = write_behind_ || driven_;
 
   std::vector<float*> data(static_cast<size_t>(kinds));
   absl::Status first;
-  for (int64_t i = 0; i < n && error_.ok(); ++i) {
-    const int s = at(i);
+  while (walk_pos_ < n && error_.ok()) {
+    const int64_t i = walk_pos_;
+    const int s = At(i);
+    SubGroup sg = SubGroupAt(s);
+    sg.reverse = reverse_;
+    if (!ready(sg)) {
+      if (block) {
+        first = absl::InternalError(
+            absl::StrCat("optimizer state swap: sub-group ", s, " was not ready when the walk had to finish"));
+        walk_pos_ = n;
+      }
+      break;
+    }
     int j = SlotOf(s);
-    if (j < 0) {
+    if (j < 0 && block) {
       j = TakeSlot(i);
       if (j < 0) break;
       slot_[static_cast<size_t>(j)].occupant = s;
       if (reads) Issue(j, /*write=*/false);
+    } else if (j < 0) {
+      // Without waiting: a read issued now if a buffer can be had, else
+      // write-backs that free one for a later call.
+      if (!reads) {
+        const int f = FreeSlotNow();
+        if (f >= 0) slot_[static_cast<size_t>(f)].occupant = s;
+      } else {
+        ReadAhead(i, i + slots_, /*evict=*/true);
+      }
+      j = SlotOf(s);
+      if (j < 0) break;
     }
-    // Read-ahead: the next misses into buffers free right now.
-    for (int64_t d = 1; reads && read_ahead_ && d < slots_ && i + d < n; ++d) {
-      const int t = at(i + d);
-      if (SlotOf(t) >= 0) continue;
-      const int f = FreeSlotNow();
-      if (f < 0) break;
-      slot_[static_cast<size_t>(f)].occupant = t;
-      Issue(f, /*write=*/false);
+    if (block) {
+      // The next misses come in while this one is waited for.
+      if (reads && read_ahead) ReadAhead(i + 1, i + slots_, /*evict=*/false);
+      WaitSlot(j);  // its read, or a write-back of the buffer still in flight
+    } else if (!Idle(j)) {
+      break;
     }
-    WaitSlot(j);  // its read, or a write-back of the buffer still in flight
     if (!error_.ok()) break;
     Slot& slot = slot_[static_cast<size_t>(j)];
     if (slot.read_in != walk_) ++stats_.buffer_hits;
-    SubGroup sg = SubGroupAt(s);
-    sg.reverse = reverse_;
     for (int k = 0; k < kinds; ++k) data[static_cast<size_t>(k)] = static_cast<float*>(pool_->data(j * kinds + k));
     // Padding past the state's end inside the last block stays as read
     // (zeros from the reservation, or what was written there before).
     absl::Status st = visit(sg, data.data());
     slot.visited = walk_begin_ + i;
+    ++walk_pos_;
     if (!st.ok()) {
       if (writes) slot.dirty = true;  // possibly changed in part
       first = st;
+      walk_pos_ = n;
       break;
     }
     if (writes) {
@@ -310,15 +386,19 @@ absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
       // P stay dirty for the next walk, which visits them first.
       if (i < n - slots_) {
         Issue(j, /*write=*/true);
-        if (!write_behind_) WaitSlot(j);
+        if (!write_behind) WaitSlot(j);
       }
     }
   }
+  // Not done: bring in what the walk needs next, so the next call finds it.
+  if (!block && reads && walk_pos_ < n && error_.ok()) ReadAhead(walk_pos_, walk_pos_ + slots_, /*evict=*/true);
+  if (walk_pos_ >= n || !error_.ok()) walk_open_ = false;
   return error_.ok() ? first : error_;
 }
 
 absl::Status OptimizerSwapper::Flush() {
   if (!error_.ok()) return error_;
+  ZT_RETURN_IF_ERROR(CheckNoWalk("flushing the buffers"));
   for (int j = 0; j < slots_; ++j) {
     Slot& slot = slot_[static_cast<size_t>(j)];
     if (!slot.dirty) continue;
@@ -338,6 +418,7 @@ absl::Status OptimizerSwapper::BounceRange(int kind, int64_t begin, int64_t end,
                         "(%d elements, %d kinds)",
                         begin, end, kind, options_.total_numel, options_.kinds.size()));
   }
+  ZT_RETURN_IF_ERROR(CheckNoWalk("copying a range"));
   // The files must be current, and the bounce buffer is slot 0's first
   // buffer; a write makes the copies of the range in buffers stale.
   ZT_RETURN_IF_ERROR(Flush());

@@ -102,6 +102,22 @@ class OptimizerSwapper {
   using Visitor = std::function<absl::Status(const SubGroup& sg, float* const* data)>;
   absl::Status Run(Access access, const Visitor& visit);
 
+  // A walk driven from outside, for an optimizer update that runs while
+  // backward still produces gradients: BeginWalk opens it (descending:
+  // n-1..0), and each Advance visits, in the walk's order, the sub-groups
+  // `ready` accepts. Without `block`, Advance never waits: it stops at the
+  // first sub-group that is not ready or whose data is not in a buffer yet,
+  // and issues the transfers that bring the next ones in (evicting what the
+  // walk needs last, written back first when dirty), so a later call finds
+  // them there. With `block` it finishes the walk as Run does (`ready` must
+  // then accept everything left). Run is BeginWalk in the alternate
+  // direction plus one blocking Advance. While a walk is open, Run, Flush
+  // and the range copies fail with FailedPrecondition.
+  using Ready = std::function<bool(const SubGroup& sg)>;
+  absl::Status BeginWalk(Access access, bool descending);
+  absl::Status Advance(const Ready& ready, bool block, const Visitor& visit);
+  bool walk_open() const { return walk_open_; }
+
   // Writes back what the buffers hold newer than the files and waits for
   // every transfer; the buffers keep their (now clean) contents.
   absl::Status Flush();
@@ -120,8 +136,8 @@ class OptimizerSwapper {
   struct Stats {
     uint64_t bytes_read = 0;
     uint64_t bytes_written = 0;
-    double wait_seconds = 0;  // time Run spent blocked on I/O (not overlapped)
-    uint64_t buffer_hits = 0; // sub-group visits served by a buffer without a read
+    double wait_seconds = 0;   // time Run spent blocked on I/O (not overlapped)
+    uint64_t buffer_hits = 0;  // sub-group visits served by a buffer without a read
   };
   int slots() const { return slots_; }  // sub-groups the pool holds
   int num_sub_groups() const { return num_sub_groups_; }
@@ -146,13 +162,24 @@ class OptimizerSwapper {
   void WaitSlot(int j);
   // True when slot j has nothing in flight (collecting what finished).
   bool Idle(int j);
-  // A slot for the sub-group at `pos` of the current walk: blocking, evicts
-  // (writing back) what the walk no longer needs, else the occupant visited
-  // furthest ahead. -1 only after an error.
+  // The slot to give the sub-group at `pos` of the current walk, among
+  // those not `claimed`: empty; else visited this walk, earliest visit
+  // first (its write-back is likeliest done); else an occupant the walk
+  // visits after `pos`, the one furthest ahead. -1 when none qualifies.
+  int Victim(int64_t pos, const std::vector<char>* claimed = nullptr) const;
+  // Victim(pos), emptied: blocking (writes back a dirty one and waits). -1
+  // only after an error.
   int TakeSlot(int64_t pos);
   // A slot free right now for read-ahead (empty, or visited this walk and
   // clean with nothing in flight); -1 when none.
   int FreeSlotNow();
+  // Non-blocking reads of the walk's sub-groups at positions [from, to)
+  // that no buffer holds, in order, as long as the pool has a slot now;
+  // with `evict` also into each position's Victim, issuing its write-back
+  // first where it is dirty (a later call then reads into it).
+  void ReadAhead(int64_t from, int64_t to, bool evict);
+  int At(int64_t pos) const { return static_cast<int>(reverse_ ? num_sub_groups_ - 1 - pos : pos); }
+  absl::Status CheckNoWalk(const char* what) const;
   // Drops slot j's contents (waits for its transfers first).
   void Drop(int j);
   uint64_t IoBytes(const SubGroup& sg) const;  // aligned transfer size per kind
@@ -172,10 +199,14 @@ class OptimizerSwapper {
   bool read_ahead_ = false;
   bool write_behind_ = false;
   std::vector<Slot> slot_;
-  int64_t walk_ = 0;         // walks started
-  int64_t walk_begin_ = 0;   // walk_ * n: Slot::visited at or above this is this walk's
-  bool reverse_ = true;      // direction of the last walk (the first goes up)
-  absl::Status error_;       // sticky: the first I/O failure
+  int64_t walk_ = 0;        // walks started
+  int64_t walk_begin_ = 0;  // walk_ * n: Slot::visited at or above this is this walk's
+  bool reverse_ = true;     // direction of the last walk (the first goes up)
+  bool walk_open_ = false;  // BeginWalk .. the Advance that visits the last sub-group (or fails)
+  Access walk_access_ = Access::kReadWrite;
+  bool driven_ = false;   // the open walk came from BeginWalk: it always overlaps its I/O
+  int64_t walk_pos_ = 0;  // the open walk's next position
+  absl::Status error_;    // sticky: the first I/O failure
   Stats stats_;
 };
 

@@ -250,6 +250,7 @@ void GradReducer::FinalizeOldestLocked() {
   if (!f.input.is_same(group.grads)) scratch_.Release(f.input);
   if (bucket.defined() && !f.input.is_same(bucket)) scratch_.Release(bucket);
   bucket = at::Tensor();
+  if (options_.stage >= 2 && options_.on_group_reduced) options_.on_group_reduced(f.group);
 }
 
 void GradReducer::FinishBackward() {

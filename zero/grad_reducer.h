@@ -69,6 +69,11 @@ struct GradReducerOptions {
   // every gradient of a group has been copied into its bucket. It must not
   // call back into the reducer.
   std::function<void(int group)> on_group_complete;
+  // Stages 2/3: called (under the reducer's lock, on autograd's thread or
+  // in FinishBackward) once a group's reduced gradient shard holds this
+  // backward's final values (post-scaling applied). It must not call back
+  // into the reducer.
+  std::function<void(int group)> on_group_reduced;
   // Names of the parameters (same order), for error messages.
   std::vector<std::string> param_names;
 };

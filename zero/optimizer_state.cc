@@ -20,6 +20,14 @@ int OptimizerState::KindIndex(const std::string& name) const {
   return -1;
 }
 
+absl::Status OptimizerState::BeginDescendingWalk(Access) {
+  return absl::UnimplementedError("this optimizer state is not swapped: there is no walk to run ahead");
+}
+
+absl::Status OptimizerState::AdvanceWalk(int, bool, const PieceFn&) {
+  return absl::UnimplementedError("this optimizer state is not swapped: there is no walk to run ahead");
+}
+
 namespace {
 
 // Runs one piece, turning exceptions into a Status: a swap walk must wait
@@ -106,24 +114,23 @@ class SwappedState final : public OptimizerState {
   }
 
   absl::Status ForEachPiece(Access access, const PieceFn& piece) override {
-    std::vector<float*> data(kinds_.size());
     return swapper_->Run(access, [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
-      // The groups reaching into the sub-group, in the walk's direction, so
-      // that the pieces of one group stay consecutive across sub-groups.
-      const int lo_g = static_cast<int>(std::upper_bound(base_.begin(), base_.end(), sg.begin) - base_.begin()) - 1;
-      int hi_g = lo_g;
-      while (hi_g + 1 < num_groups() && base_[static_cast<size_t>(hi_g) + 1] < sg.end) ++hi_g;
-      for (int i = 0; i <= hi_g - lo_g; ++i) {
-        const int g = sg.reverse ? hi_g - i : lo_g + i;
-        const int64_t lo = std::max(sg.begin, base_[static_cast<size_t>(g)]);
-        const int64_t hi = std::min(sg.end, base_[static_cast<size_t>(g) + 1]);
-        if (lo >= hi) continue;  // an empty group
-        for (size_t k = 0; k < kinds_.size(); ++k) data[k] = buf[k] + (lo - sg.begin);
-        const int64_t base = base_[static_cast<size_t>(g)];
-        ZT_RETURN_IF_ERROR(CallPiece(piece, g, lo - base, hi - base, data.data()));
-      }
-      return absl::OkStatus();
+      return VisitSubGroup(sg, buf, piece);
     });
+  }
+
+  bool CanWalkAhead() const override { return true; }
+  bool walk_open() const override { return swapper_->walk_open(); }
+
+  absl::Status BeginDescendingWalk(Access access) override { return swapper_->BeginWalk(access, /*descending=*/true); }
+
+  absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece) override {
+    const int64_t ready_from = base_[static_cast<size_t>(std::clamp(first_ready_group, 0, num_groups()))];
+    return swapper_->Advance(
+        [ready_from](const offload::OptimizerSwapper::SubGroup& sg) { return sg.begin >= ready_from; }, block,
+        [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
+          return VisitSubGroup(sg, buf, piece);
+        });
   }
 
   absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) override {
@@ -143,9 +150,29 @@ class SwappedState final : public OptimizerState {
   int64_t disk_bytes() const override { return static_cast<int64_t>(swapper_->file_bytes()); }
   int64_t buffer_bytes() const override { return static_cast<int64_t>(swapper_->buffer_bytes()); }
   std::string Describe() const override { return swapper_->Describe(); }
+  int sub_groups_moved_per_step() const override { return std::max(0, swapper_->num_sub_groups() - swapper_->slots()); }
   offload::OptimizerSwapper::Stats swap_stats() const override { return swapper_->stats(); }
 
  private:
+  // The groups reaching into the sub-group, in the walk's direction, so
+  // that the pieces of one group stay consecutive across sub-groups.
+  absl::Status VisitSubGroup(const offload::OptimizerSwapper::SubGroup& sg, float* const* buf, const PieceFn& piece) {
+    std::vector<float*> data(kinds_.size());
+    const int lo_g = static_cast<int>(std::upper_bound(base_.begin(), base_.end(), sg.begin) - base_.begin()) - 1;
+    int hi_g = lo_g;
+    while (hi_g + 1 < num_groups() && base_[static_cast<size_t>(hi_g) + 1] < sg.end) ++hi_g;
+    for (int i = 0; i <= hi_g - lo_g; ++i) {
+      const int g = sg.reverse ? hi_g - i : lo_g + i;
+      const int64_t lo = std::max(sg.begin, base_[static_cast<size_t>(g)]);
+      const int64_t hi = std::min(sg.end, base_[static_cast<size_t>(g) + 1]);
+      if (lo >= hi) continue;  // an empty group
+      for (size_t k = 0; k < kinds_.size(); ++k) data[k] = buf[k] + (lo - sg.begin);
+      const int64_t base = base_[static_cast<size_t>(g)];
+      ZT_RETURN_IF_ERROR(CallPiece(piece, g, lo - base, hi - base, data.data()));
+    }
+    return absl::OkStatus();
+  }
+
   std::unique_ptr<offload::OptimizerSwapper> swapper_;
   std::vector<int64_t> base_;  // num_groups + 1 entries
 };

@@ -36,6 +36,20 @@ class OptimizerState {
   using PieceFn = std::function<absl::Status(int g, int64_t b, int64_t e, float* const* data)>;
   virtual absl::Status ForEachPiece(Access access, const PieceFn& piece) = 0;
 
+  // The update while backward runs (a swapped store only, see
+  // OptimizerSwapper::BeginWalk): a walk from the last group to the first,
+  // visiting a sub-group's pieces once every group it reaches into has an
+  // index >= first_ready_group (whose gradients are final). Without `block`
+  // AdvanceWalk never waits for I/O, and starts the transfers the next
+  // pieces need; with `block` (first_ready_group 0) it finishes the walk.
+  // Pieces come in descending group order, those of one group consecutive.
+  virtual bool CanWalkAhead() const { return false; }
+  // Whether a walk begun by BeginDescendingWalk has pieces left (false once
+  // AdvanceWalk visited the last one, or failed).
+  virtual bool walk_open() const { return false; }
+  virtual absl::Status BeginDescendingWalk(Access access);
+  virtual absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece);
+
   // Synchronous copies of [b, e) of group g's kind k.
   virtual absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) = 0;
   virtual absl::Status Write(int kind, int g, int64_t b, int64_t e, const float* src) = 0;
@@ -52,6 +66,9 @@ class OptimizerState {
   virtual int64_t buffer_bytes() const { return 0; }
   // One line for the engine's start-up log ("" when resident).
   virtual std::string Describe() const { return ""; }
+  // Sub-groups that do not fit the swap buffers, read and written per
+  // optimizer step (0 when resident, or when the buffers hold it all).
+  virtual int sub_groups_moved_per_step() const { return 0; }
   // Swap traffic so far (zeros when resident).
   virtual offload::OptimizerSwapper::Stats swap_stats() const { return {}; }
 

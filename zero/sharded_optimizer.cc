@@ -76,53 +76,114 @@ bool ShardedOptimizer::LocalHasNonFinite() const {
   return false;
 }
 
-void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper) {
-  at::NoGradGuard no_grad;
+absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data) {
   const std::vector<std::string>& kinds = state_->kinds();
   const int first_state = master_kind_ + 1;
-  int64_t step_after = step_ + 1;
-  // Pieces of one group arrive consecutively: its parameters stay acquired
-  // until the walk moves on, then go back written.
-  int current = -1;
-  at::Tensor owned;
-  absl::Status st =
-      state_->ForEachPiece(OptimizerState::Access::kReadWrite, [&](int g, int64_t b, int64_t e, float* const* data) {
-        if (current != g) {
-          // Groups come in the walk's direction (the swapped state's walks
-          // alternate): the one after g in that direction is next.
-          const int direction = current >= 0 ? (g > current ? 1 : -1) : (g == 0 ? 1 : -1);
-          if (current >= 0) ReleaseParams(current, /*dirty=*/true);
-          current = -1;
-          owned = AcquireParams(g, /*read=*/master_is_params_);
-          current = g;
-          // Swapped parameters: the next group starts coming in now.
-          const int next = g + direction;
-          if (options_.params != nullptr && next >= 0 && next < static_cast<int>(groups_.size())) {
-            options_.params->Prefetch(next);
-          }
-        }
-        const int64_t n = e - b;
-        ops::ShardState ss;
-        ss.step = step_;
-        for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k)
-          ss.tensors[kinds[k]] = FloatView(data[k], n);
-        ops::StepExtras extras;
-        extras.grad_scale = grad_multiplier;
-        at::Tensor params;
-        if (master_is_params_) {
-          params = owned.narrow(0, b, n);
-        } else {
-          params = FloatView(data[master_kind_], n);
-          extras.out = owned.narrow(0, b, n);
-        }
-        const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
-        opt_->Step(params, grads, ss, hyper, extras);
-        step_after = ss.step;
-        return absl::OkStatus();
-      });
-  if (current >= 0) ReleaseParams(current, /*dirty=*/true);
+  if (u.current != g) {
+    // Groups come in the walk's direction (the swapped state's walks
+    // alternate): the one after g in that direction is next.
+    const int direction = u.current >= 0 ? (g > u.current ? 1 : -1) : (g == 0 ? 1 : -1);
+    if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
+    u.current = -1;
+    u.owned = AcquireParams(g, /*read=*/master_is_params_);
+    u.current = g;
+    // Swapped parameters: the next group starts coming in now.
+    const int next = g + direction;
+    if (options_.params != nullptr && next >= 0 && next < static_cast<int>(groups_.size())) {
+      options_.params->Prefetch(next);
+    }
+  }
+  const int64_t n = e - b;
+  ops::ShardState ss;
+  ss.step = step_;
+  for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) ss.tensors[kinds[k]] = FloatView(data[k], n);
+  ops::StepExtras extras;
+  extras.grad_scale = u.grad_multiplier;
+  at::Tensor params;
+  if (master_is_params_) {
+    params = u.owned.narrow(0, b, n);
+  } else {
+    params = FloatView(data[master_kind_], n);
+    extras.out = u.owned.narrow(0, b, n);
+  }
+  const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
+  opt_->Step(params, grads, ss, u.hyper, extras);
+  u.step_after = ss.step;
+  elements_updated_ += n;
+  if (u.in_backward) elements_in_backward_ += n;
+  return absl::OkStatus();
+}
+
+void ShardedOptimizer::CloseUpdate(Update& u) {
+  if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
+  u.current = -1;
+  u.owned = at::Tensor();
+  u.open = false;
+}
+
+void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper) {
+  ZT_CHECK_MSG(!early_.open, "ShardedOptimizer::Step while an early step is open");
+  at::NoGradGuard no_grad;
+  Update u;
+  u.open = true;
+  u.grad_multiplier = grad_multiplier;
+  u.hyper = hyper;
+  u.step_after = step_ + 1;
+  absl::Status st = state_->ForEachPiece(
+      OptimizerState::Access::kReadWrite,
+      [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(u, g, b, e, data); });
+  CloseUpdate(u);
   ThrowIfError(st);
-  step_ = step_after;
+  step_ = u.step_after;
+}
+
+void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper) {
+  ZT_CHECK_MSG(CanUpdateEarly() && !early_.open, "ShardedOptimizer::BeginEarlyStep: not available or already open");
+  early_ = Update();
+  early_.grad_multiplier = grad_multiplier;
+  early_.hyper = hyper;
+  early_.step_after = step_ + 1;
+  early_.error = state_->BeginDescendingWalk(OptimizerState::Access::kReadWrite);
+  early_.open = true;
+  // Nothing is final yet: this only starts the reads.
+  EarlyStepReady(static_cast<int>(groups_.size()));
+}
+
+void ShardedOptimizer::EarlyStepReady(int first_final_group) {
+  if (!early_.open || !early_.error.ok()) return;
+  at::NoGradGuard no_grad;
+  early_.in_backward = true;
+  early_.error = state_->AdvanceWalk(
+      first_final_group, /*block=*/false,
+      [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(early_, g, b, e, data); });
+  early_.in_backward = false;
+  // Swapped parameter shards are not held across backward's gathers: the
+  // group's pieces in a later call acquire it again (still resident).
+  if (options_.params != nullptr && early_.current >= 0) {
+    try {
+      ReleaseParams(early_.current, /*dirty=*/true);
+    } catch (const Error& e) {
+      if (early_.error.ok()) early_.error = e.status();
+    }
+    early_.current = -1;
+    early_.owned = at::Tensor();
+  }
+}
+
+void ShardedOptimizer::FinishEarlyStep() {
+  ZT_CHECK_MSG(early_.open, "ShardedOptimizer::FinishEarlyStep without BeginEarlyStep");
+  at::NoGradGuard no_grad;
+  // Backward may have left nothing to do.
+  if (early_.error.ok() && state_->walk_open()) {
+    early_.error = state_->AdvanceWalk(0, /*block=*/true, [&](int g, int64_t b, int64_t e, float* const* data) {
+      return UpdatePiece(early_, g, b, e, data);
+    });
+  }
+  CloseUpdate(early_);
+  const absl::Status st = early_.error;
+  early_.error = absl::OkStatus();
+  ThrowIfError(st);
+  step_ = early_.step_after;
 }
 
 void ShardedOptimizer::RefreshMaster() {

@@ -75,6 +75,22 @@ class ShardedOptimizer {
   // Throws zt::Error when swapping fails (the message names the file).
   void Step(double grad_multiplier, const ops::StepHyper& hyper);
 
+  // The same update run while backward still produces gradients (state on
+  // NVMe: CanUpdateEarly), so that the swap I/O overlaps backward's compute. BeginEarlyStep opens the update and starts
+  // reading what it needs; EarlyStepReady(k), once the gradients of groups
+  // k..G-1 are final, updates what it can without waiting for I/O (errors
+  // are kept for FinishEarlyStep); FinishEarlyStep updates the rest and
+  // throws zt::Error as Step does. The result equals Step's bit for bit.
+  bool CanUpdateEarly() const { return state_->CanWalkAhead(); }
+  void BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper);
+  void EarlyStepReady(int first_final_group);
+  void FinishEarlyStep();
+  bool early_step_open() const { return early_.open; }
+  // Elements updated so far, and how many of them while backward ran
+  // (EarlyStepReady).
+  int64_t elements_updated() const { return elements_updated_; }
+  int64_t elements_updated_in_backward() const { return elements_in_backward_; }
+
   // Re-reads the owned parameters into the fp32 master copies, after the
   // parameters were written directly (GatheredParameters with a modifier).
   void RefreshMaster();
@@ -107,6 +123,7 @@ class ShardedOptimizer {
   int64_t disk_bytes() const { return state_->disk_bytes(); }
   int64_t buffer_bytes() const { return state_->buffer_bytes(); }
   std::string Describe() const { return state_->Describe(); }
+  int sub_groups_moved_per_step() const { return state_->sub_groups_moved_per_step(); }
   offload::OptimizerSwapper::Stats swap_stats() const { return state_->swap_stats(); }
 
  private:
@@ -116,6 +133,25 @@ class ShardedOptimizer {
   void ReleaseParams(int g, bool dirty);
   // owned params <- master (rounded), group by group.
   void WriteBackParams();
+  // One piece of an update (Step or the early step): group g's elements
+  // [b, e) with their state at data[kind]. Pieces of one group come
+  // consecutively: its parameters stay acquired until the walk moves on.
+  struct Update {
+    bool open = false;
+    double grad_multiplier = 1.0;
+    ops::StepHyper hyper;
+    int current = -1;  // the group whose parameters are acquired, -1: none
+    at::Tensor owned;
+    int64_t step_after = 0;
+    absl::Status error;        // the early step's first failure
+    bool in_backward = false;  // inside EarlyStepReady
+  };
+  absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
+  // Releases what the update holds and records its step count.
+  void CloseUpdate(Update& u);
+  Update early_;
+  int64_t elements_updated_ = 0;
+  int64_t elements_in_backward_ = 0;
 
   std::vector<FlatGroup>& groups_;
   ShardedOptimizerOptions options_;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -118,6 +119,14 @@ std::vector<Mode> Modes() {
                  c.zero.offload_optimizer.buffer_count = 3;
                  c.zero.sub_group_size = 3000;  // not a multiple of 1024: rounded up
                }});
+  // Stage 3: the buffers hold every sub-group, so backward's non-blocking
+  // update finds everything in memory and finishes the walk by itself.
+  m.push_back({"nvme_pool_holds_all",
+               [](Config& c, const std::string& dir) {
+                 NvmeOptimizer(c, dir);
+                 c.zero.offload_optimizer.buffer_count = 256;
+               },
+               3});
   m.push_back({"nvme_params",
                [](Config& c, const std::string& dir) {
                  auto& p = c.zero.offload_param;
@@ -211,6 +220,7 @@ struct RunResult {
   Snapshot params;
   ModelStateBytes memory;
   zero::CoordinatorStats stage3;
+  OffloadStats offload;
   std::vector<double> eval_losses;
 };
 
@@ -232,14 +242,14 @@ absl::Status Checkpoints(Engine& engine, const Plan& plan, int64_t after_step) {
 // Stage 3 runs the GPT-style model (frozen adapter unit, tied head),
 // evaluates after every step and writes through GatheredParameters once.
 absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
-                                const Plan& plan = {}) {
+                                const Plan& plan = {}, const EngineOptions& engine_options = {}) {
   const int rank = pg->rank();
   RunResult r;
   if (config.zero.stage < 3) {
     const ParityData data = MakeData(kSteps * config.batch.train_batch, 32, 10, 1234);
     torch::manual_seed(7 + static_cast<uint64_t>(rank));
     Mlp model;
-    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg));
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
     if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
     ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
     for (int64_t s = plan.from; s < kSteps; ++s) {
@@ -254,6 +264,7 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
       ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, s));
     }
     r.memory = engine->memory();
+    r.offload = engine->offload_stats();
     r.params = Take(*engine, *model);
     return r;
   }
@@ -267,7 +278,7 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
     const torch::Tensor logits = model.forward(x).to(torch::kFloat);
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
   };
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg, engine_options));
   if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
   ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
   for (int64_t s = plan.from; s < kSteps; ++s) {
@@ -292,6 +303,7 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
     ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, s));
   }
   r.memory = engine->memory();
+  r.offload = engine->offload_stats();
   r.stage3 = *engine->stage3_stats();
   r.params = Take(*engine, *model.module);
   return r;
@@ -307,6 +319,14 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
   if ((nvme_opt || nvme_params) && (r.memory.nvme <= 0 || r.memory.swap_buffers <= 0)) {
     return absl::InternalError(
         absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme, r.memory.swap_buffers));
+  }
+  // Stage 3 with the optimizer state on NVMe, no clipping and no fp16
+  // updates during backward (EngineOptions::update_during_backward).
+  const bool early = config.zero.stage == 3 && nvme_opt && config.gradient_clipping <= 0.0 && !config.fp16.enabled;
+  if (early != (r.offload.optimizer_elements_in_backward > 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated during backward, expected %s",
+                                               where, r.offload.optimizer_elements_in_backward,
+                                               r.offload.optimizer_elements_updated, early ? "some" : "none"));
   }
   if (nvme_params) {
     const auto& sw = r.stage3.swap;
@@ -377,6 +397,25 @@ ZT_RANK_WORKER(offload_parity) {
         }
       }
       ZT_RETURN_IF_ERROR(CheckAccounting(where, m, config, off));
+      if (off.offload.optimizer_elements_in_backward > 0) {
+        // The same run with the update in the step: bit for bit the same.
+        EngineOptions in_step;
+        in_step.update_during_backward = false;
+        RunResult late;
+        try {
+          ZT_ASSIGN_OR_RETURN(late, Train(config, pg, {}, in_step));
+        } catch (const std::exception& e) {
+          return absl::InternalError(absl::StrCat(where, " with the update in the step threw: ", e.what()));
+        }
+        if (late.offload.optimizer_elements_in_backward != 0) {
+          return absl::InternalError(absl::StrCat(where, ": update_during_backward off still updated in backward"));
+        }
+        const std::string exact = Compare(off.params, late.params, 0, 0);
+        if (!exact.empty()) {
+          return absl::InternalError(
+              absl::StrCat(where, ": the update during backward differs from the update in the step: ", exact));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -546,6 +585,59 @@ ZT_RANK_WORKER(offload_errors) {
           absl::StrCat("a failed swap write should name the file and offset, got: '", message, "'"));
     }
   }
+  // Stage 3 with the update during backward: a second Backward at the
+  // accumulation boundary before Step is refused by name, and a swap write
+  // that fails during backward surfaces with the file named.
+  {
+    Config c = nvme(3);
+    ZT_RETURN_IF_ERROR(ResolveBatch(c.batch, pg->size()));
+    const TinyGptOptions opts = GptOptions();
+    const ParityData data = MakeTokenData(8 * c.batch.micro_batch, opts, 99);
+    torch::manual_seed(1);
+    TinyGptHandle model = MakeTinyGpt(opts, /*root_is_unit=*/false);
+    model.module->to(torch::kBFloat16);
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, c, pg));
+    if (engine->OffloadSummary().find("during backward") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("stage 3 with NVMe optimizer offload should update during backward: ",
+                                              engine->OffloadSummary()));
+    }
+    auto loss = [&](int64_t i) {
+      const int64_t mb = c.batch.micro_batch;
+      const torch::Tensor logits = model.forward(data.x.narrow(0, i * mb, mb)).to(torch::kFloat);
+      return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                  data.y.narrow(0, i * mb, mb).reshape({-1}));
+    };
+    engine->Backward(loss(0));
+    std::string message;
+    try {
+      engine->Backward(loss(1));
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    if (message.find("before engine.Step") == std::string::npos) {
+      return absl::InternalError(absl::StrCat("a second boundary Backward should be refused, got: '", message, "'"));
+    }
+    engine->Step();
+    message.clear();
+    std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit;
+    ::getrlimit(RLIMIT_FSIZE, &limit);
+    const struct rlimit tight = {8192, limit.rlim_max};
+    ::setrlimit(RLIMIT_FSIZE, &tight);
+    try {
+      for (int64_t i = 2; i < 8; ++i) {
+        engine->Backward(loss(i));
+        engine->Step();
+      }
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
+      return absl::InternalError(
+          absl::StrCat("a swap write failing during backward should name the file and offset, got: '", message, "'"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -562,25 +654,44 @@ TEST(OffloadErrors, NameTheKeyOrFile) {
 // Offload that saves no host memory is said once at start-up (rank 0): the
 // default sub_group_size puts this small model's whole optimizer state in
 // one sub-group, so the swap buffers hold all of it. With sub-groups of
-// 1024 elements and 3 buffers they hold a fraction, and nothing is said.
+// 1024 elements and 3 buffers they hold a fraction, and that is not said;
+// at stage 2 the engine says instead that the update waits for the step
+// (its swap I/O is not hidden behind backward), at stage 3 nothing: the
+// update runs during backward.
 ZT_RANK_WORKER(offload_note) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
   const std::string dir = SwapDir();
-  for (const bool whole : {true, false}) {
-    Config c = BaseConfig(2);
+  struct NoteCase {
+    int stage;
+    bool whole;
+    const char* expected;  // the one note's start, or nullptr for none
+  };
+  for (const NoteCase& n : {NoteCase{2, true, "NVMe offload of the optimizer state saves no host memory"},
+                            NoteCase{2, false, "the optimizer update runs in the step"}, NoteCase{3, false, nullptr}}) {
+    Config c = BaseConfig(n.stage);
     NvmeOptimizer(c, dir);
-    c.zero.sub_group_size = whole ? 1000000000 : 1024;
+    c.zero.sub_group_size = n.whole ? 1000000000 : 1024;
     c.zero.offload_optimizer.buffer_count = 3;
+    std::unique_ptr<Engine> engine;
     Mlp mlp;
-    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(mlp, c, pg));
+    TinyGptHandle gpt;
+    if (n.stage == 3) {
+      gpt = MakeTinyGpt(GptOptions(), /*root_is_unit=*/false);
+      ZT_ASSIGN_OR_RETURN(engine, Engine::Create(gpt.module, c, pg));
+    } else {
+      ZT_ASSIGN_OR_RETURN(engine, Engine::Create(mlp, c, pg));
+    }
     const std::vector<std::string> notes = engine->OffloadNotes();
-    if (notes.size() != (whole ? 1u : 0u)) {
+    const bool ok =
+        n.expected == nullptr ? notes.empty() : notes.size() == 1 && absl::StartsWith(notes.front(), n.expected);
+    if (!ok) {
       return absl::InternalError(
-          absl::StrCat(whole ? "one note expected" : "no note expected", ", got: ", absl::StrJoin(notes, " | ")));
+          absl::StrCat("stage ", n.stage, ", sub-groups of ", n.whole ? "the whole state" : "1024", ": expected ",
+                       n.expected == nullptr ? "no note" : n.expected, ", got: ", absl::StrJoin(notes, " | ")));
     }
     // On stderr, where the engine's log goes, so the order is kept.
-    std::fprintf(stderr, "--- engine with sub-groups of %s done\n", whole ? "the whole state" : "1024");
+    std::fprintf(stderr, "--- engine with sub-groups of %s done\n", n.whole ? "the whole state" : "1024");
     std::fflush(stderr);
   }
   return absl::OkStatus();

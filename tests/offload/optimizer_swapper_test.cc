@@ -13,10 +13,12 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -43,10 +45,10 @@ std::vector<Case> Cases() {
   return {
       {"pool_smaller_pipelined", 10 * kBlock + 77, 2 * kBlock, 2, 6, true, true},      // 6 sub-groups, 3 slots
       {"pool_smaller_unpipelined", 10 * kBlock + 77, 2 * kBlock, 3, 6, false, false},  // 6 sub-groups, 2 slots
-      {"pool_smaller_read_ahead_only", 9 * kBlock, kBlock, 2, 8, true, false},        // 9 sub-groups, 4 slots
-      {"one_slot", 5 * kBlock + 1, kBlock, 3, 4, true, true},                         // 6 sub-groups, 1 slot
-      {"pool_equal", 4 * kBlock, kBlock, 2, 8, true, true},                           // 4 sub-groups, 4 slots
-      {"pool_larger", 3 * kBlock - 5, kBlock, 1, 9, true, true},                      // 3 sub-groups, 9 slots
+      {"pool_smaller_read_ahead_only", 9 * kBlock, kBlock, 2, 8, true, false},         // 9 sub-groups, 4 slots
+      {"one_slot", 5 * kBlock + 1, kBlock, 3, 4, true, true},                          // 6 sub-groups, 1 slot
+      {"pool_equal", 4 * kBlock, kBlock, 2, 8, true, true},                            // 4 sub-groups, 4 slots
+      {"pool_larger", 3 * kBlock - 5, kBlock, 1, 9, true, true},                       // 3 sub-groups, 9 slots
       {"whole_state_one_sub_group", 3000, 1000000000, 2, 4, false, false},
   };
 }
@@ -66,14 +68,23 @@ float Update(float old, int k, int64_t e, int walk) {
 
 // One walk of `access`, checked against and applied to `ref`. Also checks
 // the order: every sub-group once, ascending or descending as announced.
-void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref, int walk, std::mt19937_64& rng) {
+// `driven`: a descending walk opened with BeginWalk and advanced without
+// blocking as a random "ready" frontier moves down (as gradients become
+// final during backward), with pauses that let transfers finish, then
+// finished with a blocking Advance.
+void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref, int walk, std::mt19937_64& rng,
+          bool driven = false) {
   using Access = OptimizerSwapper::Access;
   const int kinds = static_cast<int>(ref.size());
   std::vector<int> seen;
   bool reverse = false;
   std::vector<float> fill(static_cast<size_t>(kinds));
   const uint64_t seed = rng();
-  absl::Status st = sw.Run(access, [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
+  int64_t ready_from = 0;  // a driven walk's frontier: no visit below it
+  auto visit = [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
+    if (sg.begin < ready_from) {
+      return absl::InternalError(absl::StrCat("walk ", walk, ": sub-group ", sg.index, " visited before it was ready"));
+    }
     seen.push_back(sg.index);
     reverse = sg.reverse;
     for (int k = 0; k < kinds; ++k) {
@@ -81,16 +92,40 @@ void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref,
         float& want = ref[static_cast<size_t>(k)][static_cast<size_t>(e)];
         float& got = data[k][e - sg.begin];
         if (access != Access::kWrite && got != want) {
-          return absl::InternalError(absl::StrCat("walk ", walk, ": kind ", k, " element ", e, " is ", got,
-                                                  ", the reference holds ", want));
+          return absl::InternalError(
+              absl::StrCat("walk ", walk, ": kind ", k, " element ", e, " is ", got, ", the reference holds ", want));
         }
         if (access == Access::kReadWrite) want = got = Update(got, k, e, walk);
         if (access == Access::kWrite) want = got = static_cast<float>((seed + static_cast<uint64_t>(e * 3 + k)) % 997);
       }
     }
     return absl::OkStatus();
-  });
+  };
+  absl::Status st;
+  if (!driven) {
+    st = sw.Run(access, visit);
+  } else {
+    st = sw.BeginWalk(access, /*descending=*/true);
+    const int64_t total = static_cast<int64_t>(ref[0].size());
+    ready_from = total + 1;
+    for (int step = 0; st.ok() && step < 3 * sw.num_sub_groups() && sw.walk_open(); ++step) {
+      if (rng() % 2 == 0)
+        ready_from = std::max<int64_t>(0, ready_from - static_cast<int64_t>(rng() % (2 * kBlock + 1)));
+      if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+      const int64_t from = ready_from;
+      st = sw.Advance([from](const OptimizerSwapper::SubGroup& sg) { return sg.begin >= from; },
+                      /*block=*/false, visit);
+    }
+    ready_from = 0;
+    if (st.ok() && sw.walk_open()) {
+      st = sw.Advance([](const OptimizerSwapper::SubGroup&) { return true; }, /*block=*/true, visit);
+    }
+    EXPECT_FALSE(sw.walk_open());
+  }
   ASSERT_TRUE(st.ok()) << st;
+  if (driven) {
+    ASSERT_TRUE(reverse) << "a driven walk goes down";
+  }
   ASSERT_EQ(static_cast<int>(seen.size()), sw.num_sub_groups());
   for (int i = 0; i < sw.num_sub_groups(); ++i) {
     EXPECT_EQ(seen[static_cast<size_t>(i)], reverse ? sw.num_sub_groups() - 1 - i : i) << "walk " << walk;
@@ -129,10 +164,12 @@ TEST_P(OptimizerSwapperTest, EveryVisitSeesTheReferenceState) {
   Reference ref(static_cast<size_t>(c.kinds), std::vector<float>(static_cast<size_t>(c.total), 0.0f));
   std::mt19937_64 rng(17);
   using Access = OptimizerSwapper::Access;
-  for (int op = 0; op < 60; ++op) {
-    const int pick = static_cast<int>(rng() % 10);
+  for (int op = 0; op < 80; ++op) {
+    const int pick = static_cast<int>(rng() % 12);
     if (pick < 5) {
       ASSERT_NO_FATAL_FAILURE(Walk(**sw, Access::kReadWrite, ref, op, rng));
+    } else if (pick >= 10) {
+      ASSERT_NO_FATAL_FAILURE(Walk(**sw, Access::kReadWrite, ref, op, rng, /*driven=*/true));
     } else if (pick == 5) {
       ASSERT_NO_FATAL_FAILURE(Walk(**sw, Access::kRead, ref, op, rng));
     } else if (pick == 6) {
@@ -201,8 +238,7 @@ TEST(OptimizerSwapperTraffic, OnlyWhatThePoolCannotHoldMoves) {
       const OptimizerSwapper::Stats after = (*sw)->stats();
       EXPECT_EQ(after.bytes_read - before.bytes_read, moved_per_walk) << "walk " << w;
       EXPECT_EQ(after.bytes_written - before.bytes_written, moved_per_walk) << "walk " << w;
-      EXPECT_EQ(after.buffer_hits - before.buffer_hits,
-                static_cast<uint64_t>(std::min(slots, shape.sub_groups)))
+      EXPECT_EQ(after.buffer_hits - before.buffer_hits, static_cast<uint64_t>(std::min(slots, shape.sub_groups)))
           << "walk " << w;
     }
     // A flush writes what the buffers hold newer than the files, once.
@@ -215,6 +251,64 @@ TEST(OptimizerSwapperTraffic, OnlyWhatThePoolCannotHoldMoves) {
               static_cast<uint64_t>(std::min(slots, shape.sub_groups)) * 2 * kBlock * 4);
     ASSERT_NO_FATAL_FAILURE(CheckWhole(**sw, ref, "after the walks"));
   }
+}
+
+// A driven walk makes progress without ever blocking: repeated
+// non-blocking calls with everything ready finish it, reading what the
+// buffers do not hold and writing back what they must give up; a plain walk
+// afterwards sees the result. While it is open, everything else that would
+// touch the buffers or the files is refused, naming the update.
+TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
+  zt::testing::ScratchDir dir("zt_optswap");
+  ZT_ENGINE_OR_SKIP(io, IoOptions{});
+  OptimizerSwapOptions o;
+  o.dir = dir.path();
+  o.kinds = Kinds(2);
+  o.total_numel = 6 * kBlock;
+  o.sub_group_numel = kBlock;
+  o.buffer_count = 6;  // 3 slots of 6 sub-groups
+  auto sw = OptimizerSwapper::Create(o, io.get());
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  Reference ref(2, std::vector<float>(static_cast<size_t>(o.total_numel), 0.0f));
+  std::mt19937_64 rng(5);
+  using Access = OptimizerSwapper::Access;
+  for (int w = 0; w < 4; ++w) {
+    ASSERT_NO_FATAL_FAILURE(Walk(**sw, Access::kReadWrite, ref, w, rng));
+    std::vector<int> seen;
+    ASSERT_TRUE((*sw)->BeginWalk(Access::kReadWrite, /*descending=*/true).ok());
+    auto nothing = [](const OptimizerSwapper::SubGroup&, float* const*) { return absl::OkStatus(); };
+    std::vector<float> buf(4);
+    EXPECT_EQ((*sw)->Run(Access::kRead, nothing).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*sw)->Flush().code(), absl::StatusCode::kFailedPrecondition);
+    const absl::Status refused = (*sw)->ReadRange(0, 0, 4, buf.data());
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(absl::StrContains(refused.message(), "optimizer update is in progress")) << refused;
+    EXPECT_EQ((*sw)->BeginWalk(Access::kReadWrite, true).code(), absl::StatusCode::kFailedPrecondition);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((*sw)->walk_open() && std::chrono::steady_clock::now() < give_up) {
+      absl::Status st = (*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return true; }, /*block=*/false,
+                                       [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
+                                         seen.push_back(sg.index);
+                                         for (int k = 0; k < 2; ++k) {
+                                           for (int64_t e = sg.begin; e < sg.end; ++e) {
+                                             float& want = ref[static_cast<size_t>(k)][static_cast<size_t>(e)];
+                                             if (data[k][e - sg.begin] != want) {
+                                               return absl::InternalError(absl::StrCat("element ", e, " differs"));
+                                             }
+                                             want = data[k][e - sg.begin] = Update(want, k, e, 100 + w);
+                                           }
+                                         }
+                                         return absl::OkStatus();
+                                       });
+      ASSERT_TRUE(st.ok()) << st;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_FALSE((*sw)->walk_open()) << "non-blocking calls did not finish the walk";
+    EXPECT_EQ(seen, (std::vector<int>{5, 4, 3, 2, 1, 0}));
+    EXPECT_EQ((*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return true; }, false, nothing).code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  ASSERT_NO_FATAL_FAILURE(CheckWhole(**sw, ref, "after the driven walks"));
 }
 
 // A write-back fails on the disk after the walk that issued it returned: the
@@ -268,13 +362,13 @@ TEST(OptimizerSwapperErrors, AVisitorErrorStopsTheWalk) {
   auto sw = OptimizerSwapper::Create(o, io.get());
   ASSERT_TRUE(sw.ok()) << sw.status();
   int visits = 0;
-  const absl::Status st = (*sw)->Run(OptimizerSwapper::Access::kReadWrite,
-                                     [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
-                                       ++visits;
-                                       for (int64_t e = sg.begin; e < sg.end; ++e) data[0][e - sg.begin] = 1.0f;
-                                       if (sg.index == 1) return absl::InternalError("the update failed");
-                                       return absl::OkStatus();
-                                     });
+  const absl::Status st =
+      (*sw)->Run(OptimizerSwapper::Access::kReadWrite, [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
+        ++visits;
+        for (int64_t e = sg.begin; e < sg.end; ++e) data[0][e - sg.begin] = 1.0f;
+        if (sg.index == 1) return absl::InternalError("the update failed");
+        return absl::OkStatus();
+      });
   EXPECT_EQ(st, absl::InternalError("the update failed"));
   EXPECT_EQ(visits, 2);
   std::vector<float> got(static_cast<size_t>(o.total_numel));

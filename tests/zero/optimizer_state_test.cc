@@ -1,0 +1,103 @@
+// The swapped optimizer state's descending walk (the update during
+// backward, zero/optimizer_state.h): groups become ready from the last to
+// the first at random moments, and non-blocking AdvanceWalk calls must
+// visit only pieces whose groups are all ready, in descending group order,
+// every element of every group exactly once, with the values the resident
+// reference holds. Backward may finish the whole walk by itself (then the
+// walk is closed, and the step has nothing left) or leave the rest to the
+// blocking call.
+#include "zero/optimizer_state.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "offload/io_engine.h"
+#include "tests/offload/offload_test_util.h"
+#include "tests/testing/scratch_dir.h"
+
+namespace zt::zero {
+namespace {
+
+using Access = OptimizerState::Access;
+
+TEST(OptimizerStateWalk, VisitsReadyPiecesDownwardEveryElementOnce) {
+  zt::testing::ScratchDir dir("zt_optstate");
+  ZT_ENGINE_OR_SKIP(io, offload::IoOptions{});
+  // Groups of uneven sizes (one empty) across 1024-element sub-groups.
+  const std::vector<int64_t> owned = {700, 3000, 0, 1500, 2100, 333};
+  const std::vector<std::string> kinds = {"exp_avg", "exp_avg_sq"};
+  offload::OptimizerSwapOptions o;
+  o.dir = dir.path();
+  o.sub_group_numel = 1024;
+  o.buffer_count = 4;  // 2 of 8 sub-groups in buffers
+  auto swapped = MakeSwappedState(kinds, owned, o, io.get());
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  OptimizerState& state = **swapped;
+  ASSERT_TRUE(state.CanWalkAhead());
+  std::unique_ptr<OptimizerState> ref = MakeResidentState(kinds, owned);
+  EXPECT_FALSE(ref->CanWalkAhead());
+  const int groups = static_cast<int>(owned.size());
+
+  std::mt19937_64 rng(11);
+  for (int walk = 0; walk < 8; ++walk) {
+    SCOPED_TRACE(absl::StrCat("walk ", walk));
+    // The reference update of this walk, applied group by group.
+    auto update = [&](int g, int64_t b, int64_t e, float* const* data) {
+      for (int64_t i = b; i < e; ++i) {
+        for (int k = 0; k < 2; ++k)
+          data[k][i - b] = data[k][i - b] * 0.5f + static_cast<float>((g * 31 + i + k + walk) % 97);
+      }
+      return absl::OkStatus();
+    };
+    ASSERT_TRUE(ref->ForEachPiece(Access::kReadWrite, update).ok());
+
+    std::vector<std::vector<int>> seen(owned.size());
+    for (size_t g = 0; g < owned.size(); ++g) seen[g].assign(static_cast<size_t>(owned[g]), 0);
+    int ready = groups;  // groups >= ready are final
+    int last_group = groups;
+    std::string problem;
+    auto visit = [&](int g, int64_t b, int64_t e, float* const* data) {
+      if (g < ready) problem = absl::StrCat("group ", g, " visited before it was ready (", ready, ")");
+      if (g > last_group) problem = absl::StrCat("group ", g, " after group ", last_group);
+      last_group = g;
+      for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(g)][static_cast<size_t>(i)];
+      return update(g, b, e, data);
+    };
+    ASSERT_TRUE(state.BeginDescendingWalk(Access::kReadWrite).ok());
+    const bool finish_in_backward = walk % 2 == 1;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (state.walk_open() && (ready > 0 || finish_in_backward)) {
+      ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "non-blocking calls made no progress";
+      if (ready > 0 && rng() % 2 == 0) --ready;
+      if (rng() % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      ASSERT_TRUE(state.AdvanceWalk(ready, /*block=*/false, visit).ok());
+      ASSERT_EQ(problem, "");
+    }
+    if (state.walk_open()) {
+      ASSERT_TRUE(state.AdvanceWalk(0, /*block=*/true, visit).ok());
+    }
+    ASSERT_FALSE(state.walk_open());
+    ASSERT_EQ(problem, "");
+    for (size_t g = 0; g < owned.size(); ++g) {
+      for (size_t i = 0; i < seen[g].size(); ++i) ASSERT_EQ(seen[g][i], 1) << "group " << g << " element " << i;
+    }
+    for (int k = 0; k < 2; ++k) {
+      for (int g = 0; g < groups; ++g) {
+        std::vector<float> got(static_cast<size_t>(owned[static_cast<size_t>(g)]));
+        std::vector<float> want(got.size());
+        ASSERT_TRUE(state.Read(k, g, 0, owned[static_cast<size_t>(g)], got.data()).ok());
+        ASSERT_TRUE(ref->Read(k, g, 0, owned[static_cast<size_t>(g)], want.data()).ok());
+        ASSERT_EQ(got, want) << "kind " << k << " group " << g;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::zero
