@@ -80,8 +80,9 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
   const std::vector<std::string>& kinds = state_->kinds();
   const int first_state = master_kind_ + 1;
   if (u.current != g) {
-    // Groups come in the walk's direction (the swapped state's walks
-    // alternate): the one after g in that direction is next.
+    // Groups come in the walk's direction (the swapped state's plain walks
+    // alternate; the early step's go down): the one after g in that
+    // direction is next.
     const int direction = u.current >= 0 ? (g > u.current ? 1 : -1) : (g == 0 ? 1 : -1);
     if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
     u.current = -1;
@@ -150,7 +151,8 @@ void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyp
 }
 
 void ShardedOptimizer::EarlyStepReady(int first_final_group) {
-  if (!early_.open || !early_.error.ok()) return;
+  // A walk with nothing left (all visited, or no elements) waits for Finish.
+  if (!early_.open || !early_.error.ok() || !state_->walk_open()) return;
   at::NoGradGuard no_grad;
   early_.in_backward = true;
   early_.error = state_->AdvanceWalk(

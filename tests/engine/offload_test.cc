@@ -512,6 +512,28 @@ absl::Status ExpectCreateError(const Config& config, const std::shared_ptr<comm:
   return absl::OkStatus();
 }
 
+// Runs `train` with the file size limit at 8 KiB (the kernel then refuses
+// swap writes with EFBIG): it must throw zt::Error naming the swap file and
+// the offset. The limit is restored either way.
+absl::Status ExpectSwapWriteError(const char* what, const std::function<void()>& train) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limit;
+  ::getrlimit(RLIMIT_FSIZE, &limit);
+  const struct rlimit tight = {8192, limit.rlim_max};
+  ::setrlimit(RLIMIT_FSIZE, &tight);
+  std::string message;
+  try {
+    train();
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &limit);
+  if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
+    return absl::InternalError(absl::StrCat(what, " should name the file and offset, got: '", message, "'"));
+  }
+  return absl::OkStatus();
+}
+
 ZT_RANK_WORKER(offload_errors) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
@@ -566,24 +588,11 @@ ZT_RANK_WORKER(offload_errors) {
     torch::manual_seed(1);
     Mlp model;
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, c, pg));
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit;
-    ::getrlimit(RLIMIT_FSIZE, &limit);
-    const struct rlimit tight = {8192, limit.rlim_max};
-    ::setrlimit(RLIMIT_FSIZE, &tight);
-    std::string message;
-    try {
+    ZT_RETURN_IF_ERROR(ExpectSwapWriteError("a failed swap write", [&] {
       engine->Backward(torch::mse_loss(model->forward(torch::ones({2, 32}, torch::kBFloat16)).to(torch::kFloat),
                                        torch::zeros({2, 10})));
       engine->Step();
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
-      return absl::InternalError(
-          absl::StrCat("a failed swap write should name the file and offset, got: '", message, "'"));
-    }
+    }));
   }
   // Stage 3 with the update during backward: a second Backward at the
   // accumulation boundary before Step is refused by name, and a swap write
@@ -618,25 +627,12 @@ ZT_RANK_WORKER(offload_errors) {
       return absl::InternalError(absl::StrCat("a second boundary Backward should be refused, got: '", message, "'"));
     }
     engine->Step();
-    message.clear();
-    std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit;
-    ::getrlimit(RLIMIT_FSIZE, &limit);
-    const struct rlimit tight = {8192, limit.rlim_max};
-    ::setrlimit(RLIMIT_FSIZE, &tight);
-    try {
+    ZT_RETURN_IF_ERROR(ExpectSwapWriteError("a swap write failing during backward", [&] {
       for (int64_t i = 2; i < 8; ++i) {
         engine->Backward(loss(i));
         engine->Step();
       }
-    } catch (const Error& e) {
-      message = e.what();
-    }
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-    if (message.find("zerotorch-") == std::string::npos || message.find("offset") == std::string::npos) {
-      return absl::InternalError(
-          absl::StrCat("a swap write failing during backward should name the file and offset, got: '", message, "'"));
-    }
+    }));
   }
   return absl::OkStatus();
 }
