@@ -85,8 +85,11 @@ std::string EngineImpl::OffloadSummary() const {
     }
   }
   if (parts.empty()) return "";
-  if (early_update_)
-    parts.push_back("the optimizer update of each sub-group runs during backward, once its gradients are reduced");
+  if (early_update_) {
+    parts.push_back(
+        "the optimizer update of each sub-group runs during backward, once its gradients are reduced (its walks all "
+        "go down, so more sub-groups move per step than said above, behind backward)");
+  }
   if (core_.io) {
     parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s",
                                     HumanBytes(static_cast<double>(m.swap_buffers)),
@@ -113,7 +116,9 @@ std::vector<std::string> EngineImpl::OffloadNotes() const {
     const char* why = core_.stage != 3
                           ? "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them"
                       : core_.config.gradient_clipping > 0.0 ? "gradient_clipping needs the global gradient norm first"
-                                                             : "fp16 needs every rank's overflow check first";
+                      : core_.config.fp16.enabled            ? "fp16 needs every rank's overflow check first"
+                                                  : "with the parameter shards on NVMe too it would read them "
+                                                    "inside backward, competing with backward's gathers";
     notes.push_back(absl::StrCat(
         "the optimizer update runs in the step, after backward, so the swap reads and writes it needs are not "
         "hidden behind backward's compute (",

@@ -101,8 +101,8 @@ struct EngineOptions {
   // x-axis: global samples), as DeepSpeed's engine does. Off for a caller
   // that writes its own (zt train).
   bool write_monitors = true;
-  // Stage 3 with the optimizer state on NVMe, no gradient clipping and no
-  // fp16 loss scaling: run the optimizer update of
+  // Stage 3 with the optimizer state on NVMe, parameters in memory, no
+  // gradient clipping and no fp16 loss scaling: run the optimizer update of
   // each sub-group during the accumulation boundary's Backward, as soon as
   // its gradients are reduced, so that the swap I/O overlaps backward's
   // compute (Step finishes it; the result is bitwise the same). Parameters

@@ -320,9 +320,10 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
     return absl::InternalError(
         absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme, r.memory.swap_buffers));
   }
-  // Stage 3 with the optimizer state on NVMe, no clipping and no fp16
+  // Stage 3 with the optimizer state alone on NVMe, no clipping and no fp16
   // updates during backward (EngineOptions::update_during_backward).
-  const bool early = config.zero.stage == 3 && nvme_opt && config.gradient_clipping <= 0.0 && !config.fp16.enabled;
+  const bool early =
+      config.zero.stage == 3 && nvme_opt && !nvme_params && config.gradient_clipping <= 0.0 && !config.fp16.enabled;
   if (early != (r.offload.optimizer_elements_in_backward > 0)) {
     return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated during backward, expected %s",
                                                where, r.offload.optimizer_elements_in_backward,
