@@ -293,7 +293,7 @@ absl::Status OptimizerSwapper::CheckNoWalk(const char* what) const {
       walk_pos_, " of ", num_sub_groups_, "); finish the step first"));
 }
 
-absl::Status OptimizerSwapper::BeginWalk(Access access, bool descending) {
+absl::Status OptimizerSwapper::OpenWalk(Access access, bool descending, bool driven) {
   if (!error_.ok()) return error_;
   ZT_RETURN_IF_ERROR(CheckNoWalk("starting a walk"));
   reverse_ = descending;
@@ -302,13 +302,16 @@ absl::Status OptimizerSwapper::BeginWalk(Access access, bool descending) {
   walk_pos_ = 0;
   walk_access_ = access;
   walk_open_ = true;
-  driven_ = true;
+  driven_ = driven;
   return absl::OkStatus();
 }
 
+absl::Status OptimizerSwapper::BeginWalk(bool descending) {
+  return OpenWalk(Access::kReadWrite, descending, /*driven=*/true);
+}
+
 absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
-  ZT_RETURN_IF_ERROR(BeginWalk(access, !reverse_));
-  driven_ = false;
+  ZT_RETURN_IF_ERROR(OpenWalk(access, !reverse_, /*driven=*/false));
   return Advance([](const SubGroup&) { return true; }, /*block=*/true, visit);
 }
 
@@ -341,22 +344,14 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
       break;
     }
     int j = SlotOf(s);
-    if (j < 0 && block) {
+    // Without waiting, a miss is left to the read-ahead below: a later call
+    // finds it in a buffer.
+    if (j < 0 && !block) break;
+    if (j < 0) {
       j = TakeSlot(i);
       if (j < 0) break;
       slot_[static_cast<size_t>(j)].occupant = s;
       if (reads) Issue(j, /*write=*/false);
-    } else if (j < 0) {
-      // Without waiting: a read issued now if a buffer can be had, else
-      // write-backs that free one for a later call.
-      if (!reads) {
-        const int f = FreeSlotNow();
-        if (f >= 0) slot_[static_cast<size_t>(f)].occupant = s;
-      } else {
-        ReadAhead(i, i + slots_, /*evict=*/true);
-      }
-      j = SlotOf(s);
-      if (j < 0) break;
     }
     if (block) {
       // The next misses come in while this one is waited for.
@@ -390,8 +385,9 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
       }
     }
   }
-  // Not done: bring in what the walk needs next, so the next call finds it.
-  if (!block && reads && walk_pos_ < n && error_.ok()) ReadAhead(walk_pos_, walk_pos_ + slots_, /*evict=*/true);
+  // Not done (a driven walk reads and writes): bring in what the walk needs
+  // next, so the next call finds it.
+  if (!block && walk_pos_ < n && error_.ok()) ReadAhead(walk_pos_, walk_pos_ + slots_, /*evict=*/true);
   if (walk_pos_ >= n || !error_.ok()) walk_open_ = false;
   return error_.ok() ? first : error_;
 }

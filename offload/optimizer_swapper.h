@@ -102,19 +102,20 @@ class OptimizerSwapper {
   using Visitor = std::function<absl::Status(const SubGroup& sg, float* const* data)>;
   absl::Status Run(Access access, const Visitor& visit);
 
-  // A walk driven from outside, for an optimizer update that runs while
-  // backward still produces gradients: BeginWalk opens it (descending:
-  // n-1..0), and each Advance visits, in the walk's order, the sub-groups
-  // `ready` accepts. Without `block`, Advance never waits: it stops at the
-  // first sub-group that is not ready or whose data is not in a buffer yet,
-  // and issues the transfers that bring the next ones in (evicting what the
-  // walk needs last, written back first when dirty), so a later call finds
-  // them there. With `block` it finishes the walk as Run does (`ready` must
-  // then accept everything left). Run is BeginWalk in the alternate
-  // direction plus one blocking Advance. While a walk is open, Run, Flush
-  // and the range copies fail with FailedPrecondition.
+  // An update walk (kReadWrite) driven from outside, for an optimizer
+  // update that runs while backward still produces gradients: BeginWalk
+  // opens it (descending: n-1..0), and each Advance visits, in the walk's
+  // order, the sub-groups `ready` accepts. Without `block`, Advance never
+  // waits: it stops at the first sub-group that is not ready or whose data
+  // is not in a buffer yet, and issues the transfers that bring the next
+  // ones in (evicting what the walk needs last, written back first when
+  // dirty), so a later call finds them there. With `block` it finishes the
+  // walk as Run does (`ready` must then accept everything left). Run opens
+  // a walk in the alternate direction and makes one blocking Advance. While
+  // a walk is open, Run, Flush and the range copies fail with
+  // FailedPrecondition.
   using Ready = std::function<bool(const SubGroup& sg)>;
-  absl::Status BeginWalk(Access access, bool descending);
+  absl::Status BeginWalk(bool descending);
   absl::Status Advance(const Ready& ready, bool block, const Visitor& visit);
   bool walk_open() const { return walk_open_; }
 
@@ -180,6 +181,8 @@ class OptimizerSwapper {
   void ReadAhead(int64_t from, int64_t to, bool evict);
   int At(int64_t pos) const { return static_cast<int>(reverse_ ? num_sub_groups_ - 1 - pos : pos); }
   absl::Status CheckNoWalk(const char* what) const;
+  // Opens a walk of `access` (Run, or BeginWalk with `driven`).
+  absl::Status OpenWalk(Access access, bool descending, bool driven);
   // Drops slot j's contents (waits for its transfers first).
   void Drop(int j);
   uint64_t IoBytes(const SubGroup& sg) const;  // aligned transfer size per kind

@@ -20,7 +20,7 @@ int OptimizerState::KindIndex(const std::string& name) const {
   return -1;
 }
 
-absl::Status OptimizerState::BeginDescendingWalk(Access) {
+absl::Status OptimizerState::BeginDescendingWalk() {
   return absl::UnimplementedError("this optimizer state is not swapped: there is no walk to run ahead");
 }
 
@@ -122,7 +122,7 @@ class SwappedState final : public OptimizerState {
   bool CanWalkAhead() const override { return true; }
   bool walk_open() const override { return swapper_->walk_open(); }
 
-  absl::Status BeginDescendingWalk(Access access) override { return swapper_->BeginWalk(access, /*descending=*/true); }
+  absl::Status BeginDescendingWalk() override { return swapper_->BeginWalk(/*descending=*/true); }
 
   absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece) override {
     const int64_t ready_from = base_[static_cast<size_t>(std::clamp(first_ready_group, 0, num_groups()))];

@@ -36,7 +36,7 @@ class OptimizerState {
   using PieceFn = std::function<absl::Status(int g, int64_t b, int64_t e, float* const* data)>;
   virtual absl::Status ForEachPiece(Access access, const PieceFn& piece) = 0;
 
-  // The update while backward runs (a swapped store only, see
+  // The update (kReadWrite) while backward runs (a swapped store only, see
   // OptimizerSwapper::BeginWalk): a walk from the last group to the first,
   // visiting a sub-group's pieces once every group it reaches into has an
   // index >= first_ready_group (whose gradients are final). Without `block`
@@ -47,7 +47,7 @@ class OptimizerState {
   // Whether a walk begun by BeginDescendingWalk has pieces left (false once
   // AdvanceWalk visited the last one, or failed).
   virtual bool walk_open() const { return false; }
-  virtual absl::Status BeginDescendingWalk(Access access);
+  virtual absl::Status BeginDescendingWalk();
   virtual absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece);
 
   // Synchronous copies of [b, e) of group g's kind k.

@@ -144,7 +144,7 @@ void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyp
   early_.grad_multiplier = grad_multiplier;
   early_.hyper = hyper;
   early_.step_after = step_ + 1;
-  early_.error = state_->BeginDescendingWalk(OptimizerState::Access::kReadWrite);
+  early_.error = state_->BeginDescendingWalk();
   early_.open = true;
   // Nothing is final yet: this only starts the reads.
   EarlyStepReady(static_cast<int>(groups_.size()));
@@ -159,17 +159,6 @@ void ShardedOptimizer::EarlyStepReady(int first_final_group) {
       first_final_group, /*block=*/false,
       [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(early_, g, b, e, data); });
   early_.in_backward = false;
-  // Swapped parameter shards are not held across backward's gathers: the
-  // group's pieces in a later call acquire it again (still resident).
-  if (options_.params != nullptr && early_.current >= 0) {
-    try {
-      ReleaseParams(early_.current, /*dirty=*/true);
-    } catch (const Error& e) {
-      if (early_.error.ok()) early_.error = e.status();
-    }
-    early_.current = -1;
-    early_.owned = at::Tensor();
-  }
 }
 
 void ShardedOptimizer::FinishEarlyStep() {

@@ -79,11 +79,14 @@ class ShardedOptimizer {
   // NVMe, parameters not swapped: CanUpdateEarly), so that the swap I/O
   // overlaps backward's compute. With swapped parameter shards the update
   // would read them inside backward, competing with backward's own gathers
-  // for the parameter buffers: measured no faster, so it stays in the step. BeginEarlyStep opens the update and starts
-  // reading what it needs; EarlyStepReady(k), once the gradients of groups
-  // k..G-1 are final, updates what it can without waiting for I/O (errors
-  // are kept for FinishEarlyStep); FinishEarlyStep updates the rest and
-  // throws zt::Error as Step does. The result equals Step's bit for bit.
+  // for the parameter buffers: measured no faster, so it stays in the step.
+  // BeginEarlyStep opens the update and starts reading what it needs;
+  // EarlyStepReady(k), once the gradients of groups k..G-1 are final,
+  // updates what it can without waiting for I/O (errors are kept for
+  // FinishEarlyStep); FinishEarlyStep updates the rest and throws zt::Error
+  // as Step does. The result equals Step's bit for bit. The parameters of
+  // the group last updated stay acquired between calls (they are not
+  // swapped, so that holds nothing back).
   bool CanUpdateEarly() const { return state_->CanWalkAhead() && options_.params == nullptr; }
   void BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper);
   void EarlyStepReady(int first_final_group);
@@ -150,7 +153,7 @@ class ShardedOptimizer {
     bool in_backward = false;  // inside EarlyStepReady
   };
   absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
-  // Releases what the update holds and records its step count.
+  // Releases the parameters the update holds and closes it.
   void CloseUpdate(Update& u);
   Update early_;
   int64_t elements_updated_ = 0;

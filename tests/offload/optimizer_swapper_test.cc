@@ -59,6 +59,20 @@ std::vector<std::string> Kinds(int n) {
   return k;
 }
 
+// Swap options for `kinds` kinds of `total` elements in sub-groups of
+// `sub_group`, with `buffer_count` buffers and both pipelines set as given.
+OptimizerSwapOptions SwapOptions(const std::string& dir, int kinds, int64_t total, int64_t sub_group, int buffer_count,
+                                 bool pipelined = false) {
+  OptimizerSwapOptions o;
+  o.dir = dir;
+  o.kinds = Kinds(kinds);
+  o.total_numel = total;
+  o.sub_group_numel = sub_group;
+  o.buffer_count = buffer_count;
+  o.pipeline_read = o.pipeline_write = pipelined;
+  return o;
+}
+
 // The state as plain vectors, [kind][element].
 using Reference = std::vector<std::vector<float>>;
 
@@ -105,7 +119,7 @@ void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref,
   if (!driven) {
     st = sw.Run(access, visit);
   } else {
-    st = sw.BeginWalk(access, /*descending=*/true);
+    st = sw.BeginWalk(/*descending=*/true);
     const int64_t total = static_cast<int64_t>(ref[0].size());
     ready_from = total + 1;
     for (int step = 0; st.ok() && step < 3 * sw.num_sub_groups() && sw.walk_open(); ++step) {
@@ -150,12 +164,7 @@ TEST_P(OptimizerSwapperTest, EveryVisitSeesTheReferenceState) {
   IoOptions io_options;
   io_options.backend = backend;
   ZT_ENGINE_OR_SKIP(io, io_options);
-  OptimizerSwapOptions o;
-  o.dir = dir.path();
-  o.kinds = Kinds(c.kinds);
-  o.total_numel = c.total;
-  o.sub_group_numel = c.sub_group;
-  o.buffer_count = c.buffer_count;
+  OptimizerSwapOptions o = SwapOptions(dir.path(), c.kinds, c.total, c.sub_group, c.buffer_count);
   o.pipeline_read = c.pipeline_read;
   o.pipeline_write = c.pipeline_write;
   auto sw = OptimizerSwapper::Create(o, io.get());
@@ -218,13 +227,8 @@ TEST(OptimizerSwapperTraffic, OnlyWhatThePoolCannotHoldMoves) {
     SCOPED_TRACE(absl::StrCat(shape.sub_groups, " sub-groups, ", shape.buffer_count, " buffers"));
     zt::testing::ScratchDir dir("zt_optswap");
     ZT_ENGINE_OR_SKIP(io, IoOptions{});
-    OptimizerSwapOptions o;
-    o.dir = dir.path();
-    o.kinds = Kinds(2);
-    o.total_numel = shape.sub_groups * kBlock;
-    o.sub_group_numel = kBlock;
-    o.buffer_count = shape.buffer_count;
-    o.pipeline_read = o.pipeline_write = true;
+    const OptimizerSwapOptions o =
+        SwapOptions(dir.path(), 2, shape.sub_groups * kBlock, kBlock, shape.buffer_count, /*pipelined=*/true);
     auto sw = OptimizerSwapper::Create(o, io.get());
     ASSERT_TRUE(sw.ok()) << sw.status();
     Reference ref(2, std::vector<float>(static_cast<size_t>(o.total_numel), 0.0f));
@@ -261,12 +265,7 @@ TEST(OptimizerSwapperTraffic, OnlyWhatThePoolCannotHoldMoves) {
 TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
   zt::testing::ScratchDir dir("zt_optswap");
   ZT_ENGINE_OR_SKIP(io, IoOptions{});
-  OptimizerSwapOptions o;
-  o.dir = dir.path();
-  o.kinds = Kinds(2);
-  o.total_numel = 6 * kBlock;
-  o.sub_group_numel = kBlock;
-  o.buffer_count = 6;  // 3 slots of 6 sub-groups
+  const OptimizerSwapOptions o = SwapOptions(dir.path(), 2, 6 * kBlock, kBlock, /*buffer_count=*/6);  // 3 slots
   auto sw = OptimizerSwapper::Create(o, io.get());
   ASSERT_TRUE(sw.ok()) << sw.status();
   Reference ref(2, std::vector<float>(static_cast<size_t>(o.total_numel), 0.0f));
@@ -275,7 +274,7 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
   for (int w = 0; w < 4; ++w) {
     ASSERT_NO_FATAL_FAILURE(Walk(**sw, Access::kReadWrite, ref, w, rng));
     std::vector<int> seen;
-    ASSERT_TRUE((*sw)->BeginWalk(Access::kReadWrite, /*descending=*/true).ok());
+    ASSERT_TRUE((*sw)->BeginWalk(/*descending=*/true).ok());
     auto nothing = [](const OptimizerSwapper::SubGroup&, float* const*) { return absl::OkStatus(); };
     std::vector<float> buf(4);
     EXPECT_EQ((*sw)->Run(Access::kRead, nothing).code(), absl::StatusCode::kFailedPrecondition);
@@ -283,7 +282,7 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
     const absl::Status refused = (*sw)->ReadRange(0, 0, 4, buf.data());
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_TRUE(absl::StrContains(refused.message(), "optimizer update is in progress")) << refused;
-    EXPECT_EQ((*sw)->BeginWalk(Access::kReadWrite, true).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ((*sw)->BeginWalk(true).code(), absl::StatusCode::kFailedPrecondition);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while ((*sw)->walk_open() && std::chrono::steady_clock::now() < give_up) {
       absl::Status st = (*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return true; }, /*block=*/false,
@@ -322,13 +321,9 @@ TEST(OptimizerSwapperErrors, AFailedWriteBackIsReportedByTheNextCallAndStays) {
     io_options.backend = backend;
     io_options.inject_error = [&fail](bool write, uint64_t) { return write && fail.load() ? EIO : 0; };
     ZT_ENGINE_OR_SKIP(io, io_options);
-    OptimizerSwapOptions o;
-    o.dir = dir.path();
-    o.kinds = Kinds(2);
-    o.total_numel = 6 * kBlock;
-    o.sub_group_numel = kBlock;
-    o.buffer_count = 4;  // 2 slots of 6 sub-groups: write-backs in every walk
-    o.pipeline_read = o.pipeline_write = true;
+    // 2 slots of 6 sub-groups: write-backs in every walk.
+    const OptimizerSwapOptions o =
+        SwapOptions(dir.path(), 2, 6 * kBlock, kBlock, /*buffer_count=*/4, /*pipelined=*/true);
     auto sw = OptimizerSwapper::Create(o, io.get());
     ASSERT_TRUE(sw.ok()) << sw.status();
     auto nothing = [](const OptimizerSwapper::SubGroup&, float* const*) { return absl::OkStatus(); };
@@ -353,12 +348,7 @@ TEST(OptimizerSwapperErrors, AFailedWriteBackIsReportedByTheNextCallAndStays) {
 TEST(OptimizerSwapperErrors, AVisitorErrorStopsTheWalk) {
   zt::testing::ScratchDir dir("zt_optswap");
   ZT_ENGINE_OR_SKIP(io, IoOptions{});
-  OptimizerSwapOptions o;
-  o.dir = dir.path();
-  o.kinds = Kinds(1);
-  o.total_numel = 4 * kBlock;
-  o.sub_group_numel = kBlock;
-  o.buffer_count = 2;
+  const OptimizerSwapOptions o = SwapOptions(dir.path(), 1, 4 * kBlock, kBlock, /*buffer_count=*/2);
   auto sw = OptimizerSwapper::Create(o, io.get());
   ASSERT_TRUE(sw.ok()) << sw.status();
   int visits = 0;

@@ -69,7 +69,7 @@ TEST(OptimizerStateWalk, VisitsReadyPiecesDownwardEveryElementOnce) {
       for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(g)][static_cast<size_t>(i)];
       return update(g, b, e, data);
     };
-    ASSERT_TRUE(state.BeginDescendingWalk(Access::kReadWrite).ok());
+    ASSERT_TRUE(state.BeginDescendingWalk().ok());
     const bool finish_in_backward = walk % 2 == 1;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (state.walk_open() && (ready > 0 || finish_in_backward)) {
