@@ -74,16 +74,34 @@ std::vector<std::string> FilesIn(const std::string& dir) {
 
 std::string Quote(const std::string& s) { return absl::StrCat("'", s, "'"); }
 
-// The canonical dump of one file by Python's unpickler (see the script).
-std::string Dump(const std::string& python, const std::string& file) {
+// The canonical dumps of `files` by Python's unpickler (see the script), in
+// the order given, from one Python process: importing torch costs seconds.
+std::vector<std::string> Dumps(const std::string& python, const std::vector<std::string>& files) {
   testing::ScratchDir tmp;
   const std::string out = tmp.File("dump.txt");
-  const std::string cmd = absl::StrCat("PYTHONDONTWRITEBYTECODE=1 ", python, " ", Quote(kDumpScript), " ", Quote(file),
-                                       " >", Quote(out), " 2>&1");
+  std::string cmd = absl::StrCat("PYTHONDONTWRITEBYTECODE=1 ", python, " ", Quote(kDumpScript));
+  for (const std::string& f : files) absl::StrAppend(&cmd, " ", Quote(f));
+  absl::StrAppend(&cmd, " >", Quote(out), " 2>&1");
   const int rc = std::system(cmd.c_str());
-  std::string text = testing::ReadAll(out);
+  const std::string text = testing::ReadAll(out);
   EXPECT_EQ(rc, 0) << text;
-  return text;
+  std::vector<std::string> dumps(files.size());
+  size_t next = 0;
+  std::string* current = nullptr;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (next < files.size() && line == absl::StrCat("=== ", files[next])) {
+      current = &dumps[next++];
+      continue;
+    }
+    if (current == nullptr) continue;
+    if (!current->empty()) current->push_back('\n');
+    absl::StrAppend(current, line);
+  }
+  EXPECT_EQ(next, files.size()) << "the dump script stopped before file " << next << ":\n" << text;
+  for (std::string& d : dumps) {
+    while (!d.empty() && d.back() == '\n') d.pop_back();  // the last file's print ends with one
+  }
+  return dumps;
 }
 
 // Line by line, `got` must be `want` except for the known differences.
@@ -130,9 +148,12 @@ TEST_P(DeepSpeedWriter, RoundTripThroughZerotorchReproducesDeepSpeedsFiles) {
   EXPECT_EQ((*ds)->layout().stage, GetParam().stage);
   ZT_SKIP_WITHOUT_TORCH_PYTHON();
   const std::string python = *testing::PythonWithTorch();
-  for (const std::string& f : FilesIn(want_folder)) {
-    ExpectSameDump(f, Dump(python, want_folder + "/" + f), Dump(python, got_folder + "/" + f));
-  }
+  const std::vector<std::string> names = FilesIn(want_folder);
+  std::vector<std::string> paths;
+  for (const std::string& f : names) paths.push_back(want_folder + "/" + f);
+  for (const std::string& f : names) paths.push_back(got_folder + "/" + f);
+  const std::vector<std::string> dumps = Dumps(python, paths);
+  for (size_t i = 0; i < names.size(); ++i) ExpectSameDump(names[i], dumps[i], dumps[names.size() + i]);
 }
 
 // The full fp32 weights DeepSpeed's zero_to_fp32 wrote for the fixture.
@@ -314,9 +335,10 @@ TEST_P(DeepSpeedWriter, UniversalHoldsEveryParameterWholeAsZeroToFp32) {
   ZT_SKIP_WITHOUT_TORCH_PYTHON();
   const std::string python = *testing::PythonWithTorch();
   const std::string some = folder + "/zero/" + names.front();
-  for (const std::string& file : {folder + "/zero/optimizer_state.pt", some + "/fp32.pt"}) {
-    const std::string dump = Dump(python, file);
-    EXPECT_TRUE(absl::StartsWith(dump, "root: ")) << file << ":\n" << dump;
+  const std::vector<std::string> files = {folder + "/zero/optimizer_state.pt", some + "/fp32.pt"};
+  const std::vector<std::string> dumps = Dumps(python, files);
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_TRUE(absl::StartsWith(dumps[i], "root: ")) << files[i] << ":\n" << dumps[i];
   }
 }
 
@@ -498,12 +520,15 @@ TEST_P(NativeToDeepSpeed, ConsolidatesToTheSameWeights) {
   }
   // What DeepSpeed reads beyond the weights, through Python's unpickler.
   ZT_SKIP_WITHOUT_TORCH_PYTHON();
-  const std::string dump = Dump(*testing::PythonWithTorch(), ds + "/step3/" + ModelStatesFile(stage, 0));
+  const std::vector<std::string> dumps =
+      Dumps(*testing::PythonWithTorch(),
+            {ds + "/step3/" + ModelStatesFile(stage, 0), ds + "/step3/" + OptimStatesFile(0, dtype)});
+  const std::string& dump = dumps[0];
   EXPECT_TRUE(absl::StrContains(dump, "root['param_shapes'][0]['a.weight']: torch.Size (4, 3)")) << dump;
   EXPECT_TRUE(absl::StrContains(dump, "root['lr_scheduler']['last_batch_iteration']: builtins.int 2")) << dump;
   EXPECT_TRUE(absl::StrContains(dump, "root['module']['c.weight']: torch.Tensor")) << dump;
   EXPECT_TRUE(absl::StrContains(dump, "root['sparse_tensor_module_names']: builtins.set []")) << dump;
-  const std::string optim = Dump(*testing::PythonWithTorch(), ds + "/step3/" + OptimStatesFile(0, dtype));
+  const std::string& optim = dumps[1];
   // WarmupLR, linear, after 3 steps (last_batch_iteration 2): 0.001 * 2 / 10.
   EXPECT_TRUE(absl::StrContains(optim, "['param_groups'][0]['lr']: builtins.float 0.0002")) << optim;
   EXPECT_TRUE(absl::StrContains(optim, "['param_groups'][0]['betas'][1]: builtins.float 0.95")) << optim;
@@ -567,7 +592,8 @@ TEST(DeepSpeedWriterErrors, UsageErrorsAreNamedWithExitCode2) {
   const std::string src = Quote(kFixtures + "/zero2_fp32");
   auto r = RunZt(absl::StrCat("ckpt convert ", src, " ", Quote(tmp.path() + "/a"), " --to megatron"));
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(absl::StrContains(r.output, "--to must be 'deepspeed', 'universal' or 'zerotorch', got 'megatron'")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "--to must be 'deepspeed', 'universal' or 'zerotorch', got 'megatron'"))
+      << r.output;
   r = RunZt(absl::StrCat("ckpt convert ", src, " ", Quote(tmp.path() + "/b")));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "--to is required")) << r.output;

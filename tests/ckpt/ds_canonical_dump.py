@@ -9,7 +9,8 @@ attribute lookups (builtins.getattr(ZeroStageEnum, 'gradients')) with a
 member that remembers its name. Each file prints as one line per value:
 its key path, its type as module.qualname, and for dicts their keys in
 order (OrderedDicts with their _metadata), for objects their __dict__, for
-tensors dtype, shape and a SHA-256 of the bytes; scalars by repr.
+tensors dtype, shape and a SHA-256 of the bytes; scalars by repr. Each
+file's lines follow a header line "=== FILE".
 """
 import hashlib
 import importlib.abc
@@ -90,7 +91,9 @@ def dump(v, path, out):
         out.append('%s: %s %r' % (path, tn, v))
 
 
+# One process for many files (importing torch is most of the run time): each
+# file's dump follows a line "=== FILE".
 for f in sys.argv[1:]:
-    lines = []
+    lines = ['=== ' + f]
     dump(torch.load(f, map_location='cpu'), 'root', lines)
     print('\n'.join(lines))

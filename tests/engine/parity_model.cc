@@ -23,6 +23,13 @@ Config ParityBaseConfig(int stage) {
   return c;
 }
 
+std::string ParityVariantsToRun() {
+  const char* names = std::getenv("ZT_PARITY_VARIANTS");
+  return names != nullptr && *names != '\0' ? std::string(names) : std::string("all");
+}
+
+std::chrono::seconds ParityLaunchTimeout(size_t count) { return std::chrono::seconds(120 + 60 * count); }
+
 ParityData MakeData(int64_t rows, int64_t in_features, int64_t out_features, uint64_t seed) {
   torch::manual_seed(seed);
   ParityData d;

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -80,10 +83,7 @@ models::ModelSpec SpecOf(const std::string& arg) {
   return spec;
 }
 
-ZT_RANK_WORKER(estimate_vs_engine) {
-  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
-  ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
-  const std::string model_name = ctx.arg;
+absl::Status CheckModelStates(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
   ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
   for (int stage : {0, 1, 2, 3}) {
     for (bool bf16 : {false, true}) {
@@ -137,10 +137,7 @@ ZT_RANK_WORKER(estimate_vs_engine) {
 
 // NVMe offload: the swap files and pools the engine reports must be what the
 // estimator replays, to the byte, and the model states left in memory too.
-ZT_RANK_WORKER(estimate_vs_engine_offload) {
-  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
-  ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
-  const std::string model_name = ctx.arg;
+absl::Status CheckNvmeOffload(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
   ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
   const std::string dir = absl::StrCat("/tmp/zt_estimate_offload_", ::getppid());
   std::filesystem::create_directories(dir);
@@ -198,32 +195,48 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) {
   return absl::OkStatus();
 }
 
+// Runs `check` for each model named in `models` (comma-separated) in the same
+// ranks (starting a LibTorch process costs more than a tiny model's check);
+// the error lists every model that failed.
+absl::Status ForEachModel(
+    const std::string& models,
+    const std::function<absl::Status(const std::string&, const std::shared_ptr<comm::ProcessGroup>&)>& check) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
+  std::vector<std::string> failures;
+  for (const std::string& model : std::vector<std::string>(absl::StrSplit(models, ','))) {
+    const absl::Status status = check(model, pg);
+    if (!status.ok()) failures.push_back(status.ToString());
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrJoin(failures, "\n"));
+}
+
+// ctx.arg: comma-separated model names.
+ZT_RANK_WORKER(estimate_vs_engine) { return ForEachModel(ctx.arg, CheckModelStates); }
+ZT_RANK_WORKER(estimate_vs_engine_offload) { return ForEachModel(ctx.arg, CheckNvmeOffload); }
+
 TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
-  for (const char* model : {"gpt2-tiny", "llama-tiny", "bert-tiny"}) {
-    for (int world : {1, 2}) {
-      RankRunOptions o;
-      o.world_size = world;
-      o.arg = model;
-      o.timeout = std::chrono::seconds(300);
-      RankRunResult r = RunRanks("estimate_vs_engine_offload", o);
-      std::error_code ignored;
-      std::filesystem::remove_all(absl::StrCat("/tmp/zt_estimate_offload_", ::getpid()), ignored);
-      EXPECT_TRUE(r.ok()) << model << " world " << world << ": " << r.Summary();
-    }
+  for (int world : {1, 2}) {
+    RankRunOptions o;
+    o.world_size = world;
+    o.arg = "gpt2-tiny,llama-tiny,bert-tiny";
+    o.timeout = std::chrono::seconds(600);
+    RankRunResult r = RunRanks("estimate_vs_engine_offload", o);
+    std::error_code ignored;
+    std::filesystem::remove_all(absl::StrCat("/tmp/zt_estimate_offload_", ::getpid()), ignored);
+    EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
   }
 }
 
 TEST(EstimateVsEngine, ModelStatesMatchEngineAccounting) {
-  for (const char* model :
-       {"gpt2-tiny", "llama-tiny", "mnist-cnn", "llama-tiny+lora", "gpt2-tiny+lora", "bert-tiny", "bert-tiny+lora"}) {
-    for (int world : {1, 2, 4}) {
-      RankRunOptions o;
-      o.world_size = world;
-      o.arg = model;
-      o.timeout = std::chrono::seconds(300);
-      RankRunResult r = RunRanks("estimate_vs_engine", o);
-      EXPECT_TRUE(r.ok()) << model << " world " << world << ": " << r.Summary();
-    }
+  for (int world : {1, 2, 4}) {
+    RankRunOptions o;
+    o.world_size = world;
+    o.arg = "gpt2-tiny,llama-tiny,mnist-cnn,llama-tiny+lora,gpt2-tiny+lora,bert-tiny,bert-tiny+lora";
+    o.timeout = std::chrono::seconds(900);
+    RankRunResult r = RunRanks("estimate_vs_engine", o);
+    EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
   }
 }
 
