@@ -13,7 +13,8 @@
 # annotations of zero/ with clang's -Wthread-safety (about 16 s).
 # In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
 # comm, zero and offload suites then run once more under AddressSanitizer and
-# UndefinedBehaviorSanitizer (scripts/sanitize.sh, about 11 minutes on 2 cores).
+# UndefinedBehaviorSanitizer (scripts/sanitize.sh: a second build of the
+# libraries those suites need, then the suites).
 # After the suites, scripts/check_install.sh installs the build into a
 # temporary prefix and builds and runs examples/minimal against it.
 set -euo pipefail

@@ -28,13 +28,10 @@ namespace fs = std::filesystem;
 using zt::testing::PythonWithTorch;
 using Dump = zt::testing::ReferenceDump;
 
-// Dumps the model's weights, an input and its logits, and has
-// hf_reference.py rebuild the HF model from `dims` and compare.
-void CheckAgainstReference(const ModelSpec& spec, const std::string& family,
-                           const std::map<std::string, std::string>& dims) {
-  const std::string py = PythonWithTorch();
-  if (py.empty()) GTEST_SKIP() << "no python3 with torch (set ZT_PYTHON)";
-  const std::string script = std::string(ZT_SOURCE_DIR) + "/tests/models/hf_reference.py";
+// Dumps the model's weights, an input and its logits into `dir`, for
+// hf_reference.py to rebuild the HF model from `dims` and compare.
+void DumpForReference(const ModelSpec& spec, const std::string& family, const std::map<std::string, std::string>& dims,
+                      const fs::path& dir) {
   absl::StatusOr<std::unique_ptr<Model>> model = CreateModel(spec);
   ASSERT_TRUE(model.ok()) << model.status();
   torch::nn::Module& module = *(*model)->module();
@@ -43,42 +40,52 @@ void CheckAgainstReference(const ModelSpec& spec, const std::string& family,
     torch::NoGradGuard no_grad;
     for (auto& p : module.parameters()) p.add_(torch::randn_like(p) * 0.05);
   }
-  fs::path dir = fs::temp_directory_path() / ("zt_hf_interop_" + std::to_string(::getpid()) + "_" + family);
   fs::create_directories(dir);
-  {
-    Dump dump(dir);
-    dump.Config("family", family);
-    absl::StatusOr<ModelInfo> info = DescribeModel(spec);
-    ASSERT_TRUE(info.ok());
-    for (const auto& [key, value] : dims) dump.Config(key, value);
-    dump.Config("vocab", std::to_string(info->vocab_size));
-    dump.Config("n_positions", std::to_string(info->max_seq_len));
-    // Every name, a tied lm_head.weight included (strict loading wants both).
-    for (const auto& item : module.named_parameters()) dump.Tensor(item.key(), item.value());
-    torch::Tensor ids = torch::randint(info->vocab_size, {2, 24}, torch::kLong);
-    torch::NoGradGuard no_grad;
-    (*model)->module()->eval();
-    dump.Tensor("input", ids);
-    if (info->task == Task::kSequenceClassification) {
-      // Row 0 padded after 15 tokens, row 1 after 9 (junk ids under mask 0).
-      torch::Tensor mask = torch::ones({2, 24}, torch::kLong);
-      mask.index_put_({0, torch::indexing::Slice(15, 24)}, 0);
-      mask.index_put_({1, torch::indexing::Slice(9, 24)}, 0);
-      dump.Tensor("attention_mask", mask);
-      dump.Tensor("logits", (*model)->ForwardMasked(ids, mask));
-      absl::StatusOr<std::string> config = HfConfigJson(spec);
-      ASSERT_TRUE(config.ok()) << config.status();
-      std::ofstream(dir / "config.json") << *config;
-    } else {
-      dump.Tensor("logits", (*model)->Forward(ids));
-    }
+  Dump dump(dir);
+  dump.Config("family", family);
+  absl::StatusOr<ModelInfo> info = DescribeModel(spec);
+  ASSERT_TRUE(info.ok());
+  for (const auto& [key, value] : dims) dump.Config(key, value);
+  dump.Config("vocab", std::to_string(info->vocab_size));
+  dump.Config("n_positions", std::to_string(info->max_seq_len));
+  // Every name, a tied lm_head.weight included (strict loading wants both).
+  for (const auto& item : module.named_parameters()) dump.Tensor(item.key(), item.value());
+  torch::Tensor ids = torch::randint(info->vocab_size, {2, 24}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  (*model)->module()->eval();
+  dump.Tensor("input", ids);
+  if (info->task == Task::kSequenceClassification) {
+    // Row 0 padded after 15 tokens, row 1 after 9 (junk ids under mask 0).
+    torch::Tensor mask = torch::ones({2, 24}, torch::kLong);
+    mask.index_put_({0, torch::indexing::Slice(15, 24)}, 0);
+    mask.index_put_({1, torch::indexing::Slice(9, 24)}, 0);
+    dump.Tensor("attention_mask", mask);
+    dump.Tensor("logits", (*model)->ForwardMasked(ids, mask));
+    absl::StatusOr<std::string> config = HfConfigJson(spec);
+    ASSERT_TRUE(config.ok()) << config.status();
+    std::ofstream(dir / "config.json") << *config;
+  } else {
+    dump.Tensor("logits", (*model)->Forward(ids));
   }
-  const std::string cmd = py + " " + script + " " + dir.string();
+}
+
+// One hf_reference.py process checks every dumped folder (importing torch
+// is most of its run time); it prints one line per folder.
+void CheckAgainstReference(const std::vector<fs::path>& dirs) {
+  const std::string py = PythonWithTorch();
   std::string output;
-  const int rc = zt::testing::RunCommand(cmd, &output);
+  int rc = 0;
+  std::string cmd = py + " " + ZT_SOURCE_DIR + "/tests/models/hf_reference.py";
+  for (const fs::path& dir : dirs) cmd += " " + dir.string();
+  if (!py.empty()) rc = zt::testing::RunCommand(cmd, &output);
+  for (const fs::path& dir : dirs) fs::remove_all(dir);
+  if (py.empty()) GTEST_SKIP() << "no python3 with torch (set ZT_PYTHON)";
   EXPECT_EQ(rc, 0) << cmd << "\n" << output;
   std::cout << output;
-  fs::remove_all(dir);
+}
+
+fs::path ScratchFor(const std::string& what) {
+  return fs::temp_directory_path() / ("zt_hf_interop_" + std::to_string(::getpid()) + "_" + what);
 }
 
 struct Case {
@@ -87,6 +94,7 @@ struct Case {
 };
 
 TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
+  std::vector<fs::path> dirs;
   for (const Case& c : std::vector<Case>{{{"gpt2-tiny", {{"n_layer", 2}}, 1}, "gpt2"},
                                          {{"llama-tiny", {{"n_layer", 2}}, 1}, "llama"},
                                          {{"llama-tiny", {{"n_layer", 1}, {"n_kv_head", 1}}, 2}, "llama"}}) {
@@ -95,14 +103,18 @@ TEST(HuggingFaceInterop, LogitsMatchReferenceModelLoadedFromOurWeights) {
     std::map<std::string, std::string> dims = {{"n_layer", "2"},   {"n_embd", "64"},        {"n_head", "4"},
                                                {"n_kv_head", "2"}, {"intermediate", "172"}, {"rms_norm_eps", "1e-05"}};
     for (const auto& [key, value] : c.spec.overrides) dims[key] = std::to_string(value);
-    CheckAgainstReference(c.spec, c.family, dims);
+    dirs.push_back(ScratchFor(absl::StrCat(c.family, "_", dirs.size())));
+    DumpForReference(c.spec, c.family, dims, dirs.back());
   }
+  CheckAgainstReference(dirs);
 }
 
 // BertForSequenceClassification with an attention mask that pads both rows,
 // three labels and bert-tiny's dimensions but a smaller vocab.
 TEST(HuggingFaceInterop, BertLogitsWithPaddingMatchReference) {
-  CheckAgainstReference({"bert-tiny", {{"vocab", 1000}, {"num_labels", 3}}, 1}, "bert", {});
+  const fs::path dir = ScratchFor("bert");
+  DumpForReference({"bert-tiny", {{"vocab", 1000}, {"num_labels", 3}}, 1}, "bert", {}, dir);
+  CheckAgainstReference({dir});
 }
 
 // Models built from a Hugging Face folder's config.json (models/hf_config.h):
@@ -177,14 +189,17 @@ TEST(HuggingFaceInterop, FolderModelsMatchTheReference) {
         {"rope_type", "linear"},
         {"rope_factor", "4.0"}}},
   };
+  std::vector<fs::path> dumps;
   for (const FolderCase& c : cases) {
     SCOPED_TRACE(c.family);
     const fs::path dir = fs::temp_directory_path() / ("zt_hf_folder_" + std::to_string(::getpid()) + "_" + c.family);
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << c.config;
-    CheckAgainstReference(ModelSpec{dir.string(), {}, 1}, "llama", c.dims);
+    dumps.push_back(ScratchFor(c.family));
+    DumpForReference(ModelSpec{dir.string(), {}, 1}, "llama", c.dims, dumps.back());
     fs::remove_all(dir);
   }
+  CheckAgainstReference(dumps);
 }
 
 }  // namespace

@@ -105,8 +105,9 @@ std::string LossCsv(const std::string& out, const std::string& job) {
   return absl::StrCat(out, "/", job, "/Train_Samples_train_loss.csv");
 }
 
-// Each model at each stage, 2 ranks: the loss falls.
-TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
+// 2 ranks: the loss falls for every model, and every stage runs end to end
+// (gpt2-tiny at each; the parity suites prove each stage's arithmetic).
+TEST(TrainE2E, EveryModelLearnsAndEveryStageRuns) {
   const std::string dir = TempDir("stages");
   const std::string corpus = MakeCorpus(dir);
   const std::string fifo = dir + "/pipe";
@@ -114,18 +115,19 @@ TEST(TrainE2E, EveryModelLearnsAtEveryStage) {
   struct Case {
     std::string model, data, extra;
     int steps;
+    std::vector<int> stages;
   };
   const std::vector<Case> cases = {
-      {"gpt2-tiny", corpus, "--seq-len 32 --micro-batch 8 --lr 3e-3", 24},
-      {"llama-tiny", corpus, "--seq-len 32 --micro-batch 8 --lr 3e-3", 24},
-      {"mnist-cnn", "", "--micro-batch 16 --lr 1e-3", 24},
+      {"gpt2-tiny", corpus, "--seq-len 32 --micro-batch 8 --lr 3e-3", 24, {0, 1, 2, 3}},
+      {"llama-tiny", corpus, "--seq-len 32 --micro-batch 8 --lr 3e-3", 24, {3}},
+      {"mnist-cnn", "", "--micro-batch 16 --lr 1e-3", 24, {2}},
   };
   for (const Case& c : cases) {
     if (c.model == "mnist-cnn" && !std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
       ADD_FAILURE() << "Fashion-MNIST is missing: install dataset-fashion-mnist (scripts/setup.sh does)";
       continue;
     }
-    for (int stage = 0; stage <= 3; ++stage) {
+    for (int stage : c.stages) {
       SCOPED_TRACE(absl::StrCat(c.model, " stage ", stage));
       const std::string out = absl::StrCat(dir, "/", c.model, "_", stage);
       CommandResult r = Zt(absl::StrCat("train --model ", c.model, c.data.empty() ? "" : " --data " + c.data, " ",
