@@ -53,8 +53,19 @@ if (($# == 0)); then
   ZT_BUILD_DIR="$BUILD_DIR" scripts/check_install.sh
 fi
 
+# The sanitizer pass is a second build plus the suites: 10 minutes on a fast
+# day here, 45 on a slow one. CI stops a run at 90 minutes and then lands
+# nothing, so in CI the pass starts only while ZT_CI_SANITIZE_BUDGET seconds
+# (default 2400) have not yet gone by since this script began; otherwise it
+# says that it was skipped and why. ZT_SANITIZE_STAGE always runs it.
 if (($# == 0)) && { [ "${CI:-}" = "true" ] || [ -n "${ZT_SANITIZE_STAGE:-}" ]; }; then
   cd "$ROOT"
-  echo "test: the comm, zero and offload suites under ${ZT_SANITIZE_STAGE:-address,undefined}"
-  scripts/sanitize.sh "${ZT_SANITIZE_STAGE:-address,undefined}"
+  budget=${ZT_CI_SANITIZE_BUDGET:-2400}
+  if [ -z "${ZT_SANITIZE_STAGE:-}" ] && ((SECONDS > budget)); then
+    echo "test: SKIPPED the sanitizer pass: ${SECONDS} s have gone by, past ZT_CI_SANITIZE_BUDGET=${budget} s" \
+         "(a slow machine; run scripts/sanitize.sh address,undefined separately)"
+  else
+    echo "test: the comm, zero and offload suites under ${ZT_SANITIZE_STAGE:-address,undefined} (after ${SECONDS} s)"
+    scripts/sanitize.sh "${ZT_SANITIZE_STAGE:-address,undefined}"
+  fi
 fi
