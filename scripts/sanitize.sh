@@ -17,7 +17,7 @@ if [ ! -f "$DIR/build.ninja" ]; then
 fi
 if [ "$LABELS" = all ]; then
   cmake --build "$DIR" -j "${ZT_JOBS:-$(nproc)}"
-  label_args=()
+  select_args=()
 else
   # The suites' binaries (their names start with the label). Not
   # comm_launcher_test: it runs the built `zt launch`, and `zt` needs the
@@ -29,7 +29,7 @@ else
   cmake --build "$DIR" -j "${ZT_JOBS:-$(nproc)}" --target $targets
   # Exactly those binaries' entries (a label alone would also pick, say,
   # engine_offload_test, which is not built here).
-  label_args=(-R "^($(echo $targets | tr ' ' '|'))(\.shard[0-9]+)?\$")
+  select_args=(-R "^($(echo $targets | tr ' ' '|'))(\.shard[0-9]+)?\$")
 fi
 cd "$DIR"
-ctest --output-on-failure --timeout 1800 -j "${ZT_TEST_JOBS:-2}" "${label_args[@]}" "$@"
+ctest --output-on-failure --timeout 1800 -j "${ZT_TEST_JOBS:-2}" "${select_args[@]}" "$@"

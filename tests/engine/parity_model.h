@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <chrono>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,9 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
+#include "tests/testing/ranks.h"
 
 namespace zt::testing {
 
@@ -56,47 +55,31 @@ const Variant* FindVariant(const std::vector<Variant>& all, const std::string& n
 }
 
 // The variants a parity launch runs: ZT_PARITY_VARIANTS (comma-separated
-// names) when set, else "all".
-std::string ParityVariantsToRun();
+// names) when set, else `fallback` ("all" or comma-separated names).
+std::string ParityVariantsToRun(const std::string& fallback = "all");
 
 // How long one launch of `count` variants may take: starting the ranks plus
 // a generous minute per variant (a variant takes about a second).
 std::chrono::seconds ParityLaunchTimeout(size_t count);
 
 // Runs the variants named in `names` ("all", or comma-separated names) one
-// after another in the same ranks: starting a LibTorch process costs more
-// than a small variant's training. A variant that returns an error (its
-// parameters differ) is recorded and the next one runs, so one failing
-// variant never hides the others; one that throws ends the launch, because
-// its ranks may have parted in the middle of a collective. The error lists
-// every failed variant.
+// after another in the same ranks (RunEachInTheseRanks: one failing variant
+// never hides the others, one that throws ends the launch).
 template <class Variant>
 absl::Status RunVariantsInOrder(const std::vector<Variant>& all, const std::string& names,
                                 const std::function<absl::Status(const Variant&)>& run) {
-  std::vector<const Variant*> chosen;
+  std::vector<std::string> chosen;
   if (names == "all") {
-    for (const Variant& v : all) chosen.push_back(&v);
+    for (const Variant& v : all) chosen.push_back(v.name);
   } else {
-    for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
-      const Variant* v = FindVariant(all, std::string(name));
-      if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("no parity variant named '", name, "'"));
-      chosen.push_back(v);
+    chosen = absl::StrSplit(names, ',', absl::SkipEmpty());
+    for (const std::string& name : chosen) {
+      if (FindVariant(all, name) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("no parity variant named '", name, "'"));
+      }
     }
   }
-  std::vector<std::string> failures;
-  for (const Variant* v : chosen) {
-    absl::Status status;
-    try {
-      status = run(*v);
-    } catch (const std::exception& e) {
-      failures.push_back(absl::StrCat("variant ", v->name, " threw (later variants not run): ", e.what()));
-      break;
-    }
-    if (!status.ok()) failures.push_back(std::string(status.message()));
-  }
-  if (failures.empty()) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(failures.size(), " of ", chosen.size(), " variants failed:\n  ", absl::StrJoin(failures, "\n  ")));
+  return RunEachInTheseRanks(chosen, [&](const std::string& name) { return run(*FindVariant(all, name)); });
 }
 
 // The parity tests' common config: micro-batch 2, no accumulation, AdamW

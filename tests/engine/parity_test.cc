@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -216,15 +217,17 @@ struct ParityCase {
   int world;
   std::string variants;  // "all" or comma-separated names
 };
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << "stage " << c.stage << ", world " << c.world << ", variants " << c.variants;
+}
 
 class ParityTest : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(ParityTest, EveryVariantMatchesSingleProcessReference) {
   const ParityCase& c = GetParam();
-  const std::string env = ParityVariantsToRun();
   RankRunOptions options;
   options.world_size = c.world;
-  options.arg = absl::StrCat(c.stage, ":", env != "all" ? env : c.variants);
+  options.arg = absl::StrCat(c.stage, ":", ParityVariantsToRun(c.variants));
   options.timeout = ParityLaunchTimeout(Variants().size());
   RankRunResult result = RunRanks("parity", options);
   EXPECT_TRUE(result.ok()) << result.Summary();

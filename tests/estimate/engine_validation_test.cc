@@ -26,7 +26,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -196,20 +195,13 @@ absl::Status CheckNvmeOffload(const std::string& model_name, const std::shared_p
 }
 
 // Runs `check` for each model named in `models` (comma-separated) in the same
-// ranks (starting a LibTorch process costs more than a tiny model's check);
-// the error lists every model that failed.
+// ranks (RunEachInTheseRanks: the error lists every model that failed).
 absl::Status ForEachModel(
     const std::string& models,
     const std::function<absl::Status(const std::string&, const std::shared_ptr<comm::ProcessGroup>&)>& check) {
   ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, {}));
-  std::vector<std::string> failures;
-  for (const std::string& model : std::vector<std::string>(absl::StrSplit(models, ','))) {
-    const absl::Status status = check(model, pg);
-    if (!status.ok()) failures.push_back(status.ToString());
-  }
-  if (failures.empty()) return absl::OkStatus();
-  return absl::InternalError(absl::StrJoin(failures, "\n"));
+  return RunEachInTheseRanks(absl::StrSplit(models, ','), [&](const std::string& model) { return check(model, pg); });
 }
 
 // ctx.arg: comma-separated model names.

@@ -175,6 +175,24 @@ RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options)
   return result;
 }
 
+absl::Status RunEachInTheseRanks(const std::vector<std::string>& names,
+                                 const std::function<absl::Status(const std::string&)>& run) {
+  std::vector<std::string> failures;
+  for (const std::string& name : names) {
+    absl::Status status;
+    try {
+      status = run(name);
+    } catch (const std::exception& e) {
+      failures.push_back(absl::StrCat(name, " threw (later ones not run): ", e.what()));
+      break;
+    }
+    if (!status.ok()) failures.push_back(absl::StrCat(name, ": ", status.message()));
+  }
+  if (failures.empty()) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(failures.size(), " of ", names.size(), " failed:\n  ", absl::StrJoin(failures, "\n  ")));
+}
+
 int RankTestMain(int argc, char** argv) {
   std::string worker, arg;
   bool is_worker = false;

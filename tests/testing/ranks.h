@@ -83,6 +83,15 @@ struct RankRunResult {
 
 RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options);
 
+// Inside a worker: runs `run(name)` for each of `names` in turn, in these
+// same ranks (starting a LibTorch process costs more than a small check). A
+// name whose run returns an error is recorded and the next one runs, so one
+// failure never hides the others; a run that throws ends the loop, because
+// the ranks may have parted in the middle of a collective. The error lists
+// every failure, one per line.
+absl::Status RunEachInTheseRanks(const std::vector<std::string>& names,
+                                 const std::function<absl::Status(const std::string&)>& run);
+
 // main() for rank-test binaries: in a worker process (started by RunRanks)
 // runs the named worker and exits; otherwise runs the GoogleTest suite.
 int RankTestMain(int argc, char** argv);
