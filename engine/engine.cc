@@ -253,6 +253,9 @@ void EngineImpl::Backward(const at::Tensor& loss) {
     throw;
   }
   if (core_.coordinator) core_.coordinator->EndBackward();
+  // Swapped parameter shards the step updates first start coming in now,
+  // behind whatever the caller does before Step.
+  if (boundary && !core_.optimizer->early_step_open()) core_.optimizer->PrefetchForStep();
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
   timers_.reduce += Seconds(t1, t2);

@@ -118,6 +118,8 @@ class OptimizerSwapper {
   absl::Status BeginWalk(bool descending);
   absl::Status Advance(const Ready& ready, bool block, const Visitor& visit);
   bool walk_open() const { return walk_open_; }
+  // The direction of the next Run (it alternates).
+  bool next_walk_descending() const { return !reverse_; }
 
   // Writes back what the buffers hold newer than the files and waits for
   // every transfer; the buffers keep their (now clean) contents.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -97,8 +98,9 @@ absl::Status ParamSwapper::WaitSlot(int s) {
     return Annotate(st, s, "reading the parameters of");
   }
   // A failed write leaves the current bytes resident (and the file stale):
-  // the caller stops training on the error.
+  // the caller stops training on the error. They are never evicted.
   slot.state = State::kResident;
+  if (!reading) slot.write_failed = !st.ok();
   return Annotate(st, s, "writing the parameters of");
 }
 
@@ -124,11 +126,25 @@ int ParamSwapper::TakeIdleBuffer() {
   const int b = pool_->TryAcquire();
   if (b >= 0) return b;
   for (int s : lru_) {
-    const Slot& slot = slots_[static_cast<size_t>(s)];
-    if (slot.state == State::kResident && slot.pins == 0 && !slot.ahead) return Evict(s);
+    Slot& slot = slots_[static_cast<size_t>(s)];
+    if (slot.pins > 0 || slot.ahead) continue;
+    // A write-back that has finished leaves a clean copy like any other;
+    // one still running is not waited for here.
+    if (slot.state == State::kWriting && io_->Ready(slot.ticket)) {
+      absl::Status st = WaitSlot(s);  // returns at once
+      if (!st.ok()) {
+        // The bytes stay (the file is stale); the next Acquire or Flush
+        // reports the failure.
+        if (deferred_error_.ok()) deferred_error_ = st;
+        continue;
+      }
+    }
+    if (slot.state == State::kResident && !slot.write_failed) return Evict(s);
   }
   return -1;
 }
+
+absl::Status ParamSwapper::TakeDeferredError() { return std::exchange(deferred_error_, absl::OkStatus()); }
 
 int ParamSwapper::TakeBuffer(absl::Status* error) {
   int b = TakeIdleBuffer();
@@ -139,12 +155,12 @@ int ParamSwapper::TakeBuffer(absl::Status* error) {
     const std::vector<int> order(lru_.begin(), lru_.end());  // WaitSlot may edit lru_
     for (int s : order) {
       Slot& slot = slots_[static_cast<size_t>(s)];
-      if (slot.pins > 0 || slot.state != wanted) continue;
+      if (slot.pins > 0 || slot.state != wanted || slot.write_failed) continue;
       absl::Status st = WaitSlot(s);
       if (!st.ok() && error->ok()) *error = st;
-      // A failed write leaves the bytes resident (reported above); a failed
-      // read already gave its buffer back to the pool.
-      if (slot.state == State::kResident && slot.pins == 0) return Evict(s);
+      // A failed write leaves the bytes resident (reported above, and kept);
+      // a failed read already gave its buffer back to the pool.
+      if (slot.state == State::kResident && slot.pins == 0 && !slot.write_failed) return Evict(s);
       b = pool_->TryAcquire();
       if (b >= 0) return b;
     }
@@ -153,6 +169,7 @@ int ParamSwapper::TakeBuffer(absl::Status* error) {
 }
 
 absl::StatusOr<void*> ParamSwapper::Acquire(int s, bool read) {
+  ZT_RETURN_IF_ERROR(TakeDeferredError());
   Slot& slot = slots_[static_cast<size_t>(s)];
   if (slot.ahead) {
     slot.ahead = false;
@@ -198,6 +215,7 @@ absl::Status ParamSwapper::Release(int s, bool dirty) {
     ZT_RETURN_IF_ERROR(WaitSlot(s));  // an earlier write of the same bytes
     slot.ticket = io_->Write(*file_, slot.offset, pool_->data(slot.buffer), AlignUp(slot.bytes));
     slot.state = State::kWriting;
+    slot.write_failed = false;
     ++stats_.writes;
     stats_.write_bytes += AlignUp(slot.bytes);
   }
@@ -207,7 +225,16 @@ absl::Status ParamSwapper::Release(int s, bool dirty) {
 
 bool ParamSwapper::TryReadAhead(int s) {
   Slot& slot = slots_[static_cast<size_t>(s)];
-  if (slot.state != State::kDisk) return true;
+  if (slot.state != State::kDisk) {
+    // Here or coming already: keep it until it is used, so that reading
+    // the slots after it does not evict it first.
+    if (slot.ahead || slot.pins > 0) return true;
+    if (ahead_count_ >= pool_->count() - 1) return false;
+    slot.ahead = true;
+    ++ahead_count_;
+    Touch(s);
+    return true;
+  }
   if (ahead_count_ >= pool_->count() - 1) return false;
   const int b = TakeIdleBuffer();
   if (b < 0) return false;
@@ -224,7 +251,7 @@ bool ParamSwapper::TryReadAhead(int s) {
 }
 
 absl::Status ParamSwapper::Flush() {
-  absl::Status first;
+  absl::Status first = TakeDeferredError();
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s].state != State::kWriting) continue;
     absl::Status st = WaitSlot(static_cast<int>(s));

@@ -10,12 +10,14 @@
 //                else a clean cached copy that may be evicted at any time);
 //   writing   -> a buffer whose bytes are being written back.
 // Buffers go, in this order of preference, from: the free list, the least
-// recently used unpinned resident slot (slots read ahead and not used yet
-// last), the oldest finished write, an unpinned read in flight (waited for,
+// recently used idle copy (resident or with its write-back finished, not
+// pinned, not read ahead), then, waiting where needed, any unpinned
+// resident slot, the oldest write, an unpinned read in flight (waited for,
 // then dropped). When every buffer is pinned, Acquire returns
 // ResourceExhausted and the caller must release one (the stage-3
 // coordinator waits for a gather that holds one). Read-ahead never takes
-// the last buffer and never evicts anything but idle cached copies.
+// the last buffer, never waits and never evicts anything but idle copies;
+// a slot it names that is already here is kept for its coming use.
 //
 // Contract: not thread-safe (the coordinator calls it under its mutex).
 // Buffers handed out stay valid until Release. I/O errors come back as
@@ -65,9 +67,13 @@ class ParamSwapper {
   // Unpins; `dirty` writes the buffer back (asynchronously; the slot stays
   // resident and readable meanwhile).
   absl::Status Release(int s, bool dirty);
-  // Starts reading slot `s` if it is on disk, fewer than buffer_count - 1
-  // slots are read ahead and unused, and a buffer is free or holds an idle
-  // cached copy; true when the slot is (now) resident or in flight.
+  // A hint that Acquire(s, true) comes soon. While fewer than
+  // buffer_count - 1 slots are read ahead and unused: starts reading slot
+  // `s` if it is on disk and a buffer is free or holds an idle copy, or,
+  // when it is here already (resident, reading or being written), marks it
+  // read ahead so that later read-aheads do not evict it. True when the
+  // slot is (now) here or in flight; false when nothing was done (the caller
+  // stops hinting further slots). Never blocks.
   bool TryReadAhead(int s);
   // Waits for every write (e.g. before a checkpoint reads the file).
   absl::Status Flush();
@@ -87,8 +93,9 @@ class ParamSwapper {
     State state = State::kDisk;
     int buffer = -1;
     int pins = 0;
-    bool ahead = false;   // read ahead and not acquired since
-    IoTicket ticket = 0;  // the read or write in flight
+    bool ahead = false;         // read ahead and not acquired since
+    bool write_failed = false;  // its last write-back failed: the file is stale, the bytes stay
+    IoTicket ticket = 0;        // the read or write in flight
   };
 
   ParamSwapper() = default;
@@ -98,6 +105,9 @@ class ParamSwapper {
   // A free buffer, or one taken from an idle (resident, unpinned, not read
   // ahead) cached copy; -1 otherwise. Never waits.
   int TakeIdleBuffer();
+  // A write-back failure met where no caller could be told (TakeIdleBuffer),
+  // handed to the next Acquire or Flush; cleared once returned.
+  absl::Status TakeDeferredError();
   // Takes a slot's buffer away (the slot goes back to disk) and returns it;
   // Evict counts it as an eviction.
   int Detach(int s);
@@ -113,6 +123,7 @@ class ParamSwapper {
   std::vector<Slot> slots_;
   std::list<int> lru_;   // resident, reading or writing slots, least recent first
   int ahead_count_ = 0;  // slots with `ahead` set
+  absl::Status deferred_error_;
   Stats stats_;
 };
 

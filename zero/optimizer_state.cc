@@ -119,6 +119,7 @@ class SwappedState final : public OptimizerState {
     });
   }
 
+  bool NextWalkDescending() const override { return swapper_->next_walk_descending(); }
   bool CanWalkAhead() const override { return true; }
   bool walk_open() const override { return swapper_->walk_open(); }
 

@@ -35,6 +35,9 @@ class OptimizerState {
   using Access = offload::OptimizerSwapper::Access;
   using PieceFn = std::function<absl::Status(int g, int64_t b, int64_t e, float* const* data)>;
   virtual absl::Status ForEachPiece(Access access, const PieceFn& piece) = 0;
+  // Whether the next ForEachPiece visits the groups from the last to the
+  // first (a swapped store alternates; a resident one always ascends).
+  virtual bool NextWalkDescending() const { return false; }
 
   // The update (kReadWrite) while backward runs (a swapped store only, see
   // OptimizerSwapper::BeginWalk): a walk from the last group to the first,

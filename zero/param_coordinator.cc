@@ -206,10 +206,9 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
     for (int c : units_[static_cast<size_t>(order[i])].chunks) {
       const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
       if (s.swap_slot < 0 || s.state != State::kReleased) continue;
-      const int slot = s.swap_slot;
-      if (swapper_->resident(slot)) continue;
-      // The swapper keeps a buffer for a gather that was not foreseen.
-      if (!swapper_->TryReadAhead(slot)) return;
+      // A shard already here is kept for its gather. The swapper keeps a
+      // buffer for a gather that was not foreseen.
+      if (!swapper_->TryReadAhead(s.swap_slot)) return;
     }
   }
 }
@@ -492,11 +491,10 @@ void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
   ReleaseShardLocked(chunk, dirty);
 }
 
-void ParamCoordinator::PrefetchShard(int chunk) {
+bool ParamCoordinator::PrefetchShard(int chunk) {
   absl::MutexLock lock(&mu_);
-  if (!SwappedLocked(chunk)) return;
-  const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
-  if (!swapper_->resident(slot)) (void)swapper_->TryReadAhead(slot);
+  if (!SwappedLocked(chunk)) return true;
+  return swapper_->TryReadAhead(chunk_state_[static_cast<size_t>(chunk)].swap_slot);
 }
 
 at::Tensor ParamCoordinator::TrainableShards::Acquire(int g, bool read) {
@@ -507,8 +505,8 @@ void ParamCoordinator::TrainableShards::Release(int g, bool dirty) {
   c_->ReleaseShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)], dirty);
 }
 
-void ParamCoordinator::TrainableShards::Prefetch(int g) {
-  c_->PrefetchShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)]);
+bool ParamCoordinator::TrainableShards::Prefetch(int g) {
+  return c_->PrefetchShard(c_->trainable_chunk_of_group_[static_cast<size_t>(g)]);
 }
 
 }  // namespace zt::zero

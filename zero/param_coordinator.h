@@ -151,9 +151,10 @@ class ParamCoordinator {
   // Throws zt::Error on I/O failure or when every swap buffer stays pinned.
   at::Tensor AcquireShard(int chunk, bool read) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseShard(int chunk, bool dirty) ABSL_LOCKS_EXCLUDED(mu_);
-  // Starts reading chunk c's swapped shard if it is on disk and a buffer is
-  // free or idle (ParamSwapper::TryReadAhead); nothing otherwise.
-  void PrefetchShard(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
+  // A hint that chunk c's shard is acquired soon (ParamSwapper::TryReadAhead:
+  // starts its read, or keeps the copy already here). False when the pool
+  // has no room for it now; true otherwise (also for unswapped chunks).
+  bool PrefetchShard(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }
 
@@ -209,7 +210,7 @@ class ParamCoordinator {
     explicit TrainableShards(ParamCoordinator* c) : c_(c) {}
     at::Tensor Acquire(int g, bool read) override;
     void Release(int g, bool dirty) override;
-    void Prefetch(int g) override;
+    bool Prefetch(int g) override;
 
    private:
     ParamCoordinator* c_;

@@ -88,11 +88,9 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
     u.current = -1;
     u.owned = AcquireParams(g, /*read=*/master_is_params_);
     u.current = g;
-    // Swapped parameters: the next group starts coming in now.
-    const int next = g + direction;
-    if (options_.params != nullptr && next >= 0 && next < static_cast<int>(groups_.size())) {
-      options_.params->Prefetch(next);
-    }
+    // Swapped parameters: the next groups start coming in now, as many as
+    // the pool has room for.
+    if (options_.params != nullptr) PrefetchParamsFrom(g + direction, direction);
   }
   const int64_t n = e - b;
   ops::ShardState ss;
@@ -113,6 +111,18 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
   elements_updated_ += n;
   if (u.in_backward) elements_in_backward_ += n;
   return absl::OkStatus();
+}
+
+void ShardedOptimizer::PrefetchParamsFrom(int g, int direction) {
+  for (; g >= 0 && g < static_cast<int>(groups_.size()); g += direction) {
+    if (!options_.params->Prefetch(g)) return;
+  }
+}
+
+void ShardedOptimizer::PrefetchForStep() {
+  if (options_.params == nullptr || groups_.empty()) return;
+  const bool descending = state_->NextWalkDescending();
+  PrefetchParamsFrom(descending ? static_cast<int>(groups_.size()) - 1 : 0, descending ? -1 : 1);
 }
 
 void ShardedOptimizer::CloseUpdate(Update& u) {

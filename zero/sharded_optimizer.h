@@ -42,8 +42,13 @@ class ParamShardAccess {
   virtual at::Tensor Acquire(int g, bool read) = 0;
   virtual void Release(int g, bool dirty) = 0;
   // A hint that Acquire(g, /*read=*/true) comes soon: start bringing group
-  // g's parameters in where that takes nothing in use. Never blocks.
-  virtual void Prefetch(int g) { (void)g; }
+  // g's parameters in (or keep them, when here) where that takes nothing in
+  // use. Never blocks. False when there is no room for it now, so hints
+  // for groups further ahead would be wasted.
+  virtual bool Prefetch(int g) {
+    (void)g;
+    return true;
+  }
 };
 
 struct ShardedOptimizerOptions {
@@ -74,6 +79,11 @@ class ShardedOptimizer {
   // master <- optimizer(master, grads * grad_multiplier); owned params <- master.
   // Throws zt::Error when swapping fails (the message names the file).
   void Step(double grad_multiplier, const ops::StepHyper& hyper);
+  // Swapped parameters (ParamShardAccess): starts reading the shards the
+  // next Step updates first, in its order, as far as the swap pool has room
+  // (called when backward ends, so the reads overlap what comes before the
+  // step). Nothing otherwise. Never blocks.
+  void PrefetchForStep();
 
   // The same update run while backward still produces gradients (state on
   // NVMe, parameters not swapped: CanUpdateEarly), so that the swap I/O
@@ -137,6 +147,8 @@ class ShardedOptimizer {
       : groups_(groups), options_(std::move(options)) {}
   at::Tensor AcquireParams(int g, bool read);
   void ReleaseParams(int g, bool dirty);
+  // Prefetch hints for groups g, g + direction, ... until the pool is full.
+  void PrefetchParamsFrom(int g, int direction);
   // owned params <- master (rounded), group by group.
   void WriteBackParams();
   // One piece of an update (Step or the early step): group g's elements
