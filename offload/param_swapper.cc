@@ -225,17 +225,17 @@ absl::Status ParamSwapper::Release(int s, bool dirty) {
 
 bool ParamSwapper::TryReadAhead(int s) {
   Slot& slot = slots_[static_cast<size_t>(s)];
-  if (slot.state != State::kDisk) {
+  const bool here = slot.state != State::kDisk;
+  if (here && (slot.ahead || slot.pins > 0)) return true;
+  if (ahead_count_ >= pool_->count() - 1) return false;
+  if (here) {
     // Here or coming already: keep it until it is used, so that reading
     // the slots after it does not evict it first.
-    if (slot.ahead || slot.pins > 0) return true;
-    if (ahead_count_ >= pool_->count() - 1) return false;
     slot.ahead = true;
     ++ahead_count_;
     Touch(s);
     return true;
   }
-  if (ahead_count_ >= pool_->count() - 1) return false;
   const int b = TakeIdleBuffer();
   if (b < 0) return false;
   slot.buffer = b;
