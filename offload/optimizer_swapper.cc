@@ -300,6 +300,7 @@ absl::Status OptimizerSwapper::OpenWalk(Access access, bool descending, bool dri
   ++walk_;
   walk_begin_ = walk_ * num_sub_groups_;
   walk_pos_ = 0;
+  walk_done_ = 0;
   walk_access_ = access;
   walk_open_ = true;
   driven_ = driven;
@@ -312,7 +313,7 @@ absl::Status OptimizerSwapper::BeginWalk(bool descending) {
 
 absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
   ZT_RETURN_IF_ERROR(OpenWalk(access, !reverse_, /*driven=*/false));
-  return Advance([](const SubGroup&) { return true; }, /*block=*/true, visit);
+  return Advance([](const SubGroup& sg) { return sg.end - sg.begin; }, /*block=*/true, visit);
 }
 
 absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Visitor& visit) {
@@ -335,14 +336,19 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
     const int s = At(i);
     SubGroup sg = SubGroupAt(s);
     sg.reverse = reverse_;
-    if (!ready(sg)) {
+    const int64_t len = sg.end - sg.begin;
+    const int64_t ready_n = std::clamp<int64_t>(ready(sg), 0, len);
+    if (ready_n <= walk_done_ || (block && ready_n < len)) {
       if (block) {
         first = absl::InternalError(
             absl::StrCat("optimizer state swap: sub-group ", s, " was not ready when the walk had to finish"));
         walk_pos_ = n;
+        walk_done_ = 0;
       }
       break;
     }
+    // A sub-group visited in part keeps its buffer: no victim choice takes
+    // the one at walk_pos_.
     int j = SlotOf(s);
     // Without waiting, a miss is left to the read-ahead below: a later call
     // finds it in a buffer.
@@ -362,21 +368,34 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
     }
     if (!error_.ok()) break;
     Slot& slot = slot_[static_cast<size_t>(j)];
-    if (slot.read_in != walk_) ++stats_.buffer_hits;
-    for (int k = 0; k < kinds; ++k) data[static_cast<size_t>(k)] = static_cast<float*>(pool_->data(j * kinds + k));
+    if (walk_done_ == 0 && slot.read_in != walk_) ++stats_.buffer_hits;
+    // The piece: elements [walk_done_, ready_n) of the sub-group counted
+    // from the end the walk enters it by.
+    SubGroup piece = sg;
+    piece.begin = reverse_ ? sg.end - ready_n : sg.begin + walk_done_;
+    piece.end = reverse_ ? sg.end - walk_done_ : sg.begin + ready_n;
+    for (int k = 0; k < kinds; ++k) {
+      data[static_cast<size_t>(k)] = static_cast<float*>(pool_->data(j * kinds + k)) + (piece.begin - sg.begin);
+    }
     // Padding past the state's end inside the last block stays as read
     // (zeros from the reservation, or what was written there before).
-    absl::Status st = visit(sg, data.data());
-    slot.visited = walk_begin_ + i;
-    ++walk_pos_;
+    absl::Status st = visit(piece, data.data());
+    if (writes) slot.dirty = true;  // possibly changed in part, even on error
     if (!st.ok()) {
-      if (writes) slot.dirty = true;  // possibly changed in part
+      slot.visited = walk_begin_ + i;
       first = st;
       walk_pos_ = n;
+      walk_done_ = 0;
       break;
     }
+    if (ready_n < len) {
+      walk_done_ = ready_n;  // the rest when it is ready
+      break;
+    }
+    walk_done_ = 0;
+    slot.visited = walk_begin_ + i;
+    ++walk_pos_;
     if (writes) {
-      slot.dirty = true;
       // The first n - P visited give their buffers to the misses; the last
       // P stay dirty for the next walk, which visits them first.
       if (i < n - slots_) {

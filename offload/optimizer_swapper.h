@@ -105,16 +105,21 @@ class OptimizerSwapper {
   // An update walk (kReadWrite) driven from outside, for an optimizer
   // update that runs while backward still produces gradients: BeginWalk
   // opens it (descending: n-1..0), and each Advance visits, in the walk's
-  // order, the sub-groups `ready` accepts. Without `block`, Advance never
-  // waits: it stops at the first sub-group that is not ready or whose data
-  // is not in a buffer yet, and issues the transfers that bring the next
-  // ones in (evicting what the walk needs last, written back first when
-  // dirty), so a later call finds them there. With `block` it finishes the
-  // walk as Run does (`ready` must then accept everything left). Run opens
-  // a walk in the alternate direction and makes one blocking Advance. While
-  // a walk is open, Run, Flush and the range copies fail with
-  // FailedPrecondition.
-  using Ready = std::function<bool(const SubGroup& sg)>;
+  // order, what `ready` accepts. ready(sg) returns how many of the
+  // sub-group's elements, counted from the end the walk enters it by
+  // (sg.end when descending, sg.begin ascending), may be visited now; a
+  // sub-group partly ready is visited in pieces, each once and in the
+  // walk's order, and the visitor's `sg` then spans the piece ([begin,
+  // end) and data[k] at its first element). Without `block`, Advance never
+  // waits: it stops where nothing more is ready or the data is not in a
+  // buffer yet, and issues the transfers that bring the next sub-groups in
+  // (evicting what the walk needs last, written back first when dirty), so
+  // a later call finds them there. With `block` it finishes the walk as Run
+  // does (`ready` must then accept everything left). Run opens a walk in
+  // the alternate direction and makes one blocking Advance, visiting whole
+  // sub-groups. While a walk is open, Run, Flush and the range copies fail
+  // with FailedPrecondition.
+  using Ready = std::function<int64_t(const SubGroup& sg)>;
   absl::Status BeginWalk(bool descending);
   absl::Status Advance(const Ready& ready, bool block, const Visitor& visit);
   bool walk_open() const { return walk_open_; }
@@ -209,9 +214,10 @@ class OptimizerSwapper {
   bool reverse_ = true;     // direction of the last walk (the first goes up)
   bool walk_open_ = false;  // BeginWalk .. the Advance that visits the last sub-group (or fails)
   Access walk_access_ = Access::kReadWrite;
-  bool driven_ = false;   // the open walk came from BeginWalk: it always overlaps its I/O
-  int64_t walk_pos_ = 0;  // the open walk's next position
-  absl::Status error_;    // sticky: the first I/O failure
+  bool driven_ = false;    // the open walk came from BeginWalk: it always overlaps its I/O
+  int64_t walk_pos_ = 0;   // the open walk's next position
+  int64_t walk_done_ = 0;  // elements of the sub-group at walk_pos_ visited already (a partly ready one)
+  absl::Status error_;     // sticky: the first I/O failure
   Stats stats_;
 };
 

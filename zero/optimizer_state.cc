@@ -127,8 +127,15 @@ class SwappedState final : public OptimizerState {
 
   absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece) override {
     const int64_t ready_from = base_[static_cast<size_t>(std::clamp(first_ready_group, 0, num_groups()))];
+    // Final elements are those from ready_from up: a descending walk may
+    // visit a sub-group down to there, so each group is updated as soon as
+    // it is final, not once every group its sub-group reaches into is.
     return swapper_->Advance(
-        [ready_from](const offload::OptimizerSwapper::SubGroup& sg) { return sg.begin >= ready_from; }, block,
+        [ready_from](const offload::OptimizerSwapper::SubGroup& sg) -> int64_t {
+          if (sg.reverse) return sg.end - std::clamp(ready_from, sg.begin, sg.end);
+          return ready_from <= sg.begin ? sg.end - sg.begin : 0;
+        },
+        block,
         [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
           return VisitSubGroup(sg, buf, piece);
         });

@@ -41,8 +41,9 @@ class OptimizerState {
 
   // The update (kReadWrite) while backward runs (a swapped store only, see
   // OptimizerSwapper::BeginWalk): a walk from the last group to the first,
-  // visiting a sub-group's pieces once every group it reaches into has an
-  // index >= first_ready_group (whose gradients are final). Without `block`
+  // visiting each group's pieces once its index is >= first_ready_group
+  // (its gradients are final), a sub-group in parts where it reaches into
+  // groups not final yet. Without `block`
   // AdvanceWalk never waits for I/O, and starts the transfers the next
   // pieces need; with `block` (first_ready_group 0) it finishes the walk.
   // Pieces come in descending group order, those of one group consecutive.

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -85,7 +86,8 @@ float Update(float old, int k, int64_t e, int walk) {
 // `driven`: a descending walk opened with BeginWalk and advanced without
 // blocking as a random "ready" frontier moves down (as gradients become
 // final during backward), with pauses that let transfers finish, then
-// finished with a blocking Advance.
+// finished with a blocking Advance. The frontier cuts through sub-groups,
+// which are then visited in pieces: every element once, pieces going down.
 void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref, int walk, std::mt19937_64& rng,
           bool driven = false) {
   using Access = OptimizerSwapper::Access;
@@ -94,12 +96,22 @@ void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref,
   bool reverse = false;
   std::vector<float> fill(static_cast<size_t>(kinds));
   const uint64_t seed = rng();
-  int64_t ready_from = 0;  // a driven walk's frontier: no visit below it
+  int64_t ready_from = 0;                                    // a driven walk's frontier: no visit below it
+  int64_t last_begin = static_cast<int64_t>(ref[0].size());  // a driven walk's lowest element visited so far
   auto visit = [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
     if (sg.begin < ready_from) {
       return absl::InternalError(absl::StrCat("walk ", walk, ": sub-group ", sg.index, " visited before it was ready"));
     }
-    seen.push_back(sg.index);
+    if (driven) {
+      // Pieces come down without gaps or overlaps; a sub-group counts as
+      // seen at its first piece.
+      if (sg.end != last_begin || sg.begin >= sg.end) {
+        return absl::InternalError(absl::StrCat("walk ", walk, ": piece ", sg.begin, "..", sg.end, " of sub-group ",
+                                                sg.index, " after element ", last_begin));
+      }
+      last_begin = sg.begin;
+    }
+    if (seen.empty() || seen.back() != sg.index) seen.push_back(sg.index);
     reverse = sg.reverse;
     for (int k = 0; k < kinds; ++k) {
       for (int64_t e = sg.begin; e < sg.end; ++e) {
@@ -127,13 +139,15 @@ void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref,
         ready_from = std::max<int64_t>(0, ready_from - static_cast<int64_t>(rng() % (2 * kBlock + 1)));
       if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
       const int64_t from = ready_from;
-      st = sw.Advance([from](const OptimizerSwapper::SubGroup& sg) { return sg.begin >= from; },
-                      /*block=*/false, visit);
+      st = sw.Advance(
+          [from](const OptimizerSwapper::SubGroup& sg) { return sg.end - std::clamp(from, sg.begin, sg.end); },
+          /*block=*/false, visit);
     }
     ready_from = 0;
     if (st.ok() && sw.walk_open()) {
-      st = sw.Advance([](const OptimizerSwapper::SubGroup&) { return true; }, /*block=*/true, visit);
+      st = sw.Advance([](const OptimizerSwapper::SubGroup& sg) { return sg.end - sg.begin; }, /*block=*/true, visit);
     }
+    if (st.ok() && last_begin != 0) st = absl::InternalError(absl::StrCat("walk ", walk, " stopped at ", last_begin));
     EXPECT_FALSE(sw.walk_open());
   }
   ASSERT_TRUE(st.ok()) << st;
@@ -285,7 +299,8 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
     EXPECT_EQ((*sw)->BeginWalk(true).code(), absl::StatusCode::kFailedPrecondition);
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while ((*sw)->walk_open() && std::chrono::steady_clock::now() < give_up) {
-      absl::Status st = (*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return true; }, /*block=*/false,
+      absl::Status st = (*sw)->Advance([](const OptimizerSwapper::SubGroup& sg) { return sg.end - sg.begin; },
+                                       /*block=*/false,
                                        [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
                                          seen.push_back(sg.index);
                                          for (int k = 0; k < 2; ++k) {
@@ -304,7 +319,7 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
     }
     ASSERT_FALSE((*sw)->walk_open()) << "non-blocking calls did not finish the walk";
     EXPECT_EQ(seen, (std::vector<int>{5, 4, 3, 2, 1, 0}));
-    EXPECT_EQ((*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return true; }, false, nothing).code(),
+    EXPECT_EQ((*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return int64_t{1}; }, false, nothing).code(),
               absl::StatusCode::kFailedPrecondition);
   }
   ASSERT_NO_FATAL_FAILURE(CheckWhole(**sw, ref, "after the driven walks"));
