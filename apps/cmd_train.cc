@@ -93,6 +93,8 @@ void Define(Flags& f) {
   f.String("output-dir", "", "where results go (default: runs/<model>)");
   f.String("save-dir", "", "checkpoint directory (default: <output-dir>/checkpoints; 'none': no checkpoints)");
   f.Int("save-interval", 0, "save a checkpoint every N steps (0: only at the end)");
+  f.String("save-format", "zerotorch",
+           "zerotorch, or deepspeed: each checkpoint also written in DeepSpeed's format to <save-dir>/deepspeed");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
   f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
   f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets, the base frozen (0: full fine-tuning)");
@@ -152,6 +154,11 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->save_dir = f.GetString("save-dir");
   o->save_interval = f.GetInt("save-interval");
   if (o->save_interval < 0) return BadFlag("--save-interval must be >= 0 (0: only at the end)");
+  const std::string save_format = f.GetString("save-format");
+  if (save_format != "zerotorch" && save_format != "deepspeed") {
+    return BadFlag(absl::StrCat("--save-format must be zerotorch or deepspeed, got '", save_format, "'"));
+  }
+  o->save_deepspeed = save_format == "deepspeed";
   o->resume = f.GetBool("resume");
   o->init_from = f.GetString("init-from");
   // A Hugging Face model folder brings its architecture: --init-from DIR
@@ -180,6 +187,9 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->progress = !f.GetBool("no-progress");
   o->threads = static_cast<int>(f.GetInt("threads"));
   if (o->resume && o->save_dir == "none") return BadFlag("--resume needs checkpoints: drop --save-dir none");
+  if (o->save_deepspeed && o->save_dir == "none") {
+    return BadFlag("--save-format deepspeed converts the checkpoints, and --save-dir none turns them off");
+  }
   if (o->save_dir == "none" && !o->export_path.empty() && o->export_path != "none") {
     return BadFlag(absl::StrCat("--export ", o->export_path,
                                 " is written from the final checkpoint, and --save-dir none turns checkpoints off: "

@@ -20,15 +20,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `dst` must be absent or an empty directory; it exists afterwards.
-absl::Status PrepareDestination(const std::string& dst) {
+// `dst` must be absent or an empty directory (any directory with
+// `add_tag`); it exists afterwards.
+absl::Status PrepareDestination(const std::string& dst, bool add_tag) {
   std::error_code ec;
   const fs::file_status st = fs::status(dst, ec);
   if (fs::exists(st)) {
     if (!fs::is_directory(st)) {
       return absl::InvalidArgumentError(absl::StrCat("destination '", dst, "' exists and is not a directory"));
     }
-    if (!fs::is_empty(dst, ec) || ec) {
+    if (!add_tag && (!fs::is_empty(dst, ec) || ec)) {
       return absl::InvalidArgumentError(absl::StrCat("destination '", dst,
                                                      "' exists and is not empty; converting never writes over a "
                                                      "checkpoint: choose a new or empty directory"));
@@ -99,7 +100,7 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
   }
   const std::string tag = options.tag.empty() ? source.tag() : options.tag;
   ZT_RETURN_IF_ERROR(CheckTag(tag));
-  ZT_RETURN_IF_ERROR(PrepareDestination(dst));
+  ZT_RETURN_IF_ERROR(PrepareDestination(dst, options.add_tag));
 
   // Hidden until complete: nothing under dst looks like a checkpoint before the rename.
   const std::string staging = JoinPath(dst, absl::StrCat(".zt-convert.", ::getpid()));
@@ -109,6 +110,16 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
     // Every record the conversion read in pieces is checked before the files are published.
     ZT_RETURN_IF_ERROR(source.VerifyRead());
     const std::string final_folder = JoinPath(dst, tag);
+    std::error_code exists_ec;
+    if (options.add_tag && fs::exists(final_folder, exists_ec)) {
+      // A copy of the same tag from before (a resumed run saving the same
+      // step again): out of the way into the staging folder, removed below.
+      const std::string old_copy = JoinPath(staging, "replaced");
+      if (::rename(final_folder.c_str(), old_copy.c_str()) != 0) {
+        return absl::InternalError(
+            absl::StrCat("moving the earlier '", final_folder, "' aside: ", std::strerror(errno)));
+      }
+    }
     if (::rename(folder.c_str(), final_folder.c_str()) != 0) {
       return absl::InternalError(
           absl::StrCat("renaming '", folder, "' to '", final_folder, "': ", std::strerror(errno)));

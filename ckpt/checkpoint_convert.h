@@ -31,10 +31,15 @@ struct ConvertOptions {
   CheckpointFormat to = CheckpointFormat::kZerotorch;
   int world_size = 0;  // 0: the source's (a universal checkpoint has no world size: must be 0)
   std::string tag;     // the destination's tag; empty: the source's
+  // `dst` may hold other tags already (a training run's DeepSpeed copies,
+  // one per save); a tag already there is replaced once the new one is
+  // complete.
+  bool add_tag = false;
 };
 
 // Writes `source` into `dst`, which must not exist or be an empty directory
-// (InvalidArgument otherwise: converting never overwrites a checkpoint).
+// (InvalidArgument otherwise: converting never overwrites a checkpoint),
+// unless options.add_tag.
 absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& dst, const ConvertOptions& options);
 
 }  // namespace zt::ckpt

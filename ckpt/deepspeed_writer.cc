@@ -263,28 +263,8 @@ std::vector<std::pair<size_t, size_t>> SubGroups(const std::vector<const SavedPa
 
 absl::Status CheckSupported(const ZeroCheckpoint& ck) {
   const SavedLayout& l = ck.layout();
-  const std::string where = absl::StrCat("checkpoint '", ck.dir(), "/", ck.tag(), "'");
-  if (l.stage < 1 || l.stage > 3) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, " is ZeRO stage ", l.stage,
-        "; DeepSpeed writes stage 0 as a plain optimizer state dict, which zerotorch does not write: convert a "
-        "stage 1-3 checkpoint"));
-  }
-  if (!l.frozen.empty()) {
-    return absl::UnimplementedError(
-        absl::StrCat(where, " has frozen parameters; writing DeepSpeed's frozen_param_fragments is not supported yet"));
-  }
-  if (l.stage == 1 && l.model_dtype == DType::kBFloat16) {
-    return absl::UnimplementedError(
-        absl::StrCat(where,
-                     " is bf16 at ZeRO stage 1, which DeepSpeed 0.14.5 trains with its BF16_Optimizer and saves in "
-                     "that optimizer's format; zerotorch writes ZeRO's format only (stages 1-3 fp32, 2-3 bf16/fp16)"));
-  }
-  if (ck.training_state().dynamic_loss_scale) {
-    return absl::UnimplementedError(absl::StrCat(
-        where, " uses a dynamic fp16 loss scale; writing DeepSpeed's DynamicLossScaler is not supported yet"));
-  }
-  return absl::OkStatus();
+  return CheckDeepSpeedWritable(absl::StrCat("checkpoint '", ck.dir(), "/", ck.tag(), "'"), l.stage, l.model_dtype,
+                                !l.frozen.empty(), ck.training_state().dynamic_loss_scale);
 }
 
 // The module state dict as DeepSpeed writes it: the source's entries in
@@ -550,6 +530,31 @@ Value OptimStates(const ZeroCheckpoint& ck, Plan& plan, int rank) {
 }
 
 }  // namespace
+
+absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype, bool has_frozen,
+                                    bool dynamic_loss_scale) {
+  if (stage < 1 || stage > 3) {
+    return absl::UnimplementedError(absl::StrCat(
+        where, " is ZeRO stage ", stage,
+        "; DeepSpeed writes stage 0 as a plain optimizer state dict, which zerotorch does not write: use ZeRO "
+        "stage 1-3"));
+  }
+  if (has_frozen) {
+    return absl::UnimplementedError(
+        absl::StrCat(where, " has frozen parameters; writing DeepSpeed's frozen_param_fragments is not supported yet"));
+  }
+  if (stage == 1 && model_dtype == DType::kBFloat16) {
+    return absl::UnimplementedError(
+        absl::StrCat(where,
+                     " is bf16 at ZeRO stage 1, which DeepSpeed 0.14.5 trains with its BF16_Optimizer and saves in "
+                     "that optimizer's format; zerotorch writes ZeRO's format only (stages 1-3 fp32, 2-3 bf16/fp16)"));
+  }
+  if (dynamic_loss_scale) {
+    return absl::UnimplementedError(absl::StrCat(
+        where, " uses a dynamic fp16 loss scale; writing DeepSpeed's DynamicLossScaler is not supported yet"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& ck, const std::string& folder, int world) {
   if (world < 1) return absl::InvalidArgumentError(absl::StrCat("the world size must be at least 1, got ", world));

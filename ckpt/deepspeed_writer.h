@@ -32,12 +32,20 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "ckpt/dtype.h"
 #include "ckpt/zero_checkpoint.h"
 
 namespace zt::ckpt {
 
 // The DeepSpeed version whose format is written (ds_version in every file).
 inline constexpr char kDeepSpeedFormatVersion[] = "0.14.5";
+
+// Whether a checkpoint of this kind can be written in DeepSpeed's format:
+// the refusals above (Unimplemented, naming why), checked on what a
+// checkpoint records or, before training, on what a run will save. `where`
+// names it at the start of the message.
+absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype, bool has_frozen,
+                                    bool dynamic_loss_scale);
 
 // Writes every file of `checkpoint` in DeepSpeed's format for `world` ranks
 // into `folder` (an existing, empty tag folder). Writes no `latest`: the

@@ -58,7 +58,12 @@ struct TrainOptions {
   std::string save_dir;       // "" : <output_dir>/checkpoints; "none": no checkpoints
   int64_t save_interval = 0;  // 0: only at the end (when save_dir is set)
   bool resume = false;        // continue from save_dir/latest when present
-  std::string init_from;      // safetensors file/index/dir to start from (fine-tuning)
+  // --save-format deepspeed: each checkpoint also converted to DeepSpeed's
+  // format, in <save_dir>/deepspeed/<tag> with its own `latest` (the
+  // zerotorch checkpoint stays: --resume reads it, as it keeps the data
+  // position, RNG states and run history DeepSpeed's files have no place for).
+  bool save_deepspeed = false;
+  std::string init_from;  // safetensors file/index/dir to start from (fine-tuning)
   // Consolidated safetensors at the end: a .safetensors file, or a folder
   // that gets model.safetensors, or shards of at most max_shard_bytes with
   // model.safetensors.index.json, as transformers' save_pretrained writes

@@ -30,6 +30,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "ckpt/checkpoint_convert.h"
+#include "ckpt/deepspeed_optimizer.h"
+#include "ckpt/deepspeed_writer.h"
 #include "ckpt/export.h"
 #include "ckpt/zero_checkpoint.h"
 #include "comm/agreement.h"
@@ -284,6 +287,7 @@ class RankTrainer {
   absl::Status ShowStep(int64_t step, double loss, double rate, int64_t rss, double step_sec);
   absl::Status EvaluateAt(int64_t step);
   absl::Status Save();
+  absl::Status SaveDeepSpeedCopy(const std::string& tag);
   // Rank 0 writes the consolidated safetensors (and transformers' config.json)
   // from the final checkpoint; all ranks agree on the outcome. `exported` and
   // `hf_config` describe what was written, for the summary.
@@ -602,13 +606,40 @@ absl::Status RankTrainer::Save() {
   if (paths_.save_dir.empty()) return absl::OkStatus();
   const auto t0 = Clock::now();
   ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, "", ClientState(*stream_, history_, lora_)));
+  const std::string tag = absl::StrCat("global_step", engine_->global_steps());
   if (rank0_) {
     if (progress_) progress_->Finish();
-    std::printf("saved checkpoint %s/global_step%lld (%.2f s)\n", paths_.save_dir.c_str(),
-                static_cast<long long>(engine_->global_steps()), Seconds(t0, Clock::now()));
+    std::printf("saved checkpoint %s/%s (%.2f s)\n", paths_.save_dir.c_str(), tag.c_str(), Seconds(t0, Clock::now()));
     std::fflush(stdout);
   }
+  if (o_.save_deepspeed) ZT_RETURN_IF_ERROR(SaveDeepSpeedCopy(tag));
   return absl::OkStatus();
+}
+
+// Rank 0 converts the checkpoint every rank has just written (streaming, as
+// `zt ckpt convert` does); the others wait for its verdict, so a failure
+// stops every rank with rank 0's message.
+absl::Status RankTrainer::SaveDeepSpeedCopy(const std::string& tag) {
+  const std::string dst = paths_.save_dir + "/deepspeed";
+  absl::Status st;
+  if (rank0_) {
+    const auto t0 = Clock::now();
+    st = [&]() -> absl::Status {
+      ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(paths_.save_dir, tag));
+      ckpt::ConvertOptions options;
+      options.to = ckpt::CheckpointFormat::kDeepSpeed;
+      options.add_tag = true;
+      return ckpt::ConvertCheckpoint(*ck, dst, options);
+    }();
+    if (st.ok()) {
+      std::printf("wrote its DeepSpeed copy %s/%s (%.2f s)\n", dst.c_str(), tag.c_str(), Seconds(t0, Clock::now()));
+      std::fflush(stdout);
+    } else {
+      st = absl::Status(st.code(), absl::StrCat("--save-format deepspeed: converting ", paths_.save_dir, "/", tag,
+                                                " into ", dst, ": ", st.message()));
+    }
+  }
+  return comm::AgreeAcrossRanks(*pg_, st, "writing the DeepSpeed copy of the checkpoint");
 }
 
 absl::Status RankTrainer::Finish() {
@@ -696,6 +727,19 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
         "fp16 compute needs CUDA and this build runs on the CPU (fp16 comes from --precision fp16 or fp16.enabled "
         "in ",
         config_source, "): use --precision bf16 (bf16.enabled) or fp32"));
+  }
+  if (o.save_deepspeed) {
+    // What the conversion after each save would refuse, refused now.
+    const ckpt::DType dtype = config.bf16.enabled   ? ckpt::DType::kBFloat16
+                              : config.fp16.enabled ? ckpt::DType::kFloat16
+                                                    : ckpt::DType::kFloat32;
+    absl::Status st = ckpt::CheckDeepSpeedWritable("this run", config.zero.stage, dtype, o.lora.enabled(),
+                                                   config.fp16.enabled && config.fp16.dynamic());
+    if (st.ok()) st = ckpt::DeepSpeedOptimizerFactsFromConfig(config_json, world_size, 0).status();
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--save-format deepspeed: ", st.message(),
+                                                     " (or drop --save-format deepspeed and keep zerotorch's format)"));
+    }
   }
   ZT_RETURN_IF_ERROR(CheckDataPath("--data", o.data));
   ZT_RETURN_IF_ERROR(CheckDataPath("--eval-data", o.eval_data));

@@ -7,6 +7,7 @@
 // must a consolidation after resharding to another world size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -237,6 +238,46 @@ TEST(DeepSpeedCheckpointErrors, AFlippedModuleByteStopsConversion) {
   EXPECT_TRUE(absl::StrContains(st.message(), "mp_rank_00_model_states.pt")) << st;
   EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/ds/latest"));
   EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/ds/global_step4"));
+}
+
+// A training run's DeepSpeed copies (zt train --save-format deepspeed): each
+// save adds its tag to one folder; the same tag again replaces the earlier
+// copy whole; without add_tag a folder with anything in it is refused.
+TEST(ConvertAddTag, AddsAndReplacesTagsInOneFolder) {
+  testing::ScratchDir tmp;
+  auto ck = ZeroCheckpoint::Open(kFixtures + "/zero2_fp32");
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  const std::string dst = tmp.path() + "/ds";
+  ConvertOptions options;
+  options.to = CheckpointFormat::kDeepSpeed;
+  options.add_tag = true;
+  options.tag = "first";
+  ASSERT_TRUE(ConvertCheckpoint(**ck, dst, options).ok());
+  options.tag = "second";
+  ASSERT_TRUE(ConvertCheckpoint(**ck, dst, options).ok());
+  // The same tag again, over a copy with a stray file: replaced whole.
+  testing::WriteAll(dst + "/second/stray", "x");
+  ASSERT_TRUE(ConvertCheckpoint(**ck, dst, options).ok());
+  EXPECT_FALSE(std::filesystem::exists(dst + "/second/stray"));
+  EXPECT_EQ(testing::ReadAll(dst + "/latest"), "second\n");
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dst)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"first", "latest", "second"})) << "a staging folder was left behind";
+  for (const char* tag : {"first", "second"}) {
+    auto copy = ZeroCheckpoint::Open(dst, tag);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    ExportOptions eo;
+    eo.tied_copies = true;
+    const std::string out = absl::StrCat(tmp.path(), "/", tag, ".safetensors");
+    ASSERT_TRUE(ExportSafetensors(**copy, out, eo).ok());
+    ExpectSameTensors(kFixtures + "/zero2_fp32/zero_to_fp32.safetensors", out);
+  }
+  options.add_tag = false;
+  options.tag = "third";
+  const absl::Status refused = ConvertCheckpoint(**ck, dst, options);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "is not empty")) << refused;
 }
 
 }  // namespace

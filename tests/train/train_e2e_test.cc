@@ -266,6 +266,59 @@ TEST(TrainE2E, ResumeContinuesTheLossCurve) {
   EXPECT_TRUE(absl::StrContains(text.str(), "<svg")) << "report missing or without charts";
 }
 
+// --save-format deepspeed: every save also leaves a DeepSpeed copy beside
+// the checkpoint (DeepSpeed's writer itself is checked against DeepSpeed's
+// files in tests/ckpt). The copy holds the same weights, bit for bit, and a
+// run resumes from it.
+TEST(TrainE2E, SaveFormatDeepSpeedKeepsADeepSpeedCopy) {
+  const std::string dir = TempDir("dscopy");
+  const std::string corpus = MakeCorpus(dir);
+  const std::string save = dir + "/ckpt";
+  const std::string common = absl::StrCat("train --model gpt2-tiny --data ", corpus,
+                                          " --seq-len 32 --micro-batch 4 --stage 3 --nproc 2 --eval-interval -1"
+                                          " --export none --set scheduler.params.total_num_steps=6");
+  CommandResult a = Zt(absl::StrCat(common, " --steps 4 --save-interval 2 --save-format deepspeed", Quick(dir + "/a"),
+                                    " --save-dir ", save));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_TRUE(absl::StrContains(a.output, "wrote its DeepSpeed copy " + save + "/deepspeed/global_step2")) << a.output;
+  for (const char* tag : {"global_step2", "global_step4"}) {
+    EXPECT_TRUE(
+        std::filesystem::exists(absl::StrCat(save, "/deepspeed/", tag, "/zero_pp_rank_1_mp_rank_00_optim_states.pt")))
+        << tag;
+  }
+  std::ifstream latest(save + "/deepspeed/latest");
+  std::string named;
+  std::getline(latest, named);
+  EXPECT_EQ(named, "global_step4");
+
+  CommandResult inspect = Zt("ckpt inspect " + save + "/deepspeed");
+  ASSERT_EQ(inspect.code, 0) << inspect.output;
+  EXPECT_TRUE(absl::StrContains(inspect.output, "(written by DeepSpeed")) << inspect.output;
+  // The same weights from both.
+  ASSERT_EQ(Zt(absl::StrCat("ckpt consolidate ", save, " ", dir, "/native.safetensors")).code, 0);
+  CommandResult ds = Zt(absl::StrCat("ckpt consolidate ", save, "/deepspeed ", dir, "/ds.safetensors"));
+  ASSERT_EQ(ds.code, 0) << ds.output;
+  auto native = ckpt::SafetensorsReader::Open(dir + "/native.safetensors");
+  auto copy = ckpt::SafetensorsReader::Open(dir + "/ds.safetensors");
+  ASSERT_TRUE(native.ok() && copy.ok());
+  ASSERT_GT((*native)->tensors().size(), 0u);
+  for (const auto& t : (*native)->tensors()) {
+    const auto* other = (*copy)->Find(t.name);
+    ASSERT_NE(other, nullptr) << t.name << " missing from the DeepSpeed copy";
+    ASSERT_EQ(other->nbytes, t.nbytes) << t.name;
+    std::vector<char> x(t.nbytes), y(t.nbytes);
+    ASSERT_TRUE((*native)->Read(t, x.data()).ok());
+    ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
+    EXPECT_EQ(x, y) << t.name << " differs";
+  }
+  // A run resumes from the DeepSpeed copy (weights, moments, step).
+  CommandResult b = Zt(absl::StrCat(common, " --steps 6 --resume", Quick(dir + "/b"), " --save-dir ", save,
+                                    "/deepspeed --save-format zerotorch"));
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_TRUE(absl::StrContains(b.output, "resumed from")) << b.output;
+  EXPECT_EQ(ReadCsv(LossCsv(dir + "/b", "gpt2-tiny")).size(), 2u) << b.output;
+}
+
 // Evaluation sees each held-out sequence once, whatever the world size, and
 // (same global batch, same samples per step) gives the same loss.
 TEST(TrainE2E, EvaluationCountsEachSampleOnce) {
@@ -639,6 +692,11 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --grad-accum 0", "--grad-accum must be at least 1"},
       {"--model gpt2-tiny --save-dir none --export " + dir + "/w.safetensors", "--save-dir none"},
       {"--model gpt2-tiny --data " + corpus + " --precision fp16", "fp16 compute needs CUDA"},
+      {"--model gpt2-tiny --save-format ds", "--save-format must be zerotorch or deepspeed"},
+      {"--model gpt2-tiny --data " + corpus + " --stage 0 --save-format deepspeed",
+       "--save-format deepspeed: this run is ZeRO stage 0"},
+      {"--model gpt2-tiny --data " + corpus + " --stage 1 --precision bf16 --save-format deepspeed", "BF16_Optimizer"},
+      {"--model gpt2-tiny --data " + corpus + " --save-format deepspeed --save-dir none", "--save-format deepspeed"},
       {"--model gpt2-tiny --data /dev/zero", "not a regular file or directory"},
       {"--model gpt2-tiny --data " + fifo, "not a regular file or directory"},
   };
