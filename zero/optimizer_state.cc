@@ -72,13 +72,14 @@ class ResidentState final : public OptimizerState {
 
   absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) override {
     ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
-    std::memcpy(dst, Resident(kind, g) + b, static_cast<size_t>(e - b) * sizeof(float));
+    // An empty range may come with a null pointer (an empty vector's data()).
+    if (e > b) std::memcpy(dst, Resident(kind, g) + b, static_cast<size_t>(e - b) * sizeof(float));
     return absl::OkStatus();
   }
 
   absl::Status Write(int kind, int g, int64_t b, int64_t e, const float* src) override {
     ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
-    std::memcpy(tensor(kind, g).data_ptr<float>() + b, src, static_cast<size_t>(e - b) * sizeof(float));
+    if (e > b) std::memcpy(tensor(kind, g).data_ptr<float>() + b, src, static_cast<size_t>(e - b) * sizeof(float));
     return absl::OkStatus();
   }
 
