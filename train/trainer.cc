@@ -605,8 +605,10 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
 absl::Status RankTrainer::Save() {
   if (paths_.save_dir.empty()) return absl::OkStatus();
   const auto t0 = Clock::now();
-  ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, "", ClientState(*stream_, history_, lora_)));
+  // The tag is named here (the engine's default name) so that the DeepSpeed
+  // copy converts exactly the folder this save wrote.
   const std::string tag = absl::StrCat("global_step", engine_->global_steps());
+  ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, tag, ClientState(*stream_, history_, lora_)));
   if (rank0_) {
     if (progress_) progress_->Finish();
     std::printf("saved checkpoint %s/%s (%.2f s)\n", paths_.save_dir.c_str(), tag.c_str(), Seconds(t0, Clock::now()));
