@@ -378,6 +378,7 @@ struct SpawnSpec {
   int stdin_fd = -1;
   pid_t launcher_pid = 0;
   const struct sigaction* old_actions = nullptr;
+  const RankSpawner* spawner = nullptr;  // LaunchOptions::spawn, when set
 };
 
 // Forks and execs one rank; returns once execve has succeeded (or failed, with
@@ -394,6 +395,33 @@ absl::Status StartRank(const SpawnSpec& spec, const CStringArray& envp, Rank& ra
     rank.err.Reset(err_pipe[0]);
   }
   UniqueFd out_write(spec.use_pipes ? out_pipe[1] : -1), err_write(spec.use_pipes ? err_pipe[1] : -1);
+  auto pipes_nonblocking = [&] {
+    if (spec.use_pipes) {
+      ::fcntl(rank.out.get(), F_SETFL, O_NONBLOCK);
+      ::fcntl(rank.err.get(), F_SETFL, O_NONBLOCK);
+    }
+  };
+  if (spec.spawner != nullptr && *spec.spawner) {
+    RankSpawnRequest request;
+    request.rank = rank.result.rank;
+    request.path = &spec.exec_path;
+    request.argv = &spec.argv->strings;
+    request.env = &envp.strings;
+    request.stdin_fd = spec.stdin_fd;
+    request.stdout_fd = spec.use_pipes ? out_write.get() : spec.out_fd;
+    request.stderr_fd = spec.use_pipes ? err_write.get() : spec.err_fd;
+    request.launcher_pid = spec.launcher_pid;
+    absl::StatusOr<pid_t> spawned = (*spec.spawner)(request);
+    if (spawned.ok()) {
+      rank.result.pid = *spawned;
+      pipes_nonblocking();
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnimplemented(spawned.status())) {
+      return absl::Status(spawned.status().code(),
+                          absl::StrCat("cannot start rank ", rank.result.rank, ": ", spawned.status().message()));
+    }
+  }
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) return ErrnoError("pipe2");
   UniqueFd status_read(status_pipe[0]), status_write(status_pipe[1]);
 
@@ -429,10 +457,7 @@ absl::Status StartRank(const SpawnSpec& spec, const CStringArray& envp, Rank& ra
     return absl::FailedPreconditionError(absl::StrCat("cannot execute '", spec.exec_path, "' (rank ", rank.result.rank,
                                                       "): ", std::strerror(exec_errno)));
   }
-  if (spec.use_pipes) {
-    ::fcntl(rank.out.get(), F_SETFL, O_NONBLOCK);
-    ::fcntl(rank.err.get(), F_SETFL, O_NONBLOCK);
-  }
+  pipes_nonblocking();
   return absl::OkStatus();
 }
 
@@ -835,6 +860,7 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options) {
   spawn.stdin_fd = dev_null.get();
   spawn.launcher_pid = ::getpid();
   spawn.old_actions = signals.old_actions();
+  spawn.spawner = &options.spawn;
   RankSet set(options);
   ZT_RETURN_IF_ERROR(StartRanks(options, spawn, job.shared, set));
 

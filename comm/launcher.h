@@ -3,7 +3,8 @@
 // output line by line, and stops them all as soon as one fails. POSIX/Linux only.
 //
 // Contract
-//  - Each local rank is a fresh fork+exec of `command` in its own process group
+//  - Each local rank is a fresh fork+exec of `command` (or what
+//    LaunchOptions::spawn starts in its place) in its own process group
 //    (so stopping a rank also stops the processes it started), with
 //      RANK = node_rank * nproc_per_node + local_rank, WORLD_SIZE = nnodes * nproc_per_node,
 //      LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GROUP_RANK, NODE_RANK,
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +47,29 @@
 #include "absl/status/statusor.h"
 
 namespace zt::comm {
+
+// What LaunchOptions::spawn gets for one rank: the argv and environment
+// fork+exec would give it, and the descriptors that become its stdin, stdout
+// and stderr (the spawner duplicates what it keeps; the launcher closes its
+// copies once spawn returns).
+struct RankSpawnRequest {
+  int rank = 0;                                    // global rank
+  const std::string* path = nullptr;               // the executable, resolved as execve gets it
+  const std::vector<std::string>* argv = nullptr;  // LaunchOptions::command
+  const std::vector<std::string>* env = nullptr;   // "KEY=value", the whole environment
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  pid_t launcher_pid = 0;  // the process calling Launch
+};
+
+// Starts one rank without fork+exec. The process whose pid it returns must,
+// by the time it returns, be a child of the launcher (a fork server's
+// process re-parented to the launcher as a child subreaper, for instance),
+// lead its own process group, and have PR_SET_PDEATHSIG set against the
+// launcher. Unimplemented: this rank is started with fork+exec as usual; any
+// other error stops the launch as a failed exec does.
+using RankSpawner = std::function<absl::StatusOr<pid_t>(const RankSpawnRequest&)>;
 
 struct LaunchOptions {
   int nproc_per_node = 1;
@@ -72,6 +97,10 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{5000};        // SIGTERM -> SIGKILL delay
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
+  // When set, asked first to start each rank (the test harness's fork
+  // server, tests/testing/ranks.cc); supervision, output and the outcome are
+  // the same whichever way a rank started.
+  RankSpawner spawn;
 };
 
 inline constexpr size_t kMaxCapturedBytes = 8u << 20;

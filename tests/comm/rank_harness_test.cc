@@ -2,19 +2,23 @@
 // succeed, fail, throw, hang (killed at the timeout) and kill themselves
 // (may_fail_ranks), each in real processes started through the launcher.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/testing/ranks.h"
 
@@ -108,7 +112,68 @@ ZT_RANK_WORKER(last_rank_dies) {
   return absl::OkStatus();
 }
 
+// How this rank was started, checked against ctx.arg: "server <launcher pid>"
+// or "exec <launcher pid>". Either way it must be the launcher's child, lead
+// its own process group, die with the launcher (PR_SET_PDEATHSIG) and start
+// with no signal blocked, as comm/launcher.h promises.
+ZT_RANK_WORKER(report_start) {
+  std::vector<std::string> want = absl::StrSplit(ctx.arg, ' ');
+  if (want.size() != 2) return absl::InvalidArgumentError("arg: server|exec <pid>");
+  const bool forked = zt::testing::RankForkedFromServer();
+  if (forked != (want[0] == "server")) {
+    return absl::InternalError(
+        absl::StrCat("rank ", ctx.rank, " was ", forked ? "forked from the server" : "exec'd", ", expected ", want[0]));
+  }
+  if (std::to_string(::getppid()) != want[1]) {
+    return absl::InternalError(absl::StrCat("parent ", ::getppid(), ", expected the launcher ", want[1]));
+  }
+  if (::getpgrp() != ::getpid()) return absl::InternalError("not the leader of its own process group");
+  int death_signal = 0;
+  ::prctl(PR_GET_PDEATHSIG, &death_signal);
+  if (death_signal != SIGKILL) return absl::InternalError(absl::StrCat("PR_SET_PDEATHSIG is ", death_signal));
+  sigset_t mask;
+  ::sigprocmask(SIG_SETMASK, nullptr, &mask);
+  for (int sig = 1; sig < 32; ++sig) {
+    if (sigismember(&mask, sig)) return absl::InternalError(absl::StrCat("signal ", sig, " is blocked"));
+  }
+  std::printf("rank %d started by %s, stdout captured\n", ctx.rank, forked ? "the server" : "exec");
+  std::fprintf(stderr, "rank %d stderr captured\n", ctx.rank);
+  return ExpectEnv("ZT_HARNESS_PROBE", Env("ZT_HARNESS_EXPECTED_PROBE"));
+}
+
 namespace {
+
+TEST(RankHarness, RanksAreForkedFromTheServerWhereItCanServeThem) {
+  const std::string pid = std::to_string(::getpid());
+  const bool server =
+      std::getenv("ZT_RANK_FORK_SERVER") == nullptr || std::string(std::getenv("ZT_RANK_FORK_SERVER")) != "0";
+  // A variable set after the server started reaches the ranks all the same:
+  // each rank gets the launcher's environment, not the server's.
+  ::setenv("ZT_HARNESS_PROBE", absl::StrCat("late-", pid).c_str(), 1);
+  const std::map<std::string, std::string> probe = {{"ZT_HARNESS_EXPECTED_PROBE", absl::StrCat("late-", pid)}};
+  struct Case {
+    const char* what;
+    bool fork_server;
+    std::map<std::string, std::string> extra_env;
+    bool forked;
+  };
+  std::map<std::string, std::string> omp3 = probe;
+  omp3["OMP_NUM_THREADS"] = "3";  // libgomp reads it while loading: exec'd
+  for (const Case& c : {Case{"default", true, probe, server}, Case{"fork_server false", false, probe, false},
+                        Case{"another OMP_NUM_THREADS", true, omp3, false}}) {
+    SCOPED_TRACE(c.what);
+    auto result = zt::testing::RunRanks("report_start", {.world_size = 3,
+                                                         .arg = absl::StrCat(c.forked ? "server " : "exec ", pid),
+                                                         .extra_env = c.extra_env,
+                                                         .fork_server = c.fork_server});
+    EXPECT_TRUE(result.ok()) << result.Summary();
+    for (size_t r = 0; r < result.outputs.size(); ++r) {
+      EXPECT_TRUE(absl::StrContains(result.outputs[r], absl::StrCat("rank ", r, " stderr captured")))
+          << result.Summary();
+    }
+  }
+  ::unsetenv("ZT_HARNESS_PROBE");
+}
 
 TEST(RankHarness, EveryRankGetsTheLauncherEnvironment) {
   for (int world : {1, 2, 3, 4}) {

@@ -1,6 +1,7 @@
 // Implementation of tests/testing/ranks.h on top of the rank launcher
-// (comm/launcher.h) in capture mode: each rank re-executes this test binary
-// with --zt-rank-worker=NAME, so no rank inherits a forked LibTorch/OpenMP state.
+// (comm/launcher.h) in capture mode: each rank runs this test binary with
+// --zt-rank-worker=NAME, forked from the fork server (rank_zygote.h) or
+// exec'd, so no rank inherits a LibTorch/OpenMP state that ran anything.
 #include "tests/testing/ranks.h"
 
 #include <unistd.h>
@@ -9,14 +10,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "comm/launcher.h"
 #include "gtest/gtest.h"
+#include "tests/testing/rank_zygote.h"
 #include "util/log.h"
 
 namespace zt::testing {
@@ -96,7 +100,46 @@ int RunWorker(const std::string& name, const std::string& arg) {
   return 0;
 }
 
+// The worker named by --zt-rank-worker= in argv (with --zt-rank-arg=), or -1
+// when argv names none.
+int RunWorkerFromArgs(const std::vector<std::string>& argv) {
+  std::string worker, arg;
+  bool is_worker = false;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    absl::string_view a(argv[i]);
+    if (absl::StartsWith(a, kWorkerFlag)) {
+      worker = std::string(a.substr(sizeof(kWorkerFlag) - 1));
+      is_worker = true;
+    } else if (absl::StartsWith(a, kArgFlag)) {
+      arg = std::string(a.substr(sizeof(kArgFlag) - 1));
+    }
+  }
+  return is_worker ? RunWorker(worker, arg) : -1;
+}
+
+// The fork server of this test binary, started at the first RunRanks that
+// can use it. Null when it could not start (every rank is then exec'd).
+RankZygote* Zygote(const std::string& self) {
+  static std::unique_ptr<RankZygote> zygote;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    // The ranks' default OMP_NUM_THREADS (see RunRanks): the server loads
+    // libgomp with it, so ranks that keep the default can be forked.
+    auto started = RankZygote::Start(self, {{"OMP_NUM_THREADS", "1"}});
+    if (started.ok()) zygote = std::move(*started);
+  }
+  return zygote.get();
+}
+
+bool ForkServerWanted(const RankRunOptions& options) {
+  const char* env = std::getenv("ZT_RANK_FORK_SERVER");
+  return options.fork_server && (env == nullptr || std::string(env) != "0");
+}
+
 }  // namespace
+
+bool RankForkedFromServer() { return ForkedFromZygote(); }
 
 bool RegisterRankWorker(const std::string& name, RankWorkerFn fn) {
   bool inserted = Registry().emplace(name, std::move(fn)).second;
@@ -155,6 +198,11 @@ RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options)
   launch.forward_signals = false;
   launch.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options.timeout);
   launch.kill_grace = std::chrono::seconds(3);
+  if (ForkServerWanted(options)) {
+    if (RankZygote* zygote = Zygote(self)) {
+      launch.spawn = [zygote](const comm::RankSpawnRequest& request) { return zygote->Spawn(request); };
+    }
+  }
 
   absl::StatusOr<comm::LaunchResult> launched = comm::Launch(launch);
   if (!launched.ok()) {
@@ -194,18 +242,15 @@ absl::Status RunEachInTheseRanks(const std::vector<std::string>& names,
 }
 
 int RankTestMain(int argc, char** argv) {
-  std::string worker, arg;
-  bool is_worker = false;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view a(argv[i]);
-    if (absl::StartsWith(a, kWorkerFlag)) {
-      worker = std::string(a.substr(sizeof(kWorkerFlag) - 1));
-      is_worker = true;
-    } else if (absl::StartsWith(a, kArgFlag)) {
-      arg = std::string(a.substr(sizeof(kArgFlag) - 1));
+  std::vector<std::string> args(argv, argv + argc);
+  for (const std::string& a : args) {
+    int fd = -1;
+    if (absl::StartsWith(a, kZygoteFlag) && absl::SimpleAtoi(a.substr(sizeof(kZygoteFlag) - 1), &fd) && fd >= 0) {
+      ServeRankZygote(fd, RunWorkerFromArgs);
     }
   }
-  if (is_worker) return RunWorker(worker, arg);
+  const int worker_code = RunWorkerFromArgs(args);
+  if (worker_code >= 0) return worker_code;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -1,8 +1,12 @@
-// Multi-process rank tests: a GoogleTest binary re-executes itself once per
-// rank, with the same environment variables `zt launch` and torchrun set
-// (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1,
-// MASTER_PORT=<a free port>). No fork() after LibTorch/OpenMP start-up: each
-// rank is a fresh exec of /proc/self/exe.
+// Multi-process rank tests: each rank is a process of this GoogleTest binary
+// with the same environment variables `zt launch` and torchrun set (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1,
+// MASTER_PORT=<a free port>). No fork() after LibTorch/OpenMP start-up: a
+// rank is forked from a fork server, this binary exec'd once that has run
+// nothing but its static initialisers (tests/testing/rank_zygote.h), or,
+// where the server cannot serve it (another load-time environment, e.g.
+// OMP_NUM_THREADS in extra_env; ZT_RANK_FORK_SERVER=0; fork_server false),
+// a fresh exec of /proc/self/exe.
 //
 // Usage (the test binary uses RankTestMain as its main, see zt_add_test OWN_MAIN):
 //
@@ -59,6 +63,9 @@ struct RankRunOptions {
   // Ranks that are expected to kill themselves or be killed (fault tests):
   // their exit status does not make the run fail.
   std::vector<int> may_fail_ranks;
+  // Fork the ranks from the fork server where it can serve them (see above);
+  // false: exec each rank.
+  bool fork_server = true;
 };
 
 struct RankRunResult {
@@ -91,6 +98,9 @@ RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options)
 // every failure, one per line.
 absl::Status RunEachInTheseRanks(const std::vector<std::string>& names,
                                  const std::function<absl::Status(const std::string&)>& run);
+
+// In a rank: true when it was forked from the fork server, false when exec'd.
+bool RankForkedFromServer();
 
 // main() for rank-test binaries: in a worker process (started by RunRanks)
 // runs the named worker and exits; otherwise runs the GoogleTest suite.
