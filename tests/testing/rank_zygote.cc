@@ -48,6 +48,24 @@ std::map<std::string, std::string> LoadTimeSubset(const std::vector<std::string>
   return out;
 }
 
+// One message of one buffer, with room for the three descriptors a request
+// carries (SCM_RIGHTS). Not copyable: msg points into it.
+struct FdMessage {
+  FdMessage(void* data, size_t size) {
+    iov.iov_base = data;
+    iov.iov_len = size;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  struct iovec iov {};
+  struct msghdr msg {};
+};
+
 void AppendU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
 
 // The rank side: re-parenting, descriptors, signals, environment, then the
@@ -180,16 +198,8 @@ absl::StatusOr<pid_t> RankZygote::Spawn(const comm::RankSpawnRequest& request) {
   if (payload.size() > kMaxRequestBytes) return fallback("request too large");
 
   int fds[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(fds))];
-  std::memset(control, 0, sizeof(control));
-  struct iovec iov {
-    payload.data(), payload.size()
-  };
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
+  FdMessage message(payload.data(), payload.size());
+  struct msghdr& msg = message.msg;
   struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
@@ -232,15 +242,8 @@ void ServeRankZygote(int fd, const std::function<int(const std::vector<std::stri
   std::vector<char> buffer(kMaxRequestBytes);
   while (true) {
     int fds[3] = {-1, -1, -1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(fds))];
-    struct iovec iov {
-      buffer.data(), buffer.size()
-    };
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
+    FdMessage message(buffer.data(), buffer.size());
+    struct msghdr& msg = message.msg;
     ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) ::_exit(0);  // the test binary closed the socket (or is gone)
