@@ -23,6 +23,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/testing/ranks.h"
 
 extern char** environ;
 
@@ -115,7 +116,7 @@ bool IsLoadTimeVariable(const std::string& name) {
   return false;
 }
 
-bool ForkedFromZygote() { return g_forked_from_zygote; }
+bool RankForkedFromServer() { return g_forked_from_zygote; }
 
 absl::StatusOr<std::unique_ptr<RankZygote>> RankZygote::Start(const std::string& self_exe,
                                                               const std::map<std::string, std::string>& env_overrides) {

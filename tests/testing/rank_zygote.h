@@ -77,7 +77,7 @@ bool IsLoadTimeVariable(const std::string& name);
 // process calls run_rank(argv) and exits with what it returns.
 [[noreturn]] void ServeRankZygote(int fd, const std::function<int(const std::vector<std::string>& argv)>& run_rank);
 
-// In a rank: whether it was forked from the server (false when exec'd).
-bool ForkedFromZygote();
+// RankForkedFromServer() (tests/testing/ranks.h) is defined here: the flag
+// is set by the server's rank side.
 
 }  // namespace zt::testing

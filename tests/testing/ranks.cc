@@ -28,6 +28,7 @@ namespace {
 
 constexpr char kWorkerFlag[] = "--zt-rank-worker=";
 constexpr char kArgFlag[] = "--zt-rank-arg=";
+constexpr char kRankOmpThreads[] = "1";  // each rank's OMP_NUM_THREADS unless extra_env sets it
 constexpr size_t kTailLines = 40;
 constexpr size_t kTailBytes = 6000;
 
@@ -120,15 +121,12 @@ int RunWorkerFromArgs(const std::vector<std::string>& argv) {
 // The fork server of this test binary, started at the first RunRanks that
 // can use it. Null when it could not start (every rank is then exec'd).
 RankZygote* Zygote(const std::string& self) {
-  static std::unique_ptr<RankZygote> zygote;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    // The ranks' default OMP_NUM_THREADS (see RunRanks): the server loads
-    // libgomp with it, so ranks that keep the default can be forked.
-    auto started = RankZygote::Start(self, {{"OMP_NUM_THREADS", "1"}});
-    if (started.ok()) zygote = std::move(*started);
-  }
+  // The server loads libgomp with the ranks' default OMP_NUM_THREADS, so
+  // ranks that keep the default can be forked.
+  static const std::unique_ptr<RankZygote> zygote = [&]() -> std::unique_ptr<RankZygote> {
+    auto started = RankZygote::Start(self, {{"OMP_NUM_THREADS", kRankOmpThreads}});
+    return started.ok() ? std::move(*started) : nullptr;
+  }();
   return zygote.get();
 }
 
@@ -138,8 +136,6 @@ bool ForkServerWanted(const RankRunOptions& options) {
 }
 
 }  // namespace
-
-bool RankForkedFromServer() { return ForkedFromZygote(); }
 
 bool RegisterRankWorker(const std::string& name, RankWorkerFn fn) {
   bool inserted = Registry().emplace(name, std::move(fn)).second;
@@ -188,7 +184,7 @@ RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options)
   launch.master_addr = "127.0.0.1";
   launch.master_port = 0;  // a fresh free port per run
   launch.command = {self, absl::StrCat(kWorkerFlag, worker), absl::StrCat(kArgFlag, options.arg)};
-  launch.extra_env["OMP_NUM_THREADS"] = "1";
+  launch.extra_env["OMP_NUM_THREADS"] = kRankOmpThreads;
   for (const auto& [key, value] : options.extra_env) launch.extra_env[key] = value;
   launch.may_fail_ranks.insert(options.may_fail_ranks.begin(), options.may_fail_ranks.end());
   launch.capture_output = true;
