@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "comm/fork_spawner.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
 #include "estimate/builtin_models.h"
@@ -367,6 +368,13 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   lo.extra_env[train::kRunLockHeldEnv] = "1";
   lo.command = {SelfExe(), "train"};
   lo.command.insert(lo.command.end(), args.begin(), args.end());
+  // Each rank is forked from this process, which has loaded LibTorch
+  // already, rather than exec'd to load it again (1-3 s of CPU per rank);
+  // comm/fork_spawner.h says when it execs instead. The rank runs
+  // `zt train ARGS` from its arguments and environment, as an exec'd one does.
+  lo.spawn = comm::ForkSpawner([](const std::vector<std::string>& argv) {
+    return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
+  });
   // Ranks write straight to our stdout/stderr: rank 0's progress line can
   // redraw in place on a terminal; other ranks' log lines carry their rank.
   lo.prefix_output = false;

@@ -15,6 +15,7 @@
 #include "comm/single_group.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "util/system_info.h"
 
 namespace zt::comm {
 namespace {
@@ -41,8 +42,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
   GroupOptions opts = options;
   ZT_RETURN_IF_ERROR(ApplyEnvOverrides(opts));
   SetLogRank(env.rank);
+  // OpenMP read OMP_NUM_THREADS while it loaded; a rank forked from its
+  // launcher (comm/fork_spawner.h) loaded with the launcher's value, so a
+  // plain count is applied again here.
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp == nullptr || *omp == '\0') at::set_num_threads(DefaultThreadsPerRank(env.local_world_size));
+  if (const int asked = PlainThreadCount(omp); asked > 0) {
+    at::set_num_threads(asked);
+  } else if (omp == nullptr || *omp == '\0') {
+    at::set_num_threads(DefaultThreadsPerRank(env.local_world_size));
+  }
   IgnoreSigpipe();
 
   if (opts.backend == BackendChoice::kSingle && env.world_size != 1) {

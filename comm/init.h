@@ -18,8 +18,10 @@ namespace zt::comm {
 
 // Applies the environment overrides (comm/group_options.h), then:
 //  * sets the log prefix rank (zt::SetLogRank);
-//  * unless OMP_NUM_THREADS is set, gives this rank its share of the CPUs:
-//    at::set_num_threads(max(1, usable cores / local_world_size));
+//  * gives this rank its threads: at::set_num_threads(OMP_NUM_THREADS) when
+//    that is one positive integer (again: a rank forked from its launcher
+//    loaded OpenMP with the launcher's value); when it is unset, its share of
+//    the CPUs, max(1, usable cores / local_world_size);
 //  * ignores SIGPIPE (a peer that dies must become an error, not kill us);
 //  * picks the backend: single rank when world_size == 1 (unless
 //    GroupOptions::backend forces Gloo), Gloo for CPU tensors otherwise;

@@ -97,9 +97,10 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{5000};        // SIGTERM -> SIGKILL delay
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
-  // When set, asked first to start each rank (the test harness's fork
-  // server, tests/testing/ranks.cc); supervision, output and the outcome are
-  // the same whichever way a rank started.
+  // When set, asked first to start each rank (ForkSpawner in
+  // comm/fork_spawner.h for `zt train`, the test harness's fork server in
+  // tests/testing/ranks.cc); supervision, output and the outcome are the same
+  // whichever way a rank started.
   RankSpawner spawn;
 };
 

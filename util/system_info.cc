@@ -58,6 +58,16 @@ std::string CpuModel() {
   return "unknown";
 }
 
+int PlainThreadCount(const char* omp_num_threads) {
+  if (omp_num_threads == nullptr || *omp_num_threads == '\0') return 0;
+  long n = 0;
+  for (const char* c = omp_num_threads; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9' || n > 1000000) return 0;
+    n = n * 10 + (*c - '0');
+  }
+  return static_cast<int>(n);
+}
+
 std::string SystemInfoLine() {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const std::string core = BlasCoreName();

@@ -22,6 +22,10 @@ std::string BlasCoreName();
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown".
 std::string CpuModel();
 
+// The thread count an OMP_NUM_THREADS value asks for when it is one positive
+// integer ("4"); 0 for null, empty, a list ("4,2") or anything else.
+int PlainThreadCount(const char* omp_num_threads);
+
 // One line: cpu, online cores, OMP_NUM_THREADS, BLAS (and its core type).
 std::string SystemInfoLine();
 

@@ -21,8 +21,8 @@
 #include <cstring>
 #include <iostream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "comm/fork_spawner.h"
 #include "tests/testing/ranks.h"
 
 extern char** environ;
@@ -36,17 +36,6 @@ bool g_forked_from_zygote = false;
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat("rank fork server: ", what, ": ", std::strerror(errno)));
-}
-
-std::map<std::string, std::string> LoadTimeSubset(const std::vector<std::string>& env) {
-  std::map<std::string, std::string> out;
-  for (const std::string& kv : env) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = kv.substr(0, eq);
-    if (IsLoadTimeVariable(key)) out[key] = kv.substr(eq + 1);
-  }
-  return out;
 }
 
 // One message of one buffer, with room for the three descriptors a request
@@ -106,16 +95,6 @@ void AppendU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const
 
 }  // namespace
 
-bool IsLoadTimeVariable(const std::string& name) {
-  static const char* const kPrefixes[] = {"OMP_",   "GOMP_",    "KMP_",    "OPENBLAS_", "GOTO",   "MKL_",  "LD_",
-                                          "GLIBC_", "MALLOC_",  "ASAN_",   "UBSAN_",    "TSAN_",  "LSAN_", "MSAN_",
-                                          "TORCH_", "PYTORCH_", "CAFFE2_", "DNNL_",     "ONEDNN_"};
-  for (const char* prefix : kPrefixes) {
-    if (absl::StartsWith(name, prefix)) return true;
-  }
-  return false;
-}
-
 bool RankForkedFromServer() { return g_forked_from_zygote; }
 
 absl::StatusOr<std::unique_ptr<RankZygote>> RankZygote::Start(const std::string& self_exe,
@@ -137,7 +116,7 @@ absl::StatusOr<std::unique_ptr<RankZygote>> RankZygote::Start(const std::string&
   for (const auto& [k, v] : env_overrides) env_map[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env_map) env_strings.push_back(absl::StrCat(k, "=", v));
-  zygote->load_env_ = LoadTimeSubset(env_strings);
+  zygote->load_env_ = comm::LoadTimeEnvironment(env_strings);
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -187,7 +166,7 @@ absl::StatusOr<pid_t> RankZygote::Spawn(const comm::RankSpawnRequest& request) {
     return fallback("not this binary's rank");
   }
   if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) return fallback("no descriptors");
-  if (LoadTimeSubset(*request.env) != load_env_) return fallback("another load-time environment");
+  if (comm::LoadTimeEnvironment(*request.env) != load_env_) return fallback("another load-time environment");
 
   std::string payload;
   AppendU32(payload, static_cast<uint32_t>(request.launcher_pid));

@@ -14,8 +14,8 @@
 // Contract
 //  - Spawn is a comm::RankSpawner for comm::LaunchOptions::spawn. It serves
 //    only ranks that run this binary's workers and whose load-time
-//    environment (variables that libraries read while loading: OMP_*,
-//    OPENBLAS_*, LD_*, sanitizer options, ...) equals the server's; for
+//    environment (comm::IsLoadTimeVariable: OMP_*, OPENBLAS_*, LD_*,
+//    sanitizer options, ...) equals the server's; for
 //    anything else it returns Unimplemented and the launcher execs the rank
 //    as before. A server that died or stopped answering is not used again.
 //  - Each rank is forked through a short-lived intermediate process, so it is
@@ -67,10 +67,6 @@ class RankZygote {
   std::string self_exe_;
   std::map<std::string, std::string> load_env_;  // the server's load-time variables
 };
-
-// True for a variable some library reads while it loads, before main (so a
-// forked rank could not take a new value of it).
-bool IsLoadTimeVariable(const std::string& name);
 
 // The server's main loop, in the process exec'd with --zt-rank-zygote=FD:
 // serves requests on `fd` until the socket closes, then exits. Each rank

@@ -143,6 +143,33 @@ TEST(TrainE2E, EveryModelLearnsAndEveryStageRuns) {
   }
 }
 
+// `zt train --nproc` forks its ranks from the process that has loaded
+// LibTorch already (comm/fork_spawner.h). A forked rank must train exactly as
+// an exec'd one: same losses, same exported weights, byte for byte. "always"
+// makes a rank that could not be forked an error, so the first run is known
+// to have forked; "0" execs every rank.
+TEST(TrainE2E, ForkedRanksTrainAsExecdRanksDo) {
+  const std::string dir = TempDir("fork");
+  const std::string corpus = MakeCorpus(dir);
+  std::map<std::string, std::string> weights;
+  std::map<std::string, std::map<int64_t, double>> losses;
+  for (const std::string mode : {"always", "0"}) {
+    const std::string out = dir + "/fork_" + mode;
+    CommandResult r = zt::testing::RunZt(
+        absl::StrCat("train --model gpt2-tiny --data ", corpus, " --seq-len 32 --micro-batch 8 --lr 3e-3 --stage 3",
+                     " --steps 6 --nproc 2 --eval-interval -1", Quick(out)),
+        "OMP_NUM_THREADS=1 ZT_FORK_RANKS=" + mode);
+    ASSERT_EQ(r.code, 0) << r.output;
+    losses[mode] = ReadCsv(LossCsv(out, "gpt2-tiny"));
+    std::ifstream in(out + "/model.safetensors", std::ios::binary);
+    weights[mode].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_EQ(losses["always"].size(), 6u);
+  EXPECT_EQ(losses["always"], losses["0"]);
+  ASSERT_FALSE(weights["always"].empty());
+  EXPECT_TRUE(weights["always"] == weights["0"]) << "the exported weights differ";
+}
+
 // Hugging Face's "auto" configs as a user runs them: "auto" becomes what the
 // Trainer would write (warm-up 0, total_num_steps the run's --steps, ZeRO
 // sizes from gpt2-tiny's hidden size 64), the printed config shows it, and
@@ -651,10 +678,13 @@ TEST(TrainE2E, UnderALauncherWithTokenFileAndCheckpointing) {
   for (int32_t& t : tokens) t &= 0xff;
   const std::string bin = dir + "/train.bin";
   ASSERT_TRUE(data::WriteTokenFile(bin, tokens, data::TokenDType::kUInt16, /*llmc_header=*/true).ok());
-  CommandResult r = Zt(absl::StrCat("launch --nproc-per-node 2 -- ", ZT_BINARY_DIR, "/bin/zt train --model llama-tiny",
-                                    " --data ", bin, " --seq-len 32 --micro-batch 8 --lr 3e-3 --stage 3 --steps 12",
-                                    " --activation-checkpointing --nproc 5 --eval-interval -1 --save-dir none",
-                                    " --export none", Quick(dir + "/out")));
+  // `zt launch` forks ranks of its own `zt train` (ZT_FORK_RANKS=always: or fails).
+  CommandResult r = zt::testing::RunZt(
+      absl::StrCat("launch --nproc-per-node 2 -- ", ZT_BINARY_DIR, "/bin/zt train --model llama-tiny", " --data ", bin,
+                   " --seq-len 32 --micro-batch 8 --lr 3e-3 --stage 3 --steps 12",
+                   " --activation-checkpointing --nproc 5 --eval-interval -1 --save-dir none", " --export none",
+                   Quick(dir + "/out")),
+      "OMP_NUM_THREADS=1 ZT_FORK_RANKS=always");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "on 2 ranks")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "--nproc 5 ignored")) << r.output;
