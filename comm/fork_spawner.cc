@@ -87,13 +87,20 @@ void CloseOnExecDescriptors() {
   for (int fd : doomed) ::close(fd);
 }
 
-// The child side. This process was forked from a single-threaded one, so it
-// may allocate; it never returns.
+// The child side of ForkSpawner; never returns.
 [[noreturn]] void BecomeRank(const RankSpawnRequest& request, const RankMain& run_rank) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != request.launcher_pid) ::_exit(127);  // the launcher is already gone
-  // Caught signals back to their defaults (exec does that; the launcher's
+  const int fds[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
+  RunForkedRank(fds, *request.argv, *request.env, run_rank);
+}
+
+}  // namespace
+
+void RunForkedRank(const int fds[3], const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                   const RankMain& run_rank) {
+  // Caught signals back to their defaults (exec does that; a launcher's
   // handlers would write into its self-pipe).
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction old {};
@@ -101,16 +108,13 @@ void CloseOnExecDescriptors() {
     if (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) ::signal(sig, SIG_DFL);
   }
   // Moved above 2 first, so installing one cannot close another.
-  const int wanted[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
   int high[3];
-  for (int i = 0; i < 3; ++i) high[i] = ::fcntl(wanted[i], F_DUPFD_CLOEXEC, 10);
+  for (int i = 0; i < 3; ++i) high[i] = ::fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
   for (int i = 0; i < 3; ++i) {
     if (high[i] < 0) ::_exit(127);
     ::dup2(high[i], i);
   }
-  CloseOnExecDescriptors();  // the high copies too: they are close-on-exec
-  std::vector<std::string> argv = *request.argv;
-  const std::vector<std::string> env = *request.env;
+  CloseOnExecDescriptors();  // the high copies and `fds` too, when close-on-exec
   ::clearenv();
   for (const std::string& kv : env) ::putenv(::strdup(kv.c_str()));  // environ keeps them
   sigset_t none;
@@ -122,8 +126,6 @@ void CloseOnExecDescriptors() {
   std::cerr.flush();
   std::exit(code);
 }
-
-}  // namespace
 
 bool IsLoadTimeVariable(const std::string& name) {
   static const char* const kPrefixes[] = {"OMP_",   "GOMP_",    "KMP_",    "OPENBLAS_", "GOTO",   "MKL_",  "LD_",

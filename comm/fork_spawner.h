@@ -60,7 +60,17 @@ using RankMain = std::function<int(const std::vector<std::string>& argv)>;
 
 RankSpawner ForkSpawner(RankMain run_rank);
 
-// True in a rank that ForkSpawner started (after the fork, in the child).
+// The rank's side of a fork, for ForkSpawner and other fork servers (the
+// test harness's): installs `fds` as stdin, stdout and stderr, closes the
+// close-on-exec descriptors above 2, puts caught signals back to their
+// defaults and unblocks all, replaces the environment with `env`
+// ("KEY=value"), then runs run_rank(argv) and exits with what it returns.
+// Process group and death signal are the caller's to set first. Call it only
+// in a child forked from a single-threaded process (it allocates).
+[[noreturn]] void RunForkedRank(const int fds[3], const std::vector<std::string>& argv,
+                                const std::vector<std::string>& env, const RankMain& run_rank);
+
+// True in a rank started by RunForkedRank (after the fork, in the child).
 bool RankWasForked();
 
 }  // namespace zt::comm

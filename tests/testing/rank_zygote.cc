@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "comm/fork_spawner.h"
@@ -32,7 +31,6 @@ namespace {
 
 constexpr size_t kMaxRequestBytes = 1 << 20;
 constexpr int kReplyTimeoutMs = 30000;
-bool g_forked_from_zygote = false;
 
 absl::Status Errno(const std::string& what) {
   return absl::InternalError(absl::StrCat("rank fork server: ", what, ": ", std::strerror(errno)));
@@ -58,8 +56,9 @@ struct FdMessage {
 
 void AppendU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
 
-// The rank side: re-parenting, descriptors, signals, environment, then the
-// worker. Runs in a child of a single-threaded process, so it may allocate.
+// The rank side: re-parenting, then comm::RunForkedRank (descriptors,
+// signals, environment, the worker). Runs in a child of a single-threaded
+// process, so it may allocate.
 [[noreturn]] void BecomeRank(int server_fd, const int fds[3], pid_t launcher_pid, std::vector<std::string> argv,
                              const std::vector<std::string>& env,
                              const std::function<int(const std::vector<std::string>&)>& run_rank) {
@@ -71,31 +70,12 @@ void AppendU32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const
   for (int i = 0; i < 20000 && ::getppid() != launcher_pid; ++i) ::usleep(500);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != launcher_pid) ::_exit(127);
-  // Moved above 2 first, so installing one cannot close another.
-  int high[3];
-  for (int i = 0; i < 3; ++i) high[i] = ::fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
-  for (int i = 0; i < 3; ++i) {
-    if (fds[i] > 2) ::close(fds[i]);
-  }
-  for (int i = 0; i < 3; ++i) {
-    ::dup2(high[i], i);
-    ::close(high[i]);
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  ::clearenv();
-  for (const std::string& kv : env) ::putenv(::strdup(kv.c_str()));  // environ keeps them
-  g_forked_from_zygote = true;
-  const int code = run_rank(argv);
-  std::cout.flush();
-  std::cerr.flush();
-  std::exit(code);
+  comm::RunForkedRank(fds, argv, env, run_rank);
 }
 
 }  // namespace
 
-bool RankForkedFromServer() { return g_forked_from_zygote; }
+bool RankForkedFromServer() { return comm::RankWasForked(); }
 
 absl::StatusOr<std::unique_ptr<RankZygote>> RankZygote::Start(const std::string& self_exe,
                                                               const std::map<std::string, std::string>& env_overrides) {
