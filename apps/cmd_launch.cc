@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
-#include "comm/fork_spawner.h"
 #include "comm/launcher.h"
 
 namespace zt::cli {
@@ -111,18 +110,8 @@ int RunLaunchCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s\n", message.c_str());
     return 2;
   }
-  // `zt launch -- zt train ...`: ranks of this very binary's `train` are
-  // forked from this process, which has loaded LibTorch already
-  // (comm/fork_spawner.h); any other command is exec'd.
-  options.spawn = [fork = comm::ForkSpawner([](const std::vector<std::string>& argv) {
-                     return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
-                   })](const comm::RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
-    if (request.argv == nullptr || request.argv->size() < 2 || (*request.argv)[1] != "train") {
-      return absl::UnimplementedError("not `zt train`");
-    }
-    return fork(request);
-  };
-  std::fflush(stdout);  // nothing buffered may reach the ranks' output late
+  options.spawn = TrainRankSpawner();  // `zt launch -- zt train ...` forks; other commands exec
+  std::fflush(stdout);                 // nothing buffered may reach the ranks' output late
   absl::StatusOr<comm::LaunchResult> result = comm::Launch(options);
   if (!result.ok()) {
     std::fprintf(stderr, "zt launch: %s\n", std::string(result.status().message()).c_str());

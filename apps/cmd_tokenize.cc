@@ -20,7 +20,8 @@
 namespace zt::cli {
 namespace {
 
-constexpr const char* kSynopsis = "--tokenizer PATH --out FILE.bin [--eot TOKEN|none] [--dtype auto|uint16|uint32] INPUT...";
+constexpr const char* kSynopsis =
+    "--tokenizer PATH --out FILE.bin [--eot TOKEN|none] [--dtype auto|uint16|uint32] INPUT...";
 constexpr const char* kHelp =
     "\nEncodes INPUT (text files, directories of text files: one document per file; .jsonl files: one document\n"
     "per line's \"text\") with the tokenizer at PATH (a tokenizer.json, or a model folder holding tokenizer.json or\n"
@@ -56,7 +57,8 @@ int RunTokenizeCommand(const std::vector<std::string>& args) {
     eot = -1;
   } else if (!eot_name.empty()) {
     eot = (*tok)->TokenId(eot_name);
-    if (eot < 0) return Fail(absl::InvalidArgumentError(absl::StrCat("--eot: '", eot_name, "' is not a token of this tokenizer")));
+    if (eot < 0)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--eot: '", eot_name, "' is not a token of this tokenizer")));
   }
   absl::StatusOr<data::TokenDType> dtype = data::ParseTokenDType(flags.GetString("dtype"));
   if (!dtype.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--dtype: ", dtype.status().message())));
@@ -68,10 +70,11 @@ int RunTokenizeCommand(const std::vector<std::string>& args) {
   absl::Status st = data::WriteTokenFile(flags.GetString("out"), corpus->tokens, *dtype, /*llmc_header=*/true);
   if (!st.ok()) return Fail(st);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("zt tokenize: %s tokens from %lld documents (%s of text) -> %s (%s, llm.c header; vocabulary %d) in %.1f s\n",
-              HumanCount(static_cast<double>(corpus->tokens.size())).c_str(),
-              static_cast<long long>(corpus->documents), HumanBytes(static_cast<double>(corpus->bytes)).c_str(),
-              flags.GetString("out").c_str(), data::TokenDTypeName(*dtype), (*tok)->vocab_size(), secs);
+  std::printf(
+      "zt tokenize: %s tokens from %lld documents (%s of text) -> %s (%s, llm.c header; vocabulary %d) in %.1f s\n",
+      HumanCount(static_cast<double>(corpus->tokens.size())).c_str(), static_cast<long long>(corpus->documents),
+      HumanBytes(static_cast<double>(corpus->bytes)).c_str(), flags.GetString("out").c_str(),
+      data::TokenDTypeName(*dtype), (*tok)->vocab_size(), secs);
   std::printf("tokenizer: %s\n", (*tok)->Describe().c_str());
   return 0;
 }

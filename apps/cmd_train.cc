@@ -368,13 +368,7 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   lo.extra_env[train::kRunLockHeldEnv] = "1";
   lo.command = {SelfExe(), "train"};
   lo.command.insert(lo.command.end(), args.begin(), args.end());
-  // Each rank is forked from this process, which has loaded LibTorch
-  // already, rather than exec'd to load it again (1-3 s of CPU per rank);
-  // comm/fork_spawner.h says when it execs instead. The rank runs
-  // `zt train ARGS` from its arguments and environment, as an exec'd one does.
-  lo.spawn = comm::ForkSpawner([](const std::vector<std::string>& argv) {
-    return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
-  });
+  lo.spawn = TrainRankSpawner();  // fork, not a second LibTorch start per rank
   // Ranks write straight to our stdout/stderr: rank 0's progress line can
   // redraw in place on a terminal; other ranks' log lines carry their rank.
   lo.prefix_output = false;
@@ -387,6 +381,18 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
 }
 
 }  // namespace
+
+comm::RankSpawner TrainRankSpawner() {
+  comm::RankSpawner fork = comm::ForkSpawner([](const std::vector<std::string>& argv) {
+    return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
+  });
+  return [fork](const comm::RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
+    if (request.argv == nullptr || request.argv->size() < 2 || (*request.argv)[1] != "train") {
+      return absl::UnimplementedError("not `zt train`");
+    }
+    return fork(request);
+  };
+}
 
 int RunTrainCommand(const std::vector<std::string>& args) {
   Flags flags("zt train");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/launcher.h"
+
 namespace zt::cli {
 
 int RunConfigCommand(const std::vector<std::string>& args);
@@ -14,5 +16,12 @@ int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 int RunEstimateCommand(const std::vector<std::string>& args);
 int RunTokenizeCommand(const std::vector<std::string>& args);
+
+// Starts ranks whose command is this binary's `zt train ...` by fork, from
+// this process that has loaded LibTorch already (comm/fork_spawner.h says
+// when it execs instead); other commands are left to exec. The rank runs
+// RunTrainCommand on its arguments, as an exec'd one would. For
+// `zt train --nproc` and `zt launch -- zt train`.
+comm::RankSpawner TrainRankSpawner();
 
 }  // namespace zt::cli

@@ -19,8 +19,6 @@
 #include "absl/strings/str_cat.h"
 #include "util/system_info.h"
 
-extern char** environ;
-
 namespace zt::comm {
 namespace {
 
@@ -44,16 +42,10 @@ bool SameFile(const std::string& a, const std::string& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-std::vector<std::string> CurrentEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
-
-// Why the rank must be exec'd, or "" when it may be forked.
-std::string DeclineReason(const RankSpawnRequest& request) {
-  const char* opt_out = std::getenv(kForkRanksEnv);
-  if (opt_out != nullptr && std::string(opt_out) == "0") return absl::StrCat(kForkRanksEnv, "=0");
+// Why the rank must be exec'd, or "" when it may be forked. `mode` is
+// kForkRanksEnv's value.
+std::string DeclineReason(const RankSpawnRequest& request, const std::string& mode) {
+  if (mode == "0") return absl::StrCat(kForkRanksEnv, "=0");
   if (request.path == nullptr || request.argv == nullptr || request.env == nullptr) return "incomplete request";
   if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) return "no descriptors";
   if (!SameFile(*request.path, "/proc/self/exe")) return "another program";
@@ -61,7 +53,10 @@ std::string DeclineReason(const RankSpawnRequest& request) {
     return absl::StrCat("the launcher runs ", threads, " threads");
   }
   std::map<std::string, std::string> want = LoadTimeEnvironment(*request.env);
-  std::map<std::string, std::string> have = LoadTimeEnvironment(CurrentEnvironment());
+  std::map<std::string, std::string> have;
+  for (const auto& [key, value] : CurrentEnvironment()) {
+    if (IsLoadTimeVariable(key)) have[key] = value;
+  }
   // OMP_NUM_THREADS as one positive integer is applied at run time.
   if (auto it = want.find("OMP_NUM_THREADS"); it != want.end() && PlainThreadCount(it->second.c_str()) > 0) {
     want.erase(it);
@@ -150,9 +145,10 @@ std::map<std::string, std::string> LoadTimeEnvironment(const std::vector<std::st
 
 RankSpawner ForkSpawner(RankMain run_rank) {
   return [run_rank = std::move(run_rank)](const RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
-    if (std::string why = DeclineReason(request); !why.empty()) {
-      const char* mode = std::getenv(kForkRanksEnv);
-      if (mode != nullptr && std::string(mode) == "always") {
+    const char* mode_env = std::getenv(kForkRanksEnv);
+    const std::string mode = mode_env != nullptr ? mode_env : "";
+    if (std::string why = DeclineReason(request, mode); !why.empty()) {
+      if (mode == "always") {
         return absl::FailedPreconditionError(absl::StrCat(
             kForkRanksEnv, "=always, but the rank cannot be forked: ", why, " (unset it to exec such ranks)"));
       }

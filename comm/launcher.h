@@ -141,6 +141,9 @@ inline constexpr int kTimeoutExitCode = 124;  // as timeout(1)
 // fails is not an error but a LaunchResult with exit_code != 0.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 
+// This process's environment, KEY -> value.
+std::map<std::string, std::string> CurrentEnvironment();
+
 // Checks the options Launch would reject (ranks, nodes, port, command), without
 // starting anything.
 absl::Status ValidateLaunchOptions(const LaunchOptions& options);

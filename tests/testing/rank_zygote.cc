@@ -24,8 +24,6 @@
 #include "comm/fork_spawner.h"
 #include "tests/testing/ranks.h"
 
-extern char** environ;
-
 namespace zt::testing {
 namespace {
 
@@ -87,12 +85,7 @@ absl::StatusOr<std::unique_ptr<RankZygote>> RankZygote::Start(const std::string&
 
   // Everything the child needs is built before fork: this process may run
   // threads, so the child makes only async-signal-safe calls before execve.
-  std::map<std::string, std::string> env_map;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string kv(*e);
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env_map[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  std::map<std::string, std::string> env_map = comm::CurrentEnvironment();
   for (const auto& [k, v] : env_overrides) env_map[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env_map) env_strings.push_back(absl::StrCat(k, "=", v));
