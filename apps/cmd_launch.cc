@@ -92,7 +92,7 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
 
 }  // namespace
 
-int RunLaunchCommand(const std::vector<std::string>& args) {
+int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawner& spawn) {
   Flags flags("zt launch");
   flags.Int("nproc-per-node", 0, "ranks to start on this node; required");
   flags.Int("nnodes", 1, "number of nodes, each running zt launch");
@@ -110,8 +110,8 @@ int RunLaunchCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "%s\n", message.c_str());
     return 2;
   }
-  options.spawn = TrainRankSpawner();  // `zt launch -- zt train ...` forks; other commands exec
-  std::fflush(stdout);                 // nothing buffered may reach the ranks' output late
+  options.spawn = spawn;
+  std::fflush(stdout);  // nothing buffered may reach the ranks' output late
   absl::StatusOr<comm::LaunchResult> result = comm::Launch(options);
   if (!result.ok()) {
     std::fprintf(stderr, "zt launch: %s\n", std::string(result.status().message()).c_str());

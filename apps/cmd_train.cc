@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/programs.h"
 #include "comm/fork_spawner.h"
 #include "comm/launcher.h"
 #include "comm/rank_env.h"
@@ -268,14 +269,6 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
   return absl::OkStatus();
 }
 
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "zt";
-  buf[n] = '\0';
-  return buf;
-}
-
 // More ranks than cores time-share the CPU; far more also multiply the
 // per-process memory. Warns about the first, refuses what cannot fit in the
 // memory available now (the estimate of model states, buffers and
@@ -366,7 +359,8 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   comm::LaunchOptions lo;
   lo.nproc_per_node = static_cast<int>(nproc);
   lo.extra_env[train::kRunLockHeldEnv] = "1";
-  lo.command = {SelfExe(), "train"};
+  const std::string self = ThisProgram();
+  lo.command = {self.empty() ? std::string(kFrontProgramName) : self, "train"};
   lo.command.insert(lo.command.end(), args.begin(), args.end());
   lo.spawn = TrainRankSpawner();  // fork, not a second LibTorch start per rank
   // Ranks write straight to our stdout/stderr: rank 0's progress line can
@@ -383,9 +377,11 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
 }  // namespace
 
 comm::RankSpawner TrainRankSpawner() {
-  comm::RankSpawner fork = comm::ForkSpawner([](const std::vector<std::string>& argv) {
-    return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
-  });
+  comm::RankSpawner fork = comm::ForkSpawner(
+      [](const std::vector<std::string>& argv) {
+        return RunTrainCommand(std::vector<std::string>(argv.begin() + 2, argv.end()));
+      },
+      FrontPrograms());
   return [fork](const comm::RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
     if (request.argv == nullptr || request.argv->size() < 2 || (*request.argv)[1] != "train") {
       return absl::UnimplementedError("not `zt train`");

@@ -1,6 +1,8 @@
 // Entry points of the `zt` subcommands, one file each (apps/cmd_<name>.cc).
 // Each takes the arguments after its name and returns the process exit code:
 // 0 success, 2 bad input (message on stderr), other codes as documented.
+// `zt` (zt.cc) runs config, ckpt, tokenize and launch; `zt-torch`
+// (zt_torch.cc) runs train, estimate and launch (apps/programs.h says why).
 #pragma once
 
 #include <string>
@@ -11,7 +13,8 @@
 namespace zt::cli {
 
 int RunConfigCommand(const std::vector<std::string>& args);
-int RunLaunchCommand(const std::vector<std::string>& args);
+// `spawn` starts ranks without exec where it can (empty: exec every rank).
+int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawner& spawn);
 int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 int RunEstimateCommand(const std::vector<std::string>& args);
@@ -21,7 +24,8 @@ int RunTokenizeCommand(const std::vector<std::string>& args);
 // this process that has loaded LibTorch already (comm/fork_spawner.h says
 // when it execs instead); other commands are left to exec. The rank runs
 // RunTrainCommand on its arguments, as an exec'd one would. For
-// `zt train --nproc` and `zt launch -- zt train`.
+// `zt train --nproc` and `zt launch -- zt train`, in zt-torch: `zt train`
+// counts as this binary's train too (FrontPrograms).
 comm::RankSpawner TrainRankSpawner();
 
 }  // namespace zt::cli

@@ -1,28 +1,43 @@
-// `zt`: the zerotorch command. Dispatches to one subcommand per file.
+// `zt`: the zerotorch command. Dispatches to one subcommand per file; the
+// commands that need LibTorch run in zt-torch, which this program execs
+// (apps/programs.h). This program itself links no LibTorch.
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/programs.h"
 
 namespace {
+
+// `zt launch -- zt train ...` runs in zt-torch, whose launcher forks the
+// ranks with LibTorch loaded; any other command is exec'd from here.
+int RunLaunch(const std::vector<std::string>& args, char** argv) {
+  std::vector<std::string> command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+  }
+  if (zt::cli::RunsThisProgramsTrain(command)) return zt::cli::ExecTorchProgram(argv);
+  return zt::cli::RunLaunchCommand(args, /*spawn=*/{});
+}
 
 struct Command {
   const char* name;
   const char* summary;
-  int (*run)(const std::vector<std::string>&);
+  int (*run)(const std::vector<std::string>&);  // nullptr: runs in zt-torch
 };
 
 const Command kCommands[] = {
-    {"train", "train a built-in model (GPT-2, LLaMA, MNIST CNN) with ZeRO; no arguments: the default job",
-     zt::cli::RunTrainCommand},
+    {"train", "train a built-in model (GPT-2, LLaMA, MNIST CNN) with ZeRO; no arguments: the default job", nullptr},
     {"config", "check DeepSpeed-style JSON configs, print them resolved or the key reference",
      zt::cli::RunConfigCommand},
-    {"launch", "start the ranks of a distributed job on this node", zt::cli::RunLaunchCommand},
+    {"launch", "start the ranks of a distributed job on this node", nullptr},
     {"ckpt", "inspect, consolidate (to safetensors) and reshard checkpoints", zt::cli::RunCkptCommand},
-    {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)",
-     zt::cli::RunEstimateCommand},
+    {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)", nullptr},
     {"tokenize", "text or JSONL -> a token file, with a model's Hugging Face tokenizer", zt::cli::RunTokenizeCommand},
 };
 
@@ -40,8 +55,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
+  if (std::strcmp(argv[1], "launch") == 0) return RunLaunch(args, argv);
   for (const Command& c : kCommands) {
-    if (std::strcmp(argv[1], c.name) == 0) return c.run(args);
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    return c.run != nullptr ? c.run(args) : zt::cli::ExecTorchProgram(argv);
   }
   std::fprintf(stderr, "zt: unknown command '%s'\n\n", argv[1]);
   PrintUsage(stderr);

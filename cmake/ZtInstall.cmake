@@ -55,6 +55,7 @@ install(TARGETS ${ZT_INSTALLED_TARGETS} EXPORT zerotorchTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(EXPORT zerotorchTargets NAMESPACE zerotorch:: DESTINATION ${ZT_INSTALL_CMAKEDIR} COMPONENT dev)
 install(TARGETS zt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev)
+install(TARGETS zt-torch RUNTIME DESTINATION ${ZT_TORCH_PROGRAM_DIR} COMPONENT dev)  # apps/programs.h
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zerotorchConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/zerotorchConfig.cmake INSTALL_DESTINATION ${ZT_INSTALL_CMAKEDIR})

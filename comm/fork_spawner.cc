@@ -42,13 +42,22 @@ bool SameFile(const std::string& a, const std::string& b) {
   return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+bool IsThisProgram(const std::string& path, const std::vector<std::string>& same_program) {
+  if (SameFile(path, "/proc/self/exe")) return true;
+  for (const std::string& other : same_program) {
+    if (SameFile(path, other)) return true;
+  }
+  return false;
+}
+
 // Why the rank must be exec'd, or "" when it may be forked. `mode` is
 // kForkRanksEnv's value.
-std::string DeclineReason(const RankSpawnRequest& request, const std::string& mode) {
+std::string DeclineReason(const RankSpawnRequest& request, const std::string& mode,
+                          const std::vector<std::string>& same_program) {
   if (mode == "0") return absl::StrCat(kForkRanksEnv, "=0");
   if (request.path == nullptr || request.argv == nullptr || request.env == nullptr) return "incomplete request";
   if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) return "no descriptors";
-  if (!SameFile(*request.path, "/proc/self/exe")) return "another program";
+  if (!IsThisProgram(*request.path, same_program)) return "another program";
   if (const int threads = ThreadCount(); threads != 1) {
     return absl::StrCat("the launcher runs ", threads, " threads");
   }
@@ -143,11 +152,12 @@ std::map<std::string, std::string> LoadTimeEnvironment(const std::vector<std::st
   return out;
 }
 
-RankSpawner ForkSpawner(RankMain run_rank) {
-  return [run_rank = std::move(run_rank)](const RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
+RankSpawner ForkSpawner(RankMain run_rank, std::vector<std::string> same_program) {
+  return [run_rank = std::move(run_rank),
+          same_program = std::move(same_program)](const RankSpawnRequest& request) -> absl::StatusOr<pid_t> {
     const char* mode_env = std::getenv(kForkRanksEnv);
     const std::string mode = mode_env != nullptr ? mode_env : "";
-    if (std::string why = DeclineReason(request, mode); !why.empty()) {
+    if (std::string why = DeclineReason(request, mode, same_program); !why.empty()) {
       if (mode == "always") {
         return absl::FailedPreconditionError(absl::StrCat(
             kForkRanksEnv, "=always, but the rank cannot be forked: ", why, " (unset it to exec such ranks)"));

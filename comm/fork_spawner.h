@@ -10,7 +10,9 @@
 //  - ForkSpawner(run_rank) serves a request only when all of these hold, and
 //    returns Unimplemented otherwise (the launcher then execs the rank as
 //    before; comm/launcher.h):
-//      * the request's executable is this process's own (/proc/self/exe);
+//      * the request's executable is this process's own (/proc/self/exe) or
+//        one of `same_program` (a front program that execs this one with
+//        its arguments, so that running it is running this program);
 //      * this process runs exactly one thread: forking a process with other
 //        threads could leave locks held in the child (and GNU OpenMP's pool,
 //        once started, does not survive fork);
@@ -58,7 +60,7 @@ inline constexpr char kForkRanksEnv[] = "ZT_FORK_RANKS";
 
 using RankMain = std::function<int(const std::vector<std::string>& argv)>;
 
-RankSpawner ForkSpawner(RankMain run_rank);
+RankSpawner ForkSpawner(RankMain run_rank, std::vector<std::string> same_program = {});
 
 // The rank's side of a fork, for ForkSpawner and other fork servers (the
 // test harness's): installs `fds` as stdin, stdout and stderr, closes the

@@ -125,36 +125,6 @@ bool IsExecutableFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// The path execve will get: argv[0] itself when it has a '/', else the first
-// executable match in PATH (as execvp would find it).
-absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env) {
-  if (name.empty()) return absl::InvalidArgumentError("the command to launch is an empty string");
-  if (name.find('/') != std::string::npos) {
-    struct stat st {};
-    if (::stat(name.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': ", std::strerror(errno)));
-    }
-    if (!S_ISREG(st.st_mode) || ::access(name.c_str(), X_OK) != 0) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "cannot execute '", name, "': ", S_ISDIR(st.st_mode) ? "it is a directory" : "not an executable file",
-          " (check the path and its permissions)"));
-    }
-    return name;
-  }
-  bool found_unexecutable = false;
-  for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
-    std::string candidate = absl::StrCat(dir.empty() ? absl::string_view(".") : dir, "/", name);
-    if (IsExecutableFile(candidate)) return candidate;
-    if (::access(candidate.c_str(), F_OK) == 0) found_unexecutable = true;
-  }
-  if (found_unexecutable) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot execute '", name, "': found in PATH but not executable (PATH=", path_env, ")"));
-  }
-  return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': command not found in PATH=", path_env,
-                                          " (give a path such as ./", name, " or fix PATH)"));
-}
-
 // Owns the strings behind an execve() argv/envp array.
 struct CStringArray {
   std::vector<std::string> strings;
@@ -763,6 +733,34 @@ class Supervisor {
 };
 
 }  // namespace
+
+absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env) {
+  if (name.empty()) return absl::InvalidArgumentError("the command to launch is an empty string");
+  if (name.find('/') != std::string::npos) {
+    struct stat st {};
+    if (::stat(name.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': ", std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode) || ::access(name.c_str(), X_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot execute '", name, "': ", S_ISDIR(st.st_mode) ? "it is a directory" : "not an executable file",
+          " (check the path and its permissions)"));
+    }
+    return name;
+  }
+  bool found_unexecutable = false;
+  for (absl::string_view dir : absl::StrSplit(path_env, ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? absl::string_view(".") : dir, "/", name);
+    if (IsExecutableFile(candidate)) return candidate;
+    if (::access(candidate.c_str(), F_OK) == 0) found_unexecutable = true;
+  }
+  if (found_unexecutable) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot execute '", name, "': found in PATH but not executable (PATH=", path_env, ")"));
+  }
+  return absl::NotFoundError(absl::StrCat("cannot execute '", name, "': command not found in PATH=", path_env,
+                                          " (give a path such as ./", name, " or fix PATH)"));
+}
 
 std::map<std::string, std::string> CurrentEnvironment() {
   std::map<std::string, std::string> env;

@@ -141,6 +141,11 @@ inline constexpr int kTimeoutExitCode = 124;  // as timeout(1)
 // fails is not an error but a LaunchResult with exit_code != 0.
 absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 
+// The path execve will get for a command's argv[0]: `name` itself when it
+// has a '/', else the first executable match in `path_env` (PATH's value),
+// as execvp would find it. NotFound / PermissionDenied say what to fix.
+absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env);
+
 // This process's environment, KEY -> value.
 std::map<std::string, std::string> CurrentEnvironment();
 
