@@ -1,7 +1,6 @@
 // Implementation of apps/programs.h.
 #include "apps/programs.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,17 +26,6 @@ std::string Directory(const std::string& path) {
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
-bool IsExecutable(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-bool SameFile(const std::string& a, const std::string& b) {
-  struct stat sa {
-  }, sb{};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 // Beside this program, then at the installed place relative to it.
 std::vector<std::string> Candidates(const std::string& name, const char* installed_dir_from_here) {
   const std::string self = ThisProgram();
@@ -59,7 +47,7 @@ std::string ThisProgram() {
 absl::StatusOr<std::string> TorchProgram() {
   const std::vector<std::string> candidates = Candidates(kTorchProgramName, ZT_TORCH_DIR_FROM_BIN);
   for (const std::string& path : candidates) {
-    if (IsExecutable(path)) return path;
+    if (comm::IsExecutableFile(path)) return path;
   }
   if (candidates.empty()) {
     return absl::NotFoundError(absl::StrCat("cannot find ", kTorchProgramName,
@@ -73,7 +61,7 @@ absl::StatusOr<std::string> TorchProgram() {
 std::vector<std::string> FrontPrograms() {
   std::vector<std::string> found;
   for (const std::string& path : Candidates(kFrontProgramName, ZT_BIN_DIR_FROM_TORCH)) {
-    if (IsExecutable(path)) found.push_back(path);
+    if (comm::IsExecutableFile(path)) found.push_back(path);
   }
   return found;
 }
@@ -95,7 +83,7 @@ bool RunsThisProgramsTrain(const std::vector<std::string>& command) {
   if (command.size() < 2 || command[1] != "train") return false;
   const char* path_env = std::getenv("PATH");
   absl::StatusOr<std::string> resolved = comm::ResolveCommand(command[0], path_env != nullptr ? path_env : "");
-  return resolved.ok() && SameFile(*resolved, "/proc/self/exe");
+  return resolved.ok() && comm::SameFile(*resolved, "/proc/self/exe");
 }
 
 }  // namespace zt::cli

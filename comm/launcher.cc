@@ -120,11 +120,6 @@ int UsableCores() {
   return online > 0 ? static_cast<int>(online) : 1;
 }
 
-bool IsExecutableFile(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
 // Owns the strings behind an execve() argv/envp array.
 struct CStringArray {
   std::vector<std::string> strings;
@@ -733,6 +728,17 @@ class Supervisor {
 };
 
 }  // namespace
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa {
+  }, sb{};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
 
 absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env) {
   if (name.empty()) return absl::InvalidArgumentError("the command to launch is an empty string");

@@ -146,6 +146,12 @@ absl::StatusOr<LaunchResult> Launch(const LaunchOptions& options);
 // as execvp would find it. NotFound / PermissionDenied say what to fix.
 absl::StatusOr<std::string> ResolveCommand(const std::string& name, const std::string& path_env);
 
+// A regular file this process may execute.
+bool IsExecutableFile(const std::string& path);
+
+// Both paths exist and name the same file (device and inode; links followed).
+bool SameFile(const std::string& a, const std::string& b);
+
 // This process's environment, KEY -> value.
 std::map<std::string, std::string> CurrentEnvironment();
 
