@@ -6,11 +6,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include "tests/testing/zt_command.h"
 
 namespace zt::cli {
 namespace {
@@ -21,21 +21,8 @@ using ::testing::Not;
 
 const std::string kBin = ZT_BINARY_DIR "/bin";
 
-struct ShellRun {
-  int code = -1;
-  std::string output;
-};
-
-ShellRun Shell(const std::string& command) {
-  ShellRun r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using zt::testing::RunShell;
+using ShellRun = zt::testing::ZtRun;
 
 // A fresh folder under the test's temporary directory.
 fs::path TempDir(const std::string& name) {
@@ -47,12 +34,12 @@ fs::path TempDir(const std::string& name) {
 
 TEST(Programs, TheFrontLinksNoLibTorchAndZtTorchDoes) {
   // What the dynamic loader would map (ldd's own mechanism).
-  const ShellRun front = Shell("LD_TRACE_LOADED_OBJECTS=1 " + kBin + "/zt");
+  const ShellRun front = RunShell("LD_TRACE_LOADED_OBJECTS=1 " + kBin + "/zt");
   ASSERT_EQ(front.code, 0) << front.output;
   EXPECT_THAT(front.output, HasSubstr("libc.so"));
   EXPECT_THAT(front.output, Not(HasSubstr("libtorch")));
   EXPECT_THAT(front.output, Not(HasSubstr("libc10")));
-  const ShellRun torch = Shell("LD_TRACE_LOADED_OBJECTS=1 " + kBin + "/zt-torch");
+  const ShellRun torch = RunShell("LD_TRACE_LOADED_OBJECTS=1 " + kBin + "/zt-torch");
   ASSERT_EQ(torch.code, 0) << torch.output;
   EXPECT_THAT(torch.output, HasSubstr("libtorch"));
 }
@@ -62,33 +49,33 @@ TEST(Programs, WithoutZtTorchTheFrontRunsItsOwnCommandsAndNamesWhatIsMissing) {
   fs::copy_file(kBin + "/zt", dir / "zt");
   const std::string zt = (dir / "zt").string();
   for (const char* own : {"ckpt --help", "config --help", "tokenize --help", "launch --help", "--help"}) {
-    const ShellRun r = Shell(zt + " " + own);
+    const ShellRun r = RunShell(zt + " " + own);
     EXPECT_EQ(r.code, 0) << own << ": " << r.output;
   }
-  const ShellRun launched = Shell(zt + " launch --nproc-per-node 2 -- /bin/echo hello");
+  const ShellRun launched = RunShell(zt + " launch --nproc-per-node 2 -- /bin/echo hello");
   EXPECT_EQ(launched.code, 0) << launched.output;
   EXPECT_THAT(launched.output, HasSubstr("[rank 1] hello"));
   for (const char* delegated : {"train --help", "estimate --model gpt2-tiny"}) {
-    const ShellRun r = Shell(zt + " " + delegated);
+    const ShellRun r = RunShell(zt + " " + delegated);
     EXPECT_EQ(r.code, 127) << delegated << ": " << r.output;
     EXPECT_THAT(r.output, HasSubstr("cannot find zt-torch"));
     EXPECT_THAT(r.output, HasSubstr((dir / "zt-torch").string()));
     EXPECT_THAT(r.output, HasSubstr("libexec/zerotorch/zt-torch"));
   }
   // `zt launch -- zt train` needs zt-torch too, and says so before starting any rank.
-  const ShellRun train = Shell(zt + " launch --nproc-per-node 2 -- " + zt + " train --steps 1");
+  const ShellRun train = RunShell(zt + " launch --nproc-per-node 2 -- " + zt + " train --steps 1");
   EXPECT_EQ(train.code, 127) << train.output;
   EXPECT_THAT(train.output, HasSubstr("cannot find zt-torch"));
 }
 
 TEST(Programs, DelegatedCommandsKeepArgvAndExitCodes) {
-  const ShellRun help = Shell(kBin + "/zt train --help");
+  const ShellRun help = RunShell(kBin + "/zt train --help");
   EXPECT_EQ(help.code, 0) << help.output;
   EXPECT_THAT(help.output, HasSubstr("usage: zt train"));
-  const ShellRun bad = Shell(kBin + "/zt train --no-such-flag");
+  const ShellRun bad = RunShell(kBin + "/zt train --no-such-flag");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_THAT(bad.output, HasSubstr("--no-such-flag"));
-  const ShellRun direct = Shell(kBin + "/zt-torch ckpt --help");
+  const ShellRun direct = RunShell(kBin + "/zt-torch ckpt --help");
   EXPECT_EQ(direct.code, 2) << direct.output;
   EXPECT_THAT(direct.output, HasSubstr("run `zt ckpt` instead"));
 }
@@ -104,16 +91,17 @@ TEST(Programs, InstalledLayoutFindsZtTorchAndForksTrainRanks) {
   fs::copy_file(kBin + "/zt", prefix / "bin/zt");
   fs::copy_file(kBin + "/zt-torch", prefix / "libexec/zerotorch/zt-torch");
   const std::string zt = (prefix / "bin/zt").string();
-  const ShellRun help = Shell(zt + " train --help");
+  const ShellRun help = RunShell(zt + " train --help");
   EXPECT_EQ(help.code, 0) << help.output;
   EXPECT_THAT(help.output, HasSubstr("usage: zt train"));
   const ShellRun launched =
-      Shell("ZT_FORK_RANKS=always " + zt + " launch --nproc-per-node 2 -- " + zt + " train --help");
+      RunShell("ZT_FORK_RANKS=always " + zt + " launch --nproc-per-node 2 -- " + zt + " train --help");
   EXPECT_EQ(launched.code, 0) << launched.output;
   EXPECT_THAT(launched.output, HasSubstr("[rank 1] usage: zt train"));
   // Other commands stay with the front's launcher, which execs every rank
   // (ZT_FORK_RANKS concerns `zt train` ranks only).
-  const ShellRun other = Shell("ZT_FORK_RANKS=always " + zt + " launch --nproc-per-node 1 -- " + zt + " config --help");
+  const ShellRun other =
+      RunShell("ZT_FORK_RANKS=always " + zt + " launch --nproc-per-node 1 -- " + zt + " config --help");
   EXPECT_EQ(other.code, 0) << other.output;
   EXPECT_THAT(other.output, HasSubstr("[rank 0] usage: zt config"));
 }

@@ -14,18 +14,22 @@ struct ZtRun {
   std::string output;  // stdout and stderr, interleaved as written
 };
 
-// `args` are shell words, quoted by the caller; `env` ("A=1 B=2") is put
-// in front of the command.
-inline ZtRun RunZt(const std::string& args, const std::string& env = "") {
+// Runs `command` with /bin/sh, stderr folded into stdout.
+inline ZtRun RunShell(const std::string& command) {
   ZtRun r;
-  const std::string cmd = env + " " ZT_BINARY_DIR "/bin/zt " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// `args` are shell words, quoted by the caller; `env` ("A=1 B=2") is put
+// in front of the command.
+inline ZtRun RunZt(const std::string& args, const std::string& env = "") {
+  return RunShell(env + " " ZT_BINARY_DIR "/bin/zt " + args);
 }
 
 }  // namespace zt::testing
