@@ -1,8 +1,8 @@
 // Entry points of the `zt` subcommands, one file each (apps/cmd_<name>.cc).
 // Each takes the arguments after its name and returns the process exit code:
 // 0 success, 2 bad input (message on stderr), other codes as documented.
-// `zt` (zt.cc) runs config, ckpt, tokenize and launch; `zt-torch`
-// (zt_torch.cc) runs train, estimate and launch (apps/programs.h says why).
+// `zt` (zt.cc) runs config, ckpt, estimate, tokenize and launch; `zt-torch`
+// (zt_torch.cc) runs train and launch (apps/programs.h says why).
 #pragma once
 
 #include <string>

@@ -2,11 +2,11 @@
 //
 // Why two: a process linking Debian's LibTorch spends 1-3 s before main
 // (about 300 libraries mapped, about 140,000 symbols bound, then LibTorch's
-// operator registration). `zt ckpt`, `zt config`, `zt tokenize` and
-// `zt launch` of a user's program need none of it. So `zt` links no
-// LibTorch: it runs those commands itself and execs `zt-torch` for the ones
-// that train or build models (`train`, `estimate`, and `launch` of this
-// program's `train`, whose launcher forks its ranks with LibTorch loaded).
+// operator registration). `zt ckpt`, `zt config`, `zt estimate`,
+// `zt tokenize` and `zt launch` of a user's program need none of it. So `zt`
+// links no LibTorch: it runs those commands itself and execs `zt-torch` for
+// the ones that build models (`train`, and `launch` of this program's
+// `train`, whose launcher forks its ranks with LibTorch loaded).
 // The exec keeps the pid, argv (argv[0] included) and environment: a caller
 // sees one `zt` process either way.
 //

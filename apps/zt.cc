@@ -37,7 +37,8 @@ const Command kCommands[] = {
      zt::cli::RunConfigCommand},
     {"launch", "start the ranks of a distributed job on this node", nullptr},
     {"ckpt", "inspect, consolidate (to safetensors) and reshard checkpoints", zt::cli::RunCkptCommand},
-    {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)", nullptr},
+    {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)",
+     zt::cli::RunEstimateCommand},
     {"tokenize", "text or JSONL -> a token file, with a model's Hugging Face tokenizer", zt::cli::RunTokenizeCommand},
 };
 

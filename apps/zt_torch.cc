@@ -1,5 +1,5 @@
-// `zt-torch`: the commands of `zt` that need LibTorch (train, estimate, and
-// launch of `zt train`, whose ranks it forks with LibTorch loaded). `zt`
+// `zt-torch`: the commands of `zt` that need LibTorch (train, and launch of
+// `zt train`, whose ranks it forks with LibTorch loaded). `zt`
 // execs it with its own argv, so argv[1] is the command (apps/programs.h).
 #include <cstdio>
 #include <cstring>
@@ -21,7 +21,6 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", zt::cli::RunTrainCommand},
-    {"estimate", zt::cli::RunEstimateCommand},
     {"launch", RunLaunch},
 };
 
@@ -35,7 +34,7 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr,
-               "zt-torch: runs the commands train, estimate and launch for zt, which starts it; "
+               "zt-torch: runs the commands train and launch for zt, which starts it; "
                "run `zt %s` instead\n",
                argc >= 2 ? argv[1] : "--help");
   return 2;

@@ -2,12 +2,12 @@
 // parameter tensor with its size and sharding unit, in the order
 // zt::Engine::Create sees them, and the transformer dimensions that size the
 // activations. Builds nothing, so it works for billions of parameters.
-// Uses LibTorch headers only through models/registry.h.
+// No LibTorch (models/catalog.h).
 #pragma once
 
 #include "absl/status/statusor.h"
 #include "estimate/memory_estimate.h"
-#include "models/registry.h"
+#include "models/catalog.h"
 
 namespace zt::estimate {
 

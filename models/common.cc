@@ -7,16 +7,15 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "util/error.h"
 
 namespace zt::models {
 
 at::Tensor Model::ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask) {
   if (attention_mask.defined()) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(
-        "model ", info().name,
-        " takes no attention mask (sequence classifiers take one, causal language models document ids)")));
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat("model ", info().name,
+                     " takes no attention mask (sequence classifiers take one, causal language models document ids)")));
   }
   return Forward(input);
 }
@@ -101,14 +100,6 @@ int CheckpointFirst(const std::vector<UnitBase*>& units, int n) {
     on += mark ? 1 : 0;
   }
   return on;
-}
-
-std::string FormatCount(int64_t n) {
-  const double x = static_cast<double>(n);
-  if (x >= 1e9) return absl::StrFormat("%.2fB", x / 1e9);
-  if (x >= 1e6) return absl::StrFormat("%.1fM", x / 1e6);
-  if (x >= 1e3) return absl::StrFormat("%.1fK", x / 1e3);
-  return absl::StrCat(n);
 }
 
 }  // namespace zt::models

@@ -77,7 +77,4 @@ class CausalLmModel : public Model {
   Blocks blocks_;
 };
 
-// "1.2M", "124.4M", "1.56B": a parameter count for help text.
-std::string FormatCount(int64_t n);
-
 }  // namespace zt::models

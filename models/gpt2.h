@@ -15,27 +15,12 @@
 #include "absl/status/status.h"
 #include "lora/lora_layer.h"
 #include "models/common.h"
+#include "models/gpt2_config.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
 
 namespace zt::models {
-
-struct Gpt2Config {
-  int64_t n_layer = 12;
-  int64_t n_embd = 768;
-  int64_t n_head = 12;
-  int64_t n_positions = 1024;   // override key: seq_len
-  int64_t vocab_size = 50257;   // override key: vocab
-  int64_t dropout_percent = 0;  // embd/attn/resid dropout, in percent (override key: dropout)
-  double layer_norm_epsilon = 1e-5;
-  double initializer_range = 0.02;
-};
-
-// Checks the dimensions; messages name the override key and what to change.
-absl::Status ValidateGpt2Config(const std::string& name, const Gpt2Config& c);
-// Parameters with the tied head counted once (HF's num_parameters()).
-int64_t Gpt2NumParams(const Gpt2Config& c);
 
 // HF's Conv1D: y = x @ weight + bias with weight [nx, nf] (the transpose of
 // torch::nn::Linear's). Initialized normal(0, init_std) and zero bias. Takes

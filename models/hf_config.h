@@ -21,9 +21,9 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
-#include "models/bert.h"
-#include "models/gpt2.h"
-#include "models/llama.h"
+#include "models/bert_config.h"
+#include "models/gpt2_config.h"
+#include "models/llama_config.h"
 
 namespace zt::models {
 

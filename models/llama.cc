@@ -11,45 +11,6 @@
 
 namespace zt::models {
 
-absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c) {
-  auto bad = [&name](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", name, ": ", what));
-  };
-  struct Dim {
-    const char* key;
-    int64_t value, max;
-  };
-  for (const Dim& d :
-       {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17}, Dim{"n_head", c.n_head, 1 << 12},
-        Dim{"n_kv_head", c.n_kv_head, 1 << 12}, Dim{"intermediate", c.intermediate, 1 << 19},
-        Dim{"seq_len", c.max_positions, 1 << 22}, Dim{"vocab", c.vocab_size, 1 << 24}}) {
-    if (d.value < 1 || d.value > d.max) {
-      return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
-    }
-  }
-  if (c.n_embd % c.n_head != 0) {
-    return bad(absl::StrCat("n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
-                            "; set n_embd to a multiple of n_head (e.g. ", (c.n_embd / c.n_head + 1) * c.n_head,
-                            ") or n_head to a divisor of n_embd"));
-  }
-  if ((c.n_embd / c.n_head) % 2 != 0) {
-    return bad(absl::StrCat("head dimension n_embd / n_head = ", c.n_embd / c.n_head,
-                            " is odd; rotary embeddings need an even one: change n_embd or n_head"));
-  }
-  if (c.n_head % c.n_kv_head != 0) {
-    return bad(absl::StrCat("n_head ", c.n_head, " is not divisible by n_kv_head ", c.n_kv_head,
-                            "; set n_kv_head to a divisor of n_head (1 = multi-query, n_head = multi-head)"));
-  }
-  return absl::OkStatus();
-}
-
-int64_t LlamaNumParams(const LlamaConfig& c) {
-  const int64_t d = c.n_embd, kv = c.n_kv_head * (c.n_embd / c.n_head);
-  const int64_t bias = c.qkv_bias ? d + 2 * kv : 0;
-  const int64_t layer = 2 * d * d + 2 * d * kv + 3 * d * c.intermediate + 2 * d + bias;  // q, o; k, v; mlp; norms
-  return (c.tie_word_embeddings ? 1 : 2) * c.vocab_size * d + c.n_layer * layer + d;
-}
-
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   torch::Tensor h = x.to(torch::kFloat);
   h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);

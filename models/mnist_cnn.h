@@ -8,12 +8,11 @@
 
 #include <memory>
 
+#include "models/mnist_cnn_config.h"
 #include "models/model.h"
 #include "zero/unit.h"
 
 namespace zt::models {
-
-constexpr int64_t kMnistCnnParams = 1199882;
 
 struct MnistCnnImpl : torch::nn::Module {
   MnistCnnImpl();

@@ -33,9 +33,10 @@ step install cmake --install "$BUILD_DIR" --prefix "$PREFIX"
 echo "install check: installed $(find "$PREFIX/include" -name '*.h' | wc -l) headers and $(find "$PREFIX/lib" -name '*.a' | wc -l) libraries into $PREFIX"
 # The installed zt runs its own commands and finds zt-torch (libexec) for
 # the ones that need LibTorch.
-step zt_help "$PREFIX/bin/zt" ckpt --help
 step zt_estimate "$PREFIX/bin/zt" estimate --model gpt2-tiny --world-size 2
 grep -q "gpt2-tiny" "$WORK/zt_estimate.log"
+step zt_train_help "$PREFIX/bin/zt" train --help
+grep -q "usage: zt train" "$WORK/zt_train_help.log"
 # Only the installed copy may be visible: no source tree, no build tree.
 cp -r "$ROOT/examples/minimal" "$WORK/minimal"
 step configure cmake -S "$WORK/minimal" -B "$WORK/minimal/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
