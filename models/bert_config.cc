@@ -2,44 +2,32 @@
 #include "models/bert_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/dimension_checks.h"
+#include "util/status.h"
 
 namespace zt::models {
 
 absl::Status ValidateBertConfig(const std::string& name, const BertConfig& c) {
-  auto bad = [&name](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", name, ": ", what));
-  };
-  struct Dim {
-    const char* key;
-    int64_t value, max;
-  };
-  for (const Dim& d : {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17},
-                       Dim{"n_head", c.n_head, 1 << 12}, Dim{"intermediate", c.intermediate, 1 << 19},
-                       Dim{"seq_len", c.max_positions, 1 << 20}, Dim{"vocab", c.vocab_size, 1 << 24},
-                       Dim{"num_labels", c.num_labels, 1 << 20}, Dim{"type_vocab_size", c.type_vocab_size, 1 << 10}}) {
-    if (d.value < 1 || d.value > d.max) {
-      return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
-    }
-  }
+  ZT_RETURN_IF_ERROR(CheckDimensionRanges(
+      name, {DimensionRange{"n_layer", c.n_layer, 1 << 12}, DimensionRange{"n_embd", c.n_embd, 1 << 17},
+             DimensionRange{"n_head", c.n_head, 1 << 12}, DimensionRange{"intermediate", c.intermediate, 1 << 19},
+             DimensionRange{"seq_len", c.max_positions, 1 << 20}, DimensionRange{"vocab", c.vocab_size, 1 << 24},
+             DimensionRange{"num_labels", c.num_labels, 1 << 20},
+             DimensionRange{"type_vocab_size", c.type_vocab_size, 1 << 10}}));
   if (c.num_labels < 2) {
-    return bad(absl::StrCat("num_labels ", c.num_labels,
-                            " is below 2; a classifier needs at least two labels (regression is not trained)"));
+    return ModelError(name,
+                      absl::StrCat("num_labels ", c.num_labels,
+                                   " is below 2; a classifier needs at least two labels (regression is not trained)"));
   }
-  if (c.n_embd % c.n_head != 0) {
-    return bad(absl::StrCat("n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
-                            "; set n_embd to a multiple of n_head (e.g. ", (c.n_embd / c.n_head + 1) * c.n_head,
-                            ") or n_head to a divisor of n_embd"));
-  }
-  if (c.dropout_percent < 0 || c.dropout_percent > 99) {
-    return bad(absl::StrCat("dropout ", c.dropout_percent, " is outside 0..99 (percent)"));
-  }
+  ZT_RETURN_IF_ERROR(CheckHeadsDivideWidth(name, c.n_embd, c.n_head));
+  ZT_RETURN_IF_ERROR(CheckDropoutPercent(name, c.dropout_percent));
   if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size) {
-    return bad(absl::StrCat("pad_token_id ", c.pad_token_id, " is outside the vocab 0..", c.vocab_size - 1,
-                            "; raise the vocab override"));
+    return ModelError(name, absl::StrCat("pad_token_id ", c.pad_token_id, " is outside the vocab 0..", c.vocab_size - 1,
+                                         "; raise the vocab override"));
   }
   if (!c.labels.empty() && static_cast<int64_t>(c.labels.size()) != c.num_labels) {
-    return bad(absl::StrCat("num_labels ", c.num_labels, " differs from the ", c.labels.size(),
-                            " label names its config gives; leave num_labels as the config says"));
+    return ModelError(name, absl::StrCat("num_labels ", c.num_labels, " differs from the ", c.labels.size(),
+                                         " label names its config gives; leave num_labels as the config says"));
   }
   return absl::OkStatus();
 }

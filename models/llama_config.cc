@@ -2,37 +2,26 @@
 #include "models/llama_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "models/dimension_checks.h"
+#include "util/status.h"
 
 namespace zt::models {
 
 absl::Status ValidateLlamaConfig(const std::string& name, const LlamaConfig& c) {
-  auto bad = [&name](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", name, ": ", what));
-  };
-  struct Dim {
-    const char* key;
-    int64_t value, max;
-  };
-  for (const Dim& d :
-       {Dim{"n_layer", c.n_layer, 1 << 12}, Dim{"n_embd", c.n_embd, 1 << 17}, Dim{"n_head", c.n_head, 1 << 12},
-        Dim{"n_kv_head", c.n_kv_head, 1 << 12}, Dim{"intermediate", c.intermediate, 1 << 19},
-        Dim{"seq_len", c.max_positions, 1 << 22}, Dim{"vocab", c.vocab_size, 1 << 24}}) {
-    if (d.value < 1 || d.value > d.max) {
-      return bad(absl::StrCat(d.key, " ", d.value, " is outside 1..", d.max, "; choose a value in that range"));
-    }
-  }
-  if (c.n_embd % c.n_head != 0) {
-    return bad(absl::StrCat("n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head,
-                            "; set n_embd to a multiple of n_head (e.g. ", (c.n_embd / c.n_head + 1) * c.n_head,
-                            ") or n_head to a divisor of n_embd"));
-  }
+  ZT_RETURN_IF_ERROR(CheckDimensionRanges(
+      name, {DimensionRange{"n_layer", c.n_layer, 1 << 12}, DimensionRange{"n_embd", c.n_embd, 1 << 17},
+             DimensionRange{"n_head", c.n_head, 1 << 12}, DimensionRange{"n_kv_head", c.n_kv_head, 1 << 12},
+             DimensionRange{"intermediate", c.intermediate, 1 << 19},
+             DimensionRange{"seq_len", c.max_positions, 1 << 22}, DimensionRange{"vocab", c.vocab_size, 1 << 24}}));
+  ZT_RETURN_IF_ERROR(CheckHeadsDivideWidth(name, c.n_embd, c.n_head));
   if ((c.n_embd / c.n_head) % 2 != 0) {
-    return bad(absl::StrCat("head dimension n_embd / n_head = ", c.n_embd / c.n_head,
-                            " is odd; rotary embeddings need an even one: change n_embd or n_head"));
+    return ModelError(name, absl::StrCat("head dimension n_embd / n_head = ", c.n_embd / c.n_head,
+                                         " is odd; rotary embeddings need an even one: change n_embd or n_head"));
   }
   if (c.n_head % c.n_kv_head != 0) {
-    return bad(absl::StrCat("n_head ", c.n_head, " is not divisible by n_kv_head ", c.n_kv_head,
-                            "; set n_kv_head to a divisor of n_head (1 = multi-query, n_head = multi-head)"));
+    return ModelError(name,
+                      absl::StrCat("n_head ", c.n_head, " is not divisible by n_kv_head ", c.n_kv_head,
+                                   "; set n_kv_head to a divisor of n_head (1 = multi-query, n_head = multi-head)"));
   }
   return absl::OkStatus();
 }
