@@ -1,6 +1,7 @@
 // `zt`: the zerotorch command. Dispatches to one subcommand per file; the
 // commands that need LibTorch run in zt-torch, which this program execs
-// (apps/programs.h). This program itself links no LibTorch.
+// (apps/programs.h), after `zt train` has checked its job here
+// (apps/train_job.h). This program itself links no LibTorch.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "apps/commands.h"
 #include "apps/programs.h"
+#include "apps/train_job.h"
 
 namespace {
 
@@ -28,7 +30,7 @@ int RunLaunch(const std::vector<std::string>& args, char** argv) {
 struct Command {
   const char* name;
   const char* summary;
-  int (*run)(const std::vector<std::string>&);  // nullptr: runs in zt-torch
+  int (*run)(const std::vector<std::string>&);  // nullptr: main's own (needs argv)
 };
 
 const Command kCommands[] = {
@@ -57,9 +59,10 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   if (std::strcmp(argv[1], "launch") == 0) return RunLaunch(args, argv);
+  if (std::strcmp(argv[1], "train") == 0) return zt::cli::RunTrainFront(args, argv);
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
-    return c.run != nullptr ? c.run(args) : zt::cli::ExecTorchProgram(argv);
+    return c.run(args);
   }
   std::fprintf(stderr, "zt: unknown command '%s'\n\n", argv[1]);
   PrintUsage(stderr);

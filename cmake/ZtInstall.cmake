@@ -48,7 +48,7 @@ target_link_libraries(zerotorch INTERFACE zt_engine zt_models zt_lora)
 target_include_directories(zerotorch INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                                $<INSTALL_INTERFACE:${ZT_INSTALL_INCLUDEDIR}>)
 add_library(zerotorch::zerotorch ALIAS zerotorch)
-set(ZT_INSTALLED_TARGETS zerotorch zt_engine zt_models zt_model_catalog zt_lora zt_lora_options zt_lora_record zt_zero zt_comm zt_ops zt_offload zt_ckpt zt_plan
+set(ZT_INSTALLED_TARGETS zerotorch zt_engine zt_models zt_model_catalog zt_lora zt_lora_options zt_lora_record zt_zero zt_comm zt_launcher zt_ops zt_offload zt_ckpt zt_plan
                          zt_config zt_lr_scheduler zt_monitor zt_util zt_gloo_dep)
 install(TARGETS ${ZT_INSTALLED_TARGETS} EXPORT zerotorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev

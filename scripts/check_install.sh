@@ -31,12 +31,15 @@ step() {
 start=$(date +%s)
 step install cmake --install "$BUILD_DIR" --prefix "$PREFIX"
 echo "install check: installed $(find "$PREFIX/include" -name '*.h' | wc -l) headers and $(find "$PREFIX/lib" -name '*.a' | wc -l) libraries into $PREFIX"
-# The installed zt runs its own commands and finds zt-torch (libexec) for
-# the ones that need LibTorch.
+# The installed zt runs its own commands (estimate; train's help and checks)
+# and finds zt-torch (libexec) to run a training job.
 step zt_estimate "$PREFIX/bin/zt" estimate --model gpt2-tiny --world-size 2
 grep -q "gpt2-tiny" "$WORK/zt_estimate.log"
 step zt_train_help "$PREFIX/bin/zt" train --help
 grep -q "usage: zt train" "$WORK/zt_train_help.log"
+OMP_NUM_THREADS=1 step zt_train "$PREFIX/bin/zt" train --model gpt2-tiny --steps 2 --nproc 2 --no-progress \
+  --output-dir "$WORK/train" --save-dir none --export none --report none
+grep -q "^done: 2 steps" "$WORK/zt_train.log"
 # Only the installed copy may be visible: no source tree, no build tree.
 cp -r "$ROOT/examples/minimal" "$WORK/minimal"
 step configure cmake -S "$WORK/minimal" -B "$WORK/minimal/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \

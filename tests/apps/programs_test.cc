@@ -1,7 +1,8 @@
 // The two programs behind `zt` (apps/programs.h): the front links no
-// LibTorch and runs ckpt/config/estimate/tokenize/launch itself; train and
-// `launch -- zt train` run in zt-torch, found beside zt or at its installed
-// place, with `zt train` ranks still forked there.
+// LibTorch and runs ckpt/config/estimate/tokenize/launch itself, and checks
+// a `zt train` job (apps/train_job.h); train and `launch -- zt train` run in
+// zt-torch, found beside zt or at its installed place, with `zt train` ranks
+// still forked there.
 #include "apps/programs.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +10,8 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/testing/zt_command.h"
 
@@ -56,7 +59,23 @@ TEST(Programs, WithoutZtTorchTheFrontRunsItsOwnCommandsAndNamesWhatIsMissing) {
   const ShellRun launched = RunShell(zt + " launch --nproc-per-node 2 -- /bin/echo hello");
   EXPECT_EQ(launched.code, 0) << launched.output;
   EXPECT_THAT(launched.output, HasSubstr("[rank 1] hello"));
-  const ShellRun delegated = RunShell(zt + " train --help");
+  // `zt train` reads and checks its job here: help and bad input need no zt-torch.
+  const ShellRun help = RunShell(zt + " train --help");
+  EXPECT_EQ(help.code, 0) << help.output;
+  EXPECT_THAT(help.output, HasSubstr("usage: zt train"));
+  for (const auto& [args, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--model gpt3", "unknown model 'gpt3'"},
+           {"--stage 5", "--stage must be 0, 1, 2 or 3"},
+           {"--model gpt2-tiny --data " + (dir / "missing.txt").string(), (dir / "missing.txt").string()},
+           {"--model gpt2-tiny --model-set n_head=5", "n_head"},
+           {"--no-such-flag", "--no-such-flag"}}) {
+    const ShellRun bad = RunShell(zt + " train --output-dir " + (dir / "out").string() + " " + args);
+    EXPECT_EQ(bad.code, 2) << args << ": " << bad.output;
+    EXPECT_THAT(bad.output, HasSubstr(expect)) << args;
+    EXPECT_THAT(bad.output, Not(HasSubstr("zt-torch"))) << args;
+  }
+  // A job that passes the checks runs in zt-torch, and the front names where it looked.
+  const ShellRun delegated = RunShell(zt + " train --model gpt2-tiny --steps 1 --output-dir " + (dir / "out").string());
   EXPECT_EQ(delegated.code, 127) << delegated.output;
   EXPECT_THAT(delegated.output, HasSubstr("cannot find zt-torch"));
   EXPECT_THAT(delegated.output, HasSubstr((dir / "zt-torch").string()));
@@ -68,12 +87,16 @@ TEST(Programs, WithoutZtTorchTheFrontRunsItsOwnCommandsAndNamesWhatIsMissing) {
 }
 
 TEST(Programs, DelegatedCommandsKeepArgvAndExitCodes) {
-  const ShellRun help = RunShell(kBin + "/zt train --help");
-  EXPECT_EQ(help.code, 0) << help.output;
-  EXPECT_THAT(help.output, HasSubstr("usage: zt train"));
-  const ShellRun bad = RunShell(kBin + "/zt train --no-such-flag");
-  EXPECT_EQ(bad.code, 2) << bad.output;
-  EXPECT_THAT(bad.output, HasSubstr("--no-such-flag"));
+  // Passes the front's checks; zt-torch's own (fp16 needs CUDA) refuses it.
+  const fs::path dir = TempDir("delegated");
+  const ShellRun fp16 =
+      RunShell(kBin + "/zt train --model gpt2-tiny --precision fp16 --output-dir " + (dir / "out").string());
+  EXPECT_EQ(fp16.code, 2) << fp16.output;
+  EXPECT_THAT(fp16.output, HasSubstr("fp16 compute needs CUDA"));
+  // The notes on "auto" values are printed once, by the front.
+  size_t notes = 0;
+  for (size_t at = 0; (at = fp16.output.find("total_num_steps", at)) != std::string::npos; ++at) ++notes;
+  EXPECT_EQ(notes, 1u) << fp16.output;
   const ShellRun direct = RunShell(kBin + "/zt-torch ckpt --help");
   EXPECT_EQ(direct.code, 2) << direct.output;
   EXPECT_THAT(direct.output, HasSubstr("run `zt ckpt` instead"));
