@@ -269,27 +269,46 @@ TEST(BuiltinShapes, ListTheModulesParameters) {
   EXPECT_FALSE(estimate::BuiltinModelShape({"gpt2-tiny", {{"n_layers", 2}}, 1}).ok());
 }
 
-// One forward + backward on the counting allocator, gradients allocated
-// beforehand (as the engine's flat buffers are), against ActivationBytes.
-void CheckActivations(const std::string& name, bool bf16, int64_t batch, int64_t seq, bool checkpointing) {
+// The peak of one forward + backward on the counting allocator, gradients
+// allocated beforehand (as the engine's flat buffers are), with LibTorch's
+// oneDNN kernels on or off.
+void MeasureActivationPeak(const std::string& name, bool bf16, int64_t batch, int64_t seq, bool checkpointing,
+                           bool onednn, double* measured) {
   ASSERT_TRUE(InstallCountingCpuAllocator());
-  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(SpecOf(name));
-  ASSERT_TRUE(shape.ok()) << shape.status();
   absl::StatusOr<std::unique_ptr<models::Model>> model = models::CreateModel(SpecOf(name));
   ASSERT_TRUE(model.ok()) << model.status();
   if (bf16) (*model)->module()->to(torch::kBFloat16);
   if (checkpointing) (*model)->CheckpointActivations(0);
+  at::globalContext().setUserEnabledMkldnn(onednn);
   Loss(**model, bf16, batch, seq).backward();  // allocates .grad
   const int64_t before = CpuMemory().current_bytes;
   ResetCpuMemoryPeak();
   Loss(**model, bf16, batch, seq).backward();
-  const double measured = static_cast<double>(CpuMemory().peak_bytes - before);
+  *measured = static_cast<double>(CpuMemory().peak_bytes - before);
+  at::globalContext().setUserEnabledMkldnn(true);
+}
+
+// The measured peak against ActivationBytes. The estimate models ATen's own
+// CPU kernels. LibTorch hands some ops to oneDNN instead, depending on the
+// CPU (bf16 ones only where it has AVX-512 BW/VL/DQ), and oneDNN's bf16 GELU
+// holds more: bert-tiny's bf16 step measured 1.25x the estimate on an
+// AVX-512 Xeon with oneDNN, 1.08x without. So the estimate is held to 15%
+// of the native kernels (oneDNN off: what CPUs without AVX-512 run for
+// bf16), and the default path, whatever this CPU picks, to 30%.
+void CheckActivations(const std::string& name, bool bf16, int64_t batch, int64_t seq, bool checkpointing) {
+  absl::StatusOr<estimate::ModelShape> shape = estimate::BuiltinModelShape(SpecOf(name));
+  ASSERT_TRUE(shape.ok()) << shape.status();
   const double estimated = static_cast<double>(estimate::ActivationBytes(
       *shape->transformer, bf16 ? estimate::Precision::kBf16 : estimate::Precision::kFp32, batch, seq, checkpointing));
-  std::printf("%s %s B=%lld L=%lld%s: measured %.0f bytes, estimated %.0f (%.3f)\n", name.c_str(),
-              bf16 ? "bf16" : "fp32", static_cast<long long>(batch), static_cast<long long>(seq),
-              checkpointing ? " checkpointed" : "", measured, estimated, measured / estimated);
-  EXPECT_NEAR(measured, estimated, 0.15 * estimated) << name << (bf16 ? " bf16" : " fp32");
+  double native = 0, by_default = 0;
+  MeasureActivationPeak(name, bf16, batch, seq, checkpointing, /*onednn=*/false, &native);
+  MeasureActivationPeak(name, bf16, batch, seq, checkpointing, /*onednn=*/true, &by_default);
+  std::printf("%s %s B=%lld L=%lld%s: measured %.0f bytes (%.0f with oneDNN), estimated %.0f (%.3f, %.3f)\n",
+              name.c_str(), bf16 ? "bf16" : "fp32", static_cast<long long>(batch), static_cast<long long>(seq),
+              checkpointing ? " checkpointed" : "", native, by_default, estimated, native / estimated,
+              by_default / estimated);
+  EXPECT_NEAR(native, estimated, 0.15 * estimated) << name << (bf16 ? " bf16" : " fp32");
+  EXPECT_NEAR(by_default, estimated, 0.30 * estimated) << name << (bf16 ? " bf16" : " fp32") << " with oneDNN";
 }
 
 TEST(Activations, Gpt2TinyMatchesAllocatorPeak) {
