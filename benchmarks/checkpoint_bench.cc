@@ -7,8 +7,8 @@
 // cold: every file is dropped from the page cache first (posix_fadvise).
 // Consolidation and conversion run `zt ckpt consolidate|convert` as child
 // processes; their bandwidth uses the seconds each command reports for its
-// work (open to last fsync; the program's start-up, about 0.4 s of loading
-// LibTorch's libraries whatever the model, is printed apart), and
+// work (open to last fsync; the whole command's wall time, start-up
+// included, is printed apart), and
 // consolidation's peak RSS is set against the model's size (target < 25%
 // for 1 GB+ models).
 //
@@ -346,7 +346,7 @@ void PrintReport(const Rounds& s, const std::string& dir, double model_bytes) {
       med(s.raw_copy), med(s.raw_copy) / med(s.raw_r), med(s.cons_gbs) / med(s.raw_copy),
       med(s.conv_gbs) / med(s.raw_copy));
   std::cout << absl::StrFormat(
-      "the commands' wall time, start-up of the zt program (LibTorch's libraries) included: consolidate %.2f s, "
+      "the commands' wall time, start-up of the zt program included: consolidate %.2f s, "
       "convert %.2f s\n",
       med(s.cons_wall), med(s.conv_wall));
   std::cout << absl::StrFormat("consolidate peak RSS: %.1f MiB = %.1f%% of the %.2f GiB model (target < 25%%)\n",
