@@ -64,9 +64,7 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
     return FailTrain(st);
   }
   if (!front_checked) {
-    if (absl::StatusOr<int> checked = CheckTrainJobBeforeRanks(flags, job); !checked.ok()) {
-      return FailTrain(checked.status());
-    }
+    if (absl::Status st = CheckTrainJobBeforeRanks(job, *nproc); !st.ok()) return FailTrain(st);
   }
   absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);  // held until we exit
   if (!lock.ok()) return FailTrain(lock.status());

@@ -325,11 +325,9 @@ absl::StatusOr<int> TrainRankCount(const Flags& flags, const TrainJob& job) {
   return static_cast<int>(nproc);
 }
 
-absl::StatusOr<int> CheckTrainJobBeforeRanks(const Flags& flags, const TrainJob& job) {
-  ZT_ASSIGN_OR_RETURN(const int nproc, TrainRankCount(flags, job));
+absl::Status CheckTrainJobBeforeRanks(const TrainJob& job, int nproc) {
   ZT_RETURN_IF_ERROR(train::CheckTrainJob(job.options, job.config_json, job.config_source, nproc));
-  ZT_RETURN_IF_ERROR(CheckRankCount(job.options, job.config_json, job.config_source, nproc));
-  return nproc;
+  return CheckRankCount(job.options, job.config_json, job.config_source, nproc);
 }
 
 int RunTrainFront(const std::vector<std::string>& args, char** argv) {
@@ -341,7 +339,9 @@ int RunTrainFront(const std::vector<std::string>& args, char** argv) {
   if (std::optional<int> done = ReadTrainJob(args, flags, &job)) return *done;
   for (const std::string& note : job.auto_notes) std::printf("zt train: note: %s\n", note.c_str());
   std::fflush(stdout);
-  if (absl::StatusOr<int> nproc = CheckTrainJobBeforeRanks(flags, job); !nproc.ok()) return FailTrain(nproc.status());
+  absl::StatusOr<int> nproc = TrainRankCount(flags, job);
+  if (!nproc.ok()) return FailTrain(nproc.status());
+  if (absl::Status st = CheckTrainJobBeforeRanks(job, *nproc); !st.ok()) return FailTrain(st);
   ::setenv(kTrainCheckedEnv, "1", 1);
   return ExecTorchProgram(argv);
 }

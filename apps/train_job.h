@@ -35,11 +35,11 @@ std::optional<int> ReadTrainJob(const std::vector<std::string>& args, Flags& fla
 // the config's batch sizes imply, else 2; in [1, 256].
 absl::StatusOr<int> TrainRankCount(const Flags& flags, const TrainJob& job);
 
-// What `zt train` checks before it starts any rank (train::CheckTrainJob,
-// and the rank count against this machine's cores and memory: a warning or
-// a refusal); returns the rank count. LibTorch's own check
+// What `zt train` checks before it starts `nproc` ranks (TrainRankCount):
+// train::CheckTrainJob, and the rank count against this machine's cores and
+// memory (a warning or a refusal). LibTorch's own check
 // (train::CheckComputeDevice) is zt-torch's.
-absl::StatusOr<int> CheckTrainJobBeforeRanks(const Flags& flags, const TrainJob& job);
+absl::Status CheckTrainJobBeforeRanks(const TrainJob& job, int nproc);
 
 // Prints "zt train: <message>" and returns the exit code for `status`: 2
 // for bad input (invalid or missing), else 1.

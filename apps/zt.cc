@@ -30,7 +30,7 @@ int RunLaunch(const std::vector<std::string>& args, char** argv) {
 struct Command {
   const char* name;
   const char* summary;
-  int (*run)(const std::vector<std::string>&);  // nullptr: main's own (needs argv)
+  int (*run)(const std::vector<std::string>&);  // nullptr: main's own (train, launch), else zt-torch's
 };
 
 const Command kCommands[] = {
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[1], "train") == 0) return zt::cli::RunTrainFront(args, argv);
   for (const Command& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
-    return c.run(args);
+    return c.run != nullptr ? c.run(args) : zt::cli::ExecTorchProgram(argv);
   }
   std::fprintf(stderr, "zt: unknown command '%s'\n\n", argv[1]);
   PrintUsage(stderr);
