@@ -77,10 +77,6 @@ float HalfToFloat(uint16_t h) {
 
 namespace {
 
-bool IsFloating(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
-
 double Load(DType d, const void* src, size_t i) {
   switch (d) {
     case DType::kFloat32: return static_cast<const float*>(src)[i];

@@ -42,6 +42,10 @@ const DTypeInfo& Info(DType d) { return kDTypes[static_cast<size_t>(d)]; }
 
 }  // namespace
 
+bool IsFloating(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
 size_t DTypeSize(DType d) { return Info(d).size; }
 std::string_view TorchStorageName(DType d) { return Info(d).torch_storage; }
 std::string_view SafetensorsName(DType d) { return Info(d).safetensors; }

@@ -14,6 +14,8 @@ enum class DType { kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt
 
 // Bytes per element.
 size_t DTypeSize(DType d);
+// float32, float64, float16 or bfloat16.
+bool IsFloating(DType d);
 // "FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage", "LongStorage", "IntStorage",
 // "ShortStorage", "CharStorage", "ByteStorage", "BoolStorage" (the torch.<Name> GLOBAL in a pickle).
 std::string_view TorchStorageName(DType d);

@@ -29,10 +29,6 @@
 namespace zt::ckpt {
 namespace {
 
-bool IsFloating(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
-
 // The dtype a tensor saved as `source` is written in: floating point ones in
 // the export dtype, integer ones (buffers) as they are.
 DType OutputDType(DType source, const ExportOptions& options) { return IsFloating(source) ? options.dtype : source; }

@@ -20,6 +20,10 @@
 
 namespace zt::ckpt {
 
+// Nesting depth beyond which a pickled tree is refused, reading or writing:
+// no checkpoint nests this deep, and a deeper tree is almost surely cyclic.
+inline constexpr int kPickleMaxDepth = 1000;
+
 // Called once per tensor, in tree order: returns the key of the storage the
 // tensor is written to (the same key for tensors sharing a storage).
 using StorageKeyFn = std::function<absl::StatusOr<std::string>(const TensorRef&)>;

@@ -23,8 +23,6 @@
 namespace zt::ckpt {
 namespace {
 
-constexpr int kMaxDepth = 1000;
-
 // Classes whose instances are plain records (NEWOBJ with no arguments, then
 // BUILD with a dict of attributes): read as dicts, "__class__" first.
 constexpr const char* kRecordClasses[] = {
@@ -600,7 +598,8 @@ class Unpickler {
   }
 
   absl::StatusOr<Value> ToValue(const Obj& o, const std::string& path, int depth) const {
-    if (depth > kMaxDepth) return Error(absl::StrCat("objects nested deeper than ", kMaxDepth, " at ", path));
+    if (depth > kPickleMaxDepth)
+      return Error(absl::StrCat("objects nested deeper than ", kPickleMaxDepth, " at ", path));
     switch (o.kind) {
       case Obj::Kind::kNone: return Value();
       case Obj::Kind::kBool: return Value(o.b);

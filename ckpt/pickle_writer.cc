@@ -11,7 +11,6 @@
 namespace zt::ckpt {
 namespace {
 
-constexpr int kMaxDepth = 1000;  // deeper trees are almost surely cyclic
 constexpr size_t kBatch = 1000;  // items per APPENDS/SETITEMS, as Python batches
 
 // Opcodes (pickletools names).
@@ -186,8 +185,8 @@ class Pickler {
   }
 
   absl::Status Write(const Value& v, const std::string& path, int depth) {
-    if (depth > kMaxDepth) {
-      return absl::InvalidArgumentError(absl::StrCat("value at ", path, " is nested more than ", kMaxDepth,
+    if (depth > kPickleMaxDepth) {
+      return absl::InvalidArgumentError(absl::StrCat("value at ", path, " is nested more than ", kPickleMaxDepth,
                                                      " levels deep (does a dict contain itself?)"));
     }
     const Value::Data& d = v.data();

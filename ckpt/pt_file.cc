@@ -18,6 +18,7 @@
 #include "ckpt/pt_file_internal.h"
 #include "ckpt/zip.h"
 #include "util/status.h"
+#include "util/strings.h"
 
 namespace zt::ckpt {
 namespace {
@@ -38,12 +39,6 @@ bool RowMajor(const TensorRef& t) {
     expected *= t.shape[i];
   }
   return true;
-}
-
-std::string ShapeText(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&s, i ? ", " : "", v[i]);
-  return s + "]";
 }
 
 }  // namespace

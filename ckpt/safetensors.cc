@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "util/status.h"
+#include "util/strings.h"
 
 namespace zt::ckpt {
 namespace {
@@ -21,12 +22,6 @@ namespace {
 using Json = nlohmann::ordered_json;  // keeps the header's order
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
-
-std::string ShapeText(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&s, i ? ", " : "", v[i]);
-  return s + "]";
-}
 
 // numel * element size, or an error when a dimension is negative or the product overflows.
 absl::StatusOr<uint64_t> CheckedBytes(DType dtype, const std::vector<int64_t>& shape) {

@@ -31,6 +31,15 @@ function(zt_target_defaults target)
   if(ARG_TORCH AND ZT_USE_PCH)
     target_precompile_headers(${target} REUSE_FROM zt_torch_pch)
   endif()
+  # Libraries compile their sources in batches (ZT_UNITY_BUILD): one batch is
+  # one translation unit, so the fixed cost of each (about 5 s of a LibTorch
+  # one goes to the precompiled header's deferred template work alone) is
+  # paid once a batch. Sources with their own compile options (the ISA
+  # kernels, the OpenMP loop) stay on their own, as CMake keeps them.
+  get_target_property(type ${target} TYPE)
+  if(ZT_UNITY_BUILD AND type STREQUAL "STATIC_LIBRARY")
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${ZT_UNITY_BATCH})
+  endif()
 endfunction()
 
 # One precompiled LibTorch header shared by every target that uses LibTorch:

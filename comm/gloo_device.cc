@@ -12,6 +12,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "util/system_info.h"
 
 namespace zt::comm {
 namespace {
@@ -58,12 +59,6 @@ std::string LocalAddressTowards(const std::string& host, int port) {
   return result;
 }
 
-std::string HostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
-
 }  // namespace
 
 absl::StatusOr<GlooDevice> CreateGlooDevice(const RankEnv& env) {
@@ -84,7 +79,7 @@ absl::StatusOr<GlooDevice> CreateGlooDevice(const RankEnv& env) {
       attr.hostname = local;
       result.description = absl::StrCat("address ", local, " (route to MASTER_ADDR ", env.master_addr, ")");
     } else {
-      attr.hostname = HostName();
+      attr.hostname = HostName("localhost");
       result.description = absl::StrCat("host name ", attr.hostname);
     }
   }

@@ -40,8 +40,6 @@ Beat ParseBeat(const std::vector<uint8_t>& value) {
   return b;
 }
 
-std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
 }  // namespace
 
 struct Heartbeat::State {
@@ -59,7 +57,7 @@ struct Heartbeat::State {
   bool pending_leave = false;  // AnnounceLeaving asked for "left/<rank>"
   bool leave_written = false;  // ... and the thread wrote it (or the store failed)
 
-  void WriteBeat() { store->set(std::to_string(rank), Bytes(absl::StrCat(counter++, " ", UnixMillis()))); }
+  void WriteBeat() { store->set(std::to_string(rank), StoreBytes(absl::StrCat(counter++, " ", UnixMillis()))); }
 
   std::vector<Beat> ReadBeats() {
     std::vector<Beat> beats(world);
@@ -79,8 +77,8 @@ struct Heartbeat::State {
       try {
         // An abort reason is written even when stopping: peers diagnosing
         // the failure we caused need it after we are gone.
-        if (!abort_reason.empty()) store->set(absl::StrCat("abort/", rank), Bytes(abort_reason));
-        if (leave) store->set(absl::StrCat("left/", rank), Bytes("1"));
+        if (!abort_reason.empty()) store->set(absl::StrCat("abort/", rank), StoreBytes(abort_reason));
+        if (leave) store->set(absl::StrCat("left/", rank), StoreBytes("1"));
         if (!last && !leave) WriteBeat();
       } catch (const std::exception&) {
         // The store is gone (rank 0 exited or died). Peers that need the

@@ -22,23 +22,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "comm/store_socket.h"
+#include "util/system_info.h"
 
 namespace zt::comm {
 namespace {
-
-std::string HostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
-  return buf;
-}
 
 std::string FirstLine(const std::string& text) {
   std::string line = text.substr(0, text.find('\n'));
   while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
   return line.size() > 300 ? line.substr(0, 300) + "..." : line;
 }
-
-std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 // Parses "world=4 host=h pid=123" into its world size (-1 when malformed).
 int AnnouncedWorld(const std::vector<uint8_t>& value) {
@@ -172,7 +165,7 @@ absl::Status RendezvousSteps::Announce() {
   // sees rank 0 joined can compare.
   if (rank_ == 0) {
     try {
-      store_->set("job", Bytes(env_.job_id));
+      store_->set("job", StoreBytes(env_.job_id));
     } catch (const std::exception& e) {
       return Lost(e);
     }
@@ -182,21 +175,22 @@ absl::Status RendezvousSteps::Announce() {
   // MASTER_PORT) is refused instead of overwriting the first one's entry.
   // (LibTorch 1.13's compareSet does not wake waiters, so it cannot be used.)
   const std::string announce =
-      absl::StrCat("world=", world_, " host=", HostName(), " pid=", getpid(), " job=", env_.job_id);
+      absl::StrCat("world=", world_, " host=", HostName("unknown-host"), " pid=", getpid(), " job=", env_.job_id);
   try {
     // torchrun's agent keeps its store across worker restarts: a restarted
     // worker claims afresh under its restart count.
     const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
     const std::string claim = absl::StrCat("claim/", restart != nullptr ? restart : "0", "/", keys_[rank_]);
     if (store_->add(claim, 1) != 1) {
-      const std::vector<uint8_t> got = store_->check({keys_[rank_]}) ? store_->get(keys_[rank_]) : Bytes("unknown");
+      const std::vector<uint8_t> got =
+          store_->check({keys_[rank_]}) ? store_->get(keys_[rank_]) : StoreBytes("unknown");
       return absl::AlreadyExistsError(absl::StrCat(
           "rank ", rank_, " is already taken in the rendezvous at ", address_, " by another process (",
           std::string(got.begin(), got.end()), "; this one: ", announce,
           "): two jobs use the same MASTER_ADDR:MASTER_PORT, or two processes were started with the same RANK; "
           "give each job its own MASTER_PORT"));
     }
-    store_->set(keys_[rank_], Bytes(announce));
+    store_->set(keys_[rank_], StoreBytes(announce));
   } catch (const std::exception& e) {
     return Lost(e);
   }
@@ -235,7 +229,7 @@ absl::Status RendezvousSteps::ReportMissing(const std::exception& wait_error) {
       }
       if (!done.empty()) store_->wait(done, timeout_);
     } else {
-      store_->set("done/" + keys_[rank_], Bytes("1"));
+      store_->set("done/" + keys_[rank_], StoreBytes("1"));
     }
   } catch (const std::exception&) {
     // A joined rank that died meanwhile; nothing more to report.

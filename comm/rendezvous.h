@@ -4,13 +4,18 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/rank_env.h"
 
 namespace zt::comm {
+
+// A c10d::Store value (bytes) holding `text`.
+inline std::vector<uint8_t> StoreBytes(const std::string& text) { return {text.begin(), text.end()}; }
 
 // A joined rendezvous: the shared key-value store plus who we are.
 struct StoreHandle {

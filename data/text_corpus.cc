@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "util/file_io.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
 
@@ -30,10 +31,6 @@ std::string Hint(const std::string& path) {
     return "install the Debian package fortunes (scripts/setup.sh does) or pass --data FILE";
   }
   return "check the path, or pass --data FILE or --data DIR with text files";
-}
-
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
 }
 
 // Reads up to `limit` bytes of `path` (all of it when limit is 0).

@@ -24,10 +24,6 @@ constexpr size_t kHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
 
 size_t TokenBytes(TokenDType dtype) { return dtype == TokenDType::kUInt32 ? 4 : 2; }
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
-}
-
 // Applies `fn(index, token)` to tokens [begin, end) until it returns false.
 template <typename Fn>
 void ForEachToken(const unsigned char* base, TokenDType dtype, int64_t begin, int64_t end, Fn fn) {

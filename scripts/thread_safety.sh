@@ -49,9 +49,16 @@ def annotated(path):
     return False
 
 
+UNITY_INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 entries = {}
 for e in json.load(open(db_path)):
     f = os.path.realpath(os.path.join(e["directory"], e["file"]))
+    # A unity batch (ZT_UNITY_BUILD) stands for the sources it includes:
+    # each is checked on its own, with the batch's flags.
+    if "/Unity/unity_" in f and os.path.isfile(f):
+        for src in UNITY_INCLUDE.findall(open(f, encoding="utf-8").read()):
+            entries.setdefault(os.path.realpath(os.path.join(os.path.dirname(f), src)), e)
+        continue
     entries.setdefault(f, e)  # a file built into several targets: its first entry
 
 if wanted:
@@ -84,6 +91,7 @@ def clang_takes(flag):
 def clang_args(e, path):
     args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
     out, i = [], 1  # args[0] is the build's compiler
+    own = os.path.realpath(os.path.join(e["directory"], e["file"]))  # `path`, or the unity batch holding it
     while i < len(args):
         a = args[i]
         if a in ("-o", "-MF", "-MT", "-MQ"):  # outputs
@@ -93,7 +101,7 @@ def clang_args(e, path):
             i += 2  # GCC's precompiled header
             continue
         if a in ("-c", "-Werror", "-Winvalid-pch", "-MD", "-MMD") or os.path.realpath(
-                os.path.join(e["directory"], a)) == path:
+                os.path.join(e["directory"], a)) in (path, own):
             i += 1
             continue
         if a in ("-I", "-isystem", "-include", "-D", "-U", "-iquote", "-x"):  # flag with a separate value

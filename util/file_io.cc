@@ -36,10 +36,6 @@ std::string Advice(int err) {
   }
 }
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err), Advice(err)));
-}
-
 std::string DirName(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -48,6 +44,10 @@ std::string DirName(const std::string& path) {
 }
 
 }  // namespace
+
+absl::Status ErrnoError(int err, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err), Advice(err)));
+}
 
 // ---------------------------------------------------------------- AtomicFile
 

@@ -100,6 +100,11 @@ int RemoveStaleTemporaries(const std::string& dir, const std::string& only_for =
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes = 1 << 20);
 
+// A Status for a failed system call: the code absl maps `err` to, "what:
+// <errno text>", and what a user can do about it where there is something
+// (ENOSPC: free space; EACCES: permissions; ENOENT: check the path; ...).
+absl::Status ErrnoError(int err, const std::string& what);
+
 // "a/b" + "c" -> "a/b/c" ("a/b/" too); an empty `dir` gives `name`.
 std::string JoinPath(const std::string& dir, const std::string& name);
 

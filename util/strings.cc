@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace zt {
@@ -34,6 +35,12 @@ std::string HumanCount(double count) {
   }
   if (unit == 0) return absl::StrFormat("%.0f", v);
   return absl::StrFormat("%.3g%s", v, kUnits[unit]);
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&s, i ? ", " : "", shape[i]);
+  return s + "]";
 }
 
 int EditDistance(std::string_view a, std::string_view b) {

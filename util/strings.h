@@ -18,6 +18,9 @@ std::string HumanCount(double count);
 // KiB/MiB/GiB, case-insensitive) -> bytes. False for anything else or <= 0.
 bool ParseByteSize(const std::string& text, uint64_t* out);
 
+// "[2, 3]": a tensor shape as Python prints a list.
+std::string ShapeText(const std::vector<int64_t>& shape);
+
 // Levenshtein distance (insert/delete/substitute, each cost 1), case-sensitive.
 int EditDistance(std::string_view a, std::string_view b);
 

@@ -46,6 +46,12 @@ std::string BlasCoreName() {
   return name == nullptr ? "" : std::string(name);
 }
 
+std::string HostName(const char* fallback) {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return fallback;
+  return buf;
+}
+
 std::string CpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;

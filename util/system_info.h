@@ -19,6 +19,9 @@ std::string LoadedBlasLibrary();
 // kernel sets, so benchmarks and test logs print it.
 std::string BlasCoreName();
 
+// This machine's host name (gethostname), or `fallback` where it cannot be read.
+std::string HostName(const char* fallback);
+
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown".
 std::string CpuModel();
 
