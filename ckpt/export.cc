@@ -6,10 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +22,7 @@
 #include "ckpt/safetensors.h"
 #include "lora/lora_options.h"
 #include "util/file_io.h"
+#include "util/read_ahead.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
@@ -314,85 +313,63 @@ std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck, cons
   return metadata;
 }
 
-// Every item's chunks of options.chunk_elements in file order, each read
-// in its source dtype and converted on a second thread while the chunk
-// before it is written: reading (page-cache copies, CRC, conversion) and
-// writing then keep two cores busy instead of taking turns on one. Two
-// chunk buffers, so memory stays at a few chunks.
+// Every item's chunks of options.chunk_elements in file order, read in
+// their source dtype and converted on a reader thread (util/read_ahead.h)
+// while the chunks before them are hashed and written: reading and writing
+// keep the disk and both cores busy instead of taking turns. Two chunks'
+// bytes of lead, so memory stays at a few chunks.
 class ChunkStream {
  public:
-  ChunkStream(const std::vector<Item>& items, const ExportOptions& options) : items_(items) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      for (int64_t b = 0; b < items[i].numel; b += options.chunk_elements) {
-        chunks_.push_back({i, b, std::min(items[i].numel, b + options.chunk_elements)});
-      }
-    }
-    Prefetch();
-  }
-  ~ChunkStream() {
-    for (auto& f : pending_) f.wait();
-  }
-  ChunkStream(const ChunkStream&) = delete;
-  ChunkStream& operator=(const ChunkStream&) = delete;
+  ChunkStream(const std::vector<Item>& items, const ExportOptions& options)
+      : stream_(Pieces(items, options), kLeadChunks * static_cast<size_t>(options.chunk_elements) * sizeof(float)) {}
 
   // Item `item`'s next chunk, converted (valid until the next call). Items
   // must be asked for in order, each for all of its chunks.
-  absl::StatusOr<const std::vector<char>*> Next(size_t item) {
-    if (next_ >= chunks_.size() || chunks_[next_].item != item) {
+  absl::StatusOr<absl::Span<const char>> Next(size_t item) {
+    if (next_ >= owners_.size() || owners_[next_] != item) {
       return absl::InternalError("export asked for chunks out of order");
     }
-    absl::Status st = pending_.front().get();
-    pending_.pop_front();
-    ZT_RETURN_IF_ERROR(st);
-    const size_t slot = next_ % kSlots;
     ++next_;
-    Prefetch();
-    return &slots_[slot].out;
+    return stream_.Next();
   }
 
  private:
-  struct Chunk {
-    size_t item;
-    int64_t b, e;
-  };
-  struct Slot {
-    std::vector<char> in, out;
-  };
+  static constexpr size_t kLeadChunks = 2;
 
-  // Keeps kAhead chunks past the one being written in flight, each into a
-  // slot no chunk in use holds.
-  void Prefetch() {
-    for (; started_ < chunks_.size() && started_ < next_ + kAhead; ++started_) Start(started_);
-  }
-  void Start(size_t i) {
-    pending_.push_back(std::async(std::launch::async, [this, c = chunks_[i], &slot = slots_[i % kSlots]] {
-      const Item& it = items_[c.item];
-      const size_t n = static_cast<size_t>(c.e - c.b);
-      slot.out.resize(n * DTypeSize(it.entry.dtype));
-      // Same dtype: straight into the output buffer, no conversion copy.
-      if (it.source == it.entry.dtype) return it.read(c.b, c.e, slot.out.data());
-      slot.in.resize(n * DTypeSize(it.source));
-      ZT_RETURN_IF_ERROR(it.read(c.b, c.e, slot.in.data()));
-      return ConvertElements(it.source, slot.in.data(), it.entry.dtype, slot.out.data(), n);
-    }));
+  std::vector<ReadAhead::Piece> Pieces(const std::vector<Item>& items, const ExportOptions& options) {
+    std::vector<ReadAhead::Piece> pieces;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Item& it = items[i];
+      for (int64_t b = 0; b < it.numel; b += options.chunk_elements) {
+        const int64_t e = std::min(it.numel, b + options.chunk_elements);
+        const size_t n = static_cast<size_t>(e - b);
+        owners_.push_back(i);
+        // The reader thread runs one piece at a time, so one conversion
+        // scratch serves them all.
+        pieces.push_back({n * DTypeSize(it.entry.dtype), [&it, b, e, n, scratch = &scratch_](char* dst) {
+                            // Same dtype: straight into the output buffer, no conversion copy.
+                            if (it.source == it.entry.dtype) return it.read(b, e, dst);
+                            scratch->resize(n * DTypeSize(it.source));
+                            ZT_RETURN_IF_ERROR(it.read(b, e, scratch->data()));
+                            return ConvertElements(it.source, scratch->data(), it.entry.dtype, dst, n);
+                          }});
+      }
+    }
+    return pieces;
   }
 
-  const std::vector<Item>& items_;
-  std::vector<Chunk> chunks_;
-  static constexpr size_t kAhead = 1;
-  static constexpr size_t kSlots = kAhead + 1;
-  size_t next_ = 0;     // the chunk Next hands out next
-  size_t started_ = 0;  // chunks [next_, started_) are being read
-  Slot slots_[kSlots];
-  std::deque<std::future<absl::Status>> pending_;  // declared last: waited for before the slots go
+  std::vector<size_t> owners_;  // each chunk's item
+  size_t next_ = 0;
+  std::vector<char> scratch_;
+  ReadAhead stream_;  // declared last: its reader stops before the rest goes
 };
 
 // Streams one item into `writer`, chunk by chunk.
 absl::Status WriteItem(const Item& it, size_t index, ChunkStream& stream, SafetensorsWriter* writer,
                        const ExportOptions& options) {
   for (int64_t b = 0; b < it.numel; b += options.chunk_elements) {
-    ZT_ASSIGN_OR_RETURN(const std::vector<char>* bytes, stream.Next(index));
-    ZT_RETURN_IF_ERROR(writer->Write(bytes->data(), bytes->size()));
+    ZT_ASSIGN_OR_RETURN(absl::Span<const char> bytes, stream.Next(index));
+    ZT_RETURN_IF_ERROR(writer->Write(bytes.data(), bytes.size()));
   }
   return absl::OkStatus();
 }

@@ -92,13 +92,23 @@ absl::Status WritePtFileWithZipOptions(const std::string& path, const Value& roo
   ZT_RETURN_IF_ERROR(zip.AddRecord(a + "/data.pkl", pickle.data(), pickle.size()));
   static constexpr char kByteOrder[] = "little";
   ZT_RETURN_IF_ERROR(zip.AddRecord(a + "/byteorder", kByteOrder, sizeof(kByteOrder) - 1));
+  // Runs of storages pulled from sources go together, so that reading ahead
+  // carries on across their record boundaries.
+  std::vector<ZipWriter::SourcedRecord> run;
+  auto flush_run = [&] {
+    absl::Status st = zip.AddRecordsFrom(run);
+    run.clear();
+    return st;
+  };
   for (const Storage& s : storages) {
     if (s.data == nullptr && s.nbytes > 0) {
-      ZT_RETURN_IF_ERROR(zip.AddRecordFrom(absl::StrCat(a, "/data/", s.key), s.nbytes, s.ref->source));
+      run.push_back({absl::StrCat(a, "/data/", s.key), s.nbytes, s.ref->source});
     } else {
+      ZT_RETURN_IF_ERROR(flush_run());
       ZT_RETURN_IF_ERROR(zip.AddRecord(absl::StrCat(a, "/data/", s.key), s.data, s.nbytes));
     }
   }
+  ZT_RETURN_IF_ERROR(flush_run());
   static constexpr char kVersion[] = "3\n";
   ZT_RETURN_IF_ERROR(zip.AddRecord(a + "/version", kVersion, sizeof(kVersion) - 1));
   ZT_RETURN_IF_ERROR(zip.Finish());

@@ -21,8 +21,8 @@ struct ZipWriterOptions {
   uint64_t zip64_threshold = 0xFFFFFFFFu;
   uint32_t alignment = 64;        // record data starts at a multiple of this
   size_t chunk_bytes = 4u << 20;  // write (and CRC) granularity
-  // AddRecordFrom: pull the next chunk from the source on a second thread
-  // while this one is hashed and written, so reading and writing overlap.
+  // AddRecordFrom(s): pull the next chunks from the sources on a second
+  // thread while this one is hashed and written, so reading and writing overlap.
   // Only for sources that may run on another thread (one call at a time,
   // in order): the conversion tools' reads of checkpoint files.
   bool read_ahead = false;
@@ -42,6 +42,16 @@ class ZipWriter {
   // not in memory (optimizer state on NVMe).
   using Source = std::function<absl::Status(uint64_t offset, void* dst, uint64_t n)>;
   absl::Status AddRecordFrom(const std::string& name, uint64_t n, const Source& source);
+  // Several records pulled from sources, written in order. With read_ahead,
+  // one reader thread (util/read_ahead.h) runs up to two chunks ahead of the
+  // writes across record boundaries too, so the disk always has the next
+  // read to do. The sources must stay valid for the call.
+  struct SourcedRecord {
+    std::string name;
+    uint64_t n = 0;
+    Source source;
+  };
+  absl::Status AddRecordsFrom(const std::vector<SourcedRecord>& records);
   // Central directory plus (ZIP64 end record and locator when needed) the
   // end-of-central-directory record.
   absl::Status Finish();
@@ -55,9 +65,10 @@ class ZipWriter {
   };
   bool Big(uint64_t v) const { return v >= options_.zip64_threshold; }
   absl::Status AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source);
-  // Appends n bytes from `source` with read-ahead (options_.read_ahead),
-  // folding them into *crc.
-  absl::Status AppendReadingAhead(uint64_t n, const Source& source, uint32_t* crc);
+  // The record's local header (with `crc`, or 0 to be patched); returns its offset.
+  absl::StatusOr<uint64_t> WriteLocalHeader(const std::string& name, uint64_t n, uint32_t crc);
+  absl::Status PatchCrc(uint64_t header_offset, uint32_t crc);
+  static constexpr size_t kLeadChunks = 2;  // read-ahead lead, in chunk_bytes
 
   AtomicFile* file_;
   ZipWriterOptions options_;

@@ -2,12 +2,12 @@
 // before a record starts, so only the CRC-32 is patched afterwards (no data
 // descriptors, which some readers handle poorly).
 #include <algorithm>
-#include <future>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ckpt/crc32.h"
 #include "ckpt/zip.h"
+#include "util/read_ahead.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
@@ -44,7 +44,7 @@ absl::Status ZipWriter::AddRecordFrom(const std::string& name, uint64_t n, const
   return AddRecordImpl(name, n, nullptr, &source);
 }
 
-absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source) {
+absl::StatusOr<uint64_t> ZipWriter::WriteLocalHeader(const std::string& name, uint64_t n, uint32_t crc) {
   ZT_CHECK_MSG(name.size() < 0xFFFF, "zip record name too long: %zu bytes", name.size());
   const uint64_t header_offset = file_->size();
   const bool zip64 = Big(n);
@@ -53,11 +53,6 @@ absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const
   const size_t pad = static_cast<size_t>((options_.alignment - unpadded % options_.alignment) % options_.alignment);
   const size_t extra_len = zip64_extra + 4 + pad;
   ZT_CHECK(extra_len <= 0xFFFF);
-
-  // Small records get their CRC up front and no patch.
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  const bool crc_first = source == nullptr && n <= options_.chunk_bytes;
-  uint32_t crc = crc_first ? Crc32(0, bytes, static_cast<size_t>(n)) : 0;
 
   std::string h;
   h.reserve(kLocalHeaderSize + name.size() + extra_len);
@@ -83,55 +78,70 @@ absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const
   Put16(h, static_cast<uint16_t>(pad));
   h.append(pad, 'Z');  // PyTorch pads with 'Z' too
   ZT_RETURN_IF_ERROR(file_->Append(h.data(), h.size()));
+  return header_offset;
+}
 
+absl::Status ZipWriter::PatchCrc(uint64_t header_offset, uint32_t crc) {
+  std::string c;
+  Put32(c, crc);
+  return file_->PWrite(c.data(), c.size(), header_offset + 14);
+}
+
+absl::Status ZipWriter::AddRecordImpl(const std::string& name, uint64_t n, const void* data, const Source* source) {
   if (source != nullptr && options_.read_ahead && n > options_.chunk_bytes) {
-    ZT_RETURN_IF_ERROR(AppendReadingAhead(n, *source, &crc));
-  } else {
-    std::vector<unsigned char> scratch;
-    if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
-    for (uint64_t done = 0; done < n;) {
-      size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, options_.chunk_bytes));
-      const unsigned char* p = bytes + done;
-      if (source != nullptr) {
-        ZT_RETURN_IF_ERROR((*source)(done, scratch.data(), chunk));
-        p = scratch.data();
-      }
-      if (!crc_first) crc = Crc32(crc, p, chunk);
-      ZT_RETURN_IF_ERROR(file_->Append(p, chunk));
-      done += chunk;
+    return AddRecordsFrom({SourcedRecord{name, n, *source}});
+  }
+  // Small records get their CRC up front and no patch.
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  const bool crc_first = source == nullptr && n <= options_.chunk_bytes;
+  uint32_t crc = crc_first ? Crc32(0, bytes, static_cast<size_t>(n)) : 0;
+  ZT_ASSIGN_OR_RETURN(const uint64_t header_offset, WriteLocalHeader(name, n, crc));
+
+  std::vector<unsigned char> scratch;
+  if (source != nullptr && n > 0) scratch.resize(static_cast<size_t>(std::min<uint64_t>(n, options_.chunk_bytes)));
+  for (uint64_t done = 0; done < n;) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, options_.chunk_bytes));
+    const unsigned char* p = bytes + done;
+    if (source != nullptr) {
+      ZT_RETURN_IF_ERROR((*source)(done, scratch.data(), chunk));
+      p = scratch.data();
     }
+    if (!crc_first) crc = Crc32(crc, p, chunk);
+    ZT_RETURN_IF_ERROR(file_->Append(p, chunk));
+    done += chunk;
   }
-  if (!crc_first) {
-    std::string c;
-    Put32(c, crc);
-    ZT_RETURN_IF_ERROR(file_->PWrite(c.data(), c.size(), header_offset + 14));
-  }
+  if (!crc_first) ZT_RETURN_IF_ERROR(PatchCrc(header_offset, crc));
   entries_.push_back(Entry{name, header_offset, n, crc});
   return absl::OkStatus();
 }
 
-absl::Status ZipWriter::AppendReadingAhead(uint64_t n, const Source& source, uint32_t* crc) {
+absl::Status ZipWriter::AddRecordsFrom(const std::vector<SourcedRecord>& records) {
+  if (!options_.read_ahead) {
+    for (const SourcedRecord& r : records) ZT_RETURN_IF_ERROR(AddRecordFrom(r.name, r.n, r.source));
+    return absl::OkStatus();
+  }
+  // Every record's chunks, in order, read ahead across record boundaries:
+  // a boundary is where a per-record read-ahead would leave the writer
+  // waiting for a whole chunk.
   const size_t cap = options_.chunk_bytes;
-  std::vector<unsigned char> buffers[2] = {std::vector<unsigned char>(cap), std::vector<unsigned char>(cap)};
-  auto size_at = [n, cap](uint64_t at) { return static_cast<size_t>(std::min<uint64_t>(n - at, cap)); };
-  auto produce = [&](int slot, uint64_t at) {
-    return std::async(std::launch::async, [&source, &buffers, slot, at, size = size_at(at)] {
-      return source(at, buffers[slot].data(), size);
-    });
-  };
-  // Declared after the buffers: an early return waits for the read in
-  // flight (a std::async future's destructor does) before they go.
-  std::future<absl::Status> pending = produce(0, 0);
-  int slot = 0;
-  for (uint64_t done = 0; done < n;) {
-    ZT_RETURN_IF_ERROR(pending.get());
-    const size_t size = size_at(done);
-    const uint64_t next = done + size;
-    if (next < n) pending = produce(1 - slot, next);
-    *crc = Crc32(*crc, buffers[slot].data(), size);
-    ZT_RETURN_IF_ERROR(file_->Append(buffers[slot].data(), size));
-    done = next;
-    slot = 1 - slot;
+  std::vector<ReadAhead::Piece> pieces;
+  for (const SourcedRecord& r : records) {
+    for (uint64_t at = 0; at < r.n; at += cap) {
+      const size_t size = static_cast<size_t>(std::min<uint64_t>(r.n - at, cap));
+      pieces.push_back({size, [&source = r.source, at, size](char* dst) { return source(at, dst, size); }});
+    }
+  }
+  ReadAhead stream(std::move(pieces), kLeadChunks * cap);
+  for (const SourcedRecord& r : records) {
+    ZT_ASSIGN_OR_RETURN(const uint64_t header_offset, WriteLocalHeader(r.name, r.n, 0));
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < r.n; at += cap) {
+      ZT_ASSIGN_OR_RETURN(absl::Span<const char> bytes, stream.Next());
+      crc = Crc32(crc, bytes.data(), bytes.size());
+      ZT_RETURN_IF_ERROR(file_->Append(bytes.data(), bytes.size()));
+    }
+    ZT_RETURN_IF_ERROR(PatchCrc(header_offset, crc));
+    entries_.push_back(Entry{r.name, header_offset, r.n, crc});
   }
   return absl::OkStatus();
 }

@@ -123,13 +123,14 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
       direct_fd_(std::move(other.direct_fd_)),
       stage_(std::move(other.stage_)),
       direct_base_(other.direct_base_),
-      spare_(std::move(other.spare_)),
       pending_(std::move(other.pending_)),
-      pending_offset_(other.pending_offset_) {}
+      spare_(std::move(other.spare_)),
+      refused_(other.refused_),
+      patches_(std::move(other.patches_)) {}
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
   if (this != &other) {
-    if (pending_.valid()) pending_.wait();
+    for (PendingWrite& w : pending_) w.done.wait();
     fd_.Reset();  // drop our own uncommitted temporary first
     if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
     path_ = std::move(other.path_);
@@ -143,15 +144,16 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& other) noexcept {
     direct_fd_ = std::move(other.direct_fd_);
     stage_ = std::move(other.stage_);
     direct_base_ = other.direct_base_;
-    spare_ = std::move(other.spare_);
     pending_ = std::move(other.pending_);
-    pending_offset_ = other.pending_offset_;
+    spare_ = std::move(other.spare_);
+    refused_ = other.refused_;
+    patches_ = std::move(other.patches_);
   }
   return *this;
 }
 
 AtomicFile::~AtomicFile() {
-  if (pending_.valid()) pending_.wait();  // it writes through direct_fd_
+  for (PendingWrite& w : pending_) w.done.wait();  // they write through direct_fd_
   direct_fd_.Reset();
   fd_.Reset();
   if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
@@ -174,18 +176,17 @@ absl::Status AtomicFile::PWrite(const void* data, size_t n, uint64_t offset) {
   }
   if (!direct_fd_.valid()) return WriteBuffered(data, n, offset);
   // Direct mode patches what was appended (a zip record's CRC): bytes below
-  // the stage are on their way to disk and go through the page cache (the
-  // direct writes never touch those blocks again); the rest is in the stage.
+  // the stage are on their way to disk; they are kept and written through
+  // the page cache once the direct writes are done (which never touch those
+  // blocks again), so a patch does not drain the writes in flight. The rest
+  // is in the stage.
   if (offset + n > size_) {
     return absl::InternalError(absl::StrCat("writing '", tmp_, "': PWrite of ", n, " bytes at offset ", offset,
                                             " past the end (", size_, ") of a file in direct mode; use Append"));
   }
   const char* p = static_cast<const char*>(data);
   const size_t below = offset < direct_base_ ? static_cast<size_t>(std::min<uint64_t>(n, direct_base_ - offset)) : 0;
-  if (below > 0) {
-    ZT_RETURN_IF_ERROR(WaitWrite());  // the block may be the one in flight
-    ZT_RETURN_IF_ERROR(WriteBuffered(p, below, offset));
-  }
+  if (below > 0) patches_.emplace_back(offset, std::string(p, below));
   if (below < n) std::memcpy(stage_.data() + (offset + below - direct_base_), p + below, n - below);
   return absl::OkStatus();
 }
@@ -262,40 +263,61 @@ absl::Status AtomicFile::AppendDirect(const char* p, size_t n) {
   return absl::OkStatus();
 }
 
-absl::Status AtomicFile::WaitWrite() {
-  if (!pending_.valid()) return absl::OkStatus();
-  const int err = pending_.get();
-  if (err == 0) return absl::OkStatus();
+absl::Status AtomicFile::WaitOldest() {
+  PendingWrite w = std::move(pending_.front());
+  pending_.pop_front();
+  const int err = w.done.get();
   const size_t n = options_.direct_block;
-  if (err != EINVAL) return DirectError(err, pending_offset_, n);
-  // Refused after all: this block goes through the page cache, then the stage.
-  ZT_RETURN_IF_ERROR(WriteBuffered(spare_.data(), n, pending_offset_));
-  return LeaveDirect();
+  if (err != 0 && err != EINVAL) return DirectError(err, w.offset, n);
+  if (err == EINVAL) {  // refused after all: this block through the page cache
+    ZT_RETURN_IF_ERROR(WriteBuffered(w.block.data(), n, w.offset));
+    refused_ = true;
+  }
+  spare_ = std::move(w.block);
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFile::WaitAll() {
+  while (!pending_.empty()) ZT_RETURN_IF_ERROR(WaitOldest());
+  return refused_ ? LeaveDirect() : absl::OkStatus();
 }
 
 absl::Status AtomicFile::LeaveDirect() {
   direct_fd_.Reset();
   direct_refused_ = true;
-  return WriteBuffered(stage_.data(), static_cast<size_t>(size_ - direct_base_), direct_base_);
+  ZT_RETURN_IF_ERROR(WriteBuffered(stage_.data(), static_cast<size_t>(size_ - direct_base_), direct_base_));
+  return ApplyPatches();
+}
+
+absl::Status AtomicFile::ApplyPatches() {
+  for (const auto& [offset, bytes] : patches_) ZT_RETURN_IF_ERROR(WriteBuffered(bytes.data(), bytes.size(), offset));
+  patches_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status AtomicFile::FlushStage(bool final) {
-  ZT_RETURN_IF_ERROR(WaitWrite());
-  if (!direct_fd_.valid()) return absl::OkStatus();  // WaitWrite fell back to buffered
-  const size_t used = static_cast<size_t>(size_ - direct_base_);
   if (!final) {
-    // A full stage (whole blocks): written in the background from spare_
-    // while the appends go on into the other block.
+    // A full stage (whole blocks): written in the background while the
+    // appends go on into another block, up to kWriteDepth blocks at once.
+    if (pending_.size() >= kWriteDepth) ZT_RETURN_IF_ERROR(WaitOldest());
+    if (refused_) return WaitAll();  // the stage goes through the page cache
+    const size_t used = static_cast<size_t>(size_ - direct_base_);
     ZT_CHECK(used == options_.direct_block);
-    if (spare_.size() < options_.direct_block) spare_ = AlignedBlock(options_.direct_block);
-    std::swap(stage_, spare_);
-    pending_offset_ = direct_base_;
-    pending_ = std::async(std::launch::async, [fd = direct_fd_.get(), data = spare_.data(), used, at = direct_base_] {
-      return DirectPWrite(fd, data, used, at);
-    });
+    AlignedBlock next =
+        spare_.size() >= options_.direct_block ? std::move(spare_) : AlignedBlock(options_.direct_block);
+    std::swap(stage_, next);  // `next` now holds the full block
+    const char* data = next.data();
+    pending_.push_back(
+        PendingWrite{std::move(next), direct_base_,
+                     std::async(std::launch::async, [fd = direct_fd_.get(), data, used, at = direct_base_] {
+                       return DirectPWrite(fd, data, used, at);
+                     })});
     direct_base_ += used;
     return absl::OkStatus();
   }
+  ZT_RETURN_IF_ERROR(WaitAll());
+  if (!direct_fd_.valid()) return absl::OkStatus();  // WaitAll fell back to buffered
+  const size_t used = static_cast<size_t>(size_ - direct_base_);
   const size_t aligned = static_cast<size_t>(AlignDown(used));
   if (aligned > 0) {
     const int err = DirectPWrite(direct_fd_.get(), stage_.data(), aligned, direct_base_);
@@ -306,7 +328,7 @@ absl::Status AtomicFile::FlushStage(bool final) {
   if (used > aligned)
     ZT_RETURN_IF_ERROR(WriteBuffered(stage_.data() + aligned, used - aligned, direct_base_ + aligned));
   direct_fd_.Reset();
-  return absl::OkStatus();
+  return ApplyPatches();
 }
 
 void AtomicFile::StartWriteback() {

@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <future>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,8 +60,12 @@ class AtomicFile {
   absl::Status EnterDirect();
   absl::Status AppendDirect(const char* p, size_t n);
   absl::Status FlushStage(bool final);
-  // Waits for the block written in the background (if any); its error.
-  absl::Status WaitWrite();
+  // Waits for the oldest block written in the background; its error. A
+  // block the filesystem refused (EINVAL) is written through the page cache
+  // instead and marks the file for leaving direct mode.
+  absl::Status WaitOldest();
+  // Waits for every block in flight (then leaves direct mode if one was refused).
+  absl::Status WaitAll();
   // O_DIRECT refused after all (EINVAL: a device with larger blocks): the
   // stage and the rest of the file go through the page cache.
   absl::Status LeaveDirect();
@@ -81,12 +88,24 @@ class AtomicFile {
   UniqueFd direct_fd_;           // the temporary opened with O_DIRECT, in direct mode
   AlignedBlock stage_;
   uint64_t direct_base_ = 0;  // file offset of stage_[0] (aligned); below it the file is on its way to disk
-  // The full block before stage_, being written on another thread while
-  // stage_ fills (so the disk always has a write to do): spare_'s bytes at
-  // pending_offset_. Patches below direct_base_ wait for it.
-  AlignedBlock spare_;
-  std::future<int> pending_;
-  uint64_t pending_offset_ = 0;
+  // Full blocks before stage_, being written on other threads while stage_
+  // fills, oldest first. Two, so that the disk has the next write queued
+  // while the writer's thread hashes and copies (with one, every block's
+  // CPU work left the disk idle when a read ran beside it).
+  struct PendingWrite {
+    AlignedBlock block;
+    uint64_t offset = 0;
+    std::future<int> done;
+  };
+  static constexpr size_t kWriteDepth = 2;
+  std::deque<PendingWrite> pending_;
+  AlignedBlock spare_;    // a written block kept for the next stage
+  bool refused_ = false;  // a background write got EINVAL: leave direct mode
+  // PWrite patches below direct_base_ (bytes already handed to a direct
+  // write), applied through the page cache once every direct write is done:
+  // at Commit, or when direct mode ends.
+  std::vector<std::pair<uint64_t, std::string>> patches_;
+  absl::Status ApplyPatches();
 };
 
 // Removes the temporaries ("<name>.tmp.<pid>") that writers killed mid-write

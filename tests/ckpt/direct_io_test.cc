@@ -211,28 +211,46 @@ TEST(AtomicFile, DirectWriteFailureNamesTheFile) {
 }
 
 // A .pt file larger than the streaming threshold, written through the
-// page cache, with O_DIRECT, and streamed from a source with read-ahead and
+// page cache, with O_DIRECT, and streamed from sources with read-ahead and
 // O_DIRECT (the converters' path): the three files are byte for byte the
-// same, and the direct reader reads each back, CRC-checked.
+// same, and the direct reader reads each tensor back, CRC-checked. The
+// tensors mix large and small records, pulled from sources and held in
+// memory, so the read-ahead runs across record boundaries and stops where
+// an in-memory record comes between.
 TEST(PtFile, LargeFileThroughTheDirectPaths) {
   ScratchDir dir;
-  const size_t n = (kStreamingDirectAfter + (5 << 20) + 12) / 4;
-  std::vector<float> data(n);
+  struct Named {
+    const char* name;
+    size_t n;
+    bool always_in_memory;
+  };
+  const size_t big = (kStreamingDirectAfter + (5 << 20) + 12) / 4;
+  const std::vector<Named> layout = {{"weights", big, false},
+                                     {"bias", 37, false},
+                                     {"scale", 5, true},
+                                     {"head", big / 3 + 5, false},
+                                     {"tail", 3, false}};
+  std::vector<std::vector<float>> data;
   std::mt19937 rng(6);
-  for (float& f : data) f = static_cast<float>(rng()) / 1e6f;
+  for (const Named& t : layout) {
+    data.emplace_back(t.n);
+    for (float& f : data.back()) f = static_cast<float>(rng()) / 1e6f;
+  }
   auto tree = [&](bool streamed) {
-    TensorRef t;
-    t.shape = {static_cast<int64_t>(n)};
-    if (streamed) {
-      t.source = [&data](uint64_t offset, void* dst, uint64_t len) {
-        std::memcpy(dst, reinterpret_cast<const char*>(data.data()) + offset, len);
-        return absl::OkStatus();
-      };
-    } else {
-      t.data = data.data();
-    }
     Dict root;
-    root.Set("weights", Value(t));
+    for (size_t i = 0; i < layout.size(); ++i) {
+      TensorRef t;
+      t.shape = {static_cast<int64_t>(layout[i].n)};
+      if (streamed && !layout[i].always_in_memory) {
+        t.source = [&d = data[i]](uint64_t offset, void* dst, uint64_t len) {
+          std::memcpy(dst, reinterpret_cast<const char*>(d.data()) + offset, len);
+          return absl::OkStatus();
+        };
+      } else {
+        t.data = data[i].data();
+      }
+      root.Set(layout[i].name, Value(t));
+    }
     root.Set("step", int64_t{7});
     return Value(std::move(root));
   };
@@ -249,12 +267,39 @@ TEST(PtFile, LargeFileThroughTheDirectPaths) {
     auto reader = PtReader::Open(dir.File(name), ReadFileOptions{kStreamingDirectMin});
     ASSERT_TRUE(reader.ok()) << reader.status();
     EXPECT_EQ(reader.value()->root().AsDict().Find("step")->AsInt(), 7);
-    const TensorRef& w = reader.value()->root().AsDict().Find("weights")->AsTensor();
-    std::vector<float> back(n);
-    ASSERT_TRUE(reader.value()->Read(w, back.data(), /*verify=*/true).ok());
-    EXPECT_EQ(std::memcmp(back.data(), data.data(), n * 4), 0) << name;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      const TensorRef& w = reader.value()->root().AsDict().Find(layout[i].name)->AsTensor();
+      std::vector<float> back(layout[i].n);
+      ASSERT_TRUE(reader.value()->Read(w, back.data(), /*verify=*/true).ok());
+      EXPECT_EQ(std::memcmp(back.data(), data[i].data(), layout[i].n * 4), 0) << name << " " << layout[i].name;
+    }
     ASSERT_TRUE(reader.value()->VerifyAll().ok()) << name;
   }
+}
+
+// A source that fails part-way through a run of streamed records: the
+// write fails with the source's error, and nothing is left behind.
+TEST(PtFile, StreamedSourceFailureLeavesNothing) {
+  ScratchDir dir;
+  std::vector<float> data(3 << 20, 1.5f);
+  Dict root;
+  for (int i = 0; i < 3; ++i) {
+    TensorRef t;
+    t.shape = {static_cast<int64_t>(data.size())};
+    t.source = [&data, i](uint64_t offset, void* dst, uint64_t len) {
+      if (i == 2 && offset > 0) return absl::DataLossError("source 2 broke");
+      std::memcpy(dst, reinterpret_cast<const char*>(data.data()) + offset, len);
+      return absl::OkStatus();
+    };
+    root.Set("t" + std::to_string(i), Value(t));
+  }
+  PtWriteOptions streamed;
+  streamed.direct_io = true;
+  streamed.read_ahead = true;
+  absl::Status st = WritePtFile(dir.File("out.pt"), Value(std::move(root)), streamed);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "source 2 broke");
+  EXPECT_TRUE(dir.List().empty());
 }
 
 }  // namespace
