@@ -303,8 +303,14 @@ absl::Status AtomicFile::FlushStage(bool final) {
     if (refused_) return WaitAll();  // the stage goes through the page cache
     const size_t used = static_cast<size_t>(size_ - direct_base_);
     ZT_CHECK(used == options_.direct_block);
-    AlignedBlock next =
-        spare_.size() >= options_.direct_block ? std::move(spare_) : AlignedBlock(options_.direct_block);
+    // Swapped, not moved, out of spare_: a moved-from AlignedBlock keeps
+    // its size without its memory, and spare_ must read as empty after.
+    AlignedBlock next;
+    if (spare_.size() >= options_.direct_block) {
+      std::swap(next, spare_);
+    } else {
+      next = AlignedBlock(options_.direct_block);
+    }
     std::swap(stage_, next);  // `next` now holds the full block
     const char* data = next.data();
     pending_.push_back(
