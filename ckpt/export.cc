@@ -316,8 +316,9 @@ std::map<std::string, std::string> ExportMetadata(const ZeroCheckpoint& ck, cons
 // Every item's chunks of options.chunk_elements in file order, read in
 // their source dtype and converted on a reader thread (util/read_ahead.h)
 // while the chunks before them are hashed and written: reading and writing
-// keep the disk and both cores busy instead of taking turns. Two chunks'
-// bytes of lead, so memory stays at a few chunks.
+// keep the disk and both cores busy instead of taking turns. The lead is
+// two fp32 chunks' bytes (four chunks of a 16-bit export), so memory stays
+// at a few chunks.
 class ChunkStream {
  public:
   ChunkStream(const std::vector<Item>& items, const ExportOptions& options)

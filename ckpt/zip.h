@@ -39,7 +39,8 @@ class ZipWriter {
   absl::Status AddRecord(const std::string& name, const void* data, uint64_t n);
   // The same, pulling the n bytes from `source` (offset, destination, count)
   // in order, chunk_bytes at a time, through one scratch buffer: data that is
-  // not in memory (optimizer state on NVMe).
+  // not in memory (optimizer state on NVMe). With read_ahead, a record larger
+  // than one chunk goes through AddRecordsFrom instead.
   using Source = std::function<absl::Status(uint64_t offset, void* dst, uint64_t n)>;
   absl::Status AddRecordFrom(const std::string& name, uint64_t n, const Source& source);
   // Several records pulled from sources, written in order. With read_ahead,

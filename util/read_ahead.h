@@ -56,8 +56,6 @@ class ReadAhead {
   // status for the piece that failed).
   absl::StatusOr<absl::Span<const char>> Next();
 
-  size_t pieces() const { return pieces_.size(); }
-
  private:
   bool MayRead(size_t i) const;  // under mu_
   void ReadAll();
