@@ -1,14 +1,17 @@
 // Offload step time and memory: the same model and batch trained with the
 // optimizer state in memory ("none"), offloaded to "cpu", offloaded to NVMe
 // ("nvme"), and at stage 3 with the parameter shards on NVMe too
-// ("nvme-params"), one after another in one process group, over --rounds
+// ("nvme-params"; "cpu-params": the optimizer state in host memory and the
+// parameter shards on NVMe), one after another in one process group, over --rounds
 // passes in alternating order. Prints per-step medians (forward, backward,
 // step), the ratio to "none" measured in the same run, model states left in
 // memory, bytes on disk, NVMe traffic per step and each mode's peak RSS (the
 // kernel's high-water mark, reset before each mode). "nvme-instep" and
 // "nvme-params-instep" are the two NVMe modes with the optimizer update
-// kept in Engine::Step (EngineOptions::update_during_backward off), for
-// the same-run comparison with the update during backward.
+// kept in Engine::Step (EngineOptions::update_during_backward and
+// update_at_gather off), for the same-run comparison with the update
+// during backward (optimizer state on NVMe) and at the forward's gathers
+// (parameter shards on NVMe too).
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -102,7 +105,9 @@ struct ModeResult {
   double peak_rss = 0;                                                // bytes, this rank
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
-  double in_backward = 0;  // share of the optimizer's elements updated during backward
+  double optimizer_wait_per_step = 0;  // the part of nvme_wait_per_step waiting for optimizer state
+  double in_backward = 0;              // share of the optimizer's elements updated during backward
+  double at_gather = 0;                // ... and where a forward gathered them
   double final_loss = 0;
   int64_t num_params = 0;
   double build_s = 0;
@@ -131,7 +136,7 @@ Config MakeConfig(const Options& o, const std::string& run_mode, int world) {
   c.zero.sub_group_size = o.sub_group_size;
   c.zero.max_live_parameters = o.max_live;
   c.zero.max_reuse_distance = o.reuse_distance;
-  if (mode == "cpu") c.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  if (mode == "cpu" || mode == "cpu-params") c.zero.offload_optimizer.device = OffloadDevice::kCpu;
   if (mode == "nvme" || mode == "nvme-params") {
     auto& oo = c.zero.offload_optimizer;
     oo.device = OffloadDevice::kNvme;
@@ -139,7 +144,7 @@ Config MakeConfig(const Options& o, const std::string& run_mode, int world) {
     oo.buffer_count = o.buffer_count;
     oo.pipeline_read = oo.pipeline_write = o.pipeline;
   }
-  if (mode == "nvme-params") {
+  if (mode == "nvme-params" || mode == "cpu-params") {
     auto& op = c.zero.offload_param;
     op.device = OffloadDevice::kNvme;
     op.nvme_path = o.nvme_path;
@@ -178,6 +183,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   r.num_params = model->info().num_params;
   EngineOptions engine_options;
   engine_options.update_during_backward = !absl::EndsWith(mode, "-instep");
+  engine_options.update_at_gather = !absl::EndsWith(mode, "-instep");
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg, engine_options));
   r.build_s = Since(t_build);
   // A random batch of the model's kind: token sequences, or images with labels.
@@ -236,6 +242,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   r.nvme_written_per_step = static_cast<double>(after.optimizer_written_bytes + after.param_written_bytes -
                                                 before.optimizer_written_bytes - before.param_written_bytes) /
                             n;
+  r.optimizer_wait_per_step = (after.optimizer_wait_seconds - before.optimizer_wait_seconds) / n;
   r.nvme_wait_per_step = (after.optimizer_wait_seconds + after.param_wait_seconds - before.optimizer_wait_seconds -
                           before.param_wait_seconds) /
                          n;
@@ -244,6 +251,10 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
       updated > 0 ? static_cast<double>(after.optimizer_elements_in_backward - before.optimizer_elements_in_backward) /
                         static_cast<double>(updated)
                   : 0.0;
+  r.at_gather = updated > 0
+                    ? static_cast<double>(after.optimizer_elements_at_gather - before.optimizer_elements_at_gather) /
+                          static_cast<double>(updated)
+                    : 0.0;
   r.memory = engine->memory();
   r.peak_rss = static_cast<double>(PeakResidentBytes());
   return r;
@@ -269,8 +280,9 @@ void DeclareFlags(cli::Flags& f) {
   f.String("model", "gpt2-tiny", "a built-in model, language model or image classifier (zt train --help lists them)");
   f.Repeated("set", "a model dimension override KEY=VALUE (n_layer, n_embd, ...)");
   f.String("modes", "none,cpu,nvme,nvme-params",
-           "comma-separated: none, cpu, nvme, nvme-params (stage 3), nvme-instep, nvme-params-instep (the update in "
-           "the step rather than during backward)");
+           "comma-separated: none, cpu, nvme, nvme-params (stage 3), cpu-params (stage 3: optimizer state in memory, "
+           "parameter shards on NVMe); nvme-instep, nvme-params-instep, cpu-params-instep (the update in the step "
+           "rather than during backward or at the forward's gathers)");
   f.Int("stage", 3, "ZeRO stage (1-3)");
   f.String("nvme-path", "/tmp/zt_offload_bench", "directory for the swap files (created)");
   f.Int("steps", 5, "timed steps per mode");
@@ -322,15 +334,16 @@ Options OptionsFromFlags(const cli::Flags& f) {
 bool CheckModes(const Options& o) {
   for (const std::string& m : o.modes) {
     const std::string p = Placement(m);
-    if ((p != "none" && p != "cpu" && p != "nvme" && p != "nvme-params") ||
-        (p != m && p != "nvme" && p != "nvme-params")) {
+    if ((p != "none" && p != "cpu" && p != "nvme" && p != "nvme-params" && p != "cpu-params") ||
+        (p != m && p != "nvme" && p != "nvme-params" && p != "cpu-params")) {
       std::fprintf(stderr,
-                   "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params, nvme-instep, nvme-params-instep)\n",
+                   "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params, cpu-params, nvme-instep, "
+                   "nvme-params-instep, cpu-params-instep)\n",
                    m.c_str());
       return false;
     }
-    if (p == "nvme-params" && o.stage != 3) {
-      std::fprintf(stderr, "--modes: nvme-params needs --stage 3\n");
+    if ((p == "nvme-params" || p == "cpu-params") && o.stage != 3) {
+      std::fprintf(stderr, "--modes: %s needs --stage 3\n", p.c_str());
       return false;
     }
   }
@@ -419,27 +432,29 @@ class Report {
 std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
-  std::printf("%-18s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %7s %7s %9s\n", "mode", "step s", "x none",
+  std::printf("%-18s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode", "step s", "x none",
               "fwd s", "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
-              "stall", "in bwd", "peak GiB");
+              "stall", "in bwd", "at fwd", "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     const double peak = Peak(i);
     const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
-    std::printf("%-18s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% %9s\n", r.mode.c_str(),
-                r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
+    std::printf("%-18s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% %6.0f%% %9s\n",
+                r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
                 Gib(static_cast<double>(r.memory.model_states())).c_str(),
                 Gib(static_cast<double>(r.memory.nvme)).c_str(),
                 Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
                 HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r),
-                100.0 * r.in_backward, Gib(peak).c_str());
+                100.0 * r.in_backward, 100.0 * r.at_gather, Gib(peak).c_str());
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
-        "nvme_written_per_step=%.0f stall=%.4f updated_in_backward=%.4f peak_rss_gib=%.3f\n",
+        "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f stall=%.4f updated_in_backward=%.4f "
+        "updated_at_gather=%.4f peak_rss_gib=%.3f\n",
         r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
         base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
-        r.nvme_written_per_step, Stall(r), r.in_backward, peak / (1 << 30));
+        r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step, Stall(r), r.in_backward, r.at_gather,
+        peak / (1 << 30));
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
@@ -451,11 +466,11 @@ std::string Report::JsonRow(size_t i) const {
       "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
       "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
-      "\"stall_fraction\": %.6f, \"updated_in_backward\": %.6f, "
+      "\"stall_fraction\": %.6f, \"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, "
       "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
       r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
       r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
-      r.nvme_written_per_step, r.nvme_wait_per_step, Stall(r), r.in_backward,
+      r.nvme_written_per_step, r.nvme_wait_per_step, Stall(r), r.in_backward, r.at_gather,
       absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
       r.final_loss, r.build_s);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offload step time: no offload vs optimizer state offloaded to "cpu" vs to
-# NVMe vs (stage 3) optimizer state and parameter shards on NVMe, 2 ranks,
+# NVMe vs (stage 3) optimizer state and parameter shards on NVMe, or the
+# shards alone (cpu-params), 2 ranks,
 # ratios to "none" and the share of each step blocked on swap I/O ("stall"),
 # all measured in the same run (docs/benchmarks.md, "Offload"), for three
 # models: the MNIST CNN (1.2M parameters) and gpt2-mini (0.84M) with
@@ -44,8 +45,11 @@ for model in $MODELS; do
   for stage in $STAGES; do
     modes=none,cpu,nvme
     # At stage 3 the NVMe modes run twice: with the optimizer update during
-    # backward (the default) and kept in the step ("-instep").
-    [ "$stage" = 3 ] && modes=none,cpu,nvme,nvme-params,nvme-instep,nvme-params-instep
+    # backward or at the forward's gathers (the defaults) and kept in the
+    # step ("-instep"); cpu-params keeps the optimizer state in memory and
+    # puts the parameter shards on NVMe.
+    [ "$stage" = 3 ] &&
+      modes=none,cpu,nvme,nvme-params,cpu-params,nvme-instep,nvme-params-instep,cpu-params-instep
     echo "== $model, stage $stage =="
     "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
       --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --nvme-path "$NVME_PATH" \

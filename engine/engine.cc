@@ -53,6 +53,7 @@ OffloadStats EngineImpl::offload_stats() const {
     o.optimizer_wait_seconds = s.wait_seconds;
     o.optimizer_elements_updated = static_cast<uint64_t>(core_.optimizer->elements_updated());
     o.optimizer_elements_in_backward = static_cast<uint64_t>(core_.optimizer->elements_updated_in_backward());
+    o.optimizer_elements_at_gather = static_cast<uint64_t>(core_.optimizer->elements_updated_at_gather());
   }
   if (core_.coordinator) {
     const offload::ParamSwapper::Stats s = core_.coordinator->stats().swap;
@@ -90,6 +91,12 @@ std::string EngineImpl::OffloadSummary() const {
         "the optimizer update of each sub-group runs during backward, once its gradients are reduced (its walks all "
         "go down, so more sub-groups move per step than said above, behind backward)");
   }
+  if (deferred_update_) {
+    parts.push_back(
+        "the optimizer update of each swapped parameter shard runs where the next forward gathers it, so the shard "
+        "is read once for both and the swap I/O overlaps the forward (its walks all go up, so more optimizer "
+        "sub-groups may move per step than said above)");
+  }
   if (core_.io) {
     parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s",
                                     HumanBytes(static_cast<double>(m.swap_buffers)),
@@ -111,7 +118,7 @@ std::vector<std::string> EngineImpl::OffloadNotes() const {
                                           static_cast<int64_t>(st.swap_buffer_bytes)));
   }
   // Said only where a step moves state through the disk at all.
-  if (core_.optimizer && core_.optimizer->sub_groups_moved_per_step() > 0 && !early_update_ &&
+  if (core_.optimizer && core_.optimizer->sub_groups_moved_per_step() > 0 && !early_update_ && !deferred_update_ &&
       core_.options.update_during_backward) {
     const char* why = core_.stage != 3
                           ? "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them"
@@ -167,6 +174,7 @@ std::vector<int> EngineImpl::ChunksOf(const std::vector<at::Tensor>& params) con
 }
 
 void EngineImpl::PinChunks(const std::vector<int>& chunks) {
+  FinishDeferredUpdate();
   if (core_.coordinator) core_.coordinator->Pin(chunks);
 }
 
@@ -217,6 +225,9 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   }
 
   ThrowIfBroken();
+  // This backward's reduction overwrites the gradients a pending update
+  // still reads, and a unit the forward skipped was never updated.
+  FinishDeferredUpdate();
   const bool boundary = IsAccumulationBoundary();
   if (core_.optimizer->early_step_open()) {
     throw Error(absl::FailedPreconditionError(
@@ -255,7 +266,7 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   if (core_.coordinator) core_.coordinator->EndBackward();
   // Swapped parameter shards the step updates first start coming in now,
   // behind whatever the caller does before Step.
-  if (boundary && !core_.optimizer->early_step_open()) core_.optimizer->PrefetchForStep();
+  if (boundary && !core_.optimizer->early_step_open()) core_.optimizer->PrefetchForStep(deferred_update_);
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
   timers_.reduce += Seconds(t1, t2);
@@ -264,6 +275,32 @@ void EngineImpl::Backward(const at::Tensor& loss) {
 
 void EngineImpl::ThrowIfBroken() const {
   if (!broken_.empty()) throw Error(absl::FailedPreconditionError(broken_));
+}
+
+void EngineImpl::FinishDeferredUpdate() {
+  // Also when the forward finished the update: a persistent chunk of a unit
+  // it skipped still has to be gathered again (the coordinator knows which;
+  // every rank the same ones).
+  if (!deferred_update_) return;
+  try {
+    core_.coordinator->FinishDeferredUpdate();
+  } catch (const Error& e) {
+    broken_ = absl::StrCat(
+        "the optimizer update applied at the forward's gathers failed, so the optimizer state is "
+        "partly updated (",
+        e.status().message(), "); resume from the last checkpoint");
+    throw;
+  }
+}
+
+absl::Status EngineImpl::FinishDeferredUpdateStatus() {
+  try {
+    ThrowIfBroken();
+    FinishDeferredUpdate();
+  } catch (const Error& e) {
+    return e.status();
+  }
+  return absl::OkStatus();
 }
 
 void EngineImpl::OnGroupReduced(int g) {
@@ -314,6 +351,7 @@ void EngineImpl::Step() {
     }
   }
   const double lr = this->lr();  // the rate this step applies
+  FinishDeferredUpdate();        // a no-op after Backward, which finished it
   OptimizerStep();
   ++core_.micro_steps;
   if (monitors_) WriteMonitorEvents(lr);
@@ -363,15 +401,23 @@ void EngineImpl::OptimizerStep() {
           core_.global_steps + 1, old_scale, core_.scaler.scale(), core_.skipped_steps);
     }
   } else {
+    bool deferred = false;
     if (core_.optimizer->early_step_open()) {
       // Begun by Backward with this step's multiplier and hyperparameters.
       core_.optimizer->FinishEarlyStep();
+    } else if (deferred_update_) {
+      // The swapped groups are updated where the next forward gathers them.
+      const double multiplier = GradMultiplier();
+      core_.optimizer->BeginDeferredStep(multiplier, StepHyperNow(), first_deferred_group_);
+      deferred = core_.optimizer->deferred_open();
     } else {
       const double multiplier = GradMultiplier();
       core_.optimizer->Step(multiplier, StepHyperNow());
     }
     if (core_.stage >= 1 && core_.pg->size() > 1) core_.GatherParams();
-    core_.reducer->ZeroGrads();
+    if (deferred) core_.coordinator->OnDeferredStepBegun();
+    // Pending groups keep their gradients until they are updated.
+    core_.reducer->ZeroGrads(deferred ? core_.optimizer->updated_groups() : -1);
     ThrowIfError(core_.scaler.Update(false));
   }
   ++core_.global_steps;
@@ -518,10 +564,12 @@ void EngineImpl::MaybeLog() {
 
 absl::Status EngineImpl::SaveCheckpoint(const std::string& dir, const std::string& tag,
                                         const ckpt::Value& client_state) {
+  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
   return Checkpointer(core_).Save(dir, tag, client_state);
 }
 
 absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, const std::string& tag) {
+  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
   // The log's rates start over from the loaded step.
   if (client.ok()) log_window_start_ = last_event_ = Clock::now();
@@ -529,9 +577,13 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 }
 
 absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
+  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
   return Checkpointer(core_).LoadWeights(path, new_parameters);
 }
 
-absl::Status EngineImpl::ExportWeights(const std::string& path) { return Checkpointer(core_).ExportWeights(path); }
+absl::Status EngineImpl::ExportWeights(const std::string& path) {
+  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
+  return Checkpointer(core_).ExportWeights(path);
+}
 
 }  // namespace zt

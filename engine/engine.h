@@ -82,6 +82,8 @@ struct OffloadStats {
   // (EngineOptions::update_during_backward).
   uint64_t optimizer_elements_updated = 0;
   uint64_t optimizer_elements_in_backward = 0;
+  // ... and how many where a forward gathered them (EngineOptions::update_at_gather).
+  uint64_t optimizer_elements_at_gather = 0;
   uint64_t param_read_bytes = 0;
   uint64_t param_written_bytes = 0;
   uint64_t param_reads_ahead = 0;  // shard reads started ahead of their gather
@@ -109,6 +111,16 @@ struct EngineOptions {
   // already hold their new values when Backward returns. Off: the update
   // runs in Step (tests compare the two).
   bool update_during_backward = true;
+  // Stage 3 with the parameter shards on NVMe and an fp32 model: Step
+  // updates the groups whose shards are swapped only when the next forward
+  // is about to gather them (the update at gather), so each shard is read
+  // once for both and written back behind the forward, and the optimizer
+  // state's swap I/O overlaps the forward's compute. The values are bitwise
+  // those of the update in Step; anything else that reads the parameters or
+  // the optimizer state (Backward, checkpoints, weights export and loading,
+  // GatheredParameters) finishes the update first. Off: the whole update
+  // runs in Step (tests compare the two).
+  bool update_at_gather = true;
 };
 
 // The engine's interface. Create returns the one implementation

@@ -86,6 +86,14 @@ class EngineImpl final : public Engine {
   // backward under way (the optimizer may update groups k..G-1 once all
   // of them are reduced).
   bool early_update_ = false;
+  // The update at gather (EngineOptions::update_at_gather): whether this
+  // engine runs it, and the first group whose update may wait for the
+  // forward. FinishDeferredUpdate completes an update still pending
+  // (collective; a no-op otherwise) and marks the engine broken on failure.
+  bool deferred_update_ = false;
+  int first_deferred_group_ = 0;
+  void FinishDeferredUpdate();
+  absl::Status FinishDeferredUpdateStatus();
   std::vector<char> reduced_groups_;
   int first_final_group_ = 0;
   void OnGroupReduced(int g);

@@ -324,6 +324,14 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
     reduced_groups_.assign(core_.groups.size(), 0);
     ro.on_group_reduced = [this](int g) { OnGroupReduced(g); };
   }
+  // The update at gather: the swapped groups' update waits for the forward
+  // that gathers them (every rank decides alike: the placement is the same).
+  if (core_.options.update_at_gather && core_.stage == 3 && core_.coordinator && !early_update_ &&
+      core_.optimizer->CanDeferUpdate()) {
+    first_deferred_group_ = core_.coordinator->FirstDeferrableGroup();
+    deferred_update_ = first_deferred_group_ < static_cast<int>(core_.groups.size());
+    if (deferred_update_) core_.coordinator->SetDeferredUpdate(core_.optimizer.get());
+  }
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();

@@ -313,10 +313,10 @@ absl::Status OptimizerSwapper::BeginWalk(bool descending) {
 
 absl::Status OptimizerSwapper::Run(Access access, const Visitor& visit) {
   ZT_RETURN_IF_ERROR(OpenWalk(access, !reverse_, /*driven=*/false));
-  return Advance([](const SubGroup& sg) { return sg.end - sg.begin; }, /*block=*/true, visit);
+  return Advance([](const SubGroup& sg) { return sg.end - sg.begin; }, Wait::kToEnd, visit);
 }
 
-absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Visitor& visit) {
+absl::Status OptimizerSwapper::Advance(const Ready& ready, Wait wait, const Visitor& visit) {
   if (!error_.ok()) {
     walk_open_ = false;
     return error_;
@@ -328,6 +328,8 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
   const bool writes = walk_access_ != Access::kRead;
   const bool read_ahead = read_ahead_ || driven_;
   const bool write_behind = write_behind_ || driven_;
+  const bool block = wait != Wait::kNever;
+  const bool finish = wait == Wait::kToEnd;
 
   std::vector<float*> data(static_cast<size_t>(kinds));
   absl::Status first;
@@ -338,8 +340,8 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
     sg.reverse = reverse_;
     const int64_t len = sg.end - sg.begin;
     const int64_t ready_n = std::clamp<int64_t>(ready(sg), 0, len);
-    if (ready_n <= walk_done_ || (block && ready_n < len)) {
-      if (block) {
+    if (ready_n <= walk_done_ || (finish && ready_n < len)) {
+      if (finish) {
         first = absl::InternalError(
             absl::StrCat("optimizer state swap: sub-group ", s, " was not ready when the walk had to finish"));
         walk_pos_ = n;
@@ -406,7 +408,7 @@ absl::Status OptimizerSwapper::Advance(const Ready& ready, bool block, const Vis
   }
   // Not done (a driven walk reads and writes): bring in what the walk needs
   // next, so the next call finds it.
-  if (!block && walk_pos_ < n && error_.ok()) ReadAhead(walk_pos_, walk_pos_ + slots_, /*evict=*/true);
+  if (!finish && walk_pos_ < n && error_.ok()) ReadAhead(walk_pos_, walk_pos_ + slots_, /*evict=*/true);
   if (walk_pos_ >= n || !error_.ok()) walk_open_ = false;
   return error_.ok() ? first : error_;
 }

@@ -110,18 +110,23 @@ class OptimizerSwapper {
   // (sg.end when descending, sg.begin ascending), may be visited now; a
   // sub-group partly ready is visited in pieces, each once and in the
   // walk's order, and the visitor's `sg` then spans the piece ([begin,
-  // end) and data[k] at its first element). Without `block`, Advance never
-  // waits: it stops where nothing more is ready or the data is not in a
-  // buffer yet, and issues the transfers that bring the next sub-groups in
-  // (evicting what the walk needs last, written back first when dirty), so
-  // a later call finds them there. With `block` it finishes the walk as Run
-  // does (`ready` must then accept everything left). Run opens a walk in
-  // the alternate direction and makes one blocking Advance, visiting whole
+  // end) and data[k] at its first element). How long Advance waits:
+  //  * kNever: it stops where nothing more is ready or the data is not in a
+  //    buffer yet;
+  //  * kForReady: it waits for the data of what is ready, visits all of it,
+  //    and stops where nothing more is ready;
+  //  * kToEnd: it finishes the walk as Run does (`ready` must then accept
+  //    everything left).
+  // Unless finished, it then issues the transfers that bring the next
+  // sub-groups in (evicting what the walk needs last, written back first
+  // when dirty), so a later call finds them there. Run opens a walk in the
+  // alternate direction and makes one kToEnd Advance, visiting whole
   // sub-groups. While a walk is open, Run, Flush and the range copies fail
   // with FailedPrecondition.
   using Ready = std::function<int64_t(const SubGroup& sg)>;
+  enum class Wait { kNever, kForReady, kToEnd };
   absl::Status BeginWalk(bool descending);
-  absl::Status Advance(const Ready& ready, bool block, const Visitor& visit);
+  absl::Status Advance(const Ready& ready, Wait wait, const Visitor& visit);
   bool walk_open() const { return walk_open_; }
   // The direction of the next Run (it alternates).
   bool next_walk_descending() const { return !reverse_; }

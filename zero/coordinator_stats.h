@@ -11,16 +11,17 @@
 namespace zt::zero {
 
 struct CoordinatorStats {
-  int64_t gathered_bytes = 0;       // full (non-persistent) chunk bytes allocated now
-  int64_t peak_gathered_bytes = 0;  // most at once since the last ResetPeak()
-  int64_t gathers = 0;              // chunk all-gathers issued
-  int64_t prefetched_units = 0;     // unit gathers issued ahead of use
-  int64_t trace_mismatches = 0;     // requests that departed from the trace
-  int64_t cached_bytes = 0;         // freed gather buffers kept for reuse (zero/storage.h)
-  int64_t swapped_shard_bytes = 0;  // parameter shards living on NVMe (not in memory)
-  int64_t kept_shard_bytes = 0;     // with NVMe offload: shards below aio.block_size, kept in memory
-  int64_t swap_buffer_bytes = 0;    // the parameter swap pool
-  offload::ParamSwapStats swap;     // zeros without parameter offload
+  int64_t gathered_bytes = 0;           // full (non-persistent) chunk bytes allocated now
+  int64_t peak_gathered_bytes = 0;      // most at once since the last ResetPeak()
+  int64_t gathers = 0;                  // chunk all-gathers issued
+  int64_t prefetched_units = 0;         // unit gathers issued ahead of use
+  int64_t trace_mismatches = 0;         // requests that departed from the trace
+  int64_t cached_bytes = 0;             // freed gather buffers kept for reuse (zero/storage.h)
+  int64_t swapped_shard_bytes = 0;      // parameter shards living on NVMe (not in memory)
+  int64_t kept_shard_bytes = 0;         // with NVMe offload: shards below aio.block_size, kept in memory
+  int64_t swap_buffer_bytes = 0;        // the parameter swap pool
+  int64_t late_persistent_gathers = 0;  // persistent chunks all-gathered again after the update at gather
+  offload::ParamSwapStats swap;         // zeros without parameter offload
 };
 
 }  // namespace zt::zero

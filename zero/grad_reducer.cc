@@ -267,15 +267,19 @@ void GradReducer::FinishBackward() {
   while (!inflight_.empty()) FinalizeOldestLocked();
 }
 
-void GradReducer::ZeroGrads() {
+void GradReducer::ZeroGrads(int first_kept) {
   absl::MutexLock lock(&mu_);
   at::NoGradGuard no_grad;
-  for (FlatGroup& g : groups_) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    FlatGroup& g = groups_[i];
     switch (g.grad_residency) {
       case GradResidency::kNone: break;
       case GradResidency::kFullFlat:
       case GradResidency::kFullFlatOwnedSlice: g.grads.zero_(); break;  // grad_shard (stage 1) is a view of it
-      case GradResidency::kShardOnly: g.grad_shard.zero_(); break;
+      case GradResidency::kShardOnly:
+        // shard_has_data (reset below) makes the next reduction write, not add.
+        if (first_kept < 0 || static_cast<int>(i) < first_kept) g.grad_shard.zero_();
+        break;
     }
   }
   for (GroupState& s : group_state_) s.shard_has_data = false;

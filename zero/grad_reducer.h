@@ -96,8 +96,11 @@ class GradReducer {
   // parameter group on a communication failure.
   void FinishBackward() ABSL_LOCKS_EXCLUDED(mu_);
   // Clears gradient storage after an optimizer step (or a skipped one), and
-  // forgets a gradient that arrived outside a backward (below).
-  void ZeroGrads() ABSL_LOCKS_EXCLUDED(mu_);
+  // forgets a gradient that arrived outside a backward (below). Groups from
+  // `first_kept` on keep their stage-2/3 gradient shards as they are (an
+  // update still to read them: the update at gather); the next reduction
+  // overwrites them all the same, as it does a zeroed shard.
+  void ZeroGrads(int first_kept = -1) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The name of the first parameter whose gradient arrived while no
   // BeginBackward/FinishBackward was open (a plain loss.backward() that

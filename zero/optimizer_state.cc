@@ -20,14 +20,6 @@ int OptimizerState::KindIndex(const std::string& name) const {
   return -1;
 }
 
-absl::Status OptimizerState::BeginDescendingWalk() {
-  return absl::UnimplementedError("this optimizer state is not swapped: there is no walk to run ahead");
-}
-
-absl::Status OptimizerState::AdvanceWalk(int, bool, const PieceFn&) {
-  return absl::UnimplementedError("this optimizer state is not swapped: there is no walk to run ahead");
-}
-
 namespace {
 
 // Runs one piece, turning exceptions into a Status: a swap walk must wait
@@ -70,6 +62,39 @@ class ResidentState final : public OptimizerState {
     return absl::OkStatus();
   }
 
+  absl::Status BeginWalk(bool descending) override {
+    if (walk_open_) return absl::FailedPreconditionError("optimizer state: a walk is already open");
+    walk_open_ = num_groups() > 0;
+    descending_ = descending;
+    walk_pos_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status AdvanceWalk(int bound, Wait wait, const PieceFn& piece) override {
+    if (!walk_open_) return absl::FailedPreconditionError("optimizer state: AdvanceWalk without an open walk");
+    std::vector<float*> data(kinds_.size());
+    while (walk_pos_ < num_groups()) {
+      const int g = descending_ ? num_groups() - 1 - walk_pos_ : walk_pos_;
+      if (descending_ ? g < bound : g >= bound) {
+        if (wait != Wait::kToEnd) return absl::OkStatus();
+        walk_open_ = false;
+        return absl::InternalError(
+            absl::StrCat("optimizer state: group ", g, " was not ready when the walk had to finish"));
+      }
+      for (size_t k = 0; k < kinds_.size(); ++k) data[k] = tensors_[k][static_cast<size_t>(g)].data_ptr<float>();
+      ++walk_pos_;
+      absl::Status st = CallPiece(piece, g, 0, owned_numel(g), data.data());
+      if (!st.ok()) {
+        walk_open_ = false;
+        return st;
+      }
+    }
+    walk_open_ = false;
+    return absl::OkStatus();
+  }
+
+  bool walk_open() const override { return walk_open_; }
+
   absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) override {
     ZT_RETURN_IF_ERROR(CheckRange(*this, kind, g, b, e));
     // An empty range may come with a null pointer (an empty vector's data()).
@@ -97,6 +122,9 @@ class ResidentState final : public OptimizerState {
 
  private:
   std::vector<std::vector<at::Tensor>> tensors_;  // [kind][group]
+  bool walk_open_ = false;
+  bool descending_ = false;
+  int walk_pos_ = 0;  // groups visited by the open walk
 };
 
 // Groups laid end to end in the swapper's arrays: group g's owned range
@@ -124,19 +152,20 @@ class SwappedState final : public OptimizerState {
   bool CanWalkAhead() const override { return true; }
   bool walk_open() const override { return swapper_->walk_open(); }
 
-  absl::Status BeginDescendingWalk() override { return swapper_->BeginWalk(/*descending=*/true); }
+  absl::Status BeginWalk(bool descending) override { return swapper_->BeginWalk(descending); }
 
-  absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece) override {
-    const int64_t ready_from = base_[static_cast<size_t>(std::clamp(first_ready_group, 0, num_groups()))];
-    // Final elements are those from ready_from up: a descending walk may
-    // visit a sub-group down to there, so each group is updated as soon as
-    // it is final, not once every group its sub-group reaches into is.
+  absl::Status AdvanceWalk(int bound, Wait wait, const PieceFn& piece) override {
+    const int64_t at = base_[static_cast<size_t>(std::clamp(bound, 0, num_groups()))];
+    // Descending: the ready elements are those from `at` up, so a sub-group
+    // is visited down to there and each group is updated as soon as it is
+    // ready, not once every group its sub-group reaches into is. Ascending:
+    // those below `at`, counted from the sub-group's start.
     return swapper_->Advance(
-        [ready_from](const offload::OptimizerSwapper::SubGroup& sg) -> int64_t {
-          if (sg.reverse) return sg.end - std::clamp(ready_from, sg.begin, sg.end);
-          return ready_from <= sg.begin ? sg.end - sg.begin : 0;
+        [at](const offload::OptimizerSwapper::SubGroup& sg) -> int64_t {
+          if (sg.reverse) return sg.end - std::clamp(at, sg.begin, sg.end);
+          return std::clamp(at, sg.begin, sg.end) - sg.begin;
         },
-        block,
+        wait,
         [&](const offload::OptimizerSwapper::SubGroup& sg, float* const* buf) {
           return VisitSubGroup(sg, buf, piece);
         });

@@ -39,20 +39,29 @@ class OptimizerState {
   // first (a swapped store alternates; a resident one always ascends).
   virtual bool NextWalkDescending() const { return false; }
 
-  // The update (kReadWrite) while backward runs (a swapped store only, see
-  // OptimizerSwapper::BeginWalk): a walk from the last group to the first,
-  // visiting each group's pieces once its index is >= first_ready_group
-  // (its gradients are final), a sub-group in parts where it reaches into
-  // groups not final yet. Without `block`
-  // AdvanceWalk never waits for I/O, and starts the transfers the next
-  // pieces need; with `block` (first_ready_group 0) it finishes the walk.
-  // Pieces come in descending group order, those of one group consecutive.
-  virtual bool CanWalkAhead() const { return false; }
-  // Whether a walk begun by BeginDescendingWalk has pieces left (false once
+  // An update (kReadWrite) driven from outside, a group at a time as each
+  // becomes ready: while backward runs (the update during backward, from
+  // the last group down, a group ready once its gradients are final), or
+  // ahead of the next forward (the update at gather, from the first group
+  // up, a group ready once the forward is about to use it). BeginWalk opens
+  // the walk; AdvanceWalk visits the groups that are ready: descending,
+  // those >= bound; ascending, those < bound. A swapped store visits a
+  // descending walk's sub-group in parts where it reaches into groups not
+  // ready yet, and how long it waits for I/O is `wait`
+  // (OptimizerSwapper::Advance): kNever starts the transfers the next
+  // pieces need and returns, kForReady visits everything ready, kToEnd
+  // finishes the walk (bound 0 descending, num_groups() ascending). A
+  // resident store never waits. Pieces come in the walk's group order,
+  // those of one group consecutive.
+  using Wait = offload::OptimizerSwapper::Wait;
+  virtual absl::Status BeginWalk(bool descending) = 0;
+  virtual absl::Status AdvanceWalk(int bound, Wait wait, const PieceFn& piece) = 0;
+  // Whether a walk begun by BeginWalk has pieces left (false once
   // AdvanceWalk visited the last one, or failed).
-  virtual bool walk_open() const { return false; }
-  virtual absl::Status BeginDescendingWalk();
-  virtual absl::Status AdvanceWalk(int first_ready_group, bool block, const PieceFn& piece);
+  virtual bool walk_open() const = 0;
+  // Whether a walk runs ahead of its use: its I/O overlaps what the caller
+  // does meanwhile (a swapped store; a resident one has no I/O to hide).
+  virtual bool CanWalkAhead() const { return false; }
 
   // Synchronous copies of [b, e) of group g's kind k.
   virtual absl::Status Read(int kind, int g, int64_t b, int64_t e, float* dst) = 0;

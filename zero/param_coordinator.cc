@@ -33,6 +33,10 @@ ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> c
       limits_(limits),
       chunk_state_(chunks_.size()),
       unit_state_(units_.size()) {
+  group_of_chunk_.assign(chunks_.size(), -1);
+  for (size_t g = 0; g < trainable_chunk_of_group_.size(); ++g) {
+    group_of_chunk_[static_cast<size_t>(trainable_chunk_of_group_[g])] = static_cast<int>(g);
+  }
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const Chunk& chunk = chunks_[c];
     ZT_CHECK(chunk.group != nullptr && chunk.unit >= 0 && chunk.unit < static_cast<int>(units_.size()));
@@ -99,6 +103,9 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  ZT_CHECK_MSG(deferred_ == nullptr || !deferred_->deferred_open() ||
+                   group_of_chunk_[static_cast<size_t>(chunk)] < deferred_->updated_groups(),
+               "stage 3: a gather of parameters whose deferred update is still pending");
   if (SwappedLocked(chunk)) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
     // given back once the gather has landed (WaitChunkLocked).
@@ -193,6 +200,9 @@ void ParamCoordinator::PrefetchLocked() {
     UnitState& u = unit_state_[static_cast<size_t>(v)];
     if (u.sharded_numel == 0 || UnitGatheredLocked(v)) continue;
     if (!plan::FitsPrefetch(window_numel_, live_numel_, u.sharded_numel, limits_)) break;
+    // Its parameters are not updated yet (the update at gather): its own
+    // forward updates and gathers them.
+    if (UnitPendingLocked(v)) break;
     GatherUnitLocked(v);
     u.prefetched_ahead = true;
     window_numel_ += u.sharded_numel;
@@ -213,8 +223,114 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
   }
 }
 
-void ParamCoordinator::PreForward(int unit, bool training) {
+bool ParamCoordinator::UnitPendingLocked(int unit) const {
+  if (deferred_ == nullptr || !deferred_->deferred_open()) return false;
+  const int updated = deferred_->updated_groups();
+  for (int c : units_[static_cast<size_t>(unit)].chunks) {
+    if (group_of_chunk_[static_cast<size_t>(c)] >= updated) return true;
+  }
+  return false;
+}
+
+int ParamCoordinator::DeferredTargetLocked(int unit, bool training) const {
+  int target = -1;
+  auto add = [&](int v) {
+    for (int c : units_[static_cast<size_t>(v)].chunks)
+      target = std::max(target, group_of_chunk_[static_cast<size_t>(c)]);
+  };
+  add(unit);
+  if (!training || !trace_.following()) return target;
+  // The first unit after this one that PrefetchLocked would gather, were it
+  // updated: updating it now lets its gather overlap this unit's compute.
+  // A guess from the recorded order; a wrong one costs time, not values.
+  const std::vector<int>& order = trace_.order();
+  size_t i = trace_.position();
+  if (i < order.size() && order[i] == unit) ++i;
+  const UnitState& self = unit_state_[static_cast<size_t>(unit)];
+  const int64_t window = window_numel_ - (self.prefetched_ahead ? self.sharded_numel : 0);
+  const int64_t live = live_numel_ + (UnitGatheredLocked(unit) ? 0 : self.sharded_numel);
+  for (; i < order.size(); ++i) {
+    const int v = order[i];
+    const UnitState& u = unit_state_[static_cast<size_t>(v)];
+    if (v == unit || u.sharded_numel == 0 || UnitGatheredLocked(v)) continue;
+    if (!plan::FitsPrefetch(window, live, u.sharded_numel, limits_)) break;
+    if (UnitPendingLocked(v)) {
+      add(v);
+      break;
+    }
+  }
+  return target;
+}
+
+void ParamCoordinator::RefreshStaleLocked(const std::vector<int>& chunks) {
+  const int updated = deferred_ == nullptr ? 0 : deferred_->updated_groups();
+  std::vector<std::pair<int, std::unique_ptr<comm::Work>>> works;
+  comm::CollectiveLabel label("persistent parameters updated at gather");
+  for (int c : chunks) {
+    ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+    if (!s.stale_full || group_of_chunk_[static_cast<size_t>(c)] >= updated) continue;
+    s.stale_full = false;
+    ++stats_.late_persistent_gathers;
+    FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
+    works.emplace_back(c, pg_->AllGather(g.OwnedParams(), g.params));
+  }
+  for (auto& [c, work] : works) {
+    const absl::Status st = work->Wait();
+    if (!st.ok()) {
+      throw Error(absl::Status(
+          st.code(), absl::StrFormat("all-gathering the updated persistent parameters of unit '%s' "
+                                     "failed: %s",
+                                     UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(c)].unit)].name),
+                                     st.message())));
+    }
+  }
+}
+
+void ParamCoordinator::SetDeferredUpdate(ShardedOptimizer* optimizer) { deferred_ = optimizer; }
+
+int ParamCoordinator::FirstDeferrableGroup() const {
   absl::MutexLock lock(&mu_);
+  const int groups = static_cast<int>(trainable_chunk_of_group_.size());
+  int first = groups;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunk_state_[c].swap_slot >= 0 && group_of_chunk_[c] >= 0) first = std::min(first, group_of_chunk_[c]);
+  }
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunks_[c].unit == 0 && group_of_chunk_[c] >= first) return groups;
+  }
+  return first;
+}
+
+void ParamCoordinator::OnDeferredStepBegun() {
+  absl::MutexLock lock(&mu_);
+  if (deferred_ == nullptr || !deferred_->deferred_open()) return;
+  const int updated = deferred_->updated_groups();
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunks_[c].persistent && group_of_chunk_[c] >= updated) chunk_state_[c].stale_full = true;
+  }
+}
+
+void ParamCoordinator::FinishDeferredUpdate() {
+  if (deferred_ == nullptr) return;
+  deferred_->FinishDeferredStep();
+  absl::MutexLock lock(&mu_);
+  std::vector<int> all(chunks_.size());
+  for (size_t c = 0; c < all.size(); ++c) all[c] = static_cast<int>(c);
+  RefreshStaleLocked(all);
+}
+
+void ParamCoordinator::PreForward(int unit, bool training) {
+  if (deferred_ != nullptr && deferred_->deferred_open()) {
+    int target = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      target = DeferredTargetLocked(unit, training);
+    }
+    // Outside the lock: the optimizer acquires the shards it updates.
+    if (target >= deferred_->updated_groups()) deferred_->UpdateThrough(target);
+  }
+  absl::MutexLock lock(&mu_);
+  RefreshStaleLocked(units_[static_cast<size_t>(unit)].chunks);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   phase_ = training ? "forward" : "evaluation";
   if (training) {

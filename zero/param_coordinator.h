@@ -158,6 +158,31 @@ class ParamCoordinator {
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }
 
+  // The update at gather (ShardedOptimizer::BeginDeferredStep): while the
+  // optimizer holds a deferred update, each unit's forward first has it
+  // update the unit's groups, and those of the next unit the prefetch would
+  // gather, so a gather never reads parameters older than the last step;
+  // the prefetch stops at a unit whose groups are still pending. A
+  // persistent chunk updated that way has its full parameters all-gathered
+  // again before its unit runs. `optimizer` outlives the coordinator's use
+  // of it (the engine owns both); set once, before training.
+  void SetDeferredUpdate(ShardedOptimizer* optimizer);
+  // The smallest trainable group whose update may wait for the forward:
+  // that of the first swapped chunk, or the group count (nothing may wait)
+  // when no chunk is swapped or a chunk outside every zt::Unit (the root,
+  // which has no forward hook) lies at or after it.
+  int FirstDeferrableGroup() const ABSL_LOCKS_EXCLUDED(mu_);
+  // After the optimizer's BeginDeferredStep (and the step's gather of
+  // persistent chunks): marks the persistent chunks whose groups are
+  // pending, to be all-gathered again once updated.
+  void OnDeferredStepBegun() ABSL_LOCKS_EXCLUDED(mu_);
+  // Finishes the deferred update (every group) and all-gathers the
+  // persistent chunks it updated that no forward has refreshed yet.
+  // Collective where such chunks exist: every rank calls it at the same
+  // point (the engine does, before anything that reads parameters or the
+  // optimizer state other than a forward).
+  void FinishDeferredUpdate() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<Unit>& units() const { return units_; }
@@ -178,6 +203,8 @@ class ParamCoordinator {
     int swap_slot = -1;       // the shard's slot in the swap file; -1: it stays in memory
     int borrows = 0;          // holders of the swap buffer param_shard borrows
     int64_t gather_hold = 0;  // > 0 (an issue number) while its gather holds the shard's buffer
+    // A persistent chunk whose full parameters predate its deferred update.
+    bool stale_full = false;
   };
   // What changes about one unit (units_ holds what does not), per unit.
   struct UnitState {
@@ -189,6 +216,14 @@ class ParamCoordinator {
   };
 
   void ObserveLocked(int unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The update at gather: the highest group the forward of `unit` needs
+  // updated now (its own, and the next pending unit's that the prefetch
+  // would gather); -1 when none. Whether any group of `unit` is pending.
+  int DeferredTargetLocked(int unit, bool training) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool UnitPendingLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // All-gathers the full parameters of `unit`'s persistent chunks that are
+  // stale and updated now (synchronously; collective).
+  void RefreshStaleLocked(const std::vector<int>& chunks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrefetchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues the all-gathers of `unit`'s released non-persistent chunks;
   // returns the chunks it issued.
@@ -223,6 +258,7 @@ class ParamCoordinator {
   const std::vector<Unit> units_;
   const std::vector<Chunk> chunks_;
   const std::vector<int> trainable_chunk_of_group_;
+  std::vector<int> group_of_chunk_;  // the inverse (-1: frozen); fixed at construction
   const std::shared_ptr<comm::ProcessGroup> pg_;
   const plan::PrefetchLimits limits_;
 
@@ -246,6 +282,10 @@ class ParamCoordinator {
   std::unique_ptr<offload::ParamSwapper> swapper_ ABSL_GUARDED_BY(mu_);
   int64_t gather_seq_ ABSL_GUARDED_BY(mu_) = 0;
   TrainableShards shard_access_{this};
+
+  // The update at gather (null without it). Called without mu_ held: the
+  // optimizer acquires shards through shard_access().
+  ShardedOptimizer* deferred_ = nullptr;
 };
 
 }  // namespace zt::zero

@@ -81,9 +81,9 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
   const int first_state = master_kind_ + 1;
   if (u.current != g) {
     // Groups come in the walk's direction (the swapped state's plain walks
-    // alternate; the early step's go down): the one after g in that
-    // direction is next.
-    const int direction = u.current >= 0 ? (g > u.current ? 1 : -1) : (g == 0 ? 1 : -1);
+    // alternate; the early step's go down, the deferred one's up): the one
+    // after g in that direction is next.
+    const int direction = u.direction;
     if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
     u.current = -1;
     u.owned = AcquireParams(g, /*read=*/master_is_params_);
@@ -110,6 +110,7 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
   u.step_after = ss.step;
   elements_updated_ += n;
   if (u.in_backward) elements_in_backward_ += n;
+  if (u.at_gather) elements_at_gather_ += n;
   return absl::OkStatus();
 }
 
@@ -119,9 +120,9 @@ void ShardedOptimizer::PrefetchParamsFrom(int g, int direction) {
   }
 }
 
-void ShardedOptimizer::PrefetchForStep() {
+void ShardedOptimizer::PrefetchForStep(bool deferred) {
   if (options_.params == nullptr || groups_.empty()) return;
-  const bool descending = state_->NextWalkDescending();
+  const bool descending = !deferred && state_->NextWalkDescending();
   PrefetchParamsFrom(descending ? static_cast<int>(groups_.size()) - 1 : 0, descending ? -1 : 1);
 }
 
@@ -133,12 +134,13 @@ void ShardedOptimizer::CloseUpdate(Update& u) {
 }
 
 void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper) {
-  ZT_CHECK_MSG(!early_.open, "ShardedOptimizer::Step while an early step is open");
+  ZT_CHECK_MSG(!early_.open && !deferred_.open, "ShardedOptimizer::Step while an early or deferred step is open");
   at::NoGradGuard no_grad;
   Update u;
   u.open = true;
   u.grad_multiplier = grad_multiplier;
   u.hyper = hyper;
+  u.direction = state_->NextWalkDescending() ? -1 : 1;
   u.step_after = step_ + 1;
   absl::Status st = state_->ForEachPiece(
       OptimizerState::Access::kReadWrite,
@@ -149,12 +151,14 @@ void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper)
 }
 
 void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper) {
-  ZT_CHECK_MSG(CanUpdateEarly() && !early_.open, "ShardedOptimizer::BeginEarlyStep: not available or already open");
+  ZT_CHECK_MSG(CanUpdateEarly() && !early_.open && !deferred_.open,
+               "ShardedOptimizer::BeginEarlyStep: not available or already open");
   early_ = Update();
   early_.grad_multiplier = grad_multiplier;
   early_.hyper = hyper;
+  early_.direction = -1;
   early_.step_after = step_ + 1;
-  early_.error = state_->BeginDescendingWalk();
+  early_.error = state_->BeginWalk(/*descending=*/true);
   early_.open = true;
   // Nothing is final yet: this only starts the reads.
   EarlyStepReady(static_cast<int>(groups_.size()));
@@ -166,7 +170,7 @@ void ShardedOptimizer::EarlyStepReady(int first_final_group) {
   at::NoGradGuard no_grad;
   early_.in_backward = true;
   early_.error = state_->AdvanceWalk(
-      first_final_group, /*block=*/false,
+      first_final_group, OptimizerState::Wait::kNever,
       [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(early_, g, b, e, data); });
   early_.in_backward = false;
 }
@@ -176,15 +180,70 @@ void ShardedOptimizer::FinishEarlyStep() {
   at::NoGradGuard no_grad;
   // Backward may have left nothing to do.
   if (early_.error.ok() && state_->walk_open()) {
-    early_.error = state_->AdvanceWalk(0, /*block=*/true, [&](int g, int64_t b, int64_t e, float* const* data) {
-      return UpdatePiece(early_, g, b, e, data);
-    });
+    early_.error = state_->AdvanceWalk(
+        0, OptimizerState::Wait::kToEnd,
+        [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(early_, g, b, e, data); });
   }
   CloseUpdate(early_);
   const absl::Status st = early_.error;
   early_.error = absl::OkStatus();
   ThrowIfError(st);
   step_ = early_.step_after;
+}
+
+void ShardedOptimizer::BeginDeferredStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred) {
+  ZT_CHECK_MSG(CanDeferUpdate() && !early_.open && !deferred_.open,
+               "ShardedOptimizer::BeginDeferredStep: not available or already open");
+  deferred_ = Update();
+  deferred_.grad_multiplier = grad_multiplier;
+  deferred_.hyper = hyper;
+  deferred_.direction = 1;
+  deferred_.step_after = step_ + 1;
+  deferred_.error = state_->BeginWalk(/*descending=*/false);
+  deferred_.open = true;
+  deferred_next_ = 0;
+  UpdateThrough(first_deferred - 1);
+  // What the forward needs first starts coming in now.
+  if (deferred_.open && deferred_.error.ok() && state_->walk_open()) {
+    at::NoGradGuard no_grad;
+    deferred_.error = state_->AdvanceWalk(deferred_next_, OptimizerState::Wait::kNever,
+                                          [](int, int64_t, int64_t, float* const*) { return absl::OkStatus(); });
+    ThrowIfError(deferred_.error);
+  }
+}
+
+void ShardedOptimizer::UpdateThrough(int g) {
+  if (!deferred_.open) return;
+  ThrowIfError(deferred_.error);
+  const int groups = static_cast<int>(groups_.size());
+  const int bound = std::min(g + 1, groups);
+  if (bound <= deferred_next_ && bound < groups) return;
+  at::NoGradGuard no_grad;
+  if (state_->walk_open()) {
+    deferred_.at_gather = bound < groups;
+    deferred_.error = state_->AdvanceWalk(
+        bound, bound >= groups ? OptimizerState::Wait::kToEnd : OptimizerState::Wait::kForReady,
+        [&](int gi, int64_t b, int64_t e, float* const* data) { return UpdatePiece(deferred_, gi, b, e, data); });
+    deferred_.at_gather = false;
+  }
+  // Whole groups below `bound` were visited: the last one's parameters go
+  // back (written back behind what comes next).
+  if (deferred_.current >= 0) {
+    const int current = deferred_.current;
+    deferred_.current = -1;
+    deferred_.owned = at::Tensor();
+    try {
+      ReleaseParams(current, /*dirty=*/true);
+    } catch (const Error& e) {
+      if (deferred_.error.ok()) deferred_.error = e.status();
+    }
+  }
+  ThrowIfError(deferred_.error);
+  deferred_next_ = std::max(deferred_next_, bound);
+  if (deferred_next_ >= groups) {
+    CloseUpdate(deferred_);
+    step_ = deferred_.step_after;
+  }
 }
 
 void ShardedOptimizer::RefreshMaster() {
@@ -231,6 +290,10 @@ std::vector<std::string> ShardedOptimizer::state_names() const {
 }
 
 absl::Status ShardedOptimizer::Read(const std::string& kind, int g, int64_t b, int64_t e, float* dst) {
+  if (deferred_.open) {
+    return absl::FailedPreconditionError(
+        "reading the optimizer state while the update at gather is still open (FinishDeferredStep first)");
+  }
   if (kind == "master" && master_is_params_) {
     try {
       at::NoGradGuard no_grad;

@@ -82,8 +82,9 @@ class ShardedOptimizer {
   // Swapped parameters (ParamShardAccess): starts reading the shards the
   // next Step updates first, in its order, as far as the swap pool has room
   // (called when backward ends, so the reads overlap what comes before the
-  // step). Nothing otherwise. Never blocks.
-  void PrefetchForStep();
+  // step); with `deferred`, those the update at gather (below) needs
+  // first, from group 0 up. Nothing otherwise. Never blocks.
+  void PrefetchForStep(bool deferred = false);
 
   // The same update run while backward still produces gradients (state on
   // NVMe, parameters not swapped: CanUpdateEarly), so that the swap I/O
@@ -102,10 +103,35 @@ class ShardedOptimizer {
   void EarlyStepReady(int first_final_group);
   void FinishEarlyStep();
   bool early_step_open() const { return early_.open; }
-  // Elements updated so far, and how many of them while backward ran
-  // (EarlyStepReady).
+  // Elements updated so far, how many of them while backward ran
+  // (EarlyStepReady), and how many ahead of a forward's gather
+  // (UpdateThrough).
   int64_t elements_updated() const { return elements_updated_; }
   int64_t elements_updated_in_backward() const { return elements_in_backward_; }
+  int64_t elements_updated_at_gather() const { return elements_at_gather_; }
+
+  // The update at gather (stage-3 parameter shards on NVMe and fp32
+  // parameters, which are their own master: CanDeferUpdate). Step's update
+  // of the groups from `first_deferred` on waits for the next forward and
+  // is applied to each group just before that forward gathers it, so the
+  // shard is read once for both (not once more in the step) and written
+  // back behind the forward, and the optimizer state's I/O overlaps the
+  // forward's compute. BeginDeferredStep updates the groups below
+  // `first_deferred` now (the walk goes up from group 0) and leaves the
+  // rest pending; UpdateThrough(g) updates every group through g, waiting
+  // for the I/O it needs; FinishDeferredStep updates all that are left.
+  // The result equals Step's bit for bit. The gradients of a pending group
+  // must stay as they are until it is updated (g < updated_groups()).
+  // Errors throw zt::Error as Step does; the update then stays failed and
+  // every later call throws it again (the state is partly updated).
+  bool CanDeferUpdate() const { return options_.params != nullptr && master_is_params_; }
+  void BeginDeferredStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred);
+  void UpdateThrough(int g);
+  void FinishDeferredStep() { UpdateThrough(static_cast<int>(groups_.size()) - 1); }
+  bool deferred_open() const { return deferred_.open; }
+  // Groups [0, updated_groups()) hold their values after the last Step:
+  // all of them unless a deferred update is open.
+  int updated_groups() const { return deferred_.open ? deferred_next_ : static_cast<int>(groups_.size()); }
 
   // Re-reads the owned parameters into the fp32 master copies, after the
   // parameters were written directly (GatheredParameters with a modifier).
@@ -158,18 +184,23 @@ class ShardedOptimizer {
     bool open = false;
     double grad_multiplier = 1.0;
     ops::StepHyper hyper;
-    int current = -1;  // the group whose parameters are acquired, -1: none
+    int direction = 1;  // the walk's: +1 from the first group up, -1 down
+    int current = -1;   // the group whose parameters are acquired, -1: none
     at::Tensor owned;
     int64_t step_after = 0;
-    absl::Status error;        // the early step's first failure
+    absl::Status error;        // the early or deferred step's first failure
     bool in_backward = false;  // inside EarlyStepReady
+    bool at_gather = false;    // the update at gather
   };
   absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
   // Releases the parameters the update holds and closes it.
   void CloseUpdate(Update& u);
   Update early_;
+  Update deferred_;
+  int deferred_next_ = 0;  // the open deferred update's groups below this are done
   int64_t elements_updated_ = 0;
   int64_t elements_in_backward_ = 0;
+  int64_t elements_at_gather_ = 0;
 
   std::vector<FlatGroup>& groups_;
   ShardedOptimizerOptions options_;

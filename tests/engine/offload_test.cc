@@ -176,6 +176,11 @@ std::vector<Training> Trainings(int stage) {
                  c.gradient_clipping = 0.05;
                  c.batch.gradient_accumulation_steps = 2;
                }});
+  if (stage == 3) {
+    // Persistent chunks inside the units (LayerNorm weights, small biases)
+    // next to swapped ones: the update at gather refreshes them late.
+    t.push_back({"adamw_persistent", [](Config& c) { c.zero.param_persistence_threshold = 150; }});
+  }
   if (stage < 3) {
     t.push_back({"sgd_momentum", [](Config& c) {
                    c.optimizer.type = OptimizerType::kSGD;
@@ -240,7 +245,10 @@ absl::Status Checkpoints(Engine& engine, const Plan& plan, int64_t after_step) {
 
 // Trains steps [plan.from, kSteps) of `config` and snapshots the parameters.
 // Stage 3 runs the GPT-style model (frozen adapter unit, tied head),
-// evaluates after every step and writes through GatheredParameters once.
+// evaluates after every other step and writes through GatheredParameters
+// once (after step 2, with no evaluation before it: with the update at
+// gather, a training forward, an evaluation forward and GatheredParameters
+// each meet a pending update).
 absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
                                 const Plan& plan = {}, const EngineOptions& engine_options = {}) {
   const int rank = pg->rank();
@@ -288,7 +296,7 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
                                data.y.narrow(0, start, config.batch.micro_batch)));
       engine->Step();
     }
-    {
+    if (s % 2 == 1) {
       torch::NoGradGuard no_grad;
       r.eval_losses.push_back(loss_of(eval_data.x, eval_data.y).item<double>());
     }
@@ -329,6 +337,23 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
                                                where, r.offload.optimizer_elements_in_backward,
                                                r.offload.optimizer_elements_updated, early ? "some" : "none"));
   }
+  // Stage 3 with the parameter shards on NVMe and fp32 parameters: the
+  // swapped groups are updated where the next forward gathers them
+  // (EngineOptions::update_at_gather).
+  const bool at_gather = config.zero.stage == 3 && nvme_params && !config.bf16.enabled && !config.fp16.enabled;
+  if (at_gather != (r.offload.optimizer_elements_at_gather > 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated at a gather, expected %s",
+                                               where, r.offload.optimizer_elements_at_gather,
+                                               r.offload.optimizer_elements_updated, at_gather ? "some" : "none"));
+  }
+  // Persistent chunks inside the units are updated late and gathered again.
+  const bool late = at_gather && config.zero.param_persistence_threshold > 0;
+  if (late != (r.stage3.late_persistent_gathers > 0)) {
+    return absl::InternalError(
+        absl::StrFormat("%s: %d persistent chunks gathered again after the update at gather, "
+                        "expected %s",
+                        where, r.stage3.late_persistent_gathers, late ? "some" : "none"));
+  }
   if (nvme_params) {
     const auto& sw = r.stage3.swap;
     if (r.stage3.swapped_shard_bytes <= 0 || sw.reads == 0 || sw.writes == 0) {
@@ -342,8 +367,9 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
     if (mode.name == "nvme_all" && sw.read_ahead == 0) {
       return absl::InternalError(absl::StrCat(where, ": 8 swap buffers never read ahead"));
     }
-    // plan/param_swap.h: aio.block_size 1 swaps every shard; 512 keeps some.
-    const bool keeps = mode.name == "nvme_all";
+    // plan/param_swap.h: aio.block_size 1 swaps every shard; 512 keeps some
+    // (unless the small chunks are persistent).
+    const bool keeps = mode.name == "nvme_all" && config.zero.param_persistence_threshold == 0;
     if ((r.stage3.kept_shard_bytes > 0) != keeps) {
       return absl::InternalError(absl::StrFormat("%s: %d bytes of shards kept in memory, expected %s", where,
                                                  r.stage3.kept_shard_bytes, keeps ? "some" : "none"));
@@ -398,23 +424,34 @@ ZT_RANK_WORKER(offload_parity) {
         }
       }
       ZT_RETURN_IF_ERROR(CheckAccounting(where, m, config, off));
-      if (off.offload.optimizer_elements_in_backward > 0) {
+      if (off.offload.optimizer_elements_in_backward > 0 || off.offload.optimizer_elements_at_gather > 0) {
         // The same run with the update in the step: bit for bit the same.
         EngineOptions in_step;
         in_step.update_during_backward = false;
+        in_step.update_at_gather = false;
         RunResult late;
         try {
           ZT_ASSIGN_OR_RETURN(late, Train(config, pg, {}, in_step));
         } catch (const std::exception& e) {
           return absl::InternalError(absl::StrCat(where, " with the update in the step threw: ", e.what()));
         }
-        if (late.offload.optimizer_elements_in_backward != 0) {
-          return absl::InternalError(absl::StrCat(where, ": update_during_backward off still updated in backward"));
+        if (late.offload.optimizer_elements_in_backward != 0 || late.offload.optimizer_elements_at_gather != 0) {
+          return absl::InternalError(absl::StrCat(where, ": with both options off the update still left the step"));
         }
         const std::string exact = Compare(off.params, late.params, 0, 0);
         if (!exact.empty()) {
-          return absl::InternalError(
-              absl::StrCat(where, ": the update during backward differs from the update in the step: ", exact));
+          return absl::InternalError(absl::StrCat(where,
+                                                  ": the update during backward or at gather differs from the "
+                                                  "update in the step: ",
+                                                  exact));
+        }
+        for (size_t i = 0; i < off.eval_losses.size(); ++i) {
+          if (off.eval_losses[i] != late.eval_losses[i]) {
+            return absl::InternalError(
+                absl::StrFormat("%s: eval loss after step %d is %.9g, with the update in the "
+                                "step %.9g",
+                                where, i, off.eval_losses[i], late.eval_losses[i]));
+          }
         }
       }
     }
@@ -451,36 +488,49 @@ ZT_RANK_WORKER(offload_checkpoint) {
   options.timeout = std::chrono::seconds(60);
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, options));
   const std::string dir = SwapDir();
-  Config plain = BaseConfig(stage);
-  plain.bf16.enabled = true;  // a master copy to save and restore
-  plain.optimizer.lr = 1e-3;
-  ZT_RETURN_IF_ERROR(ResolveBatch(plain.batch, pg->size()));
-  Config offloaded = plain;
-  for (const Mode& m : Modes()) {
-    if (m.name == (stage == 3 ? "nvme_all" : "nvme_pipelined")) m.setup(offloaded, dir);
-  }
-  const std::string a = dir + "/ckpt_a", b = dir + "/ckpt_b";
-  try {
-    Plan pa;
-    pa.save = a;
-    pa.save_after = 2;
-    ZT_ASSIGN_OR_RETURN(RunResult ra, Train(offloaded, pg, pa));
-    Plan pb;
-    pb.from = 3;
-    pb.load = a;
-    pb.save = b;
-    pb.save_after = 2;
-    ZT_ASSIGN_OR_RETURN(RunResult rb, Train(plain, pg, pb));
-    Plan pc;
-    pc.from = 3;
-    pc.load = b;
-    ZT_ASSIGN_OR_RETURN(RunResult rc, Train(offloaded, pg, pc));
-    std::string diff = Compare(rb.params, ra.params, 1e-6, 1e-12);
-    if (!diff.empty()) return absl::InternalError(absl::StrCat("stage ", stage, ": resumed without offload: ", diff));
-    diff = Compare(rc.params, ra.params, 1e-6, 1e-12);
-    if (!diff.empty()) return absl::InternalError(absl::StrCat("stage ", stage, ": resumed with offload: ", diff));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("stage ", stage, " threw: ", e.what()));
+  // bf16: a master copy to save and restore. fp32 at stage 3: A saves while
+  // the update at gather is still pending (no forward after step 2).
+  std::vector<bool> bf16_runs = {true};
+  if (stage == 3) bf16_runs.push_back(false);
+  for (const bool bf16 : bf16_runs) {
+    Config plain = BaseConfig(stage);
+    plain.bf16.enabled = bf16;
+    plain.optimizer.lr = 1e-3;
+    ZT_RETURN_IF_ERROR(ResolveBatch(plain.batch, pg->size()));
+    Config offloaded = plain;
+    for (const Mode& m : Modes()) {
+      if (m.name == (stage == 3 ? "nvme_all" : "nvme_pipelined")) m.setup(offloaded, dir);
+    }
+    const std::string run = absl::StrCat("stage ", stage, bf16 ? " bf16" : " fp32");
+    const std::string a = dir + "/ckpt_a", b = dir + "/ckpt_b";
+    try {
+      Plan pa;
+      pa.save = a;
+      pa.save_after = 2;
+      ZT_ASSIGN_OR_RETURN(RunResult ra, Train(offloaded, pg, pa));
+      Plan pb;
+      pb.from = 3;
+      pb.load = a;
+      pb.save = b;
+      pb.save_after = 2;
+      ZT_ASSIGN_OR_RETURN(RunResult rb, Train(plain, pg, pb));
+      Plan pc;
+      pc.from = 3;
+      pc.load = b;
+      ZT_ASSIGN_OR_RETURN(RunResult rc, Train(offloaded, pg, pc));
+      std::string diff = Compare(rb.params, ra.params, 1e-6, 1e-12);
+      if (!diff.empty()) return absl::InternalError(absl::StrCat(run, ": resumed without offload: ", diff));
+      diff = Compare(rc.params, ra.params, 1e-6, 1e-12);
+      if (!diff.empty()) return absl::InternalError(absl::StrCat(run, ": resumed with offload: ", diff));
+      if (!bf16 && ra.offload.optimizer_elements_at_gather == 0) {
+        return absl::InternalError(absl::StrCat(run, ": the update at gather never ran"));
+      }
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(run, " threw: ", e.what()));
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(a, ignored);
+    std::filesystem::remove_all(b, ignored);
   }
   return absl::OkStatus();
 }

@@ -141,11 +141,12 @@ void Walk(OptimizerSwapper& sw, OptimizerSwapper::Access access, Reference& ref,
       const int64_t from = ready_from;
       st = sw.Advance(
           [from](const OptimizerSwapper::SubGroup& sg) { return sg.end - std::clamp(from, sg.begin, sg.end); },
-          /*block=*/false, visit);
+          OptimizerSwapper::Wait::kNever, visit);
     }
     ready_from = 0;
     if (st.ok() && sw.walk_open()) {
-      st = sw.Advance([](const OptimizerSwapper::SubGroup& sg) { return sg.end - sg.begin; }, /*block=*/true, visit);
+      st = sw.Advance([](const OptimizerSwapper::SubGroup& sg) { return sg.end - sg.begin; },
+                      OptimizerSwapper::Wait::kToEnd, visit);
     }
     if (st.ok() && last_begin != 0) st = absl::InternalError(absl::StrCat("walk ", walk, " stopped at ", last_begin));
     EXPECT_FALSE(sw.walk_open());
@@ -300,7 +301,7 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while ((*sw)->walk_open() && std::chrono::steady_clock::now() < give_up) {
       absl::Status st = (*sw)->Advance([](const OptimizerSwapper::SubGroup& sg) { return sg.end - sg.begin; },
-                                       /*block=*/false,
+                                       OptimizerSwapper::Wait::kNever,
                                        [&](const OptimizerSwapper::SubGroup& sg, float* const* data) {
                                          seen.push_back(sg.index);
                                          for (int k = 0; k < 2; ++k) {
@@ -319,7 +320,10 @@ TEST(OptimizerSwapperDriven, NonBlockingCallsFinishTheWalkAndExcludeTheRest) {
     }
     ASSERT_FALSE((*sw)->walk_open()) << "non-blocking calls did not finish the walk";
     EXPECT_EQ(seen, (std::vector<int>{5, 4, 3, 2, 1, 0}));
-    EXPECT_EQ((*sw)->Advance([](const OptimizerSwapper::SubGroup&) { return int64_t{1}; }, false, nothing).code(),
+    EXPECT_EQ((*sw)
+                  ->Advance([](const OptimizerSwapper::SubGroup&) { return int64_t{1}; },
+                            OptimizerSwapper::Wait::kNever, nothing)
+                  .code(),
               absl::StatusCode::kFailedPrecondition);
   }
   ASSERT_NO_FATAL_FAILURE(CheckWhole(**sw, ref, "after the driven walks"));
