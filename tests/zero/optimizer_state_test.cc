@@ -26,17 +26,38 @@ namespace {
 
 using Access = OptimizerState::Access;
 
+// Groups of uneven sizes (one empty) across 1024-element sub-groups.
+const std::vector<int64_t> kOwned = {700, 3000, 0, 1500, 2100, 333};
+const std::vector<std::string> kKinds = {"exp_avg", "exp_avg_sq"};
+
+// kOwned and kKinds swapped under `dir`, 2 of 8 sub-groups in buffers.
+absl::StatusOr<std::unique_ptr<OptimizerState>> MakeSmallSwapped(const std::string& dir, offload::IoEngine* io) {
+  offload::OptimizerSwapOptions o;
+  o.dir = dir;
+  o.sub_group_numel = 1024;
+  o.buffer_count = 4;
+  return MakeSwappedState(kKinds, kOwned, o, io);
+}
+
+// Every kind of every group of `state` equals `ref`'s.
+void ExpectSameState(OptimizerState& state, OptimizerState& ref) {
+  for (int k = 0; k < static_cast<int>(kKinds.size()); ++k) {
+    for (int g = 0; g < static_cast<int>(kOwned.size()); ++g) {
+      const int64_t n = kOwned[static_cast<size_t>(g)];
+      std::vector<float> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+      ASSERT_TRUE(state.Read(k, g, 0, n, got.data()).ok());
+      ASSERT_TRUE(ref.Read(k, g, 0, n, want.data()).ok());
+      ASSERT_EQ(got, want) << "kind " << k << " group " << g;
+    }
+  }
+}
+
 TEST(OptimizerStateWalk, VisitsReadyPiecesDownwardEveryElementOnce) {
   zt::testing::ScratchDir dir("zt_optstate");
   ZT_ENGINE_OR_SKIP(io, offload::IoOptions{});
-  // Groups of uneven sizes (one empty) across 1024-element sub-groups.
-  const std::vector<int64_t> owned = {700, 3000, 0, 1500, 2100, 333};
-  const std::vector<std::string> kinds = {"exp_avg", "exp_avg_sq"};
-  offload::OptimizerSwapOptions o;
-  o.dir = dir.path();
-  o.sub_group_numel = 1024;
-  o.buffer_count = 4;  // 2 of 8 sub-groups in buffers
-  auto swapped = MakeSwappedState(kinds, owned, o, io.get());
+  const std::vector<int64_t>& owned = kOwned;
+  const std::vector<std::string>& kinds = kKinds;
+  auto swapped = MakeSmallSwapped(dir.path(), io.get());
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   OptimizerState& state = **swapped;
   ASSERT_TRUE(state.CanWalkAhead());
@@ -87,15 +108,7 @@ TEST(OptimizerStateWalk, VisitsReadyPiecesDownwardEveryElementOnce) {
     for (size_t g = 0; g < owned.size(); ++g) {
       for (size_t i = 0; i < seen[g].size(); ++i) ASSERT_EQ(seen[g][i], 1) << "group " << g << " element " << i;
     }
-    for (int k = 0; k < 2; ++k) {
-      for (int g = 0; g < groups; ++g) {
-        std::vector<float> got(static_cast<size_t>(owned[static_cast<size_t>(g)]));
-        std::vector<float> want(got.size());
-        ASSERT_TRUE(state.Read(k, g, 0, owned[static_cast<size_t>(g)], got.data()).ok());
-        ASSERT_TRUE(ref->Read(k, g, 0, owned[static_cast<size_t>(g)], want.data()).ok());
-        ASSERT_EQ(got, want) << "kind " << k << " group " << g;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSameState(state, *ref));
   }
 }
 
@@ -107,13 +120,9 @@ TEST(OptimizerStateWalk, VisitsReadyPiecesDownwardEveryElementOnce) {
 TEST(OptimizerStateWalk, AscendingWalkVisitsExactlyTheGroupsAskedFor) {
   zt::testing::ScratchDir dir("zt_optstate_up");
   ZT_ENGINE_OR_SKIP(io, offload::IoOptions{});
-  const std::vector<int64_t> owned = {700, 3000, 0, 1500, 2100, 333};
-  const std::vector<std::string> kinds = {"exp_avg", "exp_avg_sq"};
-  offload::OptimizerSwapOptions o;
-  o.dir = dir.path();
-  o.sub_group_numel = 1024;
-  o.buffer_count = 4;
-  auto swapped = MakeSwappedState(kinds, owned, o, io.get());
+  const std::vector<int64_t>& owned = kOwned;
+  const std::vector<std::string>& kinds = kKinds;
+  auto swapped = MakeSmallSwapped(dir.path(), io.get());
   ASSERT_TRUE(swapped.ok()) << swapped.status();
   std::unique_ptr<OptimizerState> resident = MakeResidentState(kinds, owned);
   std::unique_ptr<OptimizerState> ref = MakeResidentState(kinds, owned);
@@ -163,15 +172,7 @@ TEST(OptimizerStateWalk, AscendingWalkVisitsExactlyTheGroupsAskedFor) {
       for (size_t g = 0; g < owned.size(); ++g) {
         for (size_t i = 0; i < seen[g].size(); ++i) ASSERT_EQ(seen[g][i], 1) << "group " << g << " element " << i;
       }
-      for (int k = 0; k < 2; ++k) {
-        for (int g = 0; g < groups; ++g) {
-          std::vector<float> got(static_cast<size_t>(owned[static_cast<size_t>(g)]));
-          std::vector<float> want(got.size());
-          ASSERT_TRUE(state->Read(k, g, 0, owned[static_cast<size_t>(g)], got.data()).ok());
-          ASSERT_TRUE(ref->Read(k, g, 0, owned[static_cast<size_t>(g)], want.data()).ok());
-          ASSERT_EQ(got, want) << "kind " << k << " group " << g;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectSameState(*state, *ref));
     }
   }
 }
