@@ -202,7 +202,7 @@ void ShardedOptimizer::BeginDeferredStep(double grad_multiplier, const ops::Step
   deferred_.error = state_->BeginWalk(/*descending=*/false);
   deferred_.open = true;
   deferred_next_ = 0;
-  UpdateThrough(first_deferred - 1);
+  AdvanceDeferred(first_deferred - 1, /*at_gather=*/false);
   // What the forward needs first starts coming in now.
   if (deferred_.open && deferred_.error.ok() && state_->walk_open()) {
     at::NoGradGuard no_grad;
@@ -212,7 +212,7 @@ void ShardedOptimizer::BeginDeferredStep(double grad_multiplier, const ops::Step
   }
 }
 
-void ShardedOptimizer::UpdateThrough(int g) {
+void ShardedOptimizer::AdvanceDeferred(int g, bool at_gather) {
   if (!deferred_.open) return;
   ThrowIfError(deferred_.error);
   const int groups = static_cast<int>(groups_.size());
@@ -220,7 +220,7 @@ void ShardedOptimizer::UpdateThrough(int g) {
   if (bound <= deferred_next_ && bound < groups) return;
   at::NoGradGuard no_grad;
   if (state_->walk_open()) {
-    deferred_.at_gather = bound < groups;
+    deferred_.at_gather = at_gather;
     deferred_.error = state_->AdvanceWalk(
         bound, bound >= groups ? OptimizerState::Wait::kToEnd : OptimizerState::Wait::kForReady,
         [&](int gi, int64_t b, int64_t e, float* const* data) { return UpdatePiece(deferred_, gi, b, e, data); });

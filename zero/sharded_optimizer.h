@@ -126,8 +126,8 @@ class ShardedOptimizer {
   // every later call throws it again (the state is partly updated).
   bool CanDeferUpdate() const { return options_.params != nullptr && master_is_params_; }
   void BeginDeferredStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred);
-  void UpdateThrough(int g);
-  void FinishDeferredStep() { UpdateThrough(static_cast<int>(groups_.size()) - 1); }
+  void UpdateThrough(int g) { AdvanceDeferred(g, /*at_gather=*/true); }
+  void FinishDeferredStep() { AdvanceDeferred(static_cast<int>(groups_.size()) - 1, /*at_gather=*/false); }
   bool deferred_open() const { return deferred_.open; }
   // Groups [0, updated_groups()) hold their values after the last Step:
   // all of them unless a deferred update is open.
@@ -193,6 +193,9 @@ class ShardedOptimizer {
     bool at_gather = false;    // the update at gather
   };
   absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
+  // The deferred update through group g; `at_gather`: for a forward's
+  // gather (counted in elements_updated_at_gather).
+  void AdvanceDeferred(int g, bool at_gather);
   // Releases the parameters the update holds and closes it.
   void CloseUpdate(Update& u);
   Update early_;
