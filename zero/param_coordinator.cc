@@ -292,9 +292,15 @@ int ParamCoordinator::FirstDeferrableGroup() const {
   absl::MutexLock lock(&mu_);
   const int groups = static_cast<int>(trainable_chunk_of_group_.size());
   int first = groups;
+  int swapped = 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    if (chunk_state_[c].swap_slot >= 0 && group_of_chunk_[c] >= 0) first = std::min(first, group_of_chunk_[c]);
+    if (chunk_state_[c].swap_slot < 0) continue;
+    ++swapped;
+    if (group_of_chunk_[c] >= 0) first = std::min(first, group_of_chunk_[c]);
   }
+  // A pool with a buffer for every swapped shard keeps each one resident
+  // from use to use: the step reads none of them, so there is no read to save.
+  if (swapper_ == nullptr || swapped <= swapper_->buffer_count()) return groups;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     if (chunks_[c].unit == 0 && group_of_chunk_[c] >= first) return groups;
   }

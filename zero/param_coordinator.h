@@ -169,8 +169,10 @@ class ParamCoordinator {
   void SetDeferredUpdate(ShardedOptimizer* optimizer);
   // The smallest trainable group whose update may wait for the forward:
   // that of the first swapped chunk, or the group count (nothing may wait)
-  // when no chunk is swapped or a chunk outside every zt::Unit (the root,
-  // which has no forward hook) lies at or after it.
+  // when no chunk is swapped, when the swap pool has a buffer for every
+  // swapped shard (they stay resident, so the step reads none of them), or
+  // when a chunk outside every zt::Unit (the root, which has no forward
+  // hook) lies at or after it.
   int FirstDeferrableGroup() const ABSL_LOCKS_EXCLUDED(mu_);
   // After the optimizer's BeginDeferredStep (and the step's gather of
   // persistent chunks): marks the persistent chunks whose groups are
