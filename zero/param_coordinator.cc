@@ -262,14 +262,20 @@ int ParamCoordinator::DeferredTargetLocked(int unit, bool training) const {
   return target;
 }
 
-void ParamCoordinator::RefreshStaleLocked(const std::vector<int>& chunks) {
+void ParamCoordinator::RefreshStaleLocked(const std::vector<int>* chunks) {
+  // Every forward of every unit passes here: nothing to do unless an
+  // update at gather left persistent chunks behind.
+  if (stale_chunks_ == 0) return;
   const int updated = deferred_ == nullptr ? 0 : deferred_->updated_groups();
   std::vector<std::pair<int, std::unique_ptr<comm::Work>>> works;
   comm::CollectiveLabel label("persistent parameters updated at gather");
-  for (int c : chunks) {
+  const int n = chunks != nullptr ? static_cast<int>(chunks->size()) : static_cast<int>(chunks_.size());
+  for (int i = 0; i < n; ++i) {
+    const int c = chunks != nullptr ? (*chunks)[static_cast<size_t>(i)] : i;
     ChunkState& s = chunk_state_[static_cast<size_t>(c)];
     if (!s.stale_full || group_of_chunk_[static_cast<size_t>(c)] >= updated) continue;
     s.stale_full = false;
+    --stale_chunks_;
     ++stats_.late_persistent_gathers;
     FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
     works.emplace_back(c, pg_->AllGather(g.OwnedParams(), g.params));
@@ -312,7 +318,10 @@ void ParamCoordinator::OnDeferredStepBegun() {
   if (deferred_ == nullptr || !deferred_->deferred_open()) return;
   const int updated = deferred_->updated_groups();
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    if (chunks_[c].persistent && group_of_chunk_[c] >= updated) chunk_state_[c].stale_full = true;
+    if (chunks_[c].persistent && group_of_chunk_[c] >= updated && !chunk_state_[c].stale_full) {
+      chunk_state_[c].stale_full = true;
+      ++stale_chunks_;
+    }
   }
 }
 
@@ -320,9 +329,7 @@ void ParamCoordinator::FinishDeferredUpdate() {
   if (deferred_ == nullptr) return;
   deferred_->FinishDeferredStep();
   absl::MutexLock lock(&mu_);
-  std::vector<int> all(chunks_.size());
-  for (size_t c = 0; c < all.size(); ++c) all[c] = static_cast<int>(c);
-  RefreshStaleLocked(all);
+  RefreshStaleLocked(nullptr);
 }
 
 void ParamCoordinator::PreForward(int unit, bool training) {
@@ -336,7 +343,7 @@ void ParamCoordinator::PreForward(int unit, bool training) {
     if (target >= deferred_->updated_groups()) deferred_->UpdateThrough(target);
   }
   absl::MutexLock lock(&mu_);
-  RefreshStaleLocked(units_[static_cast<size_t>(unit)].chunks);
+  RefreshStaleLocked(&units_[static_cast<size_t>(unit)].chunks);
   UnitState& u = unit_state_[static_cast<size_t>(unit)];
   phase_ = training ? "forward" : "evaluation";
   if (training) {

@@ -223,9 +223,10 @@ class ParamCoordinator {
   // would gather); -1 when none. Whether any group of `unit` is pending.
   int DeferredTargetLocked(int unit, bool training) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool UnitPendingLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // All-gathers the full parameters of `unit`'s persistent chunks that are
-  // stale and updated now (synchronously; collective).
-  void RefreshStaleLocked(const std::vector<int>& chunks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // All-gathers the full parameters of the persistent chunks among `chunks`
+  // (nullptr: all) that are stale and updated now (synchronously;
+  // collective). Returns at once when none is stale.
+  void RefreshStaleLocked(const std::vector<int>* chunks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrefetchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Issues the all-gathers of `unit`'s released non-persistent chunks;
   // returns the chunks it issued.
@@ -288,6 +289,7 @@ class ParamCoordinator {
   // The update at gather (null without it). Called without mu_ held: the
   // optimizer acquires shards through shard_access().
   ShardedOptimizer* deferred_ = nullptr;
+  int stale_chunks_ ABSL_GUARDED_BY(mu_) = 0;  // chunks with ChunkState::stale_full set
 };
 
 }  // namespace zt::zero
