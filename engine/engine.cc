@@ -86,12 +86,17 @@ std::string EngineImpl::OffloadSummary() const {
     }
   }
   if (parts.empty()) return "";
-  if (early_update_) {
+  if (split_update_) {
+    parts.push_back(
+        "the optimizer update is split: each sub-group's optimizer state is updated during backward, once its "
+        "gradients are reduced (its walks all go down, so more sub-groups move per step than said above, behind "
+        "backward), and the step's increment of each swapped parameter shard is added where the next forward "
+        "gathers it, so the shard is read once for both and written back behind the forward");
+  } else if (early_update_) {
     parts.push_back(
         "the optimizer update of each sub-group runs during backward, once its gradients are reduced (its walks all "
         "go down, so more sub-groups move per step than said above, behind backward)");
-  }
-  if (deferred_update_) {
+  } else if (deferred_update_) {
     parts.push_back(
         "the optimizer update of each swapped parameter shard runs where the next forward gathers it, so the shard "
         "is read once for both and the swap I/O overlaps the forward (its walks all go up, so more optimizer "
@@ -239,7 +244,7 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   if (early_update_ && boundary) {
     std::fill(reduced_groups_.begin(), reduced_groups_.end(), 0);
     first_final_group_ = static_cast<int>(reduced_groups_.size());
-    core_.optimizer->BeginEarlyStep(GradMultiplier(), StepHyperNow());
+    core_.optimizer->BeginEarlyStep(GradMultiplier(), StepHyperNow(), split_update_ ? first_deferred_group_ : -1);
   }
   const double factor = core_.scaler.scale() / static_cast<double>(core_.config.batch.accumulation_steps);
   auto t1 = t0;
@@ -266,7 +271,10 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   if (core_.coordinator) core_.coordinator->EndBackward();
   // Swapped parameter shards the step updates first start coming in now,
   // behind whatever the caller does before Step.
-  if (boundary && !core_.optimizer->early_step_open()) core_.optimizer->PrefetchForStep(deferred_update_);
+  // (With a split update, those the next forward applies its increments to.)
+  if (boundary && (split_update_ || !core_.optimizer->early_step_open())) {
+    core_.optimizer->PrefetchForStep(deferred_update_);
+  }
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
   timers_.reduce += Seconds(t1, t2);
@@ -403,8 +411,10 @@ void EngineImpl::OptimizerStep() {
   } else {
     bool deferred = false;
     if (core_.optimizer->early_step_open()) {
-      // Begun by Backward with this step's multiplier and hyperparameters.
+      // Begun by Backward with this step's multiplier and hyperparameters;
+      // a split update leaves the parameters' half to the next forward.
       core_.optimizer->FinishEarlyStep();
+      deferred = core_.optimizer->deferred_open();
     } else if (deferred_update_) {
       // The swapped groups are updated where the next forward gathers them.
       const double multiplier = GradMultiplier();

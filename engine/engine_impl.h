@@ -92,6 +92,9 @@ class EngineImpl final : public Engine {
   // (collective; a no-op otherwise) and marks the engine broken on failure.
   bool deferred_update_ = false;
   int first_deferred_group_ = 0;
+  // Both at once, as a split update (ShardedOptimizer::CanSplitUpdate): the
+  // optimizer state's half during backward, the parameters' at gather.
+  bool split_update_ = false;
   void FinishDeferredUpdate();
   absl::Status FinishDeferredUpdateStatus();
   std::vector<char> reduced_groups_;

@@ -318,19 +318,24 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   }
   // The update during backward needs each group's final gradient as it is
   // reduced: no global norm to clip by, no fp16 overflow to agree on first.
-  early_update_ = core_.options.update_during_backward && core_.stage == 3 && core_.optimizer->CanUpdateEarly() &&
-                  core_.config.gradient_clipping <= 0.0 && !core_.config.fp16.enabled;
-  if (early_update_) {
-    reduced_groups_.assign(core_.groups.size(), 0);
-    ro.on_group_reduced = [this](int g) { OnGroupReduced(g); };
-  }
+  const bool may_update_in_backward = core_.options.update_during_backward && core_.stage == 3 &&
+                                      core_.config.gradient_clipping <= 0.0 && !core_.config.fp16.enabled;
+  early_update_ = may_update_in_backward && core_.optimizer->CanUpdateEarly();
   // The update at gather: the swapped groups' update waits for the forward
   // that gathers them (every rank decides alike: the placement is the same).
+  // Where the optimizer can split it, the state's half still runs during
+  // backward and only the parameters' half waits.
   if (core_.options.update_at_gather && core_.stage == 3 && core_.coordinator && !early_update_ &&
       core_.optimizer->CanDeferUpdate()) {
     first_deferred_group_ = core_.coordinator->FirstDeferrableGroup();
     deferred_update_ = first_deferred_group_ < static_cast<int>(core_.groups.size());
     if (deferred_update_) core_.coordinator->SetDeferredUpdate(core_.optimizer.get());
+    split_update_ = deferred_update_ && may_update_in_backward && core_.optimizer->CanSplitUpdate();
+    early_update_ = split_update_;
+  }
+  if (early_update_) {
+    reduced_groups_.assign(core_.groups.size(), 0);
+    ro.on_group_reduced = [this](int g) { OnGroupReduced(g); };
   }
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);

@@ -307,6 +307,43 @@ void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, c
   }
 }
 
+// The split AdamW (decoupled decay only): AdamMoments reads the fp32
+// gradient at g_inc, updates m and v, and overwrites the gradient with the
+// step's increment step_size * (m / denom); ApplyIncrement (below) then
+// computes p * decay - increment. The same float operations in the same
+// order as AdamLoop<true>, so the two passes return its bits exactly.
+void AdamMomentsLoop(float* __restrict g_inc, float* __restrict m, float* __restrict v, int64_t n, const AdamFloat k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g_inc[i] * k.grad_scale;
+    const float mi = k.beta1 * m[i] + k.one_minus_beta1 * gi;
+    const float vi = k.beta2 * v[i] + k.one_minus_beta2 * (gi * gi);
+    const float denom = __builtin_sqrtf(vi) * k.inv_sqrt_bc2 + k.eps;
+    m[i] = mi;
+    v[i] = vi;
+    g_inc[i] = k.step_size * (mi / denom);
+  }
+}
+
+void AdamMoments(float* g_inc, double grad_scale, float* m, float* v, int64_t n, const AdamCoeffs& c) {
+  const AdamFloat k{
+      static_cast<float>(grad_scale),
+      static_cast<float>(c.beta1),
+      static_cast<float>(1.0 - c.beta1),
+      static_cast<float>(c.beta2),
+      static_cast<float>(1.0 - c.beta2),
+      static_cast<float>(c.lr / c.bias_correction1),
+      static_cast<float>(1.0 / __builtin_sqrt(c.bias_correction2)),
+      static_cast<float>(c.eps),
+      0.0f,
+      1.0f,
+      kBf16QuietNaN,
+  };
+  for (int64_t b = 0; b < n; b += kTile) {
+    const int64_t len = n - b < kTile ? n - b : kTile;
+    AdamMomentsLoop(g_inc + b, m + b, v + b, len, k);
+  }
+}
+
 struct SgdFloat {
   float grad_scale, lr, weight_decay, momentum, one_minus_dampening;
   uint16_t bf16_nan;
@@ -430,6 +467,45 @@ void LionStep(float* p, GradIn g, float* m, ParamOut out, int64_t n, const LionC
   ForEachTile(p, g, out, n, [&](int64_t b, const auto* tile_g, auto* tile_out, int64_t len) {
     LionLoop(p + b, tile_g, m + b, tile_out, len, k);
   });
+}
+
+// The split Lion: LionMoments updates m and overwrites the fp32 gradient
+// with lr * sign(c); ApplyIncrement then computes p * decay - increment,
+// LionLoop's operations in its order.
+void LionMomentsLoop(float* __restrict g_inc, float* __restrict m, int64_t n, const LionFloat k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float mi = m[i];
+    const float gi = g_inc[i] * k.grad_scale;
+    const double u = k.beta1 * static_cast<double>(mi) + k.one_minus_beta1 * static_cast<double>(gi);
+    const float sign = (u > 0.0 ? 1.0f : 0.0f) - (u < 0.0 ? 1.0f : 0.0f);
+    m[i] = k.beta2 * mi + k.one_minus_beta2 * gi;
+    g_inc[i] = k.lr * sign;
+  }
+}
+
+void LionMoments(float* g_inc, double grad_scale, float* m, int64_t n, const LionCoeffs& c) {
+  const LionFloat k{static_cast<float>(grad_scale),
+                    c.beta1,
+                    1.0 - c.beta1,
+                    static_cast<float>(c.beta2),
+                    static_cast<float>(1.0 - c.beta2),
+                    static_cast<float>(c.lr),
+                    1.0f,
+                    kBf16QuietNaN};
+  for (int64_t b = 0; b < n; b += kTile) {
+    const int64_t len = n - b < kTile ? n - b : kTile;
+    LionMomentsLoop(g_inc + b, m + b, len, k);
+  }
+}
+
+// The second pass of a split update: p <- p * (1 - lr * weight_decay) -
+// increment, the decay rounded to float as AdamStep and LionStep round it.
+void ApplyIncrementLoop(float* __restrict p, const float* __restrict inc, int64_t n, const float decay) {
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] * decay - inc[i];
+}
+
+void ApplyIncrement(float* p, const float* inc, int64_t n, double lr, double weight_decay) {
+  ApplyIncrementLoop(p, inc, n, static_cast<float>(1.0 - lr * weight_decay));
 }
 
 }  // namespace zt::ops::kernels::ZT_KERNEL_NS

@@ -159,6 +159,17 @@ struct KernelTable {
   void (*widen)(const void* src, DType dtype, float* dst, int64_t n);
   // out <- src rounded to out.dtype, with ParamOut's rounding and NaN rules.
   void (*narrow)(const float* src, ParamOut out, int64_t n);
+  // The split update (AdamW with decoupled decay, Lion): a first pass
+  // updates the state from the fp32 gradient at `g_inc` (multiplied by
+  // grad_scale rounded to float) and overwrites it with the step's
+  // increment; apply_increment then computes
+  //   p <- p * (1 - lr * weight_decay) - increment
+  // later, without the state. Together they return exactly the bits of
+  // adam (c.decoupled) / lion on the same inputs (and `adam_moments`
+  // ignores c.decoupled and c.weight_decay).
+  void (*adam_moments)(float* g_inc, double grad_scale, float* m, float* v, int64_t n, const AdamCoeffs& c);
+  void (*lion_moments)(float* g_inc, double grad_scale, float* m, int64_t n, const LionCoeffs& c);
+  void (*apply_increment)(float* p, const float* inc, int64_t n, double lr, double weight_decay);
 };
 
 // The variant for `isa`, or null when this build has no such variant (AVX2

@@ -12,8 +12,9 @@
 namespace zt::ops::kernels::internal {
 
 const KernelTable& Avx2Kernels() {
-  static constexpr KernelTable kTable = {Isa::kAvx2,     avx2::AdamStep, avx2::SgdStep, avx2::AdagradStep,
-                                         avx2::LionStep, avx2::Widen,    avx2::Narrow};
+  static constexpr KernelTable kTable = {Isa::kAvx2,        avx2::AdamStep,      avx2::SgdStep, avx2::AdagradStep,
+                                         avx2::LionStep,    avx2::Widen,         avx2::Narrow,  avx2::AdamMoments,
+                                         avx2::LionMoments, avx2::ApplyIncrement};
   return kTable;
 }
 

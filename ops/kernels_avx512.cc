@@ -13,8 +13,9 @@
 namespace zt::ops::kernels::internal {
 
 const KernelTable& Avx512Kernels() {
-  static constexpr KernelTable kTable = {Isa::kAvx512,     avx512::AdamStep, avx512::SgdStep, avx512::AdagradStep,
-                                         avx512::LionStep, avx512::Widen,    avx512::Narrow};
+  static constexpr KernelTable kTable = {
+      Isa::kAvx512,  avx512::AdamStep, avx512::SgdStep,     avx512::AdagradStep, avx512::LionStep,
+      avx512::Widen, avx512::Narrow,   avx512::AdamMoments, avx512::LionMoments, avx512::ApplyIncrement};
   return kTable;
 }
 

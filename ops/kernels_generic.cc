@@ -8,8 +8,9 @@
 namespace zt::ops::kernels::internal {
 
 const KernelTable& GenericKernels() {
-  static constexpr KernelTable kTable = {Isa::kGeneric,     generic::AdamStep, generic::SgdStep, generic::AdagradStep,
-                                         generic::LionStep, generic::Widen,    generic::Narrow};
+  static constexpr KernelTable kTable = {
+      Isa::kGeneric,  generic::AdamStep, generic::SgdStep,     generic::AdagradStep, generic::LionStep,
+      generic::Widen, generic::Narrow,   generic::AdamMoments, generic::LionMoments, generic::ApplyIncrement};
   return kTable;
 }
 

@@ -23,6 +23,19 @@ void ReferenceLion(float* p, const float* g, double grad_scale, float* m, int64_
   }
 }
 
+// The split update's first pass: the state as above and the increment
+// lr * sign, exact in float, where the gradient was.
+void ReferenceLionMoments(float* g_inc, double grad_scale, float* m, int64_t n, const kernels::LionCoeffs& c) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double grad = g_inc[i] * grad_scale;
+    const double exp_avg = m[i];
+    const double u = c.beta1 * exp_avg + (1.0 - c.beta1) * grad;
+    const double sign = u > 0.0 ? 1.0 : (u < 0.0 ? -1.0 : 0.0);
+    m[i] = static_cast<float>(c.beta2 * exp_avg + (1.0 - c.beta2) * grad);
+    g_inc[i] = static_cast<float>(c.lr * sign);
+  }
+}
+
 class LionOptimizer final : public ShardOptimizer {
  public:
   LionOptimizer(const OptimizerConfig& config, const kernels::KernelTable* kernels)
@@ -43,11 +56,7 @@ class LionOptimizer final : public ShardOptimizer {
     float* m = StateTensor("Lion", state, "exp_avg", params, grads, extras).data_ptr<float>();
     float* p = params.data_ptr<float>();
     state.step += 1;
-    kernels::LionCoeffs c;
-    c.lr = hyper.lr;
-    c.beta1 = hyper.momentum.value_or(config_.betas[0]);
-    c.beta2 = hyper.beta2.value_or(config_.betas[1]);
-    c.weight_decay = config_.weight_decay;
+    const kernels::LionCoeffs c = Coeffs(hyper);
 
     const int64_t n = params.numel();
     if (kernels_ == nullptr) {
@@ -63,7 +72,38 @@ class LionOptimizer final : public ShardOptimizer {
     });
   }
 
+  bool SplitsUpdate() const override { return true; }
+
+  void StepMoments(at::Tensor& grads, ShardState& state, const StepHyper& hyper, double grad_scale) const override {
+    CheckMomentsArgs("Lion", grads, hyper, grad_scale);
+    float* m = StateTensor("Lion", state, "exp_avg", grads, grads, StepExtras()).data_ptr<float>();
+    float* g = grads.data_ptr<float>();
+    state.step += 1;
+    const kernels::LionCoeffs c = Coeffs(hyper);
+    const int64_t n = grads.numel();
+    if (kernels_ == nullptr) {
+      ReferenceLionMoments(g, grad_scale, m, n, c);
+      return;
+    }
+    ForEachChunk(n, [&](int64_t begin, int64_t end) {
+      kernels_->lion_moments(g + begin, grad_scale, m + begin, end - begin, c);
+    });
+  }
+
+  void ApplyIncrement(at::Tensor& params, const at::Tensor& increment, const StepHyper& hyper) const override {
+    ApplyIncrementWith(kernels_, "Lion", params, increment, hyper, config_.weight_decay);
+  }
+
  private:
+  kernels::LionCoeffs Coeffs(const StepHyper& hyper) const {
+    kernels::LionCoeffs c;
+    c.lr = hyper.lr;
+    c.beta1 = hyper.momentum.value_or(config_.betas[0]);
+    c.beta2 = hyper.beta2.value_or(config_.betas[1]);
+    c.weight_decay = config_.weight_decay;
+    return c;
+  }
+
   OptimizerConfig config_;
   const kernels::KernelTable* kernels_;  // null: reference
 };

@@ -91,6 +91,26 @@ const char* OptimizerName(OptimizerType type) {
   return "unknown optimizer";
 }
 
+namespace {
+
+// The per-step scalars every pass checks.
+void CheckHyper(const char* optimizer, const StepHyper& hyper, double grad_scale) {
+  if (!(std::isfinite(hyper.lr) && hyper.lr >= 0.0)) {
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer, " step: lr = ", hyper.lr, " must be finite and >= 0; check the scheduler")));
+  }
+  if (hyper.momentum) CheckUnitInterval(optimizer, "momentum", *hyper.momentum);
+  if (hyper.beta2) CheckUnitInterval(optimizer, "beta2", *hyper.beta2);
+  // The kernels multiply in float: a scale beyond float's range would be inf.
+  if (!(std::abs(grad_scale) <= std::numeric_limits<float>::max())) {
+    throw Error(absl::InvalidArgumentError(
+        absl::StrCat(optimizer, " step: extras.grad_scale = ", grad_scale,
+                     " is not a finite float; check the loss scale and the clipping coefficient")));
+  }
+}
+
+}  // namespace
+
 void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
                    const StepExtras& extras) {
   if (!params.defined() || !grads.defined()) {
@@ -120,19 +140,51 @@ void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Te
     throw Error(absl::InvalidArgumentError(
         absl::StrCat(optimizer, " step: params and grads share storage; pass separate buffers")));
   }
-  if (!(std::isfinite(hyper.lr) && hyper.lr >= 0.0)) {
-    throw Error(absl::InvalidArgumentError(
-        absl::StrCat(optimizer, " step: lr = ", hyper.lr, " must be finite and >= 0; check the scheduler")));
-  }
-  if (hyper.momentum) CheckUnitInterval(optimizer, "momentum", *hyper.momentum);
-  if (hyper.beta2) CheckUnitInterval(optimizer, "beta2", *hyper.beta2);
-  // The kernels multiply in float: a scale beyond float's range would be inf.
-  if (!(std::abs(extras.grad_scale) <= std::numeric_limits<float>::max())) {
-    throw Error(absl::InvalidArgumentError(
-        absl::StrCat(optimizer, " step: extras.grad_scale = ", extras.grad_scale,
-                     " is not a finite float; check the loss scale and the clipping coefficient")));
-  }
+  CheckHyper(optimizer, hyper, extras.grad_scale);
   CheckOut(optimizer, params, grads, extras);
+}
+
+void CheckMomentsArgs(const char* optimizer, const at::Tensor& grads, const StepHyper& hyper, double grad_scale) {
+  if (!IsFlatFloatCpu(grads)) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(
+        optimizer, " moments: grads must be a contiguous float32 CPU tensor (it receives the increment); got a ",
+        grads.defined() ? Describe(grads) : "undefined tensor")));
+  }
+  CheckHyper(optimizer, hyper, grad_scale);
+}
+
+void CheckApplyArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& increment,
+                    const StepHyper& hyper) {
+  for (const auto& [what, t] :
+       {std::pair<const char*, const at::Tensor*>{"params", &params}, {"increment", &increment}}) {
+    if (!IsFlatFloatCpu(*t)) {
+      throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: ", what,
+                                                          " must be a contiguous float32 CPU tensor; got a ",
+                                                          t->defined() ? Describe(*t) : "undefined tensor")));
+    }
+  }
+  if (params.numel() != increment.numel() || Overlap(params, increment)) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: params (", params.numel(),
+                                                        " elements) and increment (", increment.numel(),
+                                                        ") must be separate buffers of one shard")));
+  }
+  CheckHyper(optimizer, hyper, 1.0);
+}
+
+void ApplyIncrementWith(const kernels::KernelTable* kernels, const char* optimizer, at::Tensor& params,
+                        const at::Tensor& increment, const StepHyper& hyper, double weight_decay) {
+  CheckApplyArgs(optimizer, params, increment, hyper);
+  float* p = params.data_ptr<float>();
+  const float* inc = increment.data_ptr<float>();
+  const int64_t n = params.numel();
+  if (kernels == nullptr) {
+    const double decay = 1.0 - hyper.lr * weight_decay;
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<double>(p[i]) * decay - inc[i]);
+    return;
+  }
+  ForEachChunk(n, [&](int64_t begin, int64_t end) {
+    kernels->apply_increment(p + begin, inc + begin, end - begin, hyper.lr, weight_decay);
+  });
 }
 
 at::Tensor& StateTensor(const char* optimizer, ShardState& state, const std::string& name, const at::Tensor& params,

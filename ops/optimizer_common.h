@@ -30,6 +30,21 @@ const char* OptimizerName(OptimizerType type);
 void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
                    const StepExtras& extras);
 
+// The split update's checks (ShardOptimizer::StepMoments / ApplyIncrement),
+// throwing zt::Error (InvalidArgument): `grads` a contiguous fp32 CPU tensor;
+// `params` and `increment` contiguous fp32 CPU tensors of equal numel that
+// share no memory; `hyper` and grad_scale as for CheckStepArgs.
+void CheckMomentsArgs(const char* optimizer, const at::Tensor& grads, const StepHyper& hyper, double grad_scale);
+void CheckApplyArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& increment,
+                    const StepHyper& hyper);
+
+// ShardOptimizer::ApplyIncrement for the optimizers with a split update:
+// checks (CheckApplyArgs), then params <- params * (1 - lr * weight_decay) -
+// increment with `kernels` (chunked over the intra-op threads) or, when
+// null, in double per element (the reference).
+void ApplyIncrementWith(const kernels::KernelTable* kernels, const char* optimizer, at::Tensor& params,
+                        const at::Tensor& increment, const StepHyper& hyper, double weight_decay);
+
 // The state tensor `name`, checked to be a contiguous fp32 CPU tensor with
 // params.numel() elements that shares no memory with params, grads or
 // extras.out; throws zt::Error (FailedPrecondition) if it is missing or does

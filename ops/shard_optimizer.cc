@@ -83,6 +83,19 @@ std::unique_ptr<ShardOptimizer> Make(const OptimizerConfig& config, const kernel
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void NoSplitUpdate(OptimizerType type) {
+  throw Error(absl::FailedPreconditionError(absl::StrCat(
+      internal::OptimizerName(type), " has no split update (its state update reads the parameters); call Step")));
+}
+
+}  // namespace
+
+void ShardOptimizer::StepMoments(at::Tensor&, ShardState&, const StepHyper&, double) const { NoSplitUpdate(type()); }
+
+void ShardOptimizer::ApplyIncrement(at::Tensor&, const at::Tensor&, const StepHyper&) const { NoSplitUpdate(type()); }
+
 std::unique_ptr<ShardOptimizer> MakeShardOptimizer(const OptimizerConfig& config, Impl impl) {
   return Make(config, impl == Impl::kFast ? &kernels::ActiveKernels() : nullptr);
 }

@@ -89,7 +89,6 @@ struct StepExtras {
   at::Tensor out;
 };
 
-
 class ShardOptimizer {
  public:
   virtual ~ShardOptimizer() = default;
@@ -108,6 +107,23 @@ class ShardOptimizer {
   // zt::Error and changes nothing.
   virtual void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper,
                     const StepExtras& extras) const = 0;
+  // The split update: the same step in two passes, so that the first can
+  // run without the parameters (ZeRO-3 with parameter shards on NVMe
+  // updates the state during backward and the parameters where the next
+  // forward reads them anyway). Only where the state's update does not read
+  // the parameters: AdamW (decoupled decay) and Lion.
+  virtual bool SplitsUpdate() const { return false; }
+  // First pass: the state as Step updates it (state.step included) from
+  // grads * grad_scale; `grads` (a contiguous fp32 CPU tensor) is then
+  // overwritten with the step's increment. Throws zt::Error like Step, and
+  // FailedPrecondition where SplitsUpdate() is false.
+  virtual void StepMoments(at::Tensor& grads, ShardState& state, const StepHyper& hyper, double grad_scale) const;
+  // Second pass: params <- params * (1 - hyper.lr * weight_decay) -
+  // increment. With the hyperparameters of the first pass, params end as
+  // Step would leave them: bit for bit on kFast, within the reference's
+  // double rounding on kReference.
+  virtual void ApplyIncrement(at::Tensor& params, const at::Tensor& increment, const StepHyper& hyper) const;
+
   // The plain step: fp32 gradients used as given, no rounded copy.
   void Step(at::Tensor& params, const at::Tensor& grads, ShardState& state, const StepHyper& hyper) const {
     Step(params, grads, state, hyper, StepExtras());

@@ -76,9 +76,31 @@ bool ShardedOptimizer::LocalHasNonFinite() const {
   return false;
 }
 
+bool ShardedOptimizer::CanSplitUpdate() const {
+  if (!CanDeferUpdate() || !state_->CanWalkAhead() || !opt_->SplitsUpdate()) return false;
+  // The increment takes the gradient's place, so it must be fp32 too.
+  return std::all_of(groups_.begin(), groups_.end(),
+                     [](const FlatGroup& g) { return g.OwnedGrads().scalar_type() == at::kFloat; });
+}
+
 absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data) {
   const std::vector<std::string>& kinds = state_->kinds();
   const int first_state = master_kind_ + 1;
+  if (u.split) {
+    // The first half of a split update: no parameters needed.
+    const int64_t n = e - b;
+    ops::ShardState ss;
+    ss.step = step_;
+    for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) {
+      ss.tensors[kinds[k]] = FloatView(data[k], n);
+    }
+    at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
+    opt_->StepMoments(grads, ss, u.hyper, u.grad_multiplier);
+    u.step_after = ss.step;
+    elements_updated_ += n;
+    if (u.in_backward) elements_in_backward_ += n;
+    return absl::OkStatus();
+  }
   if (u.current != g) {
     // Groups come in the walk's direction (the swapped state's plain walks
     // alternate; the early step's go down, the deferred one's up): the one
@@ -150,12 +172,14 @@ void ShardedOptimizer::Step(double grad_multiplier, const ops::StepHyper& hyper)
   step_ = u.step_after;
 }
 
-void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper) {
-  ZT_CHECK_MSG(CanUpdateEarly() && !early_.open && !deferred_.open,
+void ShardedOptimizer::BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred) {
+  ZT_CHECK_MSG((first_deferred < 0 ? CanUpdateEarly() : CanSplitUpdate()) && !early_.open && !deferred_.open,
                "ShardedOptimizer::BeginEarlyStep: not available or already open");
   early_ = Update();
   early_.grad_multiplier = grad_multiplier;
   early_.hyper = hyper;
+  early_.split = first_deferred >= 0;
+  early_.first_deferred = std::max(first_deferred, 0);
   early_.direction = -1;
   early_.step_after = step_ + 1;
   early_.error = state_->BeginWalk(/*descending=*/true);
@@ -189,6 +213,16 @@ void ShardedOptimizer::FinishEarlyStep() {
   early_.error = absl::OkStatus();
   ThrowIfError(st);
   step_ = early_.step_after;
+  if (!early_.split) return;
+  // The second half: the increments wait in the gradient shards.
+  deferred_ = Update();
+  deferred_.split = true;
+  deferred_.hyper = early_.hyper;
+  deferred_.direction = 1;
+  deferred_.step_after = step_;
+  deferred_.open = true;
+  deferred_next_ = 0;
+  AdvanceDeferred(early_.first_deferred - 1, /*at_gather=*/false);
 }
 
 void ShardedOptimizer::BeginDeferredStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred) {
@@ -219,7 +253,9 @@ void ShardedOptimizer::AdvanceDeferred(int g, bool at_gather) {
   const int bound = std::min(g + 1, groups);
   if (bound <= deferred_next_ && bound < groups) return;
   at::NoGradGuard no_grad;
-  if (state_->walk_open()) {
+  if (deferred_.split) {
+    ApplyIncrements(bound, at_gather);
+  } else if (state_->walk_open()) {
     deferred_.at_gather = at_gather;
     deferred_.error = state_->AdvanceWalk(
         bound, bound >= groups ? OptimizerState::Wait::kToEnd : OptimizerState::Wait::kForReady,
@@ -243,6 +279,29 @@ void ShardedOptimizer::AdvanceDeferred(int g, bool at_gather) {
   if (deferred_next_ >= groups) {
     CloseUpdate(deferred_);
     step_ = deferred_.step_after;
+  }
+}
+
+void ShardedOptimizer::ApplyIncrements(int bound, bool at_gather) {
+  for (int g = deferred_next_; g < bound && deferred_.error.ok(); ++g) {
+    FlatGroup& group = groups_[static_cast<size_t>(g)];
+    if (group.owned_end() == group.owned_begin()) continue;
+    try {
+      at::Tensor owned = AcquireParams(g, /*read=*/true);
+      // The next shards start coming in behind this one's update.
+      PrefetchParamsFrom(g + 1, 1);
+      bool applied = false;
+      try {
+        opt_->ApplyIncrement(owned, group.OwnedGrads(), deferred_.hyper);
+        applied = true;
+      } catch (const Error& e) {
+        deferred_.error = e.status();
+      }
+      ReleaseParams(g, /*dirty=*/applied);
+      if (applied && at_gather) elements_at_gather_ += owned.numel();
+    } catch (const Error& e) {
+      if (deferred_.error.ok()) deferred_.error = e.status();
+    }
   }
 }
 

@@ -98,8 +98,20 @@ class ShardedOptimizer {
   // as Step does. The result equals Step's bit for bit. The parameters of
   // the group last updated stay acquired between calls (they are not
   // swapped, so that holds nothing back).
+  //
+  // With `first_deferred` >= 0 (CanSplitUpdate: swapped parameter shards,
+  // fp32 parameters, fp32 gradients and an optimizer whose state update does
+  // not read the parameters), the early step is the first half of a split
+  // update: backward's walk updates the optimizer state from each gradient
+  // shard and leaves the step's increment in its place
+  // (ShardOptimizer::StepMoments), touching no parameter shard, and
+  // FinishEarlyStep opens the update at gather (below) for the second half,
+  // which only adds the increments to the parameters of the groups from
+  // `first_deferred` on as the next forward gathers them (those below are
+  // done in FinishEarlyStep). The result equals Step's bit for bit.
   bool CanUpdateEarly() const { return state_->CanWalkAhead() && options_.params == nullptr; }
-  void BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper);
+  bool CanSplitUpdate() const;
+  void BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred = -1);
   void EarlyStepReady(int first_final_group);
   void FinishEarlyStep();
   bool early_step_open() const { return early_.open; }
@@ -191,11 +203,18 @@ class ShardedOptimizer {
     absl::Status error;        // the early or deferred step's first failure
     bool in_backward = false;  // inside EarlyStepReady
     bool at_gather = false;    // the update at gather
+    // A split update (CanSplitUpdate): the early step's pieces update only
+    // the state and leave the increment in the gradient shard; the deferred
+    // update only applies the increments (no state walk).
+    bool split = false;
+    int first_deferred = 0;  // the split early step's: where its second half starts
   };
   absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
   // The deferred update through group g; `at_gather`: for a forward's
   // gather (counted in elements_updated_at_gather).
   void AdvanceDeferred(int g, bool at_gather);
+  // The split update's second half for groups [deferred_next_, bound).
+  void ApplyIncrements(int bound, bool at_gather);
   // Releases the parameters the update holds and closes it.
   void CloseUpdate(Update& u);
   Update early_;

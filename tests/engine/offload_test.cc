@@ -192,6 +192,14 @@ std::vector<Training> Trainings(int stage) {
     // Persistent chunks inside the units (LayerNorm weights, small biases)
     // next to swapped ones: the update at gather refreshes them late.
     t.push_back({"adamw_persistent", [](Config& c) { c.zero.param_persistence_threshold = 150; }});
+    // Lion without clipping: its update splits like AdamW's (the state
+    // during backward, the parameters at gather), here across accumulation.
+    t.push_back({"lion_gas2", [](Config& c) {
+                   c.optimizer.type = OptimizerType::kLion;
+                   c.optimizer.lr = 1e-3;
+                   c.optimizer.betas = {0.9, 0.99};
+                   c.batch.gradient_accumulation_steps = 2;
+                 }});
   }
   if (stage < 3) {
     t.push_back({"sgd_momentum", [](Config& c) {
@@ -340,20 +348,25 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
     return absl::InternalError(
         absl::StrFormat("%s: %d bytes on NVMe, %d in swap buffers", where, r.memory.nvme, r.memory.swap_buffers));
   }
-  // Stage 3 with the optimizer state alone on NVMe, no clipping and no fp16
-  // updates during backward (EngineOptions::update_during_backward).
-  const bool early =
-      config.zero.stage == 3 && nvme_opt && !nvme_params && config.gradient_clipping <= 0.0 && !config.fp16.enabled;
-  if (early != (r.offload.optimizer_elements_in_backward > 0)) {
-    return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated during backward, expected %s",
-                                               where, r.offload.optimizer_elements_in_backward,
-                                               r.offload.optimizer_elements_updated, early ? "some" : "none"));
-  }
   // Stage 3 with the parameter shards on NVMe and fp32 parameters: the
   // swapped groups are updated where the next forward gathers them
   // (EngineOptions::update_at_gather).
   const bool at_gather = config.zero.stage == 3 && nvme_params && !config.bf16.enabled && !config.fp16.enabled &&
                          mode.name != "nvme_params_pool_holds_all";
+  // Stage 3 with the optimizer state on NVMe, no clipping and no fp16
+  // updates during backward (EngineOptions::update_during_backward); with
+  // the parameter shards on NVMe too, only where the update is split (the
+  // state's half in backward, the parameters' at gather): AdamW and Lion.
+  const OptimizerType type = config.optimizer.type;
+  const bool splits = type == OptimizerType::kAdamW || type == OptimizerType::kLion ||
+                      (type == OptimizerType::kAdam && config.optimizer.adam_w_mode);
+  const bool may_early = config.zero.stage == 3 && nvme_opt && config.gradient_clipping <= 0.0 && !config.fp16.enabled;
+  const bool early = may_early && (!nvme_params || (at_gather && splits));
+  if (early != (r.offload.optimizer_elements_in_backward > 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated during backward, expected %s",
+                                               where, r.offload.optimizer_elements_in_backward,
+                                               r.offload.optimizer_elements_updated, early ? "some" : "none"));
+  }
   if (at_gather != (r.offload.optimizer_elements_at_gather > 0)) {
     return absl::InternalError(absl::StrFormat("%s: %d of %d optimizer elements updated at a gather, expected %s",
                                                where, r.offload.optimizer_elements_at_gather,
@@ -699,6 +712,54 @@ ZT_RANK_WORKER(offload_errors) {
         engine->Step();
       }
     }));
+  }
+  // Stage 3, fp32, the optimizer state and the parameter shards on NVMe: the
+  // split update (the state's half during backward, the increments added
+  // where the next forward gathers the shards). A swap write that fails in
+  // either half is named with its file, and the engine then refuses to go
+  // on rather than train from a half-updated state.
+  {
+    Config c = nvme(3);
+    c.bf16.enabled = false;
+    c.zero.offload_optimizer.buffer_count = 9;
+    c.zero.offload_param.device = OffloadDevice::kNvme;
+    c.zero.offload_param.nvme_path = dir;
+    c.zero.offload_param.buffer_count = 8;
+    c.zero.offload_param.buffer_size = 8192;
+    c.aio.block_size = 512;
+    ZT_RETURN_IF_ERROR(ResolveBatch(c.batch, pg->size()));
+    const TinyGptOptions opts = GptOptions();
+    const ParityData data = MakeTokenData(8 * c.batch.micro_batch, opts, 99);
+    torch::manual_seed(1);
+    TinyGptHandle model = MakeTinyGpt(opts, /*root_is_unit=*/false);
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, c, pg));
+    if (engine->OffloadSummary().find("update is split") == std::string::npos) {
+      return absl::InternalError(
+          absl::StrCat("stage 3 fp32 AdamW with both on NVMe should split its update: ", engine->OffloadSummary()));
+    }
+    auto loss = [&](int64_t i) {
+      const int64_t mb = c.batch.micro_batch;
+      const torch::Tensor logits = model.forward(data.x.narrow(0, i * mb, mb));
+      return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                  data.y.narrow(0, i * mb, mb).reshape({-1}));
+    };
+    ZT_RETURN_IF_ERROR(ExpectSwapWriteError("a swap write failing in the split update", [&] {
+      for (int64_t i = 0; i < 8; ++i) {
+        engine->Backward(loss(i));
+        engine->Step();
+      }
+    }));
+    std::string message;
+    try {
+      engine->Backward(loss(0));
+      engine->Step();
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    if (message.find("zerotorch-") == std::string::npos && message.find("checkpoint") == std::string::npos) {
+      return absl::InternalError(
+          absl::StrCat("after a failed split update the engine should refuse to train on, got: '", message, "'"));
+    }
   }
   return absl::OkStatus();
 }

@@ -34,7 +34,9 @@ TEST(KernelDispatch, EveryAvailableTableIsTheIsaAskedFor) {
     EXPECT_EQ(k->isa, isa);
     for (auto fn : {reinterpret_cast<const void*>(k->adam), reinterpret_cast<const void*>(k->sgd),
                     reinterpret_cast<const void*>(k->adagrad), reinterpret_cast<const void*>(k->lion),
-                    reinterpret_cast<const void*>(k->widen), reinterpret_cast<const void*>(k->narrow)}) {
+                    reinterpret_cast<const void*>(k->widen), reinterpret_cast<const void*>(k->narrow),
+                    reinterpret_cast<const void*>(k->adam_moments), reinterpret_cast<const void*>(k->lion_moments),
+                    reinterpret_cast<const void*>(k->apply_increment)}) {
       EXPECT_NE(fn, nullptr) << IsaName(isa);
     }
   }

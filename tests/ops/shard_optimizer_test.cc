@@ -278,6 +278,90 @@ TEST(ShardOptimizer, RejectsBadTensorsAndLeavesStateUntouched) {
   EXPECT_TRUE(torch::equal(s.tensors.at("exp_avg"), torch::zeros({8})));
 }
 
+// The split update (ShardOptimizer::StepMoments, then ApplyIncrement with
+// the same hyperparameters) against Step on the same inputs: bit for bit on
+// every ISA variant (the same float operations in the same order), within
+// the usual tolerance on the reference (the increment is rounded to float
+// between the passes). Gradient scale, momentum override and a changing lr
+// included; sizes leave vector and tile tails, and three threads cut odd
+// chunks.
+TEST(ShardOptimizer, SplitUpdateEqualsStep) {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(3);
+  int split_cases = 0;
+  for (const Case& c : AllCases()) {
+    std::vector<std::unique_ptr<ShardOptimizer>> opts;
+    for (const kernels::KernelTable* k : testutil::AvailableKernels()) opts.push_back(MakeShardOptimizer(c.config, *k));
+    opts.push_back(MakeShardOptimizer(c.config, Impl::kReference));
+    const bool splits = c.config.type == OptimizerType::kLion || c.config.type == OptimizerType::kAdamW ||
+                        (c.config.type == OptimizerType::kAdam && c.config.adam_w_mode);
+    ASSERT_EQ(opts.front()->SplitsUpdate(), splits) << c.name;
+    if (!splits) continue;
+    ++split_cases;
+    for (size_t o = 0; o < opts.size(); ++o) {
+      const bool reference = o + 1 == opts.size();
+      for (int64_t n : {int64_t{1}, int64_t{4099}, (int64_t{1} << 20) + 5}) {
+        SCOPED_TRACE(c.name + (reference ? " reference" : " fast") + " n=" + std::to_string(n));
+        torch::manual_seed(31 + n);
+        at::Tensor p_step = torch::randn({n});
+        at::Tensor p_split = p_step.clone();
+        ShardState s_step = opts[o]->InitState(p_step);
+        ShardState s_split = opts[o]->InitState(p_split);
+        for (int step = 1; step <= 4; ++step) {
+          StepHyper hyper = LrOnly(c.lr * (1.0 + 0.25 * step));
+          if (step == 3) hyper.momentum = 0.8;
+          const double grad_scale = step == 2 ? 0.5 : 1.0;
+          const at::Tensor g = torch::randn({n}) * (0.1 * step);
+          StepExtras extras;
+          extras.grad_scale = grad_scale;
+          opts[o]->Step(p_step, g, s_step, hyper, extras);
+          at::Tensor increment = g.clone();
+          opts[o]->StepMoments(increment, s_split, hyper, grad_scale);
+          opts[o]->ApplyIncrement(p_split, increment, hyper);
+          ASSERT_EQ(s_split.step, s_step.step);
+          for (const auto& [name, t] : s_step.tensors) {
+            ExpectBitEqual(s_split.tensors.at(name), t, name + " after step " + std::to_string(step));
+          }
+          if (reference) {
+            ExpectClose(p_split, p_step, 1.0, Tolerance{1e-6, 2e-6, 0.0, 0.0},
+                        "params after step " + std::to_string(step));
+          } else {
+            ExpectBitEqual(p_split, p_step, "params after step " + std::to_string(step));
+          }
+        }
+      }
+    }
+  }
+  at::set_num_threads(saved);
+  EXPECT_EQ(split_cases, 4);  // AdamDecoupled, AdamW, AdamNoBiasCorrection, Lion
+}
+
+TEST(ShardOptimizer, SplitUpdateRejectsWhatItCannotRun) {
+  const auto l2 = MakeShardOptimizer(AdamConfig(false, 0.01));
+  at::Tensor p = torch::zeros({8});
+  at::Tensor g = torch::ones({8});
+  ShardState s = l2->InitState(p);
+  ExpectError(absl::StatusCode::kFailedPrecondition, "no split update",
+              [&] { l2->StepMoments(g, s, LrOnly(0.1), 1.0); });
+  ExpectError(absl::StatusCode::kFailedPrecondition, "no split update", [&] { l2->ApplyIncrement(p, g, LrOnly(0.1)); });
+  const auto sgd = MakeShardOptimizer(SgdConfig(0.9, 0.0, false, 0.0));
+  ExpectError(absl::StatusCode::kFailedPrecondition, "SGD has no split update",
+              [&] { sgd->ApplyIncrement(p, g, LrOnly(0.1)); });
+
+  const auto adamw = MakeShardOptimizer(AdamConfig(true, 0.01));
+  s = adamw->InitState(p);
+  at::Tensor bf16 = torch::ones({8}, torch::kBFloat16);
+  ExpectError(absl::StatusCode::kInvalidArgument, "float32", [&] { adamw->StepMoments(bf16, s, LrOnly(0.1), 1.0); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "lr", [&] { adamw->StepMoments(g, s, LrOnly(std::nan("")), 1.0); });
+  ExpectError(absl::StatusCode::kInvalidArgument, "separate buffers",
+              [&] { adamw->ApplyIncrement(p, p, LrOnly(0.1)); });
+  at::Tensor short_inc = torch::ones({7});
+  ExpectError(absl::StatusCode::kInvalidArgument, "7", [&] { adamw->ApplyIncrement(p, short_inc, LrOnly(0.1)); });
+  EXPECT_EQ(s.step, 0);
+  EXPECT_TRUE(torch::equal(p, torch::zeros({8})));
+  EXPECT_TRUE(torch::equal(g, torch::ones({8})));
+}
+
 TEST(ShardOptimizer, EmptyShardIsANoOpStep) {
   for (const Case& c : AllCases()) {
     const auto opt = MakeShardOptimizer(c.config);
