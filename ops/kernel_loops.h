@@ -11,7 +11,8 @@
 //
 // Vectorisation (checked with -fopt-info-vec and objdump on GCC 12): every
 // instance of the update loops (Adam, SGD, Adagrad, Lion; with fp32 or bf16
-// gradients and fp32 / bf16 / no `out` inlined into them), the standalone
+// gradients and fp32 / bf16 / no `out` inlined into them), the split
+// update's loops (AdamMomentsLoop, LionMomentsLoop, ApplyIncrementLoop), the standalone
 // conversion loops and the fp32 copies are auto-vectorised: xmm in the
 // generic build, ymm with -mavx2 (vsqrtps / vdivps / vcvtps2pd ymm), zmm
 // with -mavx512f and -mprefer-vector-width=512. GCC also vectorises the
@@ -282,9 +283,11 @@ void AdamLoop(float* __restrict p, const G* __restrict g, float* __restrict m, f
   }
 }
 
-void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, const AdamCoeffs& c) {
-  const AdamFloat k{
-      static_cast<float>(g.scale),
+// The float coefficients of one call, rounded once (the fused and the split
+// kernels share them, so they round alike).
+AdamFloat MakeAdamFloat(double grad_scale, const AdamCoeffs& c, uint16_t bf16_nan) {
+  return AdamFloat{
+      static_cast<float>(grad_scale),
       static_cast<float>(c.beta1),
       static_cast<float>(1.0 - c.beta1),
       static_cast<float>(c.beta2),
@@ -294,8 +297,12 @@ void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, c
       static_cast<float>(c.eps),
       static_cast<float>(c.weight_decay),
       static_cast<float>(1.0 - c.lr * c.weight_decay),
-      out.bf16_nan,
+      bf16_nan,
   };
+}
+
+void AdamStep(float* p, GradIn g, float* m, float* v, ParamOut out, int64_t n, const AdamCoeffs& c) {
+  const AdamFloat k = MakeAdamFloat(g.scale, c, out.bf16_nan);
   if (c.decoupled) {
     ForEachTile(p, g, out, n, [&](int64_t b, const auto* tile_g, auto* tile_out, int64_t len) {
       AdamLoop<true>(p + b, tile_g, m + b, v + b, tile_out, len, k);
@@ -325,23 +332,7 @@ void AdamMomentsLoop(float* __restrict g_inc, float* __restrict m, float* __rest
 }
 
 void AdamMoments(float* g_inc, double grad_scale, float* m, float* v, int64_t n, const AdamCoeffs& c) {
-  const AdamFloat k{
-      static_cast<float>(grad_scale),
-      static_cast<float>(c.beta1),
-      static_cast<float>(1.0 - c.beta1),
-      static_cast<float>(c.beta2),
-      static_cast<float>(1.0 - c.beta2),
-      static_cast<float>(c.lr / c.bias_correction1),
-      static_cast<float>(1.0 / __builtin_sqrt(c.bias_correction2)),
-      static_cast<float>(c.eps),
-      0.0f,
-      1.0f,
-      kBf16QuietNaN,
-  };
-  for (int64_t b = 0; b < n; b += kTile) {
-    const int64_t len = n - b < kTile ? n - b : kTile;
-    AdamMomentsLoop(g_inc + b, m + b, v + b, len, k);
-  }
+  AdamMomentsLoop(g_inc, m, v, n, MakeAdamFloat(grad_scale, c, kBf16QuietNaN));
 }
 
 struct SgdFloat {
@@ -455,15 +446,19 @@ void LionLoop(float* __restrict p, const G* __restrict g, float* __restrict m, O
   }
 }
 
+LionFloat MakeLionFloat(double grad_scale, const LionCoeffs& c, uint16_t bf16_nan) {
+  return LionFloat{static_cast<float>(grad_scale),
+                   c.beta1,
+                   1.0 - c.beta1,
+                   static_cast<float>(c.beta2),
+                   static_cast<float>(1.0 - c.beta2),
+                   static_cast<float>(c.lr),
+                   static_cast<float>(1.0 - c.lr * c.weight_decay),
+                   bf16_nan};
+}
+
 void LionStep(float* p, GradIn g, float* m, ParamOut out, int64_t n, const LionCoeffs& c) {
-  const LionFloat k{static_cast<float>(g.scale),
-                    c.beta1,
-                    1.0 - c.beta1,
-                    static_cast<float>(c.beta2),
-                    static_cast<float>(1.0 - c.beta2),
-                    static_cast<float>(c.lr),
-                    static_cast<float>(1.0 - c.lr * c.weight_decay),
-                    out.bf16_nan};
+  const LionFloat k = MakeLionFloat(g.scale, c, out.bf16_nan);
   ForEachTile(p, g, out, n, [&](int64_t b, const auto* tile_g, auto* tile_out, int64_t len) {
     LionLoop(p + b, tile_g, m + b, tile_out, len, k);
   });
@@ -484,18 +479,7 @@ void LionMomentsLoop(float* __restrict g_inc, float* __restrict m, int64_t n, co
 }
 
 void LionMoments(float* g_inc, double grad_scale, float* m, int64_t n, const LionCoeffs& c) {
-  const LionFloat k{static_cast<float>(grad_scale),
-                    c.beta1,
-                    1.0 - c.beta1,
-                    static_cast<float>(c.beta2),
-                    static_cast<float>(1.0 - c.beta2),
-                    static_cast<float>(c.lr),
-                    1.0f,
-                    kBf16QuietNaN};
-  for (int64_t b = 0; b < n; b += kTile) {
-    const int64_t len = n - b < kTile ? n - b : kTile;
-    LionMomentsLoop(g_inc + b, m + b, len, k);
-  }
+  LionMomentsLoop(g_inc, m, n, MakeLionFloat(grad_scale, c, kBf16QuietNaN));
 }
 
 // The second pass of a split update: p <- p * (1 - lr * weight_decay) -
