@@ -517,7 +517,8 @@ ZT_RANK_WORKER(offload_checkpoint) {
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, options));
   const std::string dir = SwapDir();
   // bf16: a master copy to save and restore. fp32 at stage 3: A saves while
-  // the update at gather is still pending (no forward after step 2).
+  // the split update's parameter half is still pending (no forward after
+  // step 2; the increments wait in the gradient shards).
   std::vector<bool> bf16_runs = {true};
   if (stage == 3) bf16_runs.push_back(false);
   for (const bool bf16 : bf16_runs) {
@@ -550,8 +551,10 @@ ZT_RANK_WORKER(offload_checkpoint) {
       if (!diff.empty()) return absl::InternalError(absl::StrCat(run, ": resumed without offload: ", diff));
       diff = Compare(rc.params, ra.params, 1e-6, 1e-12);
       if (!diff.empty()) return absl::InternalError(absl::StrCat(run, ": resumed with offload: ", diff));
-      if (!bf16 && ra.offload.optimizer_elements_at_gather == 0) {
-        return absl::InternalError(absl::StrCat(run, ": the update at gather never ran"));
+      if (!bf16 && (ra.offload.optimizer_elements_at_gather == 0 || ra.offload.optimizer_elements_in_backward == 0)) {
+        return absl::InternalError(absl::StrCat(run,
+                                                ": the split update (state in backward, parameters at gather) "
+                                                "never ran"));
       }
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat(run, " threw: ", e.what()));
