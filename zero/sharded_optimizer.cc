@@ -86,53 +86,43 @@ bool ShardedOptimizer::CanSplitUpdate() const {
 absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data) {
   const std::vector<std::string>& kinds = state_->kinds();
   const int first_state = master_kind_ + 1;
-  if (u.split) {
-    // The first half of a split update: no parameters needed.
-    const int64_t n = e - b;
-    ops::ShardState ss;
-    ss.step = step_;
-    for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) {
-      ss.tensors[kinds[k]] = FloatView(data[k], n);
-    }
-    at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
-    opt_->StepMoments(grads, ss, u.hyper, u.grad_multiplier);
-    u.step_after = ss.step;
-    elements_updated_ += n;
-    if (u.in_backward) elements_in_backward_ += n;
-    return absl::OkStatus();
-  }
-  if (u.current != g) {
-    // Groups come in the walk's direction (the swapped state's plain walks
-    // alternate; the early step's go down, the deferred one's up): the one
-    // after g in that direction is next.
-    const int direction = u.direction;
-    if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
-    u.current = -1;
-    u.owned = AcquireParams(g, /*read=*/master_is_params_);
-    u.current = g;
-    // Swapped parameters: the next groups start coming in now, as many as
-    // the pool has room for.
-    if (options_.params != nullptr) PrefetchParamsFrom(g + direction, direction);
-  }
   const int64_t n = e - b;
   ops::ShardState ss;
   ss.step = step_;
   for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) ss.tensors[kinds[k]] = FloatView(data[k], n);
-  ops::StepExtras extras;
-  extras.grad_scale = u.grad_multiplier;
-  at::Tensor params;
-  if (master_is_params_) {
-    params = u.owned.narrow(0, b, n);
+  at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
+  if (u.split) {
+    // The first half of a split update: no parameters needed.
+    opt_->StepMoments(grads, ss, u.hyper, u.grad_multiplier);
   } else {
-    params = FloatView(data[master_kind_], n);
-    extras.out = u.owned.narrow(0, b, n);
+    if (u.current != g) {
+      // Groups come in the walk's direction (the swapped state's plain walks
+      // alternate; the early step's go down, the deferred one's up): the one
+      // after g in that direction is next.
+      const int direction = u.direction;
+      if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
+      u.current = -1;
+      u.owned = AcquireParams(g, /*read=*/master_is_params_);
+      u.current = g;
+      // Swapped parameters: the next groups start coming in now, as many as
+      // the pool has room for.
+      if (options_.params != nullptr) PrefetchParamsFrom(g + direction, direction);
+    }
+    ops::StepExtras extras;
+    extras.grad_scale = u.grad_multiplier;
+    at::Tensor params;
+    if (master_is_params_) {
+      params = u.owned.narrow(0, b, n);
+    } else {
+      params = FloatView(data[master_kind_], n);
+      extras.out = u.owned.narrow(0, b, n);
+    }
+    opt_->Step(params, grads, ss, u.hyper, extras);
+    if (u.at_gather) elements_at_gather_ += n;
   }
-  const at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
-  opt_->Step(params, grads, ss, u.hyper, extras);
   u.step_after = ss.step;
   elements_updated_ += n;
   if (u.in_backward) elements_in_backward_ += n;
-  if (u.at_gather) elements_at_gather_ += n;
   return absl::OkStatus();
 }
 

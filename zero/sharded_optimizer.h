@@ -189,9 +189,10 @@ class ShardedOptimizer {
   void PrefetchParamsFrom(int g, int direction);
   // owned params <- master (rounded), group by group.
   void WriteBackParams();
-  // One piece of an update (Step or the early step): group g's elements
-  // [b, e) with their state at data[kind]. Pieces of one group come
-  // consecutively: its parameters stay acquired until the walk moves on.
+  // One piece of an update (Step, the early or the deferred step): group
+  // g's elements [b, e) with their state at data[kind]. Pieces of one group
+  // come consecutively: its parameters stay acquired until the walk moves
+  // on. A split update's first half (u.split) acquires no parameters.
   struct Update {
     bool open = false;
     double grad_multiplier = 1.0;
