@@ -5,8 +5,10 @@
 // parameter shards on NVMe), one after another in one process group, over --rounds
 // passes in alternating order. Prints per-step medians (forward, backward,
 // step), the ratio to "none" measured in the same run, model states left in
-// memory, bytes on disk, NVMe traffic per step and each mode's peak RSS (the
-// kernel's high-water mark, reset before each mode). "nvme-instep" and
+// memory, bytes on disk, NVMe traffic per step, the time blocked on swap I/O
+// (on the RESULT lines also split into the forward's and Backward's part)
+// and each mode's peak RSS (the kernel's high-water mark, reset before each
+// mode). "nvme-instep" and
 // "nvme-params-instep" are the two NVMe modes with the optimizer update
 // kept in Engine::Step (EngineOptions::update_during_backward and
 // update_at_gather off), for the same-run comparison with the update
@@ -106,6 +108,8 @@ struct ModeResult {
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
   double optimizer_wait_per_step = 0;  // the part of nvme_wait_per_step waiting for optimizer state
+  double forward_wait_per_step = 0;    // ... the part inside the forward
+  double backward_wait_per_step = 0;   // ... the part inside Backward (the step has the rest)
   double in_backward = 0;              // share of the optimizer's elements updated during backward
   double at_gather = 0;                // ... and where a forward gathered them
   double final_loss = 0;
@@ -218,17 +222,27 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   std::vector<double>& bwd = r.backwards;
   std::vector<double>& opt = r.optimizers;
   OffloadStats before;
+  // Swap waits so far (parameter shards and optimizer state), to split them by phase.
+  auto waited = [&] {
+    const OffloadStats st = engine->offload_stats();
+    return st.optimizer_wait_seconds + st.param_wait_seconds;
+  };
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) before = engine->offload_stats();
+    const double w0 = waited();
     const auto t0 = Clock::now();
     const torch::Tensor loss = loss_of(model->Forward(x));
     const auto t1 = Clock::now();
+    const double w1 = waited();
     engine->Backward(loss);
     const auto t2 = Clock::now();
+    const double w2 = waited();
     engine->Step();
     const auto t3 = Clock::now();
     r.final_loss = loss.item<double>();
     if (s < o.warmup) continue;
+    r.forward_wait_per_step += (w1 - w0) / static_cast<double>(o.steps);
+    r.backward_wait_per_step += (w2 - w1) / static_cast<double>(o.steps);
     fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
     bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
     opt.push_back(std::chrono::duration<double>(t3 - t2).count());
@@ -449,12 +463,12 @@ std::vector<std::string> Report::PrintTable() const {
                 100.0 * r.in_backward, 100.0 * r.at_gather, Gib(peak).c_str());
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
-        "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f stall=%.4f updated_in_backward=%.4f "
-        "updated_at_gather=%.4f peak_rss_gib=%.3f\n",
+        "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f forward_wait_s=%.4f backward_wait_s=%.4f "
+        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%.3f\n",
         r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
         base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
-        r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step, Stall(r), r.in_backward, r.at_gather,
-        peak / (1 << 30));
+        r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step, r.forward_wait_per_step,
+        r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, peak / (1 << 30));
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
@@ -466,11 +480,13 @@ std::string Report::JsonRow(size_t i) const {
       "{\"mode\": \"%s\", \"step_s\": %.6f, \"ratio_to_none\": %s, \"forward_s\": %.6f, \"backward_s\": %.6f, "
       "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
-      "\"stall_fraction\": %.6f, \"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, "
+      "\"forward_wait_s_per_step\": %.6f, \"backward_wait_s_per_step\": %.6f, \"stall_fraction\": %.6f, "
+      "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, "
       "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
       r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
       r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
-      r.nvme_written_per_step, r.nvme_wait_per_step, Stall(r), r.in_backward, r.at_gather,
+      r.nvme_written_per_step, r.nvme_wait_per_step, r.forward_wait_per_step, r.backward_wait_per_step, Stall(r),
+      r.in_backward, r.at_gather,
       absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
       r.final_loss, r.build_s);
 }
