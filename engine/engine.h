@@ -79,7 +79,8 @@ struct OffloadStats {
   uint64_t optimizer_written_bytes = 0;
   double optimizer_wait_seconds = 0;  // the step blocked on swap I/O (not overlapped)
   // Optimizer elements updated, and how many of them during backward
-  // (EngineOptions::update_during_backward).
+  // (EngineOptions::update_during_backward; a split update counts its state
+  // half here and its parameter half at gather).
   uint64_t optimizer_elements_updated = 0;
   uint64_t optimizer_elements_in_backward = 0;
   // ... and how many where a forward gathered them (EngineOptions::update_at_gather).
@@ -120,6 +121,13 @@ struct EngineOptions {
   // the optimizer state (Backward, checkpoints, weights export and loading,
   // GatheredParameters) finishes the update first. Off: the whole update
   // runs in Step (tests compare the two).
+  //
+  // Both on, with the optimizer state on NVMe too, AdamW or Lion, fp32
+  // gradients, no clipping and no fp16: the update is split. The boundary
+  // Backward updates the optimizer state of each group as its gradients are
+  // reduced and leaves the step's increment in the gradient shard; the next
+  // forward adds the increments to the shards it gathers. Bitwise the same
+  // again; either option off turns the split off.
   bool update_at_gather = true;
 };
 
