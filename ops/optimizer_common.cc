@@ -78,21 +78,6 @@ void CheckOut(const char* optimizer, const at::Tensor& params, const at::Tensor&
   }
 }
 
-}  // namespace
-
-const char* OptimizerName(OptimizerType type) {
-  switch (type) {
-    case OptimizerType::kAdam: return "Adam";
-    case OptimizerType::kAdamW: return "AdamW";
-    case OptimizerType::kAdagrad: return "Adagrad";
-    case OptimizerType::kLion: return "Lion";
-    case OptimizerType::kSGD: return "SGD";
-  }
-  return "unknown optimizer";
-}
-
-namespace {
-
 // The per-step scalars every pass checks.
 void CheckHyper(const char* optimizer, const StepHyper& hyper, double grad_scale) {
   if (!(std::isfinite(hyper.lr) && hyper.lr >= 0.0)) {
@@ -109,7 +94,38 @@ void CheckHyper(const char* optimizer, const StepHyper& hyper, double grad_scale
   }
 }
 
+// ApplyIncrementWith's checks: `params` and `increment` contiguous fp32 CPU
+// tensors of equal numel that share no memory; `hyper` as for CheckStepArgs.
+void CheckApplyArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& increment,
+                    const StepHyper& hyper) {
+  for (const auto& [what, t] :
+       {std::pair<const char*, const at::Tensor*>{"params", &params}, {"increment", &increment}}) {
+    if (!IsFlatFloatCpu(*t)) {
+      throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: ", what,
+                                                          " must be a contiguous float32 CPU tensor; got a ",
+                                                          t->defined() ? Describe(*t) : "undefined tensor")));
+    }
+  }
+  if (params.numel() != increment.numel() || Overlap(params, increment)) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: params (", params.numel(),
+                                                        " elements) and increment (", increment.numel(),
+                                                        ") must be separate buffers of one shard")));
+  }
+  CheckHyper(optimizer, hyper, 1.0);
+}
+
 }  // namespace
+
+const char* OptimizerName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::kAdam: return "Adam";
+    case OptimizerType::kAdamW: return "AdamW";
+    case OptimizerType::kAdagrad: return "Adagrad";
+    case OptimizerType::kLion: return "Lion";
+    case OptimizerType::kSGD: return "SGD";
+  }
+  return "unknown optimizer";
+}
 
 void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
                    const StepExtras& extras) {
@@ -151,24 +167,6 @@ void CheckMomentsArgs(const char* optimizer, const at::Tensor& grads, const Step
         grads.defined() ? Describe(grads) : "undefined tensor")));
   }
   CheckHyper(optimizer, hyper, grad_scale);
-}
-
-void CheckApplyArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& increment,
-                    const StepHyper& hyper) {
-  for (const auto& [what, t] :
-       {std::pair<const char*, const at::Tensor*>{"params", &params}, {"increment", &increment}}) {
-    if (!IsFlatFloatCpu(*t)) {
-      throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: ", what,
-                                                          " must be a contiguous float32 CPU tensor; got a ",
-                                                          t->defined() ? Describe(*t) : "undefined tensor")));
-    }
-  }
-  if (params.numel() != increment.numel() || Overlap(params, increment)) {
-    throw Error(absl::InvalidArgumentError(absl::StrCat(optimizer, " apply: params (", params.numel(),
-                                                        " elements) and increment (", increment.numel(),
-                                                        ") must be separate buffers of one shard")));
-  }
-  CheckHyper(optimizer, hyper, 1.0);
 }
 
 void ApplyIncrementWith(const kernels::KernelTable* kernels, const char* optimizer, at::Tensor& params,

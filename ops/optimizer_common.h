@@ -30,18 +30,17 @@ const char* OptimizerName(OptimizerType type);
 void CheckStepArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& grads, const StepHyper& hyper,
                    const StepExtras& extras);
 
-// The split update's checks (ShardOptimizer::StepMoments / ApplyIncrement),
-// throwing zt::Error (InvalidArgument): `grads` a contiguous fp32 CPU tensor;
-// `params` and `increment` contiguous fp32 CPU tensors of equal numel that
-// share no memory; `hyper` and grad_scale as for CheckStepArgs.
+// ShardOptimizer::StepMoments's checks, throwing zt::Error (InvalidArgument):
+// `grads` a contiguous fp32 CPU tensor; `hyper` and grad_scale as for
+// CheckStepArgs.
 void CheckMomentsArgs(const char* optimizer, const at::Tensor& grads, const StepHyper& hyper, double grad_scale);
-void CheckApplyArgs(const char* optimizer, const at::Tensor& params, const at::Tensor& increment,
-                    const StepHyper& hyper);
 
 // ShardOptimizer::ApplyIncrement for the optimizers with a split update:
-// checks (CheckApplyArgs), then params <- params * (1 - lr * weight_decay) -
-// increment with `kernels` (chunked over the intra-op threads) or, when
-// null, in double per element (the reference).
+// checks its arguments (InvalidArgument unless params and increment are
+// separate contiguous fp32 CPU tensors of one numel and `hyper` is valid),
+// then params <- params * (1 - lr * weight_decay) - increment with
+// `kernels` (chunked over the intra-op threads) or, when null, in double per
+// element (the reference).
 void ApplyIncrementWith(const kernels::KernelTable* kernels, const char* optimizer, at::Tensor& params,
                         const at::Tensor& increment, const StepHyper& hyper, double weight_decay);
 

@@ -81,10 +81,6 @@ std::unique_ptr<ShardOptimizer> Make(const OptimizerConfig& config, const kernel
       "optimizer.type: unsupported value ", static_cast<int>(config.type), "; use Adam, AdamW, Adagrad, Lion or SGD")));
 }
 
-}  // namespace
-
-namespace {
-
 [[noreturn]] void NoSplitUpdate(OptimizerType type) {
   throw Error(absl::FailedPreconditionError(absl::StrCat(
       internal::OptimizerName(type), " has no split update (its state update reads the parameters); call Step")));
