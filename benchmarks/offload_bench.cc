@@ -13,7 +13,9 @@
 // kept in Engine::Step (EngineOptions::update_during_backward and
 // update_at_gather off), for the same-run comparison with the update
 // during backward (optimizer state on NVMe) and at the forward's gathers
-// (parameter shards on NVMe too).
+// (parameter shards on NVMe too). "-fifo" after an NVMe mode turns the I/O
+// engine's priorities off (EngineOptions::io_priority): every swap transfer
+// starts in submission order, parameter reads included.
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -44,6 +46,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "apps/flags.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
@@ -117,9 +120,13 @@ struct ModeResult {
   double build_s = 0;
 };
 
-// "nvme-instep" -> "nvme": the mode's placement, whatever its schedule.
+// "nvme-instep" -> "nvme": the mode's placement, whatever its schedule or
+// I/O order.
 std::string Placement(const std::string& mode) {
-  return absl::EndsWith(mode, "-instep") ? mode.substr(0, mode.size() - 7) : mode;
+  for (absl::string_view suffix : {"-instep", "-fifo"}) {
+    if (absl::EndsWith(mode, suffix)) return mode.substr(0, mode.size() - suffix.size());
+  }
+  return mode;
 }
 
 Config MakeConfig(const Options& o, const std::string& run_mode, int world) {
@@ -188,6 +195,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   EngineOptions engine_options;
   engine_options.update_during_backward = !absl::EndsWith(mode, "-instep");
   engine_options.update_at_gather = !absl::EndsWith(mode, "-instep");
+  engine_options.io_priority = !absl::EndsWith(mode, "-fifo");
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg, engine_options));
   r.build_s = Since(t_build);
   // A random batch of the model's kind: token sequences, or images with labels.
@@ -296,7 +304,8 @@ void DeclareFlags(cli::Flags& f) {
   f.String("modes", "none,cpu,nvme,nvme-params",
            "comma-separated: none, cpu, nvme, nvme-params (stage 3), cpu-params (stage 3: optimizer state in memory, "
            "parameter shards on NVMe); nvme-instep, nvme-params-instep, cpu-params-instep (the update in the step "
-           "rather than during backward or at the forward's gathers)");
+           "rather than during backward or at the forward's gathers); nvme-fifo, nvme-params-fifo, cpu-params-fifo "
+           "(swap transfers in submission order, parameter reads not ahead of the rest)");
   f.Int("stage", 3, "ZeRO stage (1-3)");
   f.String("nvme-path", "/tmp/zt_offload_bench", "directory for the swap files (created)");
   f.Int("steps", 5, "timed steps per mode");
@@ -351,8 +360,8 @@ bool CheckModes(const Options& o) {
     if ((p != "none" && p != "cpu" && p != "nvme" && p != "nvme-params" && p != "cpu-params") ||
         (p != m && p != "nvme" && p != "nvme-params" && p != "cpu-params")) {
       std::fprintf(stderr,
-                   "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params, cpu-params, nvme-instep, "
-                   "nvme-params-instep, cpu-params-instep)\n",
+                   "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params, cpu-params, and the last three "
+                   "with -instep or -fifo)\n",
                    m.c_str());
       return false;
     }

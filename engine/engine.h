@@ -129,6 +129,12 @@ struct EngineOptions {
   // forward adds the increments to the shards it gathers. Bitwise the same
   // again; either option off turns the split off.
   bool update_at_gather = true;
+  // NVMe offload: the swap I/O engine starts parameter-shard reads (which a
+  // gather is about to wait for) before the optimizer state's transfers and
+  // the write-backs queued earlier, and a transfer someone waits for before
+  // everything queued (offload::IoPriority). Off: every transfer in
+  // submission order (benchmarks compare the two).
+  bool io_priority = true;
 };
 
 // The engine's interface. Create returns the one implementation

@@ -415,6 +415,7 @@ absl::Status EngineImpl::InitOffload() {
     io.threads = core_.config.aio.intra_op_parallelism;
     io.single_submit = core_.config.aio.single_submit;
     io.overlap_events = core_.config.aio.overlap_events;
+    io.priorities = core_.options.io_priority;
     auto created = offload::IoEngine::Create(io);
     if (!created.ok()) return created.status();
     core_.io = std::move(*created);

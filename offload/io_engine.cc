@@ -56,16 +56,18 @@ absl::Status SysError(int err, const char* file, int line, const std::string& wh
                       absl::StrCat(what, ": ", std::strerror(err), " [", SourceBaseName(file), ":", line, "]"));
 }
 
-IoTicket IoEngineBase::Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) {
-  return Submit(/*write=*/false, file, offset, static_cast<char*>(buffer), bytes);
+IoTicket IoEngineBase::Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes, IoPriority priority) {
+  return Submit(/*write=*/false, file, offset, static_cast<char*>(buffer), bytes, priority);
 }
 
-IoTicket IoEngineBase::Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) {
+IoTicket IoEngineBase::Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes,
+                             IoPriority priority) {
   // The buffer is only read from; the piece type is shared with reads.
-  return Submit(/*write=*/true, file, offset, static_cast<char*>(const_cast<void*>(buffer)), bytes);
+  return Submit(/*write=*/true, file, offset, static_cast<char*>(const_cast<void*>(buffer)), bytes, priority);
 }
 
-IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes) {
+IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes,
+                              IoPriority priority) {
   auto request = std::make_unique<IoRequest>();
   IoRequest* r = request.get();
   r->ticket = next_ticket_++;
@@ -121,12 +123,33 @@ IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset,
   next_worker_ = static_cast<int>((next_worker_ + pieces) % workers);
   const IoTicket ticket = r->ticket;
   for (int w = 0; w < workers; ++w) {
-    if (!per_worker[static_cast<size_t>(w)].empty()) Enqueue(w, std::move(per_worker[static_cast<size_t>(w)]));
+    if (!per_worker[static_cast<size_t>(w)].empty()) {
+      Enqueue(w, std::move(per_worker[static_cast<size_t>(w)]),
+              options_.priorities ? priority : IoPriority::kBackground);
+    }
   }
   return ticket;
 }
 
+bool IoEngineBase::RunningLocked(IoTicket ticket) {
+  auto it = requests_.find(ticket);
+  return it != requests_.end() && it->second->pieces_left > 0;
+}
+
+void IoEngineBase::Hurry(IoTicket ticket) {
+  if (!options_.priorities) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!RunningLocked(ticket)) return;
+  }
+  // Outside mu_, so that mu_ is never held while a worker's queue lock is
+  // taken. Only this thread collects requests, so the request outlives this
+  // call; if it finishes meanwhile, no piece of it is left queued to move.
+  if (HurryQueued(ticket) > 0) requests_hurried_.fetch_add(1, std::memory_order_relaxed);
+}
+
 absl::Status IoEngineBase::Wait(IoTicket ticket) {
+  Hurry(ticket);
   std::unique_lock<std::mutex> lock(mu_);
   auto it = requests_.find(ticket);
   if (it == requests_.end()) {

@@ -38,7 +38,13 @@
 //    pieces of that request still finish before Wait returns, so the buffer
 //    is free afterwards. Never a silent short write. EIO is DataLoss,
 //    ENOSPC/EDQUOT/EFBIG ResourceExhausted, the rest as absl maps errno.
-//  * Read/Write/Wait/WaitAll are called from one thread at a time (the
+//  * Priority: urgent requests start before background ones (each class in
+//    submission order); a request someone waits on, or hurries, starts before
+//    both. Pieces already handed to the kernel are not reordered, so an urgent
+//    read waits for at most queue_depth pieces in flight per worker. A
+//    background request never starves for good: the one it is waited on, it
+//    goes first.
+//  * Read/Write/Wait/WaitAll/Hurry are called from one thread at a time (the
 //    training thread); the workers are internal.
 //  * Destroying the engine waits for the transfers still in flight (the
 //    kernel may be writing into their buffers), then stops the workers.
@@ -79,6 +85,9 @@ struct IoOptions {
   int threads = 1;               // aio.thread_count / intra_op_parallelism
   bool single_submit = false;    // aio.single_submit
   bool overlap_events = true;    // aio.overlap_events
+  // false: IoPriority and Hurry are ignored, every piece starts in
+  // submission order (for same-run comparisons).
+  bool priorities = true;
   // kAuto: io_uring when the kernel allows it, else threads (with a warning).
   // ZT_AIO_BACKEND=uring|threads in the environment overrides kAuto.
   IoBackend backend = IoBackend::kAuto;
@@ -92,6 +101,12 @@ struct IoOptions {
 // Identifies one submitted request; 0 is never a valid ticket.
 using IoTicket = uint64_t;
 
+// Which queued transfers start first. Urgent: what the training is about to
+// wait for (a parameter shard the next layer gathers). Background: what only
+// has to be done by some later point (optimizer state read ahead of its
+// sub-group's update, write-backs).
+enum class IoPriority { kBackground, kUrgent };
+
 class IoEngine {
  public:
   // InvalidArgument for options out of range (names the aio key);
@@ -100,12 +115,24 @@ class IoEngine {
   virtual ~IoEngine() = default;
 
   // Starts a transfer of `bytes` between `buffer` and `file` at `offset`.
-  virtual IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) = 0;
-  virtual IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) = 0;
+  virtual IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes, IoPriority priority) = 0;
+  virtual IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes,
+                         IoPriority priority) = 0;
+  IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) {
+    return Read(file, offset, buffer, bytes, IoPriority::kBackground);
+  }
+  IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) {
+    return Write(file, offset, buffer, bytes, IoPriority::kBackground);
+  }
   // Blocks until the request finished; its status (OK or the first error).
-  // Each ticket is waited on at most once; a ticket already collected (by
-  // Wait or WaitAll) returns OK, 0 or a ticket never issued InvalidArgument.
+  // Hurries the request first if it has not finished. Each ticket is waited
+  // on at most once; a ticket already collected (by Wait or WaitAll) returns
+  // OK, 0 or a ticket never issued InvalidArgument.
   virtual absl::Status Wait(IoTicket ticket) = 0;
+  // Never blocks: moves the pieces of `ticket` not yet started ahead of every
+  // other queued piece (the caller will wait for it next). No effect on a
+  // request finished, collected or never issued.
+  virtual void Hurry(IoTicket ticket) = 0;
   // Waits for every outstanding request and collects them all; the error of
   // the lowest failed ticket, if any.
   virtual absl::Status WaitAll() = 0;
@@ -119,6 +146,9 @@ class IoEngine {
   // Bytes moved since creation (for benchmarks and logs).
   virtual uint64_t bytes_read() const = 0;
   virtual uint64_t bytes_written() const = 0;
+  // Requests whose queued pieces a Hurry (or a Wait) moved forward: how
+  // often a background transfer was needed before its turn.
+  virtual uint64_t requests_hurried() const = 0;
 
   // Synchronous conveniences: submit and wait.
   absl::Status ReadSync(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) {

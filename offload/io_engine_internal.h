@@ -69,15 +69,20 @@ struct IoPiece {
 // InjectedErrno and FailPiece run on the backend's worker threads.
 class IoEngineBase : public IoEngine {
  public:
-  IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes) override;
-  IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes) override;
+  using IoEngine::Read;
+  using IoEngine::Write;
+  IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes, IoPriority priority) override;
+  IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes,
+                 IoPriority priority) override;
   absl::Status Wait(IoTicket ticket) override;
+  void Hurry(IoTicket ticket) override;
   absl::Status WaitAll() override;
   bool Ready(IoTicket ticket) override;
   IoBackend backend() const override { return options_.backend; }
   const IoOptions& options() const override { return options_; }
   uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
   uint64_t bytes_written() const override { return bytes_written_.load(std::memory_order_relaxed); }
+  uint64_t requests_hurried() const override { return requests_hurried_.load(std::memory_order_relaxed); }
 
   // Applies one transfer result of `piece` (bytes moved, or -errno) at the
   // backend's source location. True when the piece is finished (done or
@@ -93,11 +98,17 @@ class IoEngineBase : public IoEngine {
   // `options` validated, with block_size rounded and the backend resolved.
   explicit IoEngineBase(const IoOptions& options) : options_(options) {}
   // Hands a request's pieces for worker `worker` (0 .. threads-1) to the
-  // backend. Runs on the caller's thread; must not block on I/O.
-  virtual void Enqueue(int worker, std::vector<IoPiece> pieces) = 0;
+  // backend, to start in PieceQueue's order. Runs on the caller's thread;
+  // must not block on I/O.
+  virtual void Enqueue(int worker, std::vector<IoPiece> pieces, IoPriority priority) = 0;
+  // PieceQueue::Hurry(ticket) on every worker's queue; the pieces moved.
+  // Caller's thread; must not block on I/O.
+  virtual size_t HurryQueued(IoTicket ticket) = 0;
 
  private:
-  IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes);
+  IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes, IoPriority priority);
+  // Whether `ticket` names a request not yet finished (mu_ held).
+  bool RunningLocked(IoTicket ticket);
   void Finish(IoRequest* request, const absl::Status& status);
   absl::Status TransferError(const IoPiece& piece, int err, const char* file, int line) const;
 
@@ -109,6 +120,7 @@ class IoEngineBase : public IoEngine {
   int next_worker_ = 0;                                      // caller's thread only
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> bytes_written_{0};
+  std::atomic<uint64_t> requests_hurried_{0};
 };
 
 // The backends. `options` are validated, block_size is rounded up and

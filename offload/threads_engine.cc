@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -17,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "offload/io_engine_internal.h"
+#include "offload/piece_queue.h"
 
 namespace zt::offload::internal {
 namespace {
@@ -39,12 +39,17 @@ class ThreadsWorker {
     }
   }
 
-  void Enqueue(std::vector<IoPiece> pieces) {
+  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (IoPiece& p : pieces) pending_.push_back(p);
+      pending_.Push(std::move(pieces), priority);
     }
     cv_.notify_all();
+  }
+
+  size_t Hurry(IoTicket ticket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_.Hurry(ticket);
   }
 
   // Finishes every queued piece, then joins the threads.
@@ -66,8 +71,7 @@ class ThreadsWorker {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return ClaimableLocked() || (stop_ && pending_.empty()); });
         if (pending_.empty()) return;  // stopping, nothing left
-        piece = pending_.front();
-        pending_.pop_front();
+        piece = pending_.Pop();
         if (!overlap_) --open_slots_;
       }
       Transfer(piece);
@@ -111,10 +115,10 @@ class ThreadsWorker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<IoPiece> pending_;  // guarded by mu_
-  bool stop_ = false;            // guarded by mu_
-  int open_slots_ = 0;           // guarded by mu_: pieces the current batch may still start
-  int batch_outstanding_ = 0;    // guarded by mu_: pieces of the current batch not finished
+  PieceQueue pending_;         // guarded by mu_
+  bool stop_ = false;          // guarded by mu_
+  int open_slots_ = 0;         // guarded by mu_: pieces the current batch may still start
+  int batch_outstanding_ = 0;  // guarded by mu_: pieces of the current batch not finished
   std::vector<std::thread> threads_;
 };
 
@@ -129,8 +133,13 @@ class ThreadsEngine final : public IoEngineBase {
   }
 
  protected:
-  void Enqueue(int worker, std::vector<IoPiece> pieces) override {
-    workers_[static_cast<size_t>(worker)]->Enqueue(std::move(pieces));
+  void Enqueue(int worker, std::vector<IoPiece> pieces, IoPriority priority) override {
+    workers_[static_cast<size_t>(worker)]->Enqueue(std::move(pieces), priority);
+  }
+  size_t HurryQueued(IoTicket ticket) override {
+    size_t moved = 0;
+    for (auto& w : workers_) moved += w->Hurry(ticket);
+    return moved;
   }
 
  private:

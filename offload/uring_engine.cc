@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "offload/io_engine_internal.h"
+#include "offload/piece_queue.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
 
@@ -110,15 +111,22 @@ class UringWorker {
     pthread_setname_np(thread_.native_handle(), name.c_str());
   }
 
-  void Enqueue(std::vector<IoPiece> pieces) {
+  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) {
     bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (IoPiece& p : pieces) pending_.push_back(p);
+      pending_.Push(std::move(pieces), priority);
       wake = waiting_in_kernel_;
     }
     cv_.notify_one();
     if (wake) Wake();
+  }
+
+  // No wake-up: the order matters only when a slot frees, and the worker
+  // looks at the queue then anyway.
+  size_t Hurry(IoTicket ticket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pending_.Hurry(ticket);
   }
 
   // Finishes every queued and in-flight piece, then joins the thread.
@@ -191,10 +199,7 @@ class UringWorker {
   // held); StartTaken gives them slots outside the lock.
   void TakeLocked() {
     size_t room = free_slots_.size();
-    while (room-- > 0 && !pending_.empty()) {
-      taken_.push_back(pending_.front());
-      pending_.pop_front();
-    }
+    while (room-- > 0 && !pending_.empty()) taken_.push_back(pending_.Pop());
   }
 
   // Runs the test hook on each taken piece and puts it in a slot for Flush.
@@ -343,7 +348,7 @@ class UringWorker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<IoPiece> pending_;     // guarded by mu_
+  PieceQueue pending_;              // guarded by mu_
   bool stop_ = false;               // guarded by mu_
   bool waiting_in_kernel_ = false;  // guarded by mu_
 
@@ -368,8 +373,13 @@ class UringEngine final : public IoEngineBase {
   std::vector<std::unique_ptr<UringWorker>> workers_;
 
  protected:
-  void Enqueue(int worker, std::vector<IoPiece> pieces) override {
-    workers_[static_cast<size_t>(worker)]->Enqueue(std::move(pieces));
+  void Enqueue(int worker, std::vector<IoPiece> pieces, IoPriority priority) override {
+    workers_[static_cast<size_t>(worker)]->Enqueue(std::move(pieces), priority);
+  }
+  size_t HurryQueued(IoTicket ticket) override {
+    size_t moved = 0;
+    for (auto& w : workers_) moved += w->Hurry(ticket);
+    return moved;
   }
 };
 

@@ -21,10 +21,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -458,6 +461,79 @@ TEST_P(IoEngineTest, InjectedEagainIsRetried) {
   ASSERT_TRUE(file.ok()) << file.status();
   RoundTrip(*io, *file, 0, 1 << 20, 3);
   EXPECT_GE(calls.load(), 32);  // 16 pieces each way; the retried one is not asked again
+}
+
+// The order pieces start in, seen through the test hook with one worker and
+// one piece in flight: while the first piece of a background write is held
+// in the hook, a second background write, an urgent read and a third
+// background write queue up. Urgent goes first, then each class in
+// submission order; Hurry moves a request ahead of everything queued (the
+// latest hurried first), and Wait hurries the request it waits for.
+TEST_P(IoEngineTest, UrgentAndHurriedRequestsStartFirst) {
+  constexpr uint64_t kBlock = 4096;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint64_t> started;  // piece offsets in start order; guarded by mu
+  bool release = false;           // guarded by mu
+  IoOptions o = Options();
+  o.threads = 1;
+  o.queue_depth = 1;
+  o.block_size = kBlock;
+  o.inject_error = [&](bool, uint64_t offset) {
+    std::unique_lock<std::mutex> lock(mu);
+    started.push_back(offset);
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return 0;
+  };
+  ZT_ENGINE_OR_SKIP(io, o);
+  auto file = SwapFile::Create(dir_.path(), "order.swp", 64 * kBlock);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto buf = AlignedBuffer::Allocate(64 * kBlock);
+  ASSERT_TRUE(buf.ok());
+  char* b = static_cast<char*>(buf->data());
+  // Requests at 16-block strides, so a piece's offset names its request.
+  auto request = [&](int index, int pieces, bool write, IoPriority priority) {
+    const uint64_t at = static_cast<uint64_t>(index) * 16 * kBlock;
+    return write ? io->Write(*file, at, b + at, pieces * kBlock, priority)
+                 : io->Read(*file, at, b + at, pieces * kBlock, priority);
+  };
+  auto which = [&](uint64_t offset) { return static_cast<int>(offset / (16 * kBlock)); };
+
+  const IoTicket first = request(0, 3, /*write=*/true, IoPriority::kBackground);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !started.empty(); });  // its first piece is held
+  }
+  const IoTicket second = request(1, 2, /*write=*/true, IoPriority::kBackground);
+  const IoTicket urgent = request(2, 2, /*write=*/false, IoPriority::kUrgent);
+  const IoTicket third = request(3, 2, /*write=*/true, IoPriority::kBackground);
+  EXPECT_EQ(io->requests_hurried(), 0u);
+  io->Hurry(third);
+  EXPECT_EQ(io->requests_hurried(), 1u);
+  io->Hurry(third);  // already next: nothing changes place
+  EXPECT_EQ(io->requests_hurried(), 1u);
+  io->Hurry(first);  // the latest hurried goes first
+  EXPECT_EQ(io->requests_hurried(), 2u);
+
+  // Wait hurries the second request (on another thread: the hook holds the
+  // worker until it is released); seen through the counter, then released.
+  absl::Status waited;
+  std::thread waiter([&] { waited = io->Wait(second); });
+  while (io->requests_hurried() < 3) std::this_thread::yield();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  ASSERT_TRUE(io->WaitAll().ok());
+  EXPECT_TRUE(io->Wait(urgent).ok());
+
+  std::vector<int> order;
+  for (uint64_t offset : started) order.push_back(which(offset));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 1, 0, 0, 3, 3, 2, 2}));
 }
 
 // Destroying the engine waits for transfers in flight: what was submitted is
