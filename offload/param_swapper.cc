@@ -122,16 +122,17 @@ int ParamSwapper::Evict(int s) {
   return Detach(s);
 }
 
-int ParamSwapper::TakeIdleBuffer() {
+int ParamSwapper::TakeIdleBuffer(const std::vector<int>& keep) {
   const int b = pool_->TryAcquire();
   if (b >= 0) return b;
   for (int s : lru_) {
     Slot& slot = slots_[static_cast<size_t>(s)];
-    if (slot.pins > 0 || slot.ahead) continue;
-    // A write-back that has finished leaves a clean copy like any other;
-    // one still running is not waited for here.
-    if (slot.state == State::kWriting && io_->Ready(slot.ticket)) {
-      absl::Status st = WaitSlot(s);  // returns at once
+    if (slot.pins > 0 || slot.ahead || std::find(keep.begin(), keep.end(), s) != keep.end()) continue;
+    // An idle copy whose write-back still runs is waited for: which buffer
+    // is taken, and so what is read again later, must not depend on how
+    // fast the disk is. (In a pass that write began a unit or more ago.)
+    if (slot.state == State::kWriting) {
+      absl::Status st = WaitSlot(s);
       if (!st.ok()) {
         // The bytes stay (the file is stale); the next Acquire or Flush
         // reports the failure.
@@ -147,7 +148,7 @@ int ParamSwapper::TakeIdleBuffer() {
 absl::Status ParamSwapper::TakeDeferredError() { return std::exchange(deferred_error_, absl::OkStatus()); }
 
 int ParamSwapper::TakeBuffer(absl::Status* error) {
-  int b = TakeIdleBuffer();
+  int b = TakeIdleBuffer({});
   if (b >= 0) return b;
   // Then copies read ahead, finished writes, reads in flight: each is waited
   // for first (a transfer into or out of the buffer may still run).
@@ -168,7 +169,7 @@ int ParamSwapper::TakeBuffer(absl::Status* error) {
   return -1;
 }
 
-absl::StatusOr<void*> ParamSwapper::Acquire(int s, bool read) {
+absl::StatusOr<void*> ParamSwapper::Acquire(int s, Access access) {
   ZT_RETURN_IF_ERROR(TakeDeferredError());
   Slot& slot = slots_[static_cast<size_t>(s)];
   if (slot.ahead) {
@@ -177,9 +178,12 @@ absl::StatusOr<void*> ParamSwapper::Acquire(int s, bool read) {
   }
   if (slot.state != State::kDisk) {
     ++stats_.hits;
-    // A read lands, a write finishes before anyone may modify the bytes.
-    absl::Status st = WaitSlot(s);
-    if (!st.ok()) return st;
+    // A read lands; a write finishes before anyone may modify the bytes,
+    // while a reader shares them with the write still running.
+    if (slot.state == State::kReading || access != Access::kRead) {
+      absl::Status st = WaitSlot(s);
+      if (!st.ok()) return st;
+    }
   }
   if (slot.state == State::kDisk) {
     absl::Status error;
@@ -190,8 +194,8 @@ absl::StatusOr<void*> ParamSwapper::Acquire(int s, bool read) {
           "all %d parameter swap buffers are in use (zero_optimization.offload_param.buffer_count)", pool_->count()));
     }
     slot.buffer = b;
-    if (read) {
-      slot.ticket = io_->Read(*file_, slot.offset, pool_->data(b), AlignUp(slot.bytes));
+    if (access != Access::kOverwrite) {
+      slot.ticket = io_->Read(*file_, slot.offset, pool_->data(b), AlignUp(slot.bytes), IoPriority::kUrgent);
       slot.state = State::kReading;
       ++stats_.reads;
       stats_.read_bytes += AlignUp(slot.bytes);
@@ -223,7 +227,7 @@ absl::Status ParamSwapper::Release(int s, bool dirty) {
   return absl::OkStatus();
 }
 
-bool ParamSwapper::TryReadAhead(int s) {
+bool ParamSwapper::TryReadAhead(int s, const std::vector<int>& keep) {
   Slot& slot = slots_[static_cast<size_t>(s)];
   const bool here = slot.state != State::kDisk;
   if (here && (slot.ahead || slot.pins > 0)) return true;
@@ -236,12 +240,12 @@ bool ParamSwapper::TryReadAhead(int s) {
     Touch(s);
     return true;
   }
-  const int b = TakeIdleBuffer();
+  const int b = TakeIdleBuffer(keep);
   if (b < 0) return false;
   slot.buffer = b;
   slot.ahead = true;
   ++ahead_count_;
-  slot.ticket = io_->Read(*file_, slot.offset, pool_->data(b), AlignUp(slot.bytes));
+  slot.ticket = io_->Read(*file_, slot.offset, pool_->data(b), AlignUp(slot.bytes), IoPriority::kUrgent);
   slot.state = State::kReading;
   ++stats_.reads;
   ++stats_.read_ahead;

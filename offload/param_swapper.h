@@ -10,14 +10,19 @@
 //                else a clean cached copy that may be evicted at any time);
 //   writing   -> a buffer whose bytes are being written back.
 // Buffers go, in this order of preference, from: the free list, the least
-// recently used idle copy (resident or with its write-back finished, not
-// pinned, not read ahead), then, waiting where needed, any unpinned
+// recently used idle copy (resident or being written back, not pinned, not
+// read ahead; a write-back still running is waited for, so that which copy
+// goes never depends on the disk's speed), then, waiting where needed, any unpinned
 // resident slot, the oldest write, an unpinned read in flight (waited for,
 // then dropped). When every buffer is pinned, Acquire returns
 // ResourceExhausted and the caller must release one (the stage-3
 // coordinator waits for a gather that holds one). Read-ahead never takes
-// the last buffer, never waits and never evicts anything but idle copies;
-// a slot it names that is already here is kept for its coming use.
+// the last buffer, never waits for a read and never evicts anything but
+// idle copies; a slot it names that is already here is kept for its coming
+// use.
+// Reads (on demand and ahead) go to the engine as IoPriority::kUrgent: a
+// gather waits for them, so they start before the optimizer state's
+// transfers queued earlier; write-backs stay background.
 //
 // Contract: not thread-safe (the coordinator calls it under its mutex).
 // Buffers handed out stay valid until Release. I/O errors come back as
@@ -59,26 +64,35 @@ class ParamSwapper {
   ParamSwapper(const ParamSwapper&) = delete;
   ParamSwapper& operator=(const ParamSwapper&) = delete;
 
-  // Pins slot `s` in a buffer and returns it. With `read`, the buffer holds
-  // the slot's bytes (read from disk unless already resident); without, its
-  // contents are unspecified and the caller overwrites all of them.
+  // What the caller of Acquire does with the slot's bytes.
+  enum class Access {
+    kOverwrite,  // replaces all of them and reads none: nothing is read from
+                 // disk, the buffer's contents are unspecified
+    kUpdate,     // reads and changes them (then Release with dirty = true)
+    kRead,       // only reads them (Release with dirty = false); a write-back
+                 // of the same bytes still running is not waited for
+  };
+  // Pins slot `s` in a buffer and returns it; except with kOverwrite, the
+  // buffer holds the slot's bytes (read from disk unless already here).
   // ResourceExhausted when every buffer is pinned.
-  absl::StatusOr<void*> Acquire(int s, bool read);
+  absl::StatusOr<void*> Acquire(int s, Access access);
   // Unpins; `dirty` writes the buffer back (asynchronously; the slot stays
   // resident and readable meanwhile).
   absl::Status Release(int s, bool dirty);
-  // A hint that Acquire(s, true) comes soon. While fewer than
+  // A hint that Acquire(s, kRead or kUpdate) comes soon. While fewer than
   // buffer_count - 1 slots are read ahead and unused: starts reading slot
   // `s` if it is on disk and a buffer is free or holds an idle copy, or,
   // when it is here already (resident, reading or being written), marks it
   // read ahead so that later read-aheads do not evict it. True when the
   // slot is (now) here or in flight; false when nothing was done (the caller
-  // stops hinting further slots). Never blocks.
-  bool TryReadAhead(int s);
+  // stops hinting further slots). Waits for nothing but the write-back of the
+  // idle copy it replaces. The idle copies of the slots in `keep` (needed
+  // before `s`) are not evicted for it.
+  bool TryReadAhead(int s, const std::vector<int>& keep = {});
   // Waits for every write (e.g. before a checkpoint reads the file).
   absl::Status Flush();
 
-  bool resident(int s) const;
+  bool resident(int s) const;  // in a buffer or on its way there
   int buffer_count() const { return pool_ ? pool_->count() : 0; }
   uint64_t buffer_bytes() const { return pool_ ? pool_->total_bytes() : 0; }
 
@@ -102,9 +116,10 @@ class ParamSwapper {
   // A buffer for a new occupant, evicting as described above; -1 when every
   // buffer is pinned. `error` receives an I/O failure met on the way.
   int TakeBuffer(absl::Status* error);
-  // A free buffer, or one taken from an idle (resident, unpinned, not read
-  // ahead) cached copy; -1 otherwise. Never waits.
-  int TakeIdleBuffer();
+  // A free buffer, or one taken from an idle (resident or being written back,
+  // unpinned, not read ahead, not in `keep`) cached copy; -1 otherwise.
+  // Waits only for that copy's write-back.
+  int TakeIdleBuffer(const std::vector<int>& keep);
   // A write-back failure met where no caller could be told (TakeIdleBuffer),
   // handed to the next Acquire or Flush; cleared once returned.
   absl::Status TakeDeferredError();

@@ -18,6 +18,7 @@ struct CoordinatorStats {
   int64_t trace_mismatches = 0;         // requests that departed from the trace
   int64_t cached_bytes = 0;             // freed gather buffers kept for reuse (zero/storage.h)
   int64_t swapped_shard_bytes = 0;      // parameter shards living on NVMe (not in memory)
+  int64_t swapped_shards = 0;           // ... and how many
   int64_t kept_shard_bytes = 0;         // with NVMe offload: shards below aio.block_size, kept in memory
   int64_t swap_buffer_bytes = 0;        // the parameter swap pool
   int64_t late_persistent_gathers = 0;  // persistent chunks all-gathered again after the update at gather

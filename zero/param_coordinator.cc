@@ -72,6 +72,7 @@ CoordinatorStats ParamCoordinator::stats() const {
       const FlatGroup& g = *chunks_[c].group;
       if (chunk_state_[c].swap_slot >= 0) {
         s.swapped_shard_bytes += static_cast<int64_t>(g.param_shard.nbytes());
+        ++s.swapped_shards;
       } else if (!chunks_[c].persistent && g.param_residency == ParamResidency::kShardOnly) {
         s.kept_shard_bytes += static_cast<int64_t>(g.param_shard.nbytes());
       }
@@ -108,8 +109,9 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
                "stage 3: a gather of parameters whose deferred update is still pending");
   if (SwappedLocked(chunk)) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
-    // given back once the gather has landed (WaitChunkLocked).
-    AcquireShardLocked(chunk, /*read=*/true);
+    // given back once the gather has landed (WaitChunkLocked). The gather
+    // only reads it, so a write-back still running need not finish first.
+    AcquireShardLocked(chunk, offload::ParamSwapper::Access::kRead);
     s.gather_hold = ++gather_seq_;
   }
   pool_.Fill(g.params);
@@ -132,6 +134,10 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
   if (s.gather_hold > 0) {
     s.gather_hold = 0;
     ReleaseShardLocked(chunk, /*dirty=*/false);
+    // A buffer may be free now: the read-ahead that found none when this
+    // unit began gets another chance here, a unit's compute before its read
+    // would otherwise be waited for.
+    if (trace_.following()) ReadAheadLocked(trace_.position());
   }
   if (!st.ok()) {
     const Chunk& c = chunks_[static_cast<size_t>(chunk)];
@@ -203,6 +209,11 @@ void ParamCoordinator::PrefetchLocked() {
     // Its parameters are not updated yet (the update at gather): its own
     // forward updates and gathers them.
     if (UnitPendingLocked(v)) break;
+    // Gathers ahead hold swap buffers until used: at most half the pool, so
+    // the read-ahead keeps room to bring the next shards in. (Counted in
+    // holds, never in what the disk has delivered: every rank must decide
+    // alike, as the gathers are collectives.)
+    if (swapper_ && HeldAheadLocked() + SwappedReleasedLocked(v) > swapper_->buffer_count() / 2) break;
     GatherUnitLocked(v);
     u.prefetched_ahead = true;
     window_numel_ += u.sharded_numel;
@@ -212,15 +223,40 @@ void ParamCoordinator::PrefetchLocked() {
 
 void ParamCoordinator::ReadAheadLocked(size_t position) {
   const std::vector<int>& order = trace_.order();
+  // Shards here that are needed before the one read next: never evicted for
+  // it. Gathered chunks among them (released before their next use, unless
+  // the reuse distance keeps them) are not read ahead, but their copies here
+  // are kept: evicting them would only read them again.
+  std::vector<int> sooner;
   for (size_t i = position; i < order.size(); ++i) {
     for (int c : units_[static_cast<size_t>(order[i])].chunks) {
       const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
-      if (s.swap_slot < 0 || s.state != State::kReleased) continue;
-      // A shard already here is kept for its gather. The swapper keeps a
-      // buffer for a gather that was not foreseen.
-      if (!swapper_->TryReadAhead(s.swap_slot)) return;
+      if (s.swap_slot < 0) continue;
+      if (s.state == State::kReleased) {
+        // A shard already here is kept for its gather. The swapper keeps a
+        // buffer for a gather that was not foreseen.
+        if (!swapper_->TryReadAhead(s.swap_slot, sooner)) return;
+      }
+      if (swapper_->resident(s.swap_slot)) sooner.push_back(s.swap_slot);
     }
   }
+}
+
+int ParamCoordinator::HeldAheadLocked() const {
+  int n = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    if (chunk_state_[c].gather_hold > 0 && unit_state_[static_cast<size_t>(chunks_[c].unit)].prefetched_ahead) ++n;
+  }
+  return n;
+}
+
+int ParamCoordinator::SwappedReleasedLocked(int unit) const {
+  int n = 0;
+  for (int c : units_[static_cast<size_t>(unit)].chunks) {
+    const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+    if (s.swap_slot >= 0 && s.state == State::kReleased) ++n;
+  }
+  return n;
 }
 
 bool ParamCoordinator::UnitPendingLocked(int unit) const {
@@ -465,7 +501,7 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
       FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
       // Persistent chunks own a view of `params`: already up to date.
       if (g.param_residency != ParamResidency::kShardOnly) continue;
-      at::Tensor shard = AcquireShardLocked(c, /*read=*/false);
+      at::Tensor shard = AcquireShardLocked(c, offload::ParamSwapper::Access::kOverwrite);
       shard.copy_(g.params.narrow(0, g.owned_begin(), g.layout.shard_numel));
       ReleaseShardLocked(c, /*dirty=*/true);
     }
@@ -551,7 +587,7 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
     at::Tensor resident = g.param_shard;
     const int slot = chunk_state_[static_cast<size_t>(c)].swap_slot;
-    auto buffer = swapper_->Acquire(slot, /*read=*/false);
+    auto buffer = swapper_->Acquire(slot, offload::ParamSwapper::Access::kOverwrite);
     if (!buffer.ok()) return buffer.status();
     std::memcpy(*buffer, resident.data_ptr(), resident.nbytes());
     ZT_RETURN_IF_ERROR(swapper_->Release(slot, /*dirty=*/true));
@@ -569,12 +605,12 @@ bool ParamCoordinator::swapped(int chunk) const {
   return SwappedLocked(chunk);
 }
 
-at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, bool read) {
+at::Tensor ParamCoordinator::AcquireShardLocked(int chunk, offload::ParamSwapper::Access access) {
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
   if (!SwappedLocked(chunk)) return g.OwnedParams();
   const int slot = chunk_state_[static_cast<size_t>(chunk)].swap_slot;
   for (;;) {
-    absl::StatusOr<void*> buffer = swapper_->Acquire(slot, read);
+    absl::StatusOr<void*> buffer = swapper_->Acquire(slot, access);
     if (buffer.ok()) {
       if (chunk_state_[static_cast<size_t>(chunk)].borrows++ == 0) BorrowStorage(g.param_shard, *buffer);
       return g.param_shard;
@@ -612,7 +648,8 @@ void ParamCoordinator::ReleaseShardLocked(int chunk, bool dirty) {
 
 at::Tensor ParamCoordinator::AcquireShard(int chunk, bool read) {
   absl::MutexLock lock(&mu_);
-  return AcquireShardLocked(chunk, read);
+  return AcquireShardLocked(chunk,
+                            read ? offload::ParamSwapper::Access::kUpdate : offload::ParamSwapper::Access::kOverwrite);
 }
 
 void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
@@ -623,6 +660,14 @@ void ParamCoordinator::ReleaseShard(int chunk, bool dirty) {
 bool ParamCoordinator::PrefetchShard(int chunk) {
   absl::MutexLock lock(&mu_);
   if (!SwappedLocked(chunk)) return true;
+  // The update at gather runs inside the forward, whose order the trace
+  // knows for gathers and updates alike: read ahead by it, so that the
+  // optimizer's look-ahead (group after group) never evicts a shard the next
+  // gather needs first.
+  if (deferred_ != nullptr && deferred_->deferred_open() && trace_.following()) {
+    ReadAheadLocked(trace_.position());
+    return false;  // that walk went as far as the pool allows
+  }
   return swapper_->TryReadAhead(chunk_state_[static_cast<size_t>(chunk)].swap_slot);
 }
 

@@ -236,11 +236,15 @@ class ParamCoordinator {
   void ReleaseChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool UnitGatheredLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SwappedLocked(int chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  at::Tensor AcquireShardLocked(int chunk, bool read) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  at::Tensor AcquireShardLocked(int chunk, offload::ParamSwapper::Access access) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseShardLocked(int chunk, bool dirty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads ahead the swapped shards of the units at trace positions from
   // `position` on, while the pool has more than one free buffer.
   void ReadAheadLocked(size_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The swapped shards a gather of `unit` would acquire now, and those that
+  // gathers of units prefetched ahead still hold.
+  int SwappedReleasedLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int HeldAheadLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string ChunkLabel(int chunk) const;
 
   class TrainableShards final : public ParamShardAccess {

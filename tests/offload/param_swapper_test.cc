@@ -1,9 +1,11 @@
 // ParamSwapper's pool rules that the engine tests cannot pin down one by one:
 // a read-ahead hint for a shard already in a buffer keeps it there (later
-// read-aheads evict another copy), a finished write-back frees its buffer
-// for read-ahead without anyone waiting on it, and a write-back that failed
-// where no caller was waiting is reported by the next Acquire, naming the
-// shard, with the bytes kept. Every shard read back holds what was written.
+// read-aheads evict another copy), so do the copies a read-ahead is told to
+// keep, an idle copy's write-back is waited for so its buffer can be read
+// into, a reader shares a buffer with its write-back while a writer waits for
+// it, and a write-back that failed where no caller was waiting is reported by
+// the next Acquire, naming the shard, with the bytes kept. Every shard read
+// back holds what was written.
 #include "offload/param_swapper.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +13,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +45,7 @@ ParamSwapOptions Options(const std::string& dir, int slots, int buffers) {
 
 // Writes slot s's pattern through the pool (dirty release: asynchronous).
 void Put(ParamSwapper& sw, int s) {
-  auto buffer = sw.Acquire(s, /*read=*/false);
+  auto buffer = sw.Acquire(s, ParamSwapper::Access::kOverwrite);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   testing::FillRandom(*buffer, kShard, static_cast<uint64_t>(s) + 1);
   ASSERT_TRUE(sw.Release(s, /*dirty=*/true).ok());
@@ -49,7 +53,7 @@ void Put(ParamSwapper& sw, int s) {
 
 // Slot s holds its pattern (read from wherever it is now).
 void Check(ParamSwapper& sw, int s) {
-  auto buffer = sw.Acquire(s, /*read=*/true);
+  auto buffer = sw.Acquire(s, ParamSwapper::Access::kUpdate);
   ASSERT_TRUE(buffer.ok()) << buffer.status();
   std::vector<unsigned char> want(kShard);
   testing::FillRandom(want.data(), kShard, static_cast<uint64_t>(s) + 1);
@@ -57,28 +61,15 @@ void Check(ParamSwapper& sw, int s) {
   ASSERT_TRUE(sw.Release(s, /*dirty=*/false).ok());
 }
 
-// Retries TryReadAhead(s) until it succeeds or a second has passed: it
-// depends on a write-back finishing, which it never waits for.
-bool ReadAheadSoon(ParamSwapper& sw, int s) {
-  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (std::chrono::steady_clock::now() < stop) {
-    if (sw.TryReadAhead(s)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
-
 TEST(ParamSwapper, ReadAheadKeepsACopyAlreadyHere) {
   zt::testing::ScratchDir dir("zt_param_swapper");
   ZT_ENGINE_OR_SKIP(io, IoOptions{});
   auto sw = ParamSwapper::Create(Options(dir.path(), 4, 3), io.get());
   ASSERT_TRUE(sw.ok()) << sw.status();
-  // Slots 0-2 fill the pool, and their write-backs finish before slot 3
-  // needs a buffer: 3 then evicts the least recently used, 0. (With the
-  // write-backs still in flight, 3 would take whichever finished first, and
-  // io_uring may finish 1's before 0's: this test failed once that way.)
+  // Slots 0-2 fill the pool; slot 3 then evicts the least recently used, 0
+  // (waiting for its write-back if it still runs: the choice never depends
+  // on which write the disk finishes first).
   for (int s = 0; s < 3; ++s) Put(**sw, s);
-  ASSERT_TRUE((*sw)->Flush().ok());
   Put(**sw, 3);
   ASSERT_TRUE((*sw)->Flush().ok());
   // Slots 1, 2, 3 are cached, 1 least recently used.
@@ -98,7 +89,7 @@ TEST(ParamSwapper, ReadAheadKeepsACopyAlreadyHere) {
   Check(**sw, 3);
 }
 
-TEST(ParamSwapper, FinishedWriteBackFreesItsBufferForReadAhead) {
+TEST(ParamSwapper, ReadAheadWaitsForAnIdleCopysWriteBack) {
   zt::testing::ScratchDir dir("zt_param_swapper");
   ZT_ENGINE_OR_SKIP(io, IoOptions{});
   auto sw = ParamSwapper::Create(Options(dir.path(), 3, 2), io.get());
@@ -106,11 +97,99 @@ TEST(ParamSwapper, FinishedWriteBackFreesItsBufferForReadAhead) {
   Put(**sw, 2);
   ASSERT_TRUE((*sw)->Flush().ok());
   Put(**sw, 0);
-  Put(**sw, 1);  // both buffers now hold write-backs
-  EXPECT_TRUE(ReadAheadSoon(**sw, 2)) << "no buffer came free once the writes finished";
+  Put(**sw, 1);  // both buffers now hold write-backs, perhaps still running
+  EXPECT_TRUE((*sw)->TryReadAhead(2)) << "the least recently used copy's buffer, once written";
+  EXPECT_FALSE((*sw)->resident(0));
+  EXPECT_TRUE((*sw)->resident(1));
   Check(**sw, 2);
   Check(**sw, 0);
   Check(**sw, 1);
+}
+
+TEST(ParamSwapper, ReadAheadKeepsTheCopiesNeededSooner) {
+  zt::testing::ScratchDir dir("zt_param_swapper");
+  ZT_ENGINE_OR_SKIP(io, IoOptions{});
+  auto sw = ParamSwapper::Create(Options(dir.path(), 4, 3), io.get());
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  for (int s = 0; s < 4; ++s) Put(**sw, s);
+  ASSERT_TRUE((*sw)->Flush().ok());
+  // Slots 1, 2, 3 are idle copies, 1 least recently used; 0 is on disk.
+  ASSERT_FALSE((*sw)->resident(0));
+  EXPECT_FALSE((*sw)->TryReadAhead(0, {1, 2, 3})) << "every idle copy is needed sooner";
+  EXPECT_TRUE((*sw)->TryReadAhead(0, {1, 3})) << "2 is not";
+  EXPECT_TRUE((*sw)->resident(1));
+  EXPECT_FALSE((*sw)->resident(2));
+  EXPECT_TRUE((*sw)->resident(3));
+  for (int s = 0; s < 4; ++s) Check(**sw, s);
+}
+
+// Writes of one slot held in the test hook until released (or 10 s later,
+// so a broken swapper fails the test instead of hanging it).
+class HeldWrites {
+ public:
+  IoOptions Options() {
+    IoOptions o;
+    o.inject_error = [this](bool write, uint64_t) {
+      if (!write) return 0;
+      std::unique_lock<std::mutex> lock(mu_);
+      ++held_;
+      cv_.notify_all();
+      cv_.wait_for(lock, std::chrono::seconds(10), [this] { return released_; });
+      return 0;
+    };
+    return o;
+  }
+  void WaitUntilHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return held_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  bool released() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return released_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int held_ = 0;
+  bool released_ = false;
+};
+
+TEST(ParamSwapper, AReaderSharesTheBufferWithItsWriteBackAWriterWaits) {
+  zt::testing::ScratchDir dir("zt_param_swapper");
+  HeldWrites held;
+  IoOptions options = held.Options();
+  options.block_size = kShard;  // one piece per write
+  ZT_ENGINE_OR_SKIP(io, options);
+  auto sw = ParamSwapper::Create(Options(dir.path(), 2, 2), io.get());
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  Put(**sw, 0);  // its write-back is held
+  held.WaitUntilHeld();
+  // A gather's read: the bytes are current, the write may go on.
+  auto reader = (*sw)->Acquire(0, ParamSwapper::Access::kRead);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_FALSE(held.released()) << "the reader waited for the write-back";
+  std::vector<unsigned char> want(kShard);
+  testing::FillRandom(want.data(), kShard, 1);
+  EXPECT_EQ(testing::FirstMismatch(*reader, want.data(), kShard), "");
+  ASSERT_TRUE((*sw)->Release(0, /*dirty=*/false).ok());
+  // An update may change the bytes: it waits until the write has them.
+  std::thread releaser([&held] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    held.Release();
+  });
+  auto writer = (*sw)->Acquire(0, ParamSwapper::Access::kUpdate);
+  const bool released_first = held.released();
+  releaser.join();
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_TRUE(released_first) << "the update did not wait for the write-back";
+  ASSERT_TRUE((*sw)->Release(0, /*dirty=*/false).ok());
+  Check(**sw, 0);
 }
 
 TEST(ParamSwapper, WriteFailureMetByReadAheadIsReportedByTheNextAcquire) {
@@ -127,10 +206,10 @@ TEST(ParamSwapper, WriteFailureMetByReadAheadIsReportedByTheNextAcquire) {
   Put(**sw, 0);
   Put(**sw, 1);
   // Both write-backs fail; neither buffer may be taken (the files are stale).
-  EXPECT_FALSE(ReadAheadSoon(**sw, 2));
+  EXPECT_FALSE((*sw)->TryReadAhead(2));
   EXPECT_TRUE((*sw)->resident(0));
   EXPECT_TRUE((*sw)->resident(1));
-  auto again = (*sw)->Acquire(0, /*read=*/true);
+  auto again = (*sw)->Acquire(0, ParamSwapper::Access::kUpdate);
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(absl::StrContains(again.status().message(), "writing the parameters of shard ")) << again.status();
   // Reported once; the bytes written last are still what a read returns.
