@@ -145,7 +145,9 @@ void IoEngineBase::Hurry(IoTicket ticket) {
   // Outside mu_, so that mu_ is never held while a worker's queue lock is
   // taken. Only this thread collects requests, so the request outlives this
   // call; if it finishes meanwhile, no piece of it is left queued to move.
-  if (HurryQueued(ticket) > 0) requests_hurried_.fetch_add(1, std::memory_order_relaxed);
+  size_t moved = 0;
+  for (int w = 0; w < options_.threads; ++w) moved += HurryQueued(w, ticket);
+  if (moved > 0) requests_hurried_.fetch_add(1, std::memory_order_relaxed);
 }
 
 absl::Status IoEngineBase::Wait(IoTicket ticket) {

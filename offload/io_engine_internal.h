@@ -101,9 +101,9 @@ class IoEngineBase : public IoEngine {
   // backend, to start in PieceQueue's order. Runs on the caller's thread;
   // must not block on I/O.
   virtual void Enqueue(int worker, std::vector<IoPiece> pieces, IoPriority priority) = 0;
-  // PieceQueue::Hurry(ticket) on every worker's queue; the pieces moved.
+  // PieceQueue::Hurry(ticket) on worker `worker`'s queue; the pieces moved.
   // Caller's thread; must not block on I/O.
-  virtual size_t HurryQueued(IoTicket ticket) = 0;
+  virtual size_t HurryQueued(int worker, IoTicket ticket) = 0;
 
  private:
   IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes, IoPriority priority);

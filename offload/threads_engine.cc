@@ -136,10 +136,8 @@ class ThreadsEngine final : public IoEngineBase {
   void Enqueue(int worker, std::vector<IoPiece> pieces, IoPriority priority) override {
     workers_[static_cast<size_t>(worker)]->Enqueue(std::move(pieces), priority);
   }
-  size_t HurryQueued(IoTicket ticket) override {
-    size_t moved = 0;
-    for (auto& w : workers_) moved += w->Hurry(ticket);
-    return moved;
+  size_t HurryQueued(int worker, IoTicket ticket) override {
+    return workers_[static_cast<size_t>(worker)]->Hurry(ticket);
   }
 
  private:
