@@ -47,9 +47,10 @@ for model in $MODELS; do
     # At stage 3 the NVMe modes run twice: with the optimizer update during
     # backward or at the forward's gathers (the defaults) and kept in the
     # step ("-instep"); cpu-params keeps the optimizer state in memory and
-    # puts the parameter shards on NVMe.
+    # puts the parameter shards on NVMe; nvme-params-fifo turns the I/O
+    # engine's priorities off (every transfer in submission order).
     [ "$stage" = 3 ] &&
-      modes=none,cpu,nvme,nvme-params,cpu-params,nvme-instep,nvme-params-instep,cpu-params-instep
+      modes=none,cpu,nvme,nvme-params,cpu-params,nvme-instep,nvme-params-instep,cpu-params-instep,nvme-params-fifo
     echo "== $model, stage $stage =="
     "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
       --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --nvme-path "$NVME_PATH" \
