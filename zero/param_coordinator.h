@@ -154,6 +154,10 @@ class ParamCoordinator {
   // A hint that chunk c's shard is acquired soon (ParamSwapper::TryReadAhead:
   // starts its read, or keeps the copy already here). False when the pool
   // has no room for it now; true otherwise (also for unswapped chunks).
+  // During the update at gather (a deferred update open, the trace being
+  // followed) it reads ahead along the trace instead, which orders updates
+  // and gathers alike, and returns false: that walk already went as far as
+  // the pool allows.
   bool PrefetchShard(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }

@@ -43,8 +43,9 @@ class ParamShardAccess {
   virtual void Release(int g, bool dirty) = 0;
   // A hint that Acquire(g, /*read=*/true) comes soon: start bringing group
   // g's parameters in (or keep them, when here) where that takes nothing in
-  // use. Never blocks. False when there is no room for it now, so hints
-  // for groups further ahead would be wasted.
+  // use. Never waits for a read. False when there is no room for it now (or
+  // the source read ahead by an order of its own), so hints for groups
+  // further ahead would be wasted.
   virtual bool Prefetch(int g) {
     (void)g;
     return true;
