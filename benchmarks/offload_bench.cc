@@ -15,7 +15,12 @@
 // during backward (optimizer state on NVMe) and at the forward's gathers
 // (parameter shards on NVMe too). "-fifo" after an NVMe mode turns the I/O
 // engine's priorities off (EngineOptions::io_priority): every swap transfer
-// starts in submission order, parameter reads included.
+// starts in submission order, parameter reads included. "-unfixed" after an
+// NVMe mode leaves the swap buffers unregistered with io_uring
+// (EngineOptions::io_fixed_buffers): every transfer pins its pages itself.
+// "cpu s" and "sys s" are this rank's process CPU time per step (user plus
+// kernel, and kernel alone; I/O threads included): what the swap I/O costs
+// when the disk's wait is hidden.
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -26,6 +31,7 @@
 //
 // Limits: CPU and Gloo; swap files on whatever disk --nvme-path is on.
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -75,6 +81,19 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+struct CpuTimes {
+  double user = 0, sys = 0;
+};
+
+// This process's CPU time so far, every thread included (the I/O engine's
+// workers, and io_uring's kernel workers, which belong to the process).
+CpuTimes ProcessCpu() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return {seconds(ru.ru_utime), seconds(ru.ru_stime)};
+}
+
 // Resets the kernel's high-water mark of this process's RSS to its current
 // RSS, so each mode reports its own peak (Linux >= 4.0).
 void ResetPeakRss() {
@@ -106,7 +125,11 @@ struct Options {
 struct ModeResult {
   std::string mode;
   std::vector<double> steps, forwards, backwards, optimizers;         // every timed step, every round
+  std::vector<double> cpu, sys;                                       // process CPU seconds per timed step
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // their medians
+  double cpu_s = 0, sys_s = 0;                                        // ... and these
+  double registered_bytes = 0;                                        // swap buffers registered with io_uring
+  double fixed_pieces_per_step = 0;                                   // transfer pieces through them
   double peak_rss = 0;                                                // bytes, this rank
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
@@ -123,7 +146,7 @@ struct ModeResult {
 // "nvme-instep" -> "nvme": the mode's placement, whatever its schedule or
 // I/O order.
 std::string Placement(const std::string& mode) {
-  for (absl::string_view suffix : {"-instep", "-fifo"}) {
+  for (absl::string_view suffix : {"-instep", "-fifo", "-unfixed"}) {
     if (absl::EndsWith(mode, suffix)) return mode.substr(0, mode.size() - suffix.size());
   }
   return mode;
@@ -196,6 +219,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   engine_options.update_during_backward = !absl::EndsWith(mode, "-instep");
   engine_options.update_at_gather = !absl::EndsWith(mode, "-instep");
   engine_options.io_priority = !absl::EndsWith(mode, "-fifo");
+  engine_options.io_fixed_buffers = !absl::EndsWith(mode, "-unfixed");
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg, engine_options));
   r.build_s = Since(t_build);
   // A random batch of the model's kind: token sequences, or images with labels.
@@ -238,6 +262,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     if (s == o.warmup) before = engine->offload_stats();
     const double w0 = waited();
+    const CpuTimes c0 = ProcessCpu();
     const auto t0 = Clock::now();
     const torch::Tensor loss = loss_of(model->Forward(x));
     const auto t1 = Clock::now();
@@ -247,6 +272,7 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     const double w2 = waited();
     engine->Step();
     const auto t3 = Clock::now();
+    const CpuTimes c3 = ProcessCpu();
     r.final_loss = loss.item<double>();
     if (s < o.warmup) continue;
     r.forward_wait_per_step += (w1 - w0) / static_cast<double>(o.steps);
@@ -255,6 +281,8 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
     opt.push_back(std::chrono::duration<double>(t3 - t2).count());
     step.push_back(std::chrono::duration<double>(t3 - t0).count());
+    r.cpu.push_back(c3.user + c3.sys - c0.user - c0.sys);
+    r.sys.push_back(c3.sys - c0.sys);
   }
   const OffloadStats after = engine->offload_stats();
   const double n = static_cast<double>(std::max<int64_t>(1, o.steps));
@@ -264,6 +292,8 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
   r.nvme_written_per_step = static_cast<double>(after.optimizer_written_bytes + after.param_written_bytes -
                                                 before.optimizer_written_bytes - before.param_written_bytes) /
                             n;
+  r.registered_bytes = static_cast<double>(after.io_bytes_registered);
+  r.fixed_pieces_per_step = static_cast<double>(after.io_pieces_fixed - before.io_pieces_fixed) / n;
   r.optimizer_wait_per_step = (after.optimizer_wait_seconds - before.optimizer_wait_seconds) / n;
   r.nvme_wait_per_step = (after.optimizer_wait_seconds + after.param_wait_seconds - before.optimizer_wait_seconds -
                           before.param_wait_seconds) /
@@ -305,7 +335,8 @@ void DeclareFlags(cli::Flags& f) {
            "comma-separated: none, cpu, nvme, nvme-params (stage 3), cpu-params (stage 3: optimizer state in memory, "
            "parameter shards on NVMe); nvme-instep, nvme-params-instep, cpu-params-instep (the update in the step "
            "rather than during backward or at the forward's gathers); nvme-fifo, nvme-params-fifo, cpu-params-fifo "
-           "(swap transfers in submission order, parameter reads not ahead of the rest)");
+           "(swap transfers in submission order, parameter reads not ahead of the rest); nvme-unfixed, "
+           "nvme-params-unfixed, cpu-params-unfixed (swap buffers not registered with io_uring)");
   f.Int("stage", 3, "ZeRO stage (1-3)");
   f.String("nvme-path", "/tmp/zt_offload_bench", "directory for the swap files (created)");
   f.Int("steps", 5, "timed steps per mode");
@@ -361,7 +392,7 @@ bool CheckModes(const Options& o) {
         (p != m && p != "nvme" && p != "nvme-params" && p != "cpu-params")) {
       std::fprintf(stderr,
                    "--modes: unknown mode '%s' (none, cpu, nvme, nvme-params, cpu-params, and the last three "
-                   "with -instep or -fifo)\n",
+                   "with -instep, -fifo or -unfixed)\n",
                    m.c_str());
       return false;
     }
@@ -378,6 +409,9 @@ bool CheckModes(const Options& o) {
 void Accumulate(ModeResult& acc, const ModeResult& r) {
   const double peak = std::max(acc.peak_rss, r.peak_rss);
   std::vector<double> steps = acc.steps, fwds = acc.forwards, bwds = acc.backwards, opts = acc.optimizers;
+  std::vector<double> cpu = acc.cpu, sys = acc.sys;
+  cpu.insert(cpu.end(), r.cpu.begin(), r.cpu.end());
+  sys.insert(sys.end(), r.sys.begin(), r.sys.end());
   steps.insert(steps.end(), r.steps.begin(), r.steps.end());
   fwds.insert(fwds.end(), r.forwards.begin(), r.forwards.end());
   bwds.insert(bwds.end(), r.backwards.begin(), r.backwards.end());
@@ -388,6 +422,8 @@ void Accumulate(ModeResult& acc, const ModeResult& r) {
   acc.forwards = std::move(fwds);
   acc.backwards = std::move(bwds);
   acc.optimizers = std::move(opts);
+  acc.cpu = std::move(cpu);
+  acc.sys = std::move(sys);
 }
 
 // Every mode, --rounds times, with the medians filled in; nullopt (said on
@@ -419,6 +455,8 @@ std::optional<std::vector<ModeResult>> RunRounds(const Options& o, const std::sh
     r.forward_s = Median(r.forwards);
     r.backward_s = Median(r.backwards);
     r.optimizer_s = Median(r.optimizers);
+    r.cpu_s = Median(r.cpu);
+    r.sys_s = Median(r.sys);
   }
   return results;
 }
@@ -455,29 +493,31 @@ class Report {
 std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
-  std::printf("%-18s %9s %8s %9s %9s %9s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode", "step s", "x none",
-              "fwd s", "bwd s", "optim s", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s",
-              "stall", "in bwd", "at fwd", "peak GiB");
+  std::printf("%-20s %9s %8s %9s %9s %9s %7s %7s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode", "step s",
+              "x none", "fwd s", "bwd s", "optim s", "cpu s", "sys s", "states GiB", "NVMe GiB", "bufs GiB",
+              "read/step", "write/step", "wait s", "stall", "in bwd", "at fwd", "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     const double peak = Peak(i);
     const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
-    std::printf("%-18s %9.3f %8s %9.3f %9.3f %9.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% %6.0f%% %9s\n",
-                r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s,
-                Gib(static_cast<double>(r.memory.model_states())).c_str(),
-                Gib(static_cast<double>(r.memory.nvme)).c_str(),
-                Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
-                HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r),
-                100.0 * r.in_backward, 100.0 * r.at_gather, Gib(peak).c_str());
+    std::printf(
+        "%-20s %9.3f %8s %9.3f %9.3f %9.3f %7.3f %7.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% %6.0f%% %9s\n",
+        r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, r.cpu_s, r.sys_s,
+        Gib(static_cast<double>(r.memory.model_states())).c_str(), Gib(static_cast<double>(r.memory.nvme)).c_str(),
+        Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
+        HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r), 100.0 * r.in_backward,
+        100.0 * r.at_gather, Gib(peak).c_str());
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
         "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f forward_wait_s=%.4f backward_wait_s=%.4f "
-        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%.3f\n",
+        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%.3f cpu_s=%.4f sys_s=%.4f "
+        "registered_bytes=%.0f fixed_pieces_per_step=%.1f\n",
         r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
         base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
         r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step, r.forward_wait_per_step,
-        r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, peak / (1 << 30));
+        r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, peak / (1 << 30), r.cpu_s, r.sys_s,
+        r.registered_bytes, r.fixed_pieces_per_step);
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
@@ -490,12 +530,13 @@ std::string Report::JsonRow(size_t i) const {
       "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
       "\"forward_wait_s_per_step\": %.6f, \"backward_wait_s_per_step\": %.6f, \"stall_fraction\": %.6f, "
-      "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, "
+      "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, \"cpu_s_per_step\": %.6f, "
+      "\"sys_s_per_step\": %.6f, \"registered_bytes\": %.0f, \"fixed_pieces_per_step\": %.1f, "
       "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
       r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
       r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
       r.nvme_written_per_step, r.nvme_wait_per_step, r.forward_wait_per_step, r.backward_wait_per_step, Stall(r),
-      r.in_backward, r.at_gather,
+      r.in_backward, r.at_gather, r.cpu_s, r.sys_s, r.registered_bytes, r.fixed_pieces_per_step,
       absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
       r.final_loss, r.build_s);
 }

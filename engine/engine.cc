@@ -63,6 +63,10 @@ OffloadStats EngineImpl::offload_stats() const {
     o.param_hits = s.hits;
     o.param_wait_seconds = s.wait_seconds;
   }
+  if (core_.io) {
+    o.io_bytes_registered = core_.io->bytes_registered();
+    o.io_pieces_fixed = core_.io->pieces_fixed();
+  }
   return o;
 }
 
@@ -103,10 +107,14 @@ std::string EngineImpl::OffloadSummary() const {
         "sub-groups may move per step than said above)");
   }
   if (core_.io) {
-    parts.push_back(absl::StrFormat("%s in host memory for swap buffers, %s on disk; I/O through %s",
-                                    HumanBytes(static_cast<double>(m.swap_buffers)),
-                                    HumanBytes(static_cast<double>(m.nvme)),
-                                    offload::IoBackendName(core_.io->backend())));
+    const uint64_t fixed = core_.io->bytes_registered();
+    parts.push_back(absl::StrFormat(
+        "%s in host memory for swap buffers, %s on disk; I/O through %s%s",
+        HumanBytes(static_cast<double>(m.swap_buffers)), HumanBytes(static_cast<double>(m.nvme)),
+        offload::IoBackendName(core_.io->backend()),
+        fixed > 0
+            ? absl::StrCat(", ", HumanBytes(static_cast<double>(fixed)), " of the buffers registered (pinned once)")
+            : std::string()));
   }
   return absl::StrJoin(parts, "; ");
 }

@@ -90,6 +90,10 @@ struct OffloadStats {
   uint64_t param_reads_ahead = 0;  // shard reads started ahead of their gather
   uint64_t param_hits = 0;         // shards already resident (or in flight) when needed
   double param_wait_seconds = 0;
+  // Swap buffers registered with io_uring (IoEngine::Register), and the
+  // transfer pieces that went through them without pinning pages.
+  uint64_t io_bytes_registered = 0;
+  uint64_t io_pieces_fixed = 0;
 };
 
 struct EngineOptions {
@@ -135,6 +139,12 @@ struct EngineOptions {
   // everything queued (offload::IoPriority). Off: every transfer in
   // submission order (benchmarks compare the two).
   bool io_priority = true;
+  // NVMe offload through io_uring: the swap buffer pools are registered as
+  // fixed buffers, pinned once rather than on every transfer
+  // (offload::IoEngine::Register). Off: every transfer pins its own pages
+  // (benchmarks compare the two). Where the kernel refuses (RLIMIT_MEMLOCK
+  // without CAP_IPC_LOCK) the engine logs it once and runs unregistered.
+  bool io_fixed_buffers = true;
 };
 
 // The engine's interface. Create returns the one implementation

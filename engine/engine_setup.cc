@@ -416,6 +416,7 @@ absl::Status EngineImpl::InitOffload() {
     io.single_submit = core_.config.aio.single_submit;
     io.overlap_events = core_.config.aio.overlap_events;
     io.priorities = core_.options.io_priority;
+    io.fixed_buffers = core_.options.io_fixed_buffers;
     auto created = offload::IoEngine::Create(io);
     if (!created.ok()) return created.status();
     core_.io = std::move(*created);

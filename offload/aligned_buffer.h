@@ -1,6 +1,9 @@
 // Host memory for swap I/O: kIoAlignment-aligned (what O_DIRECT needs) and
 // owned (RAII), and a bounded pool of equal buffers.
 //
+// A pool registers its buffers with the I/O engine (RegisterWith), so the
+// kernel pins their pages once for the pool's life rather than per transfer.
+//
 // The pool is how NVMe offload keeps its promise not to exhaust host RAM (a
 // DeepSpeed complaint): every swap buffer comes from a pool whose size the
 // config sets (buffer_count x buffer_size) and which never grows.
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "offload/io_engine.h"
 
 namespace zt::offload {
 
@@ -54,6 +58,12 @@ class BufferPool {
   int peak_in_use() const { return peak_in_use_; }
   uint64_t total_bytes() const { return static_cast<uint64_t>(bytes_each_) * buffers_.size(); }
 
+  // Registers every buffer with `io` (IoEngine::Register), until the pool is
+  // destroyed; `io` must outlive the pool, and the pool's owner must have
+  // waited for its transfers before destroying it (it must anyway). Returns
+  // how many buffers are fixed buffers now (0 where the engine refused).
+  int RegisterWith(IoEngine& io);
+
  private:
   BufferPool() = default;
   size_t bytes_each_ = 0;
@@ -61,6 +71,8 @@ class BufferPool {
   std::vector<int> free_;
   int in_use_ = 0;
   int peak_in_use_ = 0;
+  // After buffers_, so destroyed before the memory they name is freed.
+  std::vector<IoRegistration> registrations_;
 };
 
 }  // namespace zt::offload

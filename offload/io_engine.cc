@@ -3,6 +3,8 @@
 // into block_size pieces striped across workers, and applying results.
 #include "offload/io_engine.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "offload/io_engine_internal.h"
@@ -118,6 +121,8 @@ IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset,
     piece.offset = offset + i * block;
     piece.buffer = buffer + i * block;
     piece.left = std::min(block, bytes - i * block);
+    piece.fixed = FixedIndex(piece.buffer, piece.left);
+    if (piece.fixed >= 0) pieces_fixed_.fetch_add(1, std::memory_order_relaxed);
     per_worker[static_cast<size_t>((next_worker_ + i) % workers)].push_back(piece);
   }
   next_worker_ = static_cast<int>((next_worker_ + pieces) % workers);
@@ -129,6 +134,78 @@ IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset,
     }
   }
   return ticket;
+}
+
+IoRegistration IoEngineBase::Register(void* base, uint64_t bytes) {
+  if (!options_.fixed_buffers || base == nullptr || bytes == 0) return {};
+  const uintptr_t start = reinterpret_cast<uintptr_t>(base);
+  if (start % kIoAlignment != 0) return {};  // no transfer could lie in it anyway
+  if (!free_fixed_filled_) {
+    for (int i = kMaxFixedBuffers - 1; i >= 0; --i) free_fixed_.push_back(i);
+    free_fixed_filled_ = true;
+  }
+  const uint64_t id = next_registration_++;
+  std::vector<uintptr_t>& starts = registrations_[id];
+  // Cut at kMaxFixedBufferBytes; a transfer straddling a cut pins its pages
+  // itself (FixedIndex finds no buffer holding it whole).
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t len = std::min(kMaxFixedBufferBytes, bytes - done);
+    absl::Status st = free_fixed_.empty() ? absl::ResourceExhaustedError(absl::StrCat(
+                                                "all ", kMaxFixedBuffers, " fixed-buffer entries of the ring are used"))
+                                          : RegisterFixed(free_fixed_.back(), static_cast<char*>(base) + done, len);
+    if (!st.ok()) {
+      Unregister(id);
+      if (!absl::IsUnimplemented(st)) WarnRegisterFailed(st, bytes);
+      return {};
+    }
+    const int index = free_fixed_.back();
+    free_fixed_.pop_back();
+    fixed_[start + done] = FixedBuffer{start + done + len, index};
+    starts.push_back(start + done);
+    bytes_registered_ += len;
+    done += len;
+  }
+  return IoRegistration(this, id);
+}
+
+void IoEngineBase::Unregister(uint64_t id) {
+  auto it = registrations_.find(id);
+  if (it == registrations_.end()) return;
+  for (uintptr_t start : it->second) {
+    auto f = fixed_.find(start);
+    UnregisterFixed(f->second.index);
+    free_fixed_.push_back(f->second.index);
+    bytes_registered_ -= f->second.end - start;
+    fixed_.erase(f);
+  }
+  registrations_.erase(it);
+}
+
+int IoEngineBase::FixedIndex(const char* buffer, uint64_t bytes) const {
+  if (fixed_.empty()) return -1;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(buffer);
+  auto it = fixed_.upper_bound(begin);  // the first buffer starting after `begin`
+  if (it == fixed_.begin()) return -1;
+  --it;
+  return begin + bytes <= it->second.end ? it->second.index : -1;
+}
+
+void IoEngineBase::WarnRegisterFailed(const absl::Status& why, uint64_t bytes) {
+  if (register_warned_) return;
+  register_warned_ = true;
+  std::string advice;
+  if (absl::IsResourceExhausted(why) || absl::StrContains(why.message(), std::strerror(ENOMEM))) {
+    struct rlimit rl {};
+    const bool known = ::getrlimit(RLIMIT_MEMLOCK, &rl) == 0;
+    advice = absl::StrCat(
+        "; the locked-memory limit (ulimit -l",
+        known && rl.rlim_cur != RLIM_INFINITY ? absl::StrCat(", now ", rl.rlim_cur >> 10, " KiB") : std::string(),
+        ") is below the swap buffers times aio.intra_op_parallelism: raise it (memlock in limits.conf, "
+        "LimitMEMLOCK= for a systemd unit, --ulimit memlock for a container) or grant CAP_IPC_LOCK");
+  }
+  ZT_LOG(WARNING) << "io_uring could not register " << HumanBytes(static_cast<double>(bytes))
+                  << " of swap buffers as fixed buffers (" << why.message() << ")" << advice
+                  << ". Transfers pin their pages one by one instead: the same results, more kernel time per step";
 }
 
 bool IoEngineBase::RunningLocked(IoTicket ticket) {
@@ -259,6 +336,23 @@ bool IoEngineBase::Apply(IoPiece& piece, int64_t result, const char* file, int l
 }
 
 }  // namespace internal
+
+namespace {}  // namespace
+
+IoRegistration& IoRegistration::operator=(IoRegistration&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    engine_ = std::exchange(other.engine_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void IoRegistration::Reset() {
+  if (engine_ != nullptr) engine_->Unregister(id_);
+  engine_ = nullptr;
+  id_ = 0;
+}
 
 namespace {
 

@@ -62,6 +62,7 @@ struct IoPiece {
   char* buffer = nullptr;
   uint64_t left = 0;
   int retries = 0;  // consecutive EINTR/EAGAIN results
+  int fixed = -1;   // the registered buffer holding all of it (-1: none)
 };
 
 // Tickets, piece splitting and completion bookkeeping; a backend only moves
@@ -83,6 +84,9 @@ class IoEngineBase : public IoEngine {
   uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
   uint64_t bytes_written() const override { return bytes_written_.load(std::memory_order_relaxed); }
   uint64_t requests_hurried() const override { return requests_hurried_.load(std::memory_order_relaxed); }
+  IoRegistration Register(void* base, uint64_t bytes) override;
+  uint64_t bytes_registered() const override { return bytes_registered_; }
+  uint64_t pieces_fixed() const override { return pieces_fixed_.load(std::memory_order_relaxed); }
 
   // Applies one transfer result of `piece` (bytes moved, or -errno) at the
   // backend's source location. True when the piece is finished (done or
@@ -104,8 +108,27 @@ class IoEngineBase : public IoEngine {
   // PieceQueue::Hurry(ticket) on worker `worker`'s queue; the pieces moved.
   // Caller's thread; must not block on I/O.
   virtual size_t HurryQueued(int worker, IoTicket ticket) = 0;
+  // Makes [base, base + bytes) (at most kMaxFixedBufferBytes) fixed buffer
+  // `index` (< kMaxFixedBuffers) of every worker; on failure nothing of it
+  // stays registered. Caller's thread, while the workers run.
+  virtual absl::Status RegisterFixed(int /*index*/, void* /*base*/, uint64_t /*bytes*/) {
+    return absl::UnimplementedError("fixed buffers need the io_uring backend");
+  }
+  // Empties fixed buffer `index` of every worker.
+  virtual void UnregisterFixed(int /*index*/) {}
 
  private:
+  // One registered fixed buffer, keyed by its start address in fixed_.
+  struct FixedBuffer {
+    uintptr_t end = 0;
+    int index = -1;
+  };
+  void Unregister(uint64_t id) override;
+  // The fixed buffer holding [buffer, buffer + bytes) whole, or -1.
+  int FixedIndex(const char* buffer, uint64_t bytes) const;
+  // Logs why Register failed, once per engine.
+  void WarnRegisterFailed(const absl::Status& why, uint64_t bytes);
+
   IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes, IoPriority priority);
   // Whether `ticket` names a request not yet finished (mu_ held).
   bool RunningLocked(IoTicket ticket);
@@ -121,6 +144,16 @@ class IoEngineBase : public IoEngine {
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> requests_hurried_{0};
+  std::atomic<uint64_t> pieces_fixed_{0};
+  // Registered memory. Only the caller's thread touches these (Register,
+  // Unregister and Submit all run there), so they need no lock.
+  std::map<uintptr_t, FixedBuffer> fixed_;
+  std::map<uint64_t, std::vector<uintptr_t>> registrations_;  // handle id -> starts in fixed_
+  std::vector<int> free_fixed_;                               // unused indices; filled on first use
+  bool free_fixed_filled_ = false;
+  uint64_t next_registration_ = 1;
+  uint64_t bytes_registered_ = 0;
+  bool register_warned_ = false;
 };
 
 // The backends. `options` are validated, block_size is rounded up and

@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<OptimizerSwapper>> OptimizerSwapper::Create(const
       "lower zero_optimization.sub_group_size or offload_optimizer.buffer_count"));
   ZT_ASSIGN_OR_RETURN(
       sw->pool_, BufferPool::Create(sw->slots_ * kinds, static_cast<size_t>(sw->sub_group_numel_) * sizeof(float)));
+  sw->pool_->RegisterWith(*io);
   // Slot j owns buffers [j * kinds, (j + 1) * kinds) for good.
   for (int b = 0; b < sw->slots_ * kinds; ++b) {
     const int got = sw->pool_->TryAcquire();

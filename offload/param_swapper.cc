@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<ParamSwapper>> ParamSwapper::Create(const ParamSw
                                                    HumanBytes(static_cast<double>(buffer_bytes))),
                                    "lower zero_optimization.offload_param.buffer_count or buffer_size"));
   ZT_ASSIGN_OR_RETURN(sw->pool_, BufferPool::Create(options.buffer_count, static_cast<size_t>(buffer_bytes)));
+  sw->pool_->RegisterWith(*io);
   return sw;
 }
 

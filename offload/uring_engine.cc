@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "offload/io_engine_internal.h"
 #include "offload/piece_queue.h"
+#include "util/log.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
 
@@ -52,11 +54,27 @@ class UringRing {
   UringRing(const UringRing&) = delete;
   UringRing& operator=(const UringRing&) = delete;
   io_uring* get() { return &ring_; }
+  // OK when the ring has its table of kMaxFixedBuffers empty fixed-buffer
+  // entries, else why not (Register then leaves every transfer unfixed).
+  const absl::Status& fixed_table() const { return fixed_table_; }
+
+  // Fills / empties fixed-buffer entry `index`. Any thread: the kernel
+  // serializes registration against the worker's submissions (no quiescing
+  // on kernels with sparse tables, 5.19+), and transfers already using an
+  // entry keep its old pages until they complete.
+  absl::Status SetFixed(int index, void* base, uint64_t bytes) {
+    struct iovec iov = {base, static_cast<size_t>(bytes)};
+    const int ret = io_uring_register_buffers_update_tag(&ring_, static_cast<unsigned>(index), &iov, nullptr, 1);
+    if (ret >= 0) return absl::OkStatus();
+    return SysError(-ret, __FILE__, __LINE__,
+                    absl::StrCat("io_uring_register_buffers_update_tag for ", bytes, " bytes"));
+  }
 
  private:
   UringRing() = default;
   io_uring ring_{};
   bool initialized_ = false;
+  absl::Status fixed_table_;
 };
 
 struct ProbeFree {
@@ -82,6 +100,15 @@ absl::StatusOr<std::unique_ptr<UringRing>> UringRing::Create(unsigned entries) {
       return absl::UnavailableError(
           absl::StrCat("this kernel's io_uring lacks operation ", op, " (READ, WRITE and POLL_ADD need Linux 5.6+)"));
     }
+  }
+  // An empty table now, filled entry by entry as swap pools register, so
+  // pools created at different times need no common registration point.
+  // Costs no locked memory until an entry is filled.
+  const int sparse = io_uring_register_buffers_sparse(&ring->ring_, static_cast<unsigned>(kMaxFixedBuffers));
+  if (sparse < 0) {
+    ring->fixed_table_ =
+        absl::UnavailableError(absl::StrCat("io_uring_register_buffers_sparse: ", std::strerror(-sparse),
+                                            " (sparse fixed-buffer tables need Linux 5.19+)"));
   }
   return ring;
 }
@@ -121,6 +148,8 @@ class UringWorker {
     cv_.notify_one();
     if (wake) Wake();
   }
+
+  UringRing& ring() { return *ring_; }
 
   // No wake-up: the order matters only when a slot frees, and the worker
   // looks at the queue then anyway.
@@ -237,7 +266,15 @@ class UringWorker {
     ZT_CHECK_MSG(sqe != nullptr, "io_uring worker %d: no free submission entry", index_);
     IoPiece& p = slots_[static_cast<size_t>(slot)];
     const unsigned len = static_cast<unsigned>(p.left);  // <= kMaxBlockSize
-    if (p.request->write) {
+    if (p.fixed >= 0) {
+      // The registered pages: no pinning and releasing per transfer. The
+      // remainder of a short transfer stays inside the same buffer.
+      if (p.request->write) {
+        io_uring_prep_write_fixed(sqe, p.request->fd, p.buffer, len, p.offset, p.fixed);
+      } else {
+        io_uring_prep_read_fixed(sqe, p.request->fd, p.buffer, len, p.offset, p.fixed);
+      }
+    } else if (p.request->write) {
       io_uring_prep_write(sqe, p.request->fd, p.buffer, len, p.offset);
     } else {
       io_uring_prep_read(sqe, p.request->fd, p.buffer, len, p.offset);
@@ -378,6 +415,29 @@ class UringEngine final : public IoEngineBase {
   }
   size_t HurryQueued(int worker, IoTicket ticket) override {
     return workers_[static_cast<size_t>(worker)]->Hurry(ticket);
+  }
+  // Every ring gets the entry, since a request's pieces go to all workers.
+  absl::Status RegisterFixed(int index, void* base, uint64_t bytes) override {
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      absl::Status st = workers_[w]->ring().fixed_table();
+      if (st.ok()) st = workers_[w]->ring().SetFixed(index, base, bytes);
+      if (!st.ok()) {
+        for (size_t done = 0; done < w; ++done) (void)workers_[done]->ring().SetFixed(index, nullptr, 0);
+        return st;
+      }
+    }
+    return absl::OkStatus();
+  }
+  void UnregisterFixed(int index) override {
+    for (auto& w : workers_) {
+      // Should emptying fail, the old pages stay pinned until the entry is
+      // filled again or the ring closes: memory held, never data misplaced,
+      // since the engine no longer maps any address to this entry.
+      absl::Status st = w->ring().SetFixed(index, nullptr, 0);
+      if (!st.ok()) {
+        ZT_LOG(WARNING) << "emptying io_uring fixed buffer " << index << ": " << st.message();
+      }
+    }
   }
 };
 

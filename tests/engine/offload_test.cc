@@ -38,8 +38,10 @@
 #include "comm/rank_env.h"
 #include "engine/engine.h"
 #include "engine/gathered_parameters.h"
+#include "offload/io_engine.h"
 #include "tests/engine/parity_model.h"
 #include "tests/engine/stage3_model.h"
+#include "tests/offload/offload_test_util.h"
 #include "tests/testing/ranks.h"
 #include "util/error.h"
 #include "util/status.h"
@@ -337,9 +339,28 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
   return r;
 }
 
+// Whether the engine's swap buffers must all be io_uring fixed buffers here:
+// io_uring starts, is not overridden, and locked memory is not limited.
+bool ExpectFixedBuffers() {
+  const char* env = std::getenv("ZT_AIO_BACKEND");
+  if (env != nullptr && std::string(env) == "threads") return false;
+  offload::IoOptions o;
+  o.backend = offload::IoBackend::kUring;
+  return offload::IoEngine::Create(o).ok() && offload::testing::HasIpcLock();
+}
+
 absl::Status CheckAccounting(const std::string& where, const Mode& mode, const Config& config, const RunResult& r) {
   const bool nvme_opt = config.zero.offload_optimizer.device == OffloadDevice::kNvme;
   const bool nvme_params = config.zero.offload_param.device == OffloadDevice::kNvme;
+  // The swap pools are registered (pinned once) and transfers use them.
+  static const bool expect_fixed = ExpectFixedBuffers();
+  if ((nvme_opt || nvme_params) && expect_fixed &&
+      (r.offload.io_bytes_registered < static_cast<uint64_t>(r.memory.swap_buffers) ||
+       r.offload.io_pieces_fixed == 0)) {
+    return absl::InternalError(absl::StrFormat("%s: %d of %d bytes of swap buffers registered, %d fixed transfers",
+                                               where, r.offload.io_bytes_registered, r.memory.swap_buffers,
+                                               r.offload.io_pieces_fixed));
+  }
   if (nvme_opt && (r.memory.optimizer_state != 0 || r.memory.master != 0)) {
     return absl::InternalError(absl::StrFormat("%s: %d bytes of optimizer state and %d of master still in memory",
                                                where, r.memory.optimizer_state, r.memory.master));

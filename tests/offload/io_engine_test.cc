@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -636,6 +637,109 @@ TEST_P(IoEngineTest, FileSizeLimitFailsTheWriteCleanly) {
   EXPECT_TRUE(names_offset) << "the failing offset, at or beyond the limit: " << child.output;
 }
 
+// ------------------------------------------------------------ fixed buffers
+
+// Half of a buffer registered: pieces inside it go through the fixed buffer,
+// pieces outside it or straddling its end pin their pages as before, and
+// every byte arrives either way. The threads backend registers nothing.
+TEST_P(IoEngineTest, RegisteredMemoryMovesTheSameBytes) {
+  IoOptions o = Options();
+  o.threads = 2;
+  o.block_size = 64 << 10;
+  ZT_ENGINE_OR_SKIP(io, o);
+  constexpr uint64_t kBytes = 1 << 20;
+  constexpr uint64_t kHalf = kBytes / 2;
+  auto file = SwapFile::Create(dir_.path(), "fixed.swp", kBytes);
+  auto out = AlignedBuffer::Allocate(kBytes);
+  auto in = AlignedBuffer::Allocate(kBytes);
+  ASSERT_TRUE(file.ok() && out.ok() && in.ok());
+  char* w = static_cast<char*>(out->data());
+  char* g = static_cast<char*>(in->data());
+  const bool uring = GetParam() == IoBackend::kUring;
+  if (uring && !testing::CanRegister(3 * kBytes)) GTEST_SKIP() << "the locked-memory limit is below 3 MiB here";
+  IoRegistration out_half = io->Register(w, kHalf);
+  IoRegistration in_all = io->Register(g, kBytes);
+  EXPECT_EQ(out_half.fixed(), uring);
+  EXPECT_EQ(in_all.fixed(), uring);
+  EXPECT_EQ(io->bytes_registered(), uring ? kHalf + kBytes : 0);
+
+  FillRandom(w, kBytes, 11);
+  ASSERT_TRUE(io->WriteSync(*file, 0, w, kBytes).ok());  // 16 pieces, the first 8 in the registered half
+  EXPECT_EQ(io->pieces_fixed(), uring ? 8u : 0u);
+  // 480-544 KiB straddles the registered half's end: that piece pins its pages.
+  FillRandom(w + (480 << 10), 128 << 10, 12);
+  ASSERT_TRUE(io->WriteSync(*file, 480 << 10, w + (480 << 10), 128 << 10).ok());
+  EXPECT_EQ(io->pieces_fixed(), uring ? 8u : 0u);
+  ASSERT_TRUE(io->ReadSync(*file, 0, g, kBytes).ok());  // all 16 into a registered buffer
+  EXPECT_EQ(io->pieces_fixed(), uring ? 24u : 0u);
+  EXPECT_EQ(FirstMismatch(g, w, kBytes), "");
+
+  // Short reads resubmit their remainder inside the same fixed buffer: the
+  // file ends 4 KiB into the last piece, so that piece reads short.
+  auto tail = SwapFile::Create(dir_.path(), "tail.swp", kBytes);
+  ASSERT_TRUE(tail.ok());
+  ASSERT_TRUE(io->WriteSync(*tail, 0, w, kBytes).ok());
+  ASSERT_EQ(::ftruncate(tail->fd(), kBytes - 4096), 0);
+  std::memset(g, 0, kBytes);
+  absl::Status past = io->ReadSync(*tail, 0, g, kBytes);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_EQ(FirstMismatch(g, w, kBytes - 4096), "");
+
+  out_half.Reset();
+  EXPECT_FALSE(out_half.fixed());
+  EXPECT_EQ(io->bytes_registered(), uring ? kBytes : 0);
+  in_all = IoRegistration();  // move-assigning unregisters the old one
+  EXPECT_EQ(io->bytes_registered(), 0u);
+  const uint64_t before = io->pieces_fixed();
+  ASSERT_TRUE(io->ReadSync(*file, 0, g, kBytes).ok());
+  EXPECT_EQ(io->pieces_fixed(), before) << "unregistered memory used as a fixed buffer";
+  EXPECT_EQ(FirstMismatch(g, w, kBytes), "");
+}
+
+// Memory unmapped and mapped again at the same address after its
+// registration ended. Unregistered, the new pages must be transferred as
+// plain memory: an engine still mapping the address to the old entry would
+// read into the old pages (or fail) and leave these untouched. Registered
+// again, the reused entry must name the new pages.
+TEST_P(IoEngineTest, ReregisteredAddressGetsTheNewPages) {
+  IoOptions o = Options();
+  o.block_size = 64 << 10;
+  ZT_ENGINE_OR_SKIP(io, o);
+  constexpr size_t kBytes = 256 << 10;
+  if (!testing::CanRegister(2 * kBytes)) GTEST_SKIP() << "the locked-memory limit is below 512 KiB here";
+  const bool uring = GetParam() == IoBackend::kUring;
+  auto file = SwapFile::Create(dir_.path(), "again.swp", kBytes);
+  auto want = AlignedBuffer::Allocate(kBytes);
+  ASSERT_TRUE(file.ok() && want.ok());
+  FillRandom(want->data(), kBytes, 21);
+  ASSERT_TRUE(io->WriteSync(*file, 0, want->data(), kBytes).ok());
+
+  void* first = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(first, MAP_FAILED);
+  {
+    IoRegistration r = io->Register(first, kBytes);
+    ASSERT_TRUE(io->ReadSync(*file, 0, first, kBytes).ok());
+    EXPECT_EQ(FirstMismatch(first, want->data(), kBytes), "");
+    EXPECT_EQ(io->pieces_fixed(), uring ? 4u : 0u);
+  }
+  ASSERT_EQ(::munmap(first, kBytes), 0);
+  void* second = ::mmap(first, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  ASSERT_EQ(second, first);
+
+  absl::Status plain = io->ReadSync(*file, 0, second, kBytes);
+  ASSERT_TRUE(plain.ok()) << plain;
+  EXPECT_EQ(io->pieces_fixed(), uring ? 4u : 0u) << "the address still maps to the ended registration";
+  EXPECT_EQ(FirstMismatch(second, want->data(), kBytes), "");
+
+  std::memset(second, 0, kBytes);
+  IoRegistration r = io->Register(second, kBytes);
+  ASSERT_TRUE(io->ReadSync(*file, 0, second, kBytes).ok());
+  EXPECT_EQ(io->pieces_fixed(), uring ? 8u : 0u);
+  EXPECT_EQ(FirstMismatch(second, want->data(), kBytes), "");
+  r.Reset();
+  ASSERT_EQ(::munmap(second, kBytes), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest, ::testing::Values(IoBackend::kUring, IoBackend::kThreads),
                          BackendName);
 
@@ -718,4 +822,61 @@ TEST(IoFallback, RefusedIoUringFallsBackToThreadsWithOneWarning) {
 }
 
 }  // namespace
+// Without CAP_IPC_LOCK and with a locked-memory limit below the buffer,
+// io_uring refuses the registration: the handle is empty, transfers work
+// unregistered, and one warning names the limit and what to change.
+TEST(IoFixedBuffers, MemlockRefusalRunsUnregisteredWithOneWarning) {
+  ScratchDir dir("zt_io");
+  const std::string log_path = dir.File("stderr.txt");
+  const std::string swap_dir = dir.path();
+  ChildResult child = RunInChild([&](int report) {
+    if (!testing::DropIpcLock()) {
+      Report(report, "cannot drop CAP_IPC_LOCK here");
+      return kSkip;
+    }
+    struct rlimit rl = {64 << 10, 64 << 10};
+    if (::setrlimit(RLIMIT_MEMLOCK, &rl) != 0) return 2;
+    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (log_fd < 0 || ::dup2(log_fd, 2) < 0) return 3;
+    IoOptions o;
+    o.backend = IoBackend::kUring;
+    o.block_size = 64 << 10;
+    auto io = IoEngine::Create(o);
+    if (!io.ok()) {
+      Report(report, std::string(io.status().message()));
+      return io.status().code() == absl::StatusCode::kUnavailable ? kSkip : 4;
+    }
+    auto file = SwapFile::Create(swap_dir, "refused.swp", 1 << 20);
+    auto out = AlignedBuffer::Allocate(1 << 20);
+    auto in = AlignedBuffer::Allocate(1 << 20);
+    if (!file.ok() || !out.ok() || !in.ok()) return 5;
+    IoRegistration a = (*io)->Register(out->data(), 1 << 20);
+    IoRegistration b = (*io)->Register(in->data(), 1 << 20);  // refused too, not logged again
+    if (a.fixed() || b.fixed() || (*io)->bytes_registered() != 0) return 6;
+    FillRandom(out->data(), 1 << 20, 31);
+    if (!(*io)->WriteSync(*file, 0, out->data(), 1 << 20).ok()) return 7;
+    if (!(*io)->ReadSync(*file, 0, in->data(), 1 << 20).ok()) return 7;
+    if (std::memcmp(in->data(), out->data(), 1 << 20) != 0) return 8;
+    if ((*io)->pieces_fixed() != 0) return 9;
+    // A registration that fits the limit still works after a refusal.
+    auto small = AlignedBuffer::Allocate(16 << 10);
+    if (!small.ok()) return 5;
+    IoRegistration c = (*io)->Register(small->data(), 16 << 10);
+    if (!c.fixed()) return 10;
+    return 0;
+  });
+  if (child.exit_code == kSkip) GTEST_SKIP() << child.output;
+  ASSERT_EQ(child.exit_code, 0) << "6: registered beyond the limit; 7/8: transfers failed; 9: fixed pieces counted; "
+                                   "10: a registration within the limit refused"
+                                << child.output;
+  const std::string log = zt::testing::ReadFileBytes(log_path);
+  std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u) << log;
+  EXPECT_TRUE(absl::StrContains(lines[0], "WARNING")) << log;
+  EXPECT_TRUE(absl::StrContains(lines[0], "could not register 1 MiB of swap buffers")) << log;
+  EXPECT_TRUE(absl::StrContains(lines[0], "Cannot allocate memory")) << log;
+  EXPECT_TRUE(absl::StrContains(lines[0], "ulimit -l, now 64 KiB")) << log;
+  EXPECT_TRUE(absl::StrContains(lines[0], "CAP_IPC_LOCK")) << log;
+}
+
 }  // namespace zt::offload

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +120,36 @@ inline ChildResult RunInChild(const std::function<int(int report_fd)>& body) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// Whether this process holds CAP_IPC_LOCK in its effective set (io_uring
+// then charges registered buffers to no locked-memory limit).
+inline bool HasIpcLock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+// Drops CAP_IPC_LOCK from this process's effective set (true when it is
+// gone, or was never there). For a forked child testing the memlock limit.
+inline bool DropIpcLock() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
+  if (::syscall(SYS_capset, &header, data) != 0) return false;
+  return !HasIpcLock();
+}
+
+// Whether io_uring can register `bytes` of buffers for this process: with
+// CAP_IPC_LOCK always; without it, within RLIMIT_MEMLOCK (other locked
+// memory of the same user counts too, so this is an upper bound).
+inline bool CanRegister(uint64_t bytes) {
+  if (HasIpcLock()) return true;
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0) return false;
+  return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= bytes;
 }
 
 inline void Report(int fd, const std::string& text) {

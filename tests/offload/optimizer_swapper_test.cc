@@ -184,6 +184,11 @@ TEST_P(OptimizerSwapperTest, EveryVisitSeesTheReferenceState) {
   o.pipeline_write = c.pipeline_write;
   auto sw = OptimizerSwapper::Create(o, io.get());
   ASSERT_TRUE(sw.ok()) << sw.status();
+  // The pool is registered with io_uring for the swapper's life.
+  const bool fixed = backend == IoBackend::kUring && testing::CanRegister(uint64_t{64} << 20);
+  if (fixed) {
+    EXPECT_GT(io->bytes_registered(), 0u);
+  }
 
   Reference ref(static_cast<size_t>(c.kinds), std::vector<float>(static_cast<size_t>(c.total), 0.0f));
   std::mt19937_64 rng(17);
@@ -221,6 +226,11 @@ TEST_P(OptimizerSwapperTest, EveryVisitSeesTheReferenceState) {
     }
   }
   ASSERT_NO_FATAL_FAILURE(CheckWhole(**sw, ref, "at the end"));
+  if (fixed) {
+    EXPECT_GT(io->pieces_fixed(), 0u);
+  }
+  sw->reset();
+  EXPECT_EQ(io->bytes_registered(), 0u) << "the pool's registration outlived it";
 }
 
 INSTANTIATE_TEST_SUITE_P(Pools, OptimizerSwapperTest,

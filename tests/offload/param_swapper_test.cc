@@ -89,6 +89,25 @@ TEST(ParamSwapper, ReadAheadKeepsACopyAlreadyHere) {
   Check(**sw, 3);
 }
 
+// The pool is registered with io_uring while the swapper lives: its
+// transfers go through fixed buffers and move the same bytes.
+TEST(ParamSwapper, ThePoolIsRegisteredWhileTheSwapperLives) {
+  zt::testing::ScratchDir dir("zt_param_swapper");
+  IoOptions options;
+  options.backend = IoBackend::kUring;
+  ZT_ENGINE_OR_SKIP(io, options);
+  if (!testing::CanRegister(uint64_t{1} << 20)) GTEST_SKIP() << "the locked-memory limit is below 1 MiB here";
+  auto sw = ParamSwapper::Create(Options(dir.path(), 6, 2), io.get());
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  EXPECT_EQ(io->bytes_registered(), (*sw)->buffer_bytes());
+  for (int s = 0; s < 6; ++s) Put(**sw, s);    // evicts: written back from the pool
+  for (int s = 0; s < 6; ++s) Check(**sw, s);  // read back into it
+  ASSERT_TRUE((*sw)->Flush().ok());
+  EXPECT_GE(io->pieces_fixed(), 8u) << "4 evictions and 4 reads at least, each one piece";
+  sw->reset();
+  EXPECT_EQ(io->bytes_registered(), 0u) << "the pool's registration outlived it";
+}
+
 TEST(ParamSwapper, ReadAheadWaitsForAnIdleCopysWriteBack) {
   zt::testing::ScratchDir dir("zt_param_swapper");
   ZT_ENGINE_OR_SKIP(io, IoOptions{});
