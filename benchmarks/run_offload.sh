@@ -48,9 +48,11 @@ for model in $MODELS; do
     # backward or at the forward's gathers (the defaults) and kept in the
     # step ("-instep"); cpu-params keeps the optimizer state in memory and
     # puts the parameter shards on NVMe; nvme-params-fifo turns the I/O
-    # engine's priorities off (every transfer in submission order).
+    # engine's priorities off (every transfer in submission order);
+    # nvme-params-unfixed leaves the swap buffers unregistered with io_uring
+    # (every transfer pins its pages itself).
     [ "$stage" = 3 ] &&
-      modes=none,cpu,nvme,nvme-params,cpu-params,nvme-instep,nvme-params-instep,cpu-params-instep,nvme-params-fifo
+      modes=none,cpu,nvme,nvme-params,cpu-params,nvme-instep,nvme-params-instep,cpu-params-instep,nvme-params-fifo,nvme-params-unfixed
     echo "== $model, stage $stage =="
     "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
       --stage "$stage" --modes "$modes" --rounds "$ROUNDS" --nvme-path "$NVME_PATH" \
