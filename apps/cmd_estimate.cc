@@ -310,6 +310,21 @@ void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryE
         if (!note.empty()) std::printf("  stage %d: %s\n", e.stage, note.c_str());
       }
     }
+    // The engine registers the swap buffers with io_uring (pinned once);
+    // without CAP_IPC_LOCK that is charged to the locked-memory limit.
+    std::string locked;
+    for (const estimate::MemoryEstimate& e : est) {
+      if (e.swap_buffers <= 0) continue;
+      absl::StrAppend(&locked, locked.empty() ? "" : ", ", "stage ", e.stage, " ",
+                      HumanBytes(static_cast<double>(e.swap_buffers)));
+    }
+    if (!locked.empty()) {
+      std::printf(
+          "  locked memory: the swap buffers are registered with io_uring, per rank %s, times\n"
+          "  aio.intra_op_parallelism; without CAP_IPC_LOCK, ulimit -l must allow that, or they run\n"
+          "  unregistered, with one warning (docs/offload.md, \"Fixed buffers\")\n",
+          locked.c_str());
+    }
   }
 }
 

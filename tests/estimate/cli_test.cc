@@ -33,9 +33,12 @@ TEST(EstimateCli, OneStageWithOffload) {
   EXPECT_TRUE(absl::StrContains(r.output, "stage 2")) << r.output;
   EXPECT_FALSE(absl::StrContains(r.output, "stage 1 ")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "offloaded to CPU")) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "locked memory")) << "no swap buffers without NVMe\n" << r.output;
   r = Zt("--model llama-tiny --world-size 2 --stage 3 --offload nvme --offload-param nvme");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* s : {"swap buffers", "on NVMe", "offload nvme"}) {
+  // The swap buffers are locked memory once io_uring registers them.
+  for (const char* s : {"swap buffers", "on NVMe", "offload nvme", "locked memory: the swap buffers are registered",
+                        "per rank stage 3 ", "ulimit -l"}) {
     EXPECT_TRUE(absl::StrContains(r.output, s)) << s << "\n" << r.output;
   }
   r = Zt("--model llama-tiny --world-size 2 --offload-param disk");
