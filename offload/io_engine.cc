@@ -140,10 +140,6 @@ IoRegistration IoEngineBase::Register(void* base, uint64_t bytes) {
   if (!options_.fixed_buffers || base == nullptr || bytes == 0) return {};
   const uintptr_t start = reinterpret_cast<uintptr_t>(base);
   if (start % kIoAlignment != 0) return {};  // no transfer could lie in it anyway
-  if (!free_fixed_filled_) {
-    for (int i = kMaxFixedBuffers - 1; i >= 0; --i) free_fixed_.push_back(i);
-    free_fixed_filled_ = true;
-  }
   const uint64_t id = next_registration_++;
   std::vector<uintptr_t>& starts = registrations_[id];
   // Cut at kMaxFixedBufferBytes; a transfer straddling a cut pins its pages
@@ -336,8 +332,6 @@ bool IoEngineBase::Apply(IoPiece& piece, int64_t result, const char* file, int l
 }
 
 }  // namespace internal
-
-namespace {}  // namespace
 
 IoRegistration& IoRegistration::operator=(IoRegistration&& other) noexcept {
   if (this != &other) {

@@ -100,7 +100,9 @@ class IoEngineBase : public IoEngine {
 
  protected:
   // `options` validated, with block_size rounded and the backend resolved.
-  explicit IoEngineBase(const IoOptions& options) : options_(options) {}
+  explicit IoEngineBase(const IoOptions& options) : options_(options) {
+    for (int i = kMaxFixedBuffers - 1; i >= 0; --i) free_fixed_.push_back(i);  // entry 0 handed out first
+  }
   // Hands a request's pieces for worker `worker` (0 .. threads-1) to the
   // backend, to start in PieceQueue's order. Runs on the caller's thread;
   // must not block on I/O.
@@ -145,12 +147,12 @@ class IoEngineBase : public IoEngine {
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> requests_hurried_{0};
   std::atomic<uint64_t> pieces_fixed_{0};
-  // Registered memory. Only the caller's thread touches these (Register,
-  // Unregister and Submit all run there), so they need no lock.
+  // Registered memory. Register, Unregister and Submit are called from one
+  // thread at a time (IoEngine's contract) and the workers never look here
+  // (a piece carries its index), so these need no lock.
   std::map<uintptr_t, FixedBuffer> fixed_;
   std::map<uint64_t, std::vector<uintptr_t>> registrations_;  // handle id -> starts in fixed_
-  std::vector<int> free_fixed_;                               // unused indices; filled on first use
-  bool free_fixed_filled_ = false;
+  std::vector<int> free_fixed_;                               // unused entry indices
   uint64_t next_registration_ = 1;
   uint64_t bytes_registered_ = 0;
   bool register_warned_ = false;
