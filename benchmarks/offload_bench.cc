@@ -407,23 +407,18 @@ bool CheckModes(const Options& o) {
 // Adds one round's result `r` of a mode to `acc`: the timed steps append,
 // the peak RSS is the largest so far, the rest is the latest round's.
 void Accumulate(ModeResult& acc, const ModeResult& r) {
-  const double peak = std::max(acc.peak_rss, r.peak_rss);
-  std::vector<double> steps = acc.steps, fwds = acc.forwards, bwds = acc.backwards, opts = acc.optimizers;
-  std::vector<double> cpu = acc.cpu, sys = acc.sys;
-  cpu.insert(cpu.end(), r.cpu.begin(), r.cpu.end());
-  sys.insert(sys.end(), r.sys.begin(), r.sys.end());
-  steps.insert(steps.end(), r.steps.begin(), r.steps.end());
-  fwds.insert(fwds.end(), r.forwards.begin(), r.forwards.end());
-  bwds.insert(bwds.end(), r.backwards.begin(), r.backwards.end());
-  opts.insert(opts.end(), r.optimizers.begin(), r.optimizers.end());
-  acc = r;  // the latest round's memory and traffic
-  acc.peak_rss = peak;
-  acc.steps = std::move(steps);
-  acc.forwards = std::move(fwds);
-  acc.backwards = std::move(bwds);
-  acc.optimizers = std::move(opts);
-  acc.cpu = std::move(cpu);
-  acc.sys = std::move(sys);
+  // The per-step series, every round's kept.
+  static constexpr std::vector<double> ModeResult::*kSeries[] = {&ModeResult::steps,     &ModeResult::forwards,
+                                                                 &ModeResult::backwards, &ModeResult::optimizers,
+                                                                 &ModeResult::cpu,       &ModeResult::sys};
+  ModeResult latest = r;  // the latest round's memory and traffic
+  latest.peak_rss = std::max(acc.peak_rss, r.peak_rss);
+  for (auto series : kSeries) {
+    std::vector<double>& all = acc.*series;
+    all.insert(all.end(), (r.*series).begin(), (r.*series).end());
+    latest.*series = std::move(all);
+  }
+  acc = std::move(latest);
 }
 
 // Every mode, --rounds times, with the medians filled in; nullopt (said on

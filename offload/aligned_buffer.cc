@@ -58,14 +58,9 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::Create(int count, size_t
   return pool;
 }
 
-int BufferPool::RegisterWith(IoEngine& io) {
+void BufferPool::RegisterWith(IoEngine& io) {
   registrations_.clear();
-  int fixed = 0;
-  for (const AlignedBuffer& b : buffers_) {
-    registrations_.push_back(io.Register(b.data(), b.size()));
-    fixed += registrations_.back().fixed() ? 1 : 0;
-  }
-  return fixed;
+  for (const AlignedBuffer& b : buffers_) registrations_.push_back(io.Register(b.data(), b.size()));
 }
 
 int BufferPool::TryAcquire() {

@@ -60,9 +60,9 @@ class BufferPool {
 
   // Registers every buffer with `io` (IoEngine::Register), until the pool is
   // destroyed; `io` must outlive the pool, and the pool's owner must have
-  // waited for its transfers before destroying it (it must anyway). Returns
-  // how many buffers are fixed buffers now (0 where the engine refused).
-  int RegisterWith(IoEngine& io);
+  // waited for its transfers before destroying it (it must anyway). Where
+  // the engine refuses, the buffers are used unregistered.
+  void RegisterWith(IoEngine& io);
 
  private:
   BufferPool() = default;

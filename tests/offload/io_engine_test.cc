@@ -745,6 +745,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, IoEngineTest, ::testing::Values(IoBackend::kU
 
 // ------------------------------------------------------------ fallback
 
+// Points this (forked) process's stderr at `path`, where the engine logs.
+bool StderrTo(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  return fd >= 0 && ::dup2(fd, 2) >= 0;
+}
+
+// The non-empty lines of a child's log.
+std::vector<std::string> LogLines(const std::string& log) { return absl::StrSplit(log, '\n', absl::SkipEmpty()); }
+
 // A seccomp filter that makes io_uring_setup fail with EPERM, the way
 // container runtimes refuse io_uring. False where it cannot be installed.
 bool RefuseIoUringSetup() {
@@ -787,8 +796,7 @@ TEST(IoFallback, RefusedIoUringFallsBackToThreadsWithOneWarning) {
       return kSkip;
     }
     ::unsetenv("ZT_AIO_BACKEND");
-    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (log_fd < 0 || ::dup2(log_fd, 2) < 0) return 2;
+    if (!StderrTo(log_path)) return 2;
     IoOptions explicit_uring;
     explicit_uring.backend = IoBackend::kUring;
     auto refused = IoEngine::Create(explicit_uring);
@@ -813,7 +821,7 @@ TEST(IoFallback, RefusedIoUringFallsBackToThreadsWithOneWarning) {
   EXPECT_TRUE(absl::StrContains(child.output, "Operation not permitted")) << child.output;
   EXPECT_TRUE(absl::StrContains(child.output, "io_uring is disabled")) << child.output;
   const std::string log = zt::testing::ReadFileBytes(log_path);
-  std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = LogLines(log);
   ASSERT_EQ(lines.size(), 1u) << log;
   EXPECT_TRUE(absl::StrContains(lines[0], "WARNING")) << log;
   EXPECT_TRUE(absl::StrContains(lines[0], "io_uring unavailable")) << log;
@@ -821,7 +829,6 @@ TEST(IoFallback, RefusedIoUringFallsBackToThreadsWithOneWarning) {
   EXPECT_TRUE(absl::StrContains(lines[0], "ZT_AIO_BACKEND=threads")) << log;
 }
 
-}  // namespace
 // Without CAP_IPC_LOCK and with a locked-memory limit below the buffer,
 // io_uring refuses the registration: the handle is empty, transfers work
 // unregistered, and one warning names the limit and what to change.
@@ -836,8 +843,7 @@ TEST(IoFixedBuffers, MemlockRefusalRunsUnregisteredWithOneWarning) {
     }
     struct rlimit rl = {64 << 10, 64 << 10};
     if (::setrlimit(RLIMIT_MEMLOCK, &rl) != 0) return 2;
-    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (log_fd < 0 || ::dup2(log_fd, 2) < 0) return 3;
+    if (!StderrTo(log_path)) return 3;
     IoOptions o;
     o.backend = IoBackend::kUring;
     o.block_size = 64 << 10;
@@ -870,7 +876,7 @@ TEST(IoFixedBuffers, MemlockRefusalRunsUnregisteredWithOneWarning) {
                                    "10: a registration within the limit refused"
                                 << child.output;
   const std::string log = zt::testing::ReadFileBytes(log_path);
-  std::vector<std::string> lines = absl::StrSplit(log, '\n', absl::SkipEmpty());
+  const std::vector<std::string> lines = LogLines(log);
   ASSERT_EQ(lines.size(), 1u) << log;
   EXPECT_TRUE(absl::StrContains(lines[0], "WARNING")) << log;
   EXPECT_TRUE(absl::StrContains(lines[0], "could not register 1 MiB of swap buffers")) << log;
@@ -878,5 +884,7 @@ TEST(IoFixedBuffers, MemlockRefusalRunsUnregisteredWithOneWarning) {
   EXPECT_TRUE(absl::StrContains(lines[0], "ulimit -l, now 64 KiB")) << log;
   EXPECT_TRUE(absl::StrContains(lines[0], "CAP_IPC_LOCK")) << log;
 }
+
+}  // namespace
 
 }  // namespace zt::offload
