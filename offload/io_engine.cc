@@ -12,7 +12,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "offload/io_engine_internal.h"
@@ -146,7 +145,7 @@ IoRegistration IoEngineBase::Register(void* base, uint64_t bytes) {
   // itself (FixedIndex finds no buffer holding it whole).
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t len = std::min(kMaxFixedBufferBytes, bytes - done);
-    absl::Status st = free_fixed_.empty() ? absl::ResourceExhaustedError(absl::StrCat(
+    absl::Status st = free_fixed_.empty() ? absl::OutOfRangeError(absl::StrCat(
                                                 "all ", kMaxFixedBuffers, " fixed-buffer entries of the ring are used"))
                                           : RegisterFixed(free_fixed_.back(), static_cast<char*>(base) + done, len);
     if (!st.ok()) {
@@ -190,7 +189,9 @@ void IoEngineBase::WarnRegisterFailed(const absl::Status& why, uint64_t bytes) {
   if (register_warned_) return;
   register_warned_ = true;
   std::string advice;
-  if (absl::IsResourceExhausted(why) || absl::StrContains(why.message(), std::strerror(ENOMEM))) {
+  // ENOMEM from the kernel (SysError maps it to ResourceExhausted): the
+  // locked-memory limit. A full entry table is OutOfRange, with no advice.
+  if (absl::IsResourceExhausted(why)) {
     struct rlimit rl {};
     const bool known = ::getrlimit(RLIMIT_MEMLOCK, &rl) == 0;
     advice = absl::StrCat(
