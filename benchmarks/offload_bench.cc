@@ -8,7 +8,12 @@
 // memory, bytes on disk, NVMe traffic per step, the time blocked on swap I/O
 // (on the RESULT lines also split into the forward's and Backward's part)
 // and each mode's peak RSS (the kernel's high-water mark, reset before each
-// mode). "nvme-instep" and
+// mode). With --interleave every mode is built once and they take turns of
+// --steps timed steps, each between two untimed ones, and the ratio to
+// "none" is paired per round: a shared VM's speed drifts by 10-20% over
+// tens of seconds, which a mode built and run alone for its whole block
+// takes in full (RunInterleaved says how the turns keep each mode's own
+// work and transfers inside its own timed steps). "nvme-instep" and
 // "nvme-params-instep" are the two NVMe modes with the optimizer update
 // kept in Engine::Step (EngineOptions::update_during_backward and
 // update_at_gather off), for the same-run comparison with the update
@@ -20,7 +25,8 @@
 // (EngineOptions::io_fixed_buffers): every transfer pins its pages itself.
 // "cpu s" and "sys s" are this rank's process CPU time per step (user plus
 // kernel, and kernel alone; I/O threads included): what the swap I/O costs
-// when the disk's wait is hidden.
+// when the disk's wait is hidden. "faults" are its minor page faults per
+// step: memory mapped in afresh (and zeroed) rather than reused.
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -39,6 +45,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +90,7 @@ double Median(std::vector<double> v) {
 
 struct CpuTimes {
   double user = 0, sys = 0;
+  double minor_faults = 0;  // pages the kernel mapped in (and zeroed, if fresh)
 };
 
 // This process's CPU time so far, every thread included (the I/O engine's
@@ -91,7 +99,18 @@ CpuTimes ProcessCpu() {
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return {seconds(ru.ru_utime), seconds(ru.ru_stime)};
+  return {seconds(ru.ru_utime), seconds(ru.ru_stime), static_cast<double>(ru.ru_minflt)};
+}
+
+// The machine's steal time so far, in seconds summed over its CPUs: time
+// the hypervisor ran something else while this VM had work (/proc/stat;
+// 0 on bare metal or where not reported).
+double StealSeconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(f >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") return 0;
+  return steal / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // Resets the kernel's high-water mark of this process's RSS to its current
@@ -119,6 +138,8 @@ struct Options {
   int64_t max_live = 1000000000;        // stage3_max_live_parameters
   int64_t reuse_distance = 1000000000;  // stage3_max_reuse_distance
   bool sharded_init = false;
+  bool interleave = false;
+  double quiet_steal = 0.02;  // seconds of machine steal a quiet step may have
   std::string json;
 };
 
@@ -126,11 +147,17 @@ struct ModeResult {
   std::string mode;
   std::vector<double> steps, forwards, backwards, optimizers;         // every timed step, every round
   std::vector<double> cpu, sys;                                       // process CPU seconds per timed step
+  std::vector<double> faults;                                         // minor page faults per timed step
+  std::vector<double> steal;                                          // the machine's steal seconds per timed step
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // their medians
-  double cpu_s = 0, sys_s = 0;                                        // ... and these
-  double registered_bytes = 0;                                        // swap buffers registered with io_uring
-  double fixed_pieces_per_step = 0;                                   // transfer pieces through them
-  double peak_rss = 0;                                                // bytes, this rank
+  double cpu_s = 0, sys_s = 0, faults_per_step = 0, steal_s = 0;      // ... and these
+  double quiet_step_s = 0;  // the median over the quiet steps (steal at most --quiet-steal), 0 if none
+  int64_t quiet_steps = 0;  // how many there were
+  double paired_ratio = 0;  // --interleave: the median over rounds of step / none's step in that round
+  std::vector<double> turn_steps, turn_ratios;  // --interleave: per round, the median step and its ratio
+  double registered_bytes = 0;                  // swap buffers registered with io_uring
+  double fixed_pieces_per_step = 0;             // transfer pieces through them
+  double peak_rss = 0;                          // bytes, this rank
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
   double optimizer_wait_per_step = 0;  // the part of nvme_wait_per_step waiting for optimizer state
@@ -188,9 +215,68 @@ Config MakeConfig(const Options& o, const std::string& run_mode, int world) {
   return c;
 }
 
-absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
-                                   const std::shared_ptr<comm::ProcessGroup>& pg) {
-  ModeResult r;
+// The offload counters that steps move; a mode sums them over its timed
+// steps only, so untimed steps between them (interleaved turns) count nowhere.
+struct Traffic {
+  double read = 0, written = 0;                        // swap bytes: optimizer state and parameter shards
+  double optimizer_wait = 0, param_wait = 0;           // seconds blocked on swap I/O
+  double fixed_pieces = 0;                             // transfer pieces through registered buffers
+  double updated = 0, in_backward = 0, at_gather = 0;  // optimizer elements
+  static constexpr double Traffic::*kFields[] = {
+      &Traffic::read,         &Traffic::written, &Traffic::optimizer_wait, &Traffic::param_wait,
+      &Traffic::fixed_pieces, &Traffic::updated, &Traffic::in_backward,    &Traffic::at_gather};
+
+  double waited() const { return optimizer_wait + param_wait; }
+  // *this += to - from.
+  void AddDelta(const Traffic& from, const Traffic& to) {
+    for (auto f : kFields) this->*f += to.*f - from.*f;
+  }
+};
+
+Traffic TrafficOf(const OffloadStats& s) {
+  Traffic t;
+  t.read = static_cast<double>(s.optimizer_read_bytes + s.param_read_bytes);
+  t.written = static_cast<double>(s.optimizer_written_bytes + s.param_written_bytes);
+  t.optimizer_wait = s.optimizer_wait_seconds;
+  t.param_wait = s.param_wait_seconds;
+  t.fixed_pieces = static_cast<double>(s.io_pieces_fixed);
+  t.updated = static_cast<double>(s.optimizer_elements_updated);
+  t.in_backward = static_cast<double>(s.optimizer_elements_in_backward);
+  t.at_gather = static_cast<double>(s.optimizer_elements_at_gather);
+  return t;
+}
+
+// One mode's model, engine and batch, built once and then stepped by a
+// schedule: all its steps in one block (RunBlocked), or in turns with every
+// other mode alive at once (RunInterleaved).
+class ModeRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<ModeRun>> Build(const Options& o, const std::string& mode,
+                                                        const std::shared_ptr<comm::ProcessGroup>& pg);
+
+  // One training step; a timed one adds to the per-step series and counters.
+  void Step(bool timed);
+  // What the timed steps so far measured, with the engine's memory; the
+  // medians and the peak RSS are the schedule's to fill in.
+  ModeResult Result() const;
+  const std::vector<double>& steps() const { return r_.steps; }
+
+ private:
+  ModeRun() = default;
+  torch::Tensor Loss(const torch::Tensor& out) const;
+
+  ModeResult r_;     // the series, filled by Step
+  Traffic traffic_;  // summed over the timed steps
+  int64_t timed_ = 0;
+  std::unique_ptr<models::Model> model_;  // declared first: the engine goes first
+  std::unique_ptr<Engine> engine_;
+  torch::Tensor x_, y_;
+};
+
+absl::StatusOr<std::unique_ptr<ModeRun>> ModeRun::Build(const Options& o, const std::string& mode,
+                                                        const std::shared_ptr<comm::ProcessGroup>& pg) {
+  std::unique_ptr<ModeRun> run(new ModeRun());
+  ModeResult& r = run->r_;
   r.mode = mode;
   Config config = MakeConfig(o, mode, pg->size());
   ZT_RETURN_IF_ERROR(ResolveBatch(config.batch, pg->size()));
@@ -204,111 +290,97 @@ absl::StatusOr<ModeResult> RunMode(const Options& o, const std::string& mode,
     }
     spec.overrides[parts[0]] = v;
   }
-  ResetPeakRss();
   const auto t_build = Clock::now();
-  std::unique_ptr<models::Model> model;
   {
     // Stage 3 can shard each block as it is built: no rank ever holds the
     // whole model.
     std::unique_ptr<ShardedInit> init;
     if (o.sharded_init && o.stage == 3) init = std::make_unique<ShardedInit>(pg, config);
-    ZT_ASSIGN_OR_RETURN(model, models::CreateModel(spec));
+    ZT_ASSIGN_OR_RETURN(run->model_, models::CreateModel(spec));
   }
-  r.num_params = model->info().num_params;
+  r.num_params = run->model_->info().num_params;
   EngineOptions engine_options;
   engine_options.update_during_backward = !absl::EndsWith(mode, "-instep");
   engine_options.update_at_gather = !absl::EndsWith(mode, "-instep");
   engine_options.io_priority = !absl::EndsWith(mode, "-fifo");
   engine_options.io_fixed_buffers = !absl::EndsWith(mode, "-unfixed");
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model->module(), config, pg, engine_options));
+  ZT_ASSIGN_OR_RETURN(run->engine_, Engine::Create(run->model_->module(), config, pg, engine_options));
   r.build_s = Since(t_build);
   // A random batch of the model's kind: token sequences, or images with labels.
-  const models::ModelInfo& info = model->info();
-  const bool lm = info.task == models::Task::kLanguageModel;
+  const models::ModelInfo& info = run->model_->info();
   torch::manual_seed(1234 + static_cast<uint64_t>(pg->rank()));
-  torch::Tensor x, y;
-  if (lm) {
+  if (info.task == models::Task::kLanguageModel) {
     const int64_t seq = std::min(o.seq, info.max_seq_len);
     const torch::Tensor tokens = torch::randint(info.vocab_size, {o.micro_batch, seq + 1}, torch::kLong);
-    x = tokens.narrow(1, 0, seq);
-    y = tokens.narrow(1, 1, seq);
+    run->x_ = tokens.narrow(1, 0, seq);
+    run->y_ = tokens.narrow(1, 1, seq);
   } else if (info.task == models::Task::kSequenceClassification) {
-    x = torch::randint(info.vocab_size, {o.micro_batch, std::min(o.seq, info.max_seq_len)}, torch::kLong);
-    y = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
+    run->x_ = torch::randint(info.vocab_size, {o.micro_batch, std::min(o.seq, info.max_seq_len)}, torch::kLong);
+    run->y_ = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
   } else {
-    x = torch::randn({o.micro_batch, 1, info.image_size, info.image_size});
-    y = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
+    run->x_ = torch::randn({o.micro_batch, 1, info.image_size, info.image_size});
+    run->y_ = torch::randint(info.num_classes, {o.micro_batch}, torch::kLong);
   }
-  auto loss_of = [&](const torch::Tensor& out) {
-    // Sequence classifiers return logits, the image classifier log-probabilities.
-    if (info.task == models::Task::kSequenceClassification) {
-      return torch::nn::functional::cross_entropy(out.to(torch::kFloat), y);
-    }
-    if (!lm) return torch::nll_loss(out.to(torch::kFloat), y);
-    const torch::Tensor logits = out.to(torch::kFloat);
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
-  };
+  return run;
+}
 
-  std::vector<double>& step = r.steps;
-  std::vector<double>& fwd = r.forwards;
-  std::vector<double>& bwd = r.backwards;
-  std::vector<double>& opt = r.optimizers;
-  OffloadStats before;
-  // Swap waits so far (parameter shards and optimizer state), to split them by phase.
-  auto waited = [&] {
-    const OffloadStats st = engine->offload_stats();
-    return st.optimizer_wait_seconds + st.param_wait_seconds;
-  };
-  for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup) before = engine->offload_stats();
-    const double w0 = waited();
-    const CpuTimes c0 = ProcessCpu();
-    const auto t0 = Clock::now();
-    const torch::Tensor loss = loss_of(model->Forward(x));
-    const auto t1 = Clock::now();
-    const double w1 = waited();
-    engine->Backward(loss);
-    const auto t2 = Clock::now();
-    const double w2 = waited();
-    engine->Step();
-    const auto t3 = Clock::now();
-    const CpuTimes c3 = ProcessCpu();
-    r.final_loss = loss.item<double>();
-    if (s < o.warmup) continue;
-    r.forward_wait_per_step += (w1 - w0) / static_cast<double>(o.steps);
-    r.backward_wait_per_step += (w2 - w1) / static_cast<double>(o.steps);
-    fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
-    bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
-    opt.push_back(std::chrono::duration<double>(t3 - t2).count());
-    step.push_back(std::chrono::duration<double>(t3 - t0).count());
-    r.cpu.push_back(c3.user + c3.sys - c0.user - c0.sys);
-    r.sys.push_back(c3.sys - c0.sys);
+torch::Tensor ModeRun::Loss(const torch::Tensor& out) const {
+  // Sequence classifiers return logits, the image classifier log-probabilities.
+  const models::Task task = model_->info().task;
+  if (task == models::Task::kSequenceClassification) {
+    return torch::nn::functional::cross_entropy(out.to(torch::kFloat), y_);
   }
-  const OffloadStats after = engine->offload_stats();
-  const double n = static_cast<double>(std::max<int64_t>(1, o.steps));
-  r.nvme_read_per_step = static_cast<double>(after.optimizer_read_bytes + after.param_read_bytes -
-                                             before.optimizer_read_bytes - before.param_read_bytes) /
-                         n;
-  r.nvme_written_per_step = static_cast<double>(after.optimizer_written_bytes + after.param_written_bytes -
-                                                before.optimizer_written_bytes - before.param_written_bytes) /
-                            n;
-  r.registered_bytes = static_cast<double>(after.io_bytes_registered);
-  r.fixed_pieces_per_step = static_cast<double>(after.io_pieces_fixed - before.io_pieces_fixed) / n;
-  r.optimizer_wait_per_step = (after.optimizer_wait_seconds - before.optimizer_wait_seconds) / n;
-  r.nvme_wait_per_step = (after.optimizer_wait_seconds + after.param_wait_seconds - before.optimizer_wait_seconds -
-                          before.param_wait_seconds) /
-                         n;
-  const uint64_t updated = after.optimizer_elements_updated - before.optimizer_elements_updated;
-  r.in_backward =
-      updated > 0 ? static_cast<double>(after.optimizer_elements_in_backward - before.optimizer_elements_in_backward) /
-                        static_cast<double>(updated)
-                  : 0.0;
-  r.at_gather = updated > 0
-                    ? static_cast<double>(after.optimizer_elements_at_gather - before.optimizer_elements_at_gather) /
-                          static_cast<double>(updated)
-                    : 0.0;
-  r.memory = engine->memory();
-  r.peak_rss = static_cast<double>(PeakResidentBytes());
+  if (task != models::Task::kLanguageModel) return torch::nll_loss(out.to(torch::kFloat), y_);
+  const torch::Tensor logits = out.to(torch::kFloat);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y_.reshape({-1}));
+}
+
+void ModeRun::Step(bool timed) {
+  const Traffic a0 = TrafficOf(engine_->offload_stats());
+  const CpuTimes c0 = ProcessCpu();
+  const double st0 = StealSeconds();
+  const auto t0 = Clock::now();
+  const torch::Tensor loss = Loss(model_->Forward(x_));
+  const auto t1 = Clock::now();
+  const Traffic a1 = TrafficOf(engine_->offload_stats());
+  engine_->Backward(loss);
+  const auto t2 = Clock::now();
+  const Traffic a2 = TrafficOf(engine_->offload_stats());
+  engine_->Step();
+  const auto t3 = Clock::now();
+  const CpuTimes c3 = ProcessCpu();
+  const double st3 = StealSeconds();
+  const Traffic a3 = TrafficOf(engine_->offload_stats());
+  r_.final_loss = loss.item<double>();
+  if (!timed) return;
+  ++timed_;
+  traffic_.AddDelta(a0, a3);
+  r_.forward_wait_per_step += a1.waited() - a0.waited();  // sums here, per step in Result
+  r_.backward_wait_per_step += a2.waited() - a1.waited();
+  r_.forwards.push_back(std::chrono::duration<double>(t1 - t0).count());
+  r_.backwards.push_back(std::chrono::duration<double>(t2 - t1).count());
+  r_.optimizers.push_back(std::chrono::duration<double>(t3 - t2).count());
+  r_.steps.push_back(std::chrono::duration<double>(t3 - t0).count());
+  r_.cpu.push_back(c3.user + c3.sys - c0.user - c0.sys);
+  r_.sys.push_back(c3.sys - c0.sys);
+  r_.faults.push_back(c3.minor_faults - c0.minor_faults);
+  r_.steal.push_back(st3 - st0);
+}
+
+ModeResult ModeRun::Result() const {
+  ModeResult r = r_;
+  const double n = static_cast<double>(std::max<int64_t>(1, timed_));
+  r.forward_wait_per_step /= n;
+  r.backward_wait_per_step /= n;
+  r.nvme_read_per_step = traffic_.read / n;
+  r.nvme_written_per_step = traffic_.written / n;
+  r.fixed_pieces_per_step = traffic_.fixed_pieces / n;
+  r.optimizer_wait_per_step = traffic_.optimizer_wait / n;
+  r.nvme_wait_per_step = traffic_.waited() / n;
+  r.in_backward = traffic_.updated > 0 ? traffic_.in_backward / traffic_.updated : 0.0;
+  r.at_gather = traffic_.updated > 0 ? traffic_.at_gather / traffic_.updated : 0.0;
+  r.registered_bytes = static_cast<double>(engine_->offload_stats().io_bytes_registered);
+  r.memory = engine_->memory();
   return r;
 }
 
@@ -354,6 +426,12 @@ void DeclareFlags(cli::Flags& f) {
   f.Int("max-live", 1000000000, "stage3_max_live_parameters (elements gathered at once)");
   f.Int("reuse-distance", 1000000000, "stage3_max_reuse_distance (0: free every unit after use)");
   f.Bool("sharded-init", "build the model under zt::ShardedInit (stage 3)");
+  f.Bool("interleave",
+         "build every mode once and run them in turns (--rounds turns each of --steps timed steps between two "
+         "untimed ones); the ratio to none paired per round; no peak RSS per mode");
+  f.Double("quiet-steal", 0.02,
+           "a step is quiet when the hypervisor stole at most this many CPU-seconds from the machine during it "
+           "(/proc/stat); \"quiet x\" is the ratio to none over the quiet steps alone");
   f.String("json", "", "also write the results as JSON to this file (rank 0)");
 }
 
@@ -379,6 +457,8 @@ Options OptionsFromFlags(const cli::Flags& f) {
   o.max_live = f.GetInt("max-live");
   o.reuse_distance = f.GetInt("reuse-distance");
   o.sharded_init = f.GetBool("sharded-init");
+  o.interleave = f.GetBool("interleave");
+  o.quiet_steal = f.GetDouble("quiet-steal");
   o.json = f.GetString("json");
   return o;
 }
@@ -404,54 +484,128 @@ bool CheckModes(const Options& o) {
   return true;
 }
 
-// Adds one round's result `r` of a mode to `acc`: the timed steps append,
-// the peak RSS is the largest so far, the rest is the latest round's.
-void Accumulate(ModeResult& acc, const ModeResult& r) {
-  // The per-step series, every round's kept.
-  static constexpr std::vector<double> ModeResult::*kSeries[] = {&ModeResult::steps,     &ModeResult::forwards,
-                                                                 &ModeResult::backwards, &ModeResult::optimizers,
-                                                                 &ModeResult::cpu,       &ModeResult::sys};
-  ModeResult latest = r;  // the latest round's memory and traffic
-  latest.peak_rss = std::max(acc.peak_rss, r.peak_rss);
-  for (auto series : kSeries) {
-    std::vector<double>& all = acc.*series;
-    all.insert(all.end(), (r.*series).begin(), (r.*series).end());
-    latest.*series = std::move(all);
+// The mode run k-th in `round`: A B C, C B A, A B C, ... so that the process
+// warming up and the machine's drift fall on every mode alike.
+size_t ModeAt(const Options& o, int round, size_t k) { return round % 2 == 0 ? k : o.modes.size() - 1 - k; }
+
+// Runs `body` for `mode`; an error or exception is said on stderr, naming
+// the mode, and returns false.
+bool Attempt(const comm::ProcessGroup& pg, const std::string& mode, const std::function<absl::Status()>& body) {
+  absl::Status st;
+  try {
+    st = body();
+  } catch (const std::exception& e) {
+    st = absl::InternalError(e.what());
   }
-  acc = std::move(latest);
+  if (st.ok()) return true;
+  std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg.rank(), mode.c_str(), std::string(st.message()).c_str());
+  return false;
 }
 
-// Every mode, --rounds times, with the medians filled in; nullopt (said on
-// stderr) when a mode fails.
-std::optional<std::vector<ModeResult>> RunRounds(const Options& o, const std::shared_ptr<comm::ProcessGroup>& pg) {
-  // Rounds alternate the order of the modes (A B C, C B A, ...) so that the
-  // process warming up and the machine's drift fall on every mode alike.
+// The default schedule: --rounds passes over the modes, each mode built
+// afresh for its warm-up and timed steps, its peak RSS the kernel's
+// high-water mark from its build on. The series of every round are kept;
+// memory and traffic are the latest round's.
+std::optional<std::vector<ModeResult>> RunBlocked(const Options& o, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  static constexpr std::vector<double> ModeResult::*kSeries[] = {
+      &ModeResult::steps, &ModeResult::forwards, &ModeResult::backwards, &ModeResult::optimizers,
+      &ModeResult::cpu,   &ModeResult::sys,      &ModeResult::faults,    &ModeResult::steal};
   std::vector<ModeResult> results(o.modes.size());
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t k = 0; k < o.modes.size(); ++k) {
-      const size_t i = round % 2 == 0 ? k : o.modes.size() - 1 - k;
-      const std::string& mode = o.modes[i];
-      absl::StatusOr<ModeResult> r;
-      try {
-        r = RunMode(o, mode, pg);
-      } catch (const std::exception& e) {
-        r = absl::InternalError(e.what());
-      }
-      if (!r.ok()) {
-        std::fprintf(stderr, "[rank %d] mode %s: %s\n", pg->rank(), mode.c_str(),
-                     std::string(r.status().message()).c_str());
-        return std::nullopt;
-      }
-      Accumulate(results[i], *r);
+      const size_t i = ModeAt(o, round, k);
+      ModeResult r;
+      const bool ran = Attempt(*pg, o.modes[i], [&] {
+        ResetPeakRss();
+        ZT_ASSIGN_OR_RETURN(std::unique_ptr<ModeRun> run, ModeRun::Build(o, o.modes[i], pg));
+        for (int64_t s = 0; s < o.warmup + o.steps; ++s) run->Step(/*timed=*/s >= o.warmup);
+        r = run->Result();
+        r.peak_rss = static_cast<double>(PeakResidentBytes());
+        return absl::OkStatus();
+      });
+      if (!ran) return std::nullopt;
+      ModeResult& acc = results[i];
+      r.peak_rss = std::max(acc.peak_rss, r.peak_rss);
+      for (auto series : kSeries) (r.*series).insert((r.*series).begin(), (acc.*series).begin(), (acc.*series).end());
+      acc = std::move(r);
     }
   }
+  return results;
+}
+
+// --interleave: every mode built once and alive at once, then --rounds
+// turns each, in the alternating order: one untimed step, --steps timed
+// ones, one more untimed. The first untimed step takes the switch (the
+// previous mode's transfers still in flight, cold caches); the last one
+// keeps each timed step's tail (write-back behind the next forward, the
+// update at the next gathers) inside its own mode. The ratio to "none" is
+// paired: per round, the mode's median step over none's in that round, then
+// the median over the rounds, so that the machine's drift between rounds
+// cancels. No peak RSS per mode (all are alive at once): -1.
+std::optional<std::vector<ModeResult>> RunInterleaved(const Options& o, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  const size_t n = o.modes.size();
+  std::vector<std::unique_ptr<ModeRun>> runs(n);
+  for (size_t i = 0; i < n; ++i) {
+    const bool built = Attempt(*pg, o.modes[i], [&] {
+      ZT_ASSIGN_OR_RETURN(runs[i], ModeRun::Build(o, o.modes[i], pg));
+      for (int64_t s = 0; s < o.warmup; ++s) runs[i]->Step(/*timed=*/false);
+      return absl::OkStatus();
+    });
+    if (!built) return std::nullopt;
+  }
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = ModeAt(o, round, k);
+      ModeRun& run = *runs[i];
+      const bool ran = Attempt(*pg, o.modes[i], [&] {
+        run.Step(/*timed=*/false);
+        for (int64_t s = 0; s < o.steps; ++s) run.Step(/*timed=*/true);
+        run.Step(/*timed=*/false);
+        return absl::OkStatus();
+      });
+      if (!ran) return std::nullopt;
+    }
+  }
+  std::vector<ModeResult> results;
+  for (size_t i = 0; i < n; ++i) {
+    ModeResult r = runs[i]->Result();
+    r.peak_rss = -1;
+    for (int round = 0; round < o.rounds; ++round) {
+      const auto first = r.steps.begin() + round * o.steps;
+      r.turn_steps.push_back(Median(std::vector<double>(first, first + o.steps)));
+    }
+    results.push_back(std::move(r));
+  }
+  const auto none = std::find(o.modes.begin(), o.modes.end(), "none");
+  if (none == o.modes.end()) return results;
+  const std::vector<double>& base = results[static_cast<size_t>(none - o.modes.begin())].turn_steps;
   for (ModeResult& r : results) {
+    for (int round = 0; round < o.rounds; ++round) r.turn_ratios.push_back(r.turn_steps[round] / base[round]);
+    r.paired_ratio = Median(r.turn_ratios);
+  }
+  return results;
+}
+
+// Every mode on the chosen schedule, with the medians filled in; nullopt
+// (said on stderr) when a mode fails.
+std::optional<std::vector<ModeResult>> RunRounds(const Options& o, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  std::optional<std::vector<ModeResult>> results = o.interleave ? RunInterleaved(o, pg) : RunBlocked(o, pg);
+  if (!results) return std::nullopt;
+  for (ModeResult& r : *results) {
     r.step_s = Median(r.steps);
     r.forward_s = Median(r.forwards);
     r.backward_s = Median(r.backwards);
     r.optimizer_s = Median(r.optimizers);
     r.cpu_s = Median(r.cpu);
     r.sys_s = Median(r.sys);
+    r.faults_per_step = Median(r.faults);
+    r.steal_s = Median(r.steal);
+    std::vector<double> quiet;
+    for (size_t k = 0; k < r.steps.size(); ++k) {
+      if (r.steal[k] <= o.quiet_steal) quiet.push_back(r.steps[k]);
+    }
+    r.quiet_steps = static_cast<int64_t>(quiet.size());
+    r.quiet_step_s = Median(quiet);
   }
   return results;
 }
@@ -475,7 +629,24 @@ class Report {
   absl::Status WriteJson(const std::vector<std::string>& json_rows) const;
 
  private:
-  double Peak(size_t i) const { return *std::max_element(peaks_[i].begin(), peaks_[i].end()); }
+  // Mode i's peak RSS, the largest over the ranks; nullopt where not
+  // measured (--interleave).
+  std::optional<double> Peak(size_t i) const {
+    const double peak = *std::max_element(peaks_[i].begin(), peaks_[i].end());
+    return peak < 0 ? std::nullopt : std::optional<double>(peak);
+  }
+  std::string PeakGib(size_t i) const { return Peak(i) ? Gib(*Peak(i)) : "-"; }
+  // The step time over none's, with `digits` decimals, or `absent` without a
+  // "none" mode: paired per round where interleaved, else the medians' ratio.
+  std::string Ratio(const ModeResult& r, int digits, const char* absent) const {
+    if (r.paired_ratio > 0) return absl::StrFormat("%.*f", digits, r.paired_ratio);
+    return base_ != nullptr ? absl::StrFormat("%.*f", digits, r.step_s / base_->step_s) : absent;
+  }
+  // The quiet steps' median over none's, or `absent`.
+  std::string QuietRatio(const ModeResult& r, int digits, const char* absent) const {
+    if (base_ == nullptr || r.quiet_steps == 0 || base_->quiet_steps == 0) return absent;
+    return absl::StrFormat("%.*f", digits, r.quiet_step_s / base_->quiet_step_s);
+  }
   std::string JsonRow(size_t i) const;
 
   const Options& o_;
@@ -488,34 +659,44 @@ class Report {
 std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
-  std::printf("%-20s %9s %8s %9s %9s %9s %7s %7s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode", "step s",
-              "x none", "fwd s", "bwd s", "optim s", "cpu s", "sys s", "states GiB", "NVMe GiB", "bufs GiB",
-              "read/step", "write/step", "wait s", "stall", "in bwd", "at fwd", "peak GiB");
+  std::printf("%-20s %9s %8s %9s %9s %9s %7s %7s %8s %7s %12s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode",
+              "step s", "x none", "fwd s", "bwd s", "optim s", "cpu s", "sys s", "faults", "steal s", "quiet x (n)",
+              "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "stall", "in bwd", "at fwd",
+              "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
-    const double peak = Peak(i);
-    const std::string ratio = base_ != nullptr ? absl::StrFormat("%.2f", r.step_s / base_->step_s) : "-";
+    const std::string ratio = Ratio(r, 2, "-");
     std::printf(
-        "%-20s %9.3f %8s %9.3f %9.3f %9.3f %7.3f %7.3f %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% %6.0f%% %9s\n",
+        "%-20s %9.3f %8s %9.3f %9.3f %9.3f %7.3f %7.3f %8.0f %7.3f %12s %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% "
+        "%6.0f%% "
+        "%9s\n",
         r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, r.cpu_s, r.sys_s,
+        r.faults_per_step, r.steal_s, absl::StrCat(QuietRatio(r, 2, "-"), " (", r.quiet_steps, ")").c_str(),
         Gib(static_cast<double>(r.memory.model_states())).c_str(), Gib(static_cast<double>(r.memory.nvme)).c_str(),
         Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
         HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r), 100.0 * r.in_backward,
-        100.0 * r.at_gather, Gib(peak).c_str());
+        100.0 * r.at_gather, PeakGib(i).c_str());
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
         "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f forward_wait_s=%.4f backward_wait_s=%.4f "
-        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%.3f cpu_s=%.4f sys_s=%.4f "
-        "registered_bytes=%.0f fixed_pieces_per_step=%.1f\n",
-        r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s,
-        base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s).c_str() : "-", r.nvme_read_per_step,
-        r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step, r.forward_wait_per_step,
-        r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, peak / (1 << 30), r.cpu_s, r.sys_s,
-        r.registered_bytes, r.fixed_pieces_per_step);
+        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%s cpu_s=%.4f sys_s=%.4f "
+        "minor_faults_per_step=%.0f steal_s=%.4f quiet_ratio_to_none=%s quiet_steps=%lld registered_bytes=%.0f "
+        "fixed_pieces_per_step=%.1f\n",
+        r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s, Ratio(r, 4, "-").c_str(),
+        r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step,
+        r.forward_wait_per_step, r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather,
+        Peak(i) ? absl::StrFormat("%.3f", *Peak(i) / (1 << 30)).c_str() : "-", r.cpu_s, r.sys_s, r.faults_per_step,
+        r.steal_s, QuietRatio(r, 4, "-").c_str(), static_cast<long long>(r.quiet_steps), r.registered_bytes,
+        r.fixed_pieces_per_step);
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
+}
+
+// "1.0000, 0.9876": a series for the JSON.
+std::string JoinFixed(const std::vector<double>& v) {
+  return absl::StrJoin(v, ", ", [](std::string* out, double x) { absl::StrAppend(out, absl::StrFormat("%.4f", x)); });
 }
 
 std::string Report::JsonRow(size_t i) const {
@@ -526,13 +707,23 @@ std::string Report::JsonRow(size_t i) const {
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
       "\"forward_wait_s_per_step\": %.6f, \"backward_wait_s_per_step\": %.6f, \"stall_fraction\": %.6f, "
       "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, \"cpu_s_per_step\": %.6f, "
-      "\"sys_s_per_step\": %.6f, \"registered_bytes\": %.0f, \"fixed_pieces_per_step\": %.1f, "
-      "\"peak_rss_bytes\": [%s], \"final_loss\": %.6f, \"build_s\": %.3f}",
-      r.mode, r.step_s, base_ != nullptr ? absl::StrFormat("%.4f", r.step_s / base_->step_s) : "null", r.forward_s,
-      r.backward_s, r.optimizer_s, r.memory.model_states(), r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step,
-      r.nvme_written_per_step, r.nvme_wait_per_step, r.forward_wait_per_step, r.backward_wait_per_step, Stall(r),
-      r.in_backward, r.at_gather, r.cpu_s, r.sys_s, r.registered_bytes, r.fixed_pieces_per_step,
-      absl::StrJoin(peaks_[i], ", ", [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
+      "\"sys_s_per_step\": %.6f, \"minor_faults_per_step\": %.0f, \"steal_s_per_step\": %.6f, \"quiet_ratio_to_none\": "
+      "%s, \"quiet_steps\": %d, \"registered_bytes\": "
+      "%.0f, "
+      "\"fixed_pieces_per_step\": %.1f, "
+      "\"turn_step_s\": [%s], \"turn_ratio_to_none\": [%s], \"peak_rss_bytes\": %s, \"final_loss\": %.6f, \"build_s\": "
+      "%.3f}",
+      r.mode, r.step_s, Ratio(r, 4, "null"), r.forward_s, r.backward_s, r.optimizer_s, r.memory.model_states(),
+      r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step,
+      r.forward_wait_per_step, r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, r.cpu_s, r.sys_s,
+      r.faults_per_step, r.steal_s, QuietRatio(r, 4, "null"), r.quiet_steps, r.registered_bytes,
+      r.fixed_pieces_per_step, JoinFixed(r.turn_steps), JoinFixed(r.turn_ratios),
+      Peak(i) ? absl::StrCat(
+                    "[",
+                    absl::StrJoin(peaks_[i], ", ",
+                                  [](std::string* out, double v) { absl::StrAppend(out, static_cast<int64_t>(v)); }),
+                    "]")
+              : "null",
       r.final_loss, r.build_s);
 }
 
@@ -549,11 +740,10 @@ void Report::PrintSummary() const {
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     absl::StrAppend(
-        &summary,
-        absl::StrFormat(
-            "; %s %.3f s/step%s%s, peak RSS %s GiB/rank", r.mode, r.step_s,
-            base_ != nullptr && &r != base_ ? absl::StrFormat(" (%.2fx none)", r.step_s / base_->step_s) : "",
-            r.nvme_wait_per_step > 0 ? absl::StrFormat(", stall %.1f%%", 100.0 * Stall(r)) : "", Gib(Peak(i))));
+        &summary, absl::StrFormat("; %s %.3f s/step%s%s%s", r.mode, r.step_s,
+                                  base_ != nullptr && &r != base_ ? absl::StrCat(" (", Ratio(r, 2, ""), "x none)") : "",
+                                  r.nvme_wait_per_step > 0 ? absl::StrFormat(", stall %.1f%%", 100.0 * Stall(r)) : "",
+                                  Peak(i) ? absl::StrCat(", peak RSS ", Gib(*Peak(i)), " GiB/rank") : ""));
   }
   std::printf("%s\n", summary.c_str());
 }
@@ -575,10 +765,16 @@ void PrintSetup(const Options& o, int world) {
   std::printf("%s\n", SystemInfoLine().c_str());
   std::printf(
       "optimizer kernels: %s; model %s, stage %d, %d ranks, %s, micro-batch %lld x %lld tokens, swap dir %s (%s "
-      "free)\n",
+      "free); %s\n",
       ops::kernels::IsaName(ops::kernels::ActiveIsa()), o.model.c_str(), o.stage, world, o.bf16 ? "bf16" : "fp32",
       static_cast<long long>(o.micro_batch), static_cast<long long>(o.seq), o.nvme_path.c_str(),
-      HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str());
+      HumanBytes(static_cast<double>(std::filesystem::space(o.nvme_path).available)).c_str(),
+      o.interleave ? absl::StrFormat("interleaved: %d turns of %lld timed steps per mode, ratios paired per turn",
+                                     o.rounds, static_cast<long long>(o.steps))
+                         .c_str()
+                   : absl::StrFormat("blocked: %d rounds of %lld timed steps per mode", o.rounds,
+                                     static_cast<long long>(o.steps))
+                         .c_str());
 }
 
 int Main(int argc, char** argv) {
