@@ -26,7 +26,11 @@
 // "cpu s" and "sys s" are this rank's process CPU time per step (user plus
 // kernel, and kernel alone; I/O threads included): what the swap I/O costs
 // when the disk's wait is hidden. "faults" are its minor page faults per
-// step: memory mapped in afresh (and zeroed) rather than reused.
+// step: memory mapped in afresh (and zeroed) rather than reused. "steal s"
+// is the CPU time the hypervisor took from this machine per step (all its
+// CPUs; /proc/stat), which slows every mode alike while it lasts; "quiet x"
+// is the ratio to none over the steps that lost at most --quiet-steal of the
+// machine's CPU time that way, with their count.
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -139,7 +143,7 @@ struct Options {
   int64_t reuse_distance = 1000000000;  // stage3_max_reuse_distance
   bool sharded_init = false;
   bool interleave = false;
-  double quiet_steal = 0.02;  // seconds of machine steal a quiet step may have
+  double quiet_steal = 0.01;  // the share of the machine's CPU time a quiet step may lose to steal
   std::string json;
 };
 
@@ -151,7 +155,7 @@ struct ModeResult {
   std::vector<double> steal;                                          // the machine's steal seconds per timed step
   double step_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // their medians
   double cpu_s = 0, sys_s = 0, faults_per_step = 0, steal_s = 0;      // ... and these
-  double quiet_step_s = 0;  // the median over the quiet steps (steal at most --quiet-steal), 0 if none
+  double quiet_step_s = 0;  // the median over the quiet steps (see --quiet-steal), 0 if none
   int64_t quiet_steps = 0;  // how many there were
   double paired_ratio = 0;  // --interleave: the median over rounds of step / none's step in that round
   std::vector<double> turn_steps, turn_ratios;  // --interleave: per round, the median step and its ratio
@@ -429,9 +433,9 @@ void DeclareFlags(cli::Flags& f) {
   f.Bool("interleave",
          "build every mode once and run them in turns (--rounds turns each of --steps timed steps between two "
          "untimed ones); the ratio to none paired per round; no peak RSS per mode");
-  f.Double("quiet-steal", 0.02,
-           "a step is quiet when the hypervisor stole at most this many CPU-seconds from the machine during it "
-           "(/proc/stat); \"quiet x\" is the ratio to none over the quiet steps alone");
+  f.Double("quiet-steal", 0.01,
+           "a step is quiet when the hypervisor stole at most this share of the machine's CPU time during it "
+           "(/proc/stat: steal over step time x CPUs); \"quiet x\" is the ratio to none over the quiet steps alone");
   f.String("json", "", "also write the results as JSON to this file (rank 0)");
 }
 
@@ -601,8 +605,9 @@ std::optional<std::vector<ModeResult>> RunRounds(const Options& o, const std::sh
     r.faults_per_step = Median(r.faults);
     r.steal_s = Median(r.steal);
     std::vector<double> quiet;
+    const double cpus = static_cast<double>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     for (size_t k = 0; k < r.steps.size(); ++k) {
-      if (r.steal[k] <= o.quiet_steal) quiet.push_back(r.steps[k]);
+      if (r.steal[k] <= o.quiet_steal * r.steps[k] * cpus) quiet.push_back(r.steps[k]);
     }
     r.quiet_steps = static_cast<int64_t>(quiet.size());
     r.quiet_step_s = Median(quiet);
