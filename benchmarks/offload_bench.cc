@@ -794,6 +794,11 @@ int Main(int argc, char** argv) {
   }
   const Options o = OptionsFromFlags(f);
   if (!CheckModes(o)) return 2;
+  if (o.steps < 1 || o.warmup < 0) {
+    std::fprintf(stderr, "--steps must be at least 1 and --warmup at least 0 (got %lld and %lld)\n",
+                 static_cast<long long>(o.steps), static_cast<long long>(o.warmup));
+    return 2;
+  }
 
   auto env = comm::ReadRankEnv();
   if (!env.ok()) {
