@@ -161,7 +161,7 @@ struct ModeResult {
   std::vector<double> turn_steps, turn_ratios;  // --interleave: per round, the median step and its ratio
   double registered_bytes = 0;                  // swap buffers registered with io_uring
   double fixed_pieces_per_step = 0;             // transfer pieces through them
-  double peak_rss = 0;                          // bytes, this rank
+  double peak_rss = 0;                          // bytes, this rank; -1 where not measured (--interleave)
   ModelStateBytes memory;
   double nvme_read_per_step = 0, nvme_written_per_step = 0, nvme_wait_per_step = 0;
   double optimizer_wait_per_step = 0;  // the part of nvme_wait_per_step waiting for optimizer state
