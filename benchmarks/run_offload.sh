@@ -65,10 +65,9 @@ for model in $MODELS; do
     # counts only the steps the hypervisor stole no CPU from.
     if [ "$model" = gpt2-42m ] && [ "$stage" = 3 ] && [ "${PAIRED:-1}" = 1 ]; then
       echo "== $model, stage $stage, interleaved =="
-      ARGS_PAIRED=("${ARGS[@]}")
-      for k in "${!ARGS_PAIRED[@]}"; do [ "${ARGS_PAIRED[$k]}" = --steps ] && ARGS_PAIRED[$((k + 1))]=3; done
-      "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS_PAIRED[@]}" \
-        --stage 3 --modes none,cpu,nvme,nvme-params --interleave --rounds "${PAIRED_ROUNDS:-6}" \
+      # A flag given twice takes its last value: --steps 3 overrides ARGS's.
+      "$BUILD_DIR"/bin/zt launch --nproc-per-node "$NPROC" -- "$BUILD_DIR"/bin/zt_bench_offload "${ARGS[@]}" \
+        --steps 3 --stage 3 --modes none,cpu,nvme,nvme-params --interleave --rounds "${PAIRED_ROUNDS:-6}" \
         --nvme-path "$NVME_PATH" --json "$BUILD_DIR/offload_${model}_stage3_interleaved.json"
     fi
   done
