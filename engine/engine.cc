@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -23,6 +24,7 @@
 #include "plan/offload_note.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/heap_retention.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -67,7 +69,29 @@ OffloadStats EngineImpl::offload_stats() const {
     o.io_bytes_registered = core_.io->bytes_registered();
     o.io_pieces_fixed = core_.io->pieces_fixed();
   }
+  o.heap_trim_threshold = heap_trim_threshold_;
   return o;
+}
+
+void EngineImpl::RetainStepHeapOnce() {
+  if (heap_planned_) return;
+  heap_planned_ = true;
+  if (!core_.options.retain_step_heap || core_.config.zero.offload_param.device != OffloadDevice::kNvme) return;
+  // The forward's activations are all alive now: the heap is at about the
+  // size every step needs.
+  const HeapRetentionPlan plan = PlanHeapRetention(MainHeapBytes(), [](const char* n) { return std::getenv(n); });
+  const bool applied = ApplyHeapRetention(plan);
+  if (applied) heap_trim_threshold_ = static_cast<uint64_t>(plan.trim_threshold);
+  if (core_.pg->rank() != 0) return;
+  if (applied) {
+    ZT_LOG(INFO) << absl::StrFormat(
+        "host heap: up to %s of freed heap stays mapped between steps (glibc trim threshold; mmap threshold %s), so "
+        "each forward reuses the memory the last backward freed instead of faulting it in again "
+        "(EngineOptions::retain_step_heap = false, or MALLOC_TRIM_THRESHOLD_ in the environment, keeps glibc's own)",
+        HumanBytes(static_cast<double>(plan.trim_threshold)), HumanBytes(static_cast<double>(plan.mmap_threshold)));
+  } else if (!plan.reason.empty()) {
+    ZT_LOG(INFO) << "host heap: glibc's own trim policy: " << plan.reason;
+  }
 }
 
 std::string EngineImpl::OffloadSummary() const {
@@ -238,6 +262,7 @@ void EngineImpl::Backward(const at::Tensor& loss) {
   }
 
   ThrowIfBroken();
+  RetainStepHeapOnce();
   // This backward's reduction overwrites the gradients a pending update
   // still reads, and a unit the forward skipped was never updated.
   FinishDeferredUpdate();

@@ -94,6 +94,9 @@ struct OffloadStats {
   // transfer pieces that went through them without pinning pages.
   uint64_t io_bytes_registered = 0;
   uint64_t io_pieces_fixed = 0;
+  // The C heap's trim threshold the engine set (EngineOptions::retain_step_heap);
+  // 0: glibc's own.
+  uint64_t heap_trim_threshold = 0;
 };
 
 struct EngineOptions {
@@ -145,6 +148,13 @@ struct EngineOptions {
   // (benchmarks compare the two). Where the kernel refuses (RLIMIT_MEMLOCK
   // without CAP_IPC_LOCK) the engine logs it once and runs unregistered.
   bool io_fixed_buffers = true;
+  // Parameter shards on NVMe (stage 3): at the first Backward, keep the heap a step
+  // uses mapped between steps (util/heap_retention.h: glibc's trim threshold
+  // at twice the heap then, its mmap threshold at 32 MiB), rather than glibc
+  // returning the activations' memory after every backward and the next
+  // forward faulting it in again. Process-wide; skipped where the
+  // environment sets malloc's thresholds itself. Off: glibc's own policy.
+  bool retain_step_heap = true;
 };
 
 // The engine's interface. Create returns the one implementation

@@ -44,6 +44,7 @@
 #include "tests/offload/offload_test_util.h"
 #include "tests/testing/ranks.h"
 #include "util/error.h"
+#include "util/heap_retention.h"
 #include "util/status.h"
 
 namespace zt::testing {
@@ -360,6 +361,16 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
     return absl::InternalError(absl::StrFormat("%s: %d of %d bytes of swap buffers registered, %d fixed transfers",
                                                where, r.offload.io_bytes_registered, r.memory.swap_buffers,
                                                r.offload.io_pieces_fixed));
+  }
+  // With the shards on NVMe the engine keeps a step's heap mapped
+  // (EngineOptions::retain_step_heap), unless the environment sets malloc's
+  // thresholds; otherwise it leaves glibc's policy alone.
+  static const bool heap_env_free = PlanHeapRetention(0, [](const char* n) { return std::getenv(n); }).apply;
+  const bool expect_heap = nvme_params && heap_env_free;
+  if (expect_heap ? r.offload.heap_trim_threshold < (uint64_t{64} << 20) : r.offload.heap_trim_threshold != 0) {
+    return absl::InternalError(absl::StrFormat("%s: heap trim threshold %d, expected %s", where,
+                                               r.offload.heap_trim_threshold,
+                                               expect_heap ? "at least 64 MiB" : "glibc's own (0)"));
   }
   if (nvme_opt && (r.memory.optimizer_state != 0 || r.memory.master != 0)) {
     return absl::InternalError(absl::StrFormat("%s: %d bytes of optimizer state and %d of master still in memory",
