@@ -30,7 +30,11 @@
 // is the CPU time the hypervisor took from this machine per step (all its
 // CPUs; /proc/stat), which slows every mode alike while it lasts; "quiet x"
 // is the ratio to none over the steps that lost at most --quiet-steal of the
-// machine's CPU time that way, with their count.
+// machine's CPU time that way, with their count. "cpu x" is "cpu s" over
+// none's: the work the mode adds on this rank, which steal does not change
+// (a hypervisor that charges its disk emulation to this machine's CPUs turns
+// swap I/O into steal while every core computes:
+// benchmarks/disk_steal_probe.sh measures that apart from zerotorch).
 // A rank program: run it under a launcher, e.g.
 //
 //   zt launch --nproc-per-node 2 -- build/bin/zt_bench_offload --nvme-path /tmp/zt_swap
@@ -647,6 +651,11 @@ class Report {
     if (r.paired_ratio > 0) return absl::StrFormat("%.*f", digits, r.paired_ratio);
     return base_ != nullptr ? absl::StrFormat("%.*f", digits, r.step_s / base_->step_s) : absent;
   }
+  // The process CPU time per step over none's, or `absent`.
+  std::string CpuRatio(const ModeResult& r, int digits, const char* absent) const {
+    if (base_ == nullptr || base_->cpu_s <= 0) return absent;
+    return absl::StrFormat("%.*f", digits, r.cpu_s / base_->cpu_s);
+  }
   // The quiet steps' median over none's, or `absent`.
   std::string QuietRatio(const ModeResult& r, int digits, const char* absent) const {
     if (base_ == nullptr || r.quiet_steps == 0 || base_->quiet_steps == 0) return absent;
@@ -664,20 +673,22 @@ class Report {
 std::vector<std::string> Report::PrintTable() const {
   std::printf("%s parameters; per rank: model states in memory, on NVMe, swap buffers; peak RSS of the largest rank\n",
               HumanCount(static_cast<double>(results_.front().num_params)).c_str());
-  std::printf("%-20s %9s %8s %9s %9s %9s %7s %7s %8s %7s %12s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n", "mode",
-              "step s", "x none", "fwd s", "bwd s", "optim s", "cpu s", "sys s", "faults", "steal s", "quiet x (n)",
-              "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "stall", "in bwd", "at fwd",
-              "peak GiB");
+  std::printf("%-20s %9s %8s %9s %9s %9s %7s %6s %7s %8s %7s %12s %10s %9s %9s %10s %10s %10s %7s %7s %7s %9s\n",
+              "mode", "step s", "x none", "fwd s", "bwd s", "optim s", "cpu s", "cpu x", "sys s", "faults", "steal s",
+              "quiet x (n)", "states GiB", "NVMe GiB", "bufs GiB", "read/step", "write/step", "wait s", "stall",
+              "in bwd", "at fwd", "peak GiB");
   std::vector<std::string> json_rows;
   for (size_t i = 0; i < results_.size(); ++i) {
     const ModeResult& r = results_[i];
     const std::string ratio = Ratio(r, 2, "-");
     std::printf(
-        "%-20s %9.3f %8s %9.3f %9.3f %9.3f %7.3f %7.3f %8.0f %7.3f %12s %10s %9s %9s %10s %10s %10.3f %6.1f%% %6.0f%% "
+        "%-20s %9.3f %8s %9.3f %9.3f %9.3f %7.3f %6s %7.3f %8.0f %7.3f %12s %10s %9s %9s %10s %10s %10.3f %6.1f%% "
+        "%6.0f%% "
         "%6.0f%% "
         "%9s\n",
-        r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, r.cpu_s, r.sys_s,
-        r.faults_per_step, r.steal_s, absl::StrCat(QuietRatio(r, 2, "-"), " (", r.quiet_steps, ")").c_str(),
+        r.mode.c_str(), r.step_s, ratio.c_str(), r.forward_s, r.backward_s, r.optimizer_s, r.cpu_s,
+        CpuRatio(r, 2, "-").c_str(), r.sys_s, r.faults_per_step, r.steal_s,
+        absl::StrCat(QuietRatio(r, 2, "-"), " (", r.quiet_steps, ")").c_str(),
         Gib(static_cast<double>(r.memory.model_states())).c_str(), Gib(static_cast<double>(r.memory.nvme)).c_str(),
         Gib(static_cast<double>(r.memory.swap_buffers)).c_str(), HumanBytes(r.nvme_read_per_step).c_str(),
         HumanBytes(r.nvme_written_per_step).c_str(), r.nvme_wait_per_step, 100.0 * Stall(r), 100.0 * r.in_backward,
@@ -685,15 +696,16 @@ std::vector<std::string> Report::PrintTable() const {
     std::printf(
         "RESULT mode=%s stage=%d world=%d params=%lld step_s=%.4f ratio_to_none=%s nvme_read_per_step=%.0f "
         "nvme_written_per_step=%.0f wait_s=%.4f optimizer_wait_s=%.4f forward_wait_s=%.4f backward_wait_s=%.4f "
-        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%s cpu_s=%.4f sys_s=%.4f "
+        "stall=%.4f updated_in_backward=%.4f updated_at_gather=%.4f peak_rss_gib=%s cpu_s=%.4f cpu_ratio_to_none=%s "
+        "sys_s=%.4f "
         "minor_faults_per_step=%.0f steal_s=%.4f quiet_ratio_to_none=%s quiet_steps=%lld registered_bytes=%.0f "
         "fixed_pieces_per_step=%.1f\n",
         r.mode.c_str(), o_.stage, world_, static_cast<long long>(r.num_params), r.step_s, Ratio(r, 4, "-").c_str(),
         r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step, r.optimizer_wait_per_step,
         r.forward_wait_per_step, r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather,
-        Peak(i) ? absl::StrFormat("%.3f", *Peak(i) / (1 << 30)).c_str() : "-", r.cpu_s, r.sys_s, r.faults_per_step,
-        r.steal_s, QuietRatio(r, 4, "-").c_str(), static_cast<long long>(r.quiet_steps), r.registered_bytes,
-        r.fixed_pieces_per_step);
+        Peak(i) ? absl::StrFormat("%.3f", *Peak(i) / (1 << 30)).c_str() : "-", r.cpu_s, CpuRatio(r, 4, "-").c_str(),
+        r.sys_s, r.faults_per_step, r.steal_s, QuietRatio(r, 4, "-").c_str(), static_cast<long long>(r.quiet_steps),
+        r.registered_bytes, r.fixed_pieces_per_step);
     json_rows.push_back(JsonRow(i));
   }
   return json_rows;
@@ -711,7 +723,8 @@ std::string Report::JsonRow(size_t i) const {
       "\"optimizer_s\": %.6f, \"model_states_bytes\": %d, \"nvme_bytes\": %d, \"swap_buffer_bytes\": %d, "
       "\"nvme_read_per_step\": %.0f, \"nvme_written_per_step\": %.0f, \"nvme_wait_s_per_step\": %.6f, "
       "\"forward_wait_s_per_step\": %.6f, \"backward_wait_s_per_step\": %.6f, \"stall_fraction\": %.6f, "
-      "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, \"cpu_s_per_step\": %.6f, "
+      "\"updated_in_backward\": %.6f, \"updated_at_gather\": %.6f, \"cpu_s_per_step\": %.6f, \"cpu_ratio_to_none\": "
+      "%s, "
       "\"sys_s_per_step\": %.6f, \"minor_faults_per_step\": %.0f, \"steal_s_per_step\": %.6f, \"quiet_ratio_to_none\": "
       "%s, \"quiet_steps\": %d, \"registered_bytes\": "
       "%.0f, "
@@ -720,9 +733,9 @@ std::string Report::JsonRow(size_t i) const {
       "%.3f}",
       r.mode, r.step_s, Ratio(r, 4, "null"), r.forward_s, r.backward_s, r.optimizer_s, r.memory.model_states(),
       r.memory.nvme, r.memory.swap_buffers, r.nvme_read_per_step, r.nvme_written_per_step, r.nvme_wait_per_step,
-      r.forward_wait_per_step, r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, r.cpu_s, r.sys_s,
-      r.faults_per_step, r.steal_s, QuietRatio(r, 4, "null"), r.quiet_steps, r.registered_bytes,
-      r.fixed_pieces_per_step, JoinFixed(r.turn_steps), JoinFixed(r.turn_ratios),
+      r.forward_wait_per_step, r.backward_wait_per_step, Stall(r), r.in_backward, r.at_gather, r.cpu_s,
+      CpuRatio(r, 4, "null"), r.sys_s, r.faults_per_step, r.steal_s, QuietRatio(r, 4, "null"), r.quiet_steps,
+      r.registered_bytes, r.fixed_pieces_per_step, JoinFixed(r.turn_steps), JoinFixed(r.turn_ratios),
       Peak(i) ? absl::StrCat(
                     "[",
                     absl::StrJoin(peaks_[i], ", ",

@@ -12,6 +12,7 @@
 #   benchmarks/run_offload.sh                        # swap files under /tmp
 #   NVME_PATH=/mnt/nvme/zt ROUNDS=3 STAGES=3 MODELS="gpt2-42m" benchmarks/run_offload.sh
 #   PAIRED=0 benchmarks/run_offload.sh               # without the interleaved 42.8M pass
+#   PROBE=0 benchmarks/run_offload.sh                # without the disk steal probe first
 #
 # Writes $BUILD_DIR/offload_<model>_stage<k>.json.
 set -euo pipefail
@@ -24,6 +25,14 @@ ROUNDS=${ROUNDS:-2}
 STAGES=${STAGES:-"3 2"}
 MODELS=${MODELS:-"mnist-cnn gpt2-mini gpt2-42m"}
 mkdir -p "$NVME_PATH"
+
+# First, what disk I/O on this machine costs its CPUs while they all compute
+# (a hypervisor's disk emulation charged to the guest as steal), measured
+# with dd alone: the part of the NVMe modes' step time that no overlap hides.
+if [ "${PROBE:-1}" = 1 ]; then
+  echo "== disk steal probe =="
+  DIR="$NVME_PATH" MIB=${PROBE_MIB:-512} benchmarks/disk_steal_probe.sh
+fi
 
 for model in $MODELS; do
   case "$model" in

@@ -73,8 +73,11 @@ TEST(OffloadBench, InterleavedTurnsCountOnlyTheirTimedSteps) {
     EXPECT_GE(Number(row, "quiet_steps"), 0);
     EXPECT_LE(Number(row, "quiet_steps"), 4);  // 2 rounds x 2 timed steps
     EXPECT_GT(Number(row, "ratio_to_none"), 0);
+    EXPECT_GT(Number(row, "cpu_ratio_to_none"), 0);
   }
   EXPECT_EQ(Number(interleaved.at("none"), "ratio_to_none"), 1.0);
+  EXPECT_EQ(Number(interleaved.at("none"), "cpu_ratio_to_none"), 1.0);
+  EXPECT_EQ(Number(blocked.at("none"), "cpu_ratio_to_none"), 1.0);
   EXPECT_NE(blocked.at("none").Get("peak_rss_gib"), "-");
   fs::remove_all(swap);
 }
