@@ -8,7 +8,7 @@
 // after each backward and faulted in during the next forward. With stage-3
 // parameter offload that is the case (the gathered parameters live in the
 // swap buffers, not in the heap): the 42.8M-parameter benchmark model took
-// 1,400-6,900 page faults per step and rank, about 10 ms of kernel time.
+// 1,000-6,900 page faults per step and rank, about 10 ms of kernel time.
 //
 // The retention plan raises the trim threshold to twice the heap a step
 // holds (measured once, while the first backward begins) and fixes the mmap
