@@ -96,10 +96,6 @@ class EngineImpl final : public Engine {
   // optimizer state's half during backward, the parameters' at gather.
   bool split_update_ = false;
   void FinishDeferredUpdate();
-  // EngineOptions::retain_step_heap, once, at the first Backward.
-  void RetainStepHeapOnce();
-  bool heap_planned_ = false;
-  uint64_t heap_trim_threshold_ = 0;
   absl::Status FinishDeferredUpdateStatus();
   std::vector<char> reduced_groups_;
   int first_final_group_ = 0;
@@ -108,6 +104,10 @@ class EngineImpl final : public Engine {
   // state is partly updated, and every later Backward or Step says so.
   std::string broken_;
   void ThrowIfBroken() const;
+  // EngineOptions::retain_step_heap, once, at the first Backward.
+  void RetainStepHeapOnce();
+  bool heap_planned_ = false;
+  uint64_t heap_trim_threshold_ = 0;
   // fp16: whether any rank saw a non-finite gradient (collective).
   bool AnyRankOverflowed();
   // The factor that unscales and clips the gradients (collective with clipping).

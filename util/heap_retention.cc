@@ -1,7 +1,6 @@
 #include "util/heap_retention.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
