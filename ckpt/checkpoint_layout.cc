@@ -167,6 +167,20 @@ Value SavedLayout::ToValue() const {
     }
     d.Set("optimizer_groups", std::move(og));
   }
+  if (!optimizer_group_settings.empty()) {
+    List gs_list;
+    for (const GroupSettings& g : optimizer_group_settings) {
+      Dict gd;
+      gd.Set("lr", g.lr);
+      gd.Set("weight_decay", g.weight_decay);
+      gd.Set("eps", g.eps);
+      List betas;
+      for (double b : g.betas) betas.emplace_back(b);
+      gd.Set("betas", std::move(betas));
+      gs_list.emplace_back(std::move(gd));
+    }
+    d.Set("optimizer_group_settings", std::move(gs_list));
+  }
   return Value(std::move(d));
 }
 
@@ -238,6 +252,36 @@ absl::StatusOr<SavedLayout> SavedLayout::FromValue(const Value& v) {
     if (!is_list || seen.size() != trainable) {
       return absl::DataLossError(
           "checkpoint layout: 'optimizer_groups' must list every trainable parameter (in param groups)");
+    }
+  }
+  if (const Value* gs = d.Find("optimizer_group_settings"); gs != nullptr) {
+    // Optional; when present, one per optimizer group.
+    auto number = [](const Value* v, double* out) {
+      if (v == nullptr || !(v->is_double() || v->is_int())) return false;
+      *out = v->is_double() ? v->AsDouble() : static_cast<double>(v->AsInt());
+      return true;
+    };
+    const bool is_list = gs->is_list();
+    if (!is_list || gs->AsList().size() != l.optimizer_groups.size()) {
+      return absl::DataLossError(
+          "checkpoint layout: 'optimizer_group_settings' must hold one entry per optimizer group");
+    }
+    for (const Value& g : gs->AsList()) {
+      SavedLayout::GroupSettings s;
+      const Value* betas = g.is_dict() ? g.AsDict().Find("betas") : nullptr;
+      bool ok = g.is_dict() && number(g.AsDict().Find("lr"), &s.lr) &&
+                number(g.AsDict().Find("weight_decay"), &s.weight_decay) && number(g.AsDict().Find("eps"), &s.eps) &&
+                betas != nullptr && betas->is_list();
+      for (const Value& b : ok ? betas->AsList() : List{}) {
+        double x = 0;
+        ok = ok && number(&b, &x);
+        s.betas.push_back(x);
+      }
+      if (!ok) {
+        return absl::DataLossError(
+            "checkpoint layout: an 'optimizer_group_settings' entry lacks a number lr, weight_decay, eps or betas");
+      }
+      l.optimizer_group_settings.push_back(std::move(s));
     }
   }
   for (const SavedGroup& grp : l.groups) {

@@ -55,6 +55,21 @@ struct SavedLayout {
   // in zt_layout, written only when set); empty in checkpoints zerotorch's
   // engine writes (one param group, whose order the writer derives).
   std::vector<std::vector<std::string>> optimizer_groups;
+  // The hyper-parameters each of optimizer_groups was trained with, where a
+  // checkpoint records them per group (DeepSpeed's files: the base
+  // optimizer's param_groups, which need not agree with each other or with
+  // ds_config; kept through conversions as "optimizer_group_settings").
+  // Empty when not recorded: then the checkpoint's ds_config holds them.
+  struct GroupSettings {
+    double lr = 0.0;
+    double weight_decay = 0.0;
+    double eps = 0.0;
+    std::vector<double> betas;  // empty for optimizers without betas
+    bool operator==(const GroupSettings& o) const {
+      return lr == o.lr && weight_decay == o.weight_decay && eps == o.eps && betas == o.betas;
+    }
+  };
+  std::vector<GroupSettings> optimizer_group_settings;
 
   // Element range [begin, end) of group buffer `padded_numel` that `rank`
   // saved under this layout's rule and world size.

@@ -111,6 +111,9 @@ struct DsModelStates {
   // DeepSpeed wrote it; SavedLayout::world_size holds it as an int).
   int64_t world = 0;
   std::vector<std::vector<SavedParam>> param_groups;  // per optimizer param group, in flattening order
+  // frozen_param_shapes (stages 2/3; DeepSpeed writes None at stage 1), in
+  // its order: parameters the optimizer never saw (requires_grad False).
+  std::vector<SavedParam> frozen;
 };
 
 // The save-wide facts of DeepSpeed's rank-0 model states `first` (a dict):
@@ -148,6 +151,33 @@ absl::StatusOr<DsModelStates> ReadDsSaveFacts(const PtReader& first, SavedLayout
   return out;
 }
 
+// One name -> torch.Size dict of the model states (`what` names it in errors).
+absl::StatusOr<std::vector<SavedParam>> ReadDsShapeDict(const std::string& path, const Value& group,
+                                                        const std::string& what) {
+  if (!group.is_dict()) {
+    return absl::DataLossError(
+        absl::StrFormat("'%s': %s is a %s, expected a dict of shapes", path, what, group.TypeName()));
+  }
+  std::vector<SavedParam> params;
+  for (const auto& [k, v] : group.AsDict().items) {
+    SavedParam p;
+    if (!k.is_string() || !(v.is_tuple() || v.is_list())) {
+      return absl::DataLossError(absl::StrFormat("'%s': %s holds an entry that is not name -> shape", path, what));
+    }
+    p.name = k.AsString();
+    p.numel = 1;
+    for (const Value& d : v.AsList()) {
+      if (!d.is_int() || d.AsInt() < 0) {
+        return absl::DataLossError(absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", path, p.name));
+      }
+      p.shape.push_back(d.AsInt());
+      p.numel *= d.AsInt();
+    }
+    params.push_back(std::move(p));
+  }
+  return params;
+}
+
 // param_shapes of rank 0's model states: per optimizer param group, each
 // parameter's name, shape and element count in flattening order (offsets
 // are left to the layout).
@@ -157,48 +187,23 @@ absl::StatusOr<std::vector<std::vector<SavedParam>>> ReadDsParamShapes(const PtR
   ZT_ASSIGN_OR_RETURN(const List* shapes, meta.Seq("param_shapes"));
   std::vector<std::vector<SavedParam>> param_groups;
   for (size_t g = 0; g < shapes->size(); ++g) {
-    const Value& group = (*shapes)[g];
-    if (!group.is_dict()) {
-      return absl::DataLossError(
-          absl::StrFormat("'%s': param_shapes[%d] is a %s, expected a dict of shapes", path, g, group.TypeName()));
-    }
-    std::vector<SavedParam> params;
-    for (const auto& [k, v] : group.AsDict().items) {
-      SavedParam p;
-      if (!k.is_string() || !(v.is_tuple() || v.is_list())) {
-        return absl::DataLossError(
-            absl::StrFormat("'%s': param_shapes[%d] holds an entry that is not name -> shape", path, g));
-      }
-      p.name = k.AsString();
-      p.numel = 1;
-      for (const Value& d : v.AsList()) {
-        if (!d.is_int() || d.AsInt() < 0) {
-          return absl::DataLossError(absl::StrFormat("'%s': the shape of '%s' is not a list of sizes", path, p.name));
-        }
-        p.shape.push_back(d.AsInt());
-        p.numel *= d.AsInt();
-      }
-      params.push_back(std::move(p));
-    }
+    ZT_ASSIGN_OR_RETURN(std::vector<SavedParam> params,
+                        ReadDsShapeDict(path, (*shapes)[g], absl::StrFormat("param_shapes[%d]", g)));
     param_groups.push_back(std::move(params));
   }
   return param_groups;
 }
 
 // Everything zerotorch reads from DeepSpeed's rank-0 model states `first`
-// (a dict): the save-wide facts, the parameters, the tied aliases and the
-// model dtype. Frozen parameters are refused: DeepSpeed saves them in a form
-// zerotorch does not read yet.
+// (a dict): the save-wide facts, the parameters (trainable and frozen), the
+// tied aliases and the model dtype.
 absl::StatusOr<DsModelStates> ReadDsModelStates(const PtReader& first, SavedLayout* l, TrainingState* ts) {
   const std::string& path = first.path();
   const Dict& root = first.root().AsDict();
   ZT_ASSIGN_OR_RETURN(DsModelStates out, ReadDsSaveFacts(first, l, ts));
   ZT_ASSIGN_OR_RETURN(out.param_groups, ReadDsParamShapes(first));
-  if (const Value* frozen = root.Find("frozen_param_shapes");
-      frozen != nullptr && frozen->is_dict() && !frozen->AsDict().items.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "'", path, "' holds ", frozen->AsDict().items.size(),
-        " frozen parameters (frozen_param_shapes); zerotorch does not read DeepSpeed's frozen parameters yet"));
+  if (const Value* frozen = root.Find("frozen_param_shapes"); frozen != nullptr && !frozen->is_none()) {
+    ZT_ASSIGN_OR_RETURN(out.frozen, ReadDsShapeDict(path, *frozen, "frozen_param_shapes"));
   }
   if (const Value* shared = root.Find("shared_params"); shared != nullptr && shared->is_dict()) {
     for (const auto& [alias, name] : shared->AsDict().items) {
@@ -288,6 +293,10 @@ std::vector<int64_t> AddDsGroups(const std::vector<std::vector<SavedParam>>& par
 // or sub-group (stage 3), and the state tensors laid out like them.
 struct DsRankOptimStates {
   std::vector<const TensorRef*> flats;
+  // Stages 1/2: group_paddings, the elements of each group's even partition
+  // this rank's flat tensor leaves out (the padding at the buffer's end,
+  // all on the last rank); 0 at stage 3, whose flats are whole.
+  std::vector<int64_t> paddings;
   std::vector<std::string> names;                              // state tensors, group 0's order
   std::map<std::string, std::vector<const TensorRef*>> state;  // per name, per flat
 };
@@ -327,10 +336,11 @@ absl::Status ReadDsGroupStates(const PtReader& file, const Dict& state_d, int64_
         if (step != nullptr && g == 0) ZT_RETURN_IF_ERROR(ReadDsStep(file, t, step));
         continue;
       }
-      const TensorRef& flat = *out->flats[g];
-      if (t.dtype != DType::kFloat32 || t.numel() != flat.numel() || !t.contiguous()) {
+      // The moments are saved whole: the partition plus its padding.
+      const int64_t want = out->flats[g]->numel() + out->paddings[g];
+      if (t.dtype != DType::kFloat32 || t.numel() != want || !t.contiguous()) {
         return absl::DataLossError(absl::StrFormat("'%s': optimizer state '%s' of group %d is not %d fp32 elements",
-                                                   path, k.AsString(), g, flat.numel()));
+                                                   path, k.AsString(), g, want));
       }
       here.push_back(k.AsString());
       out->state[k.AsString()].push_back(&t);
@@ -372,10 +382,39 @@ absl::StatusOr<DsRankOptimStates> ReadDsOptimStates(const PtReader& file, const 
   Fields base(path, *base_d, osd.where(base_key));
   ZT_ASSIGN_OR_RETURN(const Dict* state_d, base.Sub("state"));
   DsRankOptimStates out;
-  ZT_ASSIGN_OR_RETURN(out.flats, TensorsOf(*flats_l, flats_l->size(), DType::kFloat32, path, master_key));
-  if (l.stage != 3 && out.flats.size() != l.groups.size()) {
-    return absl::DataLossError(absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key,
-                                               out.flats.size(), l.groups.size()));
+  if (l.stage == 3) {
+    ZT_ASSIGN_OR_RETURN(out.flats, TensorsOf(*flats_l, flats_l->size(), DType::kFloat32, path, master_key));
+    out.paddings.assign(out.flats.size(), 0);
+  } else {
+    // Each partition minus its padding, which DeepSpeed pickles as a slice
+    // of the whole partition's storage (stage_1_and_2.state_dict).
+    for (size_t g = 0; g < flats_l->size(); ++g) {
+      const Value& v = (*flats_l)[g];
+      if (!v.is_tensor() || !IsDenseView1D(v.AsTensor(), DType::kFloat32)) {
+        return absl::DataLossError(
+            absl::StrFormat("'%s': %s[%d] is not a 1-D float32 tensor", path, master_key, g));
+      }
+      out.flats.push_back(&v.AsTensor());
+    }
+    if (out.flats.size() != l.groups.size()) {
+      return absl::DataLossError(absl::StrFormat("'%s': %s has %d groups, param_shapes %d", path, master_key,
+                                                 out.flats.size(), l.groups.size()));
+    }
+    out.paddings.assign(out.flats.size(), 0);
+    if (const Value* pads = osd_d->Find("group_paddings"); pads != nullptr && !pads->is_none()) {
+      const bool ok_list = (pads->is_list() || pads->is_tuple()) && pads->AsList().size() == out.flats.size();
+      for (size_t g = 0; ok_list && g < out.flats.size(); ++g) {
+        const Value& pv = pads->AsList()[g];
+        if (!pv.is_int() || pv.AsInt() < 0) {
+          return absl::DataLossError(absl::StrFormat("'%s': group_paddings[%d] is not a count", path, g));
+        }
+        out.paddings[g] = pv.AsInt();
+      }
+      if (!ok_list) {
+        return absl::DataLossError(absl::StrFormat("'%s': group_paddings is not one count per group (%d groups)", path,
+                                                   out.flats.size()));
+      }
+    }
   }
   ZT_RETURN_IF_ERROR(ReadDsGroupStates(file, *state_d, step, &out));
   return out;
@@ -407,6 +446,49 @@ absl::Status ReadDsLossScaler(const PtReader& rank0, TrainingState* ts) {
   return absl::OkStatus();
 }
 
+// The hyper-parameters of every optimizer param group, as the base
+// optimizer saved them (torch's param_groups: stages 1/2 under
+// base_optimizer_state, stage 3 under optimizer_state_dict; one per
+// param_shapes group, in its order). DeepSpeed's ds_config keeps only the
+// config's values; per-group settings (HF Trainer's no-decay group for
+// biases and norms) live only here. Rank 0's file; every rank saves the same.
+absl::StatusOr<std::vector<SavedLayout::GroupSettings>> ReadDsGroupSettings(const PtReader& rank0, int stage,
+                                                                            size_t groups) {
+  const std::string& path = rank0.path();
+  Fields root(path, rank0.root().AsDict(), "");
+  ZT_ASSIGN_OR_RETURN(const Dict* osd_d, root.Sub("optimizer_state_dict"));
+  Fields osd(path, *osd_d, "optimizer_state_dict");
+  const char* base_key = stage == 3 ? "optimizer_state_dict" : "base_optimizer_state";
+  ZT_ASSIGN_OR_RETURN(const Dict* base_d, osd.Sub(base_key));
+  Fields base(path, *base_d, osd.where(base_key));
+  ZT_ASSIGN_OR_RETURN(const List* pg, base.Seq("param_groups"));
+  if (pg->size() != groups) {
+    return absl::DataLossError(absl::StrFormat("'%s': %s has %d param_groups, param_shapes %d groups", path,
+                                               base.where("param_groups"), pg->size(), groups));
+  }
+  std::vector<SavedLayout::GroupSettings> out;
+  for (size_t g = 0; g < pg->size(); ++g) {
+    const Value& v = (*pg)[g];
+    const std::string where = absl::StrFormat("%s[%d]", base.where("param_groups"), g);
+    if (!v.is_dict()) return absl::DataLossError(absl::StrCat("'", path, "': ", where, " is not a dict"));
+    Fields f(path, v.AsDict(), where);
+    SavedLayout::GroupSettings s;
+    ZT_ASSIGN_OR_RETURN(s.lr, f.Double("lr"));
+    ZT_ASSIGN_OR_RETURN(s.weight_decay, f.Double("weight_decay"));
+    ZT_ASSIGN_OR_RETURN(s.eps, f.Double("eps"));
+    if (const Value* betas = v.AsDict().Find("betas"); betas != nullptr && (betas->is_list() || betas->is_tuple())) {
+      for (const Value& b : betas->AsList()) {
+        if (!b.is_double() && !b.is_int()) {
+          return absl::DataLossError(absl::StrCat("'", path, "': ", where, ".betas holds a non-number"));
+        }
+        s.betas.push_back(b.is_double() ? b.AsDouble() : static_cast<double>(b.AsInt()));
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // Stage 3: each parameter's piece (group_piece[g] elements of group g) cut
 // out of one rank's flat tensors `src`, in layout order, which must use them
 // up exactly. The views are owned by `views`; the result points at them.
@@ -430,24 +512,100 @@ absl::StatusOr<std::vector<const TensorRef*>> CutDsStage3Pieces(const std::vecto
   return out;
 }
 
-// Stages 1/2: a group's padded length is its partition's length times the
-// world size. Rank 0's partitions set it (they must hold the group's
-// parameters); every other rank's must agree.
-absl::Status CheckDsStage12Partitions(const std::vector<const TensorRef*>& flats, int rank, int64_t world,
-                                      const std::string& path, SavedLayout* l) {
+// Stages 1/2: a group's padded length is its even partition's length (the
+// rank's flat tensor plus its group_paddings) times the world size. Rank
+// 0's partitions set it (they must hold the group's parameters); every
+// other rank's must agree. `saved` adds up the elements the ranks' flat
+// tensors hold, per group, for CheckDsStage12Totals.
+absl::Status CheckDsStage12Partitions(const DsRankOptimStates& o, int rank, int64_t world, const std::string& path,
+                                      SavedLayout* l, std::vector<int64_t>* saved) {
+  saved->resize(l->groups.size(), 0);
   for (size_t g = 0; g < l->groups.size(); ++g) {
     SavedGroup& group = l->groups[g];
-    const int64_t padded = flats[g]->numel() * world;
+    const int64_t partition = o.flats[g]->numel() + o.paddings[g];
+    const int64_t padded = partition * world;
     if (rank == 0) {
       if (padded < group.numel) {
         return absl::DataLossError(absl::StrFormat(
             "'%s': group %d's partition holds %d elements, too few for its %d parameters' %d over %d ranks", path, g,
-            flats[g]->numel(), group.params.size(), group.numel, world));
+            partition, group.params.size(), group.numel, world));
       }
       group.padded_numel = padded;
     } else if (padded != group.padded_numel) {
-      return absl::DataLossError(absl::StrFormat("'%s': group %d's partition holds %d elements, rank 0's %d", path, g,
-                                                 flats[g]->numel(), group.padded_numel / world));
+      return absl::DataLossError(
+          absl::StrFormat("'%s': group %d's partition holds %d elements and %d of padding, rank 0's %d in all", path,
+                          g, o.flats[g]->numel(), o.paddings[g], group.padded_numel / world));
+    }
+    (*saved)[g] += o.flats[g]->numel();
+  }
+  return absl::OkStatus();
+}
+
+// Stages 1/2, after every rank: the flat tensors without their padding hold
+// exactly the group's parameters (DeepSpeed trims the padding off the end
+// of the buffer), so a padding recorded in the wrong place, or a format
+// that keeps it, is a named error rather than values read from the wrong
+// offsets.
+absl::Status CheckDsStage12Totals(const SavedLayout& l, const std::vector<int64_t>& saved, const std::string& folder) {
+  for (size_t g = 0; g < l.groups.size(); ++g) {
+    if (saved[g] != l.groups[g].numel) {
+      return absl::DataLossError(absl::StrFormat(
+          "'%s': group %d's partitions hold %d elements without their group_paddings, its %d parameters %d", folder, g,
+          saved[g], l.groups[g].params.size(), l.groups[g].numel));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Frozen parameters (frozen_param_shapes). Stages 1/2: the model states'
+// `module` holds each whole (DeepSpeed writes the fragments only from stage
+// 2 on, and then whole too), as zerotorch's own stage 0-2 files do: checked
+// there, nothing to map. Stage 3: one frozen group per parameter, split as
+// the trainable ones are (ceil(numel / world) per rank, the last padded);
+// each rank's model states hold its piece in frozen_param_fragments.
+absl::Status AddDsFrozen(const std::vector<SavedParam>& frozen, const std::vector<std::unique_ptr<PtReader>>& model,
+                         SavedLayout* l, std::vector<std::vector<const TensorRef*>>* fragments) {
+  if (frozen.empty()) return absl::OkStatus();
+  const std::string& path0 = model[0]->path();
+  if (l->stage != 3) {
+    const Value* module = model[0]->root().AsDict().Find("module");
+    for (const SavedParam& p : frozen) {
+      const Value* t = module != nullptr && module->is_dict() ? module->AsDict().Find(p.name) : nullptr;
+      if (t == nullptr || !t->is_tensor() || t->AsTensor().shape != p.shape) {
+        return absl::DataLossError(absl::StrCat("'", path0, "': frozen parameter '", p.name,
+                                                "' (frozen_param_shapes) is not in the module state dict whole"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const int64_t world = l->world_size;
+  for (const SavedParam& p : frozen) {
+    SavedGroup g;
+    g.params.push_back(p);
+    g.params.back().offset = 0;
+    g.numel = p.numel;
+    g.padded_numel = plan::PerParamShardNumel(p.numel, world) * world;
+    l->frozen.push_back(std::move(g));
+  }
+  fragments->assign(model.size(), {});
+  for (size_t r = 0; r < model.size(); ++r) {
+    const std::string& path = model[r]->path();
+    const Value* f = model[r]->root().AsDict().Find("frozen_param_fragments");
+    if (f == nullptr || !f->is_dict()) {
+      return absl::DataLossError(absl::StrCat("'", path, "' lists ", frozen.size(),
+                                              " frozen parameters but holds no frozen_param_fragments dict"));
+    }
+    for (const SavedGroup& g : l->frozen) {
+      const SavedParam& p = g.params[0];
+      const Value* t = f->AsDict().Find(p.name);
+      const int64_t piece = g.padded_numel / world;
+      if (t == nullptr || !t->is_tensor() || !IsDenseView1D(t->AsTensor(), l->model_dtype) ||
+          t->AsTensor().numel() != piece) {
+        return absl::DataLossError(absl::StrFormat(
+            "'%s': frozen_param_fragments['%s'] is not a 1-D %s tensor of %d elements (ceil(%d / %d ranks))", path,
+            p.name, std::string(DTypeName(l->model_dtype)), piece, p.numel, world));
+      }
+      (*fragments)[r].push_back(&t->AsTensor());
     }
   }
   return absl::OkStatus();
@@ -474,7 +632,10 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     for (const SavedParam& p : params) l.optimizer_groups.back().push_back(p.name);
   }
 
+  ZT_RETURN_IF_ERROR(AddDsFrozen(ms.frozen, model_, &l, &frozen_));
+
   // Per rank: the fp32 partitions and the optimizer state, as views per group.
+  std::vector<int64_t> saved;
   for (int r = 0; r < l.world_size; ++r) {
     const PtReader& file = *optim_[static_cast<size_t>(r)];
     const std::string& path = file.path();
@@ -483,6 +644,7 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
     if (r == 0) {
       state_names_ = o.names;
       ZT_RETURN_IF_ERROR(ReadDsLossScaler(file, &ts_));
+      ZT_ASSIGN_OR_RETURN(l.optimizer_group_settings, ReadDsGroupSettings(file, l.stage, l.optimizer_groups.size()));
     } else if (o.names != state_names_) {
       return absl::DataLossError(absl::StrFormat("'%s' holds different optimizer states than rank 0's file", path));
     }
@@ -495,11 +657,12 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
         state_[n].push_back(std::move(s));
       }
     } else {
-      ZT_RETURN_IF_ERROR(CheckDsStage12Partitions(o.flats, r, ms.world, path, &l));
+      ZT_RETURN_IF_ERROR(CheckDsStage12Partitions(o, r, ms.world, path, &l, &saved));
       master_.push_back(o.flats);
       for (const std::string& n : o.names) state_[n].push_back(o.state[n]);
     }
   }
+  if (l.stage != 3) ZT_RETURN_IF_ERROR(CheckDsStage12Totals(l, saved, folder));
   return absl::OkStatus();
 }
 

@@ -201,12 +201,16 @@ struct Plan {
   std::vector<std::unique_ptr<float>> steps;  // the 0-d `step` tensors' storage
 };
 
-// The optimizer's param groups in the model's parameter order: as recorded
-// (DeepSpeed's param_shapes, kept through conversions); else one group in
-// the module state dict's order when it names every parameter (stages 0-2);
-// else the layout's groups in reverse, each in its own order (zerotorch plans
-// its flat groups walking the model backwards, plan/layout.h).
-std::vector<std::vector<const SavedParam*>> ParamGroups(const ZeroCheckpoint& ck) {
+// The optimizer's param groups in the model's parameter order, which is
+// what DeepSpeed's loader copies the flat partitions back by (position, not
+// name: at stage 3 a wrong order loads without an error and with every
+// parameter's values in another's place). As recorded (DeepSpeed's
+// param_shapes kept through conversions; zerotorch's engine records it in
+// every checkpoint it writes); else, at stages 1/2, one group in the module
+// state dict's order, which is the model's (named_parameters). A stage-3
+// checkpoint that records neither (written by an older zerotorch, whose
+// stage-3 groups are in unit order) is refused rather than guessed at.
+absl::StatusOr<std::vector<std::vector<const SavedParam*>>> ParamGroups(const ZeroCheckpoint& ck) {
   const SavedLayout& l = ck.layout();
   std::vector<std::vector<const SavedParam*>> out;
   auto param = [&](const std::string& name) {
@@ -220,23 +224,23 @@ std::vector<std::vector<const SavedParam*>> ParamGroups(const ZeroCheckpoint& ck
     }
     return out;
   }
-  out.emplace_back();
-  const Value* module = ck.model_states().AsDict().Find("module");
   size_t trainable = 0;
   for (const SavedGroup& g : l.groups) trainable += g.params.size();
-  if (module != nullptr && module->is_dict()) {
+  out.emplace_back();
+  const Value* module = ck.model_states().AsDict().Find("module");
+  if (l.stage != 3 && module != nullptr && module->is_dict()) {
     for (const auto& [k, v] : module->AsDict().items) {
       if (k.is_string() && l.FindTrainable(k.AsString()) && v.is_tensor() && v.AsTensor().numel() > 0) {
         out.back().push_back(param(k.AsString()));
       }
     }
     if (out.back().size() == trainable) return out;
-    out.back().clear();
   }
-  for (size_t g = l.groups.size(); g-- > 0;) {
-    for (const SavedParam& p : l.groups[g].params) out.back().push_back(&p);
-  }
-  return out;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint '", ck.dir(), "/", ck.tag(), "' (stage ", l.stage,
+      ") does not record its parameters' order in the model, and DeepSpeed reads the partitions back by that "
+      "order, not by name; resume it once with this zerotorch (zt train --resume) and save again, which records "
+      "it, then convert that checkpoint"));
 }
 
 // DeepSpeed's stage-3 sub-groups of one param group (stage3.py
@@ -343,7 +347,7 @@ absl::StatusOr<Plan> MakePlan(const ZeroCheckpoint& ck, int world) {
   plan.stage = l.stage;
   plan.world = world;
   plan.dtype = l.model_dtype;
-  plan.groups = ParamGroups(ck);
+  ZT_ASSIGN_OR_RETURN(plan.groups, ParamGroups(ck));
   plan.state_names = ck.state_names();
   plan.applied_steps = ts.global_steps - ts.skipped_steps;
   ZT_ASSIGN_OR_RETURN(plan.facts, DeepSpeedOptimizerFactsFromConfig(ts.ds_config, l.world_size, plan.applied_steps));
@@ -424,8 +428,20 @@ Value BaseOptimizerState(const ZeroCheckpoint& ck, Plan& plan, const std::vector
     state.Set(static_cast<int64_t>(f), std::move(per));
   }
   List groups;
+  const auto& recorded = ck.layout().optimizer_group_settings;
   for (size_t g = 0; g + 1 < first.size(); ++g) {
     Dict group = plan.facts.param_group;
+    // A group's own settings where the checkpoint records them (a DeepSpeed
+    // checkpoint's per-group weight decay, kept through conversion): the
+    // config's single values would overwrite them when DeepSpeed loads.
+    // The lr stays the schedule's, which DeepSpeed applies to every group.
+    if (g < recorded.size()) {
+      group.Set("weight_decay", recorded[g].weight_decay);
+      group.Set("eps", recorded[g].eps);
+      if (recorded[g].betas.size() == 2) {
+        group.Set("betas", List{Value(recorded[g].betas[0]), Value(recorded[g].betas[1])});
+      }
+    }
     List ids;
     for (size_t f = first[g]; f < first[g + 1]; ++f) ids.emplace_back(static_cast<int64_t>(f));
     group.Set("params", std::move(ids));
@@ -461,11 +477,16 @@ Value Stage12OptimStates(const ZeroCheckpoint& ck, Plan& plan, int rank) {
       offset += p->numel;
     }
     const int64_t filled = std::clamp<int64_t>(numel - lo, 0, part);
+    // DeepSpeed saves the last rank's fp32 partition without the buffer's
+    // tail padding (partition[:len - group_paddings]) and its moments whole.
+    const int64_t padding = rank == plan.world - 1 ? padded - numel : int64_t{0};
+    std::vector<Segment> master = segments;
     if (filled < part) segments.push_back({"", 0, part - filled});
+    if (filled < part && part - filled > padding) master.push_back({"", 0, part - filled - padding});
     first.push_back(flats.size());
     flats.push_back(segments);
-    fp32.emplace_back(FlatTensor(ck, std::move(segments), "master"));
-    paddings.emplace_back(rank == plan.world - 1 ? padded - numel : int64_t{0});
+    fp32.emplace_back(FlatTensor(ck, std::move(master), "master"));
+    paddings.emplace_back(padding);
     partition_count.emplace_back(plan.world);
     mappings.push_back(std::move(mapping));
   }

@@ -15,10 +15,14 @@
 //  * optim states per rank: stages 1/2 the group's flat fp32 partition (the
 //    param group's parameters back to back, padded at the end to a multiple
 //    of 2 x world, split evenly: group_paddings is the padding on the last
-//    rank), the base optimizer's state laid out alike, param_slice_mappings;
+//    rank, whose fp32 partition is saved without it as DeepSpeed does), the
+//    base optimizer's state laid out alike (whole), param_slice_mappings;
 //    stage 3 each parameter partitioned on its own (ceil(numel / world)
 //    elements per rank, the last rank padded), concatenated in param_shapes
 //    order per sub-group (zero_optimization.sub_group_size, DeepSpeed's split).
+//    That order must be the model's (named_parameters): DeepSpeed's loader
+//    copies the partitions back by position. A checkpoint that does not
+//    record it is refused (ParamGroups in the .cc).
 //
 // Streaming: every partition is produced tensor by tensor, in bounded chunks,
 // while the file is written (module tensors one whole tensor at a time).

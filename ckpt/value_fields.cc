@@ -60,6 +60,13 @@ absl::Status Fields::Wrong(const std::string& key, const char* want, const Value
       absl::StrCat("checkpoint file '", file_, "': '", where(key), "' is a ", got.TypeName(), ", expected ", want));
 }
 
+bool IsDenseView1D(const TensorRef& t, DType dtype) {
+  if (t.dtype != dtype || t.shape.size() != 1 || t.storage_offset < 0) return false;
+  if (!t.stride.empty() && t.shape[0] > 1 && t.stride[0] != 1) return false;
+  const uint64_t end = static_cast<uint64_t>(t.storage_offset + t.numel()) * DTypeSize(dtype);
+  return t.storage_nbytes == 0 || end <= t.storage_nbytes;
+}
+
 absl::StatusOr<std::vector<const TensorRef*>> TensorsOf(const List& l, size_t count, DType dtype,
                                                         const std::string& file, const std::string& what) {
   if (l.size() != count) {

@@ -38,4 +38,12 @@ class Fields {
 absl::StatusOr<std::vector<const TensorRef*>> TensorsOf(const List& l, size_t count, DType dtype,
                                                         const std::string& file, const std::string& what);
 
+// A 1-D tensor of `dtype` whose elements lie densely, in order, inside its
+// storage (stride 1, storage_offset + numel within the storage), though it
+// may not cover all of it: what torch.save writes for a slice such as
+// DeepSpeed's `partition[:len - padding]` (the storage whole, the tensor a
+// prefix). Readers then use the tensor's size, never the storage's.
+bool IsDenseView1D(const TensorRef& t, DType dtype);
+
+
 }  // namespace zt::ckpt

@@ -463,7 +463,17 @@ absl::Status ZeroCheckpoint::ReadGroupRange(const std::vector<std::unique_ptr<Pt
     const TensorRef& t = *per_rank[static_cast<size_t>(r)][group];
     const PtReader& file = *files[static_cast<size_t>(r)];
     char* dst_here = out + (lo - begin) * elem_size;
-    if (lo == rb && hi == re && t.storage_offset == 0 && t.nbytes() == t.storage_nbytes) {
+    // A rank's tensor may stop short of its range: DeepSpeed's stage-1/2
+    // files leave the buffer's tail padding out of the last rank's partition
+    // (OpenDeepSpeed checked that exactly the padding is missing). Those
+    // elements read as the zeros they were trained as.
+    const int64_t have = std::min(hi, rb + t.numel());
+    if (have < hi) {
+      std::memset(out + (std::max(lo, have) - begin) * elem_size, 0, static_cast<size_t>(hi - std::max(lo, have)) * elem_size);
+      if (lo >= have) continue;
+    }
+    const int64_t hi_here = have;
+    if (lo == rb && hi_here == re && t.storage_offset == 0 && t.nbytes() == t.storage_nbytes) {
       // The whole record (a load at the saving world size): copy and check
       // its CRC-32 in one pass.
       ZT_RETURN_IF_ERROR(file.Read(t, dst_here, /*verify=*/true));
@@ -472,9 +482,9 @@ absl::Status ZeroCheckpoint::ReadGroupRange(const std::vector<std::unique_ptr<Pt
     }
     // A piece: hashed on the way when it continues what was read of the
     // record before (VerifyRead checks the rest).
-    ZT_RETURN_IF_ERROR(file.ReadElements(t, lo - rb, hi - rb, dst_here));
+    ZT_RETURN_IF_ERROR(file.ReadElements(t, lo - rb, hi_here - rb, dst_here));
     const uint64_t at = static_cast<uint64_t>(t.storage_offset + (lo - rb)) * elem_size;
-    ZT_RETURN_IF_ERROR(verifier_.Consumed(file, t, at, dst_here, static_cast<uint64_t>(hi - lo) * elem_size));
+    ZT_RETURN_IF_ERROR(verifier_.Consumed(file, t, at, dst_here, static_cast<uint64_t>(hi_here - lo) * elem_size));
   }
   return absl::OkStatus();
 }

@@ -5,11 +5,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -84,6 +86,23 @@ std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
     if (!inserted) aliases[item.key()] = it->second;
   }
   return aliases;
+}
+
+// The trainable parameters' names in the module's registration order
+// (named_parameters, each tensor once under its first name): the order
+// DeepSpeed flattens an optimizer param group in, at every stage, and so
+// the order its stage-3 loader reads partitions back by position. The
+// engine's own groups follow its plan instead (stage 3: unit order), so the
+// checkpoint records this one (SavedLayout::optimizer_groups).
+std::vector<std::string> ModelOrderTrainable(torch::nn::Module& module) {
+  std::vector<std::string> names;
+  std::unordered_set<const void*> seen;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
+    names.push_back(item.key());
+  }
+  return names;
 }
 
 }  // namespace
@@ -225,6 +244,7 @@ ckpt::SavedLayout Checkpointer::CurrentLayout() const {
     layout.frozen.push_back(saved_group(g, core_.frozen_names, core_.frozen_params, t));
   }
   layout.shared = TiedAliases(*core_.module);
+  layout.optimizer_groups = {ModelOrderTrainable(*core_.module)};
   return layout;
 }
 
@@ -443,11 +463,51 @@ absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const 
     return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", ck.training_state().optimizer_type,
                                                    "; the config's optimizer is ", optimizer));
   }
+  ZT_RETURN_IF_ERROR(CheckGroupSettings(ck, where));
   const std::vector<std::string> names = core_.optimizer->state_names();
   if (names != ck.state_names()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [",
                                                    absl::StrJoin(ck.state_names(), ", "), "]; this optimizer keeps [",
                                                    absl::StrJoin(names, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where) const {
+  const ckpt::SavedLayout& l = ck.layout();
+  const OptimizerConfig& o = core_.config.optimizer;
+  // Same value as saved: both went through a decimal text (JSON, Python's
+  // float repr) to the nearest double, so equal settings compare equal;
+  // the slack covers a value printed with fewer digits.
+  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(std::fabs(a), std::fabs(b)); };
+  for (size_t g = 0; g < l.optimizer_group_settings.size(); ++g) {
+    const ckpt::SavedLayout::GroupSettings& s = l.optimizer_group_settings[g];
+    std::string differs;
+    if (!same(s.weight_decay, o.weight_decay)) {
+      differs = absl::StrCat("weight_decay ", s.weight_decay, " (the config: ", o.weight_decay, ")");
+    } else if (!same(s.eps, o.eps)) {
+      differs = absl::StrCat("eps ", s.eps, " (the config: ", o.eps, ")");
+    } else if (s.betas.size() == 2 && (!same(s.betas[0], o.betas[0]) || !same(s.betas[1], o.betas[1])) &&
+               core_.config.scheduler.type != SchedulerType::kOneCycle) {
+      differs = absl::StrCat("betas [", s.betas[0], ", ", s.betas[1], "] (the config: [", o.betas[0], ", ",
+                             o.betas[1], "])");
+    }
+    if (differs.empty()) continue;
+    const std::vector<std::string>& names = l.optimizer_groups[g];
+    std::vector<std::string> shown(names.begin(), names.begin() + std::min<size_t>(names.size(), 3));
+    std::string all;
+    for (size_t k = 0; k < l.optimizer_group_settings.size(); ++k) {
+      absl::StrAppend(&all, k == 0 ? "" : ", ", l.optimizer_group_settings[k].weight_decay);
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": its optimizer param group ", g, " (", names.size(), " parameters: ", absl::StrJoin(shown, ", "),
+        names.size() > shown.size() ? ", ..." : "", ") was trained with ", differs,
+        "; this run would apply the config's settings to every parameter and change that group's silently. "
+        "zerotorch trains one set of optimizer settings for all parameters",
+        l.optimizer_group_settings.size() > 1 ? absl::StrCat(" (the checkpoint's groups have weight_decay ", all, ")")
+                                              : "",
+        ": set the config's optimizer params to the saved values where the groups agree, or resume this "
+        "checkpoint with DeepSpeed"));
   }
   return absl::OkStatus();
 }

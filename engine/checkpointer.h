@@ -112,6 +112,11 @@ class Checkpointer {
 
   // Load's steps.
   absl::Status CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;
+  // The checkpoint's per-group optimizer settings, where it records them
+  // (DeepSpeed's param_groups), against the run's single set: a group
+  // trained with other settings is a FailedPrecondition naming the group,
+  // its parameters and the value, never a silent change.
+  absl::Status CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;
   absl::Status ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, const std::string& where,
                                    std::unique_ptr<zero::OptimizerState>* optimizer_state, Staged* staged);
 

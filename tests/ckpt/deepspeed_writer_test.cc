@@ -197,13 +197,17 @@ void ExpectDeepSpeedPartitions(const std::string& folder, const std::vector<std:
       ASSERT_EQ(flats.size(), 1u);
       EXPECT_EQ(ReadFloats(**file, flats[0].AsTensor()), want) << "rank " << r;
     } else {
-      // The group back to back, padded at the end to a multiple of 2 x world, split evenly.
+      // The group back to back, padded at the end to a multiple of 2 x world,
+      // split evenly; the last rank's partition saved without the padding
+      // (DeepSpeed's partition[:len - group_paddings], as in the fixture
+      // zero2_fp32_w3_padded).
       std::vector<float> flat;
       for (const std::string& name : order) flat.insert(flat.end(), full.at(name).begin(), full.at(name).end());
       const int64_t numel = static_cast<int64_t>(flat.size());
       flat.resize(static_cast<size_t>(plan::PaddedNumel(numel, world)), 0.0f);
       const size_t part = flat.size() / world;
-      want.assign(flat.begin() + part * r, flat.begin() + part * (r + 1));
+      const size_t end = r == world - 1 ? static_cast<size_t>(numel) : part * (r + 1);
+      want.assign(flat.begin() + part * r, flat.begin() + end);
       const List& flats = osd.Find("single_partition_of_fp32_groups")->AsList();
       ASSERT_EQ(flats.size(), 1u);
       EXPECT_EQ(ReadFloats(**file, flats[0].AsTensor()), want) << "rank " << r;
@@ -366,7 +370,9 @@ struct NativeParam {
 // Model order a.weight, a.bias, b.weight (plus a tied alias c.weight -> a.weight
 // and a buffer b.scale), grouped the engine's way (plan::PlanLayout walks the
 // model backwards: group 0 holds the last parameters), 2 ranks, AdamW state.
-void WriteNativeCheckpoint(const std::string& dir, int stage, DType dtype) {
+// `record_order`: the layout records the model order as the engine's
+// checkpoints do (optimizer_groups); false is what older zerotorch wrote.
+void WriteNativeCheckpoint(const std::string& dir, int stage, DType dtype, bool record_order = true) {
   const std::vector<NativeParam> params = {{"a.weight", {4, 3}}, {"a.bias", {3}}, {"b.weight", {5}}};
   std::vector<plan::ParamInfo> infos;
   for (const NativeParam& p : params) infos.push_back({p.name, p.shape, p.shape.size() == 2 ? 12 : p.shape[0]});
@@ -377,6 +383,7 @@ void WriteNativeCheckpoint(const std::string& dir, int stage, DType dtype) {
   layout.world_size = world;
   layout.model_dtype = dtype;
   layout.shared["c.weight"] = "a.weight";
+  if (record_order) layout.optimizer_groups = {{"a.weight", "a.bias", "b.weight"}};
   // Each element's value: a function of (parameter, element, what) so every tensor differs.
   auto value = [](size_t param, int64_t i, int what) {
     return static_cast<float>(std::sin(0.37 * (static_cast<double>(param) * 100 + i) + what) * (what + 1));
@@ -532,6 +539,30 @@ TEST_P(NativeToDeepSpeed, ConsolidatesToTheSameWeights) {
   // WarmupLR, linear, after 3 steps (last_batch_iteration 2): 0.001 * 2 / 10.
   EXPECT_TRUE(absl::StrContains(optim, "['param_groups'][0]['lr']: builtins.float 0.0002")) << optim;
   EXPECT_TRUE(absl::StrContains(optim, "['param_groups'][0]['betas'][1]: builtins.float 0.95")) << optim;
+}
+
+// A stage-3 checkpoint that does not record the model's parameter order
+// (older zerotorch) cannot be written in DeepSpeed's format: DeepSpeed would
+// load its partitions by position into the wrong parameters without an
+// error. Refused, naming why and what to do; nothing is left behind. At
+// stages 1/2 the module state dict gives the order.
+TEST(NativeToDeepSpeedOrder, AStage3CheckpointWithoutTheModelOrderIsRefused) {
+  testing::ScratchDir tmp;
+  const std::string native = tmp.path() + "/native", ds = tmp.path() + "/ds";
+  WriteNativeCheckpoint(native, 3, DType::kFloat32, /*record_order=*/false);
+  auto r = RunZt(absl::StrCat("ckpt convert ", Quote(native), " ", Quote(ds), " --to deepspeed --world-size 2"));
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "does not record its parameters' order")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "zt train --resume")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(ds + "/latest"));
+  const std::string ds2 = tmp.path() + "/ds2", native2 = tmp.path() + "/native2";
+  WriteNativeCheckpoint(native2, 2, DType::kFloat32, /*record_order=*/false);
+  auto ok = RunZt(absl::StrCat("ckpt convert ", Quote(native2), " ", Quote(ds2), " --to deepspeed --world-size 2"));
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  auto out = ZeroCheckpoint::Open(ds2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)->layout().optimizer_groups,
+            (std::vector<std::vector<std::string>>{{"a.weight", "a.bias", "b.weight"}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, NativeToDeepSpeed,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ckpt/zero_checkpoint.h"
@@ -36,7 +37,8 @@ using testing::RunRanks;
 const std::string kFixtures = std::string(ZT_SOURCE_DIR) + "/tests/fixtures/deepspeed-0.14.5";
 
 // Every trainable parameter's `what` ("master" or a state) in `a` and `b`, bit for bit.
-absl::Status SameTrainable(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckpoint& b, const std::string& what) {
+absl::Status SameTrainable(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckpoint& b, const std::string& what,
+                           int expected) {
   int compared = 0;
   for (const ckpt::SavedGroup& g : a.layout().groups) {
     for (const ckpt::SavedParam& p : g.params) {
@@ -49,7 +51,30 @@ absl::Status SameTrainable(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckp
       ++compared;
     }
   }
-  if (compared != 28) return absl::InternalError(absl::StrCat("compared ", compared, " parameters, expected 28"));
+  if (compared != expected) {
+    return absl::InternalError(absl::StrCat("compared ", compared, " parameters, expected ", expected));
+  }
+  return absl::OkStatus();
+}
+
+// A frozen parameter's value in `a` and `b`, bit for bit: at stage 3 its
+// fragments, at stages 1/2 the model states' module entry.
+absl::Status SameFrozen(const ckpt::ZeroCheckpoint& a, const ckpt::ZeroCheckpoint& b, const std::string& name) {
+  std::vector<std::vector<char>> bytes;
+  for (const ckpt::ZeroCheckpoint* c : {&a, &b}) {
+    bytes.emplace_back();
+    if (const auto where = c->layout().FindFrozen(name)) {
+      const ckpt::SavedParam& p = c->layout().frozen[where->first].params[where->second];
+      bytes.back().resize(static_cast<size_t>(p.numel) * ckpt::DTypeSize(c->layout().model_dtype));
+      ZT_RETURN_IF_ERROR(c->ReadFrozen(name, 0, p.numel, bytes.back().data()));
+    } else if (const ckpt::TensorRef* t = c->ModuleTensor(name)) {
+      bytes.back().resize(t->nbytes());
+      ZT_RETURN_IF_ERROR(c->ReadModuleTensor(*t, bytes.back().data()));
+    } else {
+      return absl::NotFoundError(absl::StrCat("frozen '", name, "' is in neither the layout nor the module"));
+    }
+  }
+  if (bytes[0] != bytes[1]) return absl::InternalError(absl::StrCat("frozen '", name, "' differs from DeepSpeed's"));
   return absl::OkStatus();
 }
 
@@ -59,26 +84,58 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
   comm::GroupOptions options;
   options.timeout = std::chrono::seconds(60);
   ZT_ASSIGN_OR_RETURN(auto pg, comm::InitProcessGroup(env, options));
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(ModelSpec{"gpt2-tiny", {}, 1}));
+  ModelSpec spec{"gpt2-tiny", {}, 1};
+  for (const char* key : {"n_layer", "n_embd", "n_head", "seq_len", "vocab"}) {
+    if (a.count(key)) spec.overrides[key] = std::stoll(a.at(key));
+  }
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(spec));
+  // Frozen as DeepSpeed's run froze it (requires_grad_(False) before initialize).
+  const std::string frozen = a.count("frozen") ? a.at("frozen") : "";
+  if (!frozen.empty()) {
+    bool found = false;
+    for (auto& item : model->module()->named_parameters(/*recurse=*/true)) {
+      if (item.key() == frozen) {
+        item.value().set_requires_grad(false);
+        found = true;
+      }
+    }
+    if (!found) return absl::NotFoundError(absl::StrCat("the model has no parameter '", frozen, "'"));
+  }
   Config c;
   c.batch.train_micro_batch_size_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 1;
   c.steps_per_print = 1000;
   c.optimizer.present = true;
   c.optimizer.type = OptimizerType::kAdamW;
+  c.optimizer.weight_decay = std::stod(a.at("wd"));  // what DeepSpeed's run used
   c.zero.stage = std::stoi(a.at("stage"));
   c.bf16.enabled = a.at("bf16") == "1";
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
-  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(a.at("dir")).status());
-  if (engine->global_steps() != 4 || engine->global_samples() != 16) {
-    return absl::InternalError(absl::StrFormat("loaded step %d, %d samples; DeepSpeed saved step 4, 16 samples",
-                                               engine->global_steps(), engine->global_samples()));
+  const absl::Status loaded = engine->LoadCheckpoint(a.at("dir")).status();
+  if (a.count("expect_error")) {
+    // Per-group settings the run cannot reproduce: refused, by name.
+    if (loaded.ok()) return absl::InternalError("the load succeeded; expected it refused");
+    if (!absl::StrContains(loaded.message(), a.at("expect_error"))) {
+      return absl::InternalError(absl::StrCat("refused with '", loaded.message(), "', expected it to name '",
+                                              a.at("expect_error"), "'"));
+    }
+    return absl::OkStatus();
+  }
+  ZT_RETURN_IF_ERROR(loaded);
+  const int64_t steps = std::stoll(a.at("steps")), samples = std::stoll(a.at("samples"));
+  if (engine->global_steps() != steps || engine->global_samples() != samples) {
+    return absl::InternalError(absl::StrFormat("loaded step %d, %d samples; DeepSpeed saved step %d, %d samples",
+                                               engine->global_steps(), engine->global_samples(), steps, samples));
   }
   ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(a.at("out"), "resaved"));
   if (pg->rank() != 0) return absl::OkStatus();
   ZT_ASSIGN_OR_RETURN(auto ds, ckpt::ZeroCheckpoint::Open(a.at("dir")));
   ZT_ASSIGN_OR_RETURN(auto ours, ckpt::ZeroCheckpoint::Open(a.at("out")));
-  for (const char* what : {"master", "exp_avg", "exp_avg_sq"}) ZT_RETURN_IF_ERROR(SameTrainable(*ds, *ours, what));
+  const int trainable = std::stoi(a.at("trainable"));
+  for (const char* what : {"master", "exp_avg", "exp_avg_sq"}) {
+    ZT_RETURN_IF_ERROR(SameTrainable(*ds, *ours, what, trainable));
+  }
+  if (!frozen.empty()) ZT_RETURN_IF_ERROR(SameFrozen(*ds, *ours, frozen));
   if (ours->training_state().optimizer_step != ds->training_state().optimizer_step) {
     return absl::InternalError(absl::StrFormat("optimizer step %d after the load, DeepSpeed's %d",
                                                ours->training_state().optimizer_step,
@@ -91,6 +148,14 @@ struct Case {
   const char* fixture;
   int stage;
   bool bf16;
+  // The newer fixtures: the model's dimensions, the frozen parameter, what
+  // was saved, and (two param groups) what a refusal must name.
+  std::string extra = "";
+  double weight_decay = 0.01;  // configs/zero*.json, as DeepSpeed's run had
+  int trainable = 28;
+  int steps = 4;
+  int samples_per_rank_step = 2;  // micro-batch 2
+  std::string expect_error = "";
 };
 
 class ResumeFromDeepSpeed : public ::testing::TestWithParam<Case> {};
@@ -105,8 +170,11 @@ TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
     RankRunOptions o;
     o.world_size = world;
     o.timeout = std::chrono::seconds(300);
-    o.arg =
-        absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(), "/ours");
+    const int saved_world = std::string(c.fixture).find("_w3") != std::string::npos ? 3 : 2;
+    o.arg = absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(),
+                         "/ours;wd=", c.weight_decay, ";trainable=", c.trainable, ";steps=", c.steps,
+                         ";samples=", c.steps * c.samples_per_rank_step * saved_world, c.extra,
+                         c.expect_error.empty() ? "" : ";expect_error=" + c.expect_error);
     RankRunResult r = RunRanks("resume_from_deepspeed", o);
     EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
   }
@@ -115,7 +183,18 @@ TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ResumeFromDeepSpeed,
                          ::testing::Values(Case{"zero1_fp32", 1, false}, Case{"zero2_fp32", 2, false},
                                            Case{"zero2_bf16", 2, true}, Case{"zero3_fp32", 3, false},
-                                           Case{"zero3_bf16", 3, true}),
+                                           Case{"zero3_bf16", 3, true},
+                                           Case{"zero3_bf16_w2_frozen", 3, true, ";frozen=transformer.wpe.weight",
+                                                0.01, 27},
+                                           // Two param groups (weight decay 0.1 and 0.0): one set of
+                                           // settings cannot continue them, so the load is refused.
+                                           Case{"zero2_fp32_w3_padded", 2, false,
+                                                ";n_layer=2;n_embd=20;n_head=4;seq_len=29;vocab=131", 0.1, 28, 5, 2,
+                                                "param group 1 (18 parameters"},
+                                           Case{"zero1_fp32_w3_frozen_groups", 1, false,
+                                                ";n_layer=1;n_embd=48;n_head=4;seq_len=37;vocab=113;"
+                                                "frozen=transformer.wte.weight",
+                                                0.1, 15, 5, 2, "param group 1 (10 parameters"}),
                          [](const auto& info) { return std::string(info.param.fixture); });
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ckpt/pt_file.h"
 #include "ckpt/safetensors.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
@@ -293,6 +294,107 @@ TEST(TrainE2E, ResumeContinuesTheLossCurve) {
   EXPECT_TRUE(absl::StrContains(text.str(), "<svg")) << "report missing or without charts";
 }
 
+// A parameter's name and shape, in the order DeepSpeed's own stage-3 files
+// list them (param_shapes of rank 0's model states).
+struct DsParamShape {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+};
+
+std::vector<DsParamShape> DsParamShapes(const std::string& model_states) {
+  std::vector<DsParamShape> out;
+  auto file = ckpt::PtReader::Open(model_states);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return out;
+  const ckpt::Value* shapes = (*file)->root().AsDict().Find("param_shapes");
+  EXPECT_TRUE(shapes != nullptr && shapes->is_list()) << model_states;
+  if (shapes == nullptr || !shapes->is_list()) return out;
+  for (const ckpt::Value& group : shapes->AsList()) {
+    for (const auto& [k, v] : group.AsDict().items) {
+      DsParamShape p;
+      p.name = k.AsString();
+      for (const ckpt::Value& d : v.AsList()) {
+        p.shape.push_back(d.AsInt());
+        p.numel *= d.AsInt();
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+// Every parameter's fp32 master out of stage-3 optim files the way
+// DeepSpeed's engine.load_checkpoint takes them: by position, not by name.
+// Rank r's fp32_flat_groups (its sub-groups back to back) hold, for each
+// parameter of `order` in turn, ceil(numel / world) elements: the
+// flattened parameter's [r * piece, (r + 1) * piece), padded past its end.
+std::map<std::string, std::vector<float>> LoadByPosition(const std::string& folder, int world,
+                                                         const std::vector<DsParamShape>& order) {
+  std::map<std::string, std::vector<float>> out;
+  for (const DsParamShape& p : order) out[p.name].assign(static_cast<size_t>(p.numel), 0.0f);
+  for (int r = 0; r < world; ++r) {
+    auto file = ckpt::PtReader::Open(absl::StrCat(folder, "/zero_pp_rank_", r, "_mp_rank_00_optim_states.pt"));
+    EXPECT_TRUE(file.ok()) << file.status();
+    if (!file.ok()) return {};
+    const ckpt::Value* osd = (*file)->root().AsDict().Find("optimizer_state_dict");
+    const ckpt::Value* flats = osd == nullptr ? nullptr : osd->AsDict().Find("fp32_flat_groups");
+    EXPECT_TRUE(flats != nullptr && flats->is_list());
+    if (flats == nullptr || !flats->is_list()) return {};
+    std::vector<float> stream;
+    for (const ckpt::Value& f : flats->AsList()) {
+      std::vector<float> part(static_cast<size_t>(f.AsTensor().numel()));
+      EXPECT_TRUE((*file)->Read(f.AsTensor(), part.data()).ok());
+      stream.insert(stream.end(), part.begin(), part.end());
+    }
+    size_t at = 0;
+    for (const DsParamShape& p : order) {
+      const int64_t piece = (p.numel + world - 1) / world;
+      for (int64_t i = 0; i < piece; ++i) {
+        const int64_t e = r * piece + i;
+        if (e < p.numel && at + static_cast<size_t>(i) < stream.size()) {
+          out[p.name][static_cast<size_t>(e)] = stream[at + static_cast<size_t>(i)];
+        }
+      }
+      at += static_cast<size_t>(piece);
+    }
+    EXPECT_EQ(at, stream.size()) << "rank " << r << ": the partitions do not hold exactly the parameters' pieces";
+  }
+  return out;
+}
+
+// The DeepSpeed copy of a zerotorch stage-3 run loads into DeepSpeed's own
+// parameters: DeepSpeed copies the fp32 partitions back by position in the
+// order its model lists the parameters, which the reference files DeepSpeed
+// wrote itself for the same model give (tests/fixtures/deepspeed-0.14.5/
+// zero3_fp32, gpt2-tiny with HF names). Read that way, our copy must give
+// every parameter exactly the weights zerotorch trained, by name. Before the
+// order was recorded, the copy was in zerotorch's unit order, which loads
+// with every parameter's size check passing and wrong values.
+void ExpectLoadsByPositionAsDeepSpeedOrders(const std::string& copy, const std::string& native_export) {
+  const std::string fixture = std::string(ZT_SOURCE_DIR) + "/tests/fixtures/deepspeed-0.14.5/zero3_fp32/global_step4";
+  const std::vector<DsParamShape> ds_order = DsParamShapes(fixture + "/zero_pp_rank_0_mp_rank_00_model_states.pt");
+  ASSERT_EQ(ds_order.size(), 28u);  // gpt2-tiny's trainable tensors (lm_head tied)
+  const std::vector<DsParamShape> ours = DsParamShapes(copy + "/zero_pp_rank_0_mp_rank_00_model_states.pt");
+  ASSERT_EQ(ours.size(), ds_order.size());
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_EQ(ours[i].name, ds_order[i].name) << "param_shapes entry " << i;
+    EXPECT_EQ(ours[i].shape, ds_order[i].shape) << ds_order[i].name;
+  }
+  const auto loaded = LoadByPosition(copy, 2, ds_order);
+  auto want = ckpt::SafetensorsReader::Open(native_export);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const DsParamShape& p : ds_order) {
+    const auto* t = (*want)->Find(p.name);
+    ASSERT_NE(t, nullptr) << p.name;
+    ASSERT_EQ(t->dtype, ckpt::DType::kFloat32);
+    std::vector<float> w(static_cast<size_t>(p.numel));
+    ASSERT_EQ(t->nbytes, w.size() * 4) << p.name;
+    ASSERT_TRUE((*want)->Read(*t, w.data()).ok());
+    EXPECT_TRUE(loaded.at(p.name) == w) << p.name << ": DeepSpeed would load other values than zerotorch trained";
+  }
+}
+
 // --save-format deepspeed: every save also leaves a DeepSpeed copy beside
 // the checkpoint (DeepSpeed's writer itself is checked against DeepSpeed's
 // files in tests/ckpt). The copy holds the same weights, bit for bit, and a
@@ -338,6 +440,12 @@ TEST(TrainE2E, SaveFormatDeepSpeedKeepsADeepSpeedCopy) {
     ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
     EXPECT_EQ(x, y) << t.name << " differs";
   }
+  ExpectLoadsByPositionAsDeepSpeedOrders(save + "/deepspeed/global_step4", dir + "/native.safetensors");
+  // The same of a copy made afterwards by zt ckpt convert.
+  CommandResult converted =
+      Zt(absl::StrCat("ckpt convert ", save, " ", dir, "/converted --to deepspeed --world-size 2"));
+  ASSERT_EQ(converted.code, 0) << converted.output;
+  ExpectLoadsByPositionAsDeepSpeedOrders(dir + "/converted/global_step4", dir + "/native.safetensors");
   // A run resumes from the DeepSpeed copy (weights, moments, step).
   CommandResult b = Zt(absl::StrCat(common, " --steps 6 --resume", Quick(dir + "/b"), " --save-dir ", save,
                                     "/deepspeed --save-format zerotorch"));
