@@ -96,8 +96,11 @@ absl::StatusOr<estimate::ModelShape> ShapeFromFlags(const Flags& f) {
   }
   if (!f.GetRepeated("model-set").empty()) return BadFlag("--model-set needs --model");
   if (f.WasSet("lora-r")) return BadFlag("--lora-r needs --model (the adapters' sizes come from its layers)");
-  const long long p = f.GetInt("params");
-  if (p < 1) return BadFlag(absl::StrCat("--params must be >= 1, got ", p));
+  int64_t p = 0;
+  if (!ParseCount(f.GetString("params"), &p)) {
+    return BadFlag(absl::StrCat("--params needs a whole parameter count >= 1 such as 7000000000, 7e9, 7.5B or 350M; got '",
+                                f.GetString("params"), "'"));
+  }
   return estimate::CountOnlyShape(p);
 }
 
@@ -349,7 +352,8 @@ int Run(const Request& r) {
 int RunEstimateCommand(const std::vector<std::string>& args) {
   Flags f("zt estimate");
   f.String("model", "", "a built-in model (zt train --list-models), e.g. gpt2-xl or llama-7b");
-  f.Int("params", 0, "a bare parameter count instead of --model (no stage-3 working set, no activations)");
+  f.String("params", "",
+           "a bare parameter count instead of --model, e.g. 7e9 or 7.5B (no stage-3 working set, no activations)");
   f.Repeated("model-set", "model dimension override KEY=INT, e.g. --model-set n_layer=6");
   f.Int("world-size", 1, "data-parallel ranks");
   f.Int("stage", -1, "only this ZeRO stage (default: all four side by side)");

@@ -105,4 +105,36 @@ bool ParseByteSize(const std::string& text, uint64_t* out) {
   return *out > 0;
 }
 
+bool ParseCount(const std::string& text, int64_t* out) {
+  std::string t = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  double scale = 1;
+  if (!t.empty()) {
+    const char last = t.back();
+    const double factor = last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'B' || last == 'G' ? 1e9 : last == 'T' ? 1e12 : 0;
+    if (factor != 0) {
+      scale = factor;
+      t.pop_back();
+    }
+  }
+  // Digits, one optional point, an optional exponent: no sign, no hex, no
+  // "inf"/"nan" (which SimpleAtod would take).
+  bool digit = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c != '.' && !(c == 'E' && digit && i + 1 < t.size()) &&
+               !((c == '+' || c == '-') && i > 0 && t[i - 1] == 'E')) {
+      return false;
+    }
+  }
+  double v = 0;
+  if (!digit || !absl::SimpleAtod(t, &v)) return false;
+  const double n = v * scale;
+  // A whole count, representable exactly (below 2^53) and positive.
+  if (!(n >= 1) || n > 9007199254740992.0 || n != static_cast<double>(static_cast<int64_t>(n))) return false;
+  *out = static_cast<int64_t>(n);
+  return true;
+}
+
 }  // namespace zt

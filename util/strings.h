@@ -18,6 +18,12 @@ std::string HumanCount(double count);
 // KiB/MiB/GiB, case-insensitive) -> bytes. False for anything else or <= 0.
 bool ParseByteSize(const std::string& text, uint64_t* out);
 
+// A count as users type one: "7000000000", "7e9", "7.5e9", "7.5B", "350M",
+// "124k" (K, M, B or G, T: decimal thousands ... trillions; case-insensitive)
+// -> the whole number. False for anything else: not whole (1.5 with no
+// unit), below 1, past 2^53, signs, hex, inf/nan.
+bool ParseCount(const std::string& text, int64_t* out);
+
 // "[2, 3]": a tensor shape as Python prints a list.
 std::string ShapeText(const std::vector<int64_t>& shape);
 

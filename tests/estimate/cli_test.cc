@@ -74,6 +74,19 @@ TEST(EstimateCli, BareParameterCount) {
   CommandResult r = Zt("--params 7000000000 --world-size 64 --precision fp16");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "2Ψ + 14Ψ/N")) << r.output;
+  // As users type it: the same estimate.
+  for (const char* typed : {"7e9", "7.0B", "7000M"}) {
+    CommandResult same = Zt(absl::StrCat("--params ", typed, " --world-size 64 --precision fp16"));
+    ASSERT_EQ(same.code, 0) << typed << ": " << same.output;
+    EXPECT_EQ(same.output, r.output) << typed;
+  }
+  CommandResult half = Zt("--params 7.5e9 --world-size 8");
+  ASSERT_EQ(half.code, 0) << half.output;
+  EXPECT_EQ(half.output, Zt("--params 7.5B --world-size 8").output);
+  EXPECT_NE(half.output, Zt("--params 7e9 --world-size 8").output);
+  CommandResult bad = Zt("--params 7.5 --world-size 8");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.output, "--params needs a whole parameter count")) << bad.output;
 }
 
 TEST(EstimateCli, ErrorsNameTheFlag) {

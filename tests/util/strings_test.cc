@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace zt {
 namespace {
 
@@ -10,6 +14,28 @@ TEST(HumanBytes, PicksBinaryUnits) {
   EXPECT_EQ(HumanBytes(1023), "1023 B");
   EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
   EXPECT_EQ(HumanBytes(3.0 * 1024 * 1024 * 1024), "3 GiB");
+}
+
+TEST(ParseCount, TakesTheWaysUsersWriteParameterCounts) {
+  int64_t n = 0;
+  for (const auto& [text, want] : std::vector<std::pair<std::string, int64_t>>{{"7000000000", 7000000000},
+                                                                               {"7e9", 7000000000},
+                                                                               {"7.5e9", 7500000000},
+                                                                               {"7.5E9", 7500000000},
+                                                                               {"7.5B", 7500000000},
+                                                                               {"7.5b", 7500000000},
+                                                                               {"350M", 350000000},
+                                                                               {"124k", 124000},
+                                                                               {"1.5T", 1500000000000},
+                                                                               {" 42 ", 42},
+                                                                               {"1e+3", 1000}}) {
+    EXPECT_TRUE(ParseCount(text, &n)) << text;
+    EXPECT_EQ(n, want) << text;
+  }
+  for (const char* bad : {"", "B", "1.5", "0", "-5", "+5", "0x10", "inf", "nan", "7.5Q", "1e", "e9", "1e99", "7,5B",
+                          "1.2345e3"}) {
+    EXPECT_FALSE(ParseCount(bad, &n)) << bad;
+  }
 }
 
 TEST(EditDistance, Basics) {
