@@ -194,6 +194,15 @@ struct Plan {
   Value ds_config;
   Value clip_grad;
   std::vector<std::string> state_names;
+  // Frozen parameters in the module's order: stages 1/2 with their whole
+  // module tensor (`whole`), stage 3 read from the frozen fragments.
+  struct Frozen {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t numel = 0;
+    TensorRef whole;
+  };
+  std::vector<Frozen> frozen;
   Dict module;                                // the module state dict as written (tensors with sources)
   Value buffer_names;                         // list of str
   Dict shared;                                // alias -> name, in module order
@@ -268,7 +277,7 @@ std::vector<std::pair<size_t, size_t>> SubGroups(const std::vector<const SavedPa
 absl::Status CheckSupported(const ZeroCheckpoint& ck) {
   const SavedLayout& l = ck.layout();
   return CheckDeepSpeedWritable(absl::StrCat("checkpoint '", ck.dir(), "/", ck.tag(), "'"), l.stage, l.model_dtype,
-                                !l.frozen.empty(), ck.training_state().dynamic_loss_scale);
+                                ck.training_state().dynamic_loss_scale);
 }
 
 // The module state dict as DeepSpeed writes it: the source's entries in
@@ -296,12 +305,24 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
       if (!k.is_string() || !v.is_tensor()) continue;
       const std::string& name = k.AsString();
       if (!is_param(name) && buffers.count(name) == 0) {
-        // Neither trained nor a buffer: a frozen parameter, which DeepSpeed
-        // records in frozen_param_shapes/fragments (not written yet).
-        return absl::UnimplementedError(
-            absl::StrCat("'", ck.dir(), "/", ck.tag(), "': module entry '", name,
-                         "' is neither a trained parameter nor a buffer (a frozen parameter?); writing DeepSpeed's "
-                         "frozen_param_shapes is not supported yet"));
+        // Neither trained nor a buffer: a frozen parameter. Stages 1/2 keep
+        // it whole in the module; stage 3 names it there (a placeholder)
+        // and holds its values in the frozen fragments.
+        if (plan->stage == 3) {
+          const auto where = l.FindFrozen(name);
+          if (!where) {
+            return absl::DataLossError(absl::StrCat("'", ck.dir(), "/", ck.tag(), "': module entry '", name,
+                                                    "' is neither a parameter nor a buffer of the checkpoint"));
+          }
+          const SavedParam& p = l.frozen[where->first].params[where->second];
+          plan->frozen.push_back({name, p.shape, p.numel, {}});
+          module.Set(name, EmptyTensor(plan->dtype));
+        } else {
+          const TensorRef& t = v.AsTensor();
+          plan->frozen.push_back({name, t.shape, t.numel(), t});
+          module.Set(name, ModuleTensor(ck, t));
+        }
+        continue;
       }
       if (plan->stage == 3 && is_param(name)) {
         module.Set(name, EmptyTensor(plan->dtype));
@@ -319,6 +340,15 @@ absl::Status BuildModule(const ZeroCheckpoint& ck, Plan* plan) {
                                                 " checkpoint's model states hold every parameter"));
       }
       module.Set(p->name, EmptyTensor(plan->dtype));
+    }
+  }
+  // Stage 3: frozen parameters the source's module did not name (zerotorch's
+  // engine keeps only buffers there), in the layout's order.
+  for (const SavedGroup& g : l.frozen) {
+    for (const SavedParam& p : g.params) {
+      if (module.Find(p.name) != nullptr) continue;
+      plan->frozen.push_back({p.name, p.shape, p.numel, {}});
+      module.Set(p.name, EmptyTensor(plan->dtype));
     }
   }
   for (const auto& [alias, name] : l.shared) {
@@ -368,6 +398,26 @@ absl::StatusOr<Plan> MakePlan(const ZeroCheckpoint& ck, int world) {
 
 // --- the files
 
+// Stage 3: rank `rank`'s piece of frozen parameter `f` as DeepSpeed's
+// ds_tensor holds it: ceil(numel / world) elements of the flattened
+// parameter from rank * piece on, the last rank's padded with zeros.
+TensorRef FrozenPiece(const ZeroCheckpoint& ck, const Plan& plan, const Plan::Frozen& f, int rank) {
+  const int64_t piece = plan::PerParamShardNumel(f.numel, plan.world);
+  const int64_t first = piece * rank;
+  const size_t elem = DTypeSize(plan.dtype);
+  TensorRef t;
+  t.dtype = plan.dtype;
+  t.shape = {piece};
+  t.source = ByteSource(elem, [&ck, name = f.name, numel = f.numel, first, elem](int64_t b, int64_t e, void* dst) {
+    char* out = static_cast<char*>(dst);
+    const int64_t lo = std::min(numel, first + b), hi = std::min(numel, first + e);
+    if (lo < hi) ZT_RETURN_IF_ERROR(ck.ReadFrozen(name, lo, hi, out));
+    std::memset(out + (hi - lo) * elem, 0, static_cast<size_t>((e - b) - (hi - lo)) * elem);
+    return absl::OkStatus();
+  });
+  return t;
+}
+
 Value ModelStates(const ZeroCheckpoint& ck, const Plan& plan, int rank) {
   List param_shapes;
   for (const auto& group : plan.groups) {
@@ -375,8 +425,16 @@ Value ModelStates(const ZeroCheckpoint& ck, const Plan& plan, int rank) {
     for (const SavedParam* p : group) shapes.AsDict().Set(p->name, TorchSize(p->shape));
     param_shapes.push_back(std::move(shapes));
   }
-  // Frozen parameters' records exist from stage 2 on (none here: CheckSupported).
-  const Value frozen = plan.stage >= 2 ? OrderedDict() : Value();
+  // Frozen parameters' records exist from stage 2 on (DeepSpeed's
+  // save_frozen_param is zero_optimization_partition_gradients()).
+  Value frozen_shapes = plan.stage >= 2 ? OrderedDict() : Value();
+  Value frozen_fragments = plan.stage >= 2 ? OrderedDict() : Value();
+  if (plan.stage >= 2) {
+    for (const Plan::Frozen& f : plan.frozen) {
+      frozen_shapes.AsDict().Set(f.name, TorchSize(f.shape));
+      frozen_fragments.AsDict().Set(f.name, plan.stage == 3 ? FrozenPiece(ck, plan, f, rank) : ModuleTensor(ck, f.whole));
+    }
+  }
   Value scheduler;
   if (plan.facts.has_scheduler) {
     Dict s;
@@ -389,9 +447,9 @@ Value ModelStates(const ZeroCheckpoint& ck, const Plan& plan, int rank) {
   root.Set("buffer_names", plan.buffer_names);
   root.Set("optimizer", Value());
   root.Set("param_shapes", std::move(param_shapes));
-  root.Set("frozen_param_shapes", frozen);
+  root.Set("frozen_param_shapes", std::move(frozen_shapes));
   root.Set("shared_params", rank == 0 ? Value(plan.shared) : Value(Dict()));
-  root.Set("frozen_param_fragments", frozen);
+  root.Set("frozen_param_fragments", std::move(frozen_fragments));
   root.Set("lr_scheduler", std::move(scheduler));
   root.Set("data_sampler", Value());
   root.Set("random_ltd", Value());
@@ -429,18 +487,49 @@ Value BaseOptimizerState(const ZeroCheckpoint& ck, Plan& plan, const std::vector
   }
   List groups;
   const auto& recorded = ck.layout().optimizer_group_settings;
+  // A group's own settings where the checkpoint records them (a DeepSpeed
+  // checkpoint's per-group weight decay, kept through conversion): the
+  // config's single values would overwrite them when DeepSpeed loads. The
+  // lr stays the schedule's, which DeepSpeed applies to every group. A key
+  // whose recorded value differs from the config's in some group was given
+  // per group (torch keeps such keys first, before its defaults, and the
+  // fixtures show that order).
+  const Dict& defaults = plan.facts.param_group;
+  auto number = [](const Value* v, double* x) {
+    if (v == nullptr || !(v->is_double() || v->is_int())) return false;
+    *x = v->is_double() ? v->AsDouble() : static_cast<double>(v->AsInt());
+    return true;
+  };
+  auto same_numbers = [&](const Value* v, const std::vector<double>& want) {
+    if (v == nullptr || !v->is_list() || v->AsList().size() != want.size()) return false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      double x = 0;
+      if (!number(&v->AsList()[i], &x) || x != want[i]) return false;
+    }
+    return true;
+  };
+  bool own_wd = false, own_eps = false, own_betas = false;
+  for (const SavedLayout::GroupSettings& r : recorded) {
+    double x = 0;
+    own_wd |= !number(defaults.Find("weight_decay"), &x) || x != r.weight_decay;
+    own_eps |= !number(defaults.Find("eps"), &x) || x != r.eps;
+    own_betas |= r.betas.size() == 2 && !same_numbers(defaults.Find("betas"), r.betas);
+  }
+  auto betas_of = [](const SavedLayout::GroupSettings& r) {
+    List b;
+    for (double x : r.betas) b.emplace_back(x);
+    return b;
+  };
   for (size_t g = 0; g + 1 < first.size(); ++g) {
-    Dict group = plan.facts.param_group;
-    // A group's own settings where the checkpoint records them (a DeepSpeed
-    // checkpoint's per-group weight decay, kept through conversion): the
-    // config's single values would overwrite them when DeepSpeed loads.
-    // The lr stays the schedule's, which DeepSpeed applies to every group.
+    Dict group;
     if (g < recorded.size()) {
-      group.Set("weight_decay", recorded[g].weight_decay);
-      group.Set("eps", recorded[g].eps);
-      if (recorded[g].betas.size() == 2) {
-        group.Set("betas", List{Value(recorded[g].betas[0]), Value(recorded[g].betas[1])});
-      }
+      const SavedLayout::GroupSettings& r = recorded[g];
+      if (own_wd) group.Set("weight_decay", r.weight_decay);
+      if (own_betas && r.betas.size() == 2) group.Set("betas", betas_of(r));
+      if (own_eps) group.Set("eps", r.eps);
+    }
+    for (const auto& [k, v] : defaults.items) {
+      if (group.Find(k.AsString()) == nullptr) group.Set(k, v);
     }
     List ids;
     for (size_t f = first[g]; f < first[g + 1]; ++f) ids.emplace_back(static_cast<int64_t>(f));
@@ -552,17 +641,13 @@ Value OptimStates(const ZeroCheckpoint& ck, Plan& plan, int rank) {
 
 }  // namespace
 
-absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype, bool has_frozen,
+absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype,
                                     bool dynamic_loss_scale) {
   if (stage < 1 || stage > 3) {
     return absl::UnimplementedError(absl::StrCat(
         where, " is ZeRO stage ", stage,
         "; DeepSpeed writes stage 0 as a plain optimizer state dict, which zerotorch does not write: use ZeRO "
         "stage 1-3"));
-  }
-  if (has_frozen) {
-    return absl::UnimplementedError(
-        absl::StrCat(where, " has frozen parameters; writing DeepSpeed's frozen_param_fragments is not supported yet"));
   }
   if (stage == 1 && model_dtype == DType::kBFloat16) {
     return absl::UnimplementedError(
@@ -647,6 +732,12 @@ Value UniversalParamFile(const ZeroCheckpoint& ck, const SavedParam& p, const st
 
 absl::Status WriteUniversalFiles(const ZeroCheckpoint& ck, const std::string& folder) {
   ZT_ASSIGN_OR_RETURN(Plan plan, MakePlan(ck, ck.layout().world_size));
+  if (!plan.frozen.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "checkpoint '", ck.dir(), "/", ck.tag(), "' has ", plan.frozen.size(), " frozen parameters (", plan.frozen[0].name,
+        plan.frozen.size() > 1 ? ", ..." : "",
+        "); writing them in DeepSpeed's universal format is not supported yet: convert with --to deepspeed instead"));
+  }
   PtWriteOptions read_ahead;
   read_ahead.read_ahead = true;
   read_ahead.direct_io = true;  // gigabytes written once: past the page cache (util/direct_io.h)

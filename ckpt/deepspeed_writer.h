@@ -27,8 +27,14 @@
 // Streaming: every partition is produced tensor by tensor, in bounded chunks,
 // while the file is written (module tensors one whole tensor at a time).
 //
-// Not written (refused with Unimplemented, naming why): stage 0, frozen
-// parameters, bf16 at stage 1 (DeepSpeed trains it with its BF16_Optimizer,
+// Frozen parameters (a LoRA run's base): stages 1/2 whole in `module` (and,
+// at stage 2, in frozen_param_shapes / frozen_param_fragments whole, as
+// DeepSpeed's engine writes them from stage 2 on); stage 3 an empty
+// placeholder in `module`, the shapes, and each rank's ceil(numel / world)
+// piece (the last rank padded with zeros) in frozen_param_fragments.
+//
+// Not written (refused with Unimplemented, naming why): stage 0, bf16 at
+// stage 1 (DeepSpeed trains it with its BF16_Optimizer,
 // another file format), fp16 with a dynamic loss scale, optimizers other
 // than Adam/AdamW (deepspeed_optimizer.h).
 #pragma once
@@ -48,7 +54,7 @@ inline constexpr char kDeepSpeedFormatVersion[] = "0.14.5";
 // the refusals above (Unimplemented, naming why), checked on what a
 // checkpoint records or, before training, on what a run will save. `where`
 // names it at the start of the message.
-absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype, bool has_frozen,
+absl::Status CheckDeepSpeedWritable(const std::string& where, int stage, DType model_dtype,
                                     bool dynamic_loss_scale);
 
 // Writes every file of `checkpoint` in DeepSpeed's format for `world` ranks
@@ -66,7 +72,8 @@ absl::Status WriteDeepSpeedFiles(const ZeroCheckpoint& checkpoint, const std::st
 //   <tag>/zero/<parameter name>/fp32.pt, exp_avg.pt, exp_avg_sq.pt: stages
 //     1/2 {'param': the whole tensor in its shape, 'cat_dim': 0}, stage 3 the
 //     whole tensor flat; stages 1/2 also step.pt (a 0-dim float tensor).
-// One file per parameter and state, streamed. The same refusals as above.
+// One file per parameter and state, streamed. The same refusals as above,
+// and frozen parameters (not written in the universal format yet).
 // The caller writes `latest_universal` (checkpoint_convert.h).
 absl::Status WriteUniversalFiles(const ZeroCheckpoint& checkpoint, const std::string& folder);
 

@@ -91,7 +91,7 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
     const ckpt::DType dtype = config.bf16.enabled   ? ckpt::DType::kBFloat16
                               : config.fp16.enabled ? ckpt::DType::kFloat16
                                                     : ckpt::DType::kFloat32;
-    absl::Status st = ckpt::CheckDeepSpeedWritable("this run", config.zero.stage, dtype, o.lora.enabled(),
+    absl::Status st = ckpt::CheckDeepSpeedWritable("this run", config.zero.stage, dtype,
                                                    config.fp16.enabled && config.fp16.dynamic());
     if (st.ok()) st = ckpt::DeepSpeedOptimizerFactsFromConfig(config_json, world_size, 0).status();
     if (!st.ok()) {

@@ -454,6 +454,53 @@ TEST(TrainE2E, SaveFormatDeepSpeedKeepsADeepSpeedCopy) {
   EXPECT_EQ(ReadCsv(LossCsv(dir + "/b", "gpt2-tiny")).size(), 2u) << b.output;
 }
 
+// A LoRA run (frozen base) with --save-format deepspeed at stages 2 and 3:
+// the DeepSpeed copy records the base in frozen_param_shapes and
+// frozen_param_fragments (stage 3: each rank's piece) and consolidates to
+// the same tensors, bit for bit, as the run's own checkpoint.
+TEST(TrainE2E, SaveFormatDeepSpeedWritesAFrozenBase) {
+  const std::string dir = TempDir("dsfrozen");
+  const std::string corpus = MakeCorpus(dir);
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE(absl::StrCat("stage ", stage));
+    const std::string save = absl::StrCat(dir, "/ckpt", stage);
+    CommandResult a = Zt(absl::StrCat("train --model gpt2-tiny --data ", corpus,
+                                      " --seq-len 32 --micro-batch 4 --nproc 2 --eval-interval -1 --export none",
+                                      " --steps 2 --save-interval 2 --save-format deepspeed --lora-r 4 --stage ", stage,
+                                      Quick(absl::StrCat(dir, "/run", stage)), " --save-dir ", save));
+    ASSERT_EQ(a.code, 0) << a.output;
+    const std::string ms = absl::StrCat(save, "/deepspeed/global_step2/",
+                                        stage == 3 ? "zero_pp_rank_1_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt");
+    auto file = ckpt::PtReader::Open(ms);
+    ASSERT_TRUE(file.ok()) << file.status();
+    const ckpt::Value* shapes = (*file)->root().AsDict().Find("frozen_param_shapes");
+    const ckpt::Value* fragments = (*file)->root().AsDict().Find("frozen_param_fragments");
+    ASSERT_TRUE(shapes != nullptr && shapes->is_dict() && fragments != nullptr && fragments->is_dict());
+    const ckpt::Value* wte = fragments->AsDict().Find("transformer.wte.weight");
+    ASSERT_NE(wte, nullptr) << "the frozen base's embedding is not among the frozen fragments";
+    ASSERT_NE(shapes->AsDict().Find("transformer.wte.weight"), nullptr);
+    // gpt2-tiny's wte is [256, 64]: whole at stage 2, ceil(16384 / 2) per rank at stage 3.
+    EXPECT_EQ(wte->AsTensor().numel(), stage == 3 ? 8192 : 16384);
+    ASSERT_EQ(Zt(absl::StrCat("ckpt consolidate ", save, " ", dir, "/native", stage, ".safetensors")).code, 0);
+    CommandResult ds = Zt(absl::StrCat("ckpt consolidate ", save, "/deepspeed ", dir, "/ds", stage, ".safetensors"));
+    ASSERT_EQ(ds.code, 0) << ds.output;
+    auto native = ckpt::SafetensorsReader::Open(absl::StrCat(dir, "/native", stage, ".safetensors"));
+    auto copy = ckpt::SafetensorsReader::Open(absl::StrCat(dir, "/ds", stage, ".safetensors"));
+    ASSERT_TRUE(native.ok() && copy.ok());
+    ASSERT_GT((*native)->tensors().size(), 0u);
+    EXPECT_EQ((*native)->tensors().size(), (*copy)->tensors().size());
+    for (const auto& t : (*native)->tensors()) {
+      const auto* other = (*copy)->Find(t.name);
+      ASSERT_NE(other, nullptr) << t.name << " missing from the DeepSpeed copy";
+      ASSERT_EQ(other->nbytes, t.nbytes) << t.name;
+      std::vector<char> x(t.nbytes), y(t.nbytes);
+      ASSERT_TRUE((*native)->Read(t, x.data()).ok());
+      ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
+      EXPECT_EQ(x, y) << t.name << " differs";
+    }
+  }
+}
+
 // Evaluation sees each held-out sequence once, whatever the world size, and
 // (same global batch, same samples per step) gives the same loss.
 TEST(TrainE2E, EvaluationCountsEachSampleOnce) {
