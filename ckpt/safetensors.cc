@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "util/file_io.h"
 #include "util/status.h"
 #include "util/strings.h"
 
@@ -367,7 +368,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::Open(const s
       const std::string shard_name = shard.get<std::string>();
       auto [it, inserted] = file_index.try_emplace(shard_name, model->files_.size());
       if (inserted) {
-        auto reader = SafetensorsReader::Open(absl::StrCat(Dir(file), "/", shard_name));
+        // The index is untrusted: a shard is a file of this folder.
+        ZT_ASSIGN_OR_RETURN(const std::string shard_path,
+                            ConfinedPath(Dir(file), shard_name, absl::StrCat(where, ": weight_map['", name, "']")));
+        auto reader = SafetensorsReader::Open(shard_path);
         if (!reader.ok()) {
           return absl::Status(reader.status().code(),
                               absl::StrCat(where, " lists shard '", shard_name, "': ", reader.status().message()));

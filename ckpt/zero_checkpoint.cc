@@ -156,9 +156,10 @@ absl::StatusOr<std::string> ReadLatestTag(const std::string& dir) {
                                             text.status().message(), "); pass a tag, or save a checkpoint first"));
   }
   std::string tag(absl::StripAsciiWhitespace(*text));
-  if (tag.empty() || tag.find('/') != std::string::npos) {
-    return absl::DataLossError(absl::StrCat("'", path, "' does not hold a tag (got '", tag, "')"));
-  }
+  if (tag.empty()) return absl::DataLossError(absl::StrCat("'", path, "' does not hold a tag (got '", tag, "')"));
+  // `latest` is untrusted: the tag it names is a folder of this checkpoint.
+  auto confined = ConfinedPath(dir, tag, absl::StrCat("'", path, "'"));
+  if (!confined.ok()) return absl::DataLossError(confined.status().message());
   return tag;
 }
 

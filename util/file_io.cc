@@ -423,13 +423,46 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
+// -------------------------------------------------------------- ConfinedPath
+
+absl::StatusOr<std::string> ConfinedPath(const std::string& folder, const std::string& name, const std::string& what) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " names '", name, "', which is not a plain file name in '",
+                                                   folder, "': names inside a folder's files may not hold '/' or be "
+                                                   "'.' or '..' (the folder is untrusted input)"));
+  }
+  const std::string path = JoinPath(folder, name);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  if (ec) return ErrnoError(ec.value(), absl::StrCat("resolving the symlink '", path, "' (", what, ")"));
+  fs::path root = fs::weakly_canonical(folder, ec);
+  if (ec) return ErrnoError(ec.value(), absl::StrCat("resolving '", folder, "'"));
+  // A Hugging Face cache snapshot: models--org--name/snapshots/<rev>/file ->
+  // ../../blobs/<hash>, inside models--org--name.
+  if (root.has_parent_path() && root.parent_path().filename() == "snapshots") root = root.parent_path().parent_path();
+  const std::string r = root.string(), t = real.string();
+  const bool inside = t.size() > r.size() && t.compare(0, r.size(), r) == 0 && (r.back() == '/' || t[r.size()] == '/');
+  if (!inside) {
+    return absl::PermissionDeniedError(absl::StrCat(what, " '", path, "' is a symlink to '", t, "', outside '", r,
+                                                    "': symlinks in a model folder or checkpoint may only point "
+                                                    "inside it (or, in a Hugging Face cache, into its blobs/)"));
+  }
+  return path;
+}
+
 // ------------------------------------------------------------------ ReadFile
 
 absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path, const ReadFileOptions& options) {
   ReadFile file;
   file.path_ = path;
   file.options_ = options;
-  file.fd_.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO (or device) given as a file opens at once and is
+  // refused below, instead of blocking in open() until a writer comes.
+  file.fd_.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (!file.fd_.valid()) return ErrnoError(errno, absl::StrCat("cannot open '", path, "' for reading"));
   // Best effort: a filesystem without O_DIRECT reads everything buffered.
   if (options.direct_min > 0) file.direct_fd_.Reset(::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
@@ -438,6 +471,13 @@ absl::StatusOr<ReadFile> ReadFile::Open(const std::string& path, const ReadFileO
   if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is a directory, not a file"));
   }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a regular file (a FIFO, socket or device): give a file"));
+  }
+  // Reads are positional and whole: blocking mode for them (a regular file
+  // never blocks, but keep the flags what callers expect).
+  (void)::fcntl(file.fd_.get(), F_SETFL, ::fcntl(file.fd_.get(), F_GETFL) & ~O_NONBLOCK);
   file.size_ = static_cast<uint64_t>(st.st_size);
   return file;
 }

@@ -127,6 +127,20 @@ absl::Status ErrnoError(int err, const std::string& what);
 // "a/b" + "c" -> "a/b/c" ("a/b/" too); an empty `dir` gives `name`.
 std::string JoinPath(const std::string& dir, const std::string& name);
 
+// The path of `name` inside `folder`, where `name` came from inside one of
+// the folder's own files (a shard listed in an index, the tag in `latest`):
+// such a file is untrusted input, and what it names must stay in the folder.
+// `name` must be a plain entry name (not empty, no '/', not "." or "..", no
+// NUL); InvalidArgument naming `what`, the name and the folder otherwise.
+// Symlinks are followed only where they stay inside: the entry's real path
+// must lie under the folder's real path or, for a Hugging Face cache
+// snapshot (a folder whose parent is named "snapshots"), under the
+// repository's cache folder, the snapshots' parent, whose blobs/ the
+// snapshot's symlinks point into (PermissionDenied otherwise, naming the
+// target). An entry that does not exist is returned as it is, for the
+// caller's open to report.
+absl::StatusOr<std::string> ConfinedPath(const std::string& folder, const std::string& name, const std::string& what);
+
 // mkdir -p with mode 0755. Errors name `path` (and the component that could
 // not be made), the errno text and what to do.
 absl::Status MakeDirs(const std::string& path);

@@ -354,6 +354,29 @@ TEST(DeepSpeedGroups, ConvertingBackKeepsEachGroupsWeightDecay) {
   }
 }
 
+// `latest` is untrusted: the tag it names must be a folder of the
+// checkpoint, not a path out of it (traversal or a symlink elsewhere).
+TEST(DeepSpeedCheckpointErrors, LatestCannotNameAPathOutOfTheCheckpoint) {
+  testing::ScratchDir tmp;
+  std::filesystem::copy(kFixtures + "/zero2_fp32", tmp.path() + "/ck", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(kFixtures + "/zero2_fp32", tmp.path() + "/other", std::filesystem::copy_options::recursive);
+  for (const std::string bad : {"../other/global_step4", "..", "/tmp"}) {
+    SCOPED_TRACE(bad);
+    testing::WriteAll(tmp.path() + "/ck/latest", bad + "\n");
+    auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+    ASSERT_FALSE(ck.ok());
+    EXPECT_EQ(ck.status().code(), absl::StatusCode::kDataLoss) << ck.status();
+    EXPECT_TRUE(absl::StrContains(ck.status().message(), "not a plain file name")) << ck.status();
+  }
+  std::filesystem::create_directory_symlink(tmp.path() + "/other/global_step4", tmp.path() + "/ck/elsewhere");
+  testing::WriteAll(tmp.path() + "/ck/latest", "elsewhere\n");
+  auto ck = ZeroCheckpoint::Open(tmp.path() + "/ck");
+  ASSERT_FALSE(ck.ok());
+  EXPECT_TRUE(absl::StrContains(ck.status().message(), "outside")) << ck.status();
+  testing::WriteAll(tmp.path() + "/ck/latest", "global_step4\n");
+  EXPECT_TRUE(ZeroCheckpoint::Open(tmp.path() + "/ck").ok());
+}
+
 // Damaged or foreign files are named errors, never a crash or wrong weights.
 TEST(DeepSpeedCheckpointErrors, AMissingRankFileIsNamed) {
   testing::ScratchDir tmp;

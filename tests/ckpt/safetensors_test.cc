@@ -4,6 +4,8 @@
 #include "ckpt/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -229,6 +231,65 @@ TEST(SafetensorsModel, ShardedWithIndexSingleFileAndDirectory) {
   auto nothing = SafetensorsModel::Open(dir.File("does-not-exist"));
   ASSERT_FALSE(nothing.ok());
   EXPECT_EQ(nothing.status().code(), absl::StatusCode::kNotFound);
+}
+
+// A model folder is untrusted input: the shard names its index gives must be
+// files of the folder. Traversal ("../", absolute paths) is refused before
+// anything is opened; symlinks may point inside the folder or, in a Hugging
+// Face cache snapshot, into the repository's blobs/, and nowhere else; a
+// FIFO given as a shard is refused at once rather than blocking in open().
+TEST(SafetensorsModel, ShardNamesStayInsideTheFolder) {
+  ScratchDir root;
+  const auto entries = AllDtypes();
+  const std::string model = root.File("model"), outside = root.File("outside");
+  ASSERT_EQ(::mkdir(model.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(outside.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteInPieces(outside + "/evil.safetensors", entries, 1000).ok());
+  auto index_naming = [&](const std::string& shard) {
+    WriteAll(model + "/model.safetensors.index.json", R"({"weight_map": {"a.f32": ")" + shard + R"("}})");
+    return SafetensorsModel::Open(model);
+  };
+  for (const std::string bad : {"../outside/evil.safetensors", "/etc/passwd", "..", "sub/model.safetensors"}) {
+    SCOPED_TRACE(bad);
+    auto m = index_naming(bad);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "weight_map['a.f32']")) << m.status();
+    EXPECT_TRUE(absl::StrContains(m.status().message(), "not a plain file name")) << m.status();
+  }
+  // A symlink out of the folder: refused, naming where it points.
+  ASSERT_EQ(::symlink((outside + "/evil.safetensors").c_str(), (model + "/link.safetensors").c_str()), 0);
+  auto out = index_naming("link.safetensors");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kPermissionDenied) << out.status();
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "outside")) << out.status();
+  // A symlink inside the folder is fine.
+  ASSERT_TRUE(WriteInPieces(model + "/real.safetensors", entries, 1000).ok());
+  ASSERT_EQ(::symlink("real.safetensors", (model + "/alias.safetensors").c_str()), 0);
+  EXPECT_TRUE(index_naming("alias.safetensors").ok());
+  // A FIFO: refused at once (the test would hang in open() otherwise).
+  ASSERT_EQ(::mkfifo((model + "/pipe.safetensors").c_str(), 0600), 0);
+  auto fifo = index_naming("pipe.safetensors");
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_TRUE(absl::StrContains(fifo.status().message(), "not a regular file")) << fifo.status();
+
+  // A Hugging Face cache: models--org--name/snapshots/<rev>/* -> ../../blobs/<hash>.
+  const std::string repo = root.File("models--org--tiny");
+  for (const std::string& d : {repo, repo + "/blobs", repo + "/snapshots", repo + "/snapshots/abc123"}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+  }
+  ASSERT_TRUE(WriteInPieces(repo + "/blobs/0f1e2d", entries, 1000).ok());
+  const std::string snap = repo + "/snapshots/abc123";
+  ASSERT_EQ(::symlink("../../blobs/0f1e2d", (snap + "/model-00001-of-00001.safetensors").c_str()), 0);
+  WriteAll(snap + "/model.safetensors.index.json", R"({"weight_map": {"a.f32": "model-00001-of-00001.safetensors"}})");
+  auto cached = SafetensorsModel::Open(snap);
+  EXPECT_TRUE(cached.ok()) << cached.status();
+  // ...but not out of the repository's cache folder.
+  ASSERT_EQ(::symlink((outside + "/evil.safetensors").c_str(), (snap + "/escape.safetensors").c_str()), 0);
+  WriteAll(snap + "/model.safetensors.index.json", R"({"weight_map": {"a.f32": "escape.safetensors"}})");
+  auto escaped = SafetensorsModel::Open(snap);
+  ASSERT_FALSE(escaped.ok());
+  EXPECT_EQ(escaped.status().code(), absl::StatusCode::kPermissionDenied) << escaped.status();
 }
 
 // A file with the given header text and data bytes (header padded by the caller or not).
