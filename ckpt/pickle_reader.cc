@@ -54,6 +54,27 @@ using ObjPtr = std::shared_ptr<Obj>;
 struct Obj {
   enum class Kind { kNone, kBool, kInt, kFloat, kStr, kList, kTuple, kDict, kGlobal, kStorage, kTensor };
   explicit Obj(Kind k) : kind(k) {}
+  // Children are released iteratively: a hostile pickle can chain a million
+  // lists into each other in a few megabytes, and the default recursive
+  // release of shared_ptrs would overflow the stack.
+  ~Obj() {
+    std::vector<ObjPtr> work;
+    Drain(&work);
+    while (!work.empty()) {
+      ObjPtr p = std::move(work.back());
+      work.pop_back();
+      if (p != nullptr && p.use_count() == 1) p->Drain(&work);
+    }  // p dies here with no children left
+  }
+  void Drain(std::vector<ObjPtr>* work) {
+    for (ObjPtr& c : items) work->push_back(std::move(c));
+    for (auto& [k, v] : dict) {
+      work->push_back(std::move(k));
+      work->push_back(std::move(v));
+    }
+    items.clear();
+    dict.clear();
+  }
   Kind kind;
   bool b = false;
   int64_t i = 0;
@@ -97,12 +118,19 @@ class Unpickler {
       const uint8_t op = static_cast<uint8_t>(data_[pos_++]);
       if (op == '.') break;  // STOP
       ZT_RETURN_IF_ERROR(Step(op));
+      if (overflow_) {
+        return Error(absl::StrCat("more than ", kPickleMaxStack,
+                                  " objects on the unpickler's stack (a checkpoint holds a few thousand): refused as "
+                                  "a file made to exhaust memory"));
+      }
     }
     if (stack_.size() != 1 || !marks_.empty()) {
       return Error(absl::StrCat("STOP with ", stack_.size(), " objects and ", marks_.size(), " marks on the stack"));
     }
     return ToValue(*stack_.back(), "root", 0);
   }
+
+  static constexpr size_t kPickleMaxStack = size_t{1} << 21;
 
  private:
   absl::Status Error(absl::string_view what) const {
@@ -135,7 +163,16 @@ class Unpickler {
   }
 
   // --- the stack
-  void Push(ObjPtr o) { stack_.push_back(std::move(o)); }
+  // The stack holds what is pushed but not yet gathered into a container:
+  // a checkpoint's pickle keeps a few thousand there; millions are a file
+  // made to exhaust memory (each entry is an object of ~200 bytes).
+  void Push(ObjPtr o) {
+    if (stack_.size() >= kPickleMaxStack) {
+      overflow_ = true;
+      return;
+    }
+    stack_.push_back(std::move(o));
+  }
   absl::StatusOr<ObjPtr> Pop() {
     if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) return Error("stack underflow");
     ObjPtr o = std::move(stack_.back());
@@ -597,9 +634,17 @@ class Unpickler {
     }
   }
 
-  absl::StatusOr<Value> ToValue(const Obj& o, const std::string& path, int depth) const {
+  absl::StatusOr<Value> ToValue(const Obj& o, const std::string& path, int depth) {
     if (depth > kPickleMaxDepth)
       return Error(absl::StrCat("objects nested deeper than ", kPickleMaxDepth, " at ", path));
+    // The tree a memo-shared graph expands to: a 400-byte pickle can name
+    // one list 2^40 times ("billion laughs"). A checkpoint's tree has one
+    // node per key, shape entry and tensor: far below the budget.
+    if (++values_ > kPickleMaxValues) {
+      return Error(absl::StrCat("expands to more than ", kPickleMaxValues,
+                                " values (objects shared through the memo are counted each time they appear): "
+                                "refused as a file made to exhaust memory"));
+    }
     switch (o.kind) {
       case Obj::Kind::kNone: return Value();
       case Obj::Kind::kBool: return Value(o.b);
@@ -645,6 +690,8 @@ class Unpickler {
   std::vector<ObjPtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ObjPtr> memo_;
+  bool overflow_ = false;
+  int64_t values_ = 0;
 };
 
 }  // namespace

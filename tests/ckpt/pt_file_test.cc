@@ -586,6 +586,52 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
   EXPECT_TRUE(absl::StrContains(no_pickle.status().message(), "without '<archive>/data.pkl'")) << no_pickle.status();
 }
 
+// Pickles made to exhaust the reader: each is refused with an error naming
+// the limit, with no crash and without building what the file describes.
+TEST(PtFile, HostilePicklesAreRefusedWithinBounds) {
+  ScratchDir dir;
+  // A million lists, each appended to the one below: the nesting limit, and
+  // the graph torn down without recursing a million deep.
+  {
+    const int n = 1000000;
+    std::string p = "\x80\x02";
+    p.append(n, ']');
+    p.append(n - 1, 'a');
+    p += '.';
+    auto r = PtReader::Open(ZipWithPickle(dir, "deep.pt", p));
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "nested deeper than 1000")) << r.status();
+  }
+  // "Billion laughs": 40 lists, each holding the one before twice through
+  // the memo, about 400 bytes, expand to 2^40 values.
+  {
+    std::string p = "\x80\x02]q";
+    p += '\0';  // BINPUT 0 (a literal would end at the NUL)
+    for (int i = 1; i <= 40; ++i) {
+      p += "0](h";
+      p += static_cast<char>(i - 1);
+      p += 'h';
+      p += static_cast<char>(i - 1);
+      p += "eq";
+      p += static_cast<char>(i);
+    }
+    p += '.';
+    ASSERT_LT(p.size(), 420u);
+    auto r = PtReader::Open(ZipWithPickle(dir, "laughs.pt", p));
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "expands to more than 4194304 values")) << r.status();
+  }
+  // Three million NONEs on the stack (a few megabytes of file).
+  {
+    std::string p = "\x80\x02";
+    p.append(3000000, 'N');
+    p += '.';
+    auto r = PtReader::Open(ZipWithPickle(dir, "nones.pt", p));
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "objects on the unpickler's stack")) << r.status();
+  }
+}
+
 // What DeepSpeed's files pickle besides containers, read without running
 // anything: a state dict's _metadata attribute (dropped), torch.Size, set,
 // ZeroStageEnum by name and by value, and record objects (as dicts).
