@@ -10,6 +10,7 @@
 #include "apps/commands.h"
 #include "apps/programs.h"
 #include "apps/train_job.h"
+#include "ckpt/deepspeed_writer.h"
 
 namespace {
 
@@ -47,7 +48,7 @@ const Command kCommands[] = {
 void PrintUsage(FILE* out) {
   std::fprintf(out, "usage: zt <command> [options]\n\ncommands:\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
-  std::fprintf(out, "\n`zt <command> --help` describes each command.\n");
+  std::fprintf(out, "\n`zt <command> --help` describes each command; `zt --version` prints the version.\n");
 }
 
 }  // namespace
@@ -56,6 +57,11 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     PrintUsage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0) {
+    // The DeepSpeed version is the checkpoint format `--to deepspeed` writes.
+    std::printf("zt (zerotorch) %s; DeepSpeed checkpoint format %s\n", ZT_VERSION, zt::ckpt::kDeepSpeedFormatVersion);
+    return 0;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   if (std::strcmp(argv[1], "launch") == 0) return RunLaunch(args, argv);

@@ -400,7 +400,11 @@ absl::Status RankTrainer::ChooseStart() {
           ") but no 'latest' file naming which to resume; write the tag to resume into ", paths_.save_dir,
           "/latest (e.g. echo ", tags.back(), " > ", paths_.save_dir, "/latest), or use another --save-dir"));
     }
-    if (rank0_) std::printf("--resume: no checkpoint at %s/latest yet, starting fresh\n", paths_.save_dir.c_str());
+    // On stderr (unbuffered), so it shows before training rather than with
+    // the buffered report lines after it.
+    if (rank0_) {
+      std::fprintf(stderr, "--resume: no checkpoint at %s/latest yet, training from step 0\n", paths_.save_dir.c_str());
+    }
   }
   if (!resumed && !o_.init_from.empty()) {
     ZT_RETURN_IF_ERROR(engine_->LoadWeights(o_.init_from, model_->NewHeadParameters()));

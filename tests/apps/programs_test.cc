@@ -52,10 +52,14 @@ TEST(Programs, WithoutZtTorchTheFrontRunsItsOwnCommandsAndNamesWhatIsMissing) {
   fs::copy_file(kBin + "/zt", dir / "zt");
   const std::string zt = (dir / "zt").string();
   for (const char* own :
-       {"ckpt --help", "config --help", "tokenize --help", "launch --help", "estimate --model gpt2-tiny", "--help"}) {
+       {"ckpt --help", "config --help", "tokenize --help", "launch --help", "estimate --model gpt2-tiny", "--help",
+        "--version"}) {
     const ShellRun r = RunShell(zt + " " + own);
     EXPECT_EQ(r.code, 0) << own << ": " << r.output;
   }
+  const ShellRun version = RunShell(zt + " --version");
+  EXPECT_THAT(version.output, HasSubstr("zt (zerotorch) 0."));
+  EXPECT_THAT(version.output, HasSubstr("DeepSpeed checkpoint format 0.14.5"));
   const ShellRun launched = RunShell(zt + " launch --nproc-per-node 2 -- /bin/echo hello");
   EXPECT_EQ(launched.code, 0) << launched.output;
   EXPECT_THAT(launched.output, HasSubstr("[rank 1] hello"));
