@@ -613,9 +613,25 @@ absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vecto
     numel_of[core_.frozen_names[i]] = core_.frozen_params[i].numel();
   }
   for (const auto& item : core_.module->named_parameters(true)) numel_of.emplace(item.key(), item.value().numel());
+  // ...and their shapes: the same element count in another shape (a
+  // transposed [64, 260] embedding for [260, 64]) is other weights.
+  std::unordered_map<std::string, std::vector<int64_t>> shape_of;
+  for (const auto& item : core_.module->named_parameters(true)) shape_of.emplace(item.key(), item.value().sizes().vec());
+  for (const auto& item : core_.module->named_buffers(true)) {
+    if (item.value().defined()) shape_of.emplace(item.key(), item.value().sizes().vec());
+  }
+  // Size-1 dimensions aside: [N] and [1, N] hold the same values in order.
+  auto squeezed = [](const std::vector<int64_t>& shape) {
+    std::vector<int64_t> out;
+    for (int64_t d : shape) {
+      if (d != 1) out.push_back(d);
+    }
+    return out;
+  };
 
-  // Elements [b, e) of tensor `name` (which must hold `numel` elements)
-  // into `dst`, converted to its dtype.
+  // Elements [b, e) of tensor `name` (which must hold `numel` elements in
+  // the model's shape, floating point where the model's is) into `dst`,
+  // converted to its dtype.
   auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
     auto [reader, t] = model->Find(name);
     if (t == nullptr) return absl::NotFoundError(name);
@@ -624,6 +640,19 @@ absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vecto
     if (n != numel) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ", numel));
+    }
+    if (auto it = shape_of.find(name); it != shape_of.end() && squeezed(it->second) != squeezed(t->shape)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' has shape [",
+                                                     absl::StrJoin(t->shape, ", "), "], the model [",
+                                                     absl::StrJoin(it->second, ", "),
+                                                     "]: the same elements in another layout are other weights "
+                                                     "(a transposed matrix?)"));
+    }
+    if (ckpt::IsFloating(t->dtype) != at::isFloatingType(dst.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' is ",
+                                                     std::string(ckpt::DTypeName(t->dtype)), " where the model holds ",
+                                                     c10::toString(dst.scalar_type()),
+                                                     ": integers and floating point do not convert into weights"));
     }
     const size_t es = ckpt::DTypeSize(t->dtype);
     at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(t->dtype)));

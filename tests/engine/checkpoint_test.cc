@@ -452,6 +452,26 @@ ZT_RANK_WORKER(import) {
     std::vector<float> zeros(29 * 12);
     ZT_RETURN_IF_ERROR(partial->Write(zeros.data(), zeros.size() * 4));
     ZT_RETURN_IF_ERROR(partial->Finish());
+    // The same weights with wte.weight in another shape of the same size
+    // ([12, 29], a transposed embedding) or as int32: each would load the
+    // right number of elements into the wrong places or as garbage.
+    ZT_ASSIGN_OR_RETURN(auto good, ckpt::SafetensorsReader::Open(dir + "/weights.safetensors"));
+    for (const auto& [file, dtype, shape] :
+         std::vector<std::tuple<std::string, ckpt::DType, std::vector<int64_t>>>{
+             {"transposed", ckpt::DType::kFloat32, {12, 29}}, {"int32", ckpt::DType::kInt32, {29, 12}}}) {
+      std::vector<ckpt::SafetensorsEntry> entries;
+      for (const auto& t : good->tensors()) {
+        entries.push_back(t.name == "wte.weight" ? ckpt::SafetensorsEntry{t.name, dtype, shape}
+                                                 : ckpt::SafetensorsEntry{t.name, t.dtype, t.shape});
+      }
+      ZT_ASSIGN_OR_RETURN(auto w, ckpt::SafetensorsWriter::Create(dir + "/" + file + ".safetensors", entries));
+      for (const auto& t : good->tensors()) {
+        std::string bytes(t.nbytes, '\0');
+        ZT_RETURN_IF_ERROR(good->Read(t, bytes.data()));
+        ZT_RETURN_IF_ERROR(w->Write(bytes.data(), bytes.size()));
+      }
+      ZT_RETURN_IF_ERROR(w->Finish());
+    }
   }
   ZT_RETURN_IF_ERROR(pg->Barrier()->Wait());
   const torch::Tensor want = FullParams(*engine, *trained.module);
@@ -464,6 +484,17 @@ ZT_RANK_WORKER(import) {
   if (partial.ok() || !absl::StrContains(partial.message(), "h0.c_fc.weight")) {
     return absl::InternalError(
         absl::StrCat("a file lacking weights should be refused naming them: ", partial.ToString()));
+  }
+  for (const auto& [file, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"transposed", "'wte.weight' has shape [12, 29], the model [29, 12]"},
+           {"int32", "'wte.weight' is int32 where the model holds Float"}}) {
+    const absl::Status st = stage3->LoadWeights(dir + "/" + file + ".safetensors");
+    if (st.ok() || !absl::StrContains(st.message(), expect)) {
+      return absl::InternalError(absl::StrCat(file, ": expected a refusal naming \"", expect, "\", got ", st.ToString()));
+    }
+  }
+  if (!torch::equal(FullParams(*stage3, *fresh.module), want)) {
+    return absl::InternalError("a refused load changed the weights");
   }
 
   Model plain = MakeModel(false, false, 66);
