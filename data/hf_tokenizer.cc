@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "util/file_io.h"
 #include "util/status.h"
+#include "util/strings.h"
 
 namespace zt::data {
 
@@ -499,7 +500,11 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
         const std::string vp = (fs::path(path) / v).string(), mp = (fs::path(path) / m).string();
         if (fs::exists(vp, ec) && fs::exists(mp, ec)) {
           HfTokenizerLoader loader(t.get(), vp);
-          ZT_RETURN_IF_ERROR(loader.FromVocabAndMerges(vp, mp));
+          try {
+            ZT_RETURN_IF_ERROR(loader.FromVocabAndMerges(vp, mp));
+          } catch (const Json::exception& e) {
+            return absl::InvalidArgumentError(absl::StrCat(vp, ": an entry has the wrong JSON type (", e.what(), ")"));
+          }
           t->source_ = vp;
           t->IndexAdded();
           return t;
@@ -513,10 +518,26 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
     return absl::NotFoundError(absl::StrCat("tokenizer '", path, "' does not exist"));
   }
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
+  // Real tokenizer.json files nest about 6 levels; the loader copies and
+  // walks sub-trees recursively, so a file nesting thousands would overflow
+  // the stack.
+  constexpr int kMaxNesting = 64;
+  if (const int depth = JsonNestingDepth(text); depth > kMaxNesting) {
+    return absl::InvalidArgumentError(absl::StrCat(json_path, ": arrays and objects nested ", depth,
+                                                   " deep, more than the ", kMaxNesting,
+                                                   " a tokenizer.json may (real ones nest about 6)"));
+  }
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(json_path, ": not valid JSON"));
   HfTokenizerLoader loader(t.get(), json_path);
-  ZT_RETURN_IF_ERROR(loader.FromJson(j));
+  // A field of the wrong JSON type where the loader reads it directly is
+  // nlohmann's type_error: the file's error, not a crash.
+  try {
+    ZT_RETURN_IF_ERROR(loader.FromJson(j));
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(json_path, ": a field has the wrong JSON type for a tokenizer.json (", e.what(), ")"));
+  }
   t->source_ = json_path;
   t->IndexAdded();
   return t;

@@ -24,6 +24,11 @@ bool ParseByteSize(const std::string& text, uint64_t* out);
 // unit), below 1, past 2^53, signs, hex, inf/nan.
 bool ParseCount(const std::string& text, int64_t* out);
 
+// The deepest nesting of arrays and objects in JSON text (brackets inside
+// strings not counted), found without parsing: a check to make before
+// handing untrusted JSON to code that copies or walks it recursively.
+int JsonNestingDepth(std::string_view text);
+
 // "[2, 3]": a tensor shape as Python prints a list.
 std::string ShapeText(const std::vector<int64_t>& shape);
 

@@ -402,7 +402,33 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
       {R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "continuing_subword_prefix": "##"}})",
        "model.continuing_subword_prefix"},
       {"{not json", "not valid JSON"},
+      // Fields of the wrong JSON type: named errors, not an uncaught
+      // nlohmann type_error (SIGABRT before).
+      {R"({"model": {"type": 5}})", "wrong JSON type"},
+      {absl::StrCat("{", model, R"(, "pre_tokenizer": {"type": ["ByteLevel"]}})"), "wrong JSON type"},
+      {absl::StrCat("{", model, R"(, "normalizer": {"type": {"a": 1}}})"), "wrong JSON type"},
   };
+  // 100,000 Sequences nested in each other (a segfault before): refused
+  // before parsing, by the nesting limit (the loader walks sub-trees
+  // recursively); 40 are refused the same way.
+  {
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += R"({"type": "Sequence", "pretokenizers": [)";
+    deep += R"({"type": "ByteLevel"})";
+    for (int i = 0; i < 100000; ++i) deep += "]}";
+    auto t = HfTokenizer::Load(write(absl::StrCat("{", model, R"(, "pre_tokenizer": )", deep, "}")));
+    ASSERT_FALSE(t.ok());
+    EXPECT_TRUE(absl::StrContains(t.status().message(), "nested 200002 deep")) << t.status();
+  }
+  {
+    std::string deep;
+    for (int i = 0; i < 40; ++i) deep += R"({"type": "Sequence", "pretokenizers": [)";
+    deep += R"({"type": "ByteLevel"})";
+    for (int i = 0; i < 40; ++i) deep += "]}";
+    auto t = HfTokenizer::Load(write(absl::StrCat("{", model, R"(, "pre_tokenizer": )", deep, "}")));
+    ASSERT_FALSE(t.ok());
+    EXPECT_TRUE(absl::StrContains(t.status().message(), "nested")) << t.status();
+  }
   for (const Bad& b : bad) {
     auto t = HfTokenizer::Load(write(b.json));
     ASSERT_FALSE(t.ok()) << b.json;

@@ -38,6 +38,13 @@ TEST(ParseCount, TakesTheWaysUsersWriteParameterCounts) {
   }
 }
 
+TEST(JsonNestingDepth, CountsBracketsOutsideStrings) {
+  EXPECT_EQ(JsonNestingDepth("1"), 0);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": []}]})"), 4);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[{{{", "b": "\\\"[["})"), 1);
+  EXPECT_EQ(JsonNestingDepth(std::string(100000, '[') + std::string(100000, ']')), 100000);
+}
+
 TEST(EditDistance, Basics) {
   EXPECT_EQ(EditDistance("", ""), 0);
   EXPECT_EQ(EditDistance("stage", "stage"), 0);
