@@ -294,6 +294,25 @@ TEST(TrainE2E, ResumeContinuesTheLossCurve) {
   EXPECT_TRUE(absl::StrContains(text.str(), "<svg")) << "report missing or without charts";
 }
 
+// The same tensors in both safetensors files (by name, byte for byte),
+// none missing from `copy` and none extra.
+void ExpectSameTensors(const std::string& native_path, const std::string& copy_path) {
+  auto native = ckpt::SafetensorsReader::Open(native_path);
+  auto copy = ckpt::SafetensorsReader::Open(copy_path);
+  ASSERT_TRUE(native.ok() && copy.ok());
+  ASSERT_GT((*native)->tensors().size(), 0u);
+  EXPECT_EQ((*native)->tensors().size(), (*copy)->tensors().size());
+  for (const auto& t : (*native)->tensors()) {
+    const auto* other = (*copy)->Find(t.name);
+    ASSERT_NE(other, nullptr) << t.name << " missing from " << copy_path;
+    ASSERT_EQ(other->nbytes, t.nbytes) << t.name;
+    std::vector<char> x(t.nbytes), y(t.nbytes);
+    ASSERT_TRUE((*native)->Read(t, x.data()).ok());
+    ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
+    EXPECT_EQ(x, y) << t.name << " differs";
+  }
+}
+
 // A parameter's name and shape, in the order DeepSpeed's own stage-3 files
 // list them (param_shapes of rank 0's model states).
 struct DsParamShape {
@@ -427,19 +446,7 @@ TEST(TrainE2E, SaveFormatDeepSpeedKeepsADeepSpeedCopy) {
   ASSERT_EQ(Zt(absl::StrCat("ckpt consolidate ", save, " ", dir, "/native.safetensors")).code, 0);
   CommandResult ds = Zt(absl::StrCat("ckpt consolidate ", save, "/deepspeed ", dir, "/ds.safetensors"));
   ASSERT_EQ(ds.code, 0) << ds.output;
-  auto native = ckpt::SafetensorsReader::Open(dir + "/native.safetensors");
-  auto copy = ckpt::SafetensorsReader::Open(dir + "/ds.safetensors");
-  ASSERT_TRUE(native.ok() && copy.ok());
-  ASSERT_GT((*native)->tensors().size(), 0u);
-  for (const auto& t : (*native)->tensors()) {
-    const auto* other = (*copy)->Find(t.name);
-    ASSERT_NE(other, nullptr) << t.name << " missing from the DeepSpeed copy";
-    ASSERT_EQ(other->nbytes, t.nbytes) << t.name;
-    std::vector<char> x(t.nbytes), y(t.nbytes);
-    ASSERT_TRUE((*native)->Read(t, x.data()).ok());
-    ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
-    EXPECT_EQ(x, y) << t.name << " differs";
-  }
+  ExpectSameTensors(dir + "/native.safetensors", dir + "/ds.safetensors");
   ExpectLoadsByPositionAsDeepSpeedOrders(save + "/deepspeed/global_step4", dir + "/native.safetensors");
   // The same of a copy made afterwards by zt ckpt convert.
   CommandResult converted =
@@ -484,20 +491,8 @@ TEST(TrainE2E, SaveFormatDeepSpeedWritesAFrozenBase) {
     ASSERT_EQ(Zt(absl::StrCat("ckpt consolidate ", save, " ", dir, "/native", stage, ".safetensors")).code, 0);
     CommandResult ds = Zt(absl::StrCat("ckpt consolidate ", save, "/deepspeed ", dir, "/ds", stage, ".safetensors"));
     ASSERT_EQ(ds.code, 0) << ds.output;
-    auto native = ckpt::SafetensorsReader::Open(absl::StrCat(dir, "/native", stage, ".safetensors"));
-    auto copy = ckpt::SafetensorsReader::Open(absl::StrCat(dir, "/ds", stage, ".safetensors"));
-    ASSERT_TRUE(native.ok() && copy.ok());
-    ASSERT_GT((*native)->tensors().size(), 0u);
-    EXPECT_EQ((*native)->tensors().size(), (*copy)->tensors().size());
-    for (const auto& t : (*native)->tensors()) {
-      const auto* other = (*copy)->Find(t.name);
-      ASSERT_NE(other, nullptr) << t.name << " missing from the DeepSpeed copy";
-      ASSERT_EQ(other->nbytes, t.nbytes) << t.name;
-      std::vector<char> x(t.nbytes), y(t.nbytes);
-      ASSERT_TRUE((*native)->Read(t, x.data()).ok());
-      ASSERT_TRUE((*copy)->Read(*other, y.data()).ok());
-      EXPECT_EQ(x, y) << t.name << " differs";
-    }
+    ExpectSameTensors(absl::StrCat(dir, "/native", stage, ".safetensors"),
+                      absl::StrCat(dir, "/ds", stage, ".safetensors"));
   }
 }
 
