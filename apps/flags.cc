@@ -82,6 +82,31 @@ absl::Status Flags::Parse(const std::vector<std::string>& args) {
       if (c == '_') c = '-';
     auto it = specs_.find(name);
     if (it == specs_.end()) {
+      // The names users bring from Hugging Face Trainer and DeepSpeed's
+      // launcher, where this command has the option under another name.
+      static const std::pair<const char*, const char*> kForeign[] = {
+          {"learning-rate", "lr"},
+          {"per-device-train-batch-size", "micro-batch"},
+          {"train-micro-batch-size-per-gpu", "micro-batch"},
+          {"gradient-accumulation-steps", "grad-accum"},
+          {"max-steps", "steps"},
+          {"deepspeed", "config"},
+          {"deepspeed-config", "config"},
+          {"save-steps", "save-interval"},
+          {"eval-steps", "eval-interval"},
+          {"model-name-or-path", "init-from"},
+          {"resume-from-checkpoint", "resume"},
+          {"bf16", "precision"},
+          {"fp16", "precision"},
+          {"num-gpus", "nproc"},
+      };
+      for (const auto& [foreign, ours] : kForeign) {
+        if (name != foreign || specs_.count(ours) == 0) continue;
+        const std::string value_hint = std::string(ours) == "precision" ? absl::StrCat(" ", name) : "";
+        return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown option --", name,
+                                                       " (a Hugging Face Trainer or DeepSpeed name; here it is --",
+                                                       ours, value_hint, "); see ", command_, " --help"));
+      }
       std::string hint = NearestName(name, names);
       return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown option --", name,
                                                      hint.empty() ? "" : absl::StrCat(" (did you mean --", hint, "?)"),
@@ -156,14 +181,31 @@ const std::vector<std::string>& Flags::GetRepeated(const std::string& name) cons
 
 bool Flags::WasSet(const std::string& name) const { return given_.count(name) > 0; }
 
+void Flags::DefaultFromConfig(const std::string& name) {
+  ZT_CHECK_MSG(specs_.count(name) > 0, "flag %s", name.c_str());
+  specs_[name].default_text = "the config's";
+  specs_[name].default_is_text = true;
+}
+
 std::string Flags::Usage(const std::string& synopsis) const {
   std::string out = absl::StrCat("usage: ", command_, " ", synopsis, "\n\noptions:\n");
   for (const std::string& name : order_) {
     const Spec& s = specs_.at(name);
     std::string left = absl::StrCat("  --", name);
-    if (s.kind != Kind::kBool) absl::StrAppend(&left, " VALUE");
+    // What the value is: a count, a number, KEY=VALUE, or text.
+    const char* placeholder = s.kind == Kind::kInt      ? " N"
+                              : s.kind == Kind::kDouble ? " X"
+                              : s.kind == Kind::kRepeated ? " KEY=VALUE"
+                                                          : " VALUE";
+    if (s.kind != Kind::kBool) absl::StrAppend(&left, placeholder);
     absl::StrAppend(&out, absl::StrFormat("%-28s %s", left, s.help));
-    if (!s.default_text.empty()) absl::StrAppend(&out, " (default ", s.default_text, ")");
+    // A help text that states its own default wins over the value's.
+    const bool says_default = s.help.find("(default") != std::string::npos;
+    if (s.default_is_text) {
+      absl::StrAppend(&out, " (default: ", s.default_text, ")");
+    } else if (!s.default_text.empty() && !says_default) {
+      absl::StrAppend(&out, " (default ", s.default_text, ")");
+    }
     absl::StrAppend(&out, "\n");
   }
   return out;

@@ -30,6 +30,9 @@ class Flags {
   void Bool(const std::string& name, const std::string& help);
   // A flag that may be given several times (--set a=1 --set b=2).
   void Repeated(const std::string& name, const std::string& help);
+  // The option's default is not its sentinel value (0, -1, "") but what the
+  // config says: --help prints "(default: the config's)" instead.
+  void DefaultFromConfig(const std::string& name);
 
   // Unknown flags, missing values and unparsable numbers are InvalidArgument
   // with a "did you mean" where a known flag is close.
@@ -64,6 +67,7 @@ class Flags {
     Kind kind;
     std::string help;
     std::string default_text;
+    bool default_is_text = false;  // DefaultFromConfig
   };
   std::string command_;
   std::map<std::string, Spec> specs_;

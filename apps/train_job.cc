@@ -100,6 +100,7 @@ void Define(Flags& f) {
   f.Int("seed", 1234, "seed for the model's initialization and the data order");
   f.Bool("no-progress", "no progress line (log lines only)");
   f.Int("threads", 0, "intra-op threads per rank (default: cores / ranks)");
+  for (const char* n : {"stage", "micro-batch", "grad-accum", "global-batch", "lr", "precision"}) f.DefaultFromConfig(n);
 }
 
 absl::Status BadFlag(const std::string& message) {

@@ -54,6 +54,32 @@ TEST(Flags, UnknownFlagSuggestsNearest) {
   EXPECT_NE(st.message().find("did you mean --world-size"), std::string::npos) << st.message();
 }
 
+TEST(Flags, HuggingFaceTrainerNamesPointToOurs) {
+  Flags f = MakeFlags();
+  absl::Status st = f.Parse({"--learning_rate", "2e-5"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("unknown option --learning-rate (a Hugging Face Trainer or DeepSpeed name; here it is "
+                              "--lr)"),
+            std::string::npos)
+      << st.message();
+  // Only where this command has the option: none here for --max_steps.
+  st = MakeFlags().Parse({"--max_steps", "10"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().find("Hugging Face"), std::string::npos) << st.message();
+}
+
+TEST(Flags, UsageNamesWhatEachValueIsAndNoSentinelDefaults) {
+  Flags f = MakeFlags();
+  f.Int("stage", -1, "ZeRO stage");
+  f.DefaultFromConfig("stage");
+  const std::string usage = f.Usage("[options]");
+  EXPECT_NE(usage.find("--world-size N"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("--lr X"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("--set KEY=VALUE"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("ZeRO stage (default: the config's)"), std::string::npos) << usage;
+  EXPECT_EQ(usage.find("(default -1)"), std::string::npos) << usage;
+}
+
 TEST(Flags, BadNumbersAndMissingValues) {
   EXPECT_FALSE(MakeFlags().Parse({"--world-size", "four"}).ok());
   EXPECT_FALSE(MakeFlags().Parse({"--lr", "1e-3x"}).ok());
