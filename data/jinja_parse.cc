@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data/jinja_internal.h"
+#include "util/status.h"
 
 namespace zt::data::jinja {
 namespace {
@@ -94,14 +95,30 @@ class Lexer {
   }
 
  private:
+  // Line and column (in code points) of byte `at`. Tokens come in order, so
+  // the scan continues from the previous position (from the start only when
+  // asked for an earlier one): linear in the template, where a scan from the
+  // start for every token was quadratic (100,000 tokens took seconds).
   void Position(size_t at, int* line, int* col) const {
-    *line = 1 + static_cast<int>(std::count(src_.begin(), src_.begin() + static_cast<long>(at), '\n'));
-    const size_t nl = at == 0 ? std::string::npos : src_.rfind('\n', at - 1);
-    // Columns count code points, not bytes.
-    const size_t from = nl == std::string::npos ? 0 : nl + 1;
-    *col = 1;
-    for (size_t i = from; i < at; ++i) *col += (static_cast<unsigned char>(src_[i]) & 0xc0) != 0x80;
+    if (at < mark_at_) {
+      mark_at_ = 0;
+      mark_line_ = 1;
+      mark_col_ = 1;
+    }
+    for (size_t i = mark_at_; i < at; ++i) {
+      if (src_[i] == '\n') {
+        ++mark_line_;
+        mark_col_ = 1;
+      } else {
+        mark_col_ += (static_cast<unsigned char>(src_[i]) & 0xc0) != 0x80;
+      }
+    }
+    mark_at_ = at;
+    *line = mark_line_;
+    *col = mark_col_;
   }
+  mutable size_t mark_at_ = 0;
+  mutable int mark_line_ = 1, mark_col_ = 1;
   void Emit(Tok type, std::string text, size_t at) {
     Token tok{type, std::move(text)};
     Position(at, &tok.line, &tok.col);
@@ -335,6 +352,8 @@ class Parser {
   // Statements until one of `ends` ({% endif %} ...); the tag found is left
   // in end_tag_ with the parser after its name.
   absl::StatusOr<NodePtr> Body(const std::vector<std::string>& ends) {
+    ZT_RETURN_IF_ERROR(Enter());
+    Leave leave{&nesting_};
     auto body = Make(Kind::kBody, Cur());
     end_tag_.clear();
     while (Cur().type != Tok::kEof) {
@@ -507,6 +526,8 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Expr(bool with_cond) {
+    ZT_RETURN_IF_ERROR(Enter());
+    Leave leave{&nesting_};
     const Token& at = Cur();
     auto e = Or();
     if (!e.ok() || !with_cond) return e;
@@ -551,6 +572,8 @@ class Parser {
     return l;
   }
   absl::StatusOr<NodePtr> Not() {
+    ZT_RETURN_IF_ERROR(Enter());
+    Leave leave{&nesting_};
     if (IsName("not")) {
       const Token& at = Cur();
       ++i_;
@@ -604,6 +627,8 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Unary(bool with_filter) {
+    ZT_RETURN_IF_ERROR(Enter());
+    Leave leave{&nesting_};
     const Token& at = Cur();
     absl::StatusOr<NodePtr> node;
     if (IsOp("-") || IsOp("+")) {
@@ -846,6 +871,22 @@ class Parser {
       }
     }
   }
+
+  // Nesting of blocks and expressions, which the parser (and the renderer
+  // after it) walks recursively: real chat templates nest a few levels;
+  // thousands of nested ifs or parentheses would overflow the stack.
+  static constexpr int kMaxNesting = 200;
+  struct Leave {
+    int* n;
+    ~Leave() { --*n; }
+  };
+  absl::Status Enter() {
+    if (++nesting_ > kMaxNesting) {
+      return Err(Cur(), absl::StrCat("blocks and expressions nested deeper than ", kMaxNesting));
+    }
+    return absl::OkStatus();
+  }
+  int nesting_ = 0;
 
   std::vector<Token> t_;
   size_t i_ = 0;

@@ -8,10 +8,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "data/jinja_internal.h"
+#include "util/status.h"
 
 namespace zt::data::jinja {
 namespace {
@@ -475,6 +477,11 @@ class Renderer {
   }
 
   absl::Status Exec(const Node& n, std::string* out) {
+    ZT_RETURN_IF_ERROR(Step(n));
+    if (out->size() > kMaxOutputBytes) {
+      return ErrNode(n, absl::StrCat("the rendered text passed ", kMaxOutputBytes,
+                                     " bytes: refused (a chat template renders a few kilobytes per conversation)"));
+    }
     switch (n.kind) {
       case Kind::kBody:
         for (const auto& k : n.kids) {
@@ -617,6 +624,7 @@ class Renderer {
   }
 
   absl::StatusOr<Value> Eval(const Node& n) {
+    ZT_RETURN_IF_ERROR(Step(n));
     switch (n.kind) {
       case Kind::kLiteral: return n.value;
       case Kind::kName: return Lookup(n.name);
@@ -760,6 +768,14 @@ class Renderer {
     }
   }
 
+  static constexpr uint64_t kMaxBuiltBytes = uint64_t{64} << 20;  // one string
+  static constexpr uint64_t kMaxBuiltItems = uint64_t{1} << 22;   // one list
+
+  static absl::Status TooLarge(const char* what, uint64_t n, uint64_t limit) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", what, " of ", n, what[0] == 's' ? " bytes" : " items",
+                                                   " passes the limit of ", limit));
+  }
+
   static absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& l, const Value& r) {
     if (op == "==") return Value(Equal(l, r));
     if (op == "!=") return Value(!Equal(l, r));
@@ -777,14 +793,21 @@ class Renderer {
       if (!a.ok()) return a.status();
       auto b = Str(r);
       if (!b.ok()) return b.status();
+      if (a->size() + b->size() > kMaxBuiltBytes) return TooLarge("string", a->size() + b->size(), kMaxBuiltBytes);
       return Value(*a + *b);
     }
     for (const Value* v : {&l, &r}) {
       if (v->is_undefined()) return absl::InvalidArgumentError(absl::StrCat(v->undefined_hint(), " (in ", op, ")"));
     }
     if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value(l.as_string() + r.as_string());
+      if (l.is_string() && r.is_string()) {
+        const uint64_t n = l.as_string().size() + r.as_string().size();
+        if (n > kMaxBuiltBytes) return TooLarge("string", n, kMaxBuiltBytes);
+        return Value(l.as_string() + r.as_string());
+      }
       if (l.is_list() && r.is_list()) {
+        const uint64_t n = l.as_list().items.size() + r.as_list().items.size();
+        if (n > kMaxBuiltItems) return TooLarge("list", n, kMaxBuiltItems);
         std::vector<Value> items = l.as_list().items;
         items.insert(items.end(), r.as_list().items.begin(), r.as_list().items.end());
         return Value::MakeList(std::move(items));
@@ -795,6 +818,13 @@ class Renderer {
       if ((ls && IsIntLike(r)) || ((r.is_string() || r.is_list()) && IsIntLike(l))) {
         const Value& seq = ls ? l : r;
         const int64_t times = AsInt(ls ? r : l);
+        const uint64_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size();
+        if (times > 0 && unit > 0 && unit > (seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems) / static_cast<uint64_t>(times)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "repeating a ", TypeName(seq), " of ", unit, seq.is_string() ? " bytes " : " items ", times,
+              " times passes the limit of ", seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems,
+              seq.is_string() ? " bytes" : " items"));
+        }
         if (seq.is_string()) {
           std::string out;
           for (int64_t i = 0; i < times; ++i) out += seq.as_string();
@@ -815,13 +845,37 @@ class Renderer {
     const bool ints = IsIntLike(l) && IsIntLike(r);
     const int64_t a = AsInt(l), b = AsInt(r);
     const double x = AsDouble(l), y = AsDouble(r);
-    if (op == "+") return ints ? Value(a + b) : Value(x + y);
-    if (op == "-") return ints ? Value(a - b) : Value(x - y);
-    if (op == "*") return ints ? Value(a * b) : Value(x * y);
+    // Integers are 64-bit here (Python's are unbounded): a result that does
+    // not fit is an error, never a wrapped value.
+    const auto overflow = [&]() {
+      return absl::InvalidArgumentError(
+          absl::StrCat("integer overflow in ", a, " ", op, " ", b, " (template integers are 64-bit)"));
+    };
+    int64_t res = 0;
+    if (op == "+") {
+      if (!ints) return Value(x + y);
+      if (__builtin_add_overflow(a, b, &res)) return overflow();
+      return Value(res);
+    }
+    if (op == "-") {
+      if (!ints) return Value(x - y);
+      if (__builtin_sub_overflow(a, b, &res)) return overflow();
+      return Value(res);
+    }
+    if (op == "*") {
+      if (!ints) return Value(x * y);
+      if (__builtin_mul_overflow(a, b, &res)) return overflow();
+      return Value(res);
+    }
     if (op == "**") {
       if (ints && b >= 0) {
-        int64_t p = 1;
-        for (int64_t i = 0; i < b; ++i) p *= a;
+        // By squaring: 1 ** 10**18 takes 60 steps, not 10^18.
+        int64_t p = 1, base = a;
+        for (int64_t e = b; e > 0; e >>= 1) {
+          if ((e & 1) && __builtin_mul_overflow(p, base, &p)) return overflow();
+          // base is squared only when a higher bit still multiplies it in.
+          if (e > 1 && __builtin_mul_overflow(base, base, &base)) return overflow();
+        }
         return Value(p);
       }
       return Value(std::pow(x, y));
@@ -829,6 +883,7 @@ class Renderer {
     if ((ints && b == 0) || (!ints && y == 0))
       return absl::InvalidArgumentError(absl::StrCat("division by zero in ", op));
     if (op == "/") return Value(x / y);
+    if (ints && a == std::numeric_limits<int64_t>::min() && b == -1) return overflow();  // would trap (SIGFPE)
     if (op == "//") {
       if (ints) return Value(a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0));
       return Value(std::floor(x / y));
@@ -1121,6 +1176,22 @@ class Renderer {
     }
     return absl::InvalidArgumentError("not implemented");
   }
+
+  // Bounds on what one render may do, so a template is an error rather
+  // than a hang or an out-of-memory kill: statements and expressions
+  // evaluated (two nested range(100000) loops are 10^10), and the text and
+  // the strings and lists built (Jinja2's sandbox bounds range() at 100,000
+  // items, as here, but not these). Real chat templates stay far below.
+  static constexpr int64_t kMaxSteps = 2000000;
+  static constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+  absl::Status Step(const Node& n) {
+    if (++steps_ > kMaxSteps) {
+      return ErrNode(n, absl::StrCat("the template evaluated more than ", kMaxSteps,
+                                     " statements and expressions: refused (loops over loops?)"));
+    }
+    return absl::OkStatus();
+  }
+  int64_t steps_ = 0;
 
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   Flow flow_ = Flow::kNormal;

@@ -390,5 +390,36 @@ TEST(JinjaTest, RefusesUnsupportedSyntaxWithPosition) {
             "PARSE ERROR: template line 1, column 9: set with several targets (set a, b = ...) is not supported");
 }
 
+// Templates made to crash, hang or exhaust memory: each is an error naming
+// the limit, not a segfault, a trap, a wrapped integer, a hang or an
+// out-of-memory kill.
+TEST(JinjaTest, HostileTemplatesMeetNamedLimits) {
+  auto has = [](const std::string& got, const std::string& want) {
+    EXPECT_NE(got.find(want), std::string::npos) << got.substr(0, 300);
+  };
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  for (int i = 0; i < 5000; ++i) ifs += "{% endif %}";
+  has(R(ifs), "PARSE ERROR");
+  has(R(ifs), "nested deeper than 200");
+  has(R("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"), "nested deeper than 200");
+  has(R("{{ " + std::string(100000, '-') + "1 }}"), "nested deeper than 200");
+  has(R("{{ (-9223372036854775807 - 1) // -1 }}"), "integer overflow");
+  has(R("{{ (-9223372036854775807 - 1) % -1 }}"), "integer overflow");
+  has(R("{{ 2 ** 64 }}"), "integer overflow in 2 ** 64");
+  has(R("{{ 9223372036854775807 + 1 }}"), "integer overflow");
+  has(R("{{ 4294967296 * 4294967296 }}"), "integer overflow");
+  EXPECT_EQ(R("{{ 1 ** 1000000000000000000 }}"), "1");  // by squaring: no 10^18-step loop
+  EXPECT_EQ(R("{{ 2 ** 62 }}"), "4611686018427387904");
+  EXPECT_EQ(R("{{ (-2) ** 63 }}"), "-9223372036854775808");
+  has(R("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+      "more than 2000000 statements and expressions");
+  has(R("{{ 'a' * 1000000000 }}"), "passes the limit of 67108864 bytes");
+  has(R("{{ [1] * 1000000000 }}"), "passes the limit of 4194304 items");
+  has(R("{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+        "{{ ns.s | length }}"),
+      "passes the limit of 67108864");
+}
+
 }  // namespace
 }  // namespace zt::data
