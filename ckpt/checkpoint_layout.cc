@@ -258,7 +258,7 @@ absl::StatusOr<SavedLayout> SavedLayout::FromValue(const Value& v) {
     // Optional; when present, one per optimizer group.
     auto number = [](const Value* v, double* out) {
       if (v == nullptr || !(v->is_double() || v->is_int())) return false;
-      *out = v->is_double() ? v->AsDouble() : static_cast<double>(v->AsInt());
+      *out = v->AsDouble();  // an int widens
       return true;
     };
     const bool is_list = gs->is_list();

@@ -481,7 +481,7 @@ absl::StatusOr<std::vector<SavedLayout::GroupSettings>> ReadDsGroupSettings(cons
         if (!b.is_double() && !b.is_int()) {
           return absl::DataLossError(absl::StrCat("'", path, "': ", where, ".betas holds a non-number"));
         }
-        s.betas.push_back(b.is_double() ? b.AsDouble() : static_cast<double>(b.AsInt()));
+        s.betas.push_back(b.AsDouble());  // an int widens
       }
     }
     out.push_back(std::move(s));

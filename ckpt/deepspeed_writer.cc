@@ -497,7 +497,7 @@ Value BaseOptimizerState(const ZeroCheckpoint& ck, Plan& plan, const std::vector
   const Dict& defaults = plan.facts.param_group;
   auto number = [](const Value* v, double* x) {
     if (v == nullptr || !(v->is_double() || v->is_int())) return false;
-    *x = v->is_double() ? v->AsDouble() : static_cast<double>(v->AsInt());
+    *x = v->AsDouble();  // an int widens
     return true;
   };
   auto same_numbers = [&](const Value* v, const std::vector<double>& want) {
