@@ -119,6 +119,13 @@ struct EngineOptions {
   // already hold their new values when Backward returns. Off: the update
   // runs in Step (tests compare the two).
   bool update_during_backward = true;
+  // Test hook for the update during backward: once a sub-group's gradients
+  // are final, wait for its optimizer state to arrive from NVMe and update
+  // it inside Backward, rather than updating only what has arrived (the
+  // rest waits for Step). Which sub-groups are updated inside Backward then
+  // depends on the schedule alone, not on how fast the disk answered; tests
+  // that count them set it. The values are the same either way.
+  bool update_during_backward_waits = false;
   // Stage 3 with the parameter shards on NVMe and an fp32 model: Step
   // updates the groups whose shards are swapped only when the next forward
   // is about to gather them (the update at gather), so each shard is read

@@ -438,6 +438,7 @@ absl::Status EngineImpl::InitOffload() {
 absl::Status EngineImpl::MakeOptimizer() {
   zero::ShardedOptimizerOptions so;
   so.impl = core_.options.optimizer_impl;
+  so.early_step_waits = core_.options.update_during_backward_waits;
   const OffloadOptimizerConfig& oo = core_.config.zero.offload_optimizer;
   if (oo.device == OffloadDevice::kNvme) {
     offload::OptimizerSwapOptions swap;

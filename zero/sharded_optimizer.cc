@@ -184,7 +184,7 @@ void ShardedOptimizer::EarlyStepReady(int first_final_group) {
   at::NoGradGuard no_grad;
   early_.in_backward = true;
   early_.error = state_->AdvanceWalk(
-      first_final_group, OptimizerState::Wait::kNever,
+      first_final_group, options_.early_step_waits ? OptimizerState::Wait::kForReady : OptimizerState::Wait::kNever,
       [&](int g, int64_t b, int64_t e, float* const* data) { return UpdatePiece(early_, g, b, e, data); });
   early_.in_backward = false;
 }

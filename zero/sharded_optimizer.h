@@ -60,6 +60,10 @@ struct ShardedOptimizerOptions {
   offload::IoEngine* io = nullptr;
   // Stage-3 parameter offload; nullptr: the groups' OwnedParams().
   ParamShardAccess* params = nullptr;
+  // EarlyStepReady waits for the reads of the sub-groups it may update
+  // (EngineOptions::update_during_backward_waits) rather than updating only
+  // what has arrived.
+  bool early_step_waits = false;
 };
 
 class ShardedOptimizer {
@@ -94,7 +98,8 @@ class ShardedOptimizer {
   // for the parameter buffers: measured no faster, so it stays in the step.
   // BeginEarlyStep opens the update and starts reading what it needs;
   // EarlyStepReady(k), once the gradients of groups k..G-1 are final,
-  // updates what it can without waiting for I/O (errors are kept for
+  // updates what it can without waiting for I/O (or, with
+  // early_step_waits, all of it, waiting for its reads; errors are kept for
   // FinishEarlyStep); FinishEarlyStep updates the rest and throws zt::Error
   // as Step does. The result equals Step's bit for bit. The parameters of
   // the group last updated stay acquired between calls (they are not
