@@ -11,6 +11,7 @@
 #include "apps/programs.h"
 #include "apps/train_job.h"
 #include "ckpt/deepspeed_writer.h"
+#include "util/limits.h"
 
 namespace {
 
@@ -62,6 +63,12 @@ int main(int argc, char** argv) {
     // The DeepSpeed version is the checkpoint format `--to deepspeed` writes.
     std::printf("zt (zerotorch) %s; DeepSpeed checkpoint format %s\n", ZT_VERSION, zt::ckpt::kDeepSpeedFormatVersion);
     return 0;
+  }
+  // A mistyped ZT_MAX_* limit would otherwise fall back to the default
+  // with only a warning deep in a run.
+  if (const absl::Status limits = zt::CheckLimitEnvironment(); !limits.ok()) {
+    std::fprintf(stderr, "zt: %s\n", std::string(limits.message()).c_str());
+    return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   if (std::strcmp(argv[1], "launch") == 0) return RunLaunch(args, argv);

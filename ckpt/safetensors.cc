@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "util/file_io.h"
+#include "util/json_reader.h"
+#include "util/limits.h"
 #include "util/status.h"
 #include "util/strings.h"
 
@@ -193,11 +195,14 @@ absl::StatusOr<Header> ReadHeader(const ReadFile& file, const std::string& where
   }
   std::string text(header.length, '\0');
   ZT_RETURN_IF_ERROR(file.PRead(text.data(), text.size(), 8));
-  try {
-    header.json = Json::parse(text);
-  } catch (const Json::exception& e) {
-    return BadFile(where, absl::StrCat("header is not valid JSON (", e.what(), ")"));
-  }
+  // The header is an object of tensor entries (objects of a string and two
+  // arrays of integers) and "__metadata__" (an object of strings): three
+  // levels. Parsed in linear time, duplicate names refused.
+  JsonReadLimits limits;
+  limits.max_depth = 3;
+  limits.max_object_keys = LimitValue(Limit::kSafetensorsTensors) + 1;  // and __metadata__
+  limits.object_keys_note = LimitNote(Limit::kSafetensorsTensors);
+  ZT_ASSIGN_OR_RETURN(header.json, ReadJsonText(text, absl::StrCat(where, " header"), limits));
   if (!header.json.is_object()) return BadFile(where, "header is not a JSON object");
   return header;
 }
@@ -306,6 +311,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(const
     r->by_name_[key] = r->tensors_.size();
     r->tensors_.push_back(std::move(t));
   }
+  if (const int64_t limit = LimitValue(Limit::kSafetensorsTensors); static_cast<int64_t>(r->tensors_.size()) > limit) {
+    return BadFile(where, absl::StrCat("holds ", r->tensors_.size(), " tensors; ", LimitNote(Limit::kSafetensorsTensors)));
+  }
   ZT_RETURN_IF_ERROR(CheckTiling(r->tensors_, data_start, r->file_.size(), where));
   return r;
 }
@@ -351,12 +359,11 @@ absl::StatusOr<std::unique_ptr<SafetensorsModel>> SafetensorsModel::Open(const s
   if (file.size() >= 5 && file.compare(file.size() - 5, 5, ".json") == 0) {
     const std::string where = absl::StrCat("safetensors index '", file, "'");
     ZT_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(file, 256u << 20));
-    Json index;
-    try {
-      index = Json::parse(text);
-    } catch (const Json::exception& e) {
-      return absl::DataLossError(absl::StrCat(where, ": not valid JSON (", e.what(), ")"));
-    }
+    JsonReadLimits limits;
+    limits.max_depth = 8;  // {"metadata": {...}, "weight_map": {name: shard}}
+    limits.max_object_keys = LimitValue(Limit::kSafetensorsTensors);
+    limits.object_keys_note = LimitNote(Limit::kSafetensorsTensors);
+    ZT_ASSIGN_OR_RETURN(Json index, ReadJsonText(text, where, limits));
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
       return absl::DataLossError(absl::StrCat(where, ": no \"weight_map\" object"));
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/pretokenize.h"
+#include "util/limits.h"
 
 namespace zt::data {
 
@@ -25,10 +26,20 @@ absl::StatusOr<Bpe> Bpe::Create(absl::flat_hash_map<std::string, int32_t> vocab,
                                 const std::vector<std::pair<std::string, std::string>>& merges,
                                 BpeOptions options) {
   Bpe bpe;
+  // The id -> token table has max id + 1 entries: ids past the limit would
+  // make a 3 KB file allocate gigabytes.
+  const int64_t id_limit = LimitValue(Limit::kTokenizerVocab);
   int32_t max_id = -1;
   for (const auto& [token, id] : vocab) {
-    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id));
+    if (id < 0 || id >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id, "; ids lie in [0, ",
+                                                     id_limit, "): ", LimitNote(Limit::kTokenizerVocab)));
+    }
     max_id = std::max(max_id, id);
+  }
+  if (static_cast<int64_t>(merges.size()) > LimitValue(Limit::kTokenizerMerges)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(merges.size(), " merges; ", LimitNote(Limit::kTokenizerMerges)));
   }
   bpe.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
   for (const auto& [token, id] : vocab) bpe.tokens_[static_cast<size_t>(id)] = token;

@@ -3,11 +3,11 @@
 #include "data/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "util/file_io.h"
+#include "util/json_reader.h"
 
 namespace zt::data {
 
@@ -15,19 +15,17 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer_config.json").string() : path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(file, ": cannot open (a chat template is read from a tokenizer folder's ",
-                                            "tokenizer_config.json, or that file's path)"));
+  // A regular file only (a FIFO would block in open), bounded in size,
+  // nesting and keys.
+  auto text = ReadSmallFile(file, 64u << 20);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(text.status().message(), " (a chat template is read from a tokenizer folder's ",
+                                     "tokenizer_config.json, or that file's path)"));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid JSON: ", e.what()));
-  }
+  auto parsed = ReadJsonText(*text, file);
+  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
+  const nlohmann::json config(*parsed);
   if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(file, ": expected a JSON object"));
   if (!config.contains("chat_template") || config["chat_template"].is_null()) {
     return absl::InvalidArgumentError(absl::StrCat(

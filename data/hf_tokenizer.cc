@@ -17,12 +17,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "util/file_io.h"
+#include "util/json_reader.h"
+#include "util/limits.h"
 #include "util/status.h"
 #include "util/strings.h"
 
 namespace zt::data {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;  // as util/json_reader reads it
+using Vocabulary = absl::flat_hash_map<std::string, int32_t>;
 
 namespace {
 
@@ -158,6 +161,30 @@ class HfTokenizerLoader {
                                    "Qwen2/3; WordPiece models with BERT's)"));
   }
 
+  // A token id from the file: an integer in [0, the vocabulary limit), read
+  // as 64 bits first (nlohmann's get<int32_t> wraps 2^32 + 5 to 5).
+  absl::StatusOr<int32_t> TokenId(const Json& v, const std::string& key, const std::string& token) const {
+    if (!v.is_number_integer()) return Error(key, absl::StrCat("'", token, "' has no integer id"));
+    const int64_t limit = LimitValue(Limit::kTokenizerVocab);
+    if (v.is_number_unsigned() ? v.get<uint64_t>() >= static_cast<uint64_t>(limit) : v.get<int64_t>() < 0) {
+      return Error(key, absl::StrCat("'", token, "' has id ", v.dump(), "; ids lie in [0, ", limit,
+                                     "): ", LimitNote(Limit::kTokenizerVocab)));
+    }
+    return static_cast<int32_t>(v.get<int64_t>());
+  }
+  // model.vocab: token -> id, at most the vocabulary limit of them.
+  absl::StatusOr<Vocabulary> Vocab(const Json& v, const std::string& key) const {
+    if (static_cast<int64_t>(v.size()) > LimitValue(Limit::kTokenizerVocab)) {
+      return Error(key, absl::StrCat(v.size(), " tokens; ", LimitNote(Limit::kTokenizerVocab)));
+    }
+    Vocabulary vocab;
+    vocab.reserve(v.size());
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      ZT_ASSIGN_OR_RETURN(vocab[it.key()], TokenId(it.value(), key, it.key()));
+    }
+    return vocab;
+  }
+
   absl::Status FromJson(const Json& j) {
     if (!j.is_object() || !j.contains("model")) return Error("model", "missing: this is not a tokenizer.json");
     ZT_RETURN_IF_ERROR(Model(j["model"]));
@@ -179,16 +206,16 @@ class HfTokenizerLoader {
   absl::Status FromVocabAndMerges(const std::string& vocab_path, const std::string& merges_path) {
     ZT_ASSIGN_OR_RETURN(std::string vocab_text, ReadText(vocab_path));
     ZT_ASSIGN_OR_RETURN(std::string merges_text, ReadText(merges_path));
-    const Json vocab = Json::parse(vocab_text, nullptr, /*allow_exceptions=*/false);
-    if (!vocab.is_object())
+    JsonReadLimits limits;
+    limits.max_depth = 1;
+    limits.max_object_keys = LimitValue(Limit::kTokenizerVocab);
+    limits.object_keys_note = LimitNote(Limit::kTokenizerVocab);
+    auto vocab = ReadJsonText(vocab_text, vocab_path, limits);
+    if (!vocab.ok()) return absl::InvalidArgumentError(vocab.status().message());
+    if (!vocab->is_object())
       return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": not a JSON object of tokens"));
-    absl::flat_hash_map<std::string, int32_t> v;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      if (!it.value().is_number_integer()) {
-        return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": token '", it.key(), "' has no integer id"));
-      }
-      v[it.key()] = it.value().get<int32_t>();
-    }
+    const HfTokenizerLoader in_vocab(t_, vocab_path);
+    ZT_ASSIGN_OR_RETURN(Vocabulary v, in_vocab.Vocab(*vocab, "token ids"));
     std::vector<std::pair<std::string, std::string>> merges;
     int line_no = 0;
     for (absl::string_view line : absl::StrSplit(merges_text, '\n')) {
@@ -228,12 +255,9 @@ class HfTokenizerLoader {
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       if (!NullOrEmpty(m, key)) return Error(absl::StrCat("model.", key), "is not supported (set it to null)");
     }
-    absl::flat_hash_map<std::string, int32_t> vocab;
-    vocab.reserve(m["vocab"].size());
-    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer())
-        return Error("model.vocab", absl::StrCat("'", it.key(), "' has no integer id"));
-      vocab[it.key()] = it.value().get<int32_t>();
+    ZT_ASSIGN_OR_RETURN(Vocabulary vocab, Vocab(m["vocab"], "model.vocab"));
+    if (static_cast<int64_t>(m["merges"].size()) > LimitValue(Limit::kTokenizerMerges)) {
+      return Error("model.merges", absl::StrCat(m["merges"].size(), " merges; ", LimitNote(Limit::kTokenizerMerges)));
     }
     std::vector<std::pair<std::string, std::string>> merges;
     merges.reserve(m["merges"].size());
@@ -281,13 +305,7 @@ class HfTokenizerLoader {
       }
       max_chars = m["max_input_chars_per_word"].get<int>();
     }
-    absl::flat_hash_map<std::string, int32_t> vocab;
-    vocab.reserve(m["vocab"].size());
-    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer())
-        return Error("model.vocab", absl::StrCat("'", it.key(), "' has no integer id"));
-      vocab[it.key()] = it.value().get<int32_t>();
-    }
+    ZT_ASSIGN_OR_RETURN(Vocabulary vocab, Vocab(m["vocab"], "model.vocab"));
     absl::StatusOr<WordPiece> wp =
         WordPiece::Create(std::move(vocab), m["unk_token"].get<std::string>(), std::move(prefix), max_chars);
     if (!wp.ok()) return Error("model", std::string(wp.status().message()));
@@ -383,7 +401,8 @@ class HfTokenizerLoader {
   absl::Status AddedTokens(const Json& a) {
     for (const Json& e : a) {
       if (!e.contains("id") || !e.contains("content")) return Error("added_tokens", "an entry without id or content");
-      HfTokenizer::Added added{e["content"].get<std::string>(), e["id"].get<int32_t>(), e.value("special", false)};
+      HfTokenizer::Added added{e["content"].get<std::string>(), 0, e.value("special", false)};
+      ZT_ASSIGN_OR_RETURN(added.id, TokenId(e["id"], "added_tokens", added.content));
       for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
         if (e.value(flag, false)) {
           return Error("added_tokens",
@@ -421,7 +440,7 @@ class HfTokenizerLoader {
         if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number_integer()) {
           return Error(absl::StrCat(key, ".", names[k]), "missing or not [\"token\", id]");
         }
-        ids[k] = e[1].get<int32_t>();
+        ZT_ASSIGN_OR_RETURN(ids[k], TokenId(e[1], absl::StrCat(key, ".", names[k]), e[0].get<std::string>()));
       }
       t_->prefix_ids_.push_back(ids[0]);
       t_->suffix_ids_.push_back(ids[1]);
@@ -441,8 +460,10 @@ class HfTokenizerLoader {
         if (!specials.contains(name) || !specials[name].contains("ids")) {
           return Error(key + ".special_tokens", absl::StrCat("'", name, "' is used but not defined"));
         }
-        for (const Json& id : specials[name]["ids"])
-          (after ? t_->suffix_ids_ : t_->prefix_ids_).push_back(id.get<int32_t>());
+        for (const Json& id : specials[name]["ids"]) {
+          ZT_ASSIGN_OR_RETURN(const int32_t v, TokenId(id, key + ".special_tokens", name));
+          (after ? t_->suffix_ids_ : t_->prefix_ids_).push_back(v);
+        }
       }
       return absl::OkStatus();
     }
@@ -520,15 +541,14 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
   // Real tokenizer.json files nest about 6 levels; the loader copies and
   // walks sub-trees recursively, so a file nesting thousands would overflow
-  // the stack.
-  constexpr int kMaxNesting = 64;
-  if (const int depth = JsonNestingDepth(text); depth > kMaxNesting) {
-    return absl::InvalidArgumentError(absl::StrCat(json_path, ": arrays and objects nested ", depth,
-                                                   " deep, more than the ", kMaxNesting,
-                                                   " a tokenizer.json may (real ones nest about 6)"));
-  }
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(json_path, ": not valid JSON"));
+  // the stack. The largest object is model.vocab.
+  JsonReadLimits limits;
+  limits.max_depth = 64;
+  limits.max_object_keys = LimitValue(Limit::kTokenizerVocab);
+  limits.object_keys_note = LimitNote(Limit::kTokenizerVocab);
+  auto parsed = ReadJsonText(text, json_path, limits);
+  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
+  const Json& j = *parsed;
   HfTokenizerLoader loader(t.get(), json_path);
   // A field of the wrong JSON type where the loader reads it directly is
   // nlohmann's type_error: the file's error, not a crash.

@@ -5,15 +5,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/pretokenize.h"
+#include "util/limits.h"
 
 namespace zt::data {
 
 absl::StatusOr<WordPiece> WordPiece::Create(absl::flat_hash_map<std::string, int32_t> vocab, std::string unk_token,
                                             std::string continuing_subword_prefix, int max_input_chars_per_word) {
   WordPiece wp;
+  const int64_t id_limit = LimitValue(Limit::kTokenizerVocab);  // the id -> token table's size bound
   int32_t max_id = -1;
   for (const auto& [token, id] : vocab) {
-    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id));
+    if (id < 0 || id >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id, "; ids lie in [0, ",
+                                                     id_limit, "): ", LimitNote(Limit::kTokenizerVocab)));
+    }
     max_id = std::max(max_id, id);
   }
   wp.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());

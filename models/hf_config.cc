@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "util/json_reader.h"
 #include "util/status.h"
 
 namespace zt::models {
@@ -36,6 +37,16 @@ class Reader {
     if (!j_[key].is_number()) return Error(key, absl::StrCat("expected a number, got ", j_[key].dump()));
     return j_[key].get<double>();
   }
+  // A normalization epsilon: added to a variance before its square root,
+  // so it must be positive (-1 trained to NaN before) and small.
+  absl::StatusOr<double> Epsilon(const char* key, double fallback) const {
+    ZT_ASSIGN_OR_RETURN(const double eps, Number(key, fallback));
+    if (!(eps > 0.0 && eps < 1.0)) {
+      return Error(key, absl::StrCat(j_[key].dump(), " is not an epsilon: it must lie in (0, 1) (typically ",
+                                     fallback, ")"));
+    }
+    return eps;
+  }
   absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
     if (!Has(key)) return fallback;
     if (!j_[key].is_boolean()) return Error(key, absl::StrCat("expected true or false, got ", j_[key].dump()));
@@ -61,7 +72,7 @@ absl::StatusOr<HfArchitecture> Gpt2(const Reader& r) {
   ZT_ASSIGN_OR_RETURN(c.n_head, r.Int("n_head"));
   ZT_ASSIGN_OR_RETURN(c.n_positions, r.Int("n_positions"));
   ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
-  ZT_ASSIGN_OR_RETURN(c.layer_norm_epsilon, r.Number("layer_norm_epsilon", 1e-5));
+  ZT_ASSIGN_OR_RETURN(c.layer_norm_epsilon, r.Epsilon("layer_norm_epsilon", 1e-5));
   ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
   ZT_ASSIGN_OR_RETURN(const double dropout, r.Number("resid_pdrop", 0.1));
   c.dropout_percent = static_cast<int64_t>(std::lround(dropout * 100));
@@ -132,7 +143,7 @@ absl::StatusOr<HfArchitecture> LlamaFamily(const Reader& r, const std::string& t
   ZT_ASSIGN_OR_RETURN(c.intermediate, r.Int("intermediate_size"));
   ZT_ASSIGN_OR_RETURN(c.max_positions, r.Int("max_position_embeddings"));
   ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
-  ZT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.Number("rms_norm_eps", 1e-6));
+  ZT_ASSIGN_OR_RETURN(c.rms_norm_eps, r.Epsilon("rms_norm_eps", 1e-6));
   ZT_ASSIGN_OR_RETURN(c.rope_theta, r.Number("rope_theta", 10000.0));
   ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
   ZT_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
@@ -187,7 +198,7 @@ absl::StatusOr<HfArchitecture> Bert(const Reader& r) {
   ZT_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size"));
   ZT_ASSIGN_OR_RETURN(c.type_vocab_size, r.Int("type_vocab_size", 2));
   ZT_ASSIGN_OR_RETURN(c.pad_token_id, r.Int("pad_token_id", 0));
-  ZT_ASSIGN_OR_RETURN(c.layer_norm_eps, r.Number("layer_norm_eps", 1e-12));
+  ZT_ASSIGN_OR_RETURN(c.layer_norm_eps, r.Epsilon("layer_norm_eps", 1e-12));
   ZT_ASSIGN_OR_RETURN(c.initializer_range, r.Number("initializer_range", 0.02));
   ZT_ASSIGN_OR_RETURN(const double hidden, r.Number("hidden_dropout_prob", 0.1));
   c.dropout_percent = static_cast<int64_t>(std::lround(hidden * 100));
@@ -252,8 +263,12 @@ absl::StatusOr<HfArchitecture> Bert(const Reader& r) {
 }  // namespace
 
 absl::StatusOr<HfArchitecture> ArchitectureFromHfConfig(const std::string& text, const std::string& where) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  // Untrusted text: bounded, duplicate keys refused (a config.json with
+  // two "n_layer" would otherwise build whichever nlohmann kept).
+  auto parsed = ReadJsonText(text, where);
+  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
+  const Json j(*parsed);
+  if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
   const Reader r(j, where);
   if (!j.contains("model_type") || !j["model_type"].is_string()) {
     return r.Error("model_type", "missing: this is not a transformers config.json");

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/ckpt/ckpt_test_util.h"
 #include "util/status.h"
@@ -315,7 +316,13 @@ TEST(SafetensorsReader, StrictHeaderValidation) {
       {"ValidUnpadded", Raw(R"({"a":{"dtype":"I8","shape":[3],"data_offsets":[0,3]}})", "abc"), ""},
       {"TooShort", "abc", "only 3 bytes"},
       {"HeaderLongerThanFile", huge_len + "{}", "header length"},
-      {"NotJson", Raw("{not json", ""), "header is not valid JSON"},
+      {"NotJson", Raw("{not json", ""), "header: not valid JSON at byte"},
+      {"DuplicateName",
+       Raw(R"({"a":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"I8","shape":[1],"data_offsets":[1,2]}})",
+           "ab"),
+       "key \"a\" appears twice in the top-level object"},
+      {"NestedShape", Raw(R"({"a":{"dtype":"I8","shape":[[[1]]],"data_offsets":[0,1]}})", "a"),
+       "nested deeper than 3 levels (in the array at 'a'.'shape')"},
       {"NotObject", Raw("[1,2]", ""), "header is not a JSON object"},
       {"UnknownDtype", Raw(R"({"a":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", std::string(8, 'x')),
        "tensor 'a': dtype 'C64' is not supported"},
@@ -354,6 +361,61 @@ TEST(SafetensorsReader, StrictHeaderValidation) {
     EXPECT_TRUE(absl::StrContains(r.status().message(), c.error)) << r.status();
     EXPECT_TRUE(absl::StrContains(r.status().message(), path)) << r.status();
   }
+}
+
+// What a file made to exhaust time or memory gets: a named error with the
+// limit, quickly. (Before: a 100 MB header of nested arrays was killed for
+// memory, and 1.65 million header entries or a 3-million-entry index ran
+// for minutes: nlohmann's ordered_json inserts each key by a linear search.)
+TEST(SafetensorsReader, HostileHeadersMeetNamedLimits) {
+  ScratchDir dir;
+  // 50 MB of nested arrays: refused at the fourth level, reading nothing more.
+  const std::string nested = dir.File("nested.safetensors");
+  WriteAll(nested, Raw(R"({"a":{"dtype":"I8","shape":)" + std::string(50u << 20, '['), ""));
+  auto r = SafetensorsReader::Open(nested);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "nested deeper than 3 levels")) << r.status();
+
+  // More tensors than the limit (lowered here to its floor, 1/1024th of the
+  // default, so the test stays small): the header and an index are refused
+  // naming ZT_MAX_SAFETENSORS_TENSORS; raised again, both open.
+  ASSERT_EQ(::setenv("ZT_MAX_SAFETENSORS_TENSORS", "1024", 1), 0);
+  std::string header = "{";
+  std::string index = R"({"metadata": {"total_size": 0}, "weight_map": {)";
+  for (int i = 0; i < 1025; ++i) {
+    absl::StrAppend(&header, i ? "," : "", "\"t", i, R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})");
+    absl::StrAppend(&index, i ? "," : "", "\"t", i, R"(": "model-1.safetensors")");
+  }
+  header += "}";
+  index += "}}";
+  const std::string model = dir.File("many");
+  ASSERT_EQ(::mkdir(model.c_str(), 0755), 0);
+  WriteAll(model + "/model-1.safetensors", Raw(header, ""));
+  WriteAll(model + "/model.safetensors.index.json", index);
+  r = SafetensorsReader::Open(model + "/model-1.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                "holds 1025 tensors; the limit is 1024 (ZT_MAX_SAFETENSORS_TENSORS raises it)"))
+      << r.status();
+  auto m = SafetensorsModel::Open(model);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "the object at 'weight_map' has more than 1024 keys"))
+      << m.status();
+  ASSERT_EQ(::setenv("ZT_MAX_SAFETENSORS_TENSORS", "2048", 1), 0);
+  r = SafetensorsReader::Open(model + "/model-1.safetensors");
+  EXPECT_TRUE(r.ok()) << r.status();
+  m = SafetensorsModel::Open(model);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->names().size(), 1025u);
+  ASSERT_EQ(::unsetenv("ZT_MAX_SAFETENSORS_TENSORS"), 0);
+
+  // A name listed twice in an index is refused too (which shard holds it?).
+  WriteAll(model + "/model.safetensors.index.json",
+           R"({"weight_map": {"t1": "model-1.safetensors", "t1": "model-2.safetensors"}})");
+  m = SafetensorsModel::Open(model);
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "key \"t1\" appears twice in the object at 'weight_map'"))
+      << m.status();
 }
 
 }  // namespace

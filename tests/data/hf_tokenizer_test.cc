@@ -409,7 +409,7 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
       {absl::StrCat("{", model, R"(, "normalizer": {"type": {"a": 1}}})"), "wrong JSON type"},
   };
   // Sequences nested in each other (100,000 overflowed the stack before):
-  // refused before parsing by the nesting limit (the loader walks sub-trees
+  // refused while parsing by the nesting limit (the loader walks sub-trees
   // recursively), which also stops 40 (81 levels).
   for (const int n : {100000, 40}) {
     std::string deep;
@@ -418,7 +418,9 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
     for (int i = 0; i < n; ++i) deep += "]}";
     auto t = HfTokenizer::Load(write(absl::StrCat("{", model, R"(, "pre_tokenizer": )", deep, "}")));
     ASSERT_FALSE(t.ok()) << n;
-    EXPECT_TRUE(absl::StrContains(t.status().message(), absl::StrCat("nested ", 2 * n + 2, " deep"))) << t.status();
+    EXPECT_TRUE(absl::StrContains(t.status().message(), "nested deeper than 64 levels (in the object at "
+                                                        "'pre_tokenizer'.'pretokenizers'[0].'pretokenizers'[0]"))
+        << t.status();
   }
   for (const Bad& b : bad) {
     auto t = HfTokenizer::Load(write(b.json));
@@ -430,6 +432,69 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
   auto empty_dir = HfTokenizer::Load(dir.path() + "/..");  // a folder without tokenizer files
   EXPECT_FALSE(empty_dir.ok());
+}
+
+// Token ids and counts a file made to exhaust memory might give: named
+// errors with the limit. (Before: id 2^31 - 1 aborted, id 1e8 allocated
+// 3 GB for a 3 KB file, and 2^32 + 5 became id 5.)
+TEST(HfTokenizerErrors, IdsAndCountsMeetNamedLimits) {
+  zt::testing::ScratchDir dir("zt_tok");
+  auto load = [&](const std::string& text) {
+    const std::string p = dir.File("tokenizer.json");
+    std::ofstream(p) << text;
+    return HfTokenizer::Load(p);
+  };
+  auto bpe_with = [](const std::string& ab_id, const std::string& extra = "") {
+    return absl::StrCat(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": )", ab_id,
+                        R"(}, "merges": ["a b"]})", extra, "}");
+  };
+  ASSERT_TRUE(load(bpe_with("2")).ok());
+  for (const std::string id : {"2147483647", "100000000", "4294967301", "-1", "18446744073709551615"}) {
+    auto t = load(bpe_with(id));
+    ASSERT_FALSE(t.ok()) << id;
+    EXPECT_TRUE(absl::StrContains(t.status().message(),
+                                  absl::StrCat("model.vocab: 'ab' has id ", id, "; ids lie in [0, 4194304): the "
+                                               "limit is 4194304 (ZT_MAX_TOKENIZER_VOCAB raises it)")))
+        << t.status();
+  }
+  // The same for added tokens, the post-processor and a WordPiece vocabulary.
+  auto added = load(bpe_with("2", R"(, "added_tokens": [{"id": 4294967301, "content": "<x>"}])"));
+  ASSERT_FALSE(added.ok());
+  EXPECT_TRUE(absl::StrContains(added.status().message(), "added_tokens: '<x>' has id 4294967301")) << added.status();
+  auto post = load(bpe_with("2", R"(, "post_processor": {"type": "BertProcessing", "cls": ["a", 0],
+                                                          "sep": ["b", 99999999999]})"));
+  ASSERT_FALSE(post.ok());
+  EXPECT_TRUE(absl::StrContains(post.status().message(), "post_processor.sep: 'b' has id 99999999999"))
+      << post.status();
+  auto wp = load(R"({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "a": 2147483647}}})");
+  ASSERT_FALSE(wp.ok());
+  EXPECT_TRUE(absl::StrContains(wp.status().message(), "model.vocab: 'a' has id 2147483647")) << wp.status();
+
+  // Counts past the limit (lowered to its floor to keep the file small),
+  // then raised: the same file loads.
+  std::string vocab = R"("a": 0, "b": 1, "ab": 2)";
+  std::string merges = R"("a b")";
+  for (int i = 0; i < 4100; ++i) {
+    absl::StrAppend(&vocab, ", \"t", i, "\": ", i + 3);
+    absl::StrAppend(&merges, ", \"a b\"");
+  }
+  const std::string big = absl::StrCat(R"({"model": {"type": "BPE", "vocab": {)", vocab, R"(}, "merges": [)", merges,
+                                       "]}}");
+  ASSERT_EQ(::setenv("ZT_MAX_TOKENIZER_VOCAB", "4096", 1), 0);
+  auto t = load(big);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::StrContains(t.status().message(),
+                                "the object at 'model'.'vocab' has more than 4096 keys; the limit is 4096 "
+                                "(ZT_MAX_TOKENIZER_VOCAB raises it)"))
+      << t.status();
+  ASSERT_EQ(::unsetenv("ZT_MAX_TOKENIZER_VOCAB"), 0);
+  ASSERT_EQ(::setenv("ZT_MAX_TOKENIZER_MERGES", "4096", 1), 0);
+  t = load(big);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "model.merges: 4101 merges; the limit is 4096")) << t.status();
+  ASSERT_EQ(::unsetenv("ZT_MAX_TOKENIZER_MERGES"), 0);
+  t = load(big);
+  EXPECT_TRUE(t.ok()) << t.status();
 }
 
 TEST(HfTokenizerErrors, MalformedUtf8IsRefusedWithItsOffset) {

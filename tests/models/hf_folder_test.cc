@@ -142,6 +142,11 @@ TEST(HfConfig, WhatIsNotComputedIsNamed) {
       {R"({"model_type": "bert", "hidden_size": 64})", "num_hidden_layers"},
       {R"({"model_type": "roberta", "hidden_size": 64})", "model_type"},
       {R"({"hidden_size": 64})", "model_type"},
+      {absl::StrCat("{", llama, R"(, "num_hidden_layers": 3})"), "key \"num_hidden_layers\" appears twice"},
+      {absl::StrCat("{", llama, R"(, "rms_norm_eps": -1})"), "rms_norm_eps: -1 is not an epsilon"},
+      {R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": 64, "vocab_size": 100,
+          "layer_norm_epsilon": -1})",
+       "layer_norm_epsilon: -1 is not an epsilon"},
   };
   const std::string bert = R"("model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64, "vocab_size": 100)";
