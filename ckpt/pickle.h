@@ -23,10 +23,9 @@ namespace zt::ckpt {
 // Nesting depth beyond which a pickled tree is refused, reading or writing:
 // no checkpoint nests this deep, and a deeper tree is almost surely cyclic.
 inline constexpr int kPickleMaxDepth = 1000;
-// Values a pickle may expand to (memo-shared objects counted each time they
-// appear) before it is refused: a DeepSpeed checkpoint of a 7B model has
-// well under a million.
-inline constexpr int64_t kPickleMaxValues = int64_t{1} << 22;
+// The values a pickle may expand to (memo-shared objects counted each time
+// they appear) and the objects on the unpickler's stack are bounded too:
+// util/limits.h (Limit::kPickleValues, kPickleStack), settable.
 
 // Called once per tensor, in tree order: returns the key of the storage the
 // tensor is written to (the same key for tensors sharing a storage).

@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "ckpt/pickle.h"
 #include "util/status.h"
+#include "util/limits.h"
 
 namespace zt::ckpt {
 namespace {
@@ -119,9 +120,10 @@ class Unpickler {
       if (op == '.') break;  // STOP
       ZT_RETURN_IF_ERROR(Step(op));
       if (overflow_) {
-        return Error(absl::StrCat("more than ", kPickleMaxStack,
+        return Error(absl::StrCat("more than ", max_stack_,
                                   " objects on the unpickler's stack (a checkpoint holds a few thousand): refused as "
-                                  "a file made to exhaust memory"));
+                                  "a file made to exhaust memory; ",
+                                  LimitNote(Limit::kPickleStack)));
       }
     }
     if (stack_.size() != 1 || !marks_.empty()) {
@@ -130,7 +132,6 @@ class Unpickler {
     return ToValue(*stack_.back(), "root", 0);
   }
 
-  static constexpr size_t kPickleMaxStack = size_t{1} << 21;
 
  private:
   absl::Status Error(absl::string_view what) const {
@@ -167,7 +168,7 @@ class Unpickler {
   // a checkpoint's pickle keeps a few thousand there; millions are a file
   // made to exhaust memory (each entry is an object of ~200 bytes).
   void Push(ObjPtr o) {
-    if (stack_.size() >= kPickleMaxStack) {
+    if (stack_.size() >= max_stack_) {
       overflow_ = true;
       return;
     }
@@ -640,10 +641,11 @@ class Unpickler {
     // The tree a memo-shared graph expands to: a 400-byte pickle can name
     // one list 2^40 times ("billion laughs"). A checkpoint's tree has one
     // node per key, shape entry and tensor: far below the budget.
-    if (++values_ > kPickleMaxValues) {
-      return Error(absl::StrCat("expands to more than ", kPickleMaxValues,
+    if (++values_ > max_values_) {
+      return Error(absl::StrCat("expands to more than ", max_values_,
                                 " values (objects shared through the memo are counted each time they appear): "
-                                "refused as a file made to exhaust memory"));
+                                "refused as a file made to exhaust memory; ",
+                                LimitNote(Limit::kPickleValues)));
     }
     switch (o.kind) {
       case Obj::Kind::kNone: return Value();
@@ -692,6 +694,8 @@ class Unpickler {
   std::unordered_map<uint64_t, ObjPtr> memo_;
   bool overflow_ = false;
   int64_t values_ = 0;
+  const int64_t max_values_ = LimitValue(Limit::kPickleValues);
+  const size_t max_stack_ = static_cast<size_t>(LimitValue(Limit::kPickleStack));
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "data/jinja_internal.h"
 #include "util/status.h"
+#include "util/limits.h"
 
 namespace zt::data::jinja {
 namespace {
@@ -478,9 +479,10 @@ class Renderer {
 
   absl::Status Exec(const Node& n, std::string* out) {
     ZT_RETURN_IF_ERROR(Step(n));
-    if (out->size() > kMaxOutputBytes) {
-      return ErrNode(n, absl::StrCat("the rendered text passed ", kMaxOutputBytes,
-                                     " bytes: refused (a chat template renders a few kilobytes per conversation)"));
+    if (out->size() > max_output_bytes_) {
+      return ErrNode(n, absl::StrCat("the rendered text passed ", max_output_bytes_,
+                                     " bytes: refused (a chat template renders a few kilobytes per conversation); ",
+                                     LimitNote(Limit::kTemplateOutputBytes)));
     }
     switch (n.kind) {
       case Kind::kBody:
@@ -1182,16 +1184,19 @@ class Renderer {
   // evaluated (two nested range(100000) loops are 10^10), and the text and
   // the strings and lists built (Jinja2's sandbox bounds range() at 100,000
   // items, as here, but not these). Real chat templates stay far below.
-  static constexpr int64_t kMaxSteps = 2000000;
-  static constexpr size_t kMaxOutputBytes = size_t{64} << 20;
+  // The two a long real conversation could approach are settable
+  // (ZT_MAX_TEMPLATE_STEPS, ZT_MAX_TEMPLATE_OUTPUT_BYTES), read once per render.
   absl::Status Step(const Node& n) {
-    if (++steps_ > kMaxSteps) {
-      return ErrNode(n, absl::StrCat("the template evaluated more than ", kMaxSteps,
-                                     " statements and expressions: refused (loops over loops?)"));
+    if (++steps_ > max_steps_) {
+      return ErrNode(n, absl::StrCat("the template evaluated more than ", max_steps_,
+                                     " statements and expressions: refused (loops over loops?); ",
+                                     LimitNote(Limit::kTemplateSteps)));
     }
     return absl::OkStatus();
   }
   int64_t steps_ = 0;
+  const int64_t max_steps_ = LimitValue(Limit::kTemplateSteps);
+  const size_t max_output_bytes_ = static_cast<size_t>(LimitValue(Limit::kTemplateOutputBytes));
 
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   Flow flow_ = Flow::kNormal;

@@ -413,7 +413,14 @@ TEST(JinjaTest, HostileTemplatesMeetNamedLimits) {
   EXPECT_EQ(R("{{ 2 ** 62 }}"), "4611686018427387904");
   EXPECT_EQ(R("{{ (-2) ** 63 }}"), "-9223372036854775808");
   has(R("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
-      "more than 2000000 statements and expressions");
+      "more than 2000000 statements and expressions: refused (loops over loops?); the limit is 2000000 "
+      "(ZT_MAX_TEMPLATE_STEPS raises it)");
+  // A render that needs more, with the limit raised: 3,000,000 iterations.
+  const std::string long_loop = "{% for i in range(100000) %}{% for j in range(30) %}{% endfor %}{% endfor %}ok";
+  has(R(long_loop), "more than 2000000");
+  ASSERT_EQ(::setenv("ZT_MAX_TEMPLATE_STEPS", "50000000", 1), 0);
+  EXPECT_EQ(R(long_loop), "ok");
+  ASSERT_EQ(::unsetenv("ZT_MAX_TEMPLATE_STEPS"), 0);
   has(R("{{ 'a' * 1000000000 }}"), "passes the limit of 67108864 bytes");
   has(R("{{ [1] * 1000000000 }}"), "passes the limit of 4194304 items");
   has(R("{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
