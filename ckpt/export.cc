@@ -239,8 +239,8 @@ absl::Status ApplyLoraExport(const ExportOptions& options, std::vector<Item>* it
       return absl::InvalidArgumentError(absl::StrCat("layer '", layer, "' has lora_", ab.first ? "A" : "B",
                                                      " but not lora_", ab.first ? "B" : "A", "; it cannot be merged"));
     }
-    auto base =
-        std::find_if(rest.begin(), rest.end(), [&](const Item& it) { return it.entry.name == layer + ".weight"; });
+    const std::string weight = layer + ".weight";  // (a structured binding cannot be captured in C++17)
+    auto base = std::find_if(rest.begin(), rest.end(), [&](const Item& it) { return it.entry.name == weight; });
     if (base == rest.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("LoRA layer '", layer, "' has no ", layer, ".weight to merge into"));

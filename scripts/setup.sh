@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   clang                 # scripts/thread_safety.sh: clang's -Wthread-safety on the annotated locks
+  libclang-rt-14-dev    # libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh)
   lld                   # links the LibTorch-sized binaries ~4x faster than GNU ld (cmake/ZtLinker.cmake)
   libtorch-dev libgloo-dev liburing-dev libabsl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
