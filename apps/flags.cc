@@ -2,6 +2,7 @@
 #include "apps/flags.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -137,9 +138,15 @@ absl::Status Flags::Parse(const std::vector<std::string>& args) {
       }
     } else if (spec.kind == Kind::kDouble) {
       char* end = nullptr;
-      (void)std::strtod(value.c_str(), &end);
+      const double v = std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0') {
         return absl::InvalidArgumentError(absl::StrCat(command_, ": --", name, " needs a number, got '", value, "'"));
+      }
+      // inf, nan and 1e400 parse, but no setting means them (they reached
+      // the config as JSON null before).
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(command_, ": --", name, " needs a finite number, got '", value, "'"));
       }
     }
     if (spec.kind == Kind::kRepeated) {

@@ -201,7 +201,9 @@ absl::StatusOr<Header> ReadHeader(const ReadFile& file, const std::string& where
   JsonReadLimits limits;
   limits.max_depth = 3;
   limits.max_object_keys = LimitValue(Limit::kSafetensorsTensors) + 1;  // and __metadata__
-  limits.object_keys_note = LimitNote(Limit::kSafetensorsTensors);
+  limits.object_keys_note =
+      absl::StrCat("a header holds at most one key per tensor and \"__metadata__\"; ",
+                   LimitNote(Limit::kSafetensorsTensors));
   ZT_ASSIGN_OR_RETURN(header.json, ReadJsonText(text, absl::StrCat(where, " header"), limits));
   if (!header.json.is_object()) return BadFile(where, "header is not a JSON object");
   return header;

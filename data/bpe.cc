@@ -5,6 +5,7 @@
 #include <array>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,7 +43,16 @@ absl::StatusOr<Bpe> Bpe::Create(absl::flat_hash_map<std::string, int32_t> vocab,
         absl::StrCat(merges.size(), " merges; ", LimitNote(Limit::kTokenizerMerges)));
   }
   bpe.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab) bpe.tokens_[static_cast<size_t>(id)] = token;
+  std::vector<const std::string*> owner(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [token, id] : vocab) {
+    // Two tokens on one id would encode one of them as the other.
+    if (const std::string* first = owner[static_cast<size_t>(id)]; first != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("vocabulary entries '", std::min(*first, token), "' and '",
+                                                     std::max(*first, token), "' both have id ", id));
+    }
+    owner[static_cast<size_t>(id)] = &token;
+    bpe.tokens_[static_cast<size_t>(id)] = token;
+  }
   bpe.ranks_.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];

@@ -2,6 +2,7 @@
 #include "data/wordpiece.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "data/pretokenize.h"
@@ -22,7 +23,16 @@ absl::StatusOr<WordPiece> WordPiece::Create(absl::flat_hash_map<std::string, int
     max_id = std::max(max_id, id);
   }
   wp.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab) wp.tokens_[static_cast<size_t>(id)] = token;
+  std::vector<const std::string*> owner(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [token, id] : vocab) {
+    // Two tokens on one id would encode one of them as the other.
+    if (const std::string* first = owner[static_cast<size_t>(id)]; first != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("vocabulary entries '", std::min(*first, token), "' and '",
+                                                     std::max(*first, token), "' both have id ", id));
+    }
+    owner[static_cast<size_t>(id)] = &token;
+    wp.tokens_[static_cast<size_t>(id)] = token;
+  }
   auto it = vocab.find(unk_token);
   if (it == vocab.end()) {
     return absl::InvalidArgumentError(absl::StrCat("unk_token '", unk_token, "' is not in the vocabulary"));

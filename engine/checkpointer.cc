@@ -28,6 +28,7 @@
 #include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "util/strings.h"
 #include "zero/optimizer_state.h"
 
 namespace zt {
@@ -356,6 +357,39 @@ absl::Status Checkpointer::AgreeOnSaveId(const std::string& folder, ckpt::Traini
   return absl::OkStatus();
 }
 
+// What an interrupted save leaves: a `<tag>.saving.<id>` folder (killed
+// before the swap) or `<tag>.replaced.<id>` (killed between the renames).
+// A save dir is written by one job at a time (zt train holds a run lock on
+// it), so once a save is complete every other such folder is a leftover:
+// removed, each named with its size, rather than kept forever.
+void Checkpointer::RemoveStaleSaves(const std::string& dir, const std::string& current) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    size_t mark = name.rfind(".saving."), skip = 8;
+    if (mark == std::string::npos) mark = name.rfind(".replaced."), skip = 10;
+    if (mark == std::string::npos || mark == 0 || it->path().string() == current) continue;
+    const std::string id = name.substr(mark + skip);
+    if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos) continue;
+    std::error_code size_ec;
+    uint64_t bytes = 0;
+    for (fs::recursive_directory_iterator f(it->path(), size_ec), fend; !size_ec && f != fend; f.increment(size_ec)) {
+      std::error_code e;
+      if (f->is_regular_file(e)) bytes += f->file_size(e);
+    }
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (rm) {
+      ZT_LOG(WARNING) << "an interrupted save left '" << it->path().string() << "' (" << HumanBytes(bytes)
+                      << "), which could not be removed: " << rm.message();
+    } else {
+      ZT_LOG(WARNING) << "removed '" << it->path().string() << "' (" << HumanBytes(bytes)
+                      << "), left by an interrupted save";
+    }
+  }
+}
+
 absl::Status Checkpointer::Publish(const std::string& dir, const std::string& tag, const std::string& staging,
                                    bool replacing, const ckpt::SavedLayout& layout, int64_t save_id) {
   const std::string folder = dir + "/" + tag;
@@ -370,7 +404,11 @@ absl::Status Checkpointer::Publish(const std::string& dir, const std::string& ta
           absl::StrCat("replacing checkpoint '", folder, "' with '", staging, "': ", ec.message()));
     }
     std::filesystem::remove_all(old, ec);
+    if (ec) {
+      ZT_LOG(WARNING) << "could not remove the replaced checkpoint '" << old << "': " << ec.message();
+    }
   }
+  RemoveStaleSaves(dir, staging);
   if (core_.config.zero.gather_16bit_weights_on_model_save) {
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::ZeroCheckpoint> saved, ckpt::ZeroCheckpoint::Open(dir, tag));
     ckpt::ExportOptions eo;
@@ -756,10 +794,17 @@ void Checkpointer::LogLoadedWeights(const std::string& path, const ckpt::Safeten
   for (const std::string& n : model.names()) {
     if (known.count(n) == 0) extra.push_back(n);
   }
+  // The names come from the file: at most 20 of them, each cut to 200
+  // characters (a hostile file's 10 MB name made a 10 MB log line).
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < extra.size() && i < 20; ++i) {
+    shown.push_back(extra[i].size() > 200 ? absl::StrCat(extra[i].substr(0, 200), "...") : extra[i]);
+  }
+  if (extra.size() > shown.size()) shown.push_back(absl::StrCat("and ", extra.size() - shown.size(), " more"));
   ZT_LOG(INFO) << "loaded weights from '" << path << "'"
                << (extra.empty() ? std::string()
                                  : absl::StrCat("; ignored ", extra.size(),
-                                                " tensors the model does not have: ", absl::StrJoin(extra, ", ")));
+                                                " tensors the model does not have: ", absl::StrJoin(shown, ", ")));
 }
 
 // ---------------------------------------------------------------------------

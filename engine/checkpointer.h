@@ -99,6 +99,7 @@ class Checkpointer {
   absl::Status AgreeOnSaveId(const std::string& folder, ckpt::TrainingState* ts, bool* replacing);
   // Once every rank's files are complete: swap a replaced tag in, export the
   // 16-bit weights if configured, and move `latest` (rank 0 only).
+  void RemoveStaleSaves(const std::string& dir, const std::string& current);
   absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging, bool replacing,
                        const ckpt::SavedLayout& layout, int64_t save_id);
 

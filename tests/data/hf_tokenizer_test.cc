@@ -457,6 +457,11 @@ TEST(HfTokenizerErrors, IdsAndCountsMeetNamedLimits) {
                                                "limit is 4194304 (ZT_MAX_TOKENIZER_VOCAB raises it)")))
         << t.status();
   }
+  // Two tokens on one id (before: accepted, and 'ab' encoded as 'b').
+  auto twice = load(bpe_with("1"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_TRUE(absl::StrContains(twice.status().message(), "vocabulary entries 'ab' and 'b' both have id 1"))
+      << twice.status();
   // The same for added tokens, the post-processor and a WordPiece vocabulary.
   auto added = load(bpe_with("2", R"(, "added_tokens": [{"id": 4294967301, "content": "<x>"}])"));
   ASSERT_FALSE(added.ok());

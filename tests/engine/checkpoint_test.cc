@@ -645,6 +645,15 @@ ZT_RANK_WORKER(load_replaced) {
   return absl::OkStatus();
 }
 
+ZT_RANK_WORKER(save_again) {
+  const auto a = Args(ctx.arg);
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Model m = MakeModel(false, true, 5);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, TrainConfig(3, false), pg));
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(a.at("dir")).status());
+  return engine->SaveCheckpoint(a.at("dir"), "first");
+}
+
 TEST(CheckpointFaults, RankDyingWhileATagIsSavedAgainLeavesTheTagWhole) {
   const std::string dir = TempDir("replace") + "/ck";
   RankRunResult r = RunWorker("crash_during_save", 2, "dir=" + dir + ";tags=first,first,first", /*may_fail=*/{1});
@@ -656,6 +665,22 @@ TEST(CheckpointFaults, RankDyingWhileATagIsSavedAgainLeavesTheTagWhole) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"first", "latest"}));
+
+  // What a save killed outright (kill -9: no rank left to clean up) leaves
+  // is removed, with a warning, by the next complete save into the dir;
+  // names that only look alike stay.
+  for (const std::string left : {"first.saving.1a2b3c", "second.saving.ff", "first.replaced.9"}) {
+    std::filesystem::create_directories(dir + "/" + left);
+    std::ofstream(dir + "/" + left + "/zero_pp_rank_0_mp_rank_00_optim_states.pt.tmp.123") << "partial";
+  }
+  std::filesystem::create_directories(dir + "/notes.saving.txt");
+  r = RunWorker("save_again", 2, "dir=" + dir);
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  EXPECT_NE(r.outputs[0].find("left by an interrupted save"), std::string::npos) << r.Summary();
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"first", "latest", "notes.saving.txt"}));
 }
 
 TEST(CheckpointFaults, RankDyingDuringSaveLeavesThePreviousCheckpoint) {

@@ -41,6 +41,16 @@ TEST(Flags, ValueEqualToTheDefaultStillCountsAsGiven) {
   EXPECT_FALSE(f.WasSet("set"));
 }
 
+TEST(Flags, NumbersMustBeFinite) {
+  for (const char* v : {"inf", "-inf", "nan", "1e400"}) {
+    Flags f = MakeFlags();
+    absl::Status st = f.Parse({"--lr", v});
+    ASSERT_FALSE(st.ok()) << v;
+    EXPECT_NE(st.message().find(std::string("--lr needs a finite number, got '") + v + "'"), std::string::npos)
+        << st.message();
+  }
+}
+
 TEST(Flags, UnderscoreSpellingAccepted) {
   Flags f = MakeFlags();
   ASSERT_TRUE(f.Parse({"--world_size=3"}).ok());
