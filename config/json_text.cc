@@ -189,6 +189,26 @@ JsonDocument ParseJsonText(std::string_view text) {
     doc.root = nullptr;
     doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column, ": ",
                                            SyntaxMessage(e.what()), TrailingCommaHint(text, offset))});
+  } catch (const Json::exception& e) {
+    // A number past double's range ("1e999"): nlohmann's out_of_range 406,
+    // which carries no position (it aborted zt before; found by fuzzing).
+    // Its message quotes the number, so the number's first place is named.
+    const std::string what = e.what();
+    const size_t q = what.find("parsing '");
+    std::string number = q == std::string::npos ? "" : what.substr(q + 9);
+    if (!number.empty() && number.back() == '\'') number.pop_back();
+    const size_t at = number.empty() ? std::string_view::npos : text.find(number);
+    doc.errors.clear();
+    doc.key_order.clear();
+    doc.root = nullptr;
+    if (at != std::string_view::npos) {
+      auto [line, column] = LineColumn(text, at);
+      doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column, ": the number ",
+                                             number.size() > 40 ? number.substr(0, 40) + "..." : number,
+                                             " does not fit in a double")});
+    } else {
+      doc.errors.push_back({"", absl::StrCat("malformed JSON: ", what)});
+    }
   }
   return doc;
 }

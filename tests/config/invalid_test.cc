@@ -32,6 +32,9 @@ const InvalidCase kCases[] = {
     {"syntax_trailing_comma", "{\n  \"fp16\": {\"enabled\": true,}\n}", "", "line 2, column 28", true},
     {"syntax_not_an_object", "[1, 2]", "", "must be a JSON object", true},
     {"syntax_empty", "", "", "malformed JSON at line 1, column 1", true},
+    // Found by fuzzing: a number past double's range aborted (nlohmann's out_of_range).
+    {"syntax_number_out_of_range", "{\n  \"gradient_clipping\": 1e99999\n}", "",
+     "malformed JSON at line 2, column 24: the number 1e99999 does not fit in a double", true},
     {"duplicate_top_level", R"({"steps_per_print": 1, "steps_per_print": 2})", "steps_per_print", "duplicate key"},
     {"duplicate_nested", R"({"zero_optimization": {"stage": 1, "stage": 2}})", "zero_optimization.stage",
      "duplicate key"},
