@@ -92,9 +92,11 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
     const ChatTemplate* tmpl = nullptr;
     if (conversation) {
       if (chat == nullptr || !chat->ok()) {
+        // Absent, or present and broken (a parse error is not "none").
         return absl::InvalidArgumentError(absl::StrCat(
-            where, ": a conversation is rendered with the tokenizer's chat template, and there is none: ",
-            chat == nullptr ? std::string("no tokenizer_config.json was given") : std::string(chat->status().message()),
+            where, ": a conversation is rendered with the tokenizer's chat template, ",
+            chat == nullptr ? std::string("and there is none: no tokenizer_config.json was given")
+                            : absl::StrCat("which could not be used: ", chat->status().message()),
             "; use a tokenizer folder whose tokenizer_config.json has \"chat_template\", or write "
             "{\"prompt\": string, \"completion\": string} lines"));
       }

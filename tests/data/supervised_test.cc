@@ -98,6 +98,20 @@ TEST(Supervised, BadLinesAreNamed) {
     EXPECT_TRUE(absl::StrContains(set.status().message(), c.message)) << set.status();
     EXPECT_TRUE(absl::StrContains(set.status().message(), path)) << set.status();
   }
+  // A template that is there but does not parse is not "none".
+  {
+    const std::string path = dir.File("chat.jsonl");
+    zt::testing::WriteFileBytes(path, "{\"messages\": []}\n");
+    const absl::StatusOr<ChatTemplate> broken =
+        absl::InvalidArgumentError("t/tokenizer_config.json: \"chat_template\": unexpected '%}' at line 1");
+    auto set = ReadSupervisedJsonl(*tok, path, DefaultEndOfText(*tok), &broken);
+    ASSERT_FALSE(set.ok());
+    EXPECT_TRUE(absl::StrContains(set.status().message(),
+                                  "chat template, which could not be used: t/tokenizer_config.json: "
+                                  "\"chat_template\": unexpected"))
+        << set.status();
+    EXPECT_FALSE(absl::StrContains(set.status().message(), "there is none")) << set.status();
+  }
   // JSONL of "text" lines: examples too (whole documents), never byte text.
   zt::testing::WriteFileBytes(dir.File("text.jsonl"), "{\"text\": \"only text\"}\n");
   EXPECT_TRUE(IsSupervisedJsonl(dir.File("text.jsonl")));
