@@ -261,10 +261,15 @@ absl::Status ToOptions(const Flags& f, train::TrainOptions* o, train::ConfigOver
 // per-process memory. Warns about the first, refuses what cannot fit in the
 // memory available now (the estimate of model states, buffers and
 // activations per rank plus the LibTorch process itself, about 200 MiB).
+// Before any rank starts: the model states the ranks will hold (the
+// estimator's figure, which leaves out activations, so it is a floor) must
+// fit in what this process may still take -- the host's available memory,
+// its cgroup's limit, its ulimit -v -- or the job is refused with both
+// figures, rather than killed for memory a few seconds into building the
+// model. More ranks than cores is said as a warning.
 absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& json, const std::string& source,
                             int nproc) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1 || nproc <= cores) return absl::OkStatus();
   constexpr int64_t kProcessBytes = int64_t{200} << 20;
   int64_t per_rank = kProcessBytes;
   absl::StatusOr<Config> config = train::ParseTrainConfig(json, source, nproc);
@@ -275,19 +280,23 @@ absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& jso
     absl::StatusOr<estimate::MemoryEstimate> m = estimate::EstimateMemory(*shape, eo);
     if (m.ok()) per_rank += m->total() + m->offloaded_cpu;
   }
-  const int64_t available = AvailableMemoryBytes();
-  const std::string need = absl::StrCat(nproc, " ranks x ", HumanBytes(static_cast<double>(per_rank)), " = ",
+  const MemoryBound bound = ProcessMemoryBound();
+  const std::string need = absl::StrCat(nproc, " rank", nproc == 1 ? "" : "s", " x ",
+                                        HumanBytes(static_cast<double>(per_rank)), " = ",
                                         HumanBytes(static_cast<double>(per_rank) * nproc));
-  if (available > 0 && per_rank * nproc > available) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("--nproc ", nproc, " needs about ", need, " of memory, more than the ",
-                     HumanBytes(static_cast<double>(available)), " available: start fewer ranks (this machine has ",
-                     cores, " cores)"));
+  if (bound.bytes > 0 && per_rank * nproc > bound.bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "--nproc ", nproc, " needs at least ", need, " of memory (model states as zt estimate counts them, "
+        "activations not included), more than the ", HumanBytes(static_cast<double>(bound.bytes)), " ",
+        bound.source, ": ", nproc > 1 ? "start fewer ranks, " : "",
+        "use a higher ZeRO stage or offload, or a smaller model"));
   }
-  std::fprintf(stderr,
-               "zt train: warning: %d ranks on %ld cores share the CPU (each rank gets one thread and they take "
-               "turns; expect it to be slower than %ld ranks); memory: about %s\n",
-               nproc, cores, cores, need.c_str());
+  if (cores >= 1 && nproc > cores) {
+    std::fprintf(stderr,
+                 "zt train: warning: %d ranks on %ld cores share the CPU (each rank gets one thread and they take "
+                 "turns; expect it to be slower than %ld ranks); memory: about %s\n",
+                 nproc, cores, cores, need.c_str());
+  }
   return absl::OkStatus();
 }
 

@@ -2,8 +2,10 @@
 #include "util/system_info.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,8 +15,13 @@
 #include <malloc.h>
 #endif
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "util/strings.h"
 
 namespace zt {
 
@@ -109,5 +116,73 @@ void ReturnFreedHeapMemory() {
 }
 
 int64_t AvailableMemoryBytes() { return ProcKib("/proc/meminfo", "MemAvailable:"); }
+
+namespace {
+
+// A file's first line as a whole number; -1 when absent or not a number
+// ("max", a v2 cgroup without a limit, included).
+int64_t NumberIn(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  int64_t v = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &v) ? v : -1;
+}
+
+void Consider(MemoryBound* bound, int64_t bytes, std::string source) {
+  if (bytes < 0) return;
+  if (bound->bytes < 0 || bytes < bound->bytes) {
+    bound->bytes = bytes;
+    bound->source = std::move(source);
+  }
+}
+
+}  // namespace
+
+MemoryBound ProcessMemoryBoundAt(const std::string& proc_root, const std::string& cgroup_root) {
+  MemoryBound bound;
+  Consider(&bound, ProcKib((proc_root + "/meminfo").c_str(), "MemAvailable:"), "available on this host");
+  // /proc/self/cgroup: "0::/path" (v2) or "N:memory:/path" (v1).
+  std::ifstream groups(proc_root + "/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    const bool v2 = f[0] == "0" && f[1].empty();
+    bool v1 = false;
+    for (absl::string_view c : absl::StrSplit(f[1], ',')) v1 = v1 || c == "memory";
+    if (!v2 && !v1) continue;
+    // Every level up to the root bounds it: a parent's limit holds too.
+    std::string path = f[2];
+    while (true) {
+      const std::string dir = absl::StrCat(cgroup_root, v1 ? "/memory" : "", path == "/" ? "" : path);
+      const int64_t limit = NumberIn(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+      const int64_t used = NumberIn(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+      // v1 says "no limit" with a number near 2^63.
+      if (limit > 0 && limit < (int64_t{1} << 60)) {
+        Consider(&bound, std::max<int64_t>(0, limit - std::max<int64_t>(0, used)),
+                 absl::StrCat("left under the memory cgroup ", path, "'s limit of ",
+                              HumanBytes(static_cast<double>(limit))));
+      }
+      if (path == "/" || path.empty()) break;
+      const size_t slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
+  }
+  return bound;
+}
+
+MemoryBound ProcessMemoryBound() {
+  MemoryBound bound = ProcessMemoryBoundAt("/proc", "/sys/fs/cgroup");
+  struct rlimit as;
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const int64_t mapped = ProcKib("/proc/self/status", "VmSize:");
+    const int64_t limit = static_cast<int64_t>(as.rlim_cur);
+    Consider(&bound, std::max<int64_t>(0, limit - std::max<int64_t>(0, mapped)),
+             absl::StrCat("left under this process's address-space limit (ulimit -v) of ",
+                          HumanBytes(static_cast<double>(limit))));
+  }
+  return bound;
+}
 
 }  // namespace zt

@@ -50,4 +50,17 @@ void ReturnFreedHeapMemory();
 // (MemAvailable of /proc/meminfo); -1 when unavailable.
 int64_t AvailableMemoryBytes();
 
+// The most memory this process may still take, and what sets that bound:
+// the host's MemAvailable, the memory cgroup it runs in (v2 memory.max -
+// memory.current, or v1 memory.limit_in_bytes - usage_in_bytes, for every
+// level up to the root), and its RLIMIT_AS less what it has mapped,
+// whichever is least. `bytes` is -1 when none is known.
+struct MemoryBound {
+  int64_t bytes = -1;
+  std::string source;  // "available on this host", "left under the cgroup /x's memory.max of 3 GiB", ...
+};
+MemoryBound ProcessMemoryBound();
+// The same with the files read under `proc_root` and `cgroup_root` (tests).
+MemoryBound ProcessMemoryBoundAt(const std::string& proc_root, const std::string& cgroup_root);
+
 }  // namespace zt
