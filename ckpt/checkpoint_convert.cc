@@ -101,17 +101,18 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
   }
   const std::string tag = options.tag.empty() ? source.tag() : options.tag;
   ZT_RETURN_IF_ERROR(CheckTag(tag));
-  // Not inside the source: a copy nested in its own checkpoint is deleted
-  // with it the next time that tag is saved again (and walks into itself).
+  // Not inside the source's tag folder: a copy nested there is deleted with
+  // it the next time that tag is saved again. (Beside the tags, in the
+  // save dir, is where --save-format deepspeed keeps its copy.)
   {
     std::error_code ec;
-    const fs::path src = fs::weakly_canonical(source.dir(), ec);
+    const fs::path src = fs::weakly_canonical(fs::path(source.dir()) / source.tag(), ec);
     const fs::path to = fs::weakly_canonical(dst, ec);
     if (!ec) {
       const auto [s_end, t_at] = std::mismatch(src.begin(), src.end(), to.begin(), to.end());
       if (s_end == src.end() && t_at != to.end()) {
         return absl::InvalidArgumentError(absl::StrCat("destination '", dst, "' lies inside the source checkpoint '",
-                                                       source.dir(), "': choose a directory outside it"));
+                                                       src.string(), "': choose a directory outside it"));
       }
     }
   }
