@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data/pretokenize.h"
+#include "data/vocab_table.h"
 #include "util/limits.h"
+#include "util/status.h"
 
 namespace zt::data {
 
@@ -27,32 +29,11 @@ absl::StatusOr<Bpe> Bpe::Create(absl::flat_hash_map<std::string, int32_t> vocab,
                                 const std::vector<std::pair<std::string, std::string>>& merges,
                                 BpeOptions options) {
   Bpe bpe;
-  // The id -> token table has max id + 1 entries: ids past the limit would
-  // make a 3 KB file allocate gigabytes.
-  const int64_t id_limit = LimitValue(Limit::kTokenizerVocab);
-  int32_t max_id = -1;
-  for (const auto& [token, id] : vocab) {
-    if (id < 0 || id >= id_limit) {
-      return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id, "; ids lie in [0, ",
-                                                     id_limit, "): ", LimitNote(Limit::kTokenizerVocab)));
-    }
-    max_id = std::max(max_id, id);
-  }
   if (static_cast<int64_t>(merges.size()) > LimitValue(Limit::kTokenizerMerges)) {
     return absl::InvalidArgumentError(
         absl::StrCat(merges.size(), " merges; ", LimitNote(Limit::kTokenizerMerges)));
   }
-  bpe.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
-  std::vector<const std::string*> owner(static_cast<size_t>(max_id + 1), nullptr);
-  for (const auto& [token, id] : vocab) {
-    // Two tokens on one id would encode one of them as the other.
-    if (const std::string* first = owner[static_cast<size_t>(id)]; first != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("vocabulary entries '", std::min(*first, token), "' and '",
-                                                     std::max(*first, token), "' both have id ", id));
-    }
-    owner[static_cast<size_t>(id)] = &token;
-    bpe.tokens_[static_cast<size_t>(id)] = token;
-  }
+  ZT_ASSIGN_OR_RETURN(bpe.tokens_, TokensById(vocab));
   bpe.ranks_.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];

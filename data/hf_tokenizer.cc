@@ -147,6 +147,21 @@ std::u32string U32(const std::string& utf8) {
 
 // Reads one tokenizer.json into an HfTokenizer; every error names the file
 // and the JSON key.
+// A tokenizer's JSON file (tokenizer.json, vocab.json), read bounded: at
+// most `max_depth` levels (real tokenizer.json files nest about 6; the
+// loader walks sub-trees recursively, so thousands would overflow the
+// stack), no object larger than the vocabulary limit (the largest object is
+// the vocabulary), errors as InvalidArgument naming the file.
+absl::StatusOr<Json> ReadTokenizerJson(const std::string& text, const std::string& path, int max_depth) {
+  JsonReadLimits limits;
+  limits.max_depth = max_depth;
+  limits.max_object_keys = LimitValue(Limit::kTokenizerVocab);
+  limits.object_keys_note = LimitNote(Limit::kTokenizerVocab);
+  auto parsed = ReadJsonText(text, path, limits);
+  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
+  return parsed;
+}
+
 class HfTokenizerLoader {
  public:
   HfTokenizerLoader(HfTokenizer* t, std::string file) : t_(t), file_(std::move(file)) {}
@@ -172,11 +187,8 @@ class HfTokenizerLoader {
     }
     return static_cast<int32_t>(v.get<int64_t>());
   }
-  // model.vocab: token -> id, at most the vocabulary limit of them.
+  // model.vocab: token -> id (ReadTokenizerJson bounded how many).
   absl::StatusOr<Vocabulary> Vocab(const Json& v, const std::string& key) const {
-    if (static_cast<int64_t>(v.size()) > LimitValue(Limit::kTokenizerVocab)) {
-      return Error(key, absl::StrCat(v.size(), " tokens; ", LimitNote(Limit::kTokenizerVocab)));
-    }
     Vocabulary vocab;
     vocab.reserve(v.size());
     for (auto it = v.begin(); it != v.end(); ++it) {
@@ -206,16 +218,11 @@ class HfTokenizerLoader {
   absl::Status FromVocabAndMerges(const std::string& vocab_path, const std::string& merges_path) {
     ZT_ASSIGN_OR_RETURN(std::string vocab_text, ReadText(vocab_path));
     ZT_ASSIGN_OR_RETURN(std::string merges_text, ReadText(merges_path));
-    JsonReadLimits limits;
-    limits.max_depth = 1;
-    limits.max_object_keys = LimitValue(Limit::kTokenizerVocab);
-    limits.object_keys_note = LimitNote(Limit::kTokenizerVocab);
-    auto vocab = ReadJsonText(vocab_text, vocab_path, limits);
-    if (!vocab.ok()) return absl::InvalidArgumentError(vocab.status().message());
-    if (!vocab->is_object())
+    ZT_ASSIGN_OR_RETURN(const Json vocab, ReadTokenizerJson(vocab_text, vocab_path, /*max_depth=*/1));
+    if (!vocab.is_object())
       return absl::InvalidArgumentError(absl::StrCat(vocab_path, ": not a JSON object of tokens"));
     const HfTokenizerLoader in_vocab(t_, vocab_path);
-    ZT_ASSIGN_OR_RETURN(Vocabulary v, in_vocab.Vocab(*vocab, "token ids"));
+    ZT_ASSIGN_OR_RETURN(Vocabulary v, in_vocab.Vocab(vocab, "token ids"));
     std::vector<std::pair<std::string, std::string>> merges;
     int line_no = 0;
     for (absl::string_view line : absl::StrSplit(merges_text, '\n')) {
@@ -539,16 +546,7 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
     return absl::NotFoundError(absl::StrCat("tokenizer '", path, "' does not exist"));
   }
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
-  // Real tokenizer.json files nest about 6 levels; the loader copies and
-  // walks sub-trees recursively, so a file nesting thousands would overflow
-  // the stack. The largest object is model.vocab.
-  JsonReadLimits limits;
-  limits.max_depth = 64;
-  limits.max_object_keys = LimitValue(Limit::kTokenizerVocab);
-  limits.object_keys_note = LimitNote(Limit::kTokenizerVocab);
-  auto parsed = ReadJsonText(text, json_path, limits);
-  if (!parsed.ok()) return absl::InvalidArgumentError(parsed.status().message());
-  const Json& j = *parsed;
+  ZT_ASSIGN_OR_RETURN(const Json j, ReadTokenizerJson(text, json_path, /*max_depth=*/64));
   HfTokenizerLoader loader(t.get(), json_path);
   // A field of the wrong JSON type where the loader reads it directly is
   // nlohmann's type_error: the file's error, not a crash.

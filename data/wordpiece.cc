@@ -6,33 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "data/pretokenize.h"
-#include "util/limits.h"
+#include "data/vocab_table.h"
+#include "util/status.h"
 
 namespace zt::data {
 
 absl::StatusOr<WordPiece> WordPiece::Create(absl::flat_hash_map<std::string, int32_t> vocab, std::string unk_token,
                                             std::string continuing_subword_prefix, int max_input_chars_per_word) {
   WordPiece wp;
-  const int64_t id_limit = LimitValue(Limit::kTokenizerVocab);  // the id -> token table's size bound
-  int32_t max_id = -1;
-  for (const auto& [token, id] : vocab) {
-    if (id < 0 || id >= id_limit) {
-      return absl::InvalidArgumentError(absl::StrCat("vocabulary entry '", token, "' has id ", id, "; ids lie in [0, ",
-                                                     id_limit, "): ", LimitNote(Limit::kTokenizerVocab)));
-    }
-    max_id = std::max(max_id, id);
-  }
-  wp.tokens_.assign(static_cast<size_t>(max_id + 1), std::string());
-  std::vector<const std::string*> owner(static_cast<size_t>(max_id + 1), nullptr);
-  for (const auto& [token, id] : vocab) {
-    // Two tokens on one id would encode one of them as the other.
-    if (const std::string* first = owner[static_cast<size_t>(id)]; first != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("vocabulary entries '", std::min(*first, token), "' and '",
-                                                     std::max(*first, token), "' both have id ", id));
-    }
-    owner[static_cast<size_t>(id)] = &token;
-    wp.tokens_[static_cast<size_t>(id)] = token;
-  }
+  ZT_ASSIGN_OR_RETURN(wp.tokens_, TokensById(vocab));
   auto it = vocab.find(unk_token);
   if (it == vocab.end()) {
     return absl::InvalidArgumentError(absl::StrCat("unk_token '", unk_token, "' is not in the vocabulary"));
