@@ -42,8 +42,14 @@ namespace zt::testing {
 namespace {
 
 constexpr int64_t kSteps = 10;
-// See the file comment and docs/testing.md for how these were derived.
-constexpr TruthTolerance kTruth{/*multiple=*/4.0, /*floor=*/1e-6};
+// See the file comment and docs/testing.md for how these were derived. 8
+// here where engine_parity_test keeps 4: with OpenBLAS's generic Prescott
+// kernels (what it picks for a CPU it cannot name) the clipping variant at
+// world 2 lands 5.2x as far from the truth as the plain reference in one
+// tensor (margin 1.14 at 4, 0.61 at 8); every other stage-3 case stays
+// below 0.46 at 4, and the unaveraged-gradients mutation fails the same
+// cases at 8 as at 4.
+constexpr TruthTolerance kTruth{/*multiple=*/8.0, /*floor=*/1e-6};
 
 struct Variant {
   std::string name;
