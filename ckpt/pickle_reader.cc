@@ -337,6 +337,11 @@ class Unpickler {
     const TensorRef& r = t->tensor;
     if (r.shape.size() != r.stride.size()) return Error("tensor size and stride differ in length");
     // The view must stay inside its storage: offset + sum((size-1)*stride) < numel.
+    // A negative offset is refused first: the overflow test below assumes last >= 0.
+    if (r.storage_offset < 0) {
+      return Error(absl::StrCat("negative tensor storage offset ", r.storage_offset, " into storage '",
+                                r.record, "'"));
+    }
     int64_t last = r.storage_offset;
     bool empty = false;
     for (size_t k = 0; k < r.shape.size(); ++k) {
@@ -347,7 +352,7 @@ class Unpickler {
       }
       if (r.shape[k] > 0) last += (r.shape[k] - 1) * r.stride[k];
     }
-    if (r.storage_offset < 0 || (!empty && last >= args[0]->storage_numel)) {
+    if (!empty && last >= args[0]->storage_numel) {
       return Error(absl::StrCat("tensor view (offset ", r.storage_offset, ", last element ", last,
                                 ") lies outside its storage '", r.record, "' of ", args[0]->storage_numel,
                                 " elements"));

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang with AddressSanitizer and
-# UndefinedBehaviorSanitizer) into build-fuzz/ and runs each for
-# ZT_FUZZ_SECONDS (default 10) from a seed corpus made of the project's real
-# files: the DeepSpeed fixtures' .pt files and their pickles, safetensors
-# files and an index, small tokenizer.json files, the chat templates of the
-# reference tokenizers (scripts/test_references.sh), configs/*.json.
+# UndefinedBehaviorSanitizer) into build-fuzz/ and runs each from a seed
+# corpus made of the project's real files (the DeepSpeed fixtures' .pt files
+# and their pickles, safetensors files and an index, small tokenizer.json
+# files, the chat templates of the reference tokenizers
+# (scripts/test_references.sh), configs/*.json) plus every input a fuzzer
+# ever found (fuzz/regressions/<target>/, committed with the fix).
+#
+# Two modes:
+# - Default (the test command): a fixed number of inputs per target
+#   (ZT_FUZZ_RUNS, default 20000, about 10 s each here) from a fixed
+#   libFuzzer seed and a fresh corpus, so that a clean clone explores what
+#   this machine explored, not a wall-clock's worth. Nearly: hash tables
+#   seeded per process (absl) and file descriptor numbers still vary the
+#   coverage a little from run to run, so before landing a change to a
+#   reader, run the exploration below for a few minutes per target.
+# - ZT_FUZZ_SECONDS=N: exploration, N seconds per target from a random seed,
+#   keeping the grown corpus under build-fuzz/corpus/ between runs. Run it
+#   after changing a reader; put each finding under fuzz/regressions/.
 # Fails on the first crash, leak, hang (-timeout) or allocation past
 # -rss_limit_mb, leaving the input under build-fuzz/findings/<target>/.
 # Usage: scripts/fuzz.sh [target ...]   (default: all six)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-SECONDS_EACH=${ZT_FUZZ_SECONDS:-10}
+SECONDS_EACH=${ZT_FUZZ_SECONDS:-}
+RUNS=${ZT_FUZZ_RUNS:-20000}
 DIR=${ZT_FUZZ_BUILD_DIR:-build-fuzz}
 if [ ! -f "$DIR/build.ninja" ]; then
   launcher=()
@@ -113,13 +127,26 @@ if ((${#targets[@]} == 0)); then targets=(pickle pt_file safetensors tokenizer c
 export TMPDIR=$(mktemp -d)
 trap 'rm -rf "$TMPDIR"' EXIT
 for t in "${targets[@]}"; do
-  corpus=$DIR/corpus/$t findings=$DIR/findings/$t
-  mkdir -p "$corpus" "$findings"
-  echo "fuzz: $t for ${SECONDS_EACH} s ($(ls "$SEEDS/$t" | wc -l) seeds)"
+  findings=$DIR/findings/$t
+  mkdir -p "$findings"
+  regressions=() found=0
+  if [ -d "fuzz/regressions/$t" ]; then regressions=("fuzz/regressions/$t"); found=$(ls "fuzz/regressions/$t" | wc -l); fi
+  if [ -n "$SECONDS_EACH" ]; then
+    corpus=$DIR/corpus/$t
+    mode=(-max_total_time="$SECONDS_EACH")
+    what="for $SECONDS_EACH s"
+  else
+    corpus=$TMPDIR/corpus/$t
+    mode=(-runs="$RUNS" -seed=1)
+    what="for $RUNS inputs (seed 1)"
+  fi
+  mkdir -p "$corpus"
+  echo "fuzz: $t $what ($(ls "$SEEDS/$t" | wc -l) seeds, $found regressions)"
   # Inputs up to 1 MiB; a run past 30 s or 2 GiB is a finding (the limits
-  # docs/security.md states are far below both).
-  "$DIR/${t}_fuzz" -max_total_time="$SECONDS_EACH" -max_len=1048576 -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$SEEDS/$t" 2>"$DIR/$t.log" ||
+  # docs/security.md states are far below both). libFuzzer writes new inputs
+  # into the first folder only.
+  "$DIR/${t}_fuzz" "${mode[@]}" -max_len=1048576 -timeout=30 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$SEEDS/$t" "${regressions[@]}" 2>"$DIR/$t.log" ||
     { tail -40 "$DIR/$t.log"; echo "fuzz: $t FAILED; the input is under $findings/"; exit 1; }
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|cov:" "$DIR/$t.log" | tail -3 | tr '\n' ' '
   echo

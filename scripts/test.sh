@@ -11,7 +11,8 @@
 # ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
 # Where clang++ is installed, scripts/thread_safety.sh then checks the lock
 # annotations of zero/ with clang's -Wthread-safety (about 16 s), and
-# scripts/fuzz.sh runs the libFuzzer targets of fuzz/ for 10 s each.
+# scripts/fuzz.sh runs the libFuzzer targets of fuzz/ on 20000 inputs each
+# from a fixed seed, plus every past finding (fuzz/regressions/).
 # In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
 # comm, zero and offload suites then run once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer (scripts/sanitize.sh: a second build of the
@@ -47,10 +48,11 @@ if (($# == 0)); then
   else
     echo "test: clang++ not found: skipping the thread-safety analysis (scripts/thread_safety.sh)"
   fi
-  # Every reader of untrusted files under libFuzzer with ASan and UBSan, a
-  # few seconds each from the real files' seeds (scripts/fuzz.sh; a build of
-  # the LibTorch-free libraries with clang, about 3.5 minutes cold).
-  echo "test: fuzz each reader of untrusted files for ${ZT_FUZZ_SECONDS:-10} s (scripts/fuzz.sh)"
+  # Every reader of untrusted files under libFuzzer with ASan and UBSan, about
+  # 10 s each from the real files' seeds and the past findings, from a fixed
+  # seed (scripts/fuzz.sh; a build of the LibTorch-free libraries with clang,
+  # about 3.5 minutes cold).
+  echo "test: fuzz each reader of untrusted files on ${ZT_FUZZ_RUNS:-20000} inputs from seed 1 (scripts/fuzz.sh)"
   (cd "$ROOT" && scripts/fuzz.sh)
   # The library as a user gets it: installed into a temporary prefix, the
   # example projects built against that prefix alone and run on 2 ranks.

@@ -558,6 +558,18 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
              "cpuK\x02tQK\x01K\x02\x85K\x01\x85\x89"
              "}tR."),
        "lies outside its storage"},
+      // Found by the fuzzer: a negative offset overflowed the view's bound
+      // check (signed arithmetic) before it was refused.
+      {"NegativeOffset",
+       Bytes("\x80\x02"
+             "ctorch._utils\n_rebuild_tensor_v2\n("
+             "(X\x07\x00\x00\x00storage"
+             "ctorch\nFloatStorage\n"
+             "X\x01\x00\x00\x00"
+             "0X\x03\x00\x00\x00"
+             "cpuK\x02tQJ\xc0\x23\x01\x80K\x02\x85K\x01\x85\x89"
+             "}tR."),
+       "negative tensor storage offset -2147408960"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
