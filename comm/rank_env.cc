@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -228,12 +229,35 @@ absl::StatusOr<RankEnv> ReadRankEnv(const EnvLookup& getenv) {
   return env;
 }
 
+std::string CommandLineJobId(const std::vector<std::string>& argv) {
+  uint64_t h = 14695981039346656037ULL;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    for (unsigned char c : argv[i]) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;  // the separator: ("ab", "c") and ("a", "bc") differ
+    h *= 1099511628211ULL;
+  }
+  return absl::StrCat(kCommandLineJobPrefix, absl::Hex(h, absl::kZeroPad16));
+}
+
 absl::StatusOr<RankEnv> ReadRankEnv() {
-  return ReadRankEnv([](const std::string& name) -> std::optional<std::string> {
+  absl::StatusOr<RankEnv> env = ReadRankEnv([](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
     if (v == nullptr) return std::nullopt;
     return std::string(v);
   });
+  // Ranks started without a job id (by hand, mpirun, srun, or zt launch on
+  // several nodes) are named by their command line, which is the same on
+  // every rank of one job.
+  if (env.ok() && env->job_id.empty() && env->world_size > 1) {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+    if (!argv.empty()) env->job_id = CommandLineJobId(argv);
+  }
+  return env;
 }
 
 bool IsLoopbackHost(const std::string& host) {

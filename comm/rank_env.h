@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -26,9 +27,10 @@ struct RankEnv {
   // to it as a client instead of rank 0 starting one.
   bool agent_hosts_store = false;
   // Which job this rank belongs to (ZT_JOB_ID, which zt launch and zt train
-  // set for their ranks, else torchrun's TORCHELASTIC_RUN_ID); "" when the
-  // ranks were started by hand. The rendezvous refuses a rank of another job
-  // that found this job's store on the same MASTER_PORT.
+  // set for their ranks on one node, else torchrun's TORCHELASTIC_RUN_ID,
+  // else, from ReadRankEnv() with more than one rank, CommandLineJobId of
+  // this process's command line). The rendezvous refuses a rank of another
+  // job that found this job's store on the same MASTER_PORT.
   std::string job_id;
 
   // "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500"
@@ -51,6 +53,12 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 // (3) but WORLD_SIZE is not: set WORLD_SIZE to the number of ranks".
 absl::StatusOr<RankEnv> ReadRankEnv(const EnvLookup& getenv);
 absl::StatusOr<RankEnv> ReadRankEnv();  // from this process's environment
+
+// The job id of ranks started without ZT_JOB_ID or TORCHELASTIC_RUN_ID:
+// kCommandLineJobPrefix and a 64-bit FNV-1a digest of argv[1..] (argv[0] is
+// left out: the same program may sit at another path on another node).
+inline constexpr char kCommandLineJobPrefix[] = "command-line-";
+std::string CommandLineJobId(const std::vector<std::string>& argv);
 
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackHost(const std::string& host);

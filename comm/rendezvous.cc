@@ -254,9 +254,14 @@ absl::Status RendezvousSteps::CheckAgreement() {
     const std::vector<uint8_t> job_bytes = store_->get("job");
     const std::string job(job_bytes.begin(), job_bytes.end());
     if (!job.empty() && !env_.job_id.empty() && job != env_.job_id) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ",
-                       address_, ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT"));
+      const bool by_command = absl::StartsWith(job, kCommandLineJobPrefix) ||
+                              absl::StartsWith(env_.job_id, kCommandLineJobPrefix);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ", address_,
+          ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT",
+          by_command ? " (ranks started without ZT_JOB_ID are named by their command line: if these ranks are one "
+                       "job whose command lines differ on purpose, set the same ZT_JOB_ID on every rank)"
+                     : ""));
     }
     for (int r = 0; r < world_; ++r) {
       int other = AnnouncedWorld(store_->get(keys_[r]));

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -314,6 +315,14 @@ int64_t TrainerWarmupSteps(int64_t warmup_steps, double warmup_ratio, int64_t nu
 // names, keys left to run time as "auto"); re-parsing it yields an equal
 // Config (with ParseOptions::allow_run_time_autos where some are left).
 std::string ConfigToJson(const Config& config, int indent = 2);
+
+// The settings every rank of one job must share, as (key, JSON value) in
+// schema order: what ConfigToJson writes, without the keys that may rightly
+// differ from node to node (NVMe paths, aio.*, the monitors' outputs, which
+// only rank 0 writes, and the logging cadence). Engine::Create compares them
+// across ranks (a node started with another ds_config.json would otherwise
+// train its shard with other settings, silently).
+std::vector<std::pair<std::string, std::string>> ConfigSharedSettings(const Config& config);
 
 // docs/config_reference.md, generated from the schema table.
 std::string ConfigReferenceMarkdown();

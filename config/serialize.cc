@@ -47,6 +47,28 @@ std::string ConfigToJson(const Config& config, int indent) {
   return out.dump(indent);
 }
 
+std::vector<std::pair<std::string, std::string>> ConfigSharedSettings(const Config& config) {
+  const auto node_local = [](std::string_view path) {
+    for (std::string_view prefix : {"aio.", "tensorboard.", "csv_monitor.", "wandb.", "comet."}) {
+      if (path.substr(0, prefix.size()) == prefix) return true;
+    }
+    for (std::string_view suffix : {".nvme_path"}) {
+      if (path.size() >= suffix.size() && path.substr(path.size() - suffix.size()) == suffix) return true;
+    }
+    return path == "steps_per_print" || path == "wall_clock_breakdown" || path == "memory_breakdown";
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const config_internal::KeySpec& spec : config_internal::Schema::Get().keys()) {
+    if (spec.support != config_internal::Support::kImplemented || spec.kind == config_internal::Kind::kObject) continue;
+    if (std::holds_alternative<std::monostate>(spec.field) || !config_internal::Included(spec, config)) continue;
+    if (node_local(spec.path)) continue;
+    out.emplace_back(spec.path, config_internal::GetField(spec, config).dump());
+  }
+  out.emplace_back("optimizer", config.optimizer.present ? "present" : "absent");
+  for (const std::string& path : config.run_time_autos) out.emplace_back(path, "\"auto\" (left to run time)");
+  return out;
+}
+
 std::string_view ToString(OffloadDevice v) {
   switch (v) {
     case OffloadDevice::kNone: return "none";

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "comm/agreement.h"
 #include "comm/broadcast_in_place.h"
 #include "engine/engine_impl.h"
@@ -43,6 +44,29 @@ std::optional<at::ScalarType> ToScalarType(const std::optional<DType>& d) {
 
 // The CPU kernel variant the optimizer runs (ops/kernels.h), for the log.
 const char* KernelsName() { return ops::kernels::IsaName(ops::kernels::ActiveIsa()); }
+
+// What every rank must build alike: each parameter and buffer by name, in
+// registration order, with its shape, dtype and whether it trains, then the
+// ds_config settings a job shares (ConfigSharedSettings). Values are not
+// compared: rank 0's are broadcast at setup.
+comm::Description SharedSetup(torch::nn::Module& model, const Config& config) {
+  comm::Description items;
+  const auto shape = [](const at::Tensor& t) {
+    return t.defined() ? absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "] ", c10::toString(t.scalar_type()))
+                       : std::string("undefined");
+  };
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    items.emplace_back(absl::StrCat("parameter ", p.key()),
+                       absl::StrCat(shape(p.value()), p.value().requires_grad() ? " trainable" : " frozen"));
+  }
+  for (const auto& b : model.named_buffers(/*recurse=*/true)) {
+    items.emplace_back(absl::StrCat("buffer ", b.key()), shape(b.value()));
+  }
+  for (auto& [key, value] : ConfigSharedSettings(config)) {
+    items.emplace_back(absl::StrCat("config ", key), std::move(value));
+  }
+  return items;
+}
 
 constexpr char kNoTrainable[] = "the model has no trainable parameters (requires_grad is false everywhere)";
 
@@ -102,10 +126,15 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   core_.options = options;
   core_.stage = core_.config.zero.stage;
 
+  absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
+  // Before any check that could fail on one rank only: the ranks must build
+  // the same model with the same settings (DDP's parameter-shape check, and
+  // the config too, which neither DDP nor DeepSpeed compares).
+  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(*core_.pg, SharedSetup(*core_.module, core_.config),
+                                              "model and ds_config settings"));
   // A config parsed with run-time "auto" values allowed (zt config check's
   // mode) must have had them filled before it trains.
   ZT_RETURN_IF_ERROR(CheckAutosResolved(core_.config));
-  absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
   if (!batch.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the config's batch sizes do not fit a data-parallel world of ",
                                                    core_.pg->size(), " ranks: ", batch.message()));

@@ -237,4 +237,35 @@ TEST(RankEnv, TorchrunAgentStore) {
   EXPECT_FALSE(other->agent_hosts_store);
 }
 
+// Ranks started without a job id are named by their command line: the same
+// for the same arguments whatever the program's path, different for any
+// other argument (and for arguments split differently).
+TEST(RankEnv, CommandLineJobId) {
+  using zt::comm::CommandLineJobId;
+  const std::string a = CommandLineJobId({"/opt/zt/bin/zt", "train", "--config", "a.json"});
+  EXPECT_EQ(a, CommandLineJobId({"./zt", "train", "--config", "a.json"}));
+  EXPECT_NE(a, CommandLineJobId({"zt", "train", "--config", "b.json"}));
+  EXPECT_NE(CommandLineJobId({"zt", "ab", "c"}), CommandLineJobId({"zt", "a", "bc"}));
+  EXPECT_EQ(a.rfind(zt::comm::kCommandLineJobPrefix, 0), 0u) << a;
+  EXPECT_EQ(a.size(), std::string(zt::comm::kCommandLineJobPrefix).size() + 16) << a;
+
+  // This process's own environment, as a rank started by hand: its id is
+  // its own command line's (gtest keeps the original argv).
+  for (const char* v : {"ZT_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    ::unsetenv(v);
+  }
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29999", 1);
+  auto env = ReadRankEnv();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->job_id, CommandLineJobId(::testing::internal::GetArgvs()));
+  ::setenv("ZT_JOB_ID", "given", 1);
+  env = ReadRankEnv();
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->job_id, "given");
+  for (const char* v : {"ZT_JOB_ID", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
+}
+
 }  // namespace

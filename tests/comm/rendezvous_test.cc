@@ -53,6 +53,24 @@ TEST(Rendezvous, RankOfAnotherJobIsRefused) {
   host.wait();
 }
 
+// Two jobs started by hand on one port, without ZT_JOB_ID: their ranks are
+// named by their command lines, so another job's rank is refused, and the
+// error says how to join ranks whose command lines differ on purpose.
+TEST(Rendezvous, HandStartedJobsAreToldApartByTheirCommandLines) {
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const auto timeout = std::chrono::seconds(20);
+  const std::string a = CommandLineJobId({"zt", "train", "--config", "a.json"});
+  const std::string b = CommandLineJobId({"zt", "train", "--config", "b.json"});
+  auto host = std::async(std::launch::async, [&] { return Rendezvous(Env(0, 2, *port, a), timeout); });
+  absl::StatusOr<StoreHandle> foreign = Rendezvous(Env(1, 2, *port, b), timeout);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
+  EXPECT_TRUE(absl::StrContains(foreign.status().message(), "set the same ZT_JOB_ID on every rank"))
+      << foreign.status();
+  host.wait();
+}
+
 TEST(Rendezvous, SameJobJoins) {
   absl::StatusOr<int> port = PickFreePort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
