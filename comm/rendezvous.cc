@@ -170,9 +170,32 @@ absl::Status RendezvousSteps::Announce() {
       return Lost(e);
     }
   }
+  // A rank of another job that found this job's store on the same port is
+  // refused before it claims a slot, so that this job's own rank can still
+  // take it. Rank 0 publishes its job first thing: wait for it.
+  if (rank_ != 0) {
+    try {
+      store_->wait({"job"}, timeout_);
+      const std::vector<uint8_t> job_bytes = store_->get("job");
+      const std::string job(job_bytes.begin(), job_bytes.end());
+      if (!job.empty() && !env_.job_id.empty() && job != env_.job_id) {
+        const bool by_command = absl::StartsWith(job, kCommandLineJobPrefix) ||
+                                absl::StartsWith(env_.job_id, kCommandLineJobPrefix);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ", address_,
+            ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT",
+            by_command ? " (ranks started without ZT_JOB_ID are named by their command line: if these ranks are one "
+                         "job whose command lines differ on purpose, set the same ZT_JOB_ID on every rank)"
+                       : ""));
+      }
+    } catch (const std::exception& e) {
+      return Lost(e);
+    }
+  }
   // Claim this rank's slot with an atomic counter: a second process with the
-  // same rank (another job's rank that found this store on the same
-  // MASTER_PORT) is refused instead of overwriting the first one's entry.
+  // same rank (two processes started with one RANK, or another job's rank
+  // where the jobs have no ids) is refused instead of overwriting the first
+  // one's entry.
   // (LibTorch 1.13's compareSet does not wake waiters, so it cannot be used.)
   const std::string announce =
       absl::StrCat("world=", world_, " host=", HostName("unknown-host"), " pid=", getpid(), " job=", env_.job_id);
@@ -246,23 +269,10 @@ absl::Status RendezvousSteps::ReportMissing(const std::exception& wait_error) {
                    "ZT_RENDEZVOUS_TIMEOUT_S sets this timeout"));
 }
 
-// Every rank must belong to rank 0's job (when launchers name jobs) and
-// agree on the world size; a rank launched with another WORLD_SIZE would
+// Every rank must agree on the world size; a rank launched with another WORLD_SIZE would
 // otherwise wait for ranks that never come.
 absl::Status RendezvousSteps::CheckAgreement() {
   try {
-    const std::vector<uint8_t> job_bytes = store_->get("job");
-    const std::string job(job_bytes.begin(), job_bytes.end());
-    if (!job.empty() && !env_.job_id.empty() && job != env_.job_id) {
-      const bool by_command = absl::StartsWith(job, kCommandLineJobPrefix) ||
-                              absl::StartsWith(env_.job_id, kCommandLineJobPrefix);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ", address_,
-          ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT",
-          by_command ? " (ranks started without ZT_JOB_ID are named by their command line: if these ranks are one "
-                       "job whose command lines differ on purpose, set the same ZT_JOB_ID on every rank)"
-                     : ""));
-    }
     for (int r = 0; r < world_; ++r) {
       int other = AnnouncedWorld(store_->get(keys_[r]));
       if (other != world_) {

@@ -33,10 +33,13 @@ TEST(Rendezvous, RankOfAnotherJobIsRefused) {
   absl::StatusOr<int> port = PickFreePort("127.0.0.1");
   ASSERT_TRUE(port.ok()) << port.status();
   const auto timeout = std::chrono::seconds(20);
-  // Job A's rank 0 hosts the store; job B's rank 1 reaches it first.
+  // Job A's rank 0 hosts the store; job B's rank 1 reaches it first: refused
+  // at once, without taking rank 1's slot.
   auto host = std::async(std::launch::async, [&] { return Rendezvous(Env(0, 2, *port, "job-a"), timeout); });
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<StoreHandle> foreign = Rendezvous(Env(1, 2, *port, "job-b"), timeout);
   ASSERT_FALSE(foreign.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, timeout / 2);
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
   EXPECT_TRUE(absl::StrContains(foreign.status().message(),
                                 "rank 1 of job job-b reached the rendezvous store of job "
@@ -44,13 +47,29 @@ TEST(Rendezvous, RankOfAnotherJobIsRefused) {
       << foreign.status();
   EXPECT_TRUE(absl::StrContains(foreign.status().message(), "own MASTER_PORT")) << foreign.status();
 
-  // Job A's own rank 1 then finds its slot taken: refused, never mixed in.
-  absl::StatusOr<StoreHandle> late = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
-  ASSERT_FALSE(late.ok());
-  EXPECT_EQ(late.status().code(), absl::StatusCode::kAlreadyExists) << late.status();
-  EXPECT_TRUE(absl::StrContains(late.status().message(), "rank 1 is already taken")) << late.status();
-  EXPECT_TRUE(absl::StrContains(late.status().message(), "job=job-b")) << late.status();
-  host.wait();
+  // Job A's own rank 1 then joins: job A trains, job B stopped.
+  absl::StatusOr<StoreHandle> own = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
+  EXPECT_TRUE(own.ok()) << own.status();
+  absl::StatusOr<StoreHandle> h = host.get();
+  EXPECT_TRUE(h.ok()) << h.status();
+}
+
+// Two processes started with the same RANK: the second is refused, naming
+// the first, instead of overwriting its entry.
+TEST(Rendezvous, SecondProcessWithTheSameRankIsRefused) {
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const auto timeout = std::chrono::seconds(20);
+  auto host = std::async(std::launch::async, [&] { return Rendezvous(Env(0, 2, *port, "job-a"), timeout); });
+  absl::StatusOr<StoreHandle> first = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<StoreHandle> h = host.get();
+  ASSERT_TRUE(h.ok()) << h.status();
+  absl::StatusOr<StoreHandle> second = Rendezvous(Env(1, 2, *port, "job-a"), timeout);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "rank 1 is already taken")) << second.status();
+  EXPECT_TRUE(absl::StrContains(second.status().message(), "job=job-a")) << second.status();
 }
 
 // Two jobs started by hand on one port, without ZT_JOB_ID: their ranks are
@@ -68,7 +87,10 @@ TEST(Rendezvous, HandStartedJobsAreToldApartByTheirCommandLines) {
   EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition) << foreign.status();
   EXPECT_TRUE(absl::StrContains(foreign.status().message(), "set the same ZT_JOB_ID on every rank"))
       << foreign.status();
-  host.wait();
+  absl::StatusOr<StoreHandle> own = Rendezvous(Env(1, 2, *port, a), timeout);
+  EXPECT_TRUE(own.ok()) << own.status();
+  absl::StatusOr<StoreHandle> h = host.get();
+  EXPECT_TRUE(h.ok()) << h.status();
 }
 
 TEST(Rendezvous, SameJobJoins) {
