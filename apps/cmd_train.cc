@@ -3,8 +3,11 @@
 // and then starts --nproc ranks of itself; under `zt launch`, torchrun-style
 // variables, mpirun or srun it is one rank of the job. The loop itself is
 // train/trainer.h.
+#include <c10/util/Exception.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,15 +26,37 @@
 namespace zt::cli {
 namespace {
 
+// An exception that ended a rank, as one message: LibTorch's without its
+// stack trace (dozens of frames that tell a user nothing), and an
+// allocation failure with what to change. The memory check before the
+// ranks start covers the model states only (a floor), so activations that
+// do not fit end here.
+int ReportException(const std::string& who, const std::string& what, bool out_of_memory) {
+  std::string text = what;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (out_of_memory || text.find("can't allocate memory") != std::string::npos) {
+    absl::StrAppend(&text,
+                    "\n  out of memory while training: the model states fitted (they were checked before the ranks "
+                    "started), what did not is most likely the activations of one micro-batch. Lower --micro-batch "
+                    "(train_micro_batch_size_per_gpu) or --seq-len and raise --grad-accum to keep the batch, add "
+                    "--activation-checkpointing, or give the ranks more memory");
+  }
+  std::fprintf(stderr, "%s: %s\n", who.c_str(), text.c_str());
+  return 1;
+}
+
 // This process as one rank of the job: errors (and exceptions) become the
 // exit code, prefixed with `who`.
 int RunRank(const TrainJob& job, const std::string& who) {
   try {
     absl::Status st = train::RunTrainingRank(job.options, job.config_json, job.config_source);
     if (!st.ok()) return FailTrain(st);
+  } catch (const c10::Error& e) {
+    return ReportException(who, e.what_without_backtrace(), /*out_of_memory=*/false);
+  } catch (const std::bad_alloc& e) {
+    return ReportException(who, e.what(), /*out_of_memory=*/true);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
-    return 1;
+    return ReportException(who, e.what(), /*out_of_memory=*/false);
   }
   return 0;
 }

@@ -118,4 +118,17 @@ TEST(TrainSizing, AModelThatCannotFitIsRefusedUpFront) {
       << r.output;
 }
 
+// States that fit and activations that do not: one named message with what
+// to change, not LibTorch's stack trace.
+TEST(TrainSizing, ActivationsThatDoNotFitAreNamedWithWhatToChange) {
+  const CommandResult r = zt::testing::RunShell(
+      "ulimit -v 3145728 && OMP_NUM_THREADS=1 " ZT_BINARY_DIR
+      "/bin/zt train --nproc 1 --steps 1 --micro-batch 2048 --save-dir none --output-dir \"$(mktemp -d)\"");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("can't allocate memory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("out of memory while training"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Lower --micro-batch"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+}
+
 }  // namespace
