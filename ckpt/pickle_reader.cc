@@ -111,6 +111,20 @@ class Unpickler {
  public:
   Unpickler(std::string_view data, const std::string& where, const StorageLoadFn& load)
       : data_(data), where_(where), load_(load) {}
+  // Run's result is a Value tree of its own: every container made here is
+  // emptied, which breaks any cycle among them.
+  ~Unpickler() {
+    stack_.clear();
+    memo_.clear();
+    for (const std::weak_ptr<Obj>& w : containers_) {
+      if (ObjPtr p = w.lock()) {
+        std::vector<ObjPtr> children;
+        p->Drain(&children);
+      }
+    }
+  }
+  Unpickler(const Unpickler&) = delete;
+  Unpickler& operator=(const Unpickler&) = delete;
 
   absl::StatusOr<Value> Run() {
     while (true) {
@@ -195,18 +209,24 @@ class Unpickler {
     return items;
   }
 
-  static ObjPtr Make(Obj::Kind k) { return std::make_shared<Obj>(k); }
-  static ObjPtr MakeInt(int64_t v) {
+  // Containers are remembered: a pickle can make one hold itself (APPEND of
+  // a memoized list onto itself), a cycle shared_ptrs would never free.
+  ObjPtr Make(Obj::Kind k) {
+    ObjPtr o = std::make_shared<Obj>(k);
+    if (k == Obj::Kind::kList || k == Obj::Kind::kDict || k == Obj::Kind::kTuple) containers_.push_back(o);
+    return o;
+  }
+  ObjPtr MakeInt(int64_t v) {
     ObjPtr o = Make(Obj::Kind::kInt);
     o->i = v;
     return o;
   }
-  static ObjPtr MakeStr(std::string s) {
+  ObjPtr MakeStr(std::string s) {
     ObjPtr o = Make(Obj::Kind::kStr);
     o->s = std::move(s);
     return o;
   }
-  static ObjPtr MakeTuple(std::vector<ObjPtr> items) {
+  ObjPtr MakeTuple(std::vector<ObjPtr> items) {
     ObjPtr o = Make(Obj::Kind::kTuple);
     o->items = std::move(items);
     return o;
@@ -697,6 +717,7 @@ class Unpickler {
   std::vector<ObjPtr> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, ObjPtr> memo_;
+  std::vector<std::weak_ptr<Obj>> containers_;  // every list, dict and tuple made (Make)
   bool overflow_ = false;
   int64_t values_ = 0;
   const int64_t max_values_ = LimitValue(Limit::kPickleValues);
