@@ -463,7 +463,13 @@ class HfTokenizerLoader {
         }
         if (!piece.contains("SpecialToken"))
           return Error(key + ".single", "an entry that is neither Sequence nor SpecialToken");
-        const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+        // nlohmann's const operator[] on a non-object or a missing key is
+        // undefined behaviour (an assertion in debug builds), not an error.
+        const Json& special = piece["SpecialToken"];
+        if (!special.is_object() || !special.contains("id") || !special["id"].is_string()) {
+          return Error(key + ".single", "a SpecialToken without a string \"id\"");
+        }
+        const std::string name = special["id"].get<std::string>();
         if (!specials.contains(name) || !specials[name].contains("ids")) {
           return Error(key + ".special_tokens", absl::StrCat("'", name, "' is used but not defined"));
         }

@@ -407,6 +407,14 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
       {R"({"model": {"type": 5}})", "wrong JSON type"},
       {absl::StrCat("{", model, R"(, "pre_tokenizer": {"type": ["ByteLevel"]}})"), "wrong JSON type"},
       {absl::StrCat("{", model, R"(, "normalizer": {"type": {"a": 1}}})"), "wrong JSON type"},
+      // Found by the fuzzer: a SpecialToken without "id" (or not an object)
+      // read a missing key (undefined behaviour; an assertion in debug).
+      {absl::StrCat("{", model, R"(, "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"hd": "a", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]}})"),
+       "post_processor.single: a SpecialToken without a string \"id\""},
+      {absl::StrCat("{", model, R"(, "post_processor": {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": 7}]}})"),
+       "a SpecialToken without a string \"id\""},
   };
   // Sequences nested in each other (100,000 overflowed the stack before):
   // refused while parsing by the nesting limit (the loader walks sub-trees
