@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/collective_label.h"
+#include "util/fnv1a.h"
 
 namespace zt::comm {
 
@@ -33,20 +34,6 @@ absl::Status AgreeAcrossRanks(ProcessGroup& pg, const absl::Status& local, const
 }
 
 namespace {
-
-void Mix(uint64_t& h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-}
-
-void MixString(uint64_t& h, const std::string& s) {
-  const uint64_t n = s.size();
-  Mix(h, &n, sizeof(n));
-  Mix(h, s.data(), s.size());
-}
 
 // "key\0value\0" per item: what rank 0 sends when the digests differ.
 std::string Serialize(const Description& items) {
@@ -113,12 +100,12 @@ std::vector<std::string> Differences(const Description& theirs, const Descriptio
 }  // namespace
 
 uint64_t DescriptionDigest(const Description& items) {
-  uint64_t h = 14695981039346656037ULL;
+  Fnv1a64 h;
   for (const auto& [key, value] : items) {
-    MixString(h, key);
-    MixString(h, value);
+    h.AddString(key);
+    h.AddString(value);
   }
-  return h;
+  return h.value();
 }
 
 absl::Status AgreeOnDescription(ProcessGroup& pg, const Description& mine, const std::string& what) {

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "util/fnv1a.h"
 #include "util/status.h"
 
 namespace zt::comm {
@@ -230,16 +231,9 @@ absl::StatusOr<RankEnv> ReadRankEnv(const EnvLookup& getenv) {
 }
 
 std::string CommandLineJobId(const std::vector<std::string>& argv) {
-  uint64_t h = 14695981039346656037ULL;
-  for (size_t i = 1; i < argv.size(); ++i) {
-    for (unsigned char c : argv[i]) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    h ^= 0xff;  // the separator: ("ab", "c") and ("a", "bc") differ
-    h *= 1099511628211ULL;
-  }
-  return absl::StrCat(kCommandLineJobPrefix, absl::Hex(h, absl::kZeroPad16));
+  Fnv1a64 h;
+  for (size_t i = 1; i < argv.size(); ++i) h.AddString(argv[i]);
+  return absl::StrCat(kCommandLineJobPrefix, absl::Hex(h.value(), absl::kZeroPad16));
 }
 
 absl::StatusOr<RankEnv> ReadRankEnv() {

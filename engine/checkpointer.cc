@@ -25,6 +25,7 @@
 #include "lora/lora_options.h"
 #include "plan/layout.h"
 #include "util/error.h"
+#include "util/fnv1a.h"
 #include "util/file_io.h"
 #include "util/log.h"
 #include "util/status.h"
@@ -60,9 +61,9 @@ bool HasTensor(const ckpt::Value& v) {
 }
 
 int64_t TagHash(const std::string& tag) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : tag) h = (h ^ c) * 1099511628211ull;
-  return static_cast<int64_t>(h >> 1);
+  Fnv1a64 h;
+  h.AddString(tag);
+  return static_cast<int64_t>(h.value() >> 1);
 }
 
 at::Tensor CpuRngState() {

@@ -41,6 +41,20 @@ std::string Bytes(const char (&s)[N]) {
   return std::string(s, N - 1);
 }
 
+// A pickled float tensor of shape (2,) over a 2-element storage: record
+// `key` (one character), storage offset pickled as `offset` (an integer
+// opcode with its operand), as torch.save writes it.
+std::string TensorPickle(const std::string& key, const std::string& offset) {
+  return Bytes("\x80\x02"
+               "ctorch._utils\n_rebuild_tensor_v2\n("
+               "(X\x07\x00\x00\x00storage"
+               "ctorch\nFloatStorage\n"
+               "X\x01\x00\x00\x00") +
+         key + Bytes("X\x03\x00\x00\x00"
+                     "cpuK\x02tQ") +
+         offset + Bytes("K\x02\x85K\x01\x85\x89}tR.");
+}
+
 Value Tup(List items) { return Value(Value::Tuple{std::move(items)}); }
 
 Value MakeDict(std::vector<std::pair<Value, Value>> items, bool ordered = false) {
@@ -520,14 +534,7 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
       {"NoStop", Bytes("\x80\x02}"), "without a STOP"},
       {"Underflow", Bytes("\x80\x02s."), "stack underflow"},
       {"MissingStorage",
-       Bytes("\x80\x02"
-             "ctorch._utils\n_rebuild_tensor_v2\n("
-             "(X\x07\x00\x00\x00storage"
-             "ctorch\nFloatStorage\n"
-             "X\x01\x00\x00\x00"
-             "7X\x03\x00\x00\x00"
-             "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89"
-             "}tR."),
+       TensorPickle("7", Bytes("K\x00")),
        "record 'archive/data/7' is missing"},
       {"UnknownClass",
        Bytes("\x80\x02"
@@ -549,26 +556,12 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
              "cdeepspeed.utils.tensor_fragment\nfragment_address\nK\x01\x85\x81."),
        "created with arguments"},
       {"ViewOutsideStorage",
-       Bytes("\x80\x02"
-             "ctorch._utils\n_rebuild_tensor_v2\n("
-             "(X\x07\x00\x00\x00storage"
-             "ctorch\nFloatStorage\n"
-             "X\x01\x00\x00\x00"
-             "0X\x03\x00\x00\x00"
-             "cpuK\x02tQK\x01K\x02\x85K\x01\x85\x89"
-             "}tR."),
+       TensorPickle("0", Bytes("K\x01")),
        "lies outside its storage"},
       // Found by the fuzzer: a negative offset overflowed the view's bound
       // check (signed arithmetic) before it was refused.
       {"NegativeOffset",
-       Bytes("\x80\x02"
-             "ctorch._utils\n_rebuild_tensor_v2\n("
-             "(X\x07\x00\x00\x00storage"
-             "ctorch\nFloatStorage\n"
-             "X\x01\x00\x00\x00"
-             "0X\x03\x00\x00\x00"
-             "cpuK\x02tQJ\xc0\x23\x01\x80K\x02\x85K\x01\x85\x89"
-             "}tR."),
+       TensorPickle("0", Bytes("J\xc0\x23\x01\x80")),
        "negative tensor storage offset -2147408960"},
   };
   for (const Case& c : cases) {
@@ -580,15 +573,7 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
     EXPECT_TRUE(absl::StrContains(r.status().message(), path)) << r.status();
   }
   // A well-formed file of the same shape loads (the cases above differ only where they say).
-  const std::string ok_pickle = Bytes(
-      "\x80\x02"
-      "ctorch._utils\n_rebuild_tensor_v2\n("
-      "(X\x07\x00\x00\x00storage"
-      "ctorch\nFloatStorage\n"
-      "X\x01\x00\x00\x00"
-      "0X\x03\x00\x00\x00"
-      "cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89"
-      "}tR.");
+  const std::string ok_pickle = TensorPickle("0", Bytes("K\x00"));
   auto ok = PtReader::Open(ZipWithPickle(dir, "ok.pt", ok_pickle));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)->root().AsTensor().shape, std::vector<int64_t>{2});
