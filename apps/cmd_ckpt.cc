@@ -92,6 +92,14 @@ int RunInspect(const std::vector<std::string>& args) {
               static_cast<long long>(params), static_cast<long long>(l.trainable_numel()),
               HumanBytes(4.0 * static_cast<double>(l.trainable_numel())).c_str(),
               static_cast<long long>(l.frozen_numel()), l.shared.size());
+  // Per-group settings, where the checkpoint records them (param groups).
+  for (size_t g = 0; g < l.optimizer_group_settings.size() && g < l.optimizer_groups.size(); ++g) {
+    const ckpt::SavedLayout::GroupSettings& gs = l.optimizer_group_settings[g];
+    std::string betas;
+    if (gs.betas.size() == 2) betas = absl::StrCat(", betas [", gs.betas[0], ", ", gs.betas[1], "]");
+    std::printf("optimizer param group %zu: %zu parameters, weight_decay %g, eps %g%s, lr %g\n", g,
+                l.optimizer_groups[g].size(), gs.weight_decay, gs.eps, betas.c_str(), gs.lr);
+  }
   std::printf("files:\n");
   for (const std::string& f : (*ck)->files()) std::printf("  %s\n", f.c_str());
   if (flags.GetBool("verify")) {

@@ -78,6 +78,9 @@ void Define(Flags& f) {
   f.Double("warmup-ratio", 0, "warm-up as a share of --steps, rounded up, for warmup_num_steps \"auto\"");
   f.Double("max-grad-norm", 1.0, "gradient clipping norm for gradient_clipping \"auto\" (0: none)");
   f.Double("weight-decay", 0, "weight decay for optimizer.params.weight_decay \"auto\"");
+  f.String("weight-decay-groups", "all",
+           "all: the config's weight decay on every parameter (one optimizer param group, as DeepSpeed), or hf: "
+           "HF Trainer's two groups, no decay for biases and LayerNorm/RMSNorm weights");
   f.Bool("activation-checkpointing", "checkpoint the model's blocks (config: activation_checkpointing.*)");
   f.String("output-dir", "", "where results go (default: runs/<model>)");
   f.String("save-dir", "", "checkpoint directory (default: <output-dir>/checkpoints; 'none': no checkpoints)");
@@ -150,6 +153,10 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   }
   o->save_deepspeed = save_format == "deepspeed";
   o->resume = f.GetBool("resume");
+  o->weight_decay_groups = f.GetString("weight-decay-groups");
+  if (o->weight_decay_groups != "all" && o->weight_decay_groups != "hf") {
+    return BadFlag(absl::StrCat("--weight-decay-groups is all or hf, got '", o->weight_decay_groups, "'"));
+  }
   o->init_from = f.GetString("init-from");
   // A Hugging Face model folder brings its architecture: --init-from DIR
   // alone trains the model its config.json describes.

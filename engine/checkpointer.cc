@@ -247,6 +247,25 @@ ckpt::SavedLayout Checkpointer::CurrentLayout() const {
   }
   layout.shared = TiedAliases(*core_.module);
   layout.optimizer_groups = {ModelOrderTrainable(*core_.module)};
+  const ResolvedParamGroups& pg = core_.param_groups;
+  if (pg.size() > 1 || !core_.options.param_groups.empty()) {
+    // The run's own groups, each with the settings it trains with (the lr
+    // the next step applies, as DeepSpeed's param_groups hold it).
+    layout.optimizer_groups = pg.members;
+    const double next_lr = core_.scheduler->Lr(core_.global_steps - core_.skipped_steps);
+    for (size_t k = 0; k < pg.size(); ++k) {
+      const OptimizerConfig& c = pg.configs[k];
+      ckpt::SavedLayout::GroupSettings gs;
+      gs.lr = pg.lr[k].value_or(next_lr);
+      gs.weight_decay = c.weight_decay;
+      gs.eps = c.eps;
+      const OptimizerType t = c.type;
+      if (t == OptimizerType::kAdam || t == OptimizerType::kAdamW || t == OptimizerType::kLion) {
+        gs.betas = {c.betas[0], c.betas[1]};
+      }
+      layout.optimizer_group_settings.push_back(std::move(gs));
+    }
+  }
   return layout;
 }
 
@@ -430,13 +449,14 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   std::unique_ptr<zero::OptimizerState> optimizer_state;
   Staged staged;
   at::Tensor rng;
+  std::optional<ResolvedParamGroups> adopt_groups;
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
         ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag));
         const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
         // What saves killed mid-write left beside the complete files.
         if (core_.pg->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
-        ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where));
+        ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where, &adopt_groups));
         ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
         ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
         // The RNG stream: this rank's own when the world size matches.
@@ -451,6 +471,27 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
 
   // Everyone read everything: commit.
   const ckpt::TrainingState& ts = ck->training_state();
+  if (adopt_groups) {
+    // Settings the optimizer accepts: they trained the checkpoint.
+    ThrowIfError(core_.optimizer->SetParamGroups(ReindexParamGroups(*adopt_groups, core_.param_names)));
+    if (core_.pg->rank() == 0) {
+      std::string listed;
+      for (size_t g = 0; g < adopt_groups->size(); ++g) {
+        const OptimizerConfig& c = adopt_groups->configs[g];
+        absl::StrAppend(&listed, g == 0 ? "" : "; ", "group ", g, " (", adopt_groups->members[g].size(),
+                        " parameters): weight_decay ", c.weight_decay, ", eps ", c.eps, ", betas [", c.betas[0], ", ",
+                        c.betas[1], "]");
+      }
+      ZT_LOG(WARNING) << "resuming with the checkpoint's " << adopt_groups->size()
+                      << " optimizer param groups and their settings, as DeepSpeed's load does, in place of the "
+                         "config's single set (weight_decay "
+                      << core_.config.optimizer.weight_decay << ", eps " << core_.config.optimizer.eps
+                      << "): " << listed
+                      << ". The lr follows this run's schedule. To choose the groups yourself, give them "
+                         "(EngineOptions::param_groups, zt train --weight-decay-groups)";
+    }
+    core_.param_groups = std::move(*adopt_groups);
+  }
   core_.optimizer->Adopt(std::move(optimizer_state), staged.masters, ts.optimizer_step);
   CommitFrozenAndBuffers(staged);
   core_.global_steps = ts.global_steps;
@@ -475,7 +516,8 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   return client != nullptr ? *client : ckpt::Value(ckpt::Dict());
 }
 
-absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const {
+absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                                          std::optional<ResolvedParamGroups>* adopt_groups) const {
   const ckpt::SavedLayout& l = ck.layout();
   // Every trainable parameter there, with its shape.
   for (size_t i = 0; i < core_.params.size(); ++i) {
@@ -502,7 +544,7 @@ absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const 
     return absl::InvalidArgumentError(absl::StrCat(where, " was trained with ", ck.training_state().optimizer_type,
                                                    "; the config's optimizer is ", optimizer));
   }
-  ZT_RETURN_IF_ERROR(CheckGroupSettings(ck, where));
+  ZT_RETURN_IF_ERROR(CheckGroupSettings(ck, where, adopt_groups));
   const std::vector<std::string> names = core_.optimizer->state_names();
   if (names != ck.state_names()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " holds optimizer state [",
@@ -512,42 +554,116 @@ absl::Status Checkpointer::CheckSameModel(const ckpt::ZeroCheckpoint& ck, const 
   return absl::OkStatus();
 }
 
-absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where) const {
+absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                                              std::optional<ResolvedParamGroups>* adopt) const {
+  adopt->reset();
   const ckpt::SavedLayout& l = ck.layout();
-  const OptimizerConfig& o = core_.config.optimizer;
+  // No per-group record: the checkpoint's ds_config held one set of settings.
+  if (l.optimizer_group_settings.empty() || l.optimizer_group_settings.size() != l.optimizer_groups.size()) {
+    return absl::OkStatus();
+  }
+  const ResolvedParamGroups& run = core_.param_groups;
   // Same value as saved: both went through a decimal text (JSON, Python's
   // float repr) to the nearest double, so equal settings compare equal;
   // the slack covers a value printed with fewer digits.
   auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(std::fabs(a), std::fabs(b)); };
-  for (size_t g = 0; g < l.optimizer_group_settings.size(); ++g) {
-    const ckpt::SavedLayout::GroupSettings& s = l.optimizer_group_settings[g];
-    std::string differs;
+  const bool one_cycle_betas = core_.config.scheduler.type == SchedulerType::kOneCycle;
+  // What differs between a saved group's settings and a run group's ("" if nothing).
+  auto differs = [&](const ckpt::SavedLayout::GroupSettings& s, const OptimizerConfig& o) -> std::string {
     if (!same(s.weight_decay, o.weight_decay)) {
-      differs = absl::StrCat("weight_decay ", s.weight_decay, " (the config: ", o.weight_decay, ")");
-    } else if (!same(s.eps, o.eps)) {
-      differs = absl::StrCat("eps ", s.eps, " (the config: ", o.eps, ")");
-    } else if (s.betas.size() == 2 && (!same(s.betas[0], o.betas[0]) || !same(s.betas[1], o.betas[1])) &&
-               core_.config.scheduler.type != SchedulerType::kOneCycle) {
-      differs = absl::StrCat("betas [", s.betas[0], ", ", s.betas[1], "] (the config: [", o.betas[0], ", ",
-                             o.betas[1], "])");
+      return absl::StrCat("weight_decay ", s.weight_decay, " (this run: ", o.weight_decay, ")");
     }
-    if (differs.empty()) continue;
-    const std::vector<std::string>& names = l.optimizer_groups[g];
-    std::vector<std::string> shown(names.begin(), names.begin() + std::min<size_t>(names.size(), 3));
-    std::string all;
-    for (size_t k = 0; k < l.optimizer_group_settings.size(); ++k) {
-      absl::StrAppend(&all, k == 0 ? "" : ", ", l.optimizer_group_settings[k].weight_decay);
+    if (!same(s.eps, o.eps)) return absl::StrCat("eps ", s.eps, " (this run: ", o.eps, ")");
+    if (s.betas.size() == 2 && !one_cycle_betas && (!same(s.betas[0], o.betas[0]) || !same(s.betas[1], o.betas[1]))) {
+      return absl::StrCat("betas [", s.betas[0], ", ", s.betas[1], "] (this run: [", o.betas[0], ", ", o.betas[1],
+                          "])");
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, ": its optimizer param group ", g, " (", names.size(), " parameters: ", absl::StrJoin(shown, ", "),
-        names.size() > shown.size() ? ", ..." : "", ") was trained with ", differs,
-        "; this run would apply the config's settings to every parameter and change that group's silently. "
-        "zerotorch trains one set of optimizer settings for all parameters",
-        l.optimizer_group_settings.size() > 1 ? absl::StrCat(" (the checkpoint's groups have weight_decay ", all, ")")
-                                              : "",
-        ": set the config's optimizer params to the saved values where the groups agree, or resume this "
-        "checkpoint with DeepSpeed"));
+    return "";
+  };
+  auto shown = [](const std::vector<std::string>& names) {
+    std::vector<std::string> head(names.begin(), names.begin() + std::min<size_t>(names.size(), 3));
+    return absl::StrCat(names.size(), " parameters: ", absl::StrJoin(head, ", "), names.size() > 3 ? ", ..." : "");
+  };
+  std::map<std::string, size_t> saved_of;
+  for (size_t g = 0; g < l.optimizer_groups.size(); ++g) {
+    for (const std::string& n : l.optimizer_groups[g]) saved_of[n] = g;
   }
+  const bool run_has_groups = !core_.options.param_groups.empty() || run.size() > 1;
+  if (run_has_groups) {
+    // The run's groups must be the checkpoint's: the same parameters in
+    // each, trained with the same settings.
+    for (size_t k = 0; k < run.size(); ++k) {
+      const std::vector<std::string>& members = run.members[k];
+      const std::string group = absl::StrCat("this run's optimizer param group '", run.names[k], "' (",
+                                             shown(members), ")");
+      std::optional<size_t> g0;
+      for (const std::string& n : members) {
+        auto it = saved_of.find(n);
+        if (it == saved_of.end()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(where, " has no trainable parameter '", n, "' in its optimizer param groups"));
+        }
+        if (!g0) g0 = it->second;
+        if (it->second != *g0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              where, ": ", group, " holds '", members.front(), "' and '", n,
+              "', which the checkpoint keeps in different optimizer param groups (", *g0, " and ", it->second,
+              "); give the run the checkpoint's groups (", l.optimizer_groups.size(), " of them), or leave "
+              "EngineOptions::param_groups / --weight-decay-groups unset to resume with the checkpoint's groups"));
+        }
+      }
+      if (l.optimizer_groups[*g0].size() != members.size()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]), ") holds parameters ",
+            group, " does not; give the run the checkpoint's groups, or leave EngineOptions::param_groups / "
+            "--weight-decay-groups unset to resume with the checkpoint's groups"));
+      }
+      const std::string d = differs(l.optimizer_group_settings[*g0], run.configs[k]);
+      if (!d.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]),
+            ") was trained with ", d, " and is this run's group '", run.names[k],
+            "'; give that group the saved value to continue the same training, or leave the run's groups unset "
+            "to resume with the checkpoint's"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  // One group with the config's settings: where every saved group agrees
+  // with them, nothing changes. Otherwise the checkpoint's groups and
+  // settings are taken, as DeepSpeed's load does (torch's load_state_dict
+  // restores every group's settings), and the log says so at commit.
+  bool agree = true;
+  for (const auto& s : l.optimizer_group_settings) agree &= differs(s, core_.config.optimizer).empty();
+  if (agree) return absl::OkStatus();
+  ResolvedParamGroups r;
+  for (size_t g = 0; g < l.optimizer_groups.size(); ++g) {
+    const ckpt::SavedLayout::GroupSettings& s = l.optimizer_group_settings[g];
+    OptimizerConfig c = core_.config.optimizer;
+    c.weight_decay = s.weight_decay;
+    c.eps = s.eps;
+    if (s.betas.size() == 2 && !one_cycle_betas) c.betas = {s.betas[0], s.betas[1]};
+    r.names.push_back(absl::StrCat("checkpoint group ", g));
+    r.configs.push_back(c);
+    r.lr.emplace_back();  // the run's lr (its schedule), as DeepSpeed's scheduler sets it
+    r.members.emplace_back();
+  }
+  // Members in the module's order (run.members[0]: every trainable one).
+  for (const std::string& n : run.members.front()) {
+    auto it = saved_of.find(n);
+    if (it == saved_of.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, " has no trainable parameter '", n, "' in its optimizer param groups"));
+    }
+    r.members[it->second].push_back(n);
+  }
+  for (size_t g = 0; g < r.members.size(); ++g) {
+    if (r.members[g].empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(where, ": its optimizer param group ", g,
+                                                        " holds none of this run's trainable parameters"));
+    }
+  }
+  *adopt = std::move(r);
   return absl::OkStatus();
 }
 

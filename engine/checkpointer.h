@@ -112,12 +112,18 @@ class Checkpointer {
                         const std::unordered_map<std::string, int64_t>& numel_of);
 
   // Load's steps.
-  absl::Status CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;
-  // The checkpoint's per-group optimizer settings, where it records them
-  // (DeepSpeed's param_groups), against the run's single set: a group
-  // trained with other settings is a FailedPrecondition naming the group,
-  // its parameters and the value, never a silent change.
-  absl::Status CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where) const;
+  // `adopt_groups`: the checkpoint's param groups, where the run resumes
+  // with them (CheckGroupSettings).
+  absl::Status CheckSameModel(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                              std::optional<ResolvedParamGroups>* adopt_groups) const;
+  // The checkpoint's recorded param groups against the run's. A run with
+  // groups of its own must have the checkpoint's (same members, same
+  // weight_decay / eps / betas), else FailedPrecondition naming both groups
+  // and the value. A run without groups resumes with the checkpoint's where
+  // they differ from its config (*adopt set; committed by Load with a
+  // warning), as DeepSpeed does.
+  absl::Status CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, const std::string& where,
+                                  std::optional<ResolvedParamGroups>* adopt) const;
   absl::Status ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, const std::string& where,
                                    std::unique_ptr<zero::OptimizerState>* optimizer_state, Staged* staged);
 

@@ -47,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "ckpt/value.h"
 #include "config/config.h"
+#include "config/param_groups.h"
 #include "ops/impl.h"
 #include "zero/coordinator_stats.h"
 
@@ -100,6 +101,15 @@ struct OffloadStats {
 };
 
 struct EngineOptions {
+  // Optimizer param groups (config/param_groups.h): per-group weight decay,
+  // eps, betas (and a constant lr where no scheduler runs), what
+  // deepspeed.initialize takes as model_parameters. Trainable parameters no
+  // group names form a last group with the config's settings. Empty: one
+  // group, the config's settings for every parameter. The groups are kept in
+  // checkpoints and written to DeepSpeed's param_groups; every rank must
+  // give the same groups (checked at Create). WeightDecayGroups
+  // (engine/weight_decay_groups.h) builds HF Trainer's decay / no-decay pair.
+  std::vector<ParamGroupOptions> param_groups;
   // Implementation of the optimizer kernels (the reference path is for tests).
   ops::Impl optimizer_impl = ops::Impl::kFast;
   // Rank 0 logs the config's notes (legacy spellings, resolved "auto"
@@ -212,6 +222,11 @@ class Engine {
 
   // Parameters the engine trains, in model order, with their names.
   virtual const std::vector<std::string>& param_names() const = 0;
+  // The optimizer's param groups as the engine resolved them: names,
+  // settings, members in model order (one "default" group without
+  // EngineOptions::param_groups). A resume may adopt a checkpoint's
+  // (docs/checkpoints.md).
+  virtual const ResolvedParamGroups& param_groups() const = 0;
 
   // Checkpoints in DeepSpeed's layout (docs/checkpoints.md). Collective:
   // every rank calls them with the same arguments, at an accumulation

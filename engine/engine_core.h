@@ -24,6 +24,7 @@
 
 #include "comm/process_group.h"
 #include "config/config.h"
+#include "config/param_groups.h"
 #include "engine/engine.h"
 #include "engine/loss_scaler.h"
 #include "engine/lr_scheduler.h"
@@ -51,6 +52,9 @@ struct EngineCore {
   std::vector<at::Tensor> params;
   std::vector<std::string> param_names;
   std::vector<zero::FlatGroup> groups;
+  // The optimizer's param groups (EngineOptions::param_groups resolved;
+  // members in the module's order, group_of indexed like `params`).
+  ResolvedParamGroups param_groups;
   // Stage 3 only: frozen parameters and their chunks. At stages 0-2 frozen
   // parameters stay where the module keeps them, whole on every rank.
   std::vector<at::Tensor> frozen_params;

@@ -44,6 +44,7 @@ class EngineImpl final : public Engine {
   std::optional<double> last_grad_norm() const override { return last_grad_norm_; }
   ModelStateBytes memory() const override;
   const std::vector<std::string>& param_names() const override { return core_.param_names; }
+  const ResolvedParamGroups& param_groups() const override { return core_.param_groups; }
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) override;
   absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag) override;
   absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) override;
@@ -75,6 +76,10 @@ class EngineImpl final : public Engine {
   absl::Status InitOffload();
   absl::Status OffloadParamShards();
   absl::Status MakeOptimizer();
+  // core_.param_groups from EngineOptions::param_groups (named errors), and
+  // the same with group_of indexed like core_.params, for the optimizer.
+  absl::Status ResolveParamGroupsOf();
+  ResolvedParamGroups EngineParamGroups() const;
   zero::GradReducerOptions ReducerOptions() const;  // from the config
   absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
 

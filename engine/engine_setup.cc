@@ -7,6 +7,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +51,8 @@ const char* KernelsName() { return ops::kernels::IsaName(ops::kernels::ActiveIsa
 // registration order, with its shape, dtype and whether it trains, then the
 // ds_config settings a job shares (ConfigSharedSettings). Values are not
 // compared: rank 0's are broadcast at setup.
-comm::Description SharedSetup(torch::nn::Module& model, const Config& config) {
+comm::Description SharedSetup(torch::nn::Module& model, const Config& config,
+                              const std::vector<ParamGroupOptions>& param_groups) {
   comm::Description items;
   const auto shape = [](const at::Tensor& t) {
     return t.defined() ? absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "] ", c10::toString(t.scalar_type()))
@@ -64,6 +67,16 @@ comm::Description SharedSetup(torch::nn::Module& model, const Config& config) {
   }
   for (auto& [key, value] : ConfigSharedSettings(config)) {
     items.emplace_back(absl::StrCat("config ", key), std::move(value));
+  }
+  // The param groups as given (resolved alike from the same model).
+  const auto opt = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("-"); };
+  for (size_t k = 0; k < param_groups.size(); ++k) {
+    const ParamGroupOptions& g = param_groups[k];
+    items.emplace_back(absl::StrCat("optimizer param group ", k),
+                       absl::StrCat("'", g.name, "' lr ", opt(g.lr), ", weight_decay ", opt(g.weight_decay), ", eps ",
+                                    opt(g.eps), ", betas ",
+                                    g.betas ? absl::StrCat("[", (*g.betas)[0], ", ", (*g.betas)[1], "]") : "-",
+                                    "; ", absl::StrJoin(g.params, ", ")));
   }
   return items;
 }
@@ -130,7 +143,7 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   // Before any check that could fail on one rank only: the ranks must build
   // the same model with the same settings (DDP's parameter-shape check, and
   // the config too, which neither DDP nor DeepSpeed compares).
-  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(*core_.pg, SharedSetup(*core_.module, core_.config),
+  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(*core_.pg, SharedSetup(*core_.module, core_.config, core_.options.param_groups),
                                               "model and ds_config settings"));
   // A config parsed with run-time "auto" values allowed (zt config check's
   // mode) must have had them filled before it trains.
@@ -464,6 +477,39 @@ absl::Status EngineImpl::InitOffload() {
   return absl::OkStatus();
 }
 
+absl::Status EngineImpl::ResolveParamGroupsOf() {
+  // Every name the module registers a parameter under, and which trainable
+  // parameter (in the module's order) it is; frozen: -1.
+  std::unordered_map<const void*, int> index_of;
+  std::unordered_set<std::string> trainable_set(core_.param_names.begin(), core_.param_names.end());
+  std::map<std::string, int> names;
+  std::vector<std::string> trainable;
+  for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
+    const void* impl = item.value().unsafeGetTensorImpl();
+    auto it = index_of.find(impl);
+    if (it == index_of.end()) {
+      int index = -1;
+      if (trainable_set.count(item.key()) != 0) {
+        index = static_cast<int>(trainable.size());
+        trainable.push_back(item.key());
+      }
+      it = index_of.emplace(impl, index).first;
+    }
+    names[item.key()] = it->second;
+  }
+  if (trainable.size() != core_.param_names.size()) {
+    return absl::InternalError("engine: the trainable parameters' names do not match the module's");
+  }
+  ZT_ASSIGN_OR_RETURN(core_.param_groups,
+                      ResolveParamGroups(core_.options.param_groups, names, trainable, core_.config.optimizer,
+                                         core_.config.scheduler.type != SchedulerType::kNone));
+  return absl::OkStatus();
+}
+
+ResolvedParamGroups EngineImpl::EngineParamGroups() const {
+  return ReindexParamGroups(core_.param_groups, core_.param_names);
+}
+
 absl::Status EngineImpl::MakeOptimizer() {
   zero::ShardedOptimizerOptions so;
   so.impl = core_.options.optimizer_impl;
@@ -483,7 +529,8 @@ absl::Status EngineImpl::MakeOptimizer() {
   if (core_.coordinator && core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
     so.params = core_.coordinator->shard_access();
   }
-  auto made = zero::ShardedOptimizer::Create(core_.groups, core_.config.optimizer, so);
+  ZT_RETURN_IF_ERROR(ResolveParamGroupsOf());
+  auto made = zero::ShardedOptimizer::Create(core_.groups, EngineParamGroups(), so);
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, made.status(), "setting up the optimizer state"));
   core_.optimizer = std::move(*made);
   return absl::OkStatus();

@@ -51,6 +51,11 @@ struct TrainOptions {
   int64_t eval_batches = 0;    // 0: the whole eval set; else at most this many batches per rank
 
   bool activation_checkpointing = false;  // checkpoint the model's units (config's number_checkpoints)
+  // Optimizer param groups: "all" (one group, the config's weight decay on
+  // every parameter, as deepspeed.initialize(model.parameters()) does) or
+  // "hf" (HF Trainer's: no decay for biases and norm weights,
+  // engine/weight_decay_groups.h).
+  std::string weight_decay_groups = "all";
 
   // --- Where results go ---
   std::string output_dir;  // "" : runs/<model>; holds everything below unless given

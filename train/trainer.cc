@@ -39,6 +39,7 @@
 #include "data/sampler.h"
 #include "data/supervised.h"
 #include "engine/engine.h"
+#include "engine/weight_decay_groups.h"
 #include "lora/apply_lora.h"
 #include "lora/lora_record.h"
 #include "models/registry.h"
@@ -331,7 +332,20 @@ absl::Status RankTrainer::BuildEngine() {
   EngineOptions engine_options;
   engine_options.log_config_notes = false;  // printed with the config above
   engine_options.write_monitors = false;    // zt train writes its own events (eval, tokens/s) into them
+  if (o_.weight_decay_groups == "hf") {
+    engine_options.param_groups = WeightDecayGroups(*model_->module(), config_.optimizer.weight_decay);
+  }
   ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_, engine_options));
+  if (rank0_ && engine_->param_groups().size() > 1) {
+    const ResolvedParamGroups& g = engine_->param_groups();
+    std::string line;
+    for (size_t k = 0; k < g.size(); ++k) {
+      absl::StrAppend(&line, k == 0 ? "" : ", ", g.names[k], " (", g.members[k].size(), " parameters, weight_decay ",
+                      g.configs[k].weight_decay, ")");
+    }
+    std::printf("optimizer param groups: %s\n", line.c_str());
+    std::fflush(stdout);
+  }
   dtype_ = config_.bf16.enabled ? at::kBFloat16 : (config_.fp16.enabled ? at::kHalf : at::kFloat);
   return absl::OkStatus();
 }

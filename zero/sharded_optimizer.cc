@@ -23,15 +23,27 @@ at::Tensor FloatView(float* data, int64_t n) { return at::from_blob(data, {n}, a
 absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(std::vector<FlatGroup>& groups,
                                                                            const OptimizerConfig& config,
                                                                            ShardedOptimizerOptions options) {
+  ResolvedParamGroups one;
+  one.names = {"default"};
+  one.configs = {config};
+  one.lr.emplace_back();
+  return Create(groups, one, std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(std::vector<FlatGroup>& groups,
+                                                                           const ResolvedParamGroups& param_groups,
+                                                                           ShardedOptimizerOptions options) {
   std::unique_ptr<ShardedOptimizer> so(new ShardedOptimizer(groups, std::move(options)));
   try {
-    so->opt_ = ops::MakeShardOptimizer(config, so->options_.impl);
+    ZT_CHECK_MSG(!param_groups.configs.empty() && param_groups.lr.size() == param_groups.configs.size(),
+                 "ShardedOptimizer::Create: no param groups");
+    ZT_RETURN_IF_ERROR(so->SetParamGroups(param_groups));
     at::NoGradGuard no_grad;
     const at::ScalarType dtype = groups.empty() ? at::kFloat : groups.front().params.scalar_type();
     so->master_is_params_ = dtype == at::kFloat;
     std::vector<std::string> kinds;
     if (!so->master_is_params_) kinds.push_back("master");
-    for (const auto& item : so->opt_->InitState(at::empty({0}, at::kFloat)).tensors) kinds.push_back(item.first);
+    for (const auto& item : so->opts_[0]->InitState(at::empty({0}, at::kFloat)).tensors) kinds.push_back(item.first);
     so->master_kind_ = so->master_is_params_ ? -1 : 0;
     std::vector<int64_t> owned;
     for (const FlatGroup& g : groups) owned.push_back(g.owned_end() - g.owned_begin());
@@ -47,6 +59,65 @@ absl::StatusOr<std::unique_ptr<ShardedOptimizer>> ShardedOptimizer::Create(std::
     return e.status();
   }
   return so;
+}
+
+absl::Status ShardedOptimizer::SetParamGroups(const ResolvedParamGroups& param_groups) {
+  ZT_CHECK_MSG(!early_.open && !deferred_.open, "ShardedOptimizer::SetParamGroups while an update is open");
+  ZT_CHECK_MSG(!param_groups.configs.empty() && param_groups.lr.size() == param_groups.configs.size(),
+               "ShardedOptimizer: no param groups");
+  std::vector<std::unique_ptr<ops::ShardOptimizer>> opts;
+  try {
+    for (size_t k = 0; k < param_groups.configs.size(); ++k) {
+      const OptimizerConfig& c = param_groups.configs[k];
+      ZT_CHECK_MSG(c.type == param_groups.configs[0].type && (opts_.empty() || c.type == opts_[0]->type()),
+                   "ShardedOptimizer: param groups of different optimizers");
+      absl::Status valid = ops::ValidateOptimizerConfig(c);
+      if (!valid.ok() && param_groups.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("optimizer param group '", param_groups.names[k], "': ", valid.message()));
+      }
+      opts.push_back(ops::MakeShardOptimizer(c, options_.impl));
+    }
+  } catch (const Error& e) {
+    return e.status();
+  }
+  opts_ = std::move(opts);
+  group_lr_ = param_groups.lr;
+  BuildRuns(param_groups.group_of);
+  return absl::OkStatus();
+}
+
+void ShardedOptimizer::BuildRuns(const std::vector<int>& group_of) {
+  runs_.clear();
+  for (const FlatGroup& fg : groups_) {
+    const int64_t ob = fg.owned_begin(), oe = fg.owned_end();
+    std::vector<Run> runs;
+    for (const plan::ParamSlot& slot : fg.layout.slots) {
+      const int64_t b = std::max(slot.offset, ob), e = std::min(slot.offset + slot.numel, oe);
+      if (b >= e) continue;
+      const size_t i = static_cast<size_t>(slot.param_index);
+      const int k = group_of.empty() ? 0 : group_of.at(i);
+      ZT_CHECK(k >= 0 && k < static_cast<int>(opts_.size()));
+      if (!runs.empty() && runs.back().param_group == k) {
+        runs.back().end = e - ob;
+      } else {
+        runs.push_back({b - ob, e - ob, k});
+      }
+    }
+    // Gaps (alignment, the tail padding) go to the run before them; an owned
+    // range of padding only, to group 0.
+    if (runs.empty()) runs.push_back({0, oe - ob, 0});
+    runs.front().begin = 0;
+    for (size_t r = 0; r + 1 < runs.size(); ++r) runs[r].end = runs[r + 1].begin;
+    runs.back().end = oe - ob;
+    runs_.push_back(std::move(runs));
+  }
+}
+
+ops::StepHyper ShardedOptimizer::HyperFor(int k, const ops::StepHyper& hyper) const {
+  ops::StepHyper h = hyper;
+  if (const std::optional<double>& lr = group_lr_[static_cast<size_t>(k)]) h.lr = *lr;
+  return h;
 }
 
 at::Tensor ShardedOptimizer::AcquireParams(int g, bool read) {
@@ -77,7 +148,7 @@ bool ShardedOptimizer::LocalHasNonFinite() const {
 }
 
 bool ShardedOptimizer::CanSplitUpdate() const {
-  if (!CanDeferUpdate() || !state_->CanWalkAhead() || !opt_->SplitsUpdate()) return false;
+  if (!CanDeferUpdate() || !state_->CanWalkAhead() || !opts_[0]->SplitsUpdate()) return false;
   // The increment takes the gradient's place, so it must be fp32 too.
   return std::all_of(groups_.begin(), groups_.end(),
                      [](const FlatGroup& g) { return g.OwnedGrads().scalar_type() == at::kFloat; });
@@ -87,40 +158,54 @@ absl::Status ShardedOptimizer::UpdatePiece(Update& u, int g, int64_t b, int64_t 
   const std::vector<std::string>& kinds = state_->kinds();
   const int first_state = master_kind_ + 1;
   const int64_t n = e - b;
-  ops::ShardState ss;
-  ss.step = step_;
-  for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) ss.tensors[kinds[k]] = FloatView(data[k], n);
-  at::Tensor grads = groups_[static_cast<size_t>(g)].OwnedGrads().narrow(0, b, n);
-  if (u.split) {
-    // The first half of a split update: no parameters needed.
-    opt_->StepMoments(grads, ss, u.hyper, u.grad_multiplier);
-  } else {
-    if (u.current != g) {
-      // Groups come in the walk's direction (the swapped state's plain walks
-      // alternate; the early step's go down, the deferred one's up): the one
-      // after g in that direction is next.
-      const int direction = u.direction;
-      if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
-      u.current = -1;
-      u.owned = AcquireParams(g, /*read=*/master_is_params_);
-      u.current = g;
-      // Swapped parameters: the next groups start coming in now, as many as
-      // the pool has room for.
-      if (options_.params != nullptr) PrefetchParamsFrom(g + direction, direction);
-    }
-    ops::StepExtras extras;
-    extras.grad_scale = u.grad_multiplier;
-    at::Tensor params;
-    if (master_is_params_) {
-      params = u.owned.narrow(0, b, n);
-    } else {
-      params = FloatView(data[master_kind_], n);
-      extras.out = u.owned.narrow(0, b, n);
-    }
-    opt_->Step(params, grads, ss, u.hyper, extras);
-    if (u.at_gather) elements_at_gather_ += n;
+  if (!u.split && u.current != g) {
+    // Groups come in the walk's direction (the swapped state's plain walks
+    // alternate; the early step's go down, the deferred one's up): the one
+    // after g in that direction is next.
+    const int direction = u.direction;
+    if (u.current >= 0) ReleaseParams(u.current, /*dirty=*/true);
+    u.current = -1;
+    u.owned = AcquireParams(g, /*read=*/master_is_params_);
+    u.current = g;
+    // Swapped parameters: the next groups start coming in now, as many as
+    // the pool has room for.
+    if (options_.params != nullptr) PrefetchParamsFrom(g + direction, direction);
   }
-  u.step_after = ss.step;
+  const at::Tensor all_grads = groups_[static_cast<size_t>(g)].OwnedGrads();
+  int64_t step_after = step_;
+  // Run by run: each param group's elements with its own optimizer. Every
+  // run starts from the same step count (the state's step is per update).
+  for (const Run& run : runs_[static_cast<size_t>(g)]) {
+    const int64_t rb = std::max(run.begin, b), re = std::min(run.end, e);
+    if (rb >= re) continue;
+    const int64_t rn = re - rb, at = rb - b;
+    const ops::ShardOptimizer& opt = *opts_[static_cast<size_t>(run.param_group)];
+    const ops::StepHyper hyper = HyperFor(run.param_group, u.hyper);
+    ops::ShardState ss;
+    ss.step = step_;
+    for (size_t k = static_cast<size_t>(first_state); k < kinds.size(); ++k) {
+      ss.tensors[kinds[k]] = FloatView(data[k] + at, rn);
+    }
+    at::Tensor grads = all_grads.narrow(0, rb, rn);
+    if (u.split) {
+      // The first half of a split update: no parameters needed.
+      opt.StepMoments(grads, ss, hyper, u.grad_multiplier);
+    } else {
+      ops::StepExtras extras;
+      extras.grad_scale = u.grad_multiplier;
+      at::Tensor params;
+      if (master_is_params_) {
+        params = u.owned.narrow(0, rb, rn);
+      } else {
+        params = FloatView(data[master_kind_] + at, rn);
+        extras.out = u.owned.narrow(0, rb, rn);
+      }
+      opt.Step(params, grads, ss, hyper, extras);
+    }
+    step_after = ss.step;
+  }
+  if (!u.split && u.at_gather) elements_at_gather_ += n;
+  if (n > 0) u.step_after = step_after;
   elements_updated_ += n;
   if (u.in_backward) elements_in_backward_ += n;
   return absl::OkStatus();
@@ -282,7 +367,12 @@ void ShardedOptimizer::ApplyIncrements(int bound, bool at_gather) {
       PrefetchParamsFrom(g + 1, 1);
       bool applied = false;
       try {
-        opt_->ApplyIncrement(owned, group.OwnedGrads(), deferred_.hyper);
+        const at::Tensor increments = group.OwnedGrads();
+        for (const Run& run : runs_[static_cast<size_t>(g)]) {
+          at::Tensor part = owned.narrow(0, run.begin, run.end - run.begin);
+          opts_[static_cast<size_t>(run.param_group)]->ApplyIncrement(
+              part, increments.narrow(0, run.begin, run.end - run.begin), HyperFor(run.param_group, deferred_.hyper));
+        }
         applied = true;
       } catch (const Error& e) {
         deferred_.error = e.status();

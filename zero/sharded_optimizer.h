@@ -13,6 +13,13 @@
 // sub-group at a time through a bounded buffer pool ("nvme"). Where the
 // owned parameters live: in their groups, or, under stage-3 parameter
 // offload, behind a ParamShardAccess that swaps them in for the update.
+//
+// Optimizer param groups (config/param_groups.h) cut across the flat
+// groups: a flat group holds whole parameters of several param groups (a
+// stage-3 unit's weights and biases), so each flat group's owned range is a
+// table of runs, each one param group's, and every update is applied run by
+// run with that group's optimizer and lr. Padding belongs to a neighbouring
+// run (it is zero and stays zero under every optimizer).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "config/param_groups.h"
 #include "offload/optimizer_swapper.h"
 #include "ops/shard_optimizer.h"
 #include "zero/flat_group.h"
@@ -74,6 +82,12 @@ class ShardedOptimizer {
   // no room, too few buffers).
   static absl::StatusOr<std::unique_ptr<ShardedOptimizer>> Create(std::vector<FlatGroup>& groups,
                                                                   const OptimizerConfig& config,
+                                                                  ShardedOptimizerOptions options = {});
+  // With optimizer param groups: `param_groups.group_of` is indexed by the
+  // slots' param_index (the trainable parameters in model order). Every
+  // group's optimizer must be of one type (they share the state's kinds).
+  static absl::StatusOr<std::unique_ptr<ShardedOptimizer>> Create(std::vector<FlatGroup>& groups,
+                                                                  const ResolvedParamGroups& param_groups,
                                                                   ShardedOptimizerOptions options = {});
 
   // Sum of squares of this rank's owned gradients, accumulated in double.
@@ -151,6 +165,12 @@ class ShardedOptimizer {
   // all of them unless a deferred update is open.
   int updated_groups() const { return deferred_.open ? deferred_next_ : static_cast<int>(groups_.size()); }
 
+  // Replaces the param groups (a resume adopting a checkpoint's): the
+  // state is per element and stays; only which settings update which
+  // elements changes. Same optimizer type; not while an update is open.
+  // InvalidArgument naming the group for settings the optimizer refuses.
+  absl::Status SetParamGroups(const ResolvedParamGroups& param_groups);
+
   // Re-reads the owned parameters into the fp32 master copies, after the
   // parameters were written directly (GatheredParameters with a modifier).
   void RefreshMaster();
@@ -217,6 +237,16 @@ class ShardedOptimizer {
     int first_deferred = 0;  // the split early step's: where its second half starts
   };
   absl::Status UpdatePiece(Update& u, int g, int64_t b, int64_t e, float* const* data);
+  // A stretch of a flat group's owned range that one param group updates,
+  // as offsets into the owned range.
+  struct Run {
+    int64_t begin = 0;
+    int64_t end = 0;
+    int param_group = 0;
+  };
+  void BuildRuns(const std::vector<int>& group_of);
+  // The step's hyper-parameters for param group k (its own lr, if any).
+  ops::StepHyper HyperFor(int k, const ops::StepHyper& hyper) const;
   // The deferred update through group g; `at_gather`: for a forward's
   // gather (counted in elements_updated_at_gather).
   void AdvanceDeferred(int g, bool at_gather);
@@ -233,7 +263,9 @@ class ShardedOptimizer {
 
   std::vector<FlatGroup>& groups_;
   ShardedOptimizerOptions options_;
-  std::unique_ptr<ops::ShardOptimizer> opt_;
+  std::vector<std::unique_ptr<ops::ShardOptimizer>> opts_;  // one per param group
+  std::vector<std::optional<double>> group_lr_;             // a param group's own constant lr
+  std::vector<std::vector<Run>> runs_;                      // per flat group, ascending, covering its owned range
   std::unique_ptr<OptimizerState> state_;
   bool master_is_params_ = false;
   int master_kind_ = -1;  // index of "master" in kinds(), -1 when the parameters are the master

@@ -37,6 +37,7 @@
 #include "comm/rank_env.h"
 #include "engine/engine.h"
 #include "engine/gathered_parameters.h"
+#include "engine/weight_decay_groups.h"
 #include "engine/weights.h"
 #include "tests/ckpt/ckpt_test_util.h"
 #include "tests/engine/parity_model.h"
@@ -162,12 +163,30 @@ ZT_RANK_WORKER(resume) {
   ZT_ASSIGN_OR_RETURN(auto pg, Group());
   Config c = TrainConfig(stage, fp16);
   Model m = MakeModel(fp16, /*root_unit=*/stage == 3, mode == "resume" ? 777 : 1);
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg));
+  // groups=hf: HF Trainer's param groups (weight decay 0.1 and 0.0; the
+  // config says 0.01); wrong: the same groups with another decay. Left
+  // out on resume: the checkpoint's groups are taken.
+  const std::string groups = a.count("groups") ? a.at("groups") : "";
+  EngineOptions options;
+  if (!groups.empty()) options.param_groups = WeightDecayGroups(*m.module, groups == "wrong" ? 0.05 : 0.1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg, options));
   torch::manual_seed(1000 + static_cast<uint64_t>(pg->rank()));
   int step = 0;
   if (mode == "resume") {
     torch::manual_seed(4242);  // whatever: the checkpoint's RNG state replaces it
-    ZT_ASSIGN_OR_RETURN(ckpt::Value client, engine->LoadCheckpoint(dir));
+    auto loaded = engine->LoadCheckpoint(dir);
+    if (groups == "wrong") {
+      if (loaded.ok()) return absl::InternalError("a resume with another group weight decay was not refused");
+      if (!absl::StrContains(loaded.status().message(), "was trained with weight_decay 0.1 (this run: 0.05)") ||
+          !absl::StrContains(loaded.status().message(), "'decay'")) {
+        return absl::InternalError(absl::StrCat("refused with: ", loaded.status().message()));
+      }
+      return absl::OkStatus();
+    }
+    ZT_ASSIGN_OR_RETURN(ckpt::Value client, std::move(loaded));
+    if (a.count("expect_groups") && engine->param_groups().size() != static_cast<size_t>(Int(a, "expect_groups"))) {
+      return absl::InternalError(absl::StrCat("resumed with ", engine->param_groups().size(), " param groups"));
+    }
     const ckpt::Value* saved_step = client.AsDict().Find("next_step");
     if (saved_step == nullptr || saved_step->AsInt() != k)
       return absl::InternalError("client state did not round-trip");
@@ -226,6 +245,69 @@ TEST_P(ResumeTest, SaveLoadContinueIsBitwiseTheStraightRun) {
   torch::load(resumed, dir + "/resumed.pt");
   EXPECT_TRUE(torch::equal(straight, resumed)) << "max diff " << (straight - resumed).abs().max().item<double>();
 }
+
+// Optimizer param groups survive a checkpoint: saved with HF Trainer's two
+// groups, resumed with the same groups given again or with none given (the
+// engine takes the checkpoint's, as DeepSpeed does): bitwise the straight
+// run with groups. Given with another weight decay: refused, naming it.
+class ResumeWithGroupsTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ResumeWithGroupsTest, GroupsComeBackFromTheCheckpoint) {
+  const int stage = GetParam();
+  const std::string dir = TempDir(absl::StrCat("resume_groups", stage));
+  const std::string base = absl::StrCat("stage=", stage, ";fp16=0;k=3;total=6;dir=", dir, "/ck");
+  RankRunResult r = RunWorker("resume", 2, base + ";groups=hf;mode=continuous;out=" + dir + "/straight.pt");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("resume", 2, base + ";mode=continuous;out=" + dir + "/ungrouped.pt");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("resume", 2, base + ";groups=hf;mode=save");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  auto saved = ckpt::ZeroCheckpoint::Open(dir + "/ck");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  const auto& settings = (*saved)->layout().optimizer_group_settings;
+  ASSERT_EQ(settings.size(), 2u);
+  EXPECT_EQ(settings[0].weight_decay, 0.1);
+  EXPECT_EQ(settings[1].weight_decay, 0.0);
+  const zt::testing::ZtRun inspect = zt::testing::RunZt(absl::StrCat("ckpt inspect ", dir, "/ck"));
+  EXPECT_EQ(inspect.code, 0) << inspect.output;
+  EXPECT_TRUE(absl::StrContains(inspect.output, "optimizer param group 1: ") &&
+              absl::StrContains(inspect.output, "weight_decay 0.1, eps 1e-08"))
+      << inspect.output;
+  if (stage >= 1) {
+    // In DeepSpeed's files (stages 1-3): the base optimizer's param_groups,
+    // one per group, each with its weight decay and members (read back by
+    // DeepSpeed's layout).
+    const zt::testing::ZtRun convert =
+        zt::testing::RunZt(absl::StrCat("ckpt convert ", dir, "/ck ", dir, "/ds --to deepspeed"));
+    ASSERT_EQ(convert.code, 0) << convert.output;
+    auto ds = ckpt::ZeroCheckpoint::Open(dir + "/ds");
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    ASSERT_EQ((*ds)->layout().optimizer_group_settings.size(), 2u);
+    EXPECT_EQ((*ds)->layout().optimizer_group_settings[0].weight_decay, 0.1);
+    EXPECT_EQ((*ds)->layout().optimizer_group_settings[1].weight_decay, 0.0);
+    EXPECT_EQ((*ds)->layout().optimizer_groups, (*saved)->layout().optimizer_groups);
+  }
+  torch::Tensor straight, ungrouped;
+  torch::load(straight, dir + "/straight.pt");
+  torch::load(ungrouped, dir + "/ungrouped.pt");
+  // The groups change the training (else this test could not fail).
+  EXPECT_FALSE(torch::equal(straight, ungrouped));
+  for (const std::string given : {"hf", ""}) {
+    const std::string out = absl::StrCat(dir, "/resumed_", given.empty() ? "adopted" : given, ".pt");
+    r = RunWorker("resume", 2, absl::StrCat(base, ";groups=", given, ";expect_groups=2;mode=resume;out=", out));
+    ASSERT_TRUE(r.ok()) << given << ": " << r.Summary();
+    torch::Tensor resumed;
+    torch::load(resumed, out);
+    EXPECT_TRUE(torch::equal(straight, resumed))
+        << (given.empty() ? "taken from the checkpoint" : "given again") << ": max diff "
+        << (straight - resumed).abs().max().item<double>();
+  }
+  r = RunWorker("resume", 2, base + ";groups=wrong;mode=resume;out=" + dir + "/never.pt");
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ResumeWithGroupsTest, ::testing::Values(0, 1, 2, 3),
+                         [](const auto& info) { return absl::StrCat("stage", info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Stages, ResumeTest,
                          ::testing::Values(std::make_tuple(0, false), std::make_tuple(1, false),

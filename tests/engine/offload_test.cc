@@ -37,6 +37,7 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "engine/weight_decay_groups.h"
 #include "engine/gathered_parameters.h"
 #include "offload/io_engine.h"
 #include "tests/engine/parity_model.h"
@@ -173,11 +174,15 @@ struct Training {
   std::string name;
   std::function<void(Config&)> setup = [](Config&) {};
   bool bf16 = false;
+  // HF Trainer's optimizer param groups (weight decay 0.1 and 0.0, the
+  // config 0.01): the update runs per group inside every schedule.
+  bool hf_groups = false;
 };
 
 std::vector<Training> Trainings(int stage) {
   std::vector<Training> t;
   t.push_back({"adamw"});
+  t.push_back({"adamw_groups", [](Config&) {}, false, true});
   t.push_back({"bf16",
                [](Config& c) {
                  c.bf16.enabled = true;
@@ -273,13 +278,16 @@ absl::Status Checkpoints(Engine& engine, const Plan& plan, int64_t after_step) {
 // gather, a training forward, an evaluation forward and GatheredParameters
 // each meet a pending update).
 absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
-                                const Plan& plan = {}, const EngineOptions& engine_options = {}) {
+                                const Plan& plan = {}, const EngineOptions& engine_options_in = {},
+                                bool hf_groups = false) {
+  EngineOptions engine_options = engine_options_in;
   const int rank = pg->rank();
   RunResult r;
   if (config.zero.stage < 3) {
     const ParityData data = MakeData(kSteps * config.batch.train_batch, 32, 10, 1234);
     torch::manual_seed(7 + static_cast<uint64_t>(rank));
     Mlp model;
+    if (hf_groups) engine_options.param_groups = WeightDecayGroups(*model, 0.1);
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
     if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
     ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
@@ -309,7 +317,11 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
     const torch::Tensor logits = model.forward(x).to(torch::kFloat);
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
   };
+  if (hf_groups) engine_options.param_groups = WeightDecayGroups(*model.module, 0.1);
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg, engine_options));
+  if (hf_groups && engine->param_groups().size() != 2) {
+    return absl::InternalError("expected two optimizer param groups (decay, no_decay)");
+  }
   if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
   ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
   for (int64_t s = plan.from; s < kSteps; ++s) {
@@ -459,7 +471,7 @@ ZT_RANK_WORKER(offload_parity) {
     ZT_RETURN_IF_ERROR(ResolveBatch(base.batch, pg->size()));
     RunResult plain;
     try {
-      ZT_ASSIGN_OR_RETURN(plain, Train(base, pg));
+      ZT_ASSIGN_OR_RETURN(plain, Train(base, pg, {}, {}, t.hf_groups));
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat(t.name, " without offload threw: ", e.what()));
     }
@@ -476,7 +488,7 @@ ZT_RANK_WORKER(offload_parity) {
       waits.update_during_backward_waits = true;
       RunResult off;
       try {
-        ZT_ASSIGN_OR_RETURN(off, Train(config, pg, {}, waits));
+        ZT_ASSIGN_OR_RETURN(off, Train(config, pg, {}, waits, t.hf_groups));
       } catch (const std::exception& e) {
         return absl::InternalError(absl::StrCat(where, " threw: ", e.what()));
       }
@@ -497,7 +509,7 @@ ZT_RANK_WORKER(offload_parity) {
         in_step.update_at_gather = false;
         RunResult late;
         try {
-          ZT_ASSIGN_OR_RETURN(late, Train(config, pg, {}, in_step));
+          ZT_ASSIGN_OR_RETURN(late, Train(config, pg, {}, in_step, t.hf_groups));
         } catch (const std::exception& e) {
           return absl::InternalError(absl::StrCat(where, " with the update in the step threw: ", e.what()));
         }

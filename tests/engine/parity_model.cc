@@ -7,11 +7,14 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_format.h"
 #include "engine/lr_scheduler.h"
 #include "tests/testing/test_config.h"
+#include "util/error.h"
 
 namespace zt::testing {
 
@@ -44,66 +47,68 @@ int64_t MicroBatchStart(const BatchConfig& b, int64_t step, int64_t micro, int r
 
 namespace {
 
-// One optimizer for the whole model, matching the engine's configuration.
+// One optimizer for the whole model, matching the engine's configuration:
+// one LibTorch param group per resolved group (config/param_groups.h).
 class ReferenceOptimizer {
  public:
-  ReferenceOptimizer(std::vector<torch::Tensor> params, const OptimizerConfig& c) : params_(std::move(params)) {
-    switch (c.type) {
+  ReferenceOptimizer(std::vector<torch::Tensor> params, const ResolvedParamGroups& groups)
+      : params_(std::move(params)), groups_(groups) {
+    const OptimizerConfig& c0 = groups.configs.front();
+    if (c0.type == OptimizerType::kLion) {
+      // No LibTorch Lion: plain tensor ops in the parameters' dtype.
+      for (auto& p : params_) lion_m_.push_back(torch::zeros_like(p.detach()));
+      return;
+    }
+    std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+    for (size_t k = 0; k < groups.size(); ++k) {
+      std::vector<torch::Tensor> members;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        if (groups.group_of[i] == static_cast<int>(k)) members.push_back(params_[i]);
+      }
+      torch_groups.emplace_back(members, Options(groups.configs[k]));
+    }
+    switch (c0.type) {
       case OptimizerType::kAdam:
       case OptimizerType::kAdamW:
-        if (c.adam_w_mode) {
-          torch_opt_ = std::make_unique<torch::optim::AdamW>(
-              params_,
-              torch::optim::AdamWOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
+        if (c0.adam_w_mode) {
+          torch_opt_ = std::make_unique<torch::optim::AdamW>(torch_groups, AdamW(c0));
         } else {
-          torch_opt_ = std::make_unique<torch::optim::Adam>(
-              params_,
-              torch::optim::AdamOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay));
+          torch_opt_ = std::make_unique<torch::optim::Adam>(torch_groups, Adam(c0));
         }
         break;
-      case OptimizerType::kSGD:
-        torch_opt_ = std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(c.lr)
-                                                                      .momentum(c.momentum)
-                                                                      .dampening(c.dampening)
-                                                                      .nesterov(c.nesterov)
-                                                                      .weight_decay(c.weight_decay));
-        break;
+      case OptimizerType::kSGD: torch_opt_ = std::make_unique<torch::optim::SGD>(torch_groups, Sgd(c0)); break;
       case OptimizerType::kAdagrad:
-        torch_opt_ = std::make_unique<torch::optim::Adagrad>(
-            params_, torch::optim::AdagradOptions(c.lr)
-                         .eps(c.eps)
-                         .weight_decay(c.weight_decay)
-                         .initial_accumulator_value(c.initial_accumulator_value));
+        torch_opt_ = std::make_unique<torch::optim::Adagrad>(torch_groups, Adagrad(c0));
         break;
-      case OptimizerType::kLion:
-        // No LibTorch Lion: plain tensor ops in the parameters' dtype.
-        lion_ = c;
-        for (auto& p : params_) lion_m_.push_back(torch::zeros_like(p.detach()));
-        break;
+      case OptimizerType::kLion: break;
     }
   }
 
   void Step(double lr, std::optional<double> momentum, std::optional<double> beta2) {
-    if (lion_) {
+    if (!torch_opt_) {
       // Chen et al. 2023: the sign of an interpolated momentum, decoupled
       // weight decay, no bias correction (DeepSpeed's Lion).
       torch::NoGradGuard ng;
-      const double b1 = momentum.value_or(lion_->betas[0]);
-      const double b2 = beta2.value_or(lion_->betas[1]);
       for (size_t i = 0; i < params_.size(); ++i) {
         if (!params_[i].grad().defined()) continue;
+        const size_t k = static_cast<size_t>(groups_.group_of[i]);
+        const OptimizerConfig& c = groups_.configs[k];
+        const double glr = groups_.lr[k].value_or(lr);
+        const double b1 = momentum.value_or(c.betas[0]);
+        const double b2 = beta2.value_or(c.betas[1]);
         torch::Tensor p = params_[i].detach();
         const torch::Tensor g = params_[i].grad();
         torch::Tensor& m = lion_m_[i];
         const torch::Tensor u = m * b1 + g * (1.0 - b1);
-        p.mul_(1.0 - lr * lion_->weight_decay).sub_(u.sign() * lr);
+        p.mul_(1.0 - glr * c.weight_decay).sub_(u.sign() * glr);
         m.mul_(b2).add_(g, 1.0 - b2);
       }
       return;
     }
-    for (auto& group : torch_opt_->param_groups()) {
-      auto& o = group.options();
-      o.set_lr(lr);
+    auto& torch_groups = torch_opt_->param_groups();
+    for (size_t k = 0; k < torch_groups.size(); ++k) {
+      auto& o = torch_groups[k].options();
+      o.set_lr(groups_.lr[k].value_or(lr));
       if (momentum) {
         if (auto* a = dynamic_cast<torch::optim::AdamWOptions*>(&o)) {
           a->betas({*momentum, beta2.value_or(std::get<1>(a->betas()))});
@@ -122,16 +127,50 @@ class ReferenceOptimizer {
   }
 
  private:
+  static torch::optim::AdamWOptions AdamW(const OptimizerConfig& c) {
+    return torch::optim::AdamWOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay);
+  }
+  static torch::optim::AdamOptions Adam(const OptimizerConfig& c) {
+    return torch::optim::AdamOptions(c.lr).betas({c.betas[0], c.betas[1]}).eps(c.eps).weight_decay(c.weight_decay);
+  }
+  static torch::optim::SGDOptions Sgd(const OptimizerConfig& c) {
+    return torch::optim::SGDOptions(c.lr)
+        .momentum(c.momentum)
+        .dampening(c.dampening)
+        .nesterov(c.nesterov)
+        .weight_decay(c.weight_decay);
+  }
+  static torch::optim::AdagradOptions Adagrad(const OptimizerConfig& c) {
+    return torch::optim::AdagradOptions(c.lr)
+        .eps(c.eps)
+        .weight_decay(c.weight_decay)
+        .initial_accumulator_value(c.initial_accumulator_value);
+  }
+  // A group's own options (LibTorch keeps them per param group).
+  static std::unique_ptr<torch::optim::OptimizerOptions> Options(const OptimizerConfig& c) {
+    switch (c.type) {
+      case OptimizerType::kAdam:
+      case OptimizerType::kAdamW:
+        if (c.adam_w_mode) return std::make_unique<torch::optim::AdamWOptions>(AdamW(c));
+        return std::make_unique<torch::optim::AdamOptions>(Adam(c));
+      case OptimizerType::kSGD: return std::make_unique<torch::optim::SGDOptions>(Sgd(c));
+      case OptimizerType::kAdagrad: return std::make_unique<torch::optim::AdagradOptions>(Adagrad(c));
+      case OptimizerType::kLion: break;
+    }
+    return nullptr;
+  }
+
   std::vector<torch::Tensor> params_;
+  ResolvedParamGroups groups_;
   std::unique_ptr<torch::optim::Optimizer> torch_opt_;
-  std::optional<OptimizerConfig> lion_;
   std::vector<torch::Tensor> lion_m_;
 };
 
 }  // namespace
 
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                    const ParityData& data, const Config& config, int64_t steps, RefArith arith) {
+                    const ParityData& data, const Config& config, int64_t steps, RefArith arith,
+                    const std::vector<ParamGroupOptions>& groups) {
   const bool f64 = arith == RefArith::kFloat64;
   const torch::Dtype input = f64 ? torch::kDouble : config.bf16.enabled ? torch::kBFloat16 : torch::kFloat;
   const torch::Dtype loss = f64 ? torch::kDouble : torch::kFloat;
@@ -140,23 +179,35 @@ void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(
       [&](const torch::Tensor& x, const torch::Tensor& y) {
         return torch::mse_loss(forward(x.to(input)).to(loss), y.to(loss));
       },
-      data, config, steps, nullptr, arith);
+      data, config, steps, nullptr, arith, groups);
 }
 
 void TrainReferenceWithLoss(torch::nn::Module& model,
                             const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss_fn,
                             const ParityData& data, const Config& config, int64_t steps,
-                            const std::function<void(int64_t)>& after_step, RefArith arith) {
+                            const std::function<void(int64_t)>& after_step, RefArith arith,
+                            const std::vector<ParamGroupOptions>& groups) {
   const bool f64 = arith == RefArith::kFloat64;
   const bool bf16 = config.bf16.enabled && !f64;
   if (f64) model.to(torch::kDouble);
   if (bf16) model.to(torch::kBFloat16);
   // Each parameter once, even when tied (registered under several names).
   std::vector<torch::Tensor> model_params;
-  std::unordered_set<const void*> seen;
-  for (const torch::Tensor& p : model.parameters()) {
-    if (seen.insert(p.unsafeGetTensorImpl()).second) model_params.push_back(p);
+  std::vector<std::string> trainable;  // names, for the param groups
+  std::map<std::string, int> names;
+  std::unordered_map<const void*, int> index_of;
+  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
+    const torch::Tensor& p = item.value();
+    auto [it, fresh] = index_of.emplace(p.unsafeGetTensorImpl(), static_cast<int>(model_params.size()));
+    if (fresh) {
+      model_params.push_back(p);
+      trainable.push_back(item.key());
+    }
+    names[item.key()] = it->second;
   }
+  // Frozen parameters (no gradient) sit in whichever group: LibTorch skips them.
+  const ResolvedParamGroups resolved = ValueOrThrow(ResolveParamGroups(
+      groups, names, trainable, config.optimizer, config.scheduler.type != SchedulerType::kNone));
   std::vector<torch::Tensor> opt_params;
   if (bf16) {
     for (auto& p : model_params) {
@@ -165,7 +216,7 @@ void TrainReferenceWithLoss(torch::nn::Module& model,
   } else {
     opt_params = model_params;
   }
-  ReferenceOptimizer opt(opt_params, config.optimizer);
+  ReferenceOptimizer opt(opt_params, resolved);
   std::unique_ptr<LrScheduler> sched = MakeLrScheduler(config.scheduler, config.optimizer.lr);
   const int64_t batch = config.batch.train_batch;
   for (int64_t s = 0; s < steps; ++s) {

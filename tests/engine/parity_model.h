@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "config/config.h"
+#include "config/param_groups.h"
 #include "tests/testing/ranks.h"
 
 namespace zt::testing {
@@ -100,10 +101,12 @@ enum class RefArith { kAsConfigured, kFloat64 };
 
 // Trains `model` for `steps` optimizer steps on the global batch with a
 // plain single-process loop mirroring `config` (optimizer, scheduler incl.
-// OneCycle momentum, clipping), in `arith`.
+// OneCycle momentum, clipping), in `arith`. `groups`: LibTorch optimizer
+// param groups as EngineOptions::param_groups describes them (the rest of
+// the parameters in a last group with the config's settings).
 void TrainReference(torch::nn::Module& model, const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                     const ParityData& data, const Config& config, int64_t steps,
-                    RefArith arith = RefArith::kAsConfigured);
+                    RefArith arith = RefArith::kAsConfigured, const std::vector<ParamGroupOptions>& groups = {});
 
 // The same loop with any loss: loss(x, y) gets the step's global batch rows
 // as they are in `data` (no dtype conversion; a float64 model gets float64
@@ -113,7 +116,8 @@ void TrainReferenceWithLoss(torch::nn::Module& model,
                             const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>& loss,
                             const ParityData& data, const Config& config, int64_t steps,
                             const std::function<void(int64_t)>& after_step = nullptr,
-                            RefArith arith = RefArith::kAsConfigured);
+                            RefArith arith = RefArith::kAsConfigured,
+                            const std::vector<ParamGroupOptions>& groups = {});
 
 // Largest violation of |a - b| <= atol + rtol * |b| over all parameters,
 // as a message ("" when within tolerance).

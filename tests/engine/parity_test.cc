@@ -35,7 +35,26 @@ constexpr int64_t kSteps = 10;
 struct Variant {
   std::string name;
   std::function<void(Config&)> setup;
+  std::vector<ParamGroupOptions> groups = {};  // EngineOptions::param_groups, mirrored by the reference
 };
+
+// Optimizer param groups across ParityNet's parameters: the biases without
+// decay, fc2's weight with its own decay, eps and betas, fc1's weight in the
+// default group (the config's settings). Groups cut across the flat groups
+// (bucket 100 elements; stage 3 chunks hold a layer's weight and bias).
+std::vector<ParamGroupOptions> ThreeGroups() {
+  ParamGroupOptions no_decay;
+  no_decay.name = "no_decay";
+  no_decay.params = {"fc1.bias", "fc2.bias"};
+  no_decay.weight_decay = 0.0;
+  ParamGroupOptions head;
+  head.name = "head";
+  head.params = {"fc2.weight"};
+  head.weight_decay = 0.2;
+  head.eps = 1e-3;
+  head.betas = std::array<double, 2>{0.8, 0.99};
+  return {no_decay, head};
+}
 
 // See the file comment and docs/testing.md for how these were derived.
 constexpr TruthTolerance kTruth{/*multiple=*/4.0, /*floor=*/1e-6};
@@ -125,6 +144,39 @@ std::vector<Variant> Variants() {
                  c.scheduler.lr_range_test_step_size = 2;
                  c.scheduler.lr_range_test_step_rate = 2.0;
                }});
+  v.push_back({"param_groups", [](Config&) {}, ThreeGroups()});
+  v.push_back({"param_groups_gas2_clip", [](Config& c) {
+                 c.batch.gradient_accumulation_steps = 2;
+                 c.gradient_clipping = 0.05;
+               }, ThreeGroups()});
+  {
+    // A group's own constant lr (no scheduler).
+    std::vector<ParamGroupOptions> g = ThreeGroups();
+    g[0].lr = 3e-2;
+    v.push_back({"param_groups_lr", [](Config&) {}, g});
+  }
+  v.push_back({"param_groups_warmup", [](Config& c) {
+                 c.scheduler.type = SchedulerType::kWarmupLR;
+                 c.scheduler.warmup_min_lr = 0.0;
+                 c.scheduler.warmup_max_lr = 0.02;
+                 c.scheduler.warmup_num_steps = 5;
+                 c.scheduler.warmup_type = WarmupType::kLinear;
+               }, ThreeGroups()});
+  v.push_back({"param_groups_sgd", [](Config& c) {
+                 c.optimizer.type = OptimizerType::kSGD;
+                 c.optimizer.lr = 0.05;
+                 c.optimizer.momentum = 0.9;
+                 c.optimizer.weight_decay = 1e-3;
+               }, ThreeGroups()});
+  v.push_back({"param_groups_lion", [](Config& c) {
+                 c.optimizer.type = OptimizerType::kLion;
+                 c.optimizer.lr = 1e-3;
+                 c.optimizer.betas = {0.9, 0.99};
+               }, ThreeGroups()});
+  v.push_back({"param_groups_bf16", [](Config& c) {
+                 c.bf16.enabled = true;
+                 c.optimizer.lr = 1e-3;
+               }, ThreeGroups()});
   v.push_back({"prescale", [](Config& c) { c.prescale_gradients = true; }});
   v.push_back({"predivide", [](Config& c) { c.gradient_predivide_factor = 2.0; }});
   Variant bf16{"bf16", [](Config& c) {
@@ -159,7 +211,12 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
   torch::manual_seed(99);
   ParityNet truth;
 
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg));
+  EngineOptions engine_options;
+  engine_options.param_groups = v.groups;
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
+  if (engine->param_groups().size() != (v.groups.empty() ? 1 : v.groups.size() + 1)) {
+    return absl::InternalError(absl::StrCat(v.name, ": the engine made ", engine->param_groups().size(), " groups"));
+  }
   const bool bf16 = config.bf16.enabled;
   for (int64_t s = 0; s < kSteps; ++s) {
     for (int64_t k = 0; k < config.batch.accumulation_steps; ++k) {
@@ -183,9 +240,11 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
   }
 
   TrainReference(
-      *reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, config, kSteps);
+      *reference, [&](const torch::Tensor& x) { return reference->forward(x); }, data, config, kSteps,
+      RefArith::kAsConfigured, v.groups);
   TrainReference(
-      *truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, config, kSteps, RefArith::kFloat64);
+      *truth, [&](const torch::Tensor& x) { return truth->forward(x); }, data, config, kSteps, RefArith::kFloat64,
+      v.groups);
   const std::string where = absl::StrCat("stage ", stage, " world ", pg->size(), " variant ", v.name);
   const TruthComparison cmp = CompareWithTruth(*model, *reference, *truth, kTruth);
   if (rank == 0) RecordTruthStats(where, cmp);
@@ -237,7 +296,7 @@ std::vector<ParityCase> ParityCases() {
   std::vector<ParityCase> cases;
   for (int stage : {0, 1, 2, 3}) {
     for (int world : {1, 2, 3}) cases.push_back({stage, world, "all"});
-    cases.push_back({stage, 4, "adamw,clipping_gas3,bf16_fp32_communication"});
+    cases.push_back({stage, 4, "adamw,clipping_gas3,bf16_fp32_communication,param_groups"});
   }
   return cases;
 }

@@ -21,6 +21,7 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "engine/weight_decay_groups.h"
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
 #include "tests/testing/scratch_dir.h"
@@ -110,7 +111,13 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
   c.optimizer.weight_decay = std::stod(a.at("wd"));  // what DeepSpeed's run used
   c.zero.stage = std::stoi(a.at("stage"));
   c.bf16.enabled = a.at("bf16") == "1";
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+  // groups=hf: the run gives HF Trainer's two param groups itself (what
+  // DeepSpeed's run had); else it takes the checkpoint's.
+  EngineOptions engine_options;
+  if (a.count("groups") && a.at("groups") == "hf") {
+    engine_options.param_groups = WeightDecayGroups(*model->module(), c.optimizer.weight_decay);
+  }
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg, engine_options));
   const absl::Status loaded = engine->LoadCheckpoint(a.at("dir")).status();
   if (a.count("expect_error")) {
     // Per-group settings the run cannot reproduce: refused, by name.
@@ -136,6 +143,21 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
     ZT_RETURN_IF_ERROR(SameTrainable(*ds, *ours, what, trainable));
   }
   if (!frozen.empty()) ZT_RETURN_IF_ERROR(SameFrozen(*ds, *ours, frozen));
+  // Each group's settings and members as DeepSpeed trained them.
+  const auto& want = ds->layout().optimizer_group_settings;
+  const auto& got = ours->layout().optimizer_group_settings;
+  if (want.size() > 1 || !got.empty()) {
+    if (got.size() != want.size() || ours->layout().optimizer_groups != ds->layout().optimizer_groups) {
+      return absl::InternalError(absl::StrFormat("resaved with %d param groups, DeepSpeed's file has %d (or other members)",
+                                                 got.size(), want.size()));
+    }
+    for (size_t g = 0; g < want.size(); ++g) {
+      if (got[g].weight_decay != want[g].weight_decay || got[g].eps != want[g].eps || got[g].betas != want[g].betas) {
+        return absl::InternalError(absl::StrFormat("param group %d resaved with weight_decay %g, DeepSpeed's %g", g,
+                                                   got[g].weight_decay, want[g].weight_decay));
+      }
+    }
+  }
   if (ours->training_state().optimizer_step != ds->training_state().optimizer_step) {
     return absl::InternalError(absl::StrFormat("optimizer step %d after the load, DeepSpeed's %d",
                                                ours->training_state().optimizer_step,
@@ -156,6 +178,7 @@ struct Case {
   int steps = 4;
   int samples_per_rank_step = 2;  // micro-batch 2
   std::string expect_error = "";
+  bool grouped = false;  // two param groups: loaded both with the run's own groups and with the checkpoint's
 };
 
 class ResumeFromDeepSpeed : public ::testing::TestWithParam<Case> {};
@@ -163,6 +186,7 @@ class ResumeFromDeepSpeed : public ::testing::TestWithParam<Case> {};
 TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
   const Case c = GetParam();
   for (int world : {2, 3}) {
+   for (const char* groups : c.grouped ? std::vector<const char*>{"", "hf"} : std::vector<const char*>{""}) {
     zt::testing::ScratchDir tmp("zt_dsresume");
     // A copy: loading may tidy the folder (stale temporaries), and the fixtures stay read-only.
     std::filesystem::copy(absl::StrCat(kFixtures, "/", c.fixture), tmp.path() + "/ds",
@@ -174,9 +198,11 @@ TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
     o.arg = absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(),
                          "/ours;wd=", c.weight_decay, ";trainable=", c.trainable, ";steps=", c.steps,
                          ";samples=", c.steps * c.samples_per_rank_step * saved_world, c.extra,
-                         c.expect_error.empty() ? "" : ";expect_error=" + c.expect_error);
+                         c.expect_error.empty() ? "" : ";expect_error=" + c.expect_error, ";groups=", groups);
     RankRunResult r = RunRanks("resume_from_deepspeed", o);
-    EXPECT_TRUE(r.ok()) << "world " << world << ": " << r.Summary();
+    EXPECT_TRUE(r.ok()) << "world " << world << (*groups != '\0' ? " with the run's own groups" : "") << ": "
+                        << r.Summary();
+   }
   }
 }
 
@@ -186,15 +212,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ResumeFromDeepSpeed,
                                            Case{"zero3_bf16", 3, true},
                                            Case{"zero3_bf16_w2_frozen", 3, true, ";frozen=transformer.wpe.weight",
                                                 0.01, 27},
-                                           // Two param groups (weight decay 0.1 and 0.0): one set of
-                                           // settings cannot continue them, so the load is refused.
+                                           // Two param groups (weight decay 0.1 for 2-D weights, 0.0
+                                           // for biases and LayerNorm weights, HF Trainer's split).
                                            Case{"zero2_fp32_w3_padded", 2, false,
                                                 ";n_layer=2;n_embd=20;n_head=4;seq_len=29;vocab=131", 0.1, 28, 5, 2,
-                                                "param group 1 (18 parameters"},
+                                                "", true},
                                            Case{"zero1_fp32_w3_frozen_groups", 1, false,
                                                 ";n_layer=1;n_embd=48;n_head=4;seq_len=37;vocab=113;"
                                                 "frozen=transformer.wte.weight",
-                                                0.1, 15, 5, 2, "param group 1 (10 parameters"}),
+                                                0.1, 15, 5, 2, "", true}),
                          [](const auto& info) { return std::string(info.param.fixture); });
 
 }  // namespace

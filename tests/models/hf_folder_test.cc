@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "ckpt/safetensors.h"
 #include "comm/single_group.h"
 #include "engine/engine.h"
+#include "engine/weight_decay_groups.h"
 #include "models/hf_config.h"
 #include "models/registry.h"
 #include "tests/testing/scratch_dir.h"
@@ -323,6 +325,46 @@ TEST(HfFolder, BertFolderRoundTripsWithItsLabels) {
   absl::StatusOr<std::string> relabeled = HfConfigJson(ModelSpec{in, {{"num_labels", 2}}, 1});
   ASSERT_TRUE(relabeled.ok()) << relabeled.status();
   EXPECT_TRUE(absl::StrContains(*relabeled, R"("1": "LABEL_1")")) << *relabeled;
+}
+
+// HF Trainer's decay / no-decay split on the built-in models, by their
+// Hugging Face names: every bias and norm weight without decay, every other
+// weight (embeddings and a tied head included) with it.
+TEST(WeightDecayGroups, SplitTheBuiltInModelsAsTrainerDoes) {
+  for (const char* name : {"gpt2-tiny", "llama-mini", "bert-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = CreateModel({name, {}, 1, {}});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const std::vector<ParamGroupOptions> groups = WeightDecayGroups(*(*model)->module(), 0.1);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0].name, "decay");
+    EXPECT_EQ(groups[0].weight_decay, 0.1);
+    EXPECT_EQ(groups[1].name, "no_decay");
+    EXPECT_EQ(groups[1].weight_decay, 0.0);
+    size_t trainable = 0;
+    std::set<const void*> seen;
+    for (const auto& p : (*model)->module()->named_parameters()) {
+      if (seen.insert(p.value().unsafeGetTensorImpl()).second) ++trainable;
+    }
+    EXPECT_EQ(groups[0].params.size() + groups[1].params.size(), trainable);
+    for (const std::string& n : groups[1].params) {
+      EXPECT_TRUE(absl::StrContains(n, "bias") || absl::StrContains(n, "ln_") || absl::StrContains(n, "norm") ||
+                  absl::StrContains(n, "LayerNorm"))
+          << n;
+    }
+    for (const std::string& n : groups[0].params) {
+      EXPECT_TRUE(absl::EndsWith(n, "weight")) << n;
+      EXPECT_FALSE(absl::StrContains(n, "ln_") || absl::StrContains(n, "norm") || absl::StrContains(n, "LayerNorm"))
+          << n;
+    }
+  }
+  // The name patterns alone (models whose norms are modules of their own).
+  EXPECT_TRUE(NoDecayByName("model.norm.weight"));
+  EXPECT_TRUE(NoDecayByName("encoder.final_norm.weight"));
+  EXPECT_TRUE(NoDecayByName("blocks.0.attn.bias"));
+  EXPECT_TRUE(NoDecayByName("layers.3.RMSNorm.weight"));
+  EXPECT_FALSE(NoDecayByName("model.normalizer.weight"));
+  EXPECT_FALSE(NoDecayByName("model.layers.0.mlp.up_proj.weight"));
 }
 
 }  // namespace
