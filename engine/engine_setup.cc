@@ -355,6 +355,9 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   ZT_RETURN_IF_ERROR(MakeOptimizer());
 
   zero::GradReducerOptions ro = ReducerOptions();
+  // Stage 2: one bucket reduced while the next fills (DeepSpeed's two IPG
+  // buffers), so its peak is the model states plus two buckets.
+  if (core_.stage == 2) ro.max_inflight_groups = 1;
   if (zero::ParamCoordinator* coordinator = core_.coordinator.get()) {
     ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
   }

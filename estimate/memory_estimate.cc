@@ -287,18 +287,30 @@ int64_t EstimateGroups(const ModelShape& shape, const EstimateOptions& o, Memory
     if (q.trainable) numels.push_back(q.numel);
   }
   const int partitions = o.stage >= 1 ? o.world_size : 1;
-  int64_t padded = 0, owned = 0;
-  for (const Group& g : PlanGroups(numels, o.reduce_bucket_size, partitions)) {
+  int64_t padded = 0, owned = 0, largest = 0, largest_shard = 0;
+  const std::vector<Group> groups = PlanGroups(numels, o.reduce_bucket_size, partitions);
+  for (const Group& g : groups) {
     padded += g.padded;
     owned += o.stage >= 1 ? g.shard : g.padded;
+    largest = std::max(largest, g.padded);
+    largest_shard = std::max(largest_shard, g.shard);
   }
   e.params = padded * p;
   e.grads = (o.stage <= 1 ? padded : owned) * p;
   if (o.stage == 1) e.buckets = owned * p;  // reduce-scatter outputs of every group
-  // Stage 2 keeps every bucket until backward ends. overlap_comm reduces
-  // them as they fill but in group order, so a group that completes early
-  // waits for its predecessors: the full size stays the bound.
-  if (o.stage == 2) e.buckets = padded * p;
+  // Stage 2 reduces each bucket as soon as it is complete
+  // (zero/grad_reducer.h): with overlap_comm one bucket is reduced while the
+  // next fills, without it each is reduced before the next fills. One more
+  // may stay open where backward's order crosses the groups (a parameter
+  // used before those registered ahead of it, as LLaMA's norms are). Each
+  // reduced bucket may need a reduce-scatter output (when accumulating). A
+  // pool buffer may have served the largest group, so all are counted at
+  // that size; never more than every bucket at once.
+  if (o.stage == 2) {
+    const int64_t reduced = o.overlap_comm ? 2 : 1;
+    const int64_t slots = std::min<int64_t>(reduced + 1, static_cast<int64_t>(groups.size()));
+    e.buckets = std::min(slots * largest, padded) * p + reduced * largest_shard * p;
+  }
   return owned;
 }
 

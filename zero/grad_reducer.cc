@@ -99,7 +99,7 @@ void GradReducer::BeginBackward(bool reduce) {
 
 int64_t GradReducer::peak_bucket_bytes() const {
   absl::MutexLock lock(&mu_);
-  return scratch_.held_bytes();
+  return scratch_.held_bytes() + shard_scratch_.held_bytes();
 }
 
 at::Tensor GradReducer::EnsureBucketLocked(int group_index) {
@@ -155,9 +155,20 @@ void GradReducer::OnGradReady(int param_index) {
   GroupState& state = group_state_[static_cast<size_t>(g)];
   if (--state.pending == 0) {
     state.complete = true;
-    if (options_.stage == 3) {
+    if (options_.stage >= 2) {
+      // Reduced as soon as it is complete, so its bucket goes back to the
+      // pool (before, stage 2 launched in index order, and without
+      // overlap_comm only in FinishBackward: every bucket waited).
+      // Stage 2: the bucket reduced before finishes first, so one bucket is
+      // in flight while the next fills (DeepSpeed's two IPG buffers).
+      while (options_.stage == 2 && !inflight_.empty() &&
+             static_cast<int>(inflight_.size()) >= options_.max_inflight_groups) {
+        FinalizeOldestLocked();
+      }
       LaunchLocked(g);
-      if (!options_.overlap_comm) FinalizeOldestLocked();
+      if (!options_.overlap_comm) {
+        while (!inflight_.empty()) FinalizeOldestLocked();
+      }
       if (options_.on_group_complete) options_.on_group_complete(g);
     } else if (options_.overlap_comm) {
       LaunchReadyLocked();
@@ -205,7 +216,8 @@ void GradReducer::LaunchLocked(int group_index) {
     const bool direct = options_.stage >= 2 && !state.shard_has_data &&
                         input.scalar_type() == group.grad_shard.scalar_type() && group.grad_shard.is_contiguous();
     f.output =
-        direct ? group.grad_shard : scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
+        direct ? group.grad_shard
+               : shard_scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));
@@ -241,7 +253,7 @@ void GradReducer::FinalizeOldestLocked() {
       } else {
         group.grad_shard.copy_(f.output);
       }
-      scratch_.Release(f.output);
+      shard_scratch_.Release(f.output);
     }
     if (options_.stage >= 2) state.shard_has_data = true;
   }

@@ -10,15 +10,18 @@
 //
 // With overlap_comm a group is launched from an autograd post-hook the moment
 // its last gradient is accumulated, while backward keeps running. At stages
-// 0-2 groups are launched in index order (a later group that finishes early
+// 0-1 groups are launched in index order (a later group that finishes early
 // waits for its predecessors), so every rank issues the same collectives in
-// the same order no matter how autograd schedules work. At stage 3 a chunk is
-// launched as soon as it completes (its parameters are freed right after,
-// and the stage-3 parameter gathers that interleave with it already follow
-// autograd's order, which is the same on every rank for the same graph); the
-// on_group_complete callback tells the coordinator. Parameters that received
-// no gradient count as zero: their groups are launched, in index order, when
-// backward ends.
+// the same order no matter how autograd schedules work. At stages 2 and 3 a
+// group is launched as soon as it completes, with or without overlap_comm
+// (without it the hook also waits for it), so that its bucket is freed at
+// once: the order is autograd's, which is the same on every rank for the
+// same graph (stage 3's parameter gathers, which interleave with it, follow
+// it too; a rank whose graph differs is a named error at the collective's
+// label check, never a mismatched reduction); the on_group_complete callback
+// tells the coordinator. At most max_inflight_groups buckets are then in
+// flight besides those filling. Parameters that received no gradient count
+// as zero: their groups are launched, in index order, when backward ends.
 //
 // A parameter's gradient normally arrives once per backward. Activation
 // checkpointing can deliver it in several parts (one per checkpointed call
@@ -168,7 +171,11 @@ class GradReducer {
   std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)
   int next_launch_ ABSL_GUARDED_BY(mu_) = 0;                  // stages 0-2: next group to launch in order
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  // Buckets and casts (bucket-sized) apart from reduce-scatter outputs
+  // (shard-sized): a pool hands a free buffer out for any size and grows
+  // it, so one pool for both would grow output buffers to bucket size.
   ScratchPool scratch_ ABSL_GUARDED_BY(mu_);
+  ScratchPool shard_scratch_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zt::zero
