@@ -18,6 +18,7 @@
 #include "apps/flags.h"
 #include "ckpt/checkpoint_convert.h"
 #include "ckpt/export.h"
+#include "ckpt/llama2c.h"
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
 #include "lora/lora_record.h"
@@ -36,7 +37,8 @@ constexpr const char* kUsage =
     "  consolidate  DIR OUT: one set of full weights as safetensors (streams; any model size)\n"
     "  reshard      DIR OUT --world-size M: the same checkpoint written for M ranks\n"
     "  convert      SRC DST --to deepspeed|universal|zerotorch: the checkpoint in another format, for any world "
-    "size\n\n"
+    "size;\n"
+    "               --to hf: a llama2.c model file (.bin) as a Hugging Face folder\n\n"
     "`zt ckpt <subcommand> --help` describes each.\n";
 
 int Fail(const std::string& command, const absl::Status& st) {
@@ -233,7 +235,9 @@ int RunReshard(const std::vector<std::string>& args) {
 
 int RunConvert(const std::vector<std::string>& args) {
   Flags flags("zt ckpt convert");
-  flags.String("to", "", "the format to write: deepspeed, universal (DeepSpeed's) or zerotorch");
+  flags.String("to", "",
+               "the format to write: deepspeed, universal (DeepSpeed's) or zerotorch; hf for a llama2.c model file "
+               "(a Hugging Face LlamaForCausalLM folder)");
   flags.Int("world-size", 0, "the number of ranks to write for (default: the source's)");
   flags.String("tag", "", "the tag to write under DST (default: the source's)");
   flags.String("source-tag", "", "the tag to read (default: the one <SRC>/latest names)");
@@ -250,8 +254,30 @@ int RunConvert(const std::vector<std::string>& args) {
     return code;
   }
   if (!flags.WasSet("to")) {
-    std::fprintf(stderr, "zt ckpt convert: --to is required (deepspeed, universal or zerotorch)\n");
+    std::fprintf(stderr, "zt ckpt convert: --to is required (deepspeed, universal, zerotorch or hf)\n");
     return 2;
+  }
+  if (flags.GetString("to") == "hf") {
+    // A llama2.c model file (ckpt/llama2c.h) to a Hugging Face folder.
+    const std::string& src = flags.positional()[0];
+    if (!ckpt::LooksLikeLlama2c(src)) {
+      auto opened = ckpt::OpenLlama2c(src);  // the reason, named
+      return Fail("convert", absl::InvalidArgumentError(absl::StrCat(
+                                 "--to hf reads llama2.c model files (.bin, legacy or version 1); ",
+                                 opened.ok() ? absl::StrCat(src, " is not one") : std::string(opened.status().message()),
+                                 ". A zerotorch or DeepSpeed checkpoint becomes a safetensors export with "
+                                 "zt ckpt consolidate")));
+    }
+    auto m = ckpt::OpenLlama2c(src);
+    if (!m.ok()) return Fail("convert", m.status());
+    absl::Status st = ckpt::WriteLlama2cAsHf(*m, flags.positional()[1]);
+    if (!st.ok()) return Fail("convert", st);
+    std::printf("converted llama2.c model %s (version %d: dim %lld, %lld layers, %lld heads, %lld kv heads, vocab %lld) "
+                "to a Hugging Face LlamaForCausalLM folder %s\n",
+                src.c_str(), m->version, static_cast<long long>(m->dim), static_cast<long long>(m->n_layers),
+                static_cast<long long>(m->n_heads), static_cast<long long>(m->n_kv_heads),
+                static_cast<long long>(m->vocab_size), flags.positional()[1].c_str());
+    return 0;
   }
   auto to = ckpt::ParseCheckpointFormat(flags.GetString("to"));
   if (!to.ok()) return Fail("convert", to.status());

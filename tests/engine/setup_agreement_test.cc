@@ -6,6 +6,8 @@
 // rank must now fail in Engine::Create, the differing rank naming what
 // differs and the others naming the rank; settings that may rightly differ
 // per node (the log cadence, the NVMe path) and identical ranks still train.
+// Optimizer param groups are compared too (a rank with another group weight
+// decay would update its shard with it).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -58,7 +60,17 @@ ZT_RANK_WORKER(setup_agreement) {
   Mlp model(odd && variant == "shape" ? 9 : 8, odd && variant == "order");
   if (odd && variant == "frozen") model->a->bias.set_requires_grad(false);
 
-  auto engine = Engine::Create(model, c, pg);
+  // Optimizer param groups: the biases without decay everywhere (groups),
+  // rank 1 with another decay (group_wd) or none given (group_missing).
+  EngineOptions options;
+  if (variant.rfind("group", 0) == 0 && !(odd && variant == "group_missing")) {
+    ParamGroupOptions no_decay;
+    no_decay.name = "no_decay";
+    no_decay.params = {"a.bias", "b.bias"};
+    no_decay.weight_decay = odd && variant == "group_wd" ? 0.1 : 0.0;
+    options.param_groups = {no_decay};
+  }
+  auto engine = Engine::Create(model, c, pg, options);
   if (expected.empty()) {
     if (!engine.ok()) return absl::InternalError(absl::StrCat("Create failed: ", engine.status().ToString()));
     (*engine)->Backward(model->forward(torch::randn({2, 16})).pow(2).mean());
@@ -86,6 +98,9 @@ TEST(EngineSetupAgreement, RanksStartedDifferentlyAreRefusedByName) {
       {"shape", "parameter a.weight is [8, 16] Float trainable on rank 0 and [9, 16] Float trainable here"},
       {"frozen", "parameter a.bias is [8] Float trainable on rank 0 and [8] Float frozen here"},
       {"order", "item 0 is parameter a.weight on rank 0 and parameter b.weight here (the same items in another order)"},
+      {"group_wd", "optimizer param group 0 is "},
+      {"group_missing", "is on rank 0 but not here"},
+      {"groups", ""},
       {"same", ""},
       {"steps_per_print", ""},
       {"nvme_path", ""},

@@ -1,0 +1,99 @@
+// llama2.c's tokenizer (data/llama2c_tokenizer.h) against its own reference
+// implementation's output: the ids run.c's encode gives the fixture's three
+// text prompts with tok512.bin, and the text run.c prints for the prompt and
+// its 40 greedy tokens (tests/fixtures/llama2c-stories260K/ref, README.md).
+#include "data/llama2c_tokenizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace zt::data {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kDir = std::string(ZT_SOURCE_DIR) + "/tests/fixtures/llama2c-stories260K";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(Llama2cTokenizer, EncodesThePromptsAsRunCDoes) {
+  auto tok = Llama2cTokenizer::Open(kDir + "/tok512.bin");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->vocab_size(), 512);
+  for (const char* name : {"once_upon_a_time", "lily_and_ben", "sun_was_shining"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json ref = nlohmann::json::parse(ReadAll(kDir + "/ref/" + name + ".json"));
+    const std::vector<int32_t> want = ref.at("prompt_ids").get<std::vector<int32_t>>();
+    const std::vector<int32_t> got = tok->Encode(ref.at("prompt_text").get<std::string>(), true, false);
+    EXPECT_EQ(got, want);
+    // And back: run.c prints each token after the one before it (BOS only as "before").
+    std::vector<int32_t> all = want;
+    for (int32_t id : ref.at("greedy_ids").get<std::vector<int32_t>>()) all.push_back(id);
+    std::string text;
+    for (size_t i = 1; i < all.size(); ++i) text += tok->Decode(all[i - 1], all[i]);
+    EXPECT_EQ(text, ref.at("full_text").get<std::string>());
+    std::string greedy;
+    for (size_t i = want.size(); i < all.size(); ++i) greedy += tok->Decode(all[i - 1], all[i]);
+    EXPECT_EQ(greedy, ReadAll(kDir + "/ref/" + name + ".greedy_text.txt"));
+  }
+}
+
+TEST(Llama2cTokenizer, BytesWithoutAPieceFallBackAndMergesPreferTheHigherScore) {
+  auto tok = Llama2cTokenizer::Open(kDir + "/tok512.bin");
+  ASSERT_TRUE(tok.ok());
+  // "中" (three UTF-8 bytes) has no piece in this 512-token vocabulary: its bytes + 3.
+  const std::vector<int32_t> e = tok->Encode("\xE4\xB8\xAD", false, false);
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(tok->piece(e[0]), " ");  // the dummy prefix
+  EXPECT_EQ(e[1], 0xE4 + 3);
+  EXPECT_EQ(e[2], 0xB8 + 3);
+  EXPECT_EQ(e[3], 0xAD + 3);
+  EXPECT_EQ(tok->Decode(e), " \xE4\xB8\xAD");  // the space, then the bytes
+  // "é" has a piece of its own (id 485): one token.
+  EXPECT_EQ(tok->Encode("\xC3\xA9", false, false).size(), 2u);
+  EXPECT_EQ(tok->Encode("", true, true), (std::vector<int32_t>{1, 2}));
+  // Every merge made is a piece; none of the adjacent pairs left is one.
+  const std::vector<int32_t> ids = tok->Encode("Lily and Ben", false, false);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    const std::string pair = tok->piece(ids[i]) + tok->piece(ids[i + 1]);
+    for (int32_t k = 0; k < tok->vocab_size(); ++k) EXPECT_NE(tok->piece(k), pair) << pair;
+  }
+}
+
+TEST(Llama2cTokenizer, FilesThatAreNotTokenizersAreNamed) {
+  const std::string dir = ::testing::TempDir();
+  const std::string bytes = ReadAll(kDir + "/tok512.bin");
+  {
+    std::ofstream(dir + "/cut_tok.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
+  }
+  EXPECT_THAT(Llama2cTokenizer::Open(dir + "/cut_tok.bin").status().message(), HasSubstr("inside token 511"));
+  EXPECT_THAT(Llama2cTokenizer::Open(kDir + "/stories260K.bin").status().message(),
+              HasSubstr("stories260K.bin"));
+  {
+    // A well-formed file with three tokens: no byte fallback.
+    std::string few;
+    auto put = [&](const void* p, size_t n) { few.append(static_cast<const char*>(p), n); };
+    const int32_t max_len = 7, len = 1;
+    const float score = 0;
+    put(&max_len, 4);
+    for (int k = 0; k < 3; ++k) {
+      put(&score, 4);
+      put(&len, 4);
+      few.push_back('a');
+    }
+    std::ofstream(dir + "/few_tok.bin", std::ios::binary) << few;
+  }
+  EXPECT_THAT(Llama2cTokenizer::Open(dir + "/few_tok.bin").status().message(), HasSubstr("at least 259"));
+}
+
+}  // namespace
+}  // namespace zt::data
