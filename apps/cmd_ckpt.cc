@@ -260,16 +260,15 @@ int RunConvert(const std::vector<std::string>& args) {
   if (flags.GetString("to") == "hf") {
     // A llama2.c model file (ckpt/llama2c.h) to a Hugging Face folder.
     const std::string& src = flags.positional()[0];
-    if (!ckpt::LooksLikeLlama2c(src)) {
-      auto opened = ckpt::OpenLlama2c(src);  // the reason, named
-      return Fail("convert", absl::InvalidArgumentError(absl::StrCat(
-                                 "--to hf reads llama2.c model files (.bin, legacy or version 1); ",
-                                 opened.ok() ? absl::StrCat(src, " is not one") : std::string(opened.status().message()),
-                                 ". A zerotorch or DeepSpeed checkpoint becomes a safetensors export with "
-                                 "zt ckpt consolidate")));
-    }
     auto m = ckpt::OpenLlama2c(src);
-    if (!m.ok()) return Fail("convert", m.status());
+    if (!m.ok()) {
+      return Fail("convert", absl::Status(m.status().code(),
+                                          absl::StrCat("--to hf reads llama2.c model files (.bin, legacy or version "
+                                                       "1); ",
+                                                       m.status().message(),
+                                                       ". A zerotorch or DeepSpeed checkpoint becomes a safetensors "
+                                                       "export with zt ckpt consolidate")));
+    }
     absl::Status st = ckpt::WriteLlama2cAsHf(*m, flags.positional()[1]);
     if (!st.ok()) return Fail("convert", st);
     std::printf("converted llama2.c model %s (version %d: dim %lld, %lld layers, %lld heads, %lld kv heads, vocab %lld) "

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -107,26 +108,6 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// HF's order: the embedding, each layer's tensors, the final norm, the head.
-int Rank(const std::string& name, int64_t n_layers) {
-  static const char* kLayer[] = {"input_layernorm.weight",          "self_attn.q_proj.weight",
-                                 "self_attn.k_proj.weight",         "self_attn.v_proj.weight",
-                                 "self_attn.o_proj.weight",         "post_attention_layernorm.weight",
-                                 "mlp.gate_proj.weight",            "mlp.up_proj.weight",
-                                 "mlp.down_proj.weight"};
-  if (name == "model.embed_tokens.weight") return 0;
-  if (name == "model.norm.weight") return static_cast<int>(1 + n_layers * 9);
-  if (name == "lm_head.weight") return static_cast<int>(2 + n_layers * 9);
-  int64_t l = 0;
-  char rest[64] = {};
-  if (std::sscanf(name.c_str(), "model.layers.%ld.%63s", &l, rest) == 2) {
-    for (int k = 0; k < 9; ++k) {
-      if (std::strcmp(rest, kLayer[k]) == 0) return static_cast<int>(1 + l * 9 + k);
-    }
-  }
-  return 1 << 30;
-}
-
 }  // namespace
 
 bool LooksLikeLlama2c(const std::string& path) {
@@ -164,11 +145,12 @@ absl::StatusOr<Llama2cModel> OpenLlama2c(const std::string& path) {
         "%s: dim %d, n_heads %d, n_kv_heads %d do not make an even head size shared by whole kv heads", path, m.dim,
         m.n_heads, m.n_kv_heads));
   }
+  // Offsets follow the file's order; the tensors are listed in HF's.
+  std::map<std::string, Llama2cModel::Tensor> by_name;
   uint64_t offset = h.bytes;
   for (const Array& a : FileOrder(m)) {
-    const uint64_t bytes = static_cast<uint64_t>(Numel(a.shape)) * 4;
-    if (!a.name.empty()) m.tensors.push_back({a.name, a.shape, offset, a.rope_heads});
-    offset += bytes;
+    if (!a.name.empty()) by_name[a.name] = {a.name, a.shape, offset, a.rope_heads};
+    offset += static_cast<uint64_t>(Numel(a.shape)) * 4;
   }
   if (offset != f.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -177,14 +159,26 @@ absl::StatusOr<Llama2cModel> OpenLlama2c(const std::string& path) {
         path, m.version, m.dim, m.hidden_dim, m.n_layers, m.n_heads, m.n_kv_heads, m.vocab_size, m.seq_len,
         m.shared_classifier ? "shared" : "own", offset, f.size(), f.size() < offset ? "truncated" : "longer"));
   }
-  std::stable_sort(m.tensors.begin(), m.tensors.end(), [&](const Llama2cModel::Tensor& a, const Llama2cModel::Tensor& b) {
-    return Rank(a.name, m.n_layers) < Rank(b.name, m.n_layers);
-  });
+  auto take = [&](const std::string& name) {
+    if (auto it = by_name.find(name); it != by_name.end()) m.tensors.push_back(it->second);
+  };
+  take("model.embed_tokens.weight");
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    for (const char* rest : {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                             "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                             "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
+      take(absl::StrCat("model.layers.", l, ".", rest));
+    }
+  }
+  take("model.norm.weight");
+  take("lm_head.weight");  // only with a classifier of its own
   return m;
 }
 
-absl::StatusOr<std::vector<float>> ReadLlama2cTensor(const Llama2cModel& m, const Llama2cModel::Tensor& t) {
-  ZT_ASSIGN_OR_RETURN(ReadFile f, ReadFile::Open(m.path));
+namespace {
+
+absl::StatusOr<std::vector<float>> ReadTensor(const ReadFile& f, const Llama2cModel& m,
+                                              const Llama2cModel::Tensor& t) {
   std::vector<float> v(static_cast<size_t>(Numel(t.shape)));
   ZT_RETURN_IF_ERROR(f.PRead(v.data(), v.size() * sizeof(float), t.offset));
   if (t.rope_heads <= 0) return v;
@@ -200,6 +194,13 @@ absl::StatusOr<std::vector<float>> ReadLlama2cTensor(const Llama2cModel& m, cons
     }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> ReadLlama2cTensor(const Llama2cModel& m, const Llama2cModel::Tensor& t) {
+  ZT_ASSIGN_OR_RETURN(ReadFile f, ReadFile::Open(m.path));
+  return ReadTensor(f, m, t);
 }
 
 absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
@@ -232,8 +233,9 @@ absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : m.tensors) entries.push_back({t.name, DType::kFloat32, t.shape});
   ZT_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(dir + "/model.safetensors", entries, {{"format", "pt"}}));
+  ZT_ASSIGN_OR_RETURN(ReadFile f, ReadFile::Open(m.path));
   for (const auto& t : m.tensors) {
-    ZT_ASSIGN_OR_RETURN(std::vector<float> v, ReadLlama2cTensor(m, t));
+    ZT_ASSIGN_OR_RETURN(std::vector<float> v, ReadTensor(f, m, t));
     ZT_RETURN_IF_ERROR(writer->Write(v.data(), v.size() * sizeof(float)));
   }
   ZT_RETURN_IF_ERROR(writer->Finish());

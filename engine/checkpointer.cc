@@ -90,23 +90,6 @@ std::map<std::string, std::string> TiedAliases(torch::nn::Module& module) {
   return aliases;
 }
 
-// The trainable parameters' names in the module's registration order
-// (named_parameters, each tensor once under its first name): the order
-// DeepSpeed flattens an optimizer param group in, at every stage, and so
-// the order its stage-3 loader reads partitions back by position. The
-// engine's own groups follow its plan instead (stage 3: unit order), so the
-// checkpoint records this one (SavedLayout::optimizer_groups).
-std::vector<std::string> ModelOrderTrainable(torch::nn::Module& module) {
-  std::vector<std::string> names;
-  std::unordered_set<const void*> seen;
-  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
-    if (!item.value().requires_grad()) continue;
-    if (!seen.insert(item.value().unsafeGetTensorImpl()).second) continue;
-    names.push_back(item.key());
-  }
-  return names;
-}
-
 }  // namespace
 
 absl::Status Checkpointer::ReadAndAgree(const std::function<absl::Status()>& read, const std::string& what) {
@@ -246,12 +229,17 @@ ckpt::SavedLayout Checkpointer::CurrentLayout() const {
     layout.frozen.push_back(saved_group(g, core_.frozen_names, core_.frozen_params, t));
   }
   layout.shared = TiedAliases(*core_.module);
-  layout.optimizer_groups = {ModelOrderTrainable(*core_.module)};
+  // The optimizer's param groups, each its trainable parameters in the
+  // module's registration order (named_parameters, each tensor once under
+  // its first name): the order DeepSpeed flattens a param group in, at
+  // every stage, and so the order its stage-3 loader reads partitions back
+  // by. The engine's flat groups follow its plan instead (stage 3: unit
+  // order), so the checkpoint records this one (SavedLayout::optimizer_groups).
   const ResolvedParamGroups& pg = core_.param_groups;
+  layout.optimizer_groups = pg.members;
   if (pg.size() > 1 || !core_.options.param_groups.empty()) {
     // The run's own groups, each with the settings it trains with (the lr
     // the next step applies, as DeepSpeed's param_groups hold it).
-    layout.optimizer_groups = pg.members;
     const double next_lr = core_.scheduler->Lr(core_.global_steps - core_.skipped_steps);
     for (size_t k = 0; k < pg.size(); ++k) {
       const OptimizerConfig& c = pg.configs[k];

@@ -76,10 +76,8 @@ class EngineImpl final : public Engine {
   absl::Status InitOffload();
   absl::Status OffloadParamShards();
   absl::Status MakeOptimizer();
-  // core_.param_groups from EngineOptions::param_groups (named errors), and
-  // the same with group_of indexed like core_.params, for the optimizer.
+  // core_.param_groups from EngineOptions::param_groups (named errors).
   absl::Status ResolveParamGroupsOf();
-  ResolvedParamGroups EngineParamGroups() const;
   zero::GradReducerOptions ReducerOptions() const;  // from the config
   absl::Status ConvertAndBroadcastBuffers(at::ScalarType dtype);
 

@@ -509,10 +509,6 @@ absl::Status EngineImpl::ResolveParamGroupsOf() {
   return absl::OkStatus();
 }
 
-ResolvedParamGroups EngineImpl::EngineParamGroups() const {
-  return ReindexParamGroups(core_.param_groups, core_.param_names);
-}
-
 absl::Status EngineImpl::MakeOptimizer() {
   zero::ShardedOptimizerOptions so;
   so.impl = core_.options.optimizer_impl;
@@ -533,7 +529,9 @@ absl::Status EngineImpl::MakeOptimizer() {
     so.params = core_.coordinator->shard_access();
   }
   ZT_RETURN_IF_ERROR(ResolveParamGroupsOf());
-  auto made = zero::ShardedOptimizer::Create(core_.groups, EngineParamGroups(), so);
+  // group_of indexed like core_.params (stage 3 orders them by unit).
+  auto made =
+      zero::ShardedOptimizer::Create(core_.groups, ReindexParamGroups(core_.param_groups, core_.param_names), so);
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, made.status(), "setting up the optimizer state"));
   core_.optimizer = std::move(*made);
   return absl::OkStatus();

@@ -192,23 +192,18 @@ ZT_RANK_WORKER(stage2_peak) {
   return absl::OkStatus();
 }
 
-TEST(MemoryTest, StageTwoHoldsTwoBucketsNotAll) {
-  for (int world : {1, 2, 3}) {
+void RunAtWorlds(const char* worker, std::initializer_list<int> worlds) {
+  for (int world : worlds) {
     RankRunOptions o;
     o.world_size = world;
-    RankRunResult r = RunRanks("stage2_peak", o);
+    RankRunResult r = RunRanks(worker, o);
     EXPECT_TRUE(r.ok()) << r.Summary();
   }
 }
 
-TEST(MemoryTest, ModelStatesMatchZeroFormulas) {
-  for (int world : {1, 2, 4}) {
-    RankRunOptions o;
-    o.world_size = world;
-    RankRunResult r = RunRanks("memory", o);
-    EXPECT_TRUE(r.ok()) << r.Summary();
-  }
-}
+TEST(MemoryTest, StageTwoHoldsTwoBucketsNotAll) { RunAtWorlds("stage2_peak", {1, 2, 3}); }
+
+TEST(MemoryTest, ModelStatesMatchZeroFormulas) { RunAtWorlds("memory", {1, 2, 4}); }
 
 }  // namespace
 }  // namespace zt::testing

@@ -65,6 +65,21 @@ Config BaseConfig(int stage) {
   return c;
 }
 
+// Setups that variants with and without param groups share.
+void LinearWarmup(Config& c) {
+  c.scheduler.type = SchedulerType::kWarmupLR;
+  c.scheduler.warmup_min_lr = 0.0;
+  c.scheduler.warmup_max_lr = 0.02;
+  c.scheduler.warmup_num_steps = 5;
+  c.scheduler.warmup_type = WarmupType::kLinear;
+}
+
+void UseLion(Config& c) {
+  c.optimizer.type = OptimizerType::kLion;
+  c.optimizer.lr = 1e-3;
+  c.optimizer.betas = {0.9, 0.99};
+}
+
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
   v.push_back({"adamw", [](Config&) {}});
@@ -105,18 +120,8 @@ std::vector<Variant> Variants() {
                  c.optimizer.eps = 1e-10;
                  c.optimizer.weight_decay = 1e-3;
                }});
-  v.push_back({"lion", [](Config& c) {
-                 c.optimizer.type = OptimizerType::kLion;
-                 c.optimizer.lr = 1e-3;
-                 c.optimizer.betas = {0.9, 0.99};
-               }});
-  v.push_back({"warmup_lr", [](Config& c) {
-                 c.scheduler.type = SchedulerType::kWarmupLR;
-                 c.scheduler.warmup_min_lr = 0.0;
-                 c.scheduler.warmup_max_lr = 0.02;
-                 c.scheduler.warmup_num_steps = 5;
-                 c.scheduler.warmup_type = WarmupType::kLinear;
-               }});
+  v.push_back({"lion", UseLion});
+  v.push_back({"warmup_lr", LinearWarmup});
   v.push_back({"warmup_decay_lr", [](Config& c) {
                  c.scheduler.type = SchedulerType::kWarmupDecayLR;
                  c.scheduler.warmup_max_lr = 0.02;
@@ -155,24 +160,14 @@ std::vector<Variant> Variants() {
     g[0].lr = 3e-2;
     v.push_back({"param_groups_lr", [](Config&) {}, g});
   }
-  v.push_back({"param_groups_warmup", [](Config& c) {
-                 c.scheduler.type = SchedulerType::kWarmupLR;
-                 c.scheduler.warmup_min_lr = 0.0;
-                 c.scheduler.warmup_max_lr = 0.02;
-                 c.scheduler.warmup_num_steps = 5;
-                 c.scheduler.warmup_type = WarmupType::kLinear;
-               }, ThreeGroups()});
+  v.push_back({"param_groups_warmup", LinearWarmup, ThreeGroups()});
   v.push_back({"param_groups_sgd", [](Config& c) {
                  c.optimizer.type = OptimizerType::kSGD;
                  c.optimizer.lr = 0.05;
                  c.optimizer.momentum = 0.9;
                  c.optimizer.weight_decay = 1e-3;
                }, ThreeGroups()});
-  v.push_back({"param_groups_lion", [](Config& c) {
-                 c.optimizer.type = OptimizerType::kLion;
-                 c.optimizer.lr = 1e-3;
-                 c.optimizer.betas = {0.9, 0.99};
-               }, ThreeGroups()});
+  v.push_back({"param_groups_lion", UseLion, ThreeGroups()});
   v.push_back({"param_groups_bf16", [](Config& c) {
                  c.bf16.enabled = true;
                  c.optimizer.lr = 1e-3;
