@@ -40,7 +40,12 @@ absl::StatusOr<Llama2cTokenizer> Llama2cTokenizer::Open(const std::string& path)
     }
     std::string piece(static_cast<size_t>(len), '\0');
     ZT_RETURN_IF_ERROR(read(piece.data(), piece.size(), what));
-    t.ids_.emplace(piece, static_cast<int32_t>(t.pieces_.size()));
+    // run.c finds pieces by binary search, so with a piece twice it could
+    // take either id: refuse rather than pick one silently.
+    if (!t.ids_.emplace(piece, static_cast<int32_t>(t.pieces_.size())).second) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " repeats the piece of token ",
+                                                     t.ids_.at(piece), "; llama2.c's lookup would be ambiguous"));
+    }
     t.pieces_.push_back(std::move(piece));
     t.scores_.push_back(score);
   }

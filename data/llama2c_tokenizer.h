@@ -20,7 +20,8 @@
 //   std::vector<int32_t> ids = tok->Encode("Once upon a time", /*bos=*/true, /*eos=*/false);
 //
 // No LibTorch. Errors name the file and the token: a truncated file, a
-// length out of range, fewer than 259 tokens (no byte fallback).
+// length out of range, a piece given twice (run.c's lookup would be
+// ambiguous), fewer than 259 tokens (no byte fallback).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +54,7 @@ class Llama2cTokenizer {
   int32_t Lookup(const std::string& s) const;
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
-  std::unordered_map<std::string, int32_t> ids_;  // piece -> id (the lowest id where pieces repeat)
+  std::unordered_map<std::string, int32_t> ids_;  // piece -> id (pieces are unique)
   int32_t max_token_length_ = 0;
 };
 

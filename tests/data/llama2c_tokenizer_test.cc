@@ -79,19 +79,26 @@ TEST(Llama2cTokenizer, FilesThatAreNotTokenizersAreNamed) {
   EXPECT_THAT(Llama2cTokenizer::Open(kDir + "/stories260K.bin").status().message(),
               HasSubstr("stories260K.bin"));
   {
-    // A well-formed file with three tokens: no byte fallback.
-    std::string few;
-    auto put = [&](const void* p, size_t n) { few.append(static_cast<const char*>(p), n); };
-    const int32_t max_len = 7, len = 1;
-    const float score = 0;
-    put(&max_len, 4);
-    for (int k = 0; k < 3; ++k) {
-      put(&score, 4);
-      put(&len, 4);
-      few.push_back('a');
-    }
-    std::ofstream(dir + "/few_tok.bin", std::ios::binary) << few;
+    // Well-formed files: three distinct tokens (no byte fallback), and a piece given twice.
+    auto file = [](const std::vector<std::string>& pieces) {
+      std::string out;
+      auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+      const int32_t max_len = 7;
+      const float score = 0;
+      put(&max_len, 4);
+      for (const std::string& piece : pieces) {
+        const int32_t len = static_cast<int32_t>(piece.size());
+        put(&score, 4);
+        put(&len, 4);
+        out += piece;
+      }
+      return out;
+    };
+    std::ofstream(dir + "/few_tok.bin", std::ios::binary) << file({"a", "b", "c"});
+    std::ofstream(dir + "/twice_tok.bin", std::ios::binary) << file({"a", "b", "a"});
   }
+  EXPECT_THAT(Llama2cTokenizer::Open(dir + "/twice_tok.bin").status().message(),
+              HasSubstr("token 2 repeats the piece of token 0"));
   EXPECT_THAT(Llama2cTokenizer::Open(dir + "/few_tok.bin").status().message(), HasSubstr("at least 259"));
 }
 

@@ -286,7 +286,24 @@ TEST_P(ResumeWithGroupsTest, GroupsComeBackFromTheCheckpoint) {
     EXPECT_EQ((*ds)->layout().optimizer_group_settings[0].weight_decay, 0.1);
     EXPECT_EQ((*ds)->layout().optimizer_group_settings[1].weight_decay, 0.0);
     EXPECT_EQ((*ds)->layout().optimizer_groups, (*saved)->layout().optimizer_groups);
+    // Back to zerotorch's format: the groups come along.
+    const zt::testing::ZtRun back =
+        zt::testing::RunZt(absl::StrCat("ckpt convert ", dir, "/ds ", dir, "/back --to zerotorch"));
+    ASSERT_EQ(back.code, 0) << back.output;
+    auto again = ckpt::ZeroCheckpoint::Open(dir + "/back");
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)->layout().optimizer_groups, (*saved)->layout().optimizer_groups);
+    EXPECT_TRUE((*again)->layout().optimizer_group_settings == (*ds)->layout().optimizer_group_settings);
   }
+  // Resharded for 3 ranks: the same groups and settings (a reshard that
+  // dropped them would resume with the config's single setting).
+  const zt::testing::ZtRun reshard =
+      zt::testing::RunZt(absl::StrCat("ckpt reshard ", dir, "/ck ", dir, "/r3 --world-size 3"));
+  ASSERT_EQ(reshard.code, 0) << reshard.output;
+  auto r3 = ckpt::ZeroCheckpoint::Open(dir + "/r3");
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_EQ((*r3)->layout().optimizer_groups, (*saved)->layout().optimizer_groups);
+  EXPECT_TRUE((*r3)->layout().optimizer_group_settings == settings);
   torch::Tensor straight, ungrouped;
   torch::load(straight, dir + "/straight.pt");
   torch::load(ungrouped, dir + "/ungrouped.pt");
