@@ -271,11 +271,12 @@ int RunConvert(const std::vector<std::string>& args) {
     }
     absl::Status st = ckpt::WriteLlama2cAsHf(*m, flags.positional()[1]);
     if (!st.ok()) return Fail("convert", st);
-    std::printf("converted llama2.c model %s (version %d: dim %lld, %lld layers, %lld heads, %lld kv heads, vocab %lld) "
-                "to a Hugging Face LlamaForCausalLM folder %s\n",
-                src.c_str(), m->version, static_cast<long long>(m->dim), static_cast<long long>(m->n_layers),
-                static_cast<long long>(m->n_heads), static_cast<long long>(m->n_kv_heads),
-                static_cast<long long>(m->vocab_size), flags.positional()[1].c_str());
+    std::printf(
+        "converted llama2.c model %s (version %d: dim %lld, %lld layers, %lld heads, %lld kv heads, vocab %lld) "
+        "to a Hugging Face LlamaForCausalLM folder %s\n",
+        src.c_str(), m->version, static_cast<long long>(m->dim), static_cast<long long>(m->n_layers),
+        static_cast<long long>(m->n_heads), static_cast<long long>(m->n_kv_heads),
+        static_cast<long long>(m->vocab_size), flags.positional()[1].c_str());
     return 0;
   }
   auto to = ckpt::ParseCheckpointFormat(flags.GetString("to"));

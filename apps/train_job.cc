@@ -103,7 +103,8 @@ void Define(Flags& f) {
   f.Int("seed", 1234, "seed for the model's initialization and the data order");
   f.Bool("no-progress", "no progress line (log lines only)");
   f.Int("threads", 0, "intra-op threads per rank (default: cores / ranks)");
-  for (const char* n : {"stage", "micro-batch", "grad-accum", "global-batch", "lr", "precision"}) f.DefaultFromConfig(n);
+  for (const char* n : {"stage", "micro-batch", "grad-accum", "global-batch", "lr", "precision"})
+    f.DefaultFromConfig(n);
 }
 
 absl::Status BadFlag(const std::string& message) {
@@ -288,15 +289,16 @@ absl::Status CheckRankCount(const train::TrainOptions& o, const std::string& jso
     if (m.ok()) per_rank += m->total() + m->offloaded_cpu;
   }
   const MemoryBound bound = ProcessMemoryBound();
-  const std::string need = absl::StrCat(nproc, " rank", nproc == 1 ? "" : "s", " x ",
-                                        HumanBytes(static_cast<double>(per_rank)), " = ",
-                                        HumanBytes(static_cast<double>(per_rank) * nproc));
+  const std::string need =
+      absl::StrCat(nproc, " rank", nproc == 1 ? "" : "s", " x ", HumanBytes(static_cast<double>(per_rank)), " = ",
+                   HumanBytes(static_cast<double>(per_rank) * nproc));
   if (bound.bytes > 0 && per_rank * nproc > bound.bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "--nproc ", nproc, " needs at least ", need, " of memory (model states as zt estimate counts them, "
-        "activations not included), more than the ", HumanBytes(static_cast<double>(bound.bytes)), " ",
-        bound.source, ": ", nproc > 1 ? "start fewer ranks, " : "",
-        "use a higher ZeRO stage or offload, or a smaller model"));
+    return absl::ResourceExhaustedError(absl::StrCat("--nproc ", nproc, " needs at least ", need,
+                                                     " of memory (model states as zt estimate counts them, "
+                                                     "activations not included), more than the ",
+                                                     HumanBytes(static_cast<double>(bound.bytes)), " ", bound.source,
+                                                     ": ", nproc > 1 ? "start fewer ranks, " : "",
+                                                     "use a higher ZeRO stage or offload, or a smaller model"));
   }
   if (cores >= 1 && nproc > cores) {
     std::fprintf(stderr,

@@ -28,8 +28,8 @@ struct Header {
 absl::StatusOr<Header> ReadHeader(const ReadFile& f) {
   Header h;
   if (f.size() < 28) {
-    return absl::InvalidArgumentError(absl::StrCat(f.path(), ": ", f.size(),
-                                                   " bytes, too short for a llama2.c model header (28 bytes)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), ": ", f.size(), " bytes, too short for a llama2.c model header (28 bytes)"));
   }
   uint32_t magic = 0;
   ZT_RETURN_IF_ERROR(f.PRead(&magic, 4, 0));
@@ -43,8 +43,8 @@ absl::StatusOr<Header> ReadHeader(const ReadFile& f) {
                        : " is unknown (this reader knows the legacy format and version 1)"));
     }
     if (f.size() < kV1Header) {
-      return absl::InvalidArgumentError(absl::StrCat(f.path(), ": ", f.size(),
-                                                     " bytes, too short for a version-1 header (256 bytes)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.path(), ": ", f.size(), " bytes, too short for a version-1 header (256 bytes)"));
     }
     h.version = 1;
     ZT_RETURN_IF_ERROR(f.PRead(h.p, sizeof(h.p), 8));
@@ -141,9 +141,9 @@ absl::StatusOr<Llama2cModel> OpenLlama2c(const std::string& path) {
     }
   }
   if (m.dim % m.n_heads != 0 || (m.dim / m.n_heads) % 2 != 0 || m.n_heads % m.n_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: dim %d, n_heads %d, n_kv_heads %d do not make an even head size shared by whole kv heads", path, m.dim,
-        m.n_heads, m.n_kv_heads));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: dim %d, n_heads %d, n_kv_heads %d do not make an even head size shared by whole kv heads",
+                        path, m.dim, m.n_heads, m.n_kv_heads));
   }
   // Offsets follow the file's order; the tensors are listed in HF's.
   std::map<std::string, Llama2cModel::Tensor> by_name;
@@ -177,8 +177,7 @@ absl::StatusOr<Llama2cModel> OpenLlama2c(const std::string& path) {
 
 namespace {
 
-absl::StatusOr<std::vector<float>> ReadTensor(const ReadFile& f, const Llama2cModel& m,
-                                              const Llama2cModel::Tensor& t) {
+absl::StatusOr<std::vector<float>> ReadTensor(const ReadFile& f, const Llama2cModel& m, const Llama2cModel::Tensor& t) {
   std::vector<float> v(static_cast<size_t>(Numel(t.shape)));
   ZT_RETURN_IF_ERROR(f.PRead(v.data(), v.size() * sizeof(float), t.offset));
   if (t.rope_heads <= 0) return v;

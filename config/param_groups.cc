@@ -29,10 +29,11 @@ absl::StatusOr<ResolvedParamGroups> ResolveParamGroups(const std::vector<ParamGr
     const std::string name = g.name.empty() ? absl::StrCat("group ", k) : g.name;
     const std::string where = absl::StrCat("optimizer param group '", name, "'");
     if (!group_names.insert(name).second || name == "default") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", name == "default" ? "'default' is the name of the group the unnamed parameters form"
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ",
+                       name == "default" ? "'default' is the name of the group the unnamed parameters form"
                                          : "two groups have this name",
-          "; give each group a name of its own"));
+                       "; give each group a name of its own"));
     }
     if (g.lr.has_value() && has_scheduler) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -44,17 +45,17 @@ absl::StatusOr<ResolvedParamGroups> ResolveParamGroups(const std::vector<ParamGr
     for (const std::string& p : g.params) {
       auto it = names.find(p);
       if (it == names.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, " names '", p, "', which is not a parameter of this model (its parameters: ",
-                         Shown(trainable, 4), "; ", trainable.size(), " trainable)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, " names '", p, "', which is not a parameter of this model (its parameters: ", Shown(trainable, 4),
+            "; ", trainable.size(), " trainable)"));
       }
       if (it->second < 0) continue;  // frozen: no gradient, nothing to update
       const size_t i = static_cast<size_t>(it->second);
       if (r.group_of[i] == static_cast<int>(k)) continue;  // named twice (a tied alias): once
       if (r.group_of[i] >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter '", trainable[i], "' is in two optimizer param groups ('",
-                                                       r.names[static_cast<size_t>(r.group_of[i])], "' and '",
-                                                       name, "'); a parameter belongs to one group"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter '", trainable[i], "' is in two optimizer param groups ('",
+            r.names[static_cast<size_t>(r.group_of[i])], "' and '", name, "'); a parameter belongs to one group"));
       }
       r.group_of[i] = static_cast<int>(k);
     }
@@ -105,12 +106,12 @@ std::vector<std::pair<std::string, std::string>> DescribeParamGroups(const Resol
   std::vector<std::pair<std::string, std::string>> out;
   for (size_t k = 0; k < groups.size(); ++k) {
     const OptimizerConfig& c = groups.configs[k];
-    std::string settings = absl::StrCat("weight_decay ", c.weight_decay, ", eps ", c.eps, ", betas [", c.betas[0],
-                                        ", ", c.betas[1], "]");
+    std::string settings =
+        absl::StrCat("weight_decay ", c.weight_decay, ", eps ", c.eps, ", betas [", c.betas[0], ", ", c.betas[1], "]");
     if (groups.lr[k]) absl::StrAppend(&settings, ", lr ", *groups.lr[k]);
     out.emplace_back(absl::StrCat("optimizer param group ", k, " '", groups.names[k], "'"),
-                     absl::StrCat(settings, "; ", groups.members[k].size(), " parameters: ",
-                                  absl::StrJoin(groups.members[k], ", ")));
+                     absl::StrCat(settings, "; ", groups.members[k].size(),
+                                  " parameters: ", absl::StrJoin(groups.members[k], ", ")));
   }
   return out;
 }

@@ -16,8 +16,8 @@ absl::StatusOr<Llama2cTokenizer> Llama2cTokenizer::Open(const std::string& path)
   uint64_t at = 0;
   auto read = [&](void* dst, size_t n, const std::string& what) -> absl::Status {
     if (at + n > f.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ends at byte ", f.size(), " inside ", what,
-                                                     " (is this a llama2.c tokenizer file?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ends at byte ", f.size(), " inside ", what, " (is this a llama2.c tokenizer file?)"));
     }
     ZT_RETURN_IF_ERROR(f.PRead(dst, n, at));
     at += n;
@@ -25,8 +25,8 @@ absl::StatusOr<Llama2cTokenizer> Llama2cTokenizer::Open(const std::string& path)
   };
   ZT_RETURN_IF_ERROR(read(&t.max_token_length_, 4, "the header"));
   if (t.max_token_length_ <= 0 || t.max_token_length_ > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": max_token_length is ", t.max_token_length_,
-                                                   ", not a llama2.c tokenizer file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": max_token_length is ", t.max_token_length_, ", not a llama2.c tokenizer file"));
   }
   while (at < f.size()) {
     const std::string what = absl::StrCat("token ", t.pieces_.size());
@@ -35,16 +35,16 @@ absl::StatusOr<Llama2cTokenizer> Llama2cTokenizer::Open(const std::string& path)
     ZT_RETURN_IF_ERROR(read(&score, 4, what));
     ZT_RETURN_IF_ERROR(read(&len, 4, what));
     if (len < 0 || len > t.max_token_length_) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " has length ", len,
-                                                     ", outside 0..max_token_length ", t.max_token_length_));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": ", what, " has length ", len, ", outside 0..max_token_length ", t.max_token_length_));
     }
     std::string piece(static_cast<size_t>(len), '\0');
     ZT_RETURN_IF_ERROR(read(piece.data(), piece.size(), what));
     // run.c finds pieces by binary search, so with a piece twice it could
     // take either id: refuse rather than pick one silently.
     if (!t.ids_.emplace(piece, static_cast<int32_t>(t.pieces_.size())).second) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " repeats the piece of token ",
-                                                     t.ids_.at(piece), "; llama2.c's lookup would be ambiguous"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", what, " repeats the piece of token ", t.ids_.at(piece),
+                                                     "; llama2.c's lookup would be ambiguous"));
     }
     t.pieces_.push_back(std::move(piece));
     t.scores_.push_back(score);

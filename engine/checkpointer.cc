@@ -25,8 +25,8 @@
 #include "lora/lora_options.h"
 #include "plan/layout.h"
 #include "util/error.h"
-#include "util/fnv1a.h"
 #include "util/file_io.h"
+#include "util/fnv1a.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -582,8 +582,8 @@ absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, co
     // each, trained with the same settings.
     for (size_t k = 0; k < run.size(); ++k) {
       const std::vector<std::string>& members = run.members[k];
-      const std::string group = absl::StrCat("this run's optimizer param group '", run.names[k], "' (",
-                                             shown(members), ")");
+      const std::string group =
+          absl::StrCat("this run's optimizer param group '", run.names[k], "' (", shown(members), ")");
       std::optional<size_t> g0;
       for (const std::string& n : members) {
         auto it = saved_of.find(n);
@@ -596,21 +596,23 @@ absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, co
           return absl::FailedPreconditionError(absl::StrCat(
               where, ": ", group, " holds '", members.front(), "' and '", n,
               "', which the checkpoint keeps in different optimizer param groups (", *g0, " and ", it->second,
-              "); give the run the checkpoint's groups (", l.optimizer_groups.size(), " of them), or leave "
+              "); give the run the checkpoint's groups (", l.optimizer_groups.size(),
+              " of them), or leave "
               "EngineOptions::param_groups / --weight-decay-groups unset to resume with the checkpoint's groups"));
         }
       }
       if (l.optimizer_groups[*g0].size() != members.size()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]), ") holds parameters ",
-            group, " does not; give the run the checkpoint's groups, or leave EngineOptions::param_groups / "
-            "--weight-decay-groups unset to resume with the checkpoint's groups"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]),
+                         ") holds parameters ", group,
+                         " does not; give the run the checkpoint's groups, or leave EngineOptions::param_groups / "
+                         "--weight-decay-groups unset to resume with the checkpoint's groups"));
       }
       const std::string d = differs(l.optimizer_group_settings[*g0], run.configs[k]);
       if (!d.empty()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]),
-            ") was trained with ", d, " and is this run's group '", run.names[k],
+            where, ": its optimizer param group ", *g0, " (", shown(l.optimizer_groups[*g0]), ") was trained with ", d,
+            " and is this run's group '", run.names[k],
             "'; give that group the saved value to continue the same training, or leave the run's groups unset "
             "to resume with the checkpoint's"));
       }
@@ -647,8 +649,8 @@ absl::Status Checkpointer::CheckGroupSettings(const ckpt::ZeroCheckpoint& ck, co
   }
   for (size_t g = 0; g < r.members.size(); ++g) {
     if (r.members[g].empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(where, ": its optimizer param group ", g,
-                                                        " holds none of this run's trainable parameters"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(where, ": its optimizer param group ", g, " holds none of this run's trainable parameters"));
     }
   }
   *adopt = std::move(r);
@@ -759,7 +761,8 @@ absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vecto
   // ...and their shapes: the same element count in another shape (a
   // transposed [64, 260] embedding for [260, 64]) is other weights.
   std::unordered_map<std::string, std::vector<int64_t>> shape_of;
-  for (const auto& item : core_.module->named_parameters(true)) shape_of.emplace(item.key(), item.value().sizes().vec());
+  for (const auto& item : core_.module->named_parameters(true))
+    shape_of.emplace(item.key(), item.value().sizes().vec());
   for (const auto& item : core_.module->named_buffers(true)) {
     if (item.value().defined()) shape_of.emplace(item.key(), item.value().sizes().vec());
   }
@@ -792,10 +795,9 @@ absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vecto
                                                      "(a transposed matrix?)"));
     }
     if (ckpt::IsFloating(t->dtype) != at::isFloatingType(dst.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' is ",
-                                                     std::string(ckpt::DTypeName(t->dtype)), " where the model holds ",
-                                                     c10::toString(dst.scalar_type()),
-                                                     ": integers and floating point do not convert into weights"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "': '", name, "' is ", std::string(ckpt::DTypeName(t->dtype)), " where the model holds ",
+          c10::toString(dst.scalar_type()), ": integers and floating point do not convert into weights"));
     }
     const size_t es = ckpt::DTypeSize(t->dtype);
     at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(t->dtype)));

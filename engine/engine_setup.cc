@@ -72,11 +72,11 @@ comm::Description SharedSetup(torch::nn::Module& model, const Config& config,
   const auto opt = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("-"); };
   for (size_t k = 0; k < param_groups.size(); ++k) {
     const ParamGroupOptions& g = param_groups[k];
-    items.emplace_back(absl::StrCat("optimizer param group ", k),
-                       absl::StrCat("'", g.name, "' lr ", opt(g.lr), ", weight_decay ", opt(g.weight_decay), ", eps ",
-                                    opt(g.eps), ", betas ",
-                                    g.betas ? absl::StrCat("[", (*g.betas)[0], ", ", (*g.betas)[1], "]") : "-",
-                                    "; ", absl::StrJoin(g.params, ", ")));
+    items.emplace_back(
+        absl::StrCat("optimizer param group ", k),
+        absl::StrCat("'", g.name, "' lr ", opt(g.lr), ", weight_decay ", opt(g.weight_decay), ", eps ", opt(g.eps),
+                     ", betas ", g.betas ? absl::StrCat("[", (*g.betas)[0], ", ", (*g.betas)[1], "]") : "-", "; ",
+                     absl::StrJoin(g.params, ", ")));
   }
   return items;
 }
@@ -143,8 +143,8 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   // Before any check that could fail on one rank only: the ranks must build
   // the same model with the same settings (DDP's parameter-shape check, and
   // the config too, which neither DDP nor DeepSpeed compares).
-  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(*core_.pg, SharedSetup(*core_.module, core_.config, core_.options.param_groups),
-                                              "model and ds_config settings"));
+  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(
+      *core_.pg, SharedSetup(*core_.module, core_.config, core_.options.param_groups), "model and ds_config settings"));
   // A config parsed with run-time "auto" values allowed (zt config check's
   // mode) must have had them filled before it trains.
   ZT_RETURN_IF_ERROR(CheckAutosResolved(core_.config));

@@ -216,8 +216,7 @@ void GradReducer::LaunchLocked(int group_index) {
     const bool direct = options_.stage >= 2 && !state.shard_has_data &&
                         input.scalar_type() == group.grad_shard.scalar_type() && group.grad_shard.is_contiguous();
     f.output =
-        direct ? group.grad_shard
-               : shard_scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
+        direct ? group.grad_shard : shard_scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));

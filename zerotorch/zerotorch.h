@@ -22,8 +22,8 @@
 #include "config/config.h"               // zt::Config, LoadConfigFile, ParseConfig
 #include "engine/engine.h"               // zt::Engine: Backward, Step, checkpoints, memory
 #include "engine/gathered_parameters.h"  // zt::GatheredParameters: full values under stage 3
-#include "engine/weights.h"              // zt::LoadSafetensors outside an engine
 #include "engine/weight_decay_groups.h"  // zt::WeightDecayGroups: HF Trainer's decay / no-decay param groups
+#include "engine/weights.h"              // zt::LoadSafetensors outside an engine
 #include "lora/apply_lora.h"             // zt::ApplyLora, zt::LoraScope: LoRA adapters on a frozen base
 #include "lora/lora_linear.h"            // zt::LoraLinear: torch::nn::Linear that takes an adapter
 #include "util/error.h"                  // zt::Error, ValueOrThrow, ThrowIfError

@@ -77,10 +77,10 @@ TEST(Llama2c, LegacyFileReadsAsTheFixturesHfFolderBitForBit) {
   }
   const nlohmann::json c = nlohmann::json::parse(ReadAll(tmp.path() + "/hf/config.json"));
   const nlohmann::json f = nlohmann::json::parse(ReadAll(kDir + "/hf/config.json"));
-  for (const char* key : {"architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
-                          "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
-                          "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act",
-                          "tie_word_embeddings", "bos_token_id", "eos_token_id"}) {
+  for (const char* key :
+       {"architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta",
+        "hidden_act", "tie_word_embeddings", "bos_token_id", "eos_token_id"}) {
     EXPECT_EQ(c.at(key), f.at(key)) << key;
   }
   // A folder that already holds something is not written into.
@@ -106,8 +106,8 @@ TEST(Llama2c, TheRopeRowOrderIsWhatMakesItEqual) {
 // the shared-classifier byte, padding to 256; the norms first, no RoPE tables.
 std::vector<char> Version1Of(const std::vector<char>& legacy) {
   const int64_t d = 64, hd = 172, L = 5, kv = 32, V = 512, S = 512, hs = 8;
-  std::vector<int64_t> sizes = {V * d, L * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * d,
-                                L * hd * d, L * d * hd, L * hd * d, d, S * hs / 2, S * hs / 2};
+  std::vector<int64_t> sizes = {V * d,      L * d,      L * d * d,  L * kv * d, L * kv * d, L * d * d, L * d,
+                                L * hd * d, L * d * hd, L * hd * d, d,          S * hs / 2, S * hs / 2};
   std::vector<const char*> arrays;
   const char* p = legacy.data() + 28;
   for (int64_t n : sizes) {
@@ -184,7 +184,8 @@ TEST(Llama2c, ZtCkptConvertWritesTheHfFolder) {
   const auto want = Tensors(kDir + "/hf/model.safetensors");
   ASSERT_EQ(ours.size(), want.size());
   for (const auto& [name, t] : want) EXPECT_TRUE(ours.at(name).second == t.second) << name;
-  const zt::testing::ZtRun bad = zt::testing::RunZt("ckpt convert " + kDir + "/tok512.bin " + tmp.path() + "/x --to hf");
+  const zt::testing::ZtRun bad =
+      zt::testing::RunZt("ckpt convert " + kDir + "/tok512.bin " + tmp.path() + "/x --to hf");
   EXPECT_NE(bad.code, 0) << bad.output;
   EXPECT_THAT(bad.output, HasSubstr("header field hidden_dim is 0"));
   EXPECT_THAT(bad.output, HasSubstr("tok512.bin"));

@@ -67,8 +67,8 @@ TEST(ParamGroups, GivenGroupsKeepTheirOrderAndTheRestFormsTheLastGroup) {
 
 TEST(ParamGroups, TiedAliasesAndFrozenNamesAreAccepted) {
   // head.weight is fc.weight; emb.weight is frozen (no effect, as in torch.optim).
-  auto r = ResolveParamGroups({Group("tied", {"head.weight", "fc.weight", "emb.weight"})}, kNames, kTrainable, Base(),
-                              true);
+  auto r =
+      ResolveParamGroups({Group("tied", {"head.weight", "fc.weight", "emb.weight"})}, kNames, kTrainable, Base(), true);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(r->members[0], ElementsAre("fc.weight"));
   EXPECT_EQ(r->size(), 2u);
@@ -97,8 +97,8 @@ TEST(ParamGroups, MistakesAreNamed) {
   auto empty = ResolveParamGroups({Group("frozen_only", {"emb.weight"})}, kNames, kTrainable, Base(), true);
   EXPECT_THAT(empty.status().message(), HasSubstr("'frozen_only' holds no trainable parameter"));
 
-  auto same_name = ResolveParamGroups({Group("a", {"fc.bias"}), Group("a", {"ln.weight"})}, kNames, kTrainable,
-                                      Base(), true);
+  auto same_name =
+      ResolveParamGroups({Group("a", {"fc.bias"}), Group("a", {"ln.weight"})}, kNames, kTrainable, Base(), true);
   EXPECT_THAT(same_name.status().message(), HasSubstr("two groups have this name"));
 
   auto reserved = ResolveParamGroups({Group("default", {"fc.bias"})}, kNames, kTrainable, Base(), true);

@@ -72,12 +72,9 @@ TEST(Llama2cTokenizer, BytesWithoutAPieceFallBackAndMergesPreferTheHigherScore) 
 TEST(Llama2cTokenizer, FilesThatAreNotTokenizersAreNamed) {
   const std::string dir = ::testing::TempDir();
   const std::string bytes = ReadAll(kDir + "/tok512.bin");
-  {
-    std::ofstream(dir + "/cut_tok.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
-  }
+  { std::ofstream(dir + "/cut_tok.bin", std::ios::binary) << bytes.substr(0, bytes.size() - 3); }
   EXPECT_THAT(Llama2cTokenizer::Open(dir + "/cut_tok.bin").status().message(), HasSubstr("inside token 511"));
-  EXPECT_THAT(Llama2cTokenizer::Open(kDir + "/stories260K.bin").status().message(),
-              HasSubstr("stories260K.bin"));
+  EXPECT_THAT(Llama2cTokenizer::Open(kDir + "/stories260K.bin").status().message(), HasSubstr("stories260K.bin"));
   {
     // Well-formed files: three distinct tokens (no byte fallback), and a piece given twice.
     auto file = [](const std::vector<std::string>& pieces) {

@@ -315,9 +315,8 @@ TEST_P(ResumeWithGroupsTest, GroupsComeBackFromTheCheckpoint) {
     ASSERT_TRUE(r.ok()) << given << ": " << r.Summary();
     torch::Tensor resumed;
     torch::load(resumed, out);
-    EXPECT_TRUE(torch::equal(straight, resumed))
-        << (given.empty() ? "taken from the checkpoint" : "given again") << ": max diff "
-        << (straight - resumed).abs().max().item<double>();
+    EXPECT_TRUE(torch::equal(straight, resumed)) << (given.empty() ? "taken from the checkpoint" : "given again")
+                                                 << ": max diff " << (straight - resumed).abs().max().item<double>();
   }
   r = RunWorker("resume", 2, base + ";groups=wrong;mode=resume;out=" + dir + "/never.pt");
   EXPECT_TRUE(r.ok()) << r.Summary();
@@ -555,8 +554,7 @@ ZT_RANK_WORKER(import) {
     // ([12, 29], a transposed embedding) or as int32: each would load the
     // right number of elements into the wrong places or as garbage.
     ZT_ASSIGN_OR_RETURN(auto good, ckpt::SafetensorsReader::Open(dir + "/weights.safetensors"));
-    for (const auto& [file, dtype, shape] :
-         std::vector<std::tuple<std::string, ckpt::DType, std::vector<int64_t>>>{
+    for (const auto& [file, dtype, shape] : std::vector<std::tuple<std::string, ckpt::DType, std::vector<int64_t>>>{
              {"transposed", ckpt::DType::kFloat32, {12, 29}}, {"int32", ckpt::DType::kInt32, {29, 12}}}) {
       std::vector<ckpt::SafetensorsEntry> entries;
       for (const auto& t : good->tensors()) {
@@ -589,7 +587,8 @@ ZT_RANK_WORKER(import) {
            {"int32", "'wte.weight' is int32 where the model holds Float"}}) {
     const absl::Status st = stage3->LoadWeights(dir + "/" + file + ".safetensors");
     if (st.ok() || !absl::StrContains(st.message(), expect)) {
-      return absl::InternalError(absl::StrCat(file, ": expected a refusal naming \"", expect, "\", got ", st.ToString()));
+      return absl::InternalError(
+          absl::StrCat(file, ": expected a refusal naming \"", expect, "\", got ", st.ToString()));
     }
   }
   if (!torch::equal(FullParams(*stage3, *fresh.module), want)) {

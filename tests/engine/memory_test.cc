@@ -8,9 +8,10 @@
 // difference), and the counting allocator must agree with the accounting
 // within 5% plus the reduction buckets.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -114,7 +115,8 @@ ZT_RANK_WORKER(memory) {
 // backward ended (16 buckets here).
 struct DeepImpl : torch::nn::Module {
   DeepImpl() {
-    for (int i = 0; i < 16; ++i) layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(200, 200)));
+    for (int i = 0; i < 16; ++i)
+      layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(200, 200)));
   }
   torch::Tensor forward(torch::Tensor x) {
     for (auto& l : layers) x = torch::tanh(l(x));

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -206,8 +206,8 @@ void TrainReferenceWithLoss(torch::nn::Module& model,
     names[item.key()] = it->second;
   }
   // Frozen parameters (no gradient) sit in whichever group: LibTorch skips them.
-  const ResolvedParamGroups resolved = ValueOrThrow(ResolveParamGroups(
-      groups, names, trainable, config.optimizer, config.scheduler.type != SchedulerType::kNone));
+  const ResolvedParamGroups resolved = ValueOrThrow(
+      ResolveParamGroups(groups, names, trainable, config.optimizer, config.scheduler.type != SchedulerType::kNone));
   std::vector<torch::Tensor> opt_params;
   if (bf16) {
     for (auto& p : model_params) {

@@ -150,10 +150,12 @@ std::vector<Variant> Variants() {
                  c.scheduler.lr_range_test_step_rate = 2.0;
                }});
   v.push_back({"param_groups", [](Config&) {}, ThreeGroups()});
-  v.push_back({"param_groups_gas2_clip", [](Config& c) {
+  v.push_back({"param_groups_gas2_clip",
+               [](Config& c) {
                  c.batch.gradient_accumulation_steps = 2;
                  c.gradient_clipping = 0.05;
-               }, ThreeGroups()});
+               },
+               ThreeGroups()});
   {
     // A group's own constant lr (no scheduler).
     std::vector<ParamGroupOptions> g = ThreeGroups();
@@ -161,17 +163,21 @@ std::vector<Variant> Variants() {
     v.push_back({"param_groups_lr", [](Config&) {}, g});
   }
   v.push_back({"param_groups_warmup", LinearWarmup, ThreeGroups()});
-  v.push_back({"param_groups_sgd", [](Config& c) {
+  v.push_back({"param_groups_sgd",
+               [](Config& c) {
                  c.optimizer.type = OptimizerType::kSGD;
                  c.optimizer.lr = 0.05;
                  c.optimizer.momentum = 0.9;
                  c.optimizer.weight_decay = 1e-3;
-               }, ThreeGroups()});
+               },
+               ThreeGroups()});
   v.push_back({"param_groups_lion", UseLion, ThreeGroups()});
-  v.push_back({"param_groups_bf16", [](Config& c) {
+  v.push_back({"param_groups_bf16",
+               [](Config& c) {
                  c.bf16.enabled = true;
                  c.optimizer.lr = 1e-3;
-               }, ThreeGroups()});
+               },
+               ThreeGroups()});
   v.push_back({"prescale", [](Config& c) { c.prescale_gradients = true; }});
   v.push_back({"predivide", [](Config& c) { c.gradient_predivide_factor = 2.0; }});
   Variant bf16{"bf16", [](Config& c) {

@@ -79,7 +79,8 @@ ZT_RANK_WORKER(setup_agreement) {
   }
   if (engine.ok()) return absl::InternalError("Create succeeded on ranks started differently");
   const std::string msg(engine.status().message());
-  const std::string want = odd ? expected : std::string("rank 1 differs from rank 0 in its model and ds_config settings");
+  const std::string want =
+      odd ? expected : std::string("rank 1 differs from rank 0 in its model and ds_config settings");
   if (!absl::StrContains(msg, want) || !absl::StrContains(msg, "same model and settings")) {
     return absl::InternalError(absl::StrCat("rank ", ctx.rank, ": expected \"", want, "\" in: ", msg));
   }

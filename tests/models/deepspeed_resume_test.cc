@@ -123,8 +123,8 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
     // Per-group settings the run cannot reproduce: refused, by name.
     if (loaded.ok()) return absl::InternalError("the load succeeded; expected it refused");
     if (!absl::StrContains(loaded.message(), a.at("expect_error"))) {
-      return absl::InternalError(absl::StrCat("refused with '", loaded.message(), "', expected it to name '",
-                                              a.at("expect_error"), "'"));
+      return absl::InternalError(
+          absl::StrCat("refused with '", loaded.message(), "', expected it to name '", a.at("expect_error"), "'"));
     }
     return absl::OkStatus();
   }
@@ -148,8 +148,8 @@ ZT_RANK_WORKER(resume_from_deepspeed) {
   const auto& got = ours->layout().optimizer_group_settings;
   if (want.size() > 1 || !got.empty()) {
     if (got.size() != want.size() || ours->layout().optimizer_groups != ds->layout().optimizer_groups) {
-      return absl::InternalError(absl::StrFormat("resaved with %d param groups, DeepSpeed's file has %d (or other members)",
-                                                 got.size(), want.size()));
+      return absl::InternalError(absl::StrFormat(
+          "resaved with %d param groups, DeepSpeed's file has %d (or other members)", got.size(), want.size()));
     }
     for (size_t g = 0; g < want.size(); ++g) {
       if (got[g].weight_decay != want[g].weight_decay || got[g].eps != want[g].eps || got[g].betas != want[g].betas) {
@@ -186,42 +186,40 @@ class ResumeFromDeepSpeed : public ::testing::TestWithParam<Case> {};
 TEST_P(ResumeFromDeepSpeed, EngineHoldsDeepSpeedsStateAtTwoAndThreeRanks) {
   const Case c = GetParam();
   for (int world : {2, 3}) {
-   for (const char* groups : c.grouped ? std::vector<const char*>{"", "hf"} : std::vector<const char*>{""}) {
-    zt::testing::ScratchDir tmp("zt_dsresume");
-    // A copy: loading may tidy the folder (stale temporaries), and the fixtures stay read-only.
-    std::filesystem::copy(absl::StrCat(kFixtures, "/", c.fixture), tmp.path() + "/ds",
-                          std::filesystem::copy_options::recursive);
-    RankRunOptions o;
-    o.world_size = world;
-    o.timeout = std::chrono::seconds(300);
-    const int saved_world = std::string(c.fixture).find("_w3") != std::string::npos ? 3 : 2;
-    o.arg = absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(),
-                         "/ours;wd=", c.weight_decay, ";trainable=", c.trainable, ";steps=", c.steps,
-                         ";samples=", c.steps * c.samples_per_rank_step * saved_world, c.extra,
-                         c.expect_error.empty() ? "" : ";expect_error=" + c.expect_error, ";groups=", groups);
-    RankRunResult r = RunRanks("resume_from_deepspeed", o);
-    EXPECT_TRUE(r.ok()) << "world " << world << (*groups != '\0' ? " with the run's own groups" : "") << ": "
-                        << r.Summary();
-   }
+    for (const char* groups : c.grouped ? std::vector<const char*>{"", "hf"} : std::vector<const char*>{""}) {
+      zt::testing::ScratchDir tmp("zt_dsresume");
+      // A copy: loading may tidy the folder (stale temporaries), and the fixtures stay read-only.
+      std::filesystem::copy(absl::StrCat(kFixtures, "/", c.fixture), tmp.path() + "/ds",
+                            std::filesystem::copy_options::recursive);
+      RankRunOptions o;
+      o.world_size = world;
+      o.timeout = std::chrono::seconds(300);
+      const int saved_world = std::string(c.fixture).find("_w3") != std::string::npos ? 3 : 2;
+      o.arg = absl::StrCat("stage=", c.stage, ";bf16=", c.bf16 ? 1 : 0, ";dir=", tmp.path(), "/ds;out=", tmp.path(),
+                           "/ours;wd=", c.weight_decay, ";trainable=", c.trainable, ";steps=", c.steps,
+                           ";samples=", c.steps * c.samples_per_rank_step * saved_world, c.extra,
+                           c.expect_error.empty() ? "" : ";expect_error=" + c.expect_error, ";groups=", groups);
+      RankRunResult r = RunRanks("resume_from_deepspeed", o);
+      EXPECT_TRUE(r.ok()) << "world " << world << (*groups != '\0' ? " with the run's own groups" : "") << ": "
+                          << r.Summary();
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ResumeFromDeepSpeed,
-                         ::testing::Values(Case{"zero1_fp32", 1, false}, Case{"zero2_fp32", 2, false},
-                                           Case{"zero2_bf16", 2, true}, Case{"zero3_fp32", 3, false},
-                                           Case{"zero3_bf16", 3, true},
-                                           Case{"zero3_bf16_w2_frozen", 3, true, ";frozen=transformer.wpe.weight",
-                                                0.01, 27},
-                                           // Two param groups (weight decay 0.1 for 2-D weights, 0.0
-                                           // for biases and LayerNorm weights, HF Trainer's split).
-                                           Case{"zero2_fp32_w3_padded", 2, false,
-                                                ";n_layer=2;n_embd=20;n_head=4;seq_len=29;vocab=131", 0.1, 28, 5, 2,
-                                                "", true},
-                                           Case{"zero1_fp32_w3_frozen_groups", 1, false,
-                                                ";n_layer=1;n_embd=48;n_head=4;seq_len=37;vocab=113;"
-                                                "frozen=transformer.wte.weight",
-                                                0.1, 15, 5, 2, "", true}),
-                         [](const auto& info) { return std::string(info.param.fixture); });
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ResumeFromDeepSpeed,
+    ::testing::Values(Case{"zero1_fp32", 1, false}, Case{"zero2_fp32", 2, false}, Case{"zero2_bf16", 2, true},
+                      Case{"zero3_fp32", 3, false}, Case{"zero3_bf16", 3, true},
+                      Case{"zero3_bf16_w2_frozen", 3, true, ";frozen=transformer.wpe.weight", 0.01, 27},
+                      // Two param groups (weight decay 0.1 for 2-D weights, 0.0
+                      // for biases and LayerNorm weights, HF Trainer's split).
+                      Case{"zero2_fp32_w3_padded", 2, false, ";n_layer=2;n_embd=20;n_head=4;seq_len=29;vocab=131", 0.1,
+                           28, 5, 2, "", true},
+                      Case{"zero1_fp32_w3_frozen_groups", 1, false,
+                           ";n_layer=1;n_embd=48;n_head=4;seq_len=37;vocab=113;"
+                           "frozen=transformer.wte.weight",
+                           0.1, 15, 5, 2, "", true}),
+    [](const auto& info) { return std::string(info.param.fixture); });
 
 }  // namespace
 }  // namespace zt::models
