@@ -73,6 +73,9 @@ void Define(Flags& f) {
   f.Int("global-batch", 0, "train_batch_size");
   f.Double("lr", 0, "optimizer.params.lr (and the scheduler's warmup_max_lr when it sets one)");
   f.String("precision", "", "fp32, bf16 or fp16 (bf16.enabled / fp16.enabled)");
+  f.String("bf16-compute", "auto",
+           "with bf16: auto (LibTorch's bf16 kernels where the CPU has AVX512-BF16 or AMX, else bf16 tensors whose "
+           "GEMMs, layer norm and activations compute in fp32), bf16 or fp32");
   f.Repeated("set", "config override KEY=JSON, e.g. --set zero_optimization.overlap_comm=true");
   f.Int("warmup-steps", 0, "warm-up steps for scheduler.params.warmup_num_steps \"auto\" (wins over --warmup-ratio)");
   f.Double("warmup-ratio", 0, "warm-up as a share of --steps, rounded up, for warmup_num_steps \"auto\"");
@@ -157,6 +160,11 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->weight_decay_groups = f.GetString("weight-decay-groups");
   if (o->weight_decay_groups != "all" && o->weight_decay_groups != "hf") {
     return BadFlag(absl::StrCat("--weight-decay-groups is all or hf, got '", o->weight_decay_groups, "'"));
+  }
+  {
+    absl::StatusOr<plan::Bf16Compute> compute = plan::ParseBf16Compute(f.GetString("bf16-compute"));
+    if (!compute.ok()) return BadFlag(absl::StrCat("--", compute.status().message()));
+    o->bf16_compute = *compute;
   }
   o->init_from = f.GetString("init-from");
   // A Hugging Face model folder brings its architecture: --init-from DIR

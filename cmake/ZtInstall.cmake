@@ -44,12 +44,12 @@ message(STATUS "zerotorch: ${_zt_public_count} public headers (the umbrella zero
 # Everything zerotorch::zerotorch links, in one export set (static libraries
 # carry their own dependencies).
 add_library(zerotorch INTERFACE)
-target_link_libraries(zerotorch INTERFACE zt_engine zt_models zt_lora)
+target_link_libraries(zerotorch INTERFACE zt_engine zt_models zt_lora zt_lora_record zt_ckpt zt_data zt_monitor)
 target_include_directories(zerotorch INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                                $<INSTALL_INTERFACE:${ZT_INSTALL_INCLUDEDIR}>)
 add_library(zerotorch::zerotorch ALIAS zerotorch)
 set(ZT_INSTALLED_TARGETS zerotorch zt_engine zt_models zt_model_catalog zt_lora zt_lora_options zt_lora_record zt_zero zt_comm zt_launcher zt_ops zt_offload zt_ckpt zt_plan
-                         zt_config zt_lr_scheduler zt_monitor zt_util zt_gloo_dep)
+                         zt_config zt_lr_scheduler zt_monitor zt_data zt_util zt_gloo_dep)
 install(TARGETS ${ZT_INSTALLED_TARGETS} EXPORT zerotorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)

@@ -48,6 +48,7 @@
 #include "ckpt/value.h"
 #include "config/config.h"
 #include "config/param_groups.h"
+#include "engine/bf16_compute.h"
 #include "ops/impl.h"
 #include "zero/coordinator_stats.h"
 
@@ -110,6 +111,12 @@ struct EngineOptions {
   // give the same groups (checked at Create). WeightDecayGroups
   // (engine/weight_decay_groups.h) builds HF Trainer's decay / no-decay pair.
   std::vector<ParamGroupOptions> param_groups;
+  // With bf16 enabled: LibTorch's bf16 kernels, or bf16 tensors computing
+  // their GEMMs and layer norm in fp32 (engine/bf16_compute.h). kAuto takes
+  // the native kernels only where the CPU has bf16 instructions that
+  // LibTorch's oneDNN uses; rank 0 logs the choice and why at Create. The
+  // fp32 kernels are process-wide while the engine lives.
+  Bf16Compute bf16_compute = Bf16Compute::kAuto;
   // Implementation of the optimizer kernels (the reference path is for tests).
   ops::Impl optimizer_impl = ops::Impl::kFast;
   // Rank 0 logs the config's notes (legacy spellings, resolved "auto"

@@ -119,6 +119,9 @@ class EngineImpl final : public Engine {
 
   EngineCore core_;
   std::optional<double> last_grad_norm_;
+  // bf16 with fp32 arithmetic (EngineOptions::bf16_compute): alive as long
+  // as the engine.
+  std::optional<Fp32ComputeForBf16> fp32_compute_;
 
   // Logging and wall_clock_breakdown.
   // Detached running sum of this rank's micro-batch losses since the last

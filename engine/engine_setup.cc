@@ -166,6 +166,13 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   const at::ScalarType dtype = core_.config.fp16.enabled   ? at::kHalf
                                : core_.config.bf16.enabled ? at::kBFloat16
                                                            : at::kFloat;
+  if (dtype == at::kBFloat16) {
+    const plan::Bf16ComputeChoice choice = plan::ResolveBf16Compute(core_.options.bf16_compute, DetectCpuBf16Support());
+    if (choice.compute == Bf16Compute::kFp32) fp32_compute_.emplace();
+    if (core_.pg->rank() == 0) {
+      ZT_LOG(INFO) << "engine: " << choice.reason;
+    }
+  }
   ConfigureActivationCheckpointing(core_.config.activation_checkpointing);
   ZT_RETURN_IF_ERROR(InitOffload());
   SetupSummary summary;

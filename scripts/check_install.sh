@@ -51,6 +51,19 @@ grep -q "^\[zt r0\] minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log
   || grep -q "minimal: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run.log"
 test -f minimal_checkpoints/latest
 
+# The pieces around the loop (sampler, csv monitor, PEFT adapter config,
+# export) from the installed headers and libraries, on the checkpoint the
+# minimal example just wrote.
+cp -r "$ROOT/examples/tools" "$WORK/tools"
+step configure_tools cmake -S "$WORK/tools" -B "$WORK/tools/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$PREFIX"
+step build_tools cmake --build "$WORK/tools/build" -j "${ZT_JOBS:-$(nproc)}"
+step run_tools "$WORK/tools/build/tools" "$WORK/tools/out" "$WORK/minimal/minimal_checkpoints"
+grep -q "^tools: OK" "$WORK/run_tools.log"
+test -f "$WORK/tools/out/tools/Train_Samples_train_loss.csv"
+test -f "$WORK/tools/out/adapter_config.json"
+test -f "$WORK/tools/out/model.safetensors"
+
 # The larger example: a user's BERT-style classifier at stage 3, trained,
 # evaluated across ranks, saved and exported.
 cp -r "$ROOT/examples/bert_classifier" "$WORK/bert_classifier"
@@ -62,4 +75,4 @@ OMP_NUM_THREADS=1 "$PREFIX/bin/zt" launch --nproc-per-node 2 -- ./build/bert_cla
   | tee "$WORK/run_bert.log"
 grep -q "bert_classifier: 20 steps at ZeRO stage 3 on 2 ranks" "$WORK/run_bert.log"
 test -f run/model.safetensors
-echo "install check: OK in $(( $(date +%s) - start )) s (install; examples/minimal and examples/bert_classifier built against it and run for 20 steps on 2 ranks)"
+echo "install check: OK in $(( $(date +%s) - start )) s (install; examples/minimal and examples/bert_classifier built against it and run for 20 steps on 2 ranks; examples/tools built and run)"

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "data/byte_tokenizer.h"
 #include "data/classify.h"
+#include "data/hf_tokenizer.h"
 #include "data/idx.h"
 #include "data/image_dataset.h"
 #include "data/supervised.h"
@@ -37,6 +38,23 @@ absl::StatusOr<std::string> SupervisedTokenizerDir(const TrainOptions& o, const 
       absl::StrCat("--data ", data_path,
                    " holds JSONL examples, which are tokenized with the model's own tokenizer: pass "
                    "--tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
+}
+
+// A --tokenizer is read before any rank starts, so that a wrong path or a
+// folder without tokenizer files is one error, not one per rank.
+absl::Status CheckTokenizerLoads(const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> t = data::HfTokenizer::Load(dir);
+  if (t.ok()) return absl::OkStatus();
+  return absl::Status(t.status().code(), absl::StrCat("--tokenizer: ", t.status().message()));
+}
+
+// --tokenizer with data that no tokenizer reads is refused, not ignored.
+absl::Status CheckNoTokenizerFor(const TrainOptions& o, const std::string& path, const char* what) {
+  if (o.tokenizer.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tokenizer ", o.tokenizer, " tokenizes JSONL --data (prompt/completion, text, messages, text/label); ", path,
+      " is ", what, ": drop --tokenizer, or turn text into tokens first with zt tokenize --tokenizer ", o.tokenizer,
+      " --out FILE.bin and train on FILE.bin"));
 }
 
 // --task against what the model computes.
@@ -124,6 +142,7 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
   ZT_RETURN_IF_ERROR(CheckTask(o, model));
   if (model.task == models::Task::kImageClassification) {
     const std::string dir = o.data.empty() ? data::kFashionMnistDir : o.data;
+    ZT_RETURN_IF_ERROR(CheckNoTokenizerFor(o, dir, "an image directory"));
     ZT_RETURN_IF_ERROR(CheckNoEvalDataForImages(o));
     ZT_ASSIGN_OR_RETURN(data::MnistFiles files, data::ResolveMnistDir(dir));
     ZT_ASSIGN_OR_RETURN(std::vector<int64_t> images, data::ReadIdxDims(files.train_images));
@@ -140,19 +159,23 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
   }
   if (model.task == models::Task::kSequenceClassification) {
     ZT_RETURN_IF_ERROR(CheckClassifyData(o, model));
-    ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, o.data).status());
+    ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SupervisedTokenizerDir(o, o.data));
+    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerLoads(tokenizer));
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(o.data));
     return n - EvalExamples(n, o);
   }
   const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
   ZT_RETURN_IF_ERROR(CheckPacking(o, model, path));
   if (data::IsSupervisedJsonl(path)) {
-    ZT_RETURN_IF_ERROR(SupervisedTokenizerDir(o, path).status());
+    ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SupervisedTokenizerDir(o, path));
+    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerLoads(tokenizer));
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(path));
     // Packed, this is an upper bound: how many samples the examples fill
     // needs their tokens, which only the ranks count (and check).
     return n - EvalExamples(n, o);
   }
+  ZT_RETURN_IF_ERROR(CheckNoTokenizerFor(
+      o, path, IsTokenFile(path) ? "a file of token ids" : "a text corpus, tokenized by bytes (256 ids)"));
   ZT_ASSIGN_OR_RETURN(const int64_t tokens, CountTokens(path, o, model.vocab_size));
   data::TokenRange train{0, tokens};
   if (o.eval_data.empty()) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lora/lora_options.h"
+#include "plan/bf16_policy.h"
 
 namespace zt::train {
 
@@ -56,6 +57,9 @@ struct TrainOptions {
   // "hf" (HF Trainer's: no decay for biases and norm weights,
   // engine/weight_decay_groups.h).
   std::string weight_decay_groups = "all";
+  // With bf16: native bf16 kernels or fp32 arithmetic on bf16 tensors
+  // (EngineOptions::bf16_compute, plan/bf16_policy.h).
+  plan::Bf16Compute bf16_compute = plan::Bf16Compute::kAuto;
 
   // --- Where results go ---
   std::string output_dir;  // "" : runs/<model>; holds everything below unless given

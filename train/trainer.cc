@@ -332,6 +332,7 @@ absl::Status RankTrainer::BuildEngine() {
   EngineOptions engine_options;
   engine_options.log_config_notes = false;  // printed with the config above
   engine_options.write_monitors = false;    // zt train writes its own events (eval, tokens/s) into them
+  engine_options.bf16_compute = o_.bf16_compute;
   if (o_.weight_decay_groups == "hf") {
     engine_options.param_groups = WeightDecayGroups(*model_->module(), config_.optimizer.weight_decay);
   }

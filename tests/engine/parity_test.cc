@@ -36,6 +36,9 @@ struct Variant {
   std::string name;
   std::function<void(Config&)> setup;
   std::vector<ParamGroupOptions> groups = {};  // EngineOptions::param_groups, mirrored by the reference
+  // EngineOptions::bf16_compute. The reference trains while the engine
+  // lives, so it computes with the same kernels (engine/bf16_compute.h).
+  Bf16Compute bf16_compute = Bf16Compute::kBf16;
 };
 
 // Optimizer param groups across ParityNet's parameters: the biases without
@@ -185,6 +188,10 @@ std::vector<Variant> Variants() {
                  c.optimizer.lr = 1e-3;
                }};
   v.push_back(bf16);
+  Variant bf16_fp32_compute = bf16;
+  bf16_fp32_compute.name = "bf16_fp32_compute";
+  bf16_fp32_compute.bf16_compute = Bf16Compute::kFp32;
+  v.push_back(bf16_fp32_compute);
   Variant bf16_fp32_comm = bf16;
   bf16_fp32_comm.name = "bf16_fp32_communication";
   bf16_fp32_comm.setup = [](Config& c) {
@@ -214,6 +221,7 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
 
   EngineOptions engine_options;
   engine_options.param_groups = v.groups;
+  engine_options.bf16_compute = v.bf16_compute;
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
   if (engine->param_groups().size() != (v.groups.empty() ? 1 : v.groups.size() + 1)) {
     return absl::InternalError(absl::StrCat(v.name, ": the engine made ", engine->param_groups().size(), " groups"));

@@ -861,6 +861,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   const std::string corpus = MakeCorpus(dir);
   const std::string fifo = dir + "/pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string jsonl = dir + "/pc.jsonl";
+  std::ofstream(jsonl) << "{\"prompt\": \"a\", \"completion\": \"b\"}\n";
   struct Case {
     std::string args, expect;
   };
@@ -889,6 +891,14 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data " + corpus + " --save-format deepspeed --save-dir none", "--save-format deepspeed"},
       {"--model gpt2-tiny --data /dev/zero", "not a regular file or directory"},
       {"--model gpt2-tiny --data " + fifo, "not a regular file or directory"},
+      {"--model gpt2-tiny --precision bf16 --bf16-compute fast", "--bf16-compute must be auto, bf16 or fp32, got 'fast'"},
+      // A tokenizer that text or token data would not use is refused, not ignored.
+      {"--model gpt2-tiny --data " + corpus + " --tokenizer /nonexistent/tok",
+       "--tokenizer /nonexistent/tok tokenizes JSONL --data"},
+      // A wrong tokenizer path for JSONL data is named once, before the ranks.
+      {"--model gpt2-tiny --data " + jsonl + " --tokenizer /nonexistent/tok",
+       "--tokenizer: tokenizer '/nonexistent/tok' does not exist"},
+      {"--model gpt2-tiny --data " + jsonl + " --tokenizer " + dir, "--tokenizer: no tokenizer in"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
