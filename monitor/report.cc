@@ -19,14 +19,28 @@ void Append(Series* s, const Event& e) {
   s->y.push_back(e.value);
 }
 
-bool HasPoints(const Series& s) { return !s.x.empty() && !s.y.empty(); }
+// Some finite point (a curve read from an older checkpoint is all NaN).
+bool HasPoints(const Series& s) {
+  const size_t n = std::min(s.x.size(), s.y.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) return true;
+  }
+  return false;
+}
 
-std::string Chart(const std::vector<Series>& series, const std::string& title, const std::string& y_label) {
+std::string Chart(const std::vector<Series>& series, const std::string& title, const std::string& y_label,
+                  bool y_from_zero = false) {
   ChartOptions o;
   o.title = title;
   o.x_label = "step";
   o.y_label = y_label;
+  o.y_from_zero = y_from_zero;
   return absl::StrCat("<figure>\n", LineChartSvg(series, o), "</figure>\n");
+}
+
+Series Scaled(Series s, double by) {
+  for (double& v : s.y) v /= by;
+  return s;
 }
 
 std::string NowUtc() {
@@ -54,10 +68,31 @@ void ReportData::AddEvents(const std::vector<Event>& events) {
       if (items_name == "samples") Append(&throughput, e);  // tokens/s wins when both are reported
     } else if (e.tag == tags::kMemoryBytes) {
       Append(&memory_bytes, e);
+    } else if (e.tag == tags::kGradNorm) {
+      Append(&grad_norm, e);
+    } else if (e.tag == tags::kStepTimeSec) {
+      Append(&step_time, e);
     } else if (e.tag == tags::kLr) {
       Append(&lr, e);
     }
   }
+}
+
+std::vector<double> SmoothedLikeTensorBoard(const std::vector<double>& y, double weight) {
+  std::vector<double> out;
+  out.reserve(y.size());
+  double last = 0;
+  int64_t seen = 0;
+  for (double v : y) {
+    if (!std::isfinite(v)) {
+      out.push_back(v);
+      continue;
+    }
+    last = last * weight + (1 - weight) * v;
+    ++seen;
+    out.push_back(last / (1 - std::pow(weight, static_cast<double>(seen))));
+  }
+  return out;
 }
 
 std::string TrainingReportHtml(const ReportData& data) {
@@ -82,21 +117,48 @@ std::string TrainingReportHtml(const ReportData& data) {
 
   std::string charts;
   std::vector<Series> loss;
-  if (HasPoints(data.train_loss)) loss.push_back(data.train_loss);
-  if (HasPoints(data.eval_loss)) loss.push_back(data.eval_loss);
+  if (HasPoints(data.train_loss)) {
+    const bool smooth = data.smoothing > 0 && data.smoothing < 1 && data.train_loss.y.size() > 2;
+    Series raw = data.train_loss;
+    raw.faint = smooth;
+    loss.push_back(raw);
+    if (smooth) {
+      Series s{absl::StrCat("train, smoothed (", data.smoothing, ")"), data.train_loss.x,
+               SmoothedLikeTensorBoard(data.train_loss.y, data.smoothing)};
+      loss.push_back(std::move(s));
+    }
+  }
+  if (HasPoints(data.eval_loss)) {
+    Series eval = data.eval_loss;
+    eval.markers = true;  // evaluations are sparse: each one a dot
+    loss.push_back(std::move(eval));
+  }
   if (!loss.empty()) absl::StrAppend(&charts, Chart(loss, "Loss", "loss"));
   if (HasPoints(data.throughput)) {
     absl::StrAppend(&charts, Chart({data.throughput}, "Throughput", absl::StrCat(data.items_name, "/s")));
   }
-  if (HasPoints(data.memory_bytes)) {
+  if (HasPoints(data.memory_bytes) || HasPoints(data.memory_max)) {
     double peak = 0;
-    for (double v : data.memory_bytes.y) {
-      if (std::isfinite(v)) peak = std::max(peak, v);
+    for (const Series* s : {&data.memory_bytes, &data.memory_max}) {
+      for (double v : s->y) {
+        if (std::isfinite(v)) peak = std::max(peak, v);
+      }
     }
     const bool gib = peak >= double(1 << 30);
-    Series mem = data.memory_bytes;
-    for (double& v : mem.y) v /= gib ? double(1 << 30) : double(1 << 20);
-    absl::StrAppend(&charts, Chart({mem}, "Memory", gib ? "GiB" : "MiB"));
+    const double unit = gib ? double(1 << 30) : double(1 << 20);
+    // Every rank's range when the run had several (their largest and
+    // smallest), else the one rank's; from 0, so noise stays small.
+    std::vector<Series> mem;
+    if (HasPoints(data.memory_max) && HasPoints(data.memory_min)) {
+      mem = {Scaled(data.memory_max, unit), Scaled(data.memory_min, unit)};
+    } else {
+      mem = {Scaled(data.memory_bytes, unit)};
+    }
+    absl::StrAppend(&charts, Chart(mem, "Resident memory", gib ? "GiB" : "MiB", /*y_from_zero=*/true));
+  }
+  if (HasPoints(data.grad_norm)) absl::StrAppend(&charts, Chart({data.grad_norm}, "Gradient norm", "norm"));
+  if (HasPoints(data.step_time)) {
+    absl::StrAppend(&charts, Chart({data.step_time}, "Step time", "seconds", /*y_from_zero=*/true));
   }
   if (HasPoints(data.lr)) absl::StrAppend(&charts, Chart({data.lr}, "Learning rate", "lr"));
   if (charts.empty()) {

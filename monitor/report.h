@@ -1,7 +1,9 @@
 // The end-of-run training report: one self-contained HTML file (inline CSS
 // and SVG charts; no JavaScript, nothing fetched) with the run's settings and
-// its curves -- loss (train and eval), throughput, memory and learning rate
-// against step. Open it in any browser, attach it to an issue.
+// its curves against step -- train loss (raw, and smoothed as TensorBoard's
+// slider at 0.6 does) with the evaluations marked, throughput, memory (every
+// rank's range, on an axis from 0), gradient norm, step time and learning
+// rate. Open it in any browser, attach it to an issue.
 #pragma once
 
 #include <string>
@@ -24,13 +26,25 @@ struct ReportData {
   Series train_loss{"train", {}, {}};
   Series eval_loss{"eval", {}, {}};
   Series throughput{"throughput", {}, {}};
-  Series memory_bytes{"memory", {}, {}};
+  Series memory_bytes{"memory", {}, {}};  // rank 0's, or the only rank's
+  Series memory_min{"smallest rank", {}, {}};
+  Series memory_max{"largest rank", {}, {}};
+  Series grad_norm{"gradient norm", {}, {}};
+  Series step_time{"step time", {}, {}};  // seconds
   Series lr{"lr", {}, {}};
+  // TensorBoard's smoothing weight for the train loss (0: no smoothed curve).
+  double smoothing = 0.6;
 
   // Appends events whose tags the report knows (tags::kTrainLoss, kEvalLoss,
-  // kTokensPerSec / kSamplesPerSec, kMemoryBytes, kLr); others are ignored.
+  // kTokensPerSec / kSamplesPerSec, kMemoryBytes, kGradNorm, kStepTimeSec,
+  // kLr); others are ignored.
   void AddEvents(const std::vector<Event>& events);
 };
+
+// TensorBoard's smoothing: an exponential moving average with weight w,
+// debiased at the start (so the first value is the first point), skipping
+// non-finite points.
+std::vector<double> SmoothedLikeTensorBoard(const std::vector<double>& y, double weight);
 
 // The HTML text of the report.
 std::string TrainingReportHtml(const ReportData& data);

@@ -254,6 +254,7 @@ std::string LineChartSvg(const std::vector<Series>& series, const ChartOptions& 
       ++points;
     }
   }
+  if (o.y_from_zero && !o.log_y && points > 0) yr.Add(0.0);
   const Axis xa = MakeAxis(xr, false, x0, x1, std::max(2, static_cast<int>((x1 - x0) / 80)));
   const Axis ya = MakeAxis(yr, o.log_y, y1, y0, std::max(2, static_cast<int>((y1 - y0) / 50)));
 
@@ -275,14 +276,17 @@ std::string LineChartSvg(const std::vector<Series>& series, const ChartOptions& 
     // Runs of usable points become polylines; a lone point becomes a dot.
     std::vector<std::pair<double, double>> run;
     auto flush = [&]() {
-      if (run.size() == 1) {
-        absl::StrAppend(&svg, "<circle cx=\"", Num(run[0].first), "\" cy=\"", Num(run[0].second), "\" r=\"3\" fill=\"",
-                        Color(si), "\"/>\n");
-      } else if (run.size() > 1) {
+      if (run.size() > 1) {
         std::string pts;
         for (const auto& [px, py] : run) absl::StrAppend(&pts, pts.empty() ? "" : " ", Num(px), ",", Num(py));
-        absl::StrAppend(&svg, "<polyline points=\"", pts, "\" fill=\"none\" stroke=\"", Color(si),
-                        "\" stroke-width=\"1.5\"", Dash(si), "/>\n");
+        absl::StrAppend(&svg, "<polyline points=\"", pts, "\" fill=\"none\" stroke=\"", Color(si), "\" stroke-width=\"",
+                        s.faint ? "1\" stroke-opacity=\"0.35\"" : "1.5\"", Dash(si), "/>\n");
+      }
+      if (run.size() == 1 || s.markers) {
+        for (const auto& [px, py] : run) {
+          absl::StrAppend(&svg, "<circle cx=\"", Num(px), "\" cy=\"", Num(py), "\" r=\"3\" fill=\"", Color(si),
+                          "\"/>\n");
+        }
       }
       run.clear();
     };

@@ -16,6 +16,8 @@ namespace zt::monitor {
 struct Series {
   std::string name;
   std::vector<double> x, y;  // bar charts use y only: y[i] is the value for category i
+  bool markers = false;      // line charts: a dot at every point (sparse measurements, e.g. evaluations)
+  bool faint = false;        // line charts: drawn light and thin (raw values under a smoothed curve)
 };
 
 struct ChartOptions {
@@ -23,6 +25,7 @@ struct ChartOptions {
   int width = 640;
   int height = 360;
   bool log_y = false;
+  bool y_from_zero = false;  // the y axis includes 0 (levels such as memory, where small swings are noise)
 };
 
 // A line chart. Series with mismatched x/y lengths use the shorter length.

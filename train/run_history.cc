@@ -1,5 +1,7 @@
 #include "train/run_history.h"
 
+#include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -44,14 +46,28 @@ struct ReportBuilder {
     };
     return fields;
   }
+  // Per-step curves a checkpoint may lack (written before them).
+  static const std::vector<std::pair<const char*, Series>>& OptionalFields() {
+    static const std::vector<std::pair<const char*, Series>> fields = {
+        {"memory_min", &RunHistory::memory_min_},
+        {"memory_max", &RunHistory::memory_max_},
+        {"grad_norm", &RunHistory::grad_norm_},
+        {"step_time", &RunHistory::step_time_},
+    };
+    return fields;
+  }
 };
 
-void RunHistory::AddStep(int64_t step, double loss, double lr, double items_per_sec, double memory_bytes) {
-  step_.push_back(static_cast<double>(step));
-  loss_.push_back(loss);
-  lr_.push_back(lr);
-  rate_.push_back(items_per_sec);
-  memory_.push_back(memory_bytes);
+void RunHistory::AddStep(const Step& s) {
+  step_.push_back(static_cast<double>(s.step));
+  loss_.push_back(s.loss);
+  lr_.push_back(s.lr);
+  rate_.push_back(s.items_per_sec);
+  memory_.push_back(s.memory_bytes);
+  memory_min_.push_back(s.memory_min);
+  memory_max_.push_back(s.memory_max);
+  grad_norm_.push_back(s.grad_norm);
+  step_time_.push_back(s.step_sec);
 }
 
 void RunHistory::AddEval(int64_t step, double loss, double metric) {
@@ -63,6 +79,9 @@ void RunHistory::AddEval(int64_t step, double loss, double metric) {
 ckpt::Value RunHistory::ToValue() const {
   ckpt::Dict d;
   for (const auto& [name, member] : ReportBuilder::Fields()) d.Set(ckpt::Value(name), ToList(this->*member));
+  for (const auto& [name, member] : ReportBuilder::OptionalFields()) {
+    d.Set(ckpt::Value(name), ToList(this->*member));
+  }
   return ckpt::Value(std::move(d));
 }
 
@@ -73,6 +92,14 @@ RunHistory RunHistory::FromValue(const ckpt::Value& v) {
     if (!FromList(v.AsDict().Find(name), &(h.*member))) return RunHistory();
   }
   const size_t n = h.step_.size(), e = h.eval_step_.size();
+  for (const auto& [name, member] : ReportBuilder::OptionalFields()) {
+    const ckpt::Value* field = v.AsDict().Find(name);
+    if (field == nullptr) {
+      (h.*member).assign(n, std::numeric_limits<double>::quiet_NaN());
+    } else if (!FromList(field, &(h.*member)) || (h.*member).size() != n) {
+      return RunHistory();
+    }
+  }
   if (h.loss_.size() != n || h.lr_.size() != n || h.rate_.size() != n || h.memory_.size() != n ||
       h.eval_loss_.size() != e || h.eval_metric_.size() != e) {
     return RunHistory();
@@ -93,10 +120,22 @@ absl::Status WriteReport(const std::string& path, const ReportInfo& info, const 
   d.throughput.y = h.rate_;
   d.memory_bytes.x = h.step_;
   d.memory_bytes.y = h.memory_;
+  d.memory_min = {"smallest rank", h.step_, h.memory_min_};
+  d.memory_max = {"largest rank", h.step_, h.memory_max_};
+  d.grad_norm.x = h.step_;
+  d.grad_norm.y = h.grad_norm_;
+  d.step_time.x = h.step_;
+  d.step_time.y = h.step_time_;
   d.lr.x = h.step_;
   d.lr.y = h.lr_;
+  if (!h.loss_.empty()) {
+    d.summary.emplace_back("final train loss",
+                           absl::StrFormat("%.4f (step %d)", h.loss_.back(), static_cast<int64_t>(h.step_.back())));
+  }
   if (!h.eval_step_.empty()) {
     const double last = h.eval_metric_.back();
+    d.summary.emplace_back("final eval loss", absl::StrFormat("%.4f (step %d)", h.eval_loss_.back(),
+                                                              static_cast<int64_t>(h.eval_step_.back())));
     d.summary.emplace_back(language_model ? "final eval perplexity" : "final eval accuracy",
                            language_model ? absl::StrFormat("%.3f", last) : absl::StrFormat("%.2f%%", 100 * last));
   }

@@ -1,5 +1,6 @@
-// The curves of one training run (loss, lr, throughput, memory per step;
-// eval loss and perplexity or accuracy), kept by every rank, saved in
+// The curves of one training run (loss, lr, throughput, memory of the
+// ranks, gradient norm and step time per step; eval loss and perplexity or
+// accuracy), kept by every rank, saved in
 // checkpoints' client state so a resumed run's report shows the whole run,
 // and drawn into the HTML report at the end.
 #pragma once
@@ -21,7 +22,15 @@ struct ReportInfo {
 
 class RunHistory {
  public:
-  void AddStep(int64_t step, double loss, double lr, double items_per_sec, double memory_bytes);
+  // One optimizer step. memory_bytes: this rank's; memory_min / memory_max:
+  // over every rank. grad_norm: NaN where the run does not clip.
+  struct Step {
+    int64_t step = 0;
+    double loss = 0, lr = 0, items_per_sec = 0;
+    double memory_bytes = 0, memory_min = 0, memory_max = 0;
+    double grad_norm = 0, step_sec = 0;
+  };
+  void AddStep(const Step& s);
   void AddEval(int64_t step, double loss, double metric);  // metric: perplexity or accuracy
 
   double LastLoss() const { return loss_.empty() ? 0.0 : loss_.back(); }
@@ -30,7 +39,9 @@ class RunHistory {
 
   // As a dict of float lists; FromValue ignores what it does not know and
   // returns an empty history for anything malformed (the history is a
-  // convenience, never a reason to refuse a checkpoint).
+  // convenience, never a reason to refuse a checkpoint). Curves added after
+  // the first version (memory_min/max, grad_norm, step_time) are optional:
+  // an older checkpoint's read as NaN (left out of the charts).
   ckpt::Value ToValue() const;
   static RunHistory FromValue(const ckpt::Value& v);
 
@@ -40,10 +51,14 @@ class RunHistory {
 
  private:
   std::vector<double> step_, loss_, lr_, rate_, memory_;
+  std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_;
   std::vector<double> eval_step_, eval_loss_, eval_metric_;
 };
 
-// Writes the HTML report (loss, eval, throughput, memory and lr curves).
+// Writes the HTML report: info's rows, the final train loss (and eval loss
+// and metric), and the curves -- train loss raw and smoothed with the eval
+// points marked, throughput, the ranks' memory on an axis from 0, gradient
+// norm, step time, lr.
 absl::Status WriteReport(const std::string& path, const ReportInfo& info, const RunHistory& history,
                          bool language_model);
 

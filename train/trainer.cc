@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -232,6 +233,8 @@ class RankTrainer {
   absl::Status ExportOnRank0(std::string* exported, std::string* hf_config);
   // Rank 0: the HTML report and the summary on stdout.
   absl::Status Report(const std::string& exported, const std::string& hf_config);
+  std::string OptimizerSummary() const;
+  std::string ScheduleSummary() const;
 
   const models::ModelInfo& info() const { return model_->info(); }
 
@@ -492,7 +495,23 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
   }
   const double rate = step_sec > 0 ? items_per_step / step_sec : 0.0;
   const int64_t rss = CurrentResidentBytes();
-  history_.AddStep(step, loss, engine_->lr(), rate, static_cast<double>(rss));
+  // Every rank's memory for the report, as its largest and smallest.
+  at::Tensor memory_t = at::tensor({static_cast<double>(rss), -static_cast<double>(rss)}, at::kDouble);
+  {
+    comm::CollectiveLabel memory_label("the ranks' resident memory");
+    ZT_RETURN_IF_ERROR(pg_->AllReduce(memory_t, comm::ReduceOp::kMax)->Wait());
+  }
+  RunHistory::Step point;
+  point.step = step;
+  point.loss = loss;
+  point.lr = engine_->lr();
+  point.items_per_sec = rate;
+  point.memory_bytes = static_cast<double>(rss);
+  point.memory_max = memory_t[0].item<double>();
+  point.memory_min = -memory_t[1].item<double>();
+  point.grad_norm = engine_->last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
+  point.step_sec = step_sec;
+  history_.AddStep(point);
   if (rank0_) ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
   if (o_.eval_interval > 0 && step % o_.eval_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(EvaluateAt(step));
   if (o_.save_interval > 0 && step % o_.save_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(Save());
@@ -643,6 +662,44 @@ absl::Status RankTrainer::ExportOnRank0(std::string* exported, std::string* hf_c
   return WriteHfConfig(spec_, data_->label_names(), paths_.export_path, hf_config);
 }
 
+// The report's optimizer row: the type and every setting it uses, and the
+// param groups when there are several.
+std::string RankTrainer::OptimizerSummary() const {
+  const OptimizerConfig& o = config_.optimizer;
+  std::string line = absl::StrCat(std::string(ToString(o.type)), ", lr ", o.lr);
+  switch (o.type) {
+    case OptimizerType::kSGD: absl::StrAppend(&line, ", momentum ", o.momentum); break;
+    case OptimizerType::kAdagrad: absl::StrAppend(&line, ", eps ", o.eps); break;
+    case OptimizerType::kLion: absl::StrAppend(&line, ", betas (", o.betas[0], ", ", o.betas[1], ")"); break;
+    default: absl::StrAppend(&line, ", betas (", o.betas[0], ", ", o.betas[1], "), eps ", o.eps); break;
+  }
+  absl::StrAppend(&line, ", weight decay ", o.weight_decay);
+  const ResolvedParamGroups& g = engine_->param_groups();
+  if (g.size() > 1) {
+    absl::StrAppend(&line, "; param groups:");
+    for (size_t k = 0; k < g.size(); ++k) {
+      absl::StrAppend(&line, k == 0 ? " " : ", ", g.names[k], " (", g.members[k].size(), " parameters, weight decay ",
+                      g.configs[k].weight_decay, ")");
+    }
+  }
+  return line;
+}
+
+std::string RankTrainer::ScheduleSummary() const {
+  const SchedulerConfig& s = config_.scheduler;
+  switch (s.type) {
+    case SchedulerType::kNone: return "constant";
+    case SchedulerType::kWarmupLR:
+    case SchedulerType::kWarmupDecayLR:
+    case SchedulerType::kWarmupCosineLR:
+      return absl::StrCat(
+          std::string(ToString(s.type)), ": ", s.warmup_num_steps, " warm-up steps (",
+          std::string(ToString(s.warmup_type)), ") from ", s.warmup_min_lr, " to ", s.warmup_max_lr,
+          s.type == SchedulerType::kWarmupLR ? std::string() : absl::StrCat(", ", s.total_num_steps, " steps in all"));
+    default: return std::string(ToString(s.type));
+  }
+}
+
 absl::Status RankTrainer::Report(const std::string& exported, const std::string& hf_config) {
   ReportInfo ri;
   ri.title = absl::StrCat("zt train: ", info().name);
@@ -652,7 +709,11 @@ absl::Status RankTrainer::Report(const std::string& exported, const std::string&
       {"ranks", absl::StrCat(pg_->size())},
       {"ZeRO stage", absl::StrCat(config_.zero.stage)},
       {"precision", config_.bf16.enabled ? "bf16" : (config_.fp16.enabled ? "fp16" : "fp32")},
-      {"global batch", absl::StrCat(global_batch_, lm_ ? absl::StrCat(" x ", seq_len_, " tokens") : "")},
+      {"global batch", absl::StrCat(global_batch_, lm_ ? absl::StrCat(" x ", seq_len_, " tokens") : "", " (micro ",
+                                    micro_, " x accumulation ", gas_, " x ranks ", pg_->size(), ")")},
+      {"optimizer", OptimizerSummary()},
+      {"lr schedule", ScheduleSummary()},
+      {"gradient clipping", config_.gradient_clipping > 0 ? absl::StrCat(config_.gradient_clipping) : "off"},
       {"steps", absl::StrCat(first_step_, " -> ", engine_->global_steps())},
       {"wall time", absl::StrFormat("%.1f s", Seconds(t_start_, Clock::now()))},
       {"system", SystemInfoLine()}};

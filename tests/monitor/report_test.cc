@@ -2,6 +2,7 @@
 // chart per recorded curve.
 #include "monitor/report.h"
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -77,6 +78,53 @@ TEST(ReportTest, EmptyRunAndSamplesThroughput) {
   EXPECT_EQ(Count(html, "<svg "), 2);
   EXPECT_NE(html.find("samples/s"), std::string::npos);
   EXPECT_NE(html.find(">MiB</text>"), std::string::npos);
+}
+
+// What a reader needs besides the raw curves: the train loss smoothed as
+// TensorBoard's slider does (raw drawn faint under it), each evaluation a
+// dot, every rank's memory range on an axis from 0, gradient norm and step
+// time charted.
+TEST(ReportTest, SmoothedLossMarkedEvalsRanksMemoryGradNormAndStepTime) {
+  ReportData data;
+  for (int step = 1; step <= 40; ++step) {
+    const double noise = (step % 2 == 0 ? 0.2 : -0.2);
+    data.AddEvents({{tags::kTrainLoss, 4.0 - 0.05 * step + noise, step},
+                    {tags::kGradNorm, 1.0 + 0.01 * step, step},
+                    {tags::kStepTimeSec, 0.5, step}});
+    data.memory_min.x.push_back(step);
+    data.memory_min.y.push_back(1.90 * (1 << 30));
+    data.memory_max.x.push_back(step);
+    data.memory_max.y.push_back(2.00 * (1 << 30) + step * 1e5);
+    if (step % 20 == 0) data.AddEvents({{tags::kEvalLoss, 3.0, step}});
+  }
+  EXPECT_EQ(data.grad_norm.y.size(), 40u);
+  EXPECT_EQ(data.step_time.y.size(), 40u);
+  const std::string html = TrainingReportHtml(data);
+  EXPECT_EQ(CheckXml(html, {"meta"}), "");
+  EXPECT_EQ(Count(html, "<svg "), 4);  // loss, memory, gradient norm, step time
+  EXPECT_NE(html.find(">train, smoothed (0.6)</text>"), std::string::npos);
+  EXPECT_NE(html.find("stroke-opacity=\"0.35\""), std::string::npos);  // the raw curve, faint
+  EXPECT_NE(html.find(">Gradient norm</text>"), std::string::npos);
+  EXPECT_NE(html.find(">Step time</text>"), std::string::npos);
+  EXPECT_NE(html.find(">largest rank</text>"), std::string::npos);
+  EXPECT_NE(html.find(">smallest rank</text>"), std::string::npos);
+  // The loss chart: two evaluations, each a dot.
+  const size_t loss_end = html.find("</svg>");
+  EXPECT_EQ(Count(html.substr(0, loss_end), "<circle "), 2);
+  // The memory chart's axis starts at 0: 1.9-2.0 GiB is not drawn as a swing.
+  const size_t mem = html.find(">Resident memory</text>");
+  ASSERT_NE(mem, std::string::npos);
+  const std::string mem_svg = html.substr(mem, html.find("</svg>", mem) - mem);
+  EXPECT_NE(mem_svg.find(">0</text>"), std::string::npos) << mem_svg;
+}
+
+TEST(ReportTest, SmoothingIsTensorBoardsDebiasedMovingAverage) {
+  const std::vector<double> s = SmoothedLikeTensorBoard({1.0, 3.0, std::nan(""), 3.0}, 0.5);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_DOUBLE_EQ(s[0], 1.0);  // the first point is itself
+  EXPECT_DOUBLE_EQ(s[1], (0.5 * 0.5 + 0.5 * 3.0) / 0.75);
+  EXPECT_TRUE(std::isnan(s[2]));  // skipped, not averaged in
+  EXPECT_DOUBLE_EQ(s[3], ((0.5 * 0.5 + 0.5 * 3.0) * 0.5 + 0.5 * 3.0) / 0.875);
 }
 
 TEST(ReportTest, UnwritablePathIsAnError) {
