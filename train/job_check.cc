@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "ckpt/deepspeed_optimizer.h"
 #include "ckpt/deepspeed_writer.h"
+#include "ckpt/safetensors.h"
 #include "train/data_checks.h"
 #include "train/train_config.h"
 #include "util/file_io.h"
@@ -116,6 +117,14 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
     return absl::NotFoundError(absl::StrCat("--init-from ", o.init_from,
                                             " does not exist: give a .safetensors file, an index .json or a "
                                             "directory holding them (zt ckpt consolidate writes one)"));
+  }
+  if (!o.init_from.empty()) {
+    // Every shard an index names, and every header, once here rather than
+    // once per rank after they start (the headers only: no tensor is read).
+    absl::StatusOr<std::unique_ptr<ckpt::SafetensorsModel>> weights = ckpt::SafetensorsModel::Open(o.init_from);
+    if (!weights.ok()) {
+      return absl::Status(weights.status().code(), absl::StrCat("--init-from: ", weights.status().message()));
+    }
   }
   return absl::OkStatus();
 }

@@ -863,6 +863,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const std::string jsonl = dir + "/pc.jsonl";
   std::ofstream(jsonl) << "{\"prompt\": \"a\", \"completion\": \"b\"}\n";
+  const std::string index = dir + "/model.safetensors.index.json";
+  std::ofstream(index) << "{\"metadata\": {}, \"weight_map\": {\"wte.weight\": \"model-00002-of-00002.safetensors\"}}\n";
   struct Case {
     std::string args, expect;
   };
@@ -899,6 +901,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data " + jsonl + " --tokenizer /nonexistent/tok",
        "--tokenizer: tokenizer '/nonexistent/tok' does not exist"},
       {"--model gpt2-tiny --data " + jsonl + " --tokenizer " + dir, "--tokenizer: no tokenizer in"},
+      // A weights index naming a shard that is not there: named once, before the ranks.
+      {"--model gpt2-tiny --data " + corpus + " --init-from " + index, "lists shard 'model-00002-of-00002.safetensors'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
