@@ -172,6 +172,9 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
     if (core_.pg->rank() == 0) {
       ZT_LOG(INFO) << "engine: " << choice.reason;
     }
+  } else if (core_.options.bf16_compute != Bf16Compute::kAuto && core_.pg->rank() == 0) {
+    ZT_LOG(WARNING) << "engine: EngineOptions::bf16_compute " << plan::Bf16ComputeName(core_.options.bf16_compute)
+                    << " has no effect: the model trains in " << c10::toString(dtype) << ", not bf16";
   }
   ConfigureActivationCheckpointing(core_.config.activation_checkpointing);
   ZT_RETURN_IF_ERROR(InitOffload());

@@ -100,6 +100,12 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
                                                      " (or drop --save-format deepspeed and keep zerotorch's format)"));
     }
   }
+  // A compute choice for bf16 on a run that is not bf16 would do nothing: said, not ignored.
+  if (o.bf16_compute != plan::Bf16Compute::kAuto && !config.bf16.enabled) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bf16-compute ", plan::Bf16ComputeName(o.bf16_compute), " applies to bf16 runs and this one is ",
+                     config.fp16.enabled ? "fp16" : "fp32", ": add --precision bf16 or drop --bf16-compute"));
+  }
   ZT_RETURN_IF_ERROR(CheckDataPath("--data", o.data));
   ZT_RETURN_IF_ERROR(CheckDataPath("--eval-data", o.eval_data));
   const OutputPaths paths = ResolveOutputPaths(o);

@@ -181,6 +181,20 @@ TEST(Fp32ComputeForBf16, BackwardOfAGemmComputesInFp32Too) {
   ExpectBitwise(bb.grad(), b32.grad().to(torch::kBFloat16), "grad of mat2");
 }
 
+// Layer norm's saved mean and rstd are fp32: a graph built under the scope
+// whose backward runs after the last scope is gone reaches LibTorch's bf16
+// kernel with them, which refuses by dtype -- loud, not a silently wrong
+// gradient.
+TEST(Fp32ComputeForBf16, ABackwardAfterTheScopeEndedIsRefusedNotWrong) {
+  torch::Tensor x = Bf16({4, 33}).requires_grad_();
+  torch::Tensor y;
+  {
+    Fp32ComputeForBf16 scope;
+    y = torch::layer_norm(x, {33}, Bf16({33}), {}, 1e-5);
+  }
+  EXPECT_THROW(y.sum().backward(), c10::Error);
+}
+
 TEST(Fp32ComputeForBf16, ScopesNestAndTheLastRestoresLibTorchsKernels) {
   EXPECT_FALSE(Fp32ComputeForBf16::Active());
   {

@@ -894,6 +894,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data /dev/zero", "not a regular file or directory"},
       {"--model gpt2-tiny --data " + fifo, "not a regular file or directory"},
       {"--model gpt2-tiny --precision bf16 --bf16-compute fast", "--bf16-compute must be auto, bf16 or fp32, got 'fast'"},
+      {"--model gpt2-tiny --data " + corpus + " --bf16-compute fp32",
+       "--bf16-compute fp32 applies to bf16 runs and this one is fp32"},
       // A tokenizer that text or token data would not use is refused, not ignored.
       {"--model gpt2-tiny --data " + corpus + " --tokenizer /nonexistent/tok",
        "--tokenizer /nonexistent/tok tokenizes JSONL --data"},
