@@ -522,35 +522,49 @@ class HfTokenizerLoader {
   std::string file_;
 };
 
-absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
+absl::StatusOr<HfTokenizer::Files> HfTokenizer::Locate(const std::string& path) {
   namespace fs = std::filesystem;
-  std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   std::error_code ec;
-  std::string json_path = path;
+  Files files;
   if (fs::is_directory(path, ec)) {
-    json_path = (fs::path(path) / "tokenizer.json").string();
-    if (!fs::exists(json_path, ec)) {
-      for (const auto& [v, m] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-        const std::string vp = (fs::path(path) / v).string(), mp = (fs::path(path) / m).string();
-        if (fs::exists(vp, ec) && fs::exists(mp, ec)) {
-          HfTokenizerLoader loader(t.get(), vp);
-          try {
-            ZT_RETURN_IF_ERROR(loader.FromVocabAndMerges(vp, mp));
-          } catch (const Json::exception& e) {
-            return absl::InvalidArgumentError(absl::StrCat(vp, ": an entry has the wrong JSON type (", e.what(), ")"));
-          }
-          t->source_ = vp;
-          t->IndexAdded();
-          return t;
-        }
-      }
-      return absl::NotFoundError(absl::StrCat("no tokenizer in '", path,
-                                              "': it holds neither tokenizer.json nor vocab.json + merges.txt "
-                                              "(encoder.json + vocab.bpe)"));
+    const std::string json = (fs::path(path) / "tokenizer.json").string();
+    if (fs::exists(json, ec)) {
+      files.json = json;
+      return files;
     }
-  } else if (!fs::exists(path, ec)) {
-    return absl::NotFoundError(absl::StrCat("tokenizer '", path, "' does not exist"));
+    for (const auto& [v, m] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+      const std::string vp = (fs::path(path) / v).string(), mp = (fs::path(path) / m).string();
+      if (fs::exists(vp, ec) && fs::exists(mp, ec)) {
+        files.vocab = vp;
+        files.merges = mp;
+        return files;
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("no tokenizer in '", path,
+                                            "': it holds neither tokenizer.json nor vocab.json + merges.txt "
+                                            "(encoder.json + vocab.bpe)"));
   }
+  if (!fs::exists(path, ec)) return absl::NotFoundError(absl::StrCat("tokenizer '", path, "' does not exist"));
+  files.json = path;
+  return files;
+}
+
+absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string& path) {
+  ZT_ASSIGN_OR_RETURN(const Files files, Locate(path));
+  std::unique_ptr<HfTokenizer> t(new HfTokenizer());
+  if (files.json.empty()) {
+    HfTokenizerLoader loader(t.get(), files.vocab);
+    try {
+      ZT_RETURN_IF_ERROR(loader.FromVocabAndMerges(files.vocab, files.merges));
+    } catch (const Json::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(files.vocab, ": an entry has the wrong JSON type (", e.what(), ")"));
+    }
+    t->source_ = files.vocab;
+    t->IndexAdded();
+    return t;
+  }
+  const std::string& json_path = files.json;
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
   ZT_ASSIGN_OR_RETURN(const Json j, ReadTokenizerJson(text, json_path, /*max_depth=*/64));
   HfTokenizerLoader loader(t.get(), json_path);

@@ -49,6 +49,14 @@ class HfTokenizer {
   // was looked for; InvalidArgument naming the file and key for the rest.
   static absl::StatusOr<std::unique_ptr<HfTokenizer>> Load(const std::string& path);
 
+  // Which files Load would read for `path`, without reading them: the
+  // tokenizer.json, or vocab + merges. The same NotFound errors as Load.
+  struct Files {
+    std::string json;           // empty when vocab + merges
+    std::string vocab, merges;  // GPT-2's pair (or encoder.json + vocab.bpe)
+  };
+  static absl::StatusOr<Files> Locate(const std::string& path);
+
   // Token ids of UTF-8 `text`; with add_special_tokens the post-processor's
   // (e.g. LLaMA-2's <s>). InvalidArgument for malformed UTF-8.
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens = false) const;

@@ -6,6 +6,7 @@
 #include <ATen/ops/addmm_cpu_dispatch.h>
 #include <ATen/ops/baddbmm_cpu_dispatch.h>
 #include <ATen/ops/bmm_cpu_dispatch.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/gelu_backward_cpu_dispatch.h>
 #include <ATen/ops/gelu_cpu_dispatch.h>
 #include <ATen/ops/mm_cpu_dispatch.h>

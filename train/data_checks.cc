@@ -40,12 +40,13 @@ absl::StatusOr<std::string> SupervisedTokenizerDir(const TrainOptions& o, const 
                    "--tokenizer DIR (a folder with tokenizer.json, or GPT-2's vocab.json + merges.txt)"));
 }
 
-// A --tokenizer is read before any rank starts, so that a wrong path or a
-// folder without tokenizer files is one error, not one per rank.
-absl::Status CheckTokenizerLoads(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<data::HfTokenizer>> t = data::HfTokenizer::Load(dir);
-  if (t.ok()) return absl::OkStatus();
-  return absl::Status(t.status().code(), absl::StrCat("--tokenizer: ", t.status().message()));
+// A --tokenizer's files are found before any rank starts, so that a wrong
+// path or a folder without tokenizer files is one error, not one per rank
+// (the ranks read and check the files themselves).
+absl::Status CheckTokenizerFound(const std::string& dir) {
+  absl::StatusOr<data::HfTokenizer::Files> files = data::HfTokenizer::Locate(dir);
+  if (files.ok()) return absl::OkStatus();
+  return absl::Status(files.status().code(), absl::StrCat("--tokenizer: ", files.status().message()));
 }
 
 // --tokenizer with data that no tokenizer reads is refused, not ignored.
@@ -160,7 +161,7 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
   if (model.task == models::Task::kSequenceClassification) {
     ZT_RETURN_IF_ERROR(CheckClassifyData(o, model));
     ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SupervisedTokenizerDir(o, o.data));
-    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerLoads(tokenizer));
+    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerFound(tokenizer));
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(o.data));
     return n - EvalExamples(n, o);
   }
@@ -168,7 +169,7 @@ absl::StatusOr<int64_t> CountTrainSamples(const TrainOptions& o, const models::M
   ZT_RETURN_IF_ERROR(CheckPacking(o, model, path));
   if (data::IsSupervisedJsonl(path)) {
     ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SupervisedTokenizerDir(o, path));
-    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerLoads(tokenizer));
+    if (!o.tokenizer.empty()) ZT_RETURN_IF_ERROR(CheckTokenizerFound(tokenizer));
     ZT_ASSIGN_OR_RETURN(const int64_t n, data::CountJsonlExamples(path));
     // Packed, this is an upper bound: how many samples the examples fill
     // needs their tokens, which only the ranks count (and check).

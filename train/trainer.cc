@@ -196,6 +196,17 @@ absl::StatusOr<std::vector<std::string>> ListCheckpointTags(const std::string& s
 // The members are declared in the order the objects are built, so they are
 // destroyed in reverse, as the locals of one function were: the engine before
 // the model and the data it trains, the process group last.
+// "name (n parameters, weight_decay x), ...": the start-up line and the
+// report's optimizer row.
+std::string ParamGroupsLine(const ResolvedParamGroups& g) {
+  std::string line;
+  for (size_t k = 0; k < g.size(); ++k) {
+    absl::StrAppend(&line, k == 0 ? "" : ", ", g.names[k], " (", g.members[k].size(), " parameters, weight_decay ",
+                    g.configs[k].weight_decay, ")");
+  }
+  return line;
+}
+
 class RankTrainer {
  public:
   RankTrainer(const TrainOptions& options, Clock::time_point start)
@@ -341,13 +352,7 @@ absl::Status RankTrainer::BuildEngine() {
   }
   ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_, engine_options));
   if (rank0_ && engine_->param_groups().size() > 1) {
-    const ResolvedParamGroups& g = engine_->param_groups();
-    std::string line;
-    for (size_t k = 0; k < g.size(); ++k) {
-      absl::StrAppend(&line, k == 0 ? "" : ", ", g.names[k], " (", g.members[k].size(), " parameters, weight_decay ",
-                      g.configs[k].weight_decay, ")");
-    }
-    std::printf("optimizer param groups: %s\n", line.c_str());
+    std::printf("optimizer param groups: %s\n", ParamGroupsLine(engine_->param_groups()).c_str());
     std::fflush(stdout);
   }
   dtype_ = config_.bf16.enabled ? at::kBFloat16 : (config_.fp16.enabled ? at::kHalf : at::kFloat);
@@ -674,13 +679,8 @@ std::string RankTrainer::OptimizerSummary() const {
     default: absl::StrAppend(&line, ", betas (", o.betas[0], ", ", o.betas[1], "), eps ", o.eps); break;
   }
   absl::StrAppend(&line, ", weight decay ", o.weight_decay);
-  const ResolvedParamGroups& g = engine_->param_groups();
-  if (g.size() > 1) {
-    absl::StrAppend(&line, "; param groups:");
-    for (size_t k = 0; k < g.size(); ++k) {
-      absl::StrAppend(&line, k == 0 ? " " : ", ", g.names[k], " (", g.members[k].size(), " parameters, weight decay ",
-                      g.configs[k].weight_decay, ")");
-    }
+  if (engine_->param_groups().size() > 1) {
+    absl::StrAppend(&line, "; param groups: ", ParamGroupsLine(engine_->param_groups()));
   }
   return line;
 }
