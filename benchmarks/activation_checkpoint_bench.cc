@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "apps/flags.h"
+#include "benchmarks/median.h"
 #include "comm/single_group.h"
 #include "engine/cpu_memory.h"
 #include "engine/engine.h"
@@ -93,10 +94,7 @@ struct Measured {
   double fwd_ms = 0, bwd_ms = 0, step_ms = 0, peak_bytes = 0;
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::Median;
 
 absl::StatusOr<Measured> Run(const Options& o, int64_t seq, bool checkpointed) {
   using Clock = std::chrono::steady_clock;

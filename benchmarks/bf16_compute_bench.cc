@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "apps/flags.h"
+#include "benchmarks/median.h"
 #include "comm/init.h"
 #include "comm/process_group.h"
 #include "comm/rank_env.h"
@@ -94,11 +95,7 @@ struct RankResult {
 };
 constexpr int64_t kFields = 5;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 Config MakeConfig(const BenchOptions& o, const RunSpec& run) {
   Config c;

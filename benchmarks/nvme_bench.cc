@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/flags.h"
+#include "benchmarks/median.h"
 #include "offload/aligned_buffer.h"
 #include "offload/io_engine.h"
 #include "offload/swap_file.h"
@@ -178,12 +179,7 @@ struct Series {
   void Add(bool is_write, double v) { (is_write ? write : read).push_back(v); }
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 Rates MedianOf(const Series& s) { return {Median(s.write), Median(s.read)}; }
 

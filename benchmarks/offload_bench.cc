@@ -69,6 +69,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "apps/flags.h"
+#include "benchmarks/median.h"
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
@@ -89,12 +90,7 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::Median;
 
 struct CpuTimes {
   double user = 0, sys = 0;

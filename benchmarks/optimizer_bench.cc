@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "benchmarks/median.h"
 #include "ops/kernels.h"
 #include "ops/shard_optimizer.h"
 #include "util/system_info.h"
@@ -56,12 +57,7 @@ OptimizerConfig AdamWConfig() {
   return c;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t mid = v.size() / 2;
-  return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
+using bench::Median;
 
 void SetCounters(benchmark::State& state, int64_t n) {
   state.SetItemsProcessed(state.iterations() * n);
