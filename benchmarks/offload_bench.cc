@@ -15,14 +15,14 @@
 // takes in full (RunInterleaved says how the turns keep each mode's own
 // work and transfers inside its own timed steps). "nvme-instep" and
 // "nvme-params-instep" are the two NVMe modes with the optimizer update
-// kept in Engine::Step (EngineOptions::update_during_backward and
+// kept in Engine::Step (EngineTuning::update_during_backward and
 // update_at_gather off), for the same-run comparison with the update
 // during backward (optimizer state on NVMe) and at the forward's gathers
 // (parameter shards on NVMe too). "-fifo" after an NVMe mode turns the I/O
-// engine's priorities off (EngineOptions::io_priority): every swap transfer
+// engine's priorities off (EngineTuning::io_priority): every swap transfer
 // starts in submission order, parameter reads included. "-unfixed" after an
 // NVMe mode leaves the swap buffers unregistered with io_uring
-// (EngineOptions::io_fixed_buffers): every transfer pins its pages itself.
+// (EngineTuning::io_fixed_buffers): every transfer pins its pages itself.
 // "cpu s" and "sys s" are this rank's process CPU time per step (user plus
 // kernel, and kernel alone; I/O threads included): what the swap I/O costs
 // when the disk's wait is hidden. "faults" are its minor page faults per
@@ -73,6 +73,7 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "engine/engine_tuning.h"
 #include "models/registry.h"
 #include "ops/kernels.h"
 #include "util/error.h"
@@ -303,12 +304,12 @@ absl::StatusOr<std::unique_ptr<ModeRun>> ModeRun::Build(const Options& o, const 
     ZT_ASSIGN_OR_RETURN(run->model_, models::CreateModel(spec));
   }
   r.num_params = run->model_->info().num_params;
-  EngineOptions engine_options;
-  engine_options.update_during_backward = !absl::EndsWith(mode, "-instep");
-  engine_options.update_at_gather = !absl::EndsWith(mode, "-instep");
-  engine_options.io_priority = !absl::EndsWith(mode, "-fifo");
-  engine_options.io_fixed_buffers = !absl::EndsWith(mode, "-unfixed");
-  ZT_ASSIGN_OR_RETURN(run->engine_, Engine::Create(run->model_->module(), config, pg, engine_options));
+  EngineTuning tuning;
+  tuning.update_during_backward = !absl::EndsWith(mode, "-instep");
+  tuning.update_at_gather = !absl::EndsWith(mode, "-instep");
+  tuning.io_priority = !absl::EndsWith(mode, "-fifo");
+  tuning.io_fixed_buffers = !absl::EndsWith(mode, "-unfixed");
+  ZT_ASSIGN_OR_RETURN(run->engine_, CreateTunedEngine(run->model_->module(), config, pg, EngineOptions(), tuning));
   r.build_s = Since(t_build);
   // A random batch of the model's kind: token sequences, or images with labels.
   const models::ModelInfo& info = run->model_->info();

@@ -14,6 +14,7 @@
 #include "ckpt/deepspeed_writer.h"
 #include "ckpt/reshard.h"
 #include "util/file_io.h"
+#include "util/publish_folder.h"
 #include "util/status.h"
 
 namespace zt::ckpt {
@@ -38,18 +39,6 @@ absl::Status PrepareDestination(const std::string& dst, bool add_tag) {
     return absl::OkStatus();
   }
   return MakeDirs(dst);
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("opening '", dir, "' to fsync it: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && err != EINVAL) {
-    return absl::InternalError(absl::StrCat("fsync of directory '", dir, "': ", std::strerror(err)));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckTag(const std::string& tag) {
@@ -125,23 +114,9 @@ absl::Status ConvertCheckpoint(const ZeroCheckpoint& source, const std::string& 
     ZT_ASSIGN_OR_RETURN(const std::string folder, WriteStaged(source, staging, options, world));
     // Every record the conversion read in pieces is checked before the files are published.
     ZT_RETURN_IF_ERROR(source.VerifyRead());
-    const std::string final_folder = JoinPath(dst, tag);
-    std::error_code exists_ec;
-    if (options.add_tag && fs::exists(final_folder, exists_ec)) {
-      // A copy of the same tag from before (a resumed run saving the same
-      // step again): out of the way into the staging folder, removed below.
-      const std::string old_copy = JoinPath(staging, "replaced");
-      if (::rename(final_folder.c_str(), old_copy.c_str()) != 0) {
-        return absl::InternalError(
-            absl::StrCat("moving the earlier '", final_folder, "' aside: ", std::strerror(errno)));
-      }
-    }
-    if (::rename(folder.c_str(), final_folder.c_str()) != 0) {
-      return absl::InternalError(
-          absl::StrCat("renaming '", folder, "' to '", final_folder, "': ", std::strerror(errno)));
-    }
-    ZT_RETURN_IF_ERROR(SyncDirectory(dst));
-    return absl::OkStatus();
+    // An earlier copy of the same tag (a resumed run saving the same step
+    // again) steps aside into the staging folder, removed below with it.
+    return PublishFolder(folder, JoinPath(dst, tag), JoinPath(staging, "replaced"));
   }();
   std::error_code ec;
   fs::remove_all(staging, ec);  // best effort: what is left of the staging folder

@@ -26,15 +26,18 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
   add(so, BoolKey(o + "pin_memory", ZT_FIELD(zero.offload_optimizer.pin_memory), false,
                   "Use page-locked host buffers (faster copies, less memory for everything else).")
               .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
-  add(so, IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), 4,
-                 "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
-                 "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32). All are allocated: the "
-                 "sub-groups they hold stay in memory between steps, and only the rest is read and written.")
-              .AtLeast(1));
-  add(so, BoolKey(o + "pipeline_read", ZT_FIELD(zero.offload_optimizer.pipeline_read), false,
-                  "Read the sub-groups the swap buffers do not hold as soon as a buffer is free, while the step goes on."));
-  add(so, BoolKey(o + "pipeline_write", ZT_FIELD(zero.offload_optimizer.pipeline_write), false,
-                  "Leave write-backs in flight while the step goes on; the last ones complete behind the next forward."));
+  add(so,
+      IntKey(o + "buffer_count", ZT_FIELD(zero.offload_optimizer.buffer_count), OffloadOptimizerConfig().buffer_count,
+             "NVMe swap buffers, each one sub-group of one fp32 state (master copy, exp_avg, ...); at least the "
+             "states per sub-group (Adam: 3 with a bf16/fp16 model, 2 with fp32). All are allocated: the "
+             "sub-groups they hold stay in memory between steps, and only the rest is read and written.")
+          .AtLeast(1));
+  add(so,
+      BoolKey(o + "pipeline_read", ZT_FIELD(zero.offload_optimizer.pipeline_read), false,
+              "Read the sub-groups the swap buffers do not hold as soon as a buffer is free, while the step goes on."));
+  add(so,
+      BoolKey(o + "pipeline_write", ZT_FIELD(zero.offload_optimizer.pipeline_write), false,
+              "Leave write-backs in flight while the step goes on; the last ones complete behind the next forward."));
   add(so, BoolKey(o + "fast_init", ZT_FIELD(zero.offload_optimizer.fast_init), false,
                   "DeepSpeed's shortcut for initializing NVMe-offloaded state; zerotorch's swap files start as "
                   "preallocated zeros either way, so only the master copy is written. Accepted, no effect.")
@@ -63,13 +66,14 @@ void AddOffloadKeys(std::vector<KeySpec>& keys) {
               .Nullable());
   add(sp, BoolKey(p + "pin_memory", ZT_FIELD(zero.offload_param.pin_memory), false, "Use page-locked host buffers.")
               .IgnoredHere("a CPU-only build makes no device copies, so there is nothing to pin"));
-  add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), 5, "NVMe swap buffers for parameters.")
+  add(sp, IntKey(p + "buffer_count", ZT_FIELD(zero.offload_param.buffer_count), OffloadParamConfig().buffer_count,
+                 "NVMe swap buffers for parameters.")
               .AtLeast(1));
-  add(sp, IntKey(p + "buffer_size", ZT_FIELD(zero.offload_param.buffer_size), 100000000,
+  add(sp, IntKey(p + "buffer_size", ZT_FIELD(zero.offload_param.buffer_size), OffloadParamConfig().buffer_size,
                  "Elements per NVMe swap buffer; must hold the largest chunk's shard (chunks have at most "
                  "reduce_bucket_size elements).")
               .AtLeast(1));
-  add(sp, IntKey(p + "max_in_cpu", ZT_FIELD(zero.offload_param.max_in_cpu), 1000000000,
+  add(sp, IntKey(p + "max_in_cpu", ZT_FIELD(zero.offload_param.max_in_cpu), OffloadParamConfig().max_in_cpu,
                  "Parameter elements to keep in host memory with NVMe offload (DeepSpeed's description).")
               .AtLeast(0)
               .IgnoredHere("as in DeepSpeed 0.14, which only logs it: every shard of at least aio.block_size bytes "

@@ -2,7 +2,6 @@
 #include "data/classify.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -50,21 +49,14 @@ bool IsClassifyJsonl(const std::string& path) {
 
 absl::StatusOr<ClassifySet> ReadClassifyJsonl(const HfTokenizer& tokenizer, const std::string& path,
                                               const std::vector<std::string>& label_names, int64_t num_classes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   // First pass: parse and check every line, so the names are known before
   // any id is given out.
   std::vector<Line> lines;
-  std::string raw;
   int kinds = 0;  // bit 1: integer labels, bit 2: string labels
-  for (int64_t n = 1; std::getline(in, raw); ++n) {
-    if (raw.empty() || raw == "\r") continue;
+  ZT_RETURN_IF_ERROR(ForEachJsonlValue(path, JsonlValues::kObjects, [&](JsonlLine& line) -> absl::Status {
     Line l;
-    l.where = absl::StrCat(path, " line ", n);
-    nlohmann::json j = nlohmann::json::parse(raw, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(l.where, ": not a JSON object"));
-    }
+    l.where = std::move(line.where);
+    nlohmann::json& j = line.value;
     if (!j.contains("text") || !j["text"].is_string()) {
       return absl::InvalidArgumentError(
           absl::StrCat(l.where, ": expected a \"text\" string and a \"label\" (sentence pairs are not supported)"));
@@ -89,7 +81,8 @@ absl::StatusOr<ClassifySet> ReadClassifyJsonl(const HfTokenizer& tokenizer, cons
     }
     l.text = j["text"].get<std::string>();
     lines.push_back(std::move(l));
-  }
+    return absl::OkStatus();
+  }));
   if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds no examples"));
 
   ClassifySet set;

@@ -81,7 +81,8 @@ std::string Strip(absl::string_view s, const std::string* chars, bool left, bool
 absl::Status ErrorAt(int line, int col, absl::string_view what);
 
 // The filter and test names the renderer implements; the parser refuses
-// others.
+// others. KnownFilters is the names of jinja_render.cc's filter table;
+// KnownTests is listed in jinja_parse.cc.
 const std::set<std::string>& KnownFilters();
 const std::set<std::string>& KnownTests();
 

@@ -899,13 +899,6 @@ class Parser {
 
 namespace internal {
 
-const std::set<std::string>& KnownFilters() {
-  static const std::set<std::string> k = {
-      "trim",    "length", "count",   "tojson", "string",     "upper",      "lower",   "title", "capitalize", "first",
-      "last",    "join",   "default", "d",      "items",      "list",       "replace", "int",   "float",      "safe",
-      "reverse", "map",    "select",  "reject", "selectattr", "rejectattr", "abs",     "unique"};
-  return k;
-}
 const std::set<std::string>& KnownTests() {
   static const std::set<std::string> k = {
       "defined",  "undefined", "none", "string", "number",   "integer", "float", "mapping",     "iterable",

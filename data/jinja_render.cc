@@ -2,19 +2,24 @@
 // for values (truthiness, ==, ordering, and/or giving operands, floor
 // division and modulo, code-point strings), Jinja2's getattr/getitem
 // fallbacks and default Undefined, loop scopes, and the filters, tests and
-// str/dict methods chat templates use.
+// str/dict methods chat templates use (filters and methods are tables of
+// one function each, by name).
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "data/jinja_internal.h"
-#include "util/status.h"
 #include "util/limits.h"
+#include "util/status.h"
 
 namespace zt::data::jinja {
 namespace {
@@ -265,104 +270,142 @@ absl::StatusOr<std::string> AsciiCase(const std::string& s, int mode) {  // 0 lo
   return out;
 }
 
-// The bound methods of str and dict that templates call; nullptr-like
-// undefined for anything else (as Jinja2's getattr gives).
-Value Method(const Value& self, const std::string& name) {
-  if (self.is_string()) {
-    const std::string s = self.as_string();
-    if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      const bool l = name != "rstrip", r = name != "lstrip";
-      return MakeFunction("str." + name,
-                          [s, l, r](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-                            const Value chars = Arg(a, kw, 0, "chars", Value::None());
-                            if (!chars.is_none() && !chars.is_string())
-                              return absl::InvalidArgumentError("strip: chars must be a string");
-                            return Value(Strip(s, chars.is_string() ? &chars.as_string() : nullptr, l, r));
-                          });
-    }
-    if (name == "startswith" || name == "endswith") {
-      const bool start = name == "startswith";
-      return MakeFunction(
-          "str." + name, [s, start](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-            const Value p = Arg(a, kw, 0, "prefix");
-            std::vector<Value> options = p.is_list() ? p.as_list().items : std::vector<Value>{p};
-            for (const Value& o : options) {
-              if (!o.is_string())
-                return absl::InvalidArgumentError("startswith/endswith: needs a string or tuple of strings");
-              const std::string& x = o.as_string();
-              if (x.size() <= s.size() &&
-                  (start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0)) {
-                return Value(true);
-              }
-            }
-            return Value(false);
-          });
-    }
-    if (name == "split") {
-      return MakeFunction("str.split", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-        const Value sep = Arg(a, kw, 0, "sep", Value::None());
-        const Value max = Arg(a, kw, 1, "maxsplit", Value(-1));
-        if (sep.is_string() && sep.as_string().empty()) return absl::InvalidArgumentError("split: empty separator");
-        if (!sep.is_none() && !sep.is_string()) return absl::InvalidArgumentError("split: sep must be a string");
-        return Value::MakeList(Split(s, sep, AsInt(max)));
-      });
-    }
-    if (name == "replace") {
-      return MakeFunction("str.replace", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-        const Value from = Arg(a, kw, 0, "old"), to = Arg(a, kw, 1, "new"), n = Arg(a, kw, 2, "count", Value(-1));
-        if (!from.is_string() || !to.is_string()) return absl::InvalidArgumentError("replace: needs two strings");
-        return Value(Replace(s, from.as_string(), to.as_string(), AsInt(n)));
-      });
-    }
-    if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
-      const int mode = name == "lower" ? 0 : name == "upper" ? 1 : name == "capitalize" ? 2 : 3;
-      return MakeFunction("str." + name, [s, mode](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
-        auto r = AsciiCase(s, mode);
-        if (!r.ok()) return r.status();
-        return Value(*r);
-      });
-    }
-    if (name == "join") {
-      return MakeFunction("str.join", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-        auto items = Iterate(Arg(a, kw, 0, "iterable"));
-        if (!items.ok()) return items.status();
-        std::string out;
-        for (size_t i = 0; i < items->size(); ++i) {
-          if (!(*items)[i].is_string()) return absl::InvalidArgumentError("str.join: every item must be a string");
-          if (i) out += s;
-          out += (*items)[i].as_string();
+// The bound methods of str and dict that templates call: each made from
+// `self` by one function of the tables in Method (one per method, or per
+// family that differs only in a flag read from the method's name).
+using MethodFn = Value (*)(const Value& self, const std::string& name);
+
+Value BindStrip(const Value& self, const std::string& name) {  // strip, lstrip, rstrip
+  const std::string s = self.as_string();
+  const bool l = name != "rstrip", r = name != "lstrip";
+  return MakeFunction("str." + name, [s, l, r](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+    const Value chars = Arg(a, kw, 0, "chars", Value::None());
+    if (!chars.is_none() && !chars.is_string()) return absl::InvalidArgumentError("strip: chars must be a string");
+    return Value(Strip(s, chars.is_string() ? &chars.as_string() : nullptr, l, r));
+  });
+}
+
+Value BindStartsOrEndsWith(const Value& self, const std::string& name) {  // startswith, endswith
+  const std::string s = self.as_string();
+  const bool start = name == "startswith";
+  return MakeFunction(
+      "str." + name, [s, start](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+        const Value p = Arg(a, kw, 0, "prefix");
+        std::vector<Value> options = p.is_list() ? p.as_list().items : std::vector<Value>{p};
+        for (const Value& o : options) {
+          if (!o.is_string())
+            return absl::InvalidArgumentError("startswith/endswith: needs a string or tuple of strings");
+          const std::string& x = o.as_string();
+          if (x.size() <= s.size() &&
+              (start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0)) {
+            return Value(true);
+          }
         }
-        return Value(out);
+        return Value(false);
       });
+}
+
+Value BindSplit(const Value& self, const std::string&) {
+  const std::string s = self.as_string();
+  return MakeFunction("str.split", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+    const Value sep = Arg(a, kw, 0, "sep", Value::None());
+    const Value max = Arg(a, kw, 1, "maxsplit", Value(-1));
+    if (sep.is_string() && sep.as_string().empty()) return absl::InvalidArgumentError("split: empty separator");
+    if (!sep.is_none() && !sep.is_string()) return absl::InvalidArgumentError("split: sep must be a string");
+    return Value::MakeList(Split(s, sep, AsInt(max)));
+  });
+}
+
+Value BindReplace(const Value& self, const std::string&) {
+  const std::string s = self.as_string();
+  return MakeFunction("str.replace", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+    const Value from = Arg(a, kw, 0, "old"), to = Arg(a, kw, 1, "new"), n = Arg(a, kw, 2, "count", Value(-1));
+    if (!from.is_string() || !to.is_string()) return absl::InvalidArgumentError("replace: needs two strings");
+    return Value(Replace(s, from.as_string(), to.as_string(), AsInt(n)));
+  });
+}
+
+Value BindCase(const Value& self, const std::string& name) {  // upper, lower, title, capitalize
+  const std::string s = self.as_string();
+  const int mode = name == "lower" ? 0 : name == "upper" ? 1 : name == "capitalize" ? 2 : 3;
+  return MakeFunction("str." + name, [s, mode](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
+    auto r = AsciiCase(s, mode);
+    if (!r.ok()) return r.status();
+    return Value(*r);
+  });
+}
+
+Value BindJoin(const Value& self, const std::string&) {
+  const std::string s = self.as_string();
+  return MakeFunction("str.join", [s](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+    auto items = Iterate(Arg(a, kw, 0, "iterable"));
+    if (!items.ok()) return items.status();
+    std::string out;
+    for (size_t i = 0; i < items->size(); ++i) {
+      if (!(*items)[i].is_string()) return absl::InvalidArgumentError("str.join: every item must be a string");
+      if (i) out += s;
+      out += (*items)[i].as_string();
     }
-    if (name == "format") {
-      return MakeFunction("str.format", [](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
-        return absl::InvalidArgumentError("str.format is not supported; use ~ or + to build strings");
-      });
+    return Value(out);
+  });
+}
+
+Value BindFormat(const Value&, const std::string&) {
+  return MakeFunction("str.format", [](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
+    return absl::InvalidArgumentError("str.format is not supported; use ~ or + to build strings");
+  });
+}
+
+Value BindGet(const Value& self, const std::string&) {
+  const Value d = self;
+  return MakeFunction("dict.get", [d](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
+    const Value key = Arg(a, kw, 0, "key");
+    const Value* v = key.is_string() ? d.as_dict().Find(key.as_string()) : nullptr;
+    return v ? *v : Arg(a, kw, 1, "default", Value::None());
+  });
+}
+
+Value BindItemsKeysOrValues(const Value& self, const std::string& name) {  // items, keys, values
+  const Value d = self;
+  const int which = name == "items" ? 0 : name == "keys" ? 1 : 2;
+  return MakeFunction("dict." + name, [d, which](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
+    std::vector<Value> out;
+    for (const auto& [k, v] : d.as_dict().items) {
+      out.push_back(which == 0 ? Value::MakeList({Value(k), v}) : which == 1 ? Value(k) : v);
     }
-  }
-  if (self.is_dict()) {
-    const Value d = self;
-    if (name == "get") {
-      return MakeFunction("dict.get", [d](const std::vector<Value>& a, const Kwargs& kw) -> absl::StatusOr<Value> {
-        const Value key = Arg(a, kw, 0, "key");
-        const Value* v = key.is_string() ? d.as_dict().Find(key.as_string()) : nullptr;
-        return v ? *v : Arg(a, kw, 1, "default", Value::None());
-      });
-    }
-    if (name == "items" || name == "keys" || name == "values") {
-      const int which = name == "items" ? 0 : name == "keys" ? 1 : 2;
-      return MakeFunction("dict." + name,
-                          [d, which](const std::vector<Value>&, const Kwargs&) -> absl::StatusOr<Value> {
-                            std::vector<Value> out;
-                            for (const auto& [k, v] : d.as_dict().items) {
-                              out.push_back(which == 0 ? Value::MakeList({Value(k), v}) : which == 1 ? Value(k) : v);
-                            }
-                            return Value::MakeList(std::move(out));
-                          });
-    }
-  }
-  return Value();
+    return Value::MakeList(std::move(out));
+  });
+}
+
+// `name` of str or dict bound to `self`; undefined for any other name or
+// type (as Jinja2's getattr gives).
+Value Method(const Value& self, const std::string& name) {
+  using Table = absl::flat_hash_map<absl::string_view, MethodFn>;
+  static const Table kStr = {
+      {"strip", &BindStrip},
+      {"lstrip", &BindStrip},
+      {"rstrip", &BindStrip},
+      {"startswith", &BindStartsOrEndsWith},
+      {"endswith", &BindStartsOrEndsWith},
+      {"split", &BindSplit},
+      {"replace", &BindReplace},
+      {"upper", &BindCase},
+      {"lower", &BindCase},
+      {"title", &BindCase},
+      {"capitalize", &BindCase},
+      {"join", &BindJoin},
+      {"format", &BindFormat},
+  };
+  static const Table kDict = {
+      {"get", &BindGet},
+      {"items", &BindItemsKeysOrValues},
+      {"keys", &BindItemsKeysOrValues},
+      {"values", &BindItemsKeysOrValues},
+  };
+  const Table* table = self.is_string() ? &kStr : self.is_dict() ? &kDict : nullptr;
+  if (table == nullptr) return Value();
+  const auto it = table->find(name);
+  return it == table->end() ? Value() : it->second(self, name);
 }
 
 bool IsMethodName(const Value& self, const std::string& name) {
@@ -440,6 +483,15 @@ std::vector<size_t> SliceIndices(int64_t n, const Value& a, const Value& b, cons
   return out;
 }
 
+// One call of a filter: the value left of `|` and the arguments.
+struct FilterCall {
+  const Value& v;
+  const std::vector<Value>& args;
+  const Kwargs& kwargs;
+};
+using FilterFn = absl::StatusOr<Value> (*)(const FilterCall& call);
+using FilterTable = absl::flat_hash_map<absl::string_view, FilterFn>;
+
 class Renderer {
  public:
   explicit Renderer(const std::vector<std::pair<std::string, Value>>& variables) {
@@ -476,6 +528,9 @@ class Renderer {
     });
     for (const auto& [k, v] : variables) g[k] = v;
   }
+
+  // Every filter by name: the one list of them (KnownFilters gives its names).
+  static const FilterTable& Filters();
 
   absl::Status Exec(const Node& n, std::string* out) {
     ZT_RETURN_IF_ERROR(Step(n));
@@ -774,8 +829,8 @@ class Renderer {
   static constexpr uint64_t kMaxBuiltItems = uint64_t{1} << 22;   // one list
 
   static absl::Status TooLarge(const char* what, uint64_t n, uint64_t limit) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", what, " of ", n, what[0] == 's' ? " bytes" : " items",
-                                                   " passes the limit of ", limit));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", what, " of ", n, what[0] == 's' ? " bytes" : " items", " passes the limit of ", limit));
   }
 
   static absl::StatusOr<Value> BinaryOp(const std::string& op, const Value& l, const Value& r) {
@@ -821,11 +876,12 @@ class Renderer {
         const Value& seq = ls ? l : r;
         const int64_t times = AsInt(ls ? r : l);
         const uint64_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size();
-        if (times > 0 && unit > 0 && unit > (seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems) / static_cast<uint64_t>(times)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "repeating a ", TypeName(seq), " of ", unit, seq.is_string() ? " bytes " : " items ", times,
-              " times passes the limit of ", seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems,
-              seq.is_string() ? " bytes" : " items"));
+        if (times > 0 && unit > 0 &&
+            unit > (seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems) / static_cast<uint64_t>(times)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("repeating a ", TypeName(seq), " of ", unit, seq.is_string() ? " bytes " : " items ", times,
+                           " times passes the limit of ", seq.is_string() ? kMaxBuiltBytes : kMaxBuiltItems,
+                           seq.is_string() ? " bytes" : " items"));
         }
         if (seq.is_string()) {
           std::string out;
@@ -913,7 +969,7 @@ class Renderer {
     return Value(*lt || (or_equal && Equal(a, b)));
   }
 
-  absl::StatusOr<bool> Test(const std::string& name, const Value& v, const std::vector<Value>& args) {
+  static absl::StatusOr<bool> Test(const std::string& name, const Value& v, const std::vector<Value>& args) {
     auto arg = [&]() -> absl::StatusOr<Value> {
       if (args.empty()) return absl::InvalidArgumentError("needs an argument");
       return args[0];
@@ -978,7 +1034,7 @@ class Renderer {
 
   // select/reject/selectattr/rejectattr: the items whose test (named by the
   // first argument; none: truthiness) passes, or fails.
-  absl::StatusOr<Value> Select(const std::string& name, const Value& v, const std::vector<Value>& args) {
+  static absl::StatusOr<Value> Select(const std::string& name, const Value& v, const std::vector<Value>& args) {
     const bool attr = name == "selectattr" || name == "rejectattr";
     const bool keep_if = name == "select" || name == "selectattr";
     auto items = Iterate(v);
@@ -1019,164 +1075,215 @@ class Renderer {
     return Value::MakeList(std::move(out));
   }
 
-  absl::StatusOr<Value> Filter(const std::string& name, const Value& v, const std::vector<Value>& args,
-                               const Kwargs& kwargs) {
-    if (name == "default" || name == "d") {
-      const Value fallback = Arg(args, kwargs, 0, "default_value", Value(""));
-      const bool boolean = Truthy(Arg(args, kwargs, 1, "boolean", Value(false)));
-      return (v.is_undefined() || (boolean && !Truthy(v))) ? fallback : v;
-    }
-    if (name == "length" || name == "count") {
-      auto n = Length(v);
-      if (!n.ok()) return n.status();
-      return Value(*n);
-    }
-    if (name == "tojson") {
-      for (const auto& [k, x] : kwargs) {
-        if (k != "indent" && !(k == "ensure_ascii" && x.is_bool() && !x.as_bool()) &&
-            !(k == "sort_keys" && x.is_bool() && !x.as_bool())) {
-          return absl::InvalidArgumentError(absl::StrCat("the argument ", k, " is not supported (only indent)"));
-        }
+  // The filters, one function each (an alias shares its name's), found by
+  // name in Filters(). Each takes the value left of `|` and the arguments.
+  static absl::StatusOr<Value> FilterDefault(const FilterCall& c) {  // default, d
+    const Value fallback = Arg(c.args, c.kwargs, 0, "default_value", Value(""));
+    const bool boolean = Truthy(Arg(c.args, c.kwargs, 1, "boolean", Value(false)));
+    return (c.v.is_undefined() || (boolean && !Truthy(c.v))) ? fallback : c.v;
+  }
+
+  static absl::StatusOr<Value> FilterLength(const FilterCall& c) {  // length, count
+    auto n = Length(c.v);
+    if (!n.ok()) return n.status();
+    return Value(*n);
+  }
+
+  static absl::StatusOr<Value> FilterToJson(const FilterCall& c) {
+    for (const auto& [k, x] : c.kwargs) {
+      if (k != "indent" && !(k == "ensure_ascii" && x.is_bool() && !x.as_bool()) &&
+          !(k == "sort_keys" && x.is_bool() && !x.as_bool())) {
+        return absl::InvalidArgumentError(absl::StrCat("the argument ", k, " is not supported (only indent)"));
       }
-      const Value indent = Arg(args, kwargs, 0, "indent", Value::None());
-      if (!indent.is_none() && !IsIntLike(indent)) return absl::InvalidArgumentError("indent must be an integer");
-      auto j = ToJson(v, indent.is_none() ? -1 : static_cast<int>(std::max<int64_t>(0, AsInt(indent))));
-      if (!j.ok()) return j.status();
-      return Value(*j);
     }
-    if (name == "safe") return v;
-    if (name == "list") {
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      return Value::MakeList(std::move(*items));
+    const Value indent = Arg(c.args, c.kwargs, 0, "indent", Value::None());
+    if (!indent.is_none() && !IsIntLike(indent)) return absl::InvalidArgumentError("indent must be an integer");
+    auto j = ToJson(c.v, indent.is_none() ? -1 : static_cast<int>(std::max<int64_t>(0, AsInt(indent))));
+    if (!j.ok()) return j.status();
+    return Value(*j);
+  }
+
+  static absl::StatusOr<Value> FilterSafe(const FilterCall& c) { return c.v; }
+
+  static absl::StatusOr<Value> FilterList(const FilterCall& c) {
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    return Value::MakeList(std::move(*items));
+  }
+
+  static absl::StatusOr<Value> FilterReverse(const FilterCall& c) {
+    if (c.v.is_string()) {
+      auto cps = Decode(c.v.as_string());
+      std::reverse(cps.begin(), cps.end());
+      return Value(Encode(cps, 0, cps.size()));
     }
-    if (name == "reverse") {
-      if (v.is_string()) {
-        auto cps = Decode(v.as_string());
-        std::reverse(cps.begin(), cps.end());
-        return Value(Encode(cps, 0, cps.size()));
-      }
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      std::reverse(items->begin(), items->end());
-      return Value::MakeList(std::move(*items));
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    std::reverse(items->begin(), items->end());
+    return Value::MakeList(std::move(*items));
+  }
+
+  static absl::StatusOr<Value> FirstOrLast(const FilterCall& c, bool first) {
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    if (items->empty()) {
+      return Value(Undefined{absl::StrCat("no ", first ? "first" : "last", " item of an empty sequence")});
     }
-    if (name == "first" || name == "last") {
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      if (items->empty()) return Value(Undefined{absl::StrCat("no ", name, " item of an empty sequence")});
-      return name == "first" ? items->front() : items->back();
+    return first ? items->front() : items->back();
+  }
+  static absl::StatusOr<Value> FilterFirst(const FilterCall& c) { return FirstOrLast(c, true); }
+  static absl::StatusOr<Value> FilterLast(const FilterCall& c) { return FirstOrLast(c, false); }
+
+  static absl::StatusOr<Value> FilterItems(const FilterCall& c) {
+    if (c.v.is_undefined()) return Value::MakeList({});
+    if (!c.v.is_dict()) return absl::InvalidArgumentError(absl::StrCat("needs a dict, got a ", TypeName(c.v)));
+    return Method(c.v, "items").as_function().call({}, {});
+  }
+
+  static absl::StatusOr<Value> FilterJoin(const FilterCall& c) {
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    const Value sep = Arg(c.args, c.kwargs, 0, "d", Value(""));
+    const Value attribute = Arg(c.args, c.kwargs, 1, "attribute", Value::None());
+    std::string out;
+    for (size_t i = 0; i < items->size(); ++i) {
+      Value x = (*items)[i];
+      if (attribute.is_string()) x = GetItem(x, attribute);
+      auto s = Str(x);
+      if (!s.ok()) return s.status();
+      if (i) out += sep.is_string() ? sep.as_string() : "";
+      out += *s;
     }
-    if (name == "items") {
-      if (v.is_undefined()) return Value::MakeList({});
-      if (!v.is_dict()) return absl::InvalidArgumentError(absl::StrCat("needs a dict, got a ", TypeName(v)));
-      return Method(v, "items").as_function().call({}, {});
-    }
-    if (name == "join") {
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      const Value sep = Arg(args, kwargs, 0, "d", Value(""));
-      const Value attribute = Arg(args, kwargs, 1, "attribute", Value::None());
-      std::string out;
-      for (size_t i = 0; i < items->size(); ++i) {
-        Value x = (*items)[i];
-        if (attribute.is_string()) x = GetItem(x, attribute);
-        auto s = Str(x);
-        if (!s.ok()) return s.status();
-        if (i) out += sep.is_string() ? sep.as_string() : "";
-        out += *s;
-      }
-      return Value(out);
-    }
-    if (name == "map") {
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      const Value attribute = Arg({}, kwargs, 99, "attribute", Value::None());
-      std::vector<Value> out;
-      if (attribute.is_string()) {
-        const Value fallback = Arg({}, kwargs, 99, "default");
-        for (const Value& item : *items) {
-          Value x = item;
-          for (const Value& part : Split(attribute.as_string(), Value("."), -1)) {
-            if (x.is_undefined()) break;
-            x = GetItem(x, part);
-          }
-          out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
-        }
-        return Value::MakeList(std::move(out));
-      }
-      if (args.empty() || !args[0].is_string()) return absl::InvalidArgumentError("needs attribute= or a filter name");
-      const std::string filter = args[0].as_string();
-      if (!KnownFilters().count(filter) || filter == "map") {
-        return absl::InvalidArgumentError(absl::StrCat("the filter '", filter, "' is not supported"));
-      }
-      const std::vector<Value> rest(args.begin() + 1, args.end());
+    return Value(out);
+  }
+
+  static absl::StatusOr<Value> FilterMap(const FilterCall& c) {
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    const Value attribute = Arg({}, c.kwargs, 99, "attribute", Value::None());
+    std::vector<Value> out;
+    if (attribute.is_string()) {
+      const Value fallback = Arg({}, c.kwargs, 99, "default");
       for (const Value& item : *items) {
-        auto x = Filter(filter, item, rest, {});
-        if (!x.ok()) return x.status();
-        out.push_back(*x);
-      }
-      return Value::MakeList(std::move(out));
-    }
-    if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-      return Select(name, v, args);
-    }
-    if (name == "unique") {
-      auto items = Iterate(v);
-      if (!items.ok()) return items.status();
-      std::vector<Value> out;
-      for (const Value& x : *items) {
-        bool seen = false;
-        for (const Value& y : out) seen = seen || Equal(x, y);
-        if (!seen) out.push_back(x);
-      }
-      return Value::MakeList(std::move(out));
-    }
-    if (name == "abs") {
-      if (!v.is_number()) return absl::InvalidArgumentError(absl::StrCat("needs a number, got a ", TypeName(v)));
-      return IsIntLike(v) ? Value(static_cast<int64_t>(std::llabs(AsInt(v)))) : Value(std::fabs(v.as_float()));
-    }
-    if (name == "int" || name == "float") {
-      const Value fallback = Arg(args, kwargs, 0, "default", name == "int" ? Value(0) : Value(0.0));
-      if (name == "int" && IsIntLike(v)) return Value(AsInt(v));
-      if (v.is_number()) return name == "int" ? Value(static_cast<int64_t>(AsDouble(v))) : Value(AsDouble(v));
-      if (v.is_string()) {
-        const std::string s = Strip(v.as_string(), nullptr, true, true);
-        char* end = nullptr;
-        errno = 0;
-        if (name == "int") {
-          const long long i = std::strtoll(s.c_str(), &end, 10);
-          if (!s.empty() && *end == '\0' && errno == 0) return Value(static_cast<int64_t>(i));
-          const double d = std::strtod(s.c_str(), &end);  // Jinja2 tries int(float(s)) too
-          if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value(static_cast<int64_t>(d));
-        } else {
-          const double d = std::strtod(s.c_str(), &end);
-          if (!s.empty() && *end == '\0') return Value(d);
+        Value x = item;
+        for (const Value& part : Split(attribute.as_string(), Value("."), -1)) {
+          if (x.is_undefined()) break;
+          x = GetItem(x, part);
         }
+        out.push_back(x.is_undefined() && !fallback.is_undefined() ? fallback : x);
       }
-      return fallback;
+      return Value::MakeList(std::move(out));
     }
-    // String filters.
-    auto s = Str(v);
+    if (c.args.empty() || !c.args[0].is_string()) {
+      return absl::InvalidArgumentError("needs attribute= or a filter name");
+    }
+    const std::string filter = c.args[0].as_string();
+    if (!KnownFilters().count(filter) || filter == "map") {
+      return absl::InvalidArgumentError(absl::StrCat("the filter '", filter, "' is not supported"));
+    }
+    const std::vector<Value> rest(c.args.begin() + 1, c.args.end());
+    for (const Value& item : *items) {
+      auto x = Filter(filter, item, rest, {});
+      if (!x.ok()) return x.status();
+      out.push_back(*x);
+    }
+    return Value::MakeList(std::move(out));
+  }
+
+  static absl::StatusOr<Value> FilterSelect(const FilterCall& c) { return Select("select", c.v, c.args); }
+  static absl::StatusOr<Value> FilterReject(const FilterCall& c) { return Select("reject", c.v, c.args); }
+  static absl::StatusOr<Value> FilterSelectAttr(const FilterCall& c) { return Select("selectattr", c.v, c.args); }
+  static absl::StatusOr<Value> FilterRejectAttr(const FilterCall& c) { return Select("rejectattr", c.v, c.args); }
+
+  static absl::StatusOr<Value> FilterUnique(const FilterCall& c) {
+    auto items = Iterate(c.v);
+    if (!items.ok()) return items.status();
+    std::vector<Value> out;
+    for (const Value& x : *items) {
+      bool seen = false;
+      for (const Value& y : out) seen = seen || Equal(x, y);
+      if (!seen) out.push_back(x);
+    }
+    return Value::MakeList(std::move(out));
+  }
+
+  static absl::StatusOr<Value> FilterAbs(const FilterCall& c) {
+    if (!c.v.is_number()) return absl::InvalidArgumentError(absl::StrCat("needs a number, got a ", TypeName(c.v)));
+    return IsIntLike(c.v) ? Value(static_cast<int64_t>(std::llabs(AsInt(c.v)))) : Value(std::fabs(c.v.as_float()));
+  }
+
+  static absl::StatusOr<Value> FilterInt(const FilterCall& c) {
+    const Value fallback = Arg(c.args, c.kwargs, 0, "default", Value(0));
+    if (IsIntLike(c.v)) return Value(AsInt(c.v));
+    if (c.v.is_number()) return Value(static_cast<int64_t>(AsDouble(c.v)));
+    if (c.v.is_string()) {
+      const std::string s = Strip(c.v.as_string(), nullptr, true, true);
+      char* end = nullptr;
+      errno = 0;
+      const long long i = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && *end == '\0' && errno == 0) return Value(static_cast<int64_t>(i));
+      const double d = std::strtod(s.c_str(), &end);  // Jinja2 tries int(float(s)) too
+      if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value(static_cast<int64_t>(d));
+    }
+    return fallback;
+  }
+
+  static absl::StatusOr<Value> FilterFloat(const FilterCall& c) {
+    const Value fallback = Arg(c.args, c.kwargs, 0, "default", Value(0.0));
+    if (c.v.is_number()) return Value(AsDouble(c.v));
+    if (c.v.is_string()) {
+      const std::string s = Strip(c.v.as_string(), nullptr, true, true);
+      char* end = nullptr;
+      const double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && *end == '\0') return Value(d);
+    }
+    return fallback;
+  }
+
+  // The string filters work on the value as text (str()).
+  static absl::StatusOr<Value> FilterString(const FilterCall& c) {
+    auto s = Str(c.v);
     if (!s.ok()) return s.status();
-    if (name == "string") return Value(*s);
-    if (name == "trim") {
-      const Value chars = Arg(args, kwargs, 0, "chars", Value::None());
-      if (!chars.is_none() && !chars.is_string()) return absl::InvalidArgumentError("chars must be a string");
-      return Value(Strip(*s, chars.is_string() ? &chars.as_string() : nullptr, true, true));
-    }
-    if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
-      auto c = AsciiCase(*s, name == "lower" ? 0 : name == "upper" ? 1 : name == "capitalize" ? 2 : 3);
-      if (!c.ok()) return c.status();
-      return Value(*c);
-    }
-    if (name == "replace") {
-      const Value from = Arg(args, kwargs, 0, "old"), to = Arg(args, kwargs, 1, "new");
-      const Value n = Arg(args, kwargs, 2, "count", Value::None());
-      if (!from.is_string() || !to.is_string()) return absl::InvalidArgumentError("needs two strings");
-      return Value(Replace(*s, from.as_string(), to.as_string(), n.is_none() ? -1 : AsInt(n)));
-    }
-    return absl::InvalidArgumentError("not implemented");
+    return Value(*s);
+  }
+
+  static absl::StatusOr<Value> FilterTrim(const FilterCall& c) {
+    auto s = Str(c.v);
+    if (!s.ok()) return s.status();
+    const Value chars = Arg(c.args, c.kwargs, 0, "chars", Value::None());
+    if (!chars.is_none() && !chars.is_string()) return absl::InvalidArgumentError("chars must be a string");
+    return Value(Strip(*s, chars.is_string() ? &chars.as_string() : nullptr, true, true));
+  }
+
+  static absl::StatusOr<Value> CaseFilter(const FilterCall& c, int mode) {  // as AsciiCase
+    auto s = Str(c.v);
+    if (!s.ok()) return s.status();
+    auto cased = AsciiCase(*s, mode);
+    if (!cased.ok()) return cased.status();
+    return Value(*cased);
+  }
+  static absl::StatusOr<Value> FilterLower(const FilterCall& c) { return CaseFilter(c, 0); }
+  static absl::StatusOr<Value> FilterUpper(const FilterCall& c) { return CaseFilter(c, 1); }
+  static absl::StatusOr<Value> FilterCapitalize(const FilterCall& c) { return CaseFilter(c, 2); }
+  static absl::StatusOr<Value> FilterTitle(const FilterCall& c) { return CaseFilter(c, 3); }
+
+  static absl::StatusOr<Value> FilterReplace(const FilterCall& c) {
+    auto s = Str(c.v);
+    if (!s.ok()) return s.status();
+    const Value from = Arg(c.args, c.kwargs, 0, "old"), to = Arg(c.args, c.kwargs, 1, "new");
+    const Value n = Arg(c.args, c.kwargs, 2, "count", Value::None());
+    if (!from.is_string() || !to.is_string()) return absl::InvalidArgumentError("needs two strings");
+    return Value(Replace(*s, from.as_string(), to.as_string(), n.is_none() ? -1 : AsInt(n)));
+  }
+
+  // The filter `name` (one KnownFilters() lists: the parser and map refuse
+  // others) applied to `v`.
+  static absl::StatusOr<Value> Filter(const std::string& name, const Value& v, const std::vector<Value>& args,
+                                      const Kwargs& kwargs) {
+    const FilterTable& filters = Filters();
+    const auto it = filters.find(name);
+    if (it == filters.end()) return absl::InvalidArgumentError("not implemented");
+    return it->second(FilterCall{v, args, kwargs});
   }
 
   // Bounds on what one render may do, so a template is an error rather
@@ -1202,9 +1309,52 @@ class Renderer {
   Flow flow_ = Flow::kNormal;
 };
 
+const FilterTable& Renderer::Filters() {
+  static const FilterTable k = {
+      {"abs", &FilterAbs},
+      {"capitalize", &FilterCapitalize},
+      {"count", &FilterLength},
+      {"d", &FilterDefault},
+      {"default", &FilterDefault},
+      {"first", &FilterFirst},
+      {"float", &FilterFloat},
+      {"int", &FilterInt},
+      {"items", &FilterItems},
+      {"join", &FilterJoin},
+      {"last", &FilterLast},
+      {"length", &FilterLength},
+      {"list", &FilterList},
+      {"lower", &FilterLower},
+      {"map", &FilterMap},
+      {"reject", &FilterReject},
+      {"rejectattr", &FilterRejectAttr},
+      {"replace", &FilterReplace},
+      {"reverse", &FilterReverse},
+      {"safe", &FilterSafe},
+      {"select", &FilterSelect},
+      {"selectattr", &FilterSelectAttr},
+      {"string", &FilterString},
+      {"title", &FilterTitle},
+      {"tojson", &FilterToJson},
+      {"trim", &FilterTrim},
+      {"unique", &FilterUnique},
+      {"upper", &FilterUpper},
+  };
+  return k;
+}
+
 }  // namespace
 
 namespace internal {
+
+const std::set<std::string>& KnownFilters() {
+  static const std::set<std::string> k = [] {
+    std::set<std::string> names;
+    for (const auto& [name, fn] : Renderer::Filters()) names.emplace(name);
+    return names;
+  }();
+  return k;
+}
 
 absl::Status RenderTemplate(const Node& root, const std::vector<std::pair<std::string, Value>>& variables,
                             std::string* out) {

@@ -2,8 +2,8 @@
 #include "data/supervised.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -68,37 +68,31 @@ bool IsSupervisedJsonl(const std::string& path) {
 }
 
 absl::StatusOr<int64_t> CountJsonlExamples(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   int64_t n = 0;
-  std::string line;
-  while (std::getline(in, line)) n += !(line.empty() || line == "\r");
+  ZT_RETURN_IF_ERROR(ForEachJsonlLine(path, [&](int64_t, std::string_view) {
+    ++n;
+    return true;
+  }));
   return n;
 }
 
 absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot,
                                                   const absl::StatusOr<ChatTemplate>* chat) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
   SupervisedSet set;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line == "\r") continue;
-    const std::string where = absl::StrCat(path, " line ", n);
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  ZT_RETURN_IF_ERROR(ForEachJsonlValue(path, JsonlValues::kObjects, [&](JsonlLine& line) -> absl::Status {
+    const std::string& where = line.where;
+    const nlohmann::json& j = line.value;
     const bool conversation = j.contains("messages") || (j.contains("prompt") && j["prompt"].is_array());
     const ChatTemplate* tmpl = nullptr;
     if (conversation) {
       if (chat == nullptr || !chat->ok()) {
         // Absent, or present and broken (a parse error is not "none").
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": a conversation is rendered with the tokenizer's chat template, ",
-            chat == nullptr ? std::string("and there is none: no tokenizer_config.json was given")
-                            : absl::StrCat("which could not be used: ", chat->status().message()),
-            "; use a tokenizer folder whose tokenizer_config.json has \"chat_template\", or write "
-            "{\"prompt\": string, \"completion\": string} lines"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": a conversation is rendered with the tokenizer's chat template, ",
+                         chat == nullptr ? std::string("and there is none: no tokenizer_config.json was given")
+                                         : absl::StrCat("which could not be used: ", chat->status().message()),
+                         "; use a tokenizer folder whose tokenizer_config.json has \"chat_template\", or write "
+                         "{\"prompt\": string, \"completion\": string} lines"));
       }
       tmpl = &**chat;
       ++set.chats;
@@ -170,7 +164,8 @@ absl::StatusOr<SupervisedSet> ReadSupervisedJsonl(const HfTokenizer& tokenizer, 
       return absl::InvalidArgumentError(absl::StrCat(where, ": nothing to predict (one token in all)"));
     }
     set.examples.push_back(std::move(e));
-  }
+    return absl::OkStatus();
+  }));
   if (set.examples.empty()) return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds no examples"));
   return set;
 }

@@ -1,12 +1,12 @@
 // Implementation of data/tokenize_corpus.h.
 #include "data/tokenize_corpus.h"
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "data/jsonl.h"
 #include "data/text_corpus.h"
 #include "util/file_io.h"
 #include "util/status.h"
@@ -14,8 +14,8 @@
 namespace zt::data {
 namespace {
 
-absl::Status AddDocument(const HfTokenizer& tokenizer, const std::string& text, int32_t eot,
-                         const std::string& where, TokenizedCorpus* out) {
+absl::Status AddDocument(const HfTokenizer& tokenizer, const std::string& text, int32_t eot, const std::string& where,
+                         TokenizedCorpus* out) {
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(text);
   if (!ids.ok()) return absl::Status(ids.status().code(), absl::StrCat(where, ": ", ids.status().message()));
   if (eot >= 0) out->tokens.push_back(eot);
@@ -26,20 +26,13 @@ absl::Status AddDocument(const HfTokenizer& tokenizer, const std::string& text, 
 }
 
 absl::Status AddJsonl(const HfTokenizer& tokenizer, const std::string& path, int32_t eot, TokenizedCorpus* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line == "\r") continue;
-    const std::string where = absl::StrCat(path, " line ", n);
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON"));
+  return ForEachJsonlValue(path, JsonlValues::kAny, [&](JsonlLine& line) -> absl::Status {
+    const nlohmann::json& j = line.value;
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object with a \"text\" string"));
+      return absl::InvalidArgumentError(absl::StrCat(line.where, ": expected an object with a \"text\" string"));
     }
-    ZT_RETURN_IF_ERROR(AddDocument(tokenizer, j["text"].get<std::string>(), eot, where, out));
-  }
-  return absl::OkStatus();
+    return AddDocument(tokenizer, j["text"].get<std::string>(), eot, line.where, out);
+  });
 }
 
 }  // namespace

@@ -20,10 +20,12 @@
 #include <algorithm>
 #include <array>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace zt {
 namespace {
@@ -165,9 +167,9 @@ class DropOverrideWarnings : public c10::WarningHandler {
 };
 
 struct Registry {
-  std::mutex mu;
-  int users = 0;
-  std::unique_ptr<torch::Library> library;
+  absl::Mutex mu;
+  int users ABSL_GUARDED_BY(mu) = 0;
+  std::unique_ptr<torch::Library> library ABSL_GUARDED_BY(mu);
 };
 
 // Leaked on purpose: a registration still alive at exit must not be torn
@@ -186,14 +188,20 @@ plan::CpuBf16Support DetectCpuBf16Support() {
   __builtin_cpu_init();
   s.avx512_core =
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#if defined(__clang__) && __clang_major__ < 19
+  // Clang before 19 rejects "amx-bf16" here; the build is GCC's, and clang
+  // parses this file only for scripts/thread_safety.sh.
+  s.bf16_instructions = __builtin_cpu_supports("avx512bf16");
+#else
   s.bf16_instructions = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#endif
 #endif
   return s;
 }
 
 Fp32ComputeForBf16::Fp32ComputeForBf16() {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   if (r.users++ > 0) return;
   DropOverrideWarnings quiet(c10::Warning::get_warning_handler());
   c10::Warning::WarningHandlerGuard guard(&quiet);
@@ -214,13 +222,13 @@ Fp32ComputeForBf16::Fp32ComputeForBf16() {
 
 Fp32ComputeForBf16::~Fp32ComputeForBf16() {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   if (--r.users == 0) r.library.reset();
 }
 
 bool Fp32ComputeForBf16::Active() {
   Registry& r = TheRegistry();
-  std::lock_guard<std::mutex> lock(r.mu);
+  absl::MutexLock lock(&r.mu);
   return r.users > 0;
 }
 

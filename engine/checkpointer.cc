@@ -28,6 +28,7 @@
 #include "util/file_io.h"
 #include "util/fnv1a.h"
 #include "util/log.h"
+#include "util/publish_folder.h"
 #include "util/status.h"
 #include "util/strings.h"
 #include "zero/optimizer_state.h"
@@ -176,7 +177,7 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   }
 
   // Every rank's files are in place: only now does `latest` move.
-  const absl::Status done = rank == 0 ? Publish(dir, tag, staging, replacing, layout, ts.save_id) : absl::OkStatus();
+  const absl::Status done = rank == 0 ? Publish(dir, tag, staging, layout, ts.save_id) : absl::OkStatus();
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, done, absl::StrCat("finishing checkpoint '", folder, "'")));
   if (rank == 0) {
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << core_.global_steps << ")";
@@ -399,23 +400,13 @@ void Checkpointer::RemoveStaleSaves(const std::string& dir, const std::string& c
 }
 
 absl::Status Checkpointer::Publish(const std::string& dir, const std::string& tag, const std::string& staging,
-                                   bool replacing, const ckpt::SavedLayout& layout, int64_t save_id) {
+                                   const ckpt::SavedLayout& layout, int64_t save_id) {
   const std::string folder = dir + "/" + tag;
-  if (replacing) {
-    // The old folder steps aside, the new one takes its name, the old one goes.
-    const std::string old = absl::StrFormat("%s.replaced.%x", folder, save_id);
-    std::error_code ec;
-    std::filesystem::rename(folder, old, ec);
-    if (!ec) std::filesystem::rename(staging, folder, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("replacing checkpoint '", folder, "' with '", staging, "': ", ec.message()));
-    }
-    std::filesystem::remove_all(old, ec);
-    if (ec) {
-      ZT_LOG(WARNING) << "could not remove the replaced checkpoint '" << old << "': " << ec.message();
-    }
-  }
+  // A new tag was written in place; an existing one was staged beside it
+  // and is swapped in now (util/publish_folder.h: the old one steps aside
+  // under `<tag>.replaced.<id>`, which RemoveStaleSaves finds if a crash
+  // leaves it).
+  ZT_RETURN_IF_ERROR(PublishFolder(staging, folder, absl::StrFormat("%s.replaced.%x", folder, save_id)));
   RemoveStaleSaves(dir, staging);
   if (core_.config.zero.gather_16bit_weights_on_model_save) {
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<ckpt::ZeroCheckpoint> saved, ckpt::ZeroCheckpoint::Open(dir, tag));
@@ -747,136 +738,140 @@ absl::Status Checkpointer::ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, c
 // ---------------------------------------------------------------------------
 // LoadWeights
 
-absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
-  std::unique_ptr<ckpt::SafetensorsModel> model;
-  Staged staged;
-  // The model's names with their sizes: trainable and frozen parameters
-  // under every name they are registered by (tied aliases included).
-  std::unordered_map<std::string, int64_t> numel_of;
-  for (size_t i = 0; i < core_.params.size(); ++i) numel_of[core_.param_names[i]] = core_.params[i].numel();
-  for (size_t i = 0; i < core_.frozen_params.size(); ++i) {
-    numel_of[core_.frozen_names[i]] = core_.frozen_params[i].numel();
-  }
-  for (const auto& item : core_.module->named_parameters(true)) numel_of.emplace(item.key(), item.value().numel());
-  // ...and their shapes: the same element count in another shape (a
-  // transposed [64, 260] embedding for [260, 64]) is other weights.
-  std::unordered_map<std::string, std::vector<int64_t>> shape_of;
-  for (const auto& item : core_.module->named_parameters(true))
-    shape_of.emplace(item.key(), item.value().sizes().vec());
-  for (const auto& item : core_.module->named_buffers(true)) {
-    if (item.value().defined()) shape_of.emplace(item.key(), item.value().sizes().vec());
-  }
-  // Size-1 dimensions aside: [N] and [1, N] hold the same values in order.
-  auto squeezed = [](const std::vector<int64_t>& shape) {
-    std::vector<int64_t> out;
-    for (int64_t d : shape) {
-      if (d != 1) out.push_back(d);
-    }
-    return out;
-  };
+namespace {
 
-  // Elements [b, e) of tensor `name` (which must hold `numel` elements in
-  // the model's shape, floating point where the model's is) into `dst`,
-  // converted to its dtype.
-  auto read_range = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) -> absl::Status {
-    auto [reader, t] = model->Find(name);
-    if (t == nullptr) return absl::NotFoundError(name);
-    int64_t n = 1;
-    for (int64_t d : t->shape) n *= d;
-    if (n != numel) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ", numel));
-    }
-    if (auto it = shape_of.find(name); it != shape_of.end() && squeezed(it->second) != squeezed(t->shape)) {
-      return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' has shape [",
-                                                     absl::StrJoin(t->shape, ", "), "], the model [",
-                                                     absl::StrJoin(it->second, ", "),
-                                                     "]: the same elements in another layout are other weights "
-                                                     "(a transposed matrix?)"));
-    }
-    if (ckpt::IsFloating(t->dtype) != at::isFloatingType(dst.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", path, "': '", name, "' is ", std::string(ckpt::DTypeName(t->dtype)), " where the model holds ",
-          c10::toString(dst.scalar_type()), ": integers and floating point do not convert into weights"));
-    }
-    const size_t es = ckpt::DTypeSize(t->dtype);
-    at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(t->dtype)));
-    ZT_RETURN_IF_ERROR(
-        reader->ReadBytes(*t, static_cast<uint64_t>(b) * es, static_cast<uint64_t>(e) * es, raw.data_ptr()));
-    dst.copy_(raw);
-    return absl::OkStatus();
-  };
-  // Trainable names the file lacks that keep their values: LoRA adapters
-  // and the caller's new parameters.
-  std::set<std::string> kept;
-  std::set<std::string> trainable(core_.param_names.begin(), core_.param_names.end());
+// Size-1 dimensions aside: [N] and [1, N] hold the same values in order.
+std::vector<int64_t> Squeezed(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> out;
+  for (int64_t d : shape) {
+    if (d != 1) out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+Checkpointer::WeightShapes Checkpointer::ModelWeightShapes() const {
+  WeightShapes w;
+  for (size_t i = 0; i < core_.params.size(); ++i) w.numel_of[core_.param_names[i]] = core_.params[i].numel();
+  for (size_t i = 0; i < core_.frozen_params.size(); ++i) {
+    w.numel_of[core_.frozen_names[i]] = core_.frozen_params[i].numel();
+  }
+  for (const auto& item : core_.module->named_parameters(true)) w.numel_of.emplace(item.key(), item.value().numel());
+  for (const auto& item : core_.module->named_parameters(true))
+    w.shape_of.emplace(item.key(), item.value().sizes().vec());
+  for (const auto& item : core_.module->named_buffers(true)) {
+    if (item.value().defined()) w.shape_of.emplace(item.key(), item.value().sizes().vec());
+  }
+  return w;
+}
+
+absl::Status Checkpointer::ReadWeightRange(const ckpt::SafetensorsModel& model, const std::string& path,
+                                           const WeightShapes& shapes, const std::string& name, int64_t numel,
+                                           int64_t b, int64_t e, at::Tensor dst) {
+  auto [reader, t] = model.Find(name);
+  if (t == nullptr) return absl::NotFoundError(name);
+  int64_t n = 1;
+  for (int64_t d : t->shape) n *= d;
+  if (n != numel) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "': '", name, "' has ", n, " elements, the model ", numel));
+  }
+  if (auto it = shapes.shape_of.find(name); it != shapes.shape_of.end() && Squeezed(it->second) != Squeezed(t->shape)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' has shape [",
+                                                   absl::StrJoin(t->shape, ", "), "], the model [",
+                                                   absl::StrJoin(it->second, ", "),
+                                                   "]: the same elements in another layout are other weights "
+                                                   "(a transposed matrix?)"));
+  }
+  if (ckpt::IsFloating(t->dtype) != at::isFloatingType(dst.scalar_type())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "': '", name, "' is ", std::string(ckpt::DTypeName(t->dtype)), " where the model holds ",
+        c10::toString(dst.scalar_type()), ": integers and floating point do not convert into weights"));
+  }
+  const size_t es = ckpt::DTypeSize(t->dtype);
+  at::Tensor raw = at::empty({e - b}, at::TensorOptions().dtype(FromCkpt(t->dtype)));
+  ZT_RETURN_IF_ERROR(
+      reader->ReadBytes(*t, static_cast<uint64_t>(b) * es, static_cast<uint64_t>(e) * es, raw.data_ptr()));
+  dst.copy_(raw);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::set<std::string>> Checkpointer::WeightsKeptByModel(const ckpt::SafetensorsModel& model,
+                                                                       const std::string& path,
+                                                                       const WeightShapes& shapes,
+                                                                       const std::vector<std::string>& new_parameters) {
+  // Missing names first, all at once, so the error lists every one. A tied
+  // alias may be absent (transformers drops lm_head.weight when tied); LoRA
+  // adapters and the caller's new parameters may be absent too and keep
+  // their values (a base model's weights into a model with fresh adapters).
+  const std::map<std::string, std::string> aliases = TiedAliases(*core_.module);
+  const std::set<std::string> trainable(core_.param_names.begin(), core_.param_names.end());
   const std::set<std::string> may_be_new(new_parameters.begin(), new_parameters.end());
+  std::set<std::string> kept;
+  std::vector<std::string> missing;
+  for (const auto& [name, n] : shapes.numel_of) {
+    if (model.Find(name).second != nullptr || aliases.count(name) > 0) continue;
+    if (trainable.count(name) > 0 && (IsLoraParameterName(name) || may_be_new.count(name) > 0)) {
+      kept.insert(name);
+    } else {
+      missing.push_back(name);
+    }
+  }
+  if (!missing.empty()) {
+    std::sort(missing.begin(), missing.end());
+    return absl::NotFoundError(
+        absl::StrCat("'", path, "' lacks ", missing.size(), " of the model's weights: ", absl::StrJoin(missing, ", ")));
+  }
+  return kept;
+}
+
+absl::Status Checkpointer::StageWeights(const ckpt::SafetensorsModel& model, const std::string& path,
+                                        const WeightShapes& shapes, const std::set<std::string>& kept, Staged* staged) {
+  auto read = [&](const std::string& name, int64_t numel, int64_t b, int64_t e, at::Tensor dst) {
+    return ReadWeightRange(model, path, shapes, name, numel, b, e, std::move(dst));
+  };
+  ZT_RETURN_IF_ERROR(ReadOwned(
+      [&](const std::string& name, int64_t b, int64_t e, float* dst) {
+        if (kept.count(name) > 0) return CurrentMaster(name, b, e, dst);
+        return read(name, shapes.numel_of.at(name), b, e, at::from_blob(dst, {e - b}, at::kFloat));
+      },
+      nullptr,
+      [&](size_t, const at::Tensor& values) {
+        staged->masters.push_back(values);
+        return absl::OkStatus();
+      }));
+  ZT_RETURN_IF_ERROR(ReadFrozen([&](const std::string& name, int64_t b, int64_t e,
+                                    at::Tensor dst) { return read(name, shapes.numel_of.at(name), b, e, dst); },
+                                &staged->frozen));
+  for (const auto& item : core_.module->named_buffers(true)) {
+    if (!item.value().defined() || model.Find(item.key()).second == nullptr) continue;
+    at::Tensor tmp = at::empty_like(item.value());
+    ZT_RETURN_IF_ERROR(read(item.key(), item.value().numel(), 0, item.value().numel(), tmp.view({-1})));
+    staged->buffers.emplace_back(item.value(), tmp);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
+  // The model's names with their sizes and shapes: trainable and frozen
+  // parameters under every name they are registered by (tied aliases
+  // included), and buffers. The same element count in another shape (a
+  // transposed [64, 260] embedding for [260, 64]) is other weights.
+  const WeightShapes shapes = ModelWeightShapes();
+  std::unique_ptr<ckpt::SafetensorsModel> model;
+  std::set<std::string> kept;  // trainable names the file lacks that keep their values
+  Staged staged;
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
         ZT_ASSIGN_OR_RETURN(model, ckpt::SafetensorsModel::Open(path));
-        // Missing names first, all at once, so the error lists every one. A
-        // tied alias may be absent (transformers drops lm_head.weight when tied).
-        const std::map<std::string, std::string> aliases = TiedAliases(*core_.module);
-        // LoRA adapters may be absent too: a base model's weights go into a
-        // model with fresh adapters, which keep their values.
-        std::vector<std::string> missing;
-        for (const auto& [name, n] : numel_of) {
-          if (model->Find(name).second != nullptr || aliases.count(name) > 0) continue;
-          if (trainable.count(name) > 0 && (IsLoraParameterName(name) || may_be_new.count(name) > 0)) {
-            kept.insert(name);
-          } else {
-            missing.push_back(name);
-          }
-        }
-        if (!missing.empty()) {
-          std::sort(missing.begin(), missing.end());
-          return absl::NotFoundError(absl::StrCat("'", path, "' lacks ", missing.size(),
-                                                  " of the model's weights: ", absl::StrJoin(missing, ", ")));
-        }
-        ZT_RETURN_IF_ERROR(ReadOwned(
-            [&](const std::string& name, int64_t b, int64_t e, float* dst) {
-              if (kept.count(name) > 0) return CurrentMaster(name, b, e, dst);
-              return read_range(name, numel_of[name], b, e, at::from_blob(dst, {e - b}, at::kFloat));
-            },
-            nullptr,
-            [&](size_t, const at::Tensor& values) {
-              staged.masters.push_back(values);
-              return absl::OkStatus();
-            }));
-        ZT_RETURN_IF_ERROR(ReadFrozen([&](const std::string& name, int64_t b, int64_t e,
-                                          at::Tensor dst) { return read_range(name, numel_of[name], b, e, dst); },
-                                      &staged.frozen));
-        for (const auto& item : core_.module->named_buffers(true)) {
-          if (!item.value().defined() || model->Find(item.key()).second == nullptr) continue;
-          at::Tensor tmp = at::empty_like(item.value());
-          ZT_RETURN_IF_ERROR(read_range(item.key(), item.value().numel(), 0, item.value().numel(), tmp.view({-1})));
-          staged.buffers.emplace_back(item.value(), tmp);
-        }
-        return absl::OkStatus();
+        ZT_ASSIGN_OR_RETURN(kept, WeightsKeptByModel(*model, path, shapes, new_parameters));
+        return StageWeights(*model, path, shapes, kept, &staged);
       },
       absl::StrCat("loading weights from '", path, "'")));
-
   core_.optimizer->SetMasters(staged.masters);
   CommitFrozenAndBuffers(staged);
-  if (core_.pg->rank() == 0) {
-    LogLoadedWeights(path, *model, numel_of);
-    std::vector<std::string> fresh;
-    int64_t adapters = 0;
-    for (const std::string& name : kept) {
-      if (IsLoraParameterName(name)) {
-        ++adapters;
-      } else {
-        fresh.push_back(name);
-      }
-    }
-    if (adapters > 0) {
-      ZT_LOG(INFO) << adapters << " LoRA adapter tensors are not in '" << path << "' and keep their values";
-    }
-    if (!fresh.empty()) {
-      ZT_LOG(INFO) << "'" << path << "' has no " << absl::StrJoin(fresh, ", ")
-                   << ": a new head, which keeps its initial values (train it before use)";
-    }
-  }
+  if (core_.pg->rank() == 0) LogLoadedWeights(path, *model, shapes.numel_of, kept);
   return absl::OkStatus();
 }
 
@@ -893,7 +888,8 @@ absl::Status Checkpointer::CurrentMaster(const std::string& name, int64_t b, int
 }
 
 void Checkpointer::LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,
-                                    const std::unordered_map<std::string, int64_t>& numel_of) {
+                                    const std::unordered_map<std::string, int64_t>& numel_of,
+                                    const std::set<std::string>& kept) {
   std::set<std::string> known;  // the model's names (aliases and buffers included)
   for (const auto& [name, n] : numel_of) known.insert(name);
   for (const auto& item : core_.module->named_buffers(true)) known.insert(item.key());
@@ -912,6 +908,22 @@ void Checkpointer::LogLoadedWeights(const std::string& path, const ckpt::Safeten
                << (extra.empty() ? std::string()
                                  : absl::StrCat("; ignored ", extra.size(),
                                                 " tensors the model does not have: ", absl::StrJoin(shown, ", ")));
+  std::vector<std::string> fresh;
+  int64_t adapters = 0;
+  for (const std::string& name : kept) {
+    if (IsLoraParameterName(name)) {
+      ++adapters;
+    } else {
+      fresh.push_back(name);
+    }
+  }
+  if (adapters > 0) {
+    ZT_LOG(INFO) << adapters << " LoRA adapter tensors are not in '" << path << "' and keep their values";
+  }
+  if (!fresh.empty()) {
+    ZT_LOG(INFO) << "'" << path << "' has no " << absl::StrJoin(fresh, ", ")
+                 << ": a new head, which keeps its initial values (train it before use)";
+  }
 }
 
 // ---------------------------------------------------------------------------

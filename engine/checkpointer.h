@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -100,16 +101,38 @@ class Checkpointer {
   // Once every rank's files are complete: swap a replaced tag in, export the
   // 16-bit weights if configured, and move `latest` (rank 0 only).
   void RemoveStaleSaves(const std::string& dir, const std::string& current);
-  absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging, bool replacing,
+  absl::Status Publish(const std::string& dir, const std::string& tag, const std::string& staging,
                        const ckpt::SavedLayout& layout, int64_t save_id);
 
   // Elements [b, e) of trainable parameter `name` as the fp32 master holds
   // them now; [b, e) lies in this rank's owned range.
   absl::Status CurrentMaster(const std::string& name, int64_t b, int64_t e, float* dst);
-  // LoadWeights' log line: what was loaded, and the file's tensors the model
-  // does not have (`numel_of`: the model's parameter names).
+  // LoadWeights' steps. The model's weight names (trainable and frozen
+  // parameters under every name they are registered by, buffers) with their
+  // element counts and shapes.
+  struct WeightShapes {
+    std::unordered_map<std::string, int64_t> numel_of;               // parameters
+    std::unordered_map<std::string, std::vector<int64_t>> shape_of;  // parameters and buffers
+  };
+  WeightShapes ModelWeightShapes() const;
+  // Elements [b, e) of the file's tensor `name` into `dst` (its dtype), once
+  // the tensor is checked against the model's: `numel` elements, the same
+  // shape up to size-1 dimensions, floating point where the model's is.
+  static absl::Status ReadWeightRange(const ckpt::SafetensorsModel& model, const std::string& path,
+                                      const WeightShapes& shapes, const std::string& name, int64_t numel, int64_t b,
+                                      int64_t e, at::Tensor dst);
+  // The trainable names the file may lack, which keep their values (LoRA
+  // adapters, `new_parameters`); NotFound listing every other missing name.
+  absl::StatusOr<std::set<std::string>> WeightsKeptByModel(const ckpt::SafetensorsModel& model, const std::string& path,
+                                                           const WeightShapes& shapes,
+                                                           const std::vector<std::string>& new_parameters);
+  // This rank's masters, frozen shards and buffers from the file.
+  absl::Status StageWeights(const ckpt::SafetensorsModel& model, const std::string& path, const WeightShapes& shapes,
+                            const std::set<std::string>& kept, Staged* staged);
+  // The log lines: what was loaded, the file's tensors the model does not
+  // have (`numel_of`: the model's parameter names), what kept its values.
   void LogLoadedWeights(const std::string& path, const ckpt::SafetensorsModel& model,
-                        const std::unordered_map<std::string, int64_t>& numel_of);
+                        const std::unordered_map<std::string, int64_t>& numel_of, const std::set<std::string>& kept);
 
   // Load's steps.
   // `adopt_groups`: the checkpoint's param groups, where the run resumes

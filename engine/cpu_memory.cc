@@ -7,8 +7,11 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
-#include <mutex>
 #include <unordered_map>
+
+#include "absl/base/const_init.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace zt {
 namespace {
@@ -17,7 +20,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) const override ABSL_LOCKS_EXCLUDED(mu_) {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
     c10::DeleterFnPtr inner_deleter = inner.get_deleter();
@@ -27,7 +30,7 @@ class CountingAllocator final : public c10::Allocator {
       return c10::DataPtr(nullptr, inner_ctx, inner_deleter, c10::Device(c10::DeviceType::CPU));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       entries_[data] = Entry{static_cast<int64_t>(n), inner_ctx, inner_deleter};
       current_ += static_cast<int64_t>(n);
       peak_ = std::max(peak_, current_);
@@ -45,10 +48,10 @@ class CountingAllocator final : public c10::Allocator {
 
   static void Delete(void* data) { Instance()->Free(data); }
 
-  void Free(void* data) const {
+  void Free(void* data) const ABSL_LOCKS_EXCLUDED(mu_) {
     Entry e;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = entries_.find(data);
       if (it == entries_.end()) return;  // not ours (cannot happen: only we hand out Delete)
       e = it->second;
@@ -58,12 +61,12 @@ class CountingAllocator final : public c10::Allocator {
     if (e.deleter != nullptr) e.deleter(e.ctx);
   }
 
-  CpuMemoryCounters Counters() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  CpuMemoryCounters Counters() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return {current_, peak_, allocations_};
   }
-  void ResetPeak() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void ResetPeak() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     peak_ = current_;
   }
 
@@ -79,19 +82,20 @@ class CountingAllocator final : public c10::Allocator {
     c10::DeleterFnPtr deleter = nullptr;
   };
   c10::Allocator* base_;
-  mutable std::mutex mu_;
-  mutable std::unordered_map<void*, Entry> entries_;
-  mutable int64_t current_ = 0;
-  mutable int64_t peak_ = 0;
-  mutable int64_t allocations_ = 0;
+  mutable absl::Mutex mu_;
+  mutable std::unordered_map<void*, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  mutable int64_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable int64_t allocations_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-std::mutex g_install_mu;
+// Serializes installing (CountingAllocator::Instance() is read without it).
+ABSL_CONST_INIT absl::Mutex g_install_mu(absl::kConstInit);
 
 }  // namespace
 
 bool InstallCountingCpuAllocator() {
-  std::lock_guard<std::mutex> lock(g_install_mu);
+  absl::MutexLock lock(&g_install_mu);
   CountingAllocator*& instance = CountingAllocator::Instance();
   if (instance != nullptr) return c10::GetCPUAllocator() == instance;
   // Never freed: tensors allocated through it may outlive any scope.

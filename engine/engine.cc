@@ -22,6 +22,7 @@
 #include "offload/io_engine.h"
 #include "plan/layout.h"
 #include "plan/offload_note.h"
+#include "plan/update_schedule.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/heap_retention.h"
@@ -114,21 +115,8 @@ std::string EngineImpl::OffloadSummary() const {
     }
   }
   if (parts.empty()) return "";
-  if (split_update_) {
-    parts.push_back(
-        "the optimizer update is split: each sub-group's optimizer state is updated during backward, once its "
-        "gradients are reduced (its walks all go down, so more sub-groups move per step than said above, behind "
-        "backward), and the step's increment of each swapped parameter shard is added where the next forward "
-        "gathers it, so the shard is read once for both and written back behind the forward");
-  } else if (early_update_) {
-    parts.push_back(
-        "the optimizer update of each sub-group runs during backward, once its gradients are reduced (its walks all "
-        "go down, so more sub-groups move per step than said above, behind backward)");
-  } else if (deferred_update_) {
-    parts.push_back(
-        "the optimizer update of each swapped parameter shard runs where the next forward gathers it, so the shard "
-        "is read once for both and the swap I/O overlaps the forward (its walks all go up, so more optimizer "
-        "sub-groups may move per step than said above)");
+  if (const std::string schedule = plan::DescribeUpdateSchedule(update_->schedule()); !schedule.empty()) {
+    parts.push_back(schedule);
   }
   if (core_.io) {
     const uint64_t fixed = core_.io->bytes_registered();
@@ -155,18 +143,12 @@ std::vector<std::string> EngineImpl::OffloadNotes() const {
                                           static_cast<int64_t>(st.swap_buffer_bytes)));
   }
   // Said only where a step moves state through the disk at all.
-  if (core_.optimizer && core_.optimizer->sub_groups_moved_per_step() > 0 && !early_update_ && !deferred_update_ &&
-      core_.options.update_during_backward) {
-    const char* why = core_.stage != 3
-                          ? "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them"
-                      : core_.config.gradient_clipping > 0.0 ? "gradient_clipping needs the global gradient norm first"
-                      : core_.config.fp16.enabled            ? "fp16 needs every rank's overflow check first"
-                                                  : "with the parameter shards on NVMe too it would read them "
-                                                    "inside backward, competing with backward's gathers";
+  if (core_.optimizer && core_.optimizer->sub_groups_moved_per_step() > 0 &&
+      update_->schedule() == plan::UpdateSchedule::kInStep && core_.tuning.update_during_backward) {
     notes.push_back(absl::StrCat(
         "the optimizer update runs in the step, after backward, so the swap reads and writes it needs are not "
         "hidden behind backward's compute (",
-        why, ")"));
+        plan::InStepReason(update_facts_), ")"));
   }
   notes.erase(std::remove(notes.begin(), notes.end(), std::string()), notes.end());
   return notes;
@@ -211,7 +193,7 @@ std::vector<int> EngineImpl::ChunksOf(const std::vector<at::Tensor>& params) con
 }
 
 void EngineImpl::PinChunks(const std::vector<int>& chunks) {
-  FinishDeferredUpdate();
+  update_->Finish();
   if (core_.coordinator) core_.coordinator->Pin(chunks);
 }
 
@@ -261,24 +243,16 @@ void EngineImpl::Backward(const at::Tensor& loss) {
     }
   }
 
-  ThrowIfBroken();
+  update_->ThrowIfFailed();
   RetainStepHeapOnce();
   // This backward's reduction overwrites the gradients a pending update
   // still reads, and a unit the forward skipped was never updated.
-  FinishDeferredUpdate();
+  update_->Finish();
   const bool boundary = IsAccumulationBoundary();
-  if (core_.optimizer->early_step_open()) {
-    throw Error(absl::FailedPreconditionError(
-        "engine.Backward was called again at the accumulation boundary before engine.Step: with the optimizer "
-        "update running during backward (NVMe optimizer offload at stage 3) every boundary Backward must be "
-        "followed by Step"));
-  }
+  update_->CheckBackwardMayStart();
   core_.reducer->BeginBackward(boundary);
-  if (early_update_ && boundary) {
-    std::fill(reduced_groups_.begin(), reduced_groups_.end(), 0);
-    first_final_group_ = static_cast<int>(reduced_groups_.size());
-    core_.optimizer->BeginEarlyStep(GradMultiplier(), StepHyperNow(), split_update_ ? first_deferred_group_ : -1);
-  }
+  update_->OpenInBackward(
+      boundary, [this] { return GradMultiplier(); }, StepHyperNow());
   const double factor = core_.scaler.scale() / static_cast<double>(core_.config.batch.accumulation_steps);
   auto t1 = t0;
   try {
@@ -293,62 +267,18 @@ void EngineImpl::Backward(const at::Tensor& loss) {
     t1 = Clock::now();
     core_.reducer->FinishBackward();
   } catch (const Error& e) {
-    if (core_.optimizer->early_step_open()) {
-      broken_ = absl::StrCat(
-          "an earlier backward failed while the optimizer update was under way, so the optimizer state is partly "
-          "updated (",
-          e.status().message(), "); resume from the last checkpoint");
-    }
+    update_->OnBackwardFailed(e.status());
     throw;
   }
   if (core_.coordinator) core_.coordinator->EndBackward();
   // Swapped parameter shards the step updates first start coming in now,
   // behind whatever the caller does before Step.
   // (With a split update, those the next forward applies its increments to.)
-  if (boundary && (split_update_ || !core_.optimizer->early_step_open())) {
-    core_.optimizer->PrefetchForStep(deferred_update_);
-  }
+  update_->AfterBackward(boundary);
   const auto t2 = Clock::now();
   timers_.backward += Seconds(t0, t1);
   timers_.reduce += Seconds(t1, t2);
   last_event_ = t2;
-}
-
-void EngineImpl::ThrowIfBroken() const {
-  if (!broken_.empty()) throw Error(absl::FailedPreconditionError(broken_));
-}
-
-void EngineImpl::FinishDeferredUpdate() {
-  // Also when the forward finished the update: a persistent chunk of a unit
-  // it skipped still has to be gathered again (the coordinator knows which;
-  // every rank the same ones).
-  if (!deferred_update_) return;
-  try {
-    core_.coordinator->FinishDeferredUpdate();
-  } catch (const Error& e) {
-    broken_ = absl::StrCat(
-        "the optimizer update applied at the forward's gathers failed, so the optimizer state is "
-        "partly updated (",
-        e.status().message(), "); resume from the last checkpoint");
-    throw;
-  }
-}
-
-absl::Status EngineImpl::FinishDeferredUpdateStatus() {
-  try {
-    ThrowIfBroken();
-    FinishDeferredUpdate();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return absl::OkStatus();
-}
-
-void EngineImpl::OnGroupReduced(int g) {
-  if (!core_.optimizer->early_step_open()) return;
-  reduced_groups_[static_cast<size_t>(g)] = 1;
-  while (first_final_group_ > 0 && reduced_groups_[static_cast<size_t>(first_final_group_) - 1]) --first_final_group_;
-  core_.optimizer->EarlyStepReady(first_final_group_);
 }
 
 ops::StepHyper EngineImpl::StepHyperNow() const {
@@ -366,7 +296,7 @@ ops::StepHyper EngineImpl::StepHyperNow() const {
 }
 
 void EngineImpl::Step() {
-  ThrowIfBroken();
+  update_->ThrowIfFailed();
   const auto t0 = Clock::now();
   if (!IsAccumulationBoundary()) {
     ++core_.micro_steps;
@@ -392,7 +322,7 @@ void EngineImpl::Step() {
     }
   }
   const double lr = this->lr();  // the rate this step applies
-  FinishDeferredUpdate();        // a no-op after Backward, which finished it
+  update_->Finish();             // a no-op after Backward, which finished it
   OptimizerStep();
   ++core_.micro_steps;
   if (monitors_) WriteMonitorEvents(lr);
@@ -442,23 +372,9 @@ void EngineImpl::OptimizerStep() {
           core_.global_steps + 1, old_scale, core_.scaler.scale(), core_.skipped_steps);
     }
   } else {
-    bool deferred = false;
-    if (core_.optimizer->early_step_open()) {
-      // Begun by Backward with this step's multiplier and hyperparameters;
-      // a split update leaves the parameters' half to the next forward.
-      core_.optimizer->FinishEarlyStep();
-      deferred = core_.optimizer->deferred_open();
-    } else if (deferred_update_) {
-      // The swapped groups are updated where the next forward gathers them.
-      const double multiplier = GradMultiplier();
-      core_.optimizer->BeginDeferredStep(multiplier, StepHyperNow(), first_deferred_group_);
-      deferred = core_.optimizer->deferred_open();
-    } else {
-      const double multiplier = GradMultiplier();
-      core_.optimizer->Step(multiplier, StepHyperNow());
-    }
+    const bool deferred = update_->RunStep([this] { return GradMultiplier(); }, StepHyperNow());
     if (core_.stage >= 1 && core_.pg->size() > 1) core_.GatherParams();
-    if (deferred) core_.coordinator->OnDeferredStepBegun();
+    update_->AfterStepGather(deferred);
     // Pending groups keep their gradients until they are updated.
     core_.reducer->ZeroGrads(deferred ? core_.optimizer->updated_groups() : -1);
     ThrowIfError(core_.scaler.Update(false));
@@ -607,12 +523,12 @@ void EngineImpl::MaybeLog() {
 
 absl::Status EngineImpl::SaveCheckpoint(const std::string& dir, const std::string& tag,
                                         const ckpt::Value& client_state) {
-  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
   return Checkpointer(core_).Save(dir, tag, client_state);
 }
 
 absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, const std::string& tag) {
-  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
   // The log's rates start over from the loaded step.
   if (client.ok()) log_window_start_ = last_event_ = Clock::now();
@@ -620,12 +536,12 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 }
 
 absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
-  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
   return Checkpointer(core_).LoadWeights(path, new_parameters);
 }
 
 absl::Status EngineImpl::ExportWeights(const std::string& path) {
-  ZT_RETURN_IF_ERROR(FinishDeferredUpdateStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
   return Checkpointer(core_).ExportWeights(path);
 }
 

@@ -49,7 +49,6 @@
 #include "config/config.h"
 #include "config/param_groups.h"
 #include "engine/bf16_compute.h"
-#include "ops/impl.h"
 #include "zero/coordinator_stats.h"
 
 namespace zt {
@@ -117,8 +116,6 @@ struct EngineOptions {
   // LibTorch's oneDNN uses; rank 0 logs the choice and why at Create. The
   // fp32 kernels are process-wide while the engine lives.
   Bf16Compute bf16_compute = Bf16Compute::kAuto;
-  // Implementation of the optimizer kernels (the reference path is for tests).
-  ops::Impl optimizer_impl = ops::Impl::kFast;
   // Rank 0 logs the config's notes (legacy spellings, resolved "auto"
   // values, keys this build ignores) at Create. Off for a caller that
   // prints them itself (zt train).
@@ -128,50 +125,12 @@ struct EngineOptions {
   // x-axis: global samples), as DeepSpeed's engine does. Off for a caller
   // that writes its own (zt train).
   bool write_monitors = true;
-  // Stage 3 with the optimizer state on NVMe, parameters in memory, no
-  // gradient clipping and no fp16 loss scaling: run the optimizer update of
-  // each sub-group during the accumulation boundary's Backward, as soon as
-  // its gradients are reduced, so that the swap I/O overlaps backward's
-  // compute (Step finishes it; the result is bitwise the same). Parameters
-  // already hold their new values when Backward returns. Off: the update
-  // runs in Step (tests compare the two).
-  bool update_during_backward = true;
-  // Test hook for the update during backward: once a sub-group's gradients
-  // are final, wait for its optimizer state to arrive from NVMe and update
-  // it inside Backward, rather than updating only what has arrived (the
-  // rest waits for Step). Which sub-groups are updated inside Backward then
-  // depends on the schedule alone, not on how fast the disk answered; tests
-  // that count them set it. The values are the same either way.
-  bool update_during_backward_waits = false;
-  // Stage 3 with the parameter shards on NVMe and an fp32 model: Step
-  // updates the groups whose shards are swapped only when the next forward
-  // is about to gather them (the update at gather), so each shard is read
-  // once for both and written back behind the forward, and the optimizer
-  // state's swap I/O overlaps the forward's compute. The values are bitwise
-  // those of the update in Step; anything else that reads the parameters or
-  // the optimizer state (Backward, checkpoints, weights export and loading,
-  // GatheredParameters) finishes the update first. Off: the whole update
-  // runs in Step (tests compare the two).
-  //
-  // Both on, with the optimizer state on NVMe too, AdamW or Lion, fp32
-  // gradients, no clipping and no fp16: the update is split. The boundary
-  // Backward updates the optimizer state of each group as its gradients are
-  // reduced and leaves the step's increment in the gradient shard; the next
-  // forward adds the increments to the shards it gathers. Bitwise the same
-  // again; either option off turns the split off.
-  bool update_at_gather = true;
-  // NVMe offload: the swap I/O engine starts parameter-shard reads (which a
-  // gather is about to wait for) before the optimizer state's transfers and
-  // the write-backs queued earlier, and a transfer someone waits for before
-  // everything queued (offload::IoPriority). Off: every transfer in
-  // submission order (benchmarks compare the two).
-  bool io_priority = true;
-  // NVMe offload through io_uring: the swap buffer pools are registered as
-  // fixed buffers, pinned once rather than on every transfer
-  // (offload::IoEngine::Register). Off: every transfer pins its own pages
-  // (benchmarks compare the two). Where the kernel refuses (RLIMIT_MEMLOCK
-  // without CAP_IPC_LOCK) the engine logs it once and runs unregistered.
-  bool io_fixed_buffers = true;
+  // The optimizer update runs where its NVMe swap I/O overlaps compute
+  // when the run allows it: during the boundary Backward, or where the next
+  // forward gathers the parameters, or split between the two
+  // (plan/update_schedule.h; docs/offload.md). Bitwise the update in Step;
+  // the start-up log says which schedule runs. The switches that turn such
+  // fast paths off for comparisons are internal (engine/engine_tuning.h).
   // Parameter shards on NVMe (stage 3): at the first Backward, keep the heap a step
   // uses mapped between steps (util/heap_retention.h: glibc's trim threshold
   // at twice the heap then, its mmap threshold at 32 MiB), rather than glibc
@@ -283,6 +242,17 @@ class Engine {
 
  protected:
   Engine() = default;
+
+ private:
+  // What GatheredParameters (engine/gathered_parameters.h) asks of the
+  // engine, reachable from it only: the stage-3 chunks holding `params` (all
+  // when empty; none below stage 3), pinned gathered while its scope is
+  // open; unpinning shares the modifier rank's values (broadcast below
+  // stage 3) and refreshes the optimizer's master copy.
+  friend class GatheredParameters;
+  virtual std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const = 0;
+  virtual void PinChunks(const std::vector<int>& chunks) = 0;
+  virtual void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank) = 0;
 };
 
 }  // namespace zt

@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "config/param_groups.h"
 #include "engine/engine.h"
+#include "engine/engine_tuning.h"
 #include "engine/loss_scaler.h"
 #include "engine/lr_scheduler.h"
 #include "offload/io_engine.h"
@@ -38,23 +39,23 @@
 namespace zt {
 
 struct EngineCore {
+  // ---- Fixed at setup (engine/engine_setup.cc), never reassigned after ----
   std::shared_ptr<torch::nn::Module> module;
   Config config;
   std::shared_ptr<comm::ProcessGroup> pg;
   EngineOptions options;
+  EngineTuning tuning;
   int stage = 0;
   // NVMe offload's I/O engine (null without it); outlives every swapper.
   std::unique_ptr<offload::IoEngine> io;
 
   // Trainable parameters: deduplicated, in model order, with their names,
   // flattened into `groups` (stages 0-2: reduction buckets; stage 3: the
-  // trainable chunks of every unit).
+  // trainable chunks of every unit). The lists and the groups' layout are
+  // fixed; the tensors' values and residency change with training.
   std::vector<at::Tensor> params;
   std::vector<std::string> param_names;
   std::vector<zero::FlatGroup> groups;
-  // The optimizer's param groups (EngineOptions::param_groups resolved;
-  // members in the module's order, group_of indexed like `params`).
-  ResolvedParamGroups param_groups;
   // Stage 3 only: frozen parameters and their chunks. At stages 0-2 frozen
   // parameters stay where the module keeps them, whole on every rank.
   std::vector<at::Tensor> frozen_params;
@@ -63,12 +64,17 @@ struct EngineCore {
   // Stage 3: the coordinator and the link the units' hooks reach it through.
   std::unique_ptr<zero::ParamCoordinator> coordinator;
   std::shared_ptr<zero::CoordinatorLink> link;
-
+  // The objects a step runs through (each keeps its own state).
   std::unique_ptr<zero::GradReducer> reducer;
   std::unique_ptr<zero::ShardedOptimizer> optimizer;
   std::unique_ptr<LrScheduler> scheduler;
-  LossScaler scaler = LossScaler::Disabled();
 
+  // ---- Changed by training and by loading a checkpoint ----
+  // The optimizer's param groups (EngineOptions::param_groups resolved;
+  // members in the module's order, group_of indexed like `params`). A
+  // resume may adopt the checkpoint's settings.
+  ResolvedParamGroups param_groups;
+  LossScaler scaler = LossScaler::Disabled();
   // DeepSpeed's counters.
   int64_t micro_steps = 0;
   int64_t global_steps = 0;  // optimizer steps, skipped ones included

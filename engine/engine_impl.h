@@ -12,6 +12,8 @@
 
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/engine_tuning.h"
+#include "engine/update_in_flight.h"
 #include "monitor/monitor.h"
 
 namespace zt {
@@ -25,7 +27,7 @@ class EngineImpl final : public Engine {
   // the world, builds the flat groups of stages 0-2 or the units and chunks
   // of stage 3, then the optimizer, reducer, scheduler and loss scaler.
   absl::Status Init(std::shared_ptr<torch::nn::Module> model, Config config, std::shared_ptr<comm::ProcessGroup> pg,
-                    EngineOptions options);
+                    EngineOptions options, EngineTuning tuning);
 
   // engine/engine.h
   torch::nn::Module& module() override { return *core_.module; }
@@ -56,12 +58,10 @@ class EngineImpl final : public Engine {
   void ResetGatheredPeak() override;
   void ReleaseCachedMemory() override;
 
-  // For GatheredParameters (engine/gathered_parameters.h): the stage-3
-  // chunks holding `params` (all when empty), pinned gathered while a scope
-  // is open; unpinning shares the modifier rank's values.
-  std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const;
-  void PinChunks(const std::vector<int>& chunks);
-  void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank);
+  // For GatheredParameters (engine/engine.h).
+  std::vector<int> ChunksOf(const std::vector<at::Tensor>& params) const override;
+  void PinChunks(const std::vector<int>& chunks) override;
+  void UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank) override;
 
  private:
   // The parts setup fills differently per stage (engine/engine_setup.cc);
@@ -84,29 +84,8 @@ class EngineImpl final : public Engine {
   void OptimizerStep();
   // The learning rate and momenta of the step about to be applied.
   ops::StepHyper StepHyperNow() const;
-  // The update during backward (EngineOptions::update_during_backward):
-  // whether this engine runs it, and the reduced groups of the boundary
-  // backward under way (the optimizer may update groups k..G-1 once all
-  // of them are reduced).
-  bool early_update_ = false;
-  // The update at gather (EngineOptions::update_at_gather): whether this
-  // engine runs it, and the first group whose update may wait for the
-  // forward. FinishDeferredUpdate completes an update still pending
-  // (collective; a no-op otherwise) and marks the engine broken on failure.
-  bool deferred_update_ = false;
-  int first_deferred_group_ = 0;
-  // Both at once, as a split update (ShardedOptimizer::CanSplitUpdate): the
-  // optimizer state's half during backward, the parameters' at gather.
-  bool split_update_ = false;
-  void FinishDeferredUpdate();
-  absl::Status FinishDeferredUpdateStatus();
-  std::vector<char> reduced_groups_;
-  int first_final_group_ = 0;
-  void OnGroupReduced(int g);
-  // Set when a backward failed with the update under way: the optimizer
-  // state is partly updated, and every later Backward or Step says so.
-  std::string broken_;
-  void ThrowIfBroken() const;
+  // Completes an update left for the forward (UpdateInFlight::Finish).
+  absl::Status FinishPendingUpdate() { return update_->FinishStatus(); }
   // EngineOptions::retain_step_heap, once, at the first Backward.
   void RetainStepHeapOnce();
   bool heap_planned_ = false;
@@ -118,6 +97,11 @@ class EngineImpl final : public Engine {
   void MaybeLog();
 
   EngineCore core_;
+  // The optimizer update's schedule and the update under way; made with the
+  // optimizer, destroyed before the core.
+  std::unique_ptr<UpdateInFlight> update_;
+  plan::UpdateScheduleFacts update_facts_;  // what setup chose the schedule from
+  void ChooseUpdateSchedule();
   std::optional<double> last_grad_norm_;
   // bf16 with fp32 arithmetic (EngineOptions::bf16_compute): alive as long
   // as the engine.

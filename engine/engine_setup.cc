@@ -118,9 +118,15 @@ struct EngineImpl::SetupSummary {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn::Module> model, Config config,
                                                        std::shared_ptr<comm::ProcessGroup> group,
                                                        EngineOptions options) {
+  return CreateTunedEngine(std::move(model), std::move(config), std::move(group), std::move(options), EngineTuning());
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateTunedEngine(std::shared_ptr<torch::nn::Module> model, Config config,
+                                                          std::shared_ptr<comm::ProcessGroup> group,
+                                                          EngineOptions options, EngineTuning tuning) {
   auto engine = std::make_unique<EngineImpl>();
   try {
-    ZT_RETURN_IF_ERROR(engine->Init(std::move(model), std::move(config), std::move(group), options));
+    ZT_RETURN_IF_ERROR(engine->Init(std::move(model), std::move(config), std::move(group), options, tuning));
   } catch (const Error& e) {
     return e.status();
   } catch (const c10::Error& e) {
@@ -130,13 +136,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<torch::nn
 }
 
 absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config config,
-                              std::shared_ptr<comm::ProcessGroup> pg, EngineOptions options) {
+                              std::shared_ptr<comm::ProcessGroup> pg, EngineOptions options, EngineTuning tuning) {
   if (model == nullptr) return absl::InvalidArgumentError("Engine::Create: the model is null");
   if (pg == nullptr) return absl::InvalidArgumentError("Engine::Create: the process group is null");
   core_.module = std::move(model);
   core_.config = std::move(config);
   core_.pg = std::move(pg);
   core_.options = options;
+  core_.tuning = tuning;
   core_.stage = core_.config.zero.stage;
 
   absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
@@ -315,10 +322,8 @@ absl::Status EngineImpl::OffloadParamShards() {
   // so the peak is one copy of the shards, not two.
   const OffloadParamConfig& op = core_.config.zero.offload_param;
   zero::ParamOffloadOptions po;
-  po.dir = op.nvme_path;
+  po.param = op;
   po.file_name = absl::StrFormat("zerotorch-%d-rank%d-params.swp", static_cast<int>(::getpid()), core_.pg->rank());
-  po.buffer_count = op.buffer_count;
-  po.buffer_numel = op.buffer_size;
   po.min_swap_bytes = core_.config.aio.block_size;
   zero::ParamSwapPlacement placement;
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, core_.coordinator->OffloadShards(po, core_.io.get(), &placement),
@@ -367,30 +372,17 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   zero::GradReducerOptions ro = ReducerOptions();
   // Stage 2: one bucket reduced while the next fills (DeepSpeed's two IPG
   // buffers), so its peak is the model states plus two buckets.
-  if (core_.stage == 2) ro.max_inflight_groups = 1;
+  if (core_.stage == 2) {
+    ro.max_inflight_groups = 1;
+    ro.wait_before_launch = true;
+  }
   if (zero::ParamCoordinator* coordinator = core_.coordinator.get()) {
     ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
   }
-  // The update during backward needs each group's final gradient as it is
-  // reduced: no global norm to clip by, no fp16 overflow to agree on first.
-  const bool may_update_in_backward = core_.options.update_during_backward && core_.stage == 3 &&
-                                      core_.config.gradient_clipping <= 0.0 && !core_.config.fp16.enabled;
-  early_update_ = may_update_in_backward && core_.optimizer->CanUpdateEarly();
-  // The update at gather: the swapped groups' update waits for the forward
-  // that gathers them (every rank decides alike: the placement is the same).
-  // Where the optimizer can split it, the state's half still runs during
-  // backward and only the parameters' half waits.
-  if (core_.options.update_at_gather && core_.stage == 3 && core_.coordinator && !early_update_ &&
-      core_.optimizer->CanDeferUpdate()) {
-    first_deferred_group_ = core_.coordinator->FirstDeferrableGroup();
-    deferred_update_ = first_deferred_group_ < static_cast<int>(core_.groups.size());
-    if (deferred_update_) core_.coordinator->SetDeferredUpdate(core_.optimizer.get());
-    split_update_ = deferred_update_ && may_update_in_backward && core_.optimizer->CanSplitUpdate();
-    early_update_ = split_update_;
-  }
-  if (early_update_) {
-    reduced_groups_.assign(core_.groups.size(), 0);
-    ro.on_group_reduced = [this](int g) { OnGroupReduced(g); };
+  ChooseUpdateSchedule();
+  if (plan::UpdatesDuringBackward(update_->schedule())) {
+    UpdateInFlight* update = update_.get();
+    ro.on_group_reduced = [update](int g) { update->OnGroupReduced(g); };
   }
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
@@ -470,8 +462,8 @@ absl::Status EngineImpl::InitOffload() {
     io.threads = core_.config.aio.intra_op_parallelism;
     io.single_submit = core_.config.aio.single_submit;
     io.overlap_events = core_.config.aio.overlap_events;
-    io.priorities = core_.options.io_priority;
-    io.fixed_buffers = core_.options.io_fixed_buffers;
+    io.priorities = core_.tuning.io_priority;
+    io.fixed_buffers = core_.tuning.io_fixed_buffers;
     auto created = offload::IoEngine::Create(io);
     if (!created.ok()) return created.status();
     core_.io = std::move(*created);
@@ -519,10 +511,32 @@ absl::Status EngineImpl::ResolveParamGroupsOf() {
   return absl::OkStatus();
 }
 
+void EngineImpl::ChooseUpdateSchedule() {
+  // Every rank decides alike: the config, the model and the swap placement
+  // are the same on all of them.
+  plan::UpdateScheduleFacts& f = update_facts_;
+  const zero::ShardedOptimizer& opt = *core_.optimizer;
+  f.stage = core_.stage;
+  f.gradient_clipping = core_.config.gradient_clipping > 0.0;
+  f.fp16 = core_.config.fp16.enabled;
+  f.state_walks_ahead = opt.state_walks_ahead();
+  f.params_swapped = opt.params_swapped();
+  f.master_is_params = opt.master_is_params();
+  f.optimizer_splits = opt.splits_update();
+  f.fp32_grads = opt.fp32_grads();
+  f.group_count = static_cast<int>(core_.groups.size());
+  f.first_deferrable_group = core_.coordinator ? core_.coordinator->FirstDeferrableGroup() : f.group_count;
+  f.allow_during_backward = core_.tuning.update_during_backward;
+  f.allow_at_gather = core_.tuning.update_at_gather;
+  update_ = std::make_unique<UpdateInFlight>(plan::ChooseUpdateSchedule(f), f.first_deferrable_group, *core_.optimizer,
+                                             core_.coordinator.get());
+  update_->Attach();
+}
+
 absl::Status EngineImpl::MakeOptimizer() {
   zero::ShardedOptimizerOptions so;
-  so.impl = core_.options.optimizer_impl;
-  so.early_step_waits = core_.options.update_during_backward_waits;
+  so.impl = core_.tuning.optimizer_impl;
+  so.early_step_waits = core_.tuning.update_during_backward_waits;
   const OffloadOptimizerConfig& oo = core_.config.zero.offload_optimizer;
   if (oo.device == OffloadDevice::kNvme) {
     offload::OptimizerSwapOptions swap;

@@ -2,20 +2,20 @@
 #include "engine/gathered_parameters.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/engine_impl.h"
+#include "engine/engine.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace zt {
 
 GatheredParameters::GatheredParameters(Engine& engine, std::optional<int> modifier_rank)
-    : engine_(&static_cast<EngineImpl&>(engine)), modifier_rank_(modifier_rank) {
+    : engine_(&engine), modifier_rank_(modifier_rank) {
   Acquire({});
 }
 
 GatheredParameters::GatheredParameters(Engine& engine, const torch::nn::Module& module,
                                        std::optional<int> modifier_rank)
-    : engine_(&static_cast<EngineImpl&>(engine)), modifier_rank_(modifier_rank) {
+    : engine_(&engine), modifier_rank_(modifier_rank) {
   std::vector<at::Tensor> params = module.parameters(/*recurse=*/true);
   if (params.empty()) {
     released_ = true;

@@ -32,7 +32,6 @@
 namespace zt {
 
 class Engine;
-class EngineImpl;
 
 class GatheredParameters {
  public:
@@ -49,7 +48,7 @@ class GatheredParameters {
  private:
   void Acquire(const std::vector<at::Tensor>& params);
 
-  EngineImpl* engine_;  // Create made every Engine an EngineImpl
+  Engine* engine_;
   std::optional<int> modifier_rank_;
   std::vector<int> chunks_;
   bool released_ = false;

@@ -79,20 +79,20 @@ struct EstimateOptions {
   Precision precision = Precision::kFp32;
   Offload offload = Offload::kNone;  // offload_optimizer.device
   // NVMe optimizer offload (offload_optimizer and zero_optimization keys).
-  int64_t sub_group_size = 1000000000;
-  int optimizer_buffer_count = 4;
+  int64_t sub_group_size = ZeroConfig().sub_group_size;
+  int optimizer_buffer_count = OffloadOptimizerConfig().buffer_count;
   bool pipeline_read = false;
   bool pipeline_write = false;
   // Stage-3 parameter offload (offload_param; kCpu changes nothing on a CPU build).
   Offload param_offload = Offload::kNone;
-  int param_buffer_count = 5;
-  int64_t param_buffer_size = 100000000;  // elements
-  int64_t aio_block_size = 1048576;       // smaller parameter shards stay in memory
+  int param_buffer_count = OffloadParamConfig().buffer_count;
+  int64_t param_buffer_size = OffloadParamConfig().buffer_size;  // elements
+  int64_t aio_block_size = AioConfig().block_size;               // smaller parameter shards stay in memory
   // fp32 tensors of optimizer state per owned element (Adam/AdamW 2, Lion 1,
   // Adagrad 1, SGD 1 with momentum else 0).
   int optimizer_states = 2;
-  int64_t reduce_bucket_size = 500000000;  // elements
-  bool overlap_comm = false;               // as the engine resolved it
+  int64_t reduce_bucket_size = ZeroConfig().reduce_bucket_size;  // elements
+  bool overlap_comm = false;                                     // as the engine resolved it
   int64_t param_persistence_threshold = 100000;
   int64_t model_persistence_threshold = std::numeric_limits<int64_t>::max();
   int64_t prefetch_bucket_size = 50000000;  // elements

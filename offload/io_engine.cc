@@ -8,12 +8,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <mutex>  // std::call_once
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "offload/io_engine_internal.h"
 #include "offload/swap_file.h"
 #include "util/log.h"
@@ -105,7 +106,7 @@ IoTicket IoEngineBase::Submit(bool write, const SwapFile& file, uint64_t offset,
   const uint64_t pieces = r->status.ok() ? (bytes + block - 1) / block : 0;
   r->pieces_left = static_cast<int64_t>(pieces);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     requests_.emplace(r->ticket, std::move(request));
   }
   if (pieces == 0) return r->ticket;
@@ -213,7 +214,7 @@ bool IoEngineBase::RunningLocked(IoTicket ticket) {
 void IoEngineBase::Hurry(IoTicket ticket) {
   if (!options_.priorities) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!RunningLocked(ticket)) return;
   }
   // Outside mu_, so that mu_ is never held while a worker's queue lock is
@@ -226,7 +227,7 @@ void IoEngineBase::Hurry(IoTicket ticket) {
 
 absl::Status IoEngineBase::Wait(IoTicket ticket) {
   Hurry(ticket);
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = requests_.find(ticket);
   if (it == requests_.end()) {
     if (ticket == 0 || ticket >= next_ticket_) {
@@ -235,25 +236,25 @@ absl::Status IoEngineBase::Wait(IoTicket ticket) {
     return absl::OkStatus();  // collected earlier; its status was returned then
   }
   IoRequest* r = it->second.get();
-  done_cv_.wait(lock, [r] { return r->pieces_left == 0; });
+  while (r->pieces_left != 0) done_cv_.Wait(&mu_);
   absl::Status status = std::move(r->status);
   requests_.erase(it);
   return status;
 }
 
 bool IoEngineBase::Ready(IoTicket ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = requests_.find(ticket);
   return it == requests_.end() || it->second->pieces_left == 0;
 }
 
 absl::Status IoEngineBase::WaitAll() {
   absl::Status first;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!requests_.empty()) {
     auto it = requests_.begin();
     IoRequest* r = it->second.get();
-    done_cv_.wait(lock, [r] { return r->pieces_left == 0; });
+    while (r->pieces_left != 0) done_cv_.Wait(&mu_);
     if (first.ok() && !r->status.ok()) first = std::move(r->status);
     requests_.erase(it);
   }
@@ -266,11 +267,11 @@ int IoEngineBase::InjectedErrno(const IoPiece& piece) const {
 }
 
 void IoEngineBase::Finish(IoRequest* request, const absl::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!status.ok() && request->status.ok()) request->status = status;
   // Notified under the lock: once pieces_left is 0 the waiter may free the
   // request, so nothing here may touch it afterwards.
-  if (--request->pieces_left == 0) done_cv_.notify_all();
+  if (--request->pieces_left == 0) done_cv_.SignalAll();
 }
 
 void IoEngineBase::FailPiece(IoPiece& piece, const absl::Status& status) {

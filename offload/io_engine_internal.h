@@ -5,17 +5,17 @@
 
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "offload/io_engine.h"
 #include "util/status.h"
 
@@ -75,10 +75,10 @@ class IoEngineBase : public IoEngine {
   IoTicket Read(const SwapFile& file, uint64_t offset, void* buffer, uint64_t bytes, IoPriority priority) override;
   IoTicket Write(const SwapFile& file, uint64_t offset, const void* buffer, uint64_t bytes,
                  IoPriority priority) override;
-  absl::Status Wait(IoTicket ticket) override;
-  void Hurry(IoTicket ticket) override;
-  absl::Status WaitAll() override;
-  bool Ready(IoTicket ticket) override;
+  absl::Status Wait(IoTicket ticket) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Hurry(IoTicket ticket) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WaitAll() override ABSL_LOCKS_EXCLUDED(mu_);
+  bool Ready(IoTicket ticket) override ABSL_LOCKS_EXCLUDED(mu_);
   IoBackend backend() const override { return options_.backend; }
   const IoOptions& options() const override { return options_; }
   uint64_t bytes_read() const override { return bytes_read_.load(std::memory_order_relaxed); }
@@ -92,11 +92,11 @@ class IoEngineBase : public IoEngine {
   // backend's source location. True when the piece is finished (done or
   // failed; its request has been told); false when `piece`, now describing
   // the remainder, must be submitted again.
-  bool Apply(IoPiece& piece, int64_t result, const char* file, int line);
+  bool Apply(IoPiece& piece, int64_t result, const char* file, int line) ABSL_LOCKS_EXCLUDED(mu_);
   // The errno the test hook injects into this piece (0: none).
   int InjectedErrno(const IoPiece& piece) const;
   // Finishes `piece` with `status` without transferring it.
-  void FailPiece(IoPiece& piece, const absl::Status& status);
+  void FailPiece(IoPiece& piece, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
  protected:
   // `options` validated, with block_size rounded and the backend resolved.
@@ -131,18 +131,19 @@ class IoEngineBase : public IoEngine {
   // Logs why Register failed, once per engine.
   void WarnRegisterFailed(const absl::Status& why, uint64_t bytes);
 
-  IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes, IoPriority priority);
-  // Whether `ticket` names a request not yet finished (mu_ held).
-  bool RunningLocked(IoTicket ticket);
-  void Finish(IoRequest* request, const absl::Status& status);
+  IoTicket Submit(bool write, const SwapFile& file, uint64_t offset, char* buffer, uint64_t bytes, IoPriority priority)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `ticket` names a request not yet finished.
+  bool RunningLocked(IoTicket ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(IoRequest* request, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status TransferError(const IoPiece& piece, int err, const char* file, int line) const;
 
   const IoOptions options_;
-  std::mutex mu_;
-  std::condition_variable done_cv_;                          // a request's pieces_left reached 0
-  std::map<IoTicket, std::unique_ptr<IoRequest>> requests_;  // not yet collected; guarded by mu_
-  IoTicket next_ticket_ = 1;                                 // caller's thread only
-  int next_worker_ = 0;                                      // caller's thread only
+  absl::Mutex mu_;
+  absl::CondVar done_cv_;                                                         // a request's pieces_left reached 0
+  std::map<IoTicket, std::unique_ptr<IoRequest>> requests_ ABSL_GUARDED_BY(mu_);  // not yet collected
+  IoTicket next_ticket_ = 1;                                                      // caller's thread only
+  int next_worker_ = 0;                                                           // caller's thread only
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> bytes_written_{0};
   std::atomic<uint64_t> requests_hurried_{0};

@@ -49,7 +49,7 @@ struct ParamSwapOptions {
   std::string file_name = "params.swp";
   std::vector<uint64_t> slot_bytes;     // bytes of each swapped shard
   std::vector<std::string> slot_names;  // for messages ("unit 'h.3' chunk 7")
-  int buffer_count = 5;                 // offload_param.buffer_count
+  int buffer_count = 0;                 // offload_param.buffer_count (at least 1)
   uint64_t buffer_bytes = 0;            // offload_param.buffer_size x element size
 };
 

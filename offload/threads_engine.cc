@@ -7,14 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "offload/io_engine_internal.h"
 #include "offload/piece_queue.h"
 
@@ -39,53 +39,53 @@ class ThreadsWorker {
     }
   }
 
-  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) {
+  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       pending_.Push(std::move(pieces), priority);
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
-  size_t Hurry(IoTicket ticket) {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t Hurry(IoTicket ticket) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return pending_.Hurry(ticket);
   }
 
   // Finishes every queued piece, then joins the threads.
-  void Stop() {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
   }
 
  private:
-  void Run() {
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
     for (;;) {
       IoPiece piece;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return ClaimableLocked() || (stop_ && pending_.empty()); });
+        absl::MutexLock lock(&mu_);
+        while (!(ClaimableLocked() || (stop_ && pending_.empty()))) cv_.Wait(&mu_);
         if (pending_.empty()) return;  // stopping, nothing left
         piece = pending_.Pop();
         if (!overlap_) --open_slots_;
       }
       Transfer(piece);
       if (!overlap_) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (--batch_outstanding_ == 0) cv_.notify_all();  // the next batch may start
+        absl::MutexLock lock(&mu_);
+        if (--batch_outstanding_ == 0) cv_.SignalAll();  // the next batch may start
       }
     }
   }
 
-  // Whether a thread may take the next piece now (mu_ held). Without
-  // overlap_events a batch of up to io_threads_ pieces starts only when the
-  // previous batch has finished entirely, like a submit-and-wait-all.
-  bool ClaimableLocked() {
+  // Whether a thread may take the next piece now. Without overlap_events a
+  // batch of up to io_threads_ pieces starts only when the previous batch
+  // has finished entirely, like a submit-and-wait-all.
+  bool ClaimableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (pending_.empty()) return false;
     if (overlap_ || open_slots_ > 0) return true;
     if (batch_outstanding_ > 0) return false;
@@ -113,12 +113,12 @@ class ThreadsWorker {
   const int io_threads_;
   const bool overlap_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  PieceQueue pending_;         // guarded by mu_
-  bool stop_ = false;          // guarded by mu_
-  int open_slots_ = 0;         // guarded by mu_: pieces the current batch may still start
-  int batch_outstanding_ = 0;  // guarded by mu_: pieces of the current batch not finished
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  PieceQueue pending_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int open_slots_ ABSL_GUARDED_BY(mu_) = 0;         // pieces the current batch may still start
+  int batch_outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // pieces of the current batch not finished
   std::vector<std::thread> threads_;
 };
 

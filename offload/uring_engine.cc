@@ -11,16 +11,16 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "offload/io_engine_internal.h"
 #include "offload/piece_queue.h"
 #include "util/log.h"
@@ -138,14 +138,14 @@ class UringWorker {
     pthread_setname_np(thread_.native_handle(), name.c_str());
   }
 
-  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) {
+  void Enqueue(std::vector<IoPiece> pieces, IoPriority priority) ABSL_LOCKS_EXCLUDED(mu_) {
     bool wake;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       pending_.Push(std::move(pieces), priority);
       wake = waiting_in_kernel_;
     }
-    cv_.notify_one();
+    cv_.Signal();
     if (wake) Wake();
   }
 
@@ -153,19 +153,19 @@ class UringWorker {
 
   // No wake-up: the order matters only when a slot frees, and the worker
   // looks at the queue then anyway.
-  size_t Hurry(IoTicket ticket) {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t Hurry(IoTicket ticket) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return pending_.Hurry(ticket);
   }
 
   // Finishes every queued and in-flight piece, then joins the thread.
-  void Stop() {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     if (!thread_.joinable()) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_one();
+    cv_.Signal();
     thread_.join();
   }
 
@@ -186,13 +186,13 @@ class UringWorker {
   // Overlapped: keep up to queue_depth pieces in flight, refilling as each
   // completes. While pieces are in flight the thread sleeps in the kernel,
   // so new work arriving then wakes it through the eventfd poll.
-  void RunOverlapped() {
+  void RunOverlapped() ABSL_LOCKS_EXCLUDED(mu_) {
     for (;;) {
       {
-        std::unique_lock<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         waiting_in_kernel_ = false;
         if (inflight_ == 0) {
-          cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+          while (!(stop_ || !pending_.empty())) cv_.Wait(&mu_);
           if (pending_.empty()) return;  // stopping, nothing left
         }
         TakeLocked();
@@ -207,11 +207,11 @@ class UringWorker {
 
   // Batches: submit up to queue_depth pieces, wait for all of them (short
   // transfers resubmitted within the batch), then take the next batch.
-  void RunBatches() {
+  void RunBatches() ABSL_LOCKS_EXCLUDED(mu_) {
     for (;;) {
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+        absl::MutexLock lock(&mu_);
+        while (!(stop_ || !pending_.empty())) cv_.Wait(&mu_);
         if (pending_.empty()) return;
         TakeLocked();
       }
@@ -224,9 +224,9 @@ class UringWorker {
     }
   }
 
-  // Moves as many queued pieces as there are free slots into taken_ (mu_
-  // held); StartTaken gives them slots outside the lock.
-  void TakeLocked() {
+  // Moves as many queued pieces as there are free slots into taken_;
+  // StartTaken gives them slots outside the lock.
+  void TakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t room = free_slots_.size();
     while (room-- > 0 && !pending_.empty()) taken_.push_back(pending_.Pop());
   }
@@ -383,11 +383,11 @@ class UringWorker {
   const bool overlap_;
   const int index_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  PieceQueue pending_;              // guarded by mu_
-  bool stop_ = false;               // guarded by mu_
-  bool waiting_in_kernel_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  PieceQueue pending_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool waiting_in_kernel_ ABSL_GUARDED_BY(mu_) = false;
 
   // The worker thread's own.
   std::vector<IoPiece> taken_;  // from pending_, not yet in a slot

@@ -10,13 +10,15 @@
 # Usage: scripts/thread_safety.sh [source files...]
 # Reads ${ZT_BUILD_DIR:-build}/compile_commands.json (configure the build
 # first; it needs no compiled objects). Without arguments it checks every
-# source file listed there that carries an annotation, itself or in its
-# header (foo.cc with foo.h). Each file is parsed (-fsyntax-only) with the
-# build's flags minus what only GCC takes: the precompiled header
-# (-include .../cmake_pch.hxx), -Winvalid-pch, and any other flag clang
-# rejects (probed once per flag). Plain -Werror is dropped too, so a warning
-# clang has and GCC does not is printed but does not fail the check; only
-# -Werror=thread-safety does.
+# source file listed there that carries an annotation, itself, in its
+# header (foo.cc with foo.h) or in a "..._internal.h" header of its own
+# folder that it includes (one that several sources of a folder share and
+# whose locks they take: offload/io_engine.cc with io_engine_internal.h).
+# Each file is parsed (-fsyntax-only) with the build's flags minus what
+# only GCC takes: the precompiled header (-include .../cmake_pch.hxx),
+# -Winvalid-pch, and any other flag clang rejects (probed once per flag).
+# Plain -Werror is dropped too, so a warning clang has and GCC does not is
+# printed but does not fail the check; only -Werror=thread-safety does.
 # $CLANGXX picks the compiler (default clang++). Exit status: 0 clean,
 # 1 a finding (or a file clang cannot parse), 2 nothing to run.
 set -euo pipefail
@@ -40,10 +42,17 @@ db_path, clang, wanted = sys.argv[1], sys.argv[2], sys.argv[3:]
 root = os.getcwd()
 ANNOTATION = re.compile(r"\bABSL_(GUARDED_BY|PT_GUARDED_BY|EXCLUSIVE_LOCKS_REQUIRED|SHARED_LOCKS_REQUIRED|"
                         r"LOCKS_EXCLUDED|ACQUIRED_AFTER|ACQUIRED_BEFORE)\(")
+INTERNAL_INCLUDE = re.compile(r'^\s*#\s*include "([^"]+_internal\.h)"', re.M)
 
 
 def annotated(path):
-    for f in (path, os.path.splitext(path)[0] + ".h"):
+    text = open(path, encoding="utf-8", errors="replace").read() if os.path.isfile(path) else ""
+    # Only a folder's own internal headers: a test including one is not checked for it.
+    internal = [os.path.join(root, h) for h in INTERNAL_INCLUDE.findall(text)]
+    headers = [os.path.splitext(path)[0] + ".h"] + [h for h in internal if os.path.dirname(h) == os.path.dirname(path)]
+    if ANNOTATION.search(text):
+        return True
+    for f in headers:
         if os.path.isfile(f) and ANNOTATION.search(open(f, encoding="utf-8", errors="replace").read()):
             return True
     return False

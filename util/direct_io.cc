@@ -8,9 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "util/status.h"
 
 namespace zt {
@@ -35,9 +36,9 @@ class BouncePool {
   static constexpr size_t kBytes = kDirectReadPiece + 2 * kDirectAlignment;
   static constexpr size_t kKeep = 2 * kDirectReadStreams;
 
-  AlignedBlock Take() {
+  AlignedBlock Take() ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!free_.empty()) {
         AlignedBlock b = std::move(free_.back());
         free_.pop_back();
@@ -46,14 +47,14 @@ class BouncePool {
     }
     return AlignedBlock(kBytes);
   }
-  void Give(AlignedBlock b) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Give(AlignedBlock b) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     if (free_.size() < kKeep) free_.push_back(std::move(b));
   }
 
  private:
-  std::mutex mu_;
-  std::vector<AlignedBlock> free_;
+  absl::Mutex mu_;
+  std::vector<AlignedBlock> free_ ABSL_GUARDED_BY(mu_);
 };
 
 BouncePool& Pool() {

@@ -15,23 +15,23 @@ ReadAhead::ReadAhead(std::vector<Piece> pieces, size_t lead_bytes, size_t slots)
 
 ReadAhead::~ReadAhead() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   reader_.join();
 }
 
 absl::StatusOr<absl::Span<const char>> ReadAhead::Next() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (next_ >= pieces_.size()) {
     return absl::OutOfRangeError(absl::StrCat("read-ahead: all ", pieces_.size(), " pieces were handed out"));
   }
-  cv_.wait(lock, [this] { return read_ > next_ || !error_.ok(); });
+  while (!(read_ > next_ || !error_.ok())) cv_.Wait(&mu_);
   if (read_ <= next_) return error_;
   const size_t i = next_++;  // frees the slot of the piece handed out before
-  lock.unlock();
-  cv_.notify_all();
+  lock.Release();
+  cv_.SignalAll();
   const std::vector<char>& slot = slots_[i % slots_.size()];
   return absl::Span<const char>(slot.data(), pieces_[i].bytes);
 }
@@ -51,8 +51,8 @@ bool ReadAhead::MayRead(size_t i) const {
 void ReadAhead::ReadAll() {
   for (size_t i = 0; i < pieces_.size(); ++i) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || MayRead(i); });
+      absl::MutexLock lock(&mu_);
+      while (!(stop_ || MayRead(i))) cv_.Wait(&mu_);
       if (stop_) return;
     }
     std::vector<char>& slot = slots_[i % slots_.size()];
@@ -60,14 +60,14 @@ void ReadAhead::ReadAll() {
     absl::Status st = pieces_[i].read(slot.data());
     const bool ok = st.ok();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (ok) {
         read_ = i + 1;
       } else {
         error_ = std::move(st);
       }
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     if (!ok) return;
   }
 }

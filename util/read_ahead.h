@@ -16,15 +16,15 @@
 //   then wait for a whole large read at every such boundary.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace zt {
@@ -47,29 +47,29 @@ class ReadAhead {
   // for a lead of two large pieces with small ones between them.
   ReadAhead(std::vector<Piece> pieces, size_t lead_bytes, size_t slots = 4);
   // Stops the reader after the read in progress (if any).
-  ~ReadAhead();
+  ~ReadAhead() ABSL_LOCKS_EXCLUDED(mu_);
   ReadAhead(const ReadAhead&) = delete;
   ReadAhead& operator=(const ReadAhead&) = delete;
 
   // The next piece's bytes, valid until the following call. After the
   // last piece, or once a read failed, returns an error (the read's own
   // status for the piece that failed).
-  absl::StatusOr<absl::Span<const char>> Next();
+  absl::StatusOr<absl::Span<const char>> Next() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  bool MayRead(size_t i) const;  // under mu_
-  void ReadAll();
+  bool MayRead(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReadAll() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::vector<Piece> pieces_;
   const size_t lead_bytes_;
   std::vector<std::vector<char>> slots_;  // piece i reads into slots_[i % slots_.size()]
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t next_ = 0;     // the piece Next hands out next; next_ - 1 is held
-  size_t read_ = 0;     // pieces [0, read_) are read
-  absl::Status error_;  // the reader's error; it stops there
-  bool stop_ = false;   // the destructor asked the reader to stop
-  std::thread reader_;  // declared last: started after the rest, joined first
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;     // the piece Next hands out next; next_ - 1 is held
+  size_t read_ ABSL_GUARDED_BY(mu_) = 0;     // pieces [0, read_) are read
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the reader's error; it stops there
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;   // the destructor asked the reader to stop
+  std::thread reader_;                       // declared last: started after the rest, joined first
 };
 
 }  // namespace zt

@@ -10,8 +10,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
+#include <mutex>  // std::call_once, and at::Generator's own std::mutex
 
+#include "absl/base/const_init.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "util/log.h"
 
 namespace zt {
@@ -28,14 +31,14 @@ struct Settings {
   bool profile = false;
 };
 
-std::mutex g_mu;  // guards the settings, the profile and the arena
-Settings g_settings;
-CheckpointProfile g_profile;
+ABSL_CONST_INIT absl::Mutex g_mu(absl::kConstInit);  // guards the settings and the profile
+Settings g_settings ABSL_GUARDED_BY(g_mu);
+CheckpointProfile g_profile ABSL_GUARDED_BY(g_mu);
 std::atomic<int64_t> g_saved_bytes{0};
 thread_local int t_recompute_depth = 0;
 
-Settings CurrentSettings() {
-  std::lock_guard<std::mutex> lock(g_mu);
+Settings CurrentSettings() ABSL_LOCKS_EXCLUDED(g_mu) {
+  absl::MutexLock lock(&g_mu);
   return g_settings;
 }
 
@@ -58,8 +61,8 @@ class SavedInputArena {
 
   // A copy of `t` in the buffer, or in its own allocation when the buffer is
   // too small this time (it grows for the next round).
-  at::Tensor Copy(const at::Tensor& t) {
-    std::lock_guard<std::mutex> lock(mu_);
+  at::Tensor Copy(const at::Tensor& t) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     const int64_t bytes = (static_cast<int64_t>(t.nbytes()) + kAlign - 1) / kAlign * kAlign;
     ++outstanding_;
     needed_ += bytes;
@@ -75,8 +78,8 @@ class SavedInputArena {
   }
 
   // One saved input was consumed or dropped.
-  void Release(const at::Device& device) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Release(const at::Device& device) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     if (--outstanding_ > 0) return;
     if (!buffer_.defined() || buffer_.numel() < needed_ || buffer_.device() != device) {
       buffer_ = at::Tensor();  // the old one goes before the new one comes
@@ -87,11 +90,11 @@ class SavedInputArena {
   }
 
  private:
-  std::mutex mu_;
-  at::Tensor buffer_;
-  int64_t used_ = 0;
-  int64_t needed_ = 0;
-  int64_t outstanding_ = 0;
+  absl::Mutex mu_;
+  at::Tensor buffer_ ABSL_GUARDED_BY(mu_);
+  int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t needed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 SavedInputArena& Arena() {
@@ -218,7 +221,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     }
     if (!non_diff.empty()) ctx->mark_non_differentiable(non_diff);
     if (st->settings.profile) {
-      std::lock_guard<std::mutex> lock(g_mu);
+      absl::MutexLock lock(&g_mu);
       ++g_profile.calls;
       g_profile.forward_ms += ms;
     }
@@ -270,7 +273,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
       torch::autograd::backward(roots, root_grads);
     }
     if (st->settings.profile) {
-      std::lock_guard<std::mutex> lock(g_mu);
+      absl::MutexLock lock(&g_mu);
       g_profile.recompute_ms += ms;
     }
 
@@ -319,7 +322,7 @@ void ConfigureActivationCheckpointing(const ActivationCheckpointingConfig& confi
                       "pinned host memory; CPU tensors are in host memory already (logged once)";
     });
   }
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   g_settings.cpu_checkpointing = config.cpu_checkpointing;
   g_settings.contiguous = config.contiguous_memory_optimization;
   g_settings.synchronize = config.synchronize_checkpoint_boundary;
@@ -327,7 +330,7 @@ void ConfigureActivationCheckpointing(const ActivationCheckpointingConfig& confi
 }
 
 CheckpointProfile TakeCheckpointProfile() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  absl::MutexLock lock(&g_mu);
   CheckpointProfile p = g_profile;
   g_profile = CheckpointProfile();
   return p;

@@ -46,15 +46,19 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
       pg_(std::move(pg)),
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
-  ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
-  const GradResidency expected = options_.stage == 0   ? GradResidency::kFullFlat
-                                 : options_.stage == 1 ? GradResidency::kFullFlatOwnedSlice
-                                                       : GradResidency::kShardOnly;
+  // How to reduce follows from where the gradients live (the engine chose
+  // that from the stage): every group alike.
+  const GradResidency residency = groups_.empty() ? GradResidency::kFullFlat : groups_[0].grad_residency;
+  switch (residency) {
+    case GradResidency::kFullFlat: reduction_ = Reduction::kAllReduce; break;
+    case GradResidency::kFullFlatOwnedSlice: reduction_ = Reduction::kScatterToSlice; break;
+    case GradResidency::kShardOnly: reduction_ = Reduction::kBucketsToShards; break;
+    case GradResidency::kNone: ZT_CHECK_MSG(false, "GradReducer: the groups hold no gradients"); break;
+  }
   param_state_.resize(params_.size());
   group_state_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    ZT_CHECK_MSG(groups_[g].grad_residency == expected, "group %zu's gradients do not match stage %d", g,
-                 options_.stage);
+    ZT_CHECK_MSG(groups_[g].grad_residency == residency, "group %zu's gradients live elsewhere than group 0's", g);
     const auto& slots = groups_[g].layout.slots;
     for (size_t s = 0; s < slots.size(); ++s) {
       ParamState& p = param_state_[static_cast<size_t>(slots[s].param_index)];
@@ -86,7 +90,7 @@ GradReducer::~GradReducer() {
 void GradReducer::BeginBackward(bool reduce) {
   absl::MutexLock lock(&mu_);
   ZT_CHECK_MSG(phase_ == Phase::kIdle, "BeginBackward called twice without FinishBackward");
-  phase_ = options_.stage >= 2 || reduce ? Phase::kReducing : Phase::kAccumulating;
+  phase_ = buckets() || reduce ? Phase::kReducing : Phase::kAccumulating;
   for (ParamState& p : param_state_) p.ready = false;
   for (size_t g = 0; g < groups_.size(); ++g) {
     GroupState& s = group_state_[g];
@@ -123,16 +127,16 @@ void GradReducer::OnGradReady(int param_index) {
   at::Tensor& param = params_[static_cast<size_t>(param_index)];
   at::Tensor& grad = param.mutable_grad();
   at::NoGradGuard no_grad;
-  if (phase_ == Phase::kReducing && p.ready && (options_.stage >= 2 || options_.overlap_comm)) {
+  if (phase_ == Phase::kReducing && p.ready && (buckets() || options_.overlap_comm)) {
     const std::string name = ParamName(param_index);
     throw Error(absl::FailedPreconditionError(absl::StrFormat(
         "parameter '%s' received a second gradient in one backward: it is used by more than one "
         "activation-checkpointed call. ZeRO stage %d%s reduces a gradient as soon as it arrives; checkpoint "
         "those calls together (one zt::Checkpoint or one unit), or train at stage 0/1 with overlap_comm off",
-        name, options_.stage, options_.overlap_comm && options_.stage < 2 ? " with overlap_comm" : "")));
+        name, options_.stage, options_.overlap_comm && !buckets() ? " with overlap_comm" : "")));
   }
 
-  if (options_.stage >= 2) {
+  if (buckets()) {
     // Outside Engine::Backward there is nowhere to put the gradient; it stays
     // in .grad and the engine reports the misuse at Step.
     if (phase_ == Phase::kIdle || !grad.defined()) return;
@@ -155,13 +159,13 @@ void GradReducer::OnGradReady(int param_index) {
   GroupState& state = group_state_[static_cast<size_t>(g)];
   if (--state.pending == 0) {
     state.complete = true;
-    if (options_.stage >= 2) {
+    if (buckets()) {
       // Reduced as soon as it is complete, so its bucket goes back to the
       // pool (before, stage 2 launched in index order, and without
       // overlap_comm only in FinishBackward: every bucket waited).
       // Stage 2: the bucket reduced before finishes first, so one bucket is
       // in flight while the next fills (DeepSpeed's two IPG buffers).
-      while (options_.stage == 2 && !inflight_.empty() &&
+      while (options_.wait_before_launch && !inflight_.empty() &&
              static_cast<int>(inflight_.size()) >= options_.max_inflight_groups) {
         FinalizeOldestLocked();
       }
@@ -192,7 +196,7 @@ void GradReducer::LaunchLocked(int group_index) {
   at::NoGradGuard no_grad;
   state.launched = true;
 
-  at::Tensor input = options_.stage >= 2 ? EnsureBucketLocked(group_index) : group.grads;
+  at::Tensor input = buckets() ? EnsureBucketLocked(group_index) : group.grads;
   if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
     at::Tensor cast = scratch_.Acquire(input.numel(), input.options().dtype(*options_.comm_dtype),
                                        /*zeroed=*/false);
@@ -209,18 +213,18 @@ void GradReducer::LaunchLocked(int group_index) {
   f.group = group_index;
   f.input = input;
   comm::CollectiveLabel label(absl::StrCat("gradient bucket ", group_index, " of ", groups_.size()));
-  if (options_.stage == 0) {
+  if (reduction_ == Reduction::kAllReduce) {
     f.output = input;
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
   } else {
-    const bool direct = options_.stage >= 2 && !state.shard_has_data &&
-                        input.scalar_type() == group.grad_shard.scalar_type() && group.grad_shard.is_contiguous();
+    const bool direct = buckets() && !state.shard_has_data && input.scalar_type() == group.grad_shard.scalar_type() &&
+                        group.grad_shard.is_contiguous();
     f.output =
         direct ? group.grad_shard : shard_scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
     f.work = pg_->ReduceScatter(input, f.output, comm::ReduceOp::kSum);
   }
   inflight_.push_back(std::move(f));
-  if (options_.stage >= 2 && static_cast<int>(inflight_.size()) > options_.max_inflight_groups) {
+  if (buckets() && static_cast<int>(inflight_.size()) > options_.max_inflight_groups) {
     FinalizeOldestLocked();
   }
 }
@@ -242,26 +246,26 @@ void GradReducer::FinalizeOldestLocked() {
     f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
   }
 
-  if (options_.stage == 0) {
+  if (reduction_ == Reduction::kAllReduce) {
     if (!f.output.is_same(group.grads)) group.grads.copy_(f.output);
   } else {
     const bool direct = f.output.is_same(group.grad_shard);
     if (!direct) {
-      if (options_.stage >= 2 && state.shard_has_data) {
+      if (buckets() && state.shard_has_data) {
         group.grad_shard.add_(f.output);
       } else {
         group.grad_shard.copy_(f.output);
       }
       shard_scratch_.Release(f.output);
     }
-    if (options_.stage >= 2) state.shard_has_data = true;
+    if (buckets()) state.shard_has_data = true;
   }
   // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
   at::Tensor& bucket = state.bucket;
   if (!f.input.is_same(group.grads)) scratch_.Release(f.input);
   if (bucket.defined() && !f.input.is_same(bucket)) scratch_.Release(bucket);
   bucket = at::Tensor();
-  if (options_.stage >= 2 && options_.on_group_reduced) options_.on_group_reduced(f.group);
+  if (buckets() && options_.on_group_reduced) options_.on_group_reduced(f.group);
 }
 
 void GradReducer::FinishBackward() {

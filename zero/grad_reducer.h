@@ -62,12 +62,16 @@
 namespace zt::zero {
 
 struct GradReducerOptions {
-  int stage = 0;
+  int stage = 0;  // for messages only: how to reduce follows from the groups' GradResidency
   bool overlap_comm = false;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<at::ScalarType> comm_dtype;  // nullopt: the gradients' dtype
   int max_inflight_groups = 2;               // stages 2/3: bounds bucket memory
+  // Stage 2: the bucket reduced before finishes before the next one is
+  // launched, so one bucket is in flight while the next fills (DeepSpeed's
+  // two IPG buffers).
+  bool wait_before_launch = false;
   // Stage 3: called (under the reducer's lock, on autograd's thread) when
   // every gradient of a group has been copied into its bucket. It must not
   // call back into the reducer.
@@ -117,6 +121,14 @@ class GradReducer {
   int64_t peak_bucket_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // How the gradients are reduced, fixed at construction from the groups'
+  // GradResidency: all-reduced in their full flat buffers (stage 0),
+  // reduce-scattered from the full buffers into the owned slice (stage 1),
+  // or copied into per-group buckets and reduce-scattered into the shards on
+  // every backward (stages 2 and 3).
+  enum class Reduction { kAllReduce, kScatterToSlice, kBucketsToShards };
+  Reduction reduction_ = Reduction::kAllReduce;
+  bool buckets() const { return reduction_ == Reduction::kBucketsToShards; }
   // Where the reducer is between BeginBackward and FinishBackward.
   enum class Phase {
     kIdle,          // outside BeginBackward/FinishBackward: gradients stay where autograd puts them

@@ -104,8 +104,8 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   if (s.state != State::kReleased) return;
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  ZT_CHECK_MSG(deferred_ == nullptr || !deferred_->deferred_open() ||
-                   group_of_chunk_[static_cast<size_t>(chunk)] < deferred_->updated_groups(),
+  ZT_CHECK_MSG(pending_ == nullptr || !pending_->open() ||
+                   group_of_chunk_[static_cast<size_t>(chunk)] < pending_->updated_groups(),
                "stage 3: a gather of parameters whose deferred update is still pending");
   if (SwappedLocked(chunk)) {
     // The shard lives on NVMe: into a swap buffer for the gather's input,
@@ -260,8 +260,8 @@ int ParamCoordinator::SwappedReleasedLocked(int unit) const {
 }
 
 bool ParamCoordinator::UnitPendingLocked(int unit) const {
-  if (deferred_ == nullptr || !deferred_->deferred_open()) return false;
-  const int updated = deferred_->updated_groups();
+  if (pending_ == nullptr || !pending_->open()) return false;
+  const int updated = pending_->updated_groups();
   for (int c : units_[static_cast<size_t>(unit)].chunks) {
     if (group_of_chunk_[static_cast<size_t>(c)] >= updated) return true;
   }
@@ -302,7 +302,7 @@ void ParamCoordinator::RefreshStaleLocked(const std::vector<int>* chunks) {
   // Every forward of every unit passes here: nothing to do unless an
   // update at gather left persistent chunks behind.
   if (stale_chunks_ == 0) return;
-  const int updated = deferred_ == nullptr ? 0 : deferred_->updated_groups();
+  const int updated = pending_ == nullptr ? 0 : pending_->updated_groups();
   std::vector<std::pair<int, std::unique_ptr<comm::Work>>> works;
   comm::CollectiveLabel label("persistent parameters updated at gather");
   const int n = chunks != nullptr ? static_cast<int>(chunks->size()) : static_cast<int>(chunks_.size());
@@ -328,7 +328,7 @@ void ParamCoordinator::RefreshStaleLocked(const std::vector<int>* chunks) {
   }
 }
 
-void ParamCoordinator::SetDeferredUpdate(ShardedOptimizer* optimizer) { deferred_ = optimizer; }
+void ParamCoordinator::SetPendingUpdate(PendingUpdate* pending) { pending_ = pending; }
 
 int ParamCoordinator::FirstDeferrableGroup() const {
   absl::MutexLock lock(&mu_);
@@ -351,8 +351,8 @@ int ParamCoordinator::FirstDeferrableGroup() const {
 
 void ParamCoordinator::OnDeferredStepBegun() {
   absl::MutexLock lock(&mu_);
-  if (deferred_ == nullptr || !deferred_->deferred_open()) return;
-  const int updated = deferred_->updated_groups();
+  if (pending_ == nullptr || !pending_->open()) return;
+  const int updated = pending_->updated_groups();
   for (size_t c = 0; c < chunks_.size(); ++c) {
     if (chunks_[c].persistent && group_of_chunk_[c] >= updated && !chunk_state_[c].stale_full) {
       chunk_state_[c].stale_full = true;
@@ -361,22 +361,20 @@ void ParamCoordinator::OnDeferredStepBegun() {
   }
 }
 
-void ParamCoordinator::FinishDeferredUpdate() {
-  if (deferred_ == nullptr) return;
-  deferred_->FinishDeferredStep();
+void ParamCoordinator::RefreshStale() {
   absl::MutexLock lock(&mu_);
   RefreshStaleLocked(nullptr);
 }
 
 void ParamCoordinator::PreForward(int unit, bool training) {
-  if (deferred_ != nullptr && deferred_->deferred_open()) {
+  if (pending_ != nullptr && pending_->open()) {
     int target = -1;
     {
       absl::MutexLock lock(&mu_);
       target = DeferredTargetLocked(unit, training);
     }
     // Outside the lock: the optimizer acquires the shards it updates.
-    if (target >= deferred_->updated_groups()) deferred_->UpdateThrough(target);
+    if (target >= pending_->updated_groups()) pending_->UpdateThrough(target);
   }
   absl::MutexLock lock(&mu_);
   RefreshStaleLocked(&units_[static_cast<size_t>(unit)].chunks);
@@ -534,9 +532,9 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     for (ChunkState& s : states) s.swap_slot = -1;
   };
   offload::ParamSwapOptions so;
-  so.dir = options.dir;
+  so.dir = options.param.nvme_path;
   so.file_name = options.file_name;
-  so.buffer_count = options.buffer_count;
+  so.buffer_count = options.param.buffer_count;
   ParamSwapPlacement where;
   int64_t largest = 0;
   int largest_chunk = -1;
@@ -567,15 +565,15 @@ absl::Status ParamCoordinator::OffloadShards(const ParamOffloadOptions& options,
     keep_all_in_memory(chunk_state_);
     return absl::OkStatus();
   }
-  if (largest > options.buffer_numel) {
+  if (largest > options.param.buffer_size) {
     keep_all_in_memory(chunk_state_);
     return absl::InvalidArgumentError(absl::StrFormat(
         "zero_optimization.offload_param.buffer_size is %d elements, but the shard of %s has %d; raise buffer_size "
         "to at least %d (a chunk holds up to reduce_bucket_size elements, or one larger parameter)",
-        options.buffer_numel, ChunkLabel(largest_chunk), largest, largest));
+        options.param.buffer_size, ChunkLabel(largest_chunk), largest, largest));
   }
   const int64_t elem = chunks_[static_cast<size_t>(order.front())].group->param_shard.element_size();
-  so.buffer_bytes = static_cast<uint64_t>(std::min(options.buffer_numel, largest) * elem);
+  so.buffer_bytes = static_cast<uint64_t>(std::min(options.param.buffer_size, largest) * elem);
   auto created = offload::ParamSwapper::Create(so, io);
   if (!created.ok()) {
     keep_all_in_memory(chunk_state_);
@@ -664,7 +662,7 @@ bool ParamCoordinator::PrefetchShard(int chunk) {
   // knows for gathers and updates alike: read ahead by it, so that the
   // optimizer's look-ahead (group after group) never evicts a shard the next
   // gather needs first.
-  if (deferred_ != nullptr && deferred_->deferred_open() && trace_.following()) {
+  if (pending_ != nullptr && pending_->open() && trace_.following()) {
     ReadAheadLocked(trace_.position());
     return false;  // that walk went as far as the pool allows
   }

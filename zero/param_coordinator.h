@@ -61,24 +61,27 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
+#include "config/config.h"
 #include "offload/io_engine.h"
 #include "offload/param_swapper.h"
 #include "plan/prefetch_policy.h"
 #include "plan/unit_trace.h"
 #include "zero/coordinator_stats.h"
 #include "zero/flat_group.h"
-#include "zero/sharded_optimizer.h"
+#include "zero/param_shard_access.h"
+#include "zero/pending_update.h"
 #include "zero/storage.h"
 
 namespace zt::zero {
 
 // zero_optimization.offload_param with device "nvme".
 struct ParamOffloadOptions {
-  std::string dir;  // nvme_path
-  std::string file_name = "params.swp";
-  int buffer_count = 5;
-  int64_t buffer_numel = 100000000;  // buffer_size (elements of the model dtype)
-  int64_t min_swap_bytes = 1048576;  // aio.block_size: smaller shards stay in memory (plan/param_swap.h)
+  // ds_config's offload_param as parsed (its defaults are config/config.h's):
+  // nvme_path, buffer_count, buffer_size (elements of the model dtype).
+  OffloadParamConfig param;
+  std::string file_name;  // the swap file under param.nvme_path
+  // aio.block_size: smaller shards stay in memory (plan/param_swap.h).
+  int64_t min_swap_bytes = AioConfig().block_size;
 };
 
 // Where OffloadShards put the non-persistent chunks' shards.
@@ -162,15 +165,15 @@ class ParamCoordinator {
   // The optimizer's view: trainable group g -> its chunk's shard.
   ParamShardAccess* shard_access() { return &shard_access_; }
 
-  // The update at gather (ShardedOptimizer::BeginDeferredStep): while the
-  // optimizer holds a deferred update, each unit's forward first has it
-  // update the unit's groups, and those of the next unit the prefetch would
-  // gather, so a gather never reads parameters older than the last step;
-  // the prefetch stops at a unit whose groups are still pending. A
-  // persistent chunk updated that way has its full parameters all-gathered
-  // again before its unit runs. `optimizer` outlives the coordinator's use
-  // of it (the engine owns both); set once, before training.
-  void SetDeferredUpdate(ShardedOptimizer* optimizer);
+  // The update at gather (plan/update_schedule.h): while `pending` is open,
+  // each unit's forward first has it update the unit's groups, and those of
+  // the next unit the prefetch would gather, so a gather never reads
+  // parameters older than the last step; the prefetch stops at a unit whose
+  // groups are still pending. A persistent chunk updated that way has its
+  // full parameters all-gathered again before its unit runs. `pending`
+  // outlives the coordinator's use of it (the engine owns both); set once,
+  // before training.
+  void SetPendingUpdate(PendingUpdate* pending);
   // The smallest trainable group whose update may wait for the forward:
   // that of the first swapped chunk, or the group count (nothing may wait)
   // when no chunk is swapped, when the swap pool has a buffer for every
@@ -178,16 +181,16 @@ class ParamCoordinator {
   // when a chunk outside every zt::Unit (the root, which has no forward
   // hook) lies at or after it.
   int FirstDeferrableGroup() const ABSL_LOCKS_EXCLUDED(mu_);
-  // After the optimizer's BeginDeferredStep (and the step's gather of
-  // persistent chunks): marks the persistent chunks whose groups are
-  // pending, to be all-gathered again once updated.
+  // After the step opened an update at gather (and gathered the persistent
+  // chunks): marks the persistent chunks whose groups are pending, to be
+  // all-gathered again once updated.
   void OnDeferredStepBegun() ABSL_LOCKS_EXCLUDED(mu_);
-  // Finishes the deferred update (every group) and all-gathers the
+  // After the pending update finished every group: all-gathers the
   // persistent chunks it updated that no forward has refreshed yet.
   // Collective where such chunks exist: every rank calls it at the same
   // point (the engine does, before anything that reads parameters or the
   // optimizer state other than a forward).
-  void FinishDeferredUpdate() ABSL_LOCKS_EXCLUDED(mu_);
+  void RefreshStale() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -296,7 +299,7 @@ class ParamCoordinator {
 
   // The update at gather (null without it). Called without mu_ held: the
   // optimizer acquires shards through shard_access().
-  ShardedOptimizer* deferred_ = nullptr;
+  PendingUpdate* pending_ = nullptr;
   int stale_chunks_ ABSL_GUARDED_BY(mu_) = 0;  // chunks with ChunkState::stale_full set
 };
 

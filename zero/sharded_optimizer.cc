@@ -147,9 +147,8 @@ bool ShardedOptimizer::LocalHasNonFinite() const {
   return false;
 }
 
-bool ShardedOptimizer::CanSplitUpdate() const {
-  if (!CanDeferUpdate() || !state_->CanWalkAhead() || !opts_[0]->SplitsUpdate()) return false;
-  // The increment takes the gradient's place, so it must be fp32 too.
+bool ShardedOptimizer::fp32_grads() const {
+  // A split update's increment takes the gradient's place, so it must be fp32 too.
   return std::all_of(groups_.begin(), groups_.end(),
                      [](const FlatGroup& g) { return g.OwnedGrads().scalar_type() == at::kFloat; });
 }

@@ -36,29 +36,9 @@
 #include "ops/shard_optimizer.h"
 #include "zero/flat_group.h"
 #include "zero/optimizer_state.h"
+#include "zero/param_shard_access.h"
 
 namespace zt::zero {
-
-// The owned parameters of a group when they may be swapped out (stage-3
-// offload_param to NVMe). Acquire returns group g's owned parameters (model
-// dtype, contiguous) resident until Release; with `read` they hold the
-// current values, otherwise the caller overwrites every element. Release
-// with `dirty` writes them back. Throws zt::Error on I/O failure.
-class ParamShardAccess {
- public:
-  virtual ~ParamShardAccess() = default;
-  virtual at::Tensor Acquire(int g, bool read) = 0;
-  virtual void Release(int g, bool dirty) = 0;
-  // A hint that Acquire(g, /*read=*/true) comes soon: start bringing group
-  // g's parameters in (or keep them, when here) where that takes nothing in
-  // use. Never waits for a read. False when there is no room for it now (or
-  // the source read ahead by an order of its own), so hints for groups
-  // further ahead would be wasted.
-  virtual bool Prefetch(int g) {
-    (void)g;
-    return true;
-  }
-};
 
 struct ShardedOptimizerOptions {
   ops::Impl impl = ops::Impl::kFast;
@@ -69,7 +49,7 @@ struct ShardedOptimizerOptions {
   // Stage-3 parameter offload; nullptr: the groups' OwnedParams().
   ParamShardAccess* params = nullptr;
   // EarlyStepReady waits for the reads of the sub-groups it may update
-  // (EngineOptions::update_during_backward_waits) rather than updating only
+  // (EngineTuning::update_during_backward_waits) rather than updating only
   // what has arrived.
   bool early_step_waits = false;
 };
@@ -129,12 +109,18 @@ class ShardedOptimizer {
   // which only adds the increments to the parameters of the groups from
   // `first_deferred` on as the next forward gathers them (those below are
   // done in FinishEarlyStep). The result equals Step's bit for bit.
-  bool CanUpdateEarly() const { return state_->CanWalkAhead() && options_.params == nullptr; }
-  bool CanSplitUpdate() const;
+  // The facts plan::ChooseUpdateSchedule decides from: the state on NVMe
+  // can be walked ahead, the parameters are swapped (a ParamShardAccess),
+  // the optimizer's state update reads no parameter, every gradient is fp32.
+  bool state_walks_ahead() const { return state_->CanWalkAhead(); }
+  bool params_swapped() const { return options_.params != nullptr; }
+  bool splits_update() const { return opts_[0]->SplitsUpdate(); }
+  bool fp32_grads() const;
   void BeginEarlyStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred = -1);
   void EarlyStepReady(int first_final_group);
   void FinishEarlyStep();
   bool early_step_open() const { return early_.open; }
+  int group_count() const { return static_cast<int>(groups_.size()); }
   // Elements updated so far, how many of them while backward ran
   // (EarlyStepReady), and how many ahead of a forward's gather
   // (UpdateThrough).
@@ -156,7 +142,6 @@ class ShardedOptimizer {
   // must stay as they are until it is updated (g < updated_groups()).
   // Errors throw zt::Error as Step does; the update then stays failed and
   // every later call throws it again (the state is partly updated).
-  bool CanDeferUpdate() const { return options_.params != nullptr && master_is_params_; }
   void BeginDeferredStep(double grad_multiplier, const ops::StepHyper& hyper, int first_deferred);
   void UpdateThrough(int g) { AdvanceDeferred(g, /*at_gather=*/true); }
   void FinishDeferredStep() { AdvanceDeferred(static_cast<int>(groups_.size()) - 1, /*at_gather=*/false); }
@@ -207,6 +192,11 @@ class ShardedOptimizer {
   offload::OptimizerSwapper::Stats swap_stats() const { return state_->swap_stats(); }
 
  private:
+  // What each kind of update needs (checked when it opens; the engine's
+  // schedule only opens what these allow).
+  bool CanUpdateEarly() const { return state_walks_ahead() && !params_swapped(); }
+  bool CanDeferUpdate() const { return params_swapped() && master_is_params_; }
+  bool CanSplitUpdate() const { return CanDeferUpdate() && state_walks_ahead() && splits_update() && fp32_grads(); }
   ShardedOptimizer(std::vector<FlatGroup>& groups, ShardedOptimizerOptions options)
       : groups_(groups), options_(std::move(options)) {}
   at::Tensor AcquireParams(int g, bool read);

@@ -341,6 +341,48 @@ TEST(JinjaTest, FiltersAndMethods) {
             "b|x\n|['a', 'b']|True|True|1|5|['k']");
 }
 
+// The filters and methods the tests above do not reach, and the messages of
+// their refusals (each filter and method is its own function, found by name).
+TEST(JinjaTest, EveryFilterAndMethodKeepsItsMessages) {
+  EXPECT_EQ(R("{{ [3, 1, 2, 1] | unique }}|{{ -7 | abs }}|{{ ' 3.5 ' | int }}|{{ 'x' | int(5) }}|{{ '1e3' | float }}"
+              "|{{ [] | first }}|{{ [] | count }}|{{ {} | d('q', boolean=true) }}|{{ 'aXb' | replace('', '-', 2) }}"
+              "|{{ {'k': 1, 'b': [1, 2]} | items }}|{{ [1, 2, 3, 4] | reject('odd') | list }}|{{ 'ab' | safe }}"),
+            "[3, 1, 2]|7|3|5|1000.0||0|q|-a-Xb|[['k', 1], ['b', [1, 2]]]|[2, 4]|ab");
+  EXPECT_EQ(R("{{ 'a,b,,c'.split(',', 1) }}|{{ 'aXbXc'.split(sep='X', maxsplit=1) }}|{{ ' ab c-d(e '.title() }}"
+              "|{{ 'Ab'.lower() }}{{ 'ab'.upper() }}{{ 'aB'.capitalize() }}|{{ '-'.join(['a', 'b']) }}"
+              "|{{ 'xax'.rstrip('x') }}|{{ 'a-a'.replace('a', 'b', 1) }}|{{ {'k': 1, 'b': [1, 2]}.values() }}"
+              "|{{ {'k': 1}.items() }}|{{ {'k': 1}.get(1) }}"),
+            "['a', 'b,,c']|['a', 'bXc']| Ab C-D(E |abABAb|a-b|xa|b-a|[1, [1, 2]]|[['k', 1]]|None");
+  const auto ms = jinja::Value::MakeList(
+      {jinja::Value::MakeDict({{"role", "user"}, {"n", 1}}), jinja::Value::MakeDict({{"role", "bot"}, {"n", 2}})});
+  for (const auto& [src, want] : std::vector<std::pair<std::string, std::string>>{
+           {"{{ 'x' | abs }}", "column 10: filter abs: needs a number, got a str"},
+           {"{{ 3 | items }}", "column 8: filter items: needs a dict, got a int"},
+           {"{{ 3 | map }}", "column 8: filter map: a int is not iterable"},
+           {"{{ ms | map('nope') }}", "column 9: filter map: the filter 'nope' is not supported"},
+           {"{{ ms | map('map') }}", "column 9: filter map: the filter 'map' is not supported"},
+           {"{{ ms | map(3) }}", "column 9: filter map: needs attribute= or a filter name"},
+           {"{{ ms | select('nope') }}", "column 9: filter select: the test 'nope' is not supported"},
+           {"{{ ms | selectattr(1) }}", "column 9: filter selectattr: needs an attribute name"},
+           {"{{ ms | rejectattr('n', 'divisibleby') }}", "column 9: filter rejectattr: needs an argument"},
+           {"{{ [1] | select('divisibleby', 0) }}", "column 10: filter select: needs a non-zero integer"},
+           {"{{ 3 | tojson(foo=1) }}", "column 8: filter tojson: the argument foo is not supported (only indent)"},
+           {"{{ 3 | tojson(indent='x') }}", "column 8: filter tojson: indent must be an integer"},
+           {"{{ 'a' | replace(1, 2) }}", "column 10: filter replace: needs two strings"},
+           {"{{ 'a' | trim(3) }}", "column 10: filter trim: chars must be a string"},
+           {"{{ 'a'.split('') }}", "column 13: split: empty separator"},
+           {"{{ 'a'.split(1) }}", "column 13: split: sep must be a string"},
+           {"{{ 'a'.strip(1) }}", "column 13: strip: chars must be a string"},
+           {"{{ 'a'.endswith([1]) }}", "column 16: startswith/endswith: needs a string or tuple of strings"},
+           {"{{ 'a'.replace(1, 'x') }}", "column 15: replace: needs two strings"},
+           {"{{ 'a'.join([1]) }}", "column 12: str.join: every item must be a string"},
+           {"{{ 'a'.nope() }}", "column 12: 'str object' has no attribute 'nope', so it cannot be called"},
+           {"{{ 'a'['upper'] }}", "column 1: the function str.upper cannot be rendered as text"},
+       }) {
+    EXPECT_EQ(R(src, {{"ms", ms}}), "RENDER ERROR: template line 1, " + want) << src;
+  }
+}
+
 TEST(JinjaTest, TestsAndUndefined) {
   EXPECT_EQ(R("{{ x is defined }}{{ x is undefined }}{{ none is none }}{{ 'a' is string }}{{ 1 is number }}"
               "{{ {} is mapping }}{{ [] is iterable }}{{ 'a' is sequence }}{{ true is true }}{{ 1 is not false }}"

@@ -3,7 +3,8 @@
 // encoded as TRL builds them (prompt with special tokens, completion
 // without, end-of-text), the loss starting at the completion; "text" lines;
 // named errors for "messages", missing fields and bad JSON; windows that
-// pad and cut with exactly the completion's targets.
+// pad and cut with exactly the completion's targets; the JSONL loop under
+// the readers (data/jsonl.h).
 #include "data/supervised.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "data/jsonl.h"
 #include "data/tokenize_corpus.h"
 #include "tests/testing/scratch_dir.h"
 
@@ -204,6 +207,54 @@ TEST(Supervised, ConversationsRenderAsApplyChatTemplate) {
   auto missing = ReadSupervisedJsonl(**tok, path, DefaultEndOfText(**tok), &none);
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "no chat template")) << missing.status();
+}
+
+// The one JSONL loop under the supervised, classify and tokenize readers
+// (data/jsonl.h): lines numbered over empty ones, the two texts for a line
+// that is not JSON, the bounded reader's refusals named with the line, and
+// the first error (the reader's or the caller's) ending the walk.
+TEST(Jsonl, LinesAreNumberedParsedAndRefusedByName) {
+  zt::testing::ScratchDir dir("zt_jsonl");
+  const std::string path = dir.File("a.jsonl");
+  zt::testing::WriteFileBytes(path, "{\"z\": 1, \"a\": [2]}\r\n\n\r\n[3]\n");
+  std::vector<std::string> seen;
+  absl::Status st = ForEachJsonlValue(path, JsonlValues::kAny, [&](JsonlLine& line) {
+    seen.push_back(absl::StrCat(line.number, " ", line.where, " ", line.value.dump()));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  // Keys sorted, as nlohmann::json keeps them.
+  EXPECT_EQ(seen, (std::vector<std::string>{absl::StrCat("1 ", path, " line 1 {\"a\":[2],\"z\":1}"),
+                                            absl::StrCat("4 ", path, " line 4 [3]")}));
+  st = ForEachJsonlValue(path, JsonlValues::kObjects, [](JsonlLine&) { return absl::OkStatus(); });
+  EXPECT_EQ(st, absl::InvalidArgumentError(path + " line 4: not a JSON object"));
+  int calls = 0;
+  st = ForEachJsonlValue(path, JsonlValues::kAny, [&](JsonlLine& line) {
+    ++calls;
+    return absl::InvalidArgumentError(line.where + ": mine");
+  });
+  EXPECT_EQ(st, absl::InvalidArgumentError(path + " line 1: mine"));
+  EXPECT_EQ(calls, 1);
+
+  zt::testing::WriteFileBytes(path, "{\"a\": 1}\n{oops\n");
+  st = ForEachJsonlValue(path, JsonlValues::kAny, [](JsonlLine&) { return absl::OkStatus(); });
+  EXPECT_EQ(st, absl::InvalidArgumentError(path + " line 2: not valid JSON"));
+  st = ForEachJsonlValue(path, JsonlValues::kObjects, [](JsonlLine&) { return absl::OkStatus(); });
+  EXPECT_EQ(st, absl::InvalidArgumentError(path + " line 2: not a JSON object"));
+
+  // A key twice: the kind is still told from the first line, and the read
+  // names the line rather than keeping the last value.
+  zt::testing::WriteFileBytes(path, "{\"prompt\": \"a\", \"prompt\": \"b\", \"completion\": \"c\"}\n");
+  EXPECT_TRUE(IsSupervisedJsonl(path));
+  st = ForEachJsonlValue(path, JsonlValues::kObjects, [](JsonlLine&) { return absl::OkStatus(); });
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(st.message(), path + " line 1: key \"prompt\" appears twice")) << st;
+
+  EXPECT_EQ(
+      ForEachJsonlValue(dir.File("missing.jsonl"), JsonlValues::kAny, [](JsonlLine&) { return absl::OkStatus(); }),
+      absl::NotFoundError("cannot read '" + dir.File("missing.jsonl") + "'"));
+  EXPECT_EQ(CountJsonlExamples(dir.File("missing.jsonl")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(FirstJsonlObject(dir.File("missing.jsonl")).is_discarded());
 }
 
 }  // namespace

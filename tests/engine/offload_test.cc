@@ -37,6 +37,7 @@
 #include "comm/init.h"
 #include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "engine/engine_tuning.h"
 #include "engine/gathered_parameters.h"
 #include "engine/weight_decay_groups.h"
 #include "offload/io_engine.h"
@@ -278,9 +279,8 @@ absl::Status Checkpoints(Engine& engine, const Plan& plan, int64_t after_step) {
 // gather, a training forward, an evaluation forward and GatheredParameters
 // each meet a pending update).
 absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg,
-                                const Plan& plan = {}, const EngineOptions& engine_options_in = {},
-                                bool hf_groups = false) {
-  EngineOptions engine_options = engine_options_in;
+                                const Plan& plan = {}, const EngineTuning& tuning = {}, bool hf_groups = false) {
+  EngineOptions engine_options;
   const int rank = pg->rank();
   RunResult r;
   if (config.zero.stage < 3) {
@@ -288,7 +288,8 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
     torch::manual_seed(7 + static_cast<uint64_t>(rank));
     Mlp model;
     if (hf_groups) engine_options.param_groups = WeightDecayGroups(*model, 0.1);
-    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                        CreateTunedEngine(model.ptr(), config, pg, engine_options, tuning));
     if (!plan.load.empty()) ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(plan.load).status());
     ZT_RETURN_IF_ERROR(Checkpoints(*engine, plan, plan.from - 1));
     for (int64_t s = plan.from; s < kSteps; ++s) {
@@ -318,7 +319,8 @@ absl::StatusOr<RunResult> Train(const Config& config, const std::shared_ptr<comm
     return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
   };
   if (hf_groups) engine_options.param_groups = WeightDecayGroups(*model.module, 0.1);
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model.module, config, pg, engine_options));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                      CreateTunedEngine(model.module, config, pg, engine_options, tuning));
   if (hf_groups && engine->param_groups().size() != 2) {
     return absl::InternalError("expected two optimizer param groups (decay, no_decay)");
   }
@@ -394,11 +396,11 @@ absl::Status CheckAccounting(const std::string& where, const Mode& mode, const C
   }
   // Stage 3 with the parameter shards on NVMe and fp32 parameters: the
   // swapped groups are updated where the next forward gathers them
-  // (EngineOptions::update_at_gather).
+  // (EngineTuning::update_at_gather).
   const bool at_gather = config.zero.stage == 3 && nvme_params && !config.bf16.enabled && !config.fp16.enabled &&
                          mode.name != "nvme_params_pool_holds_all";
   // Stage 3 with the optimizer state on NVMe, no clipping and no fp16
-  // updates during backward (EngineOptions::update_during_backward); with
+  // updates during backward (EngineTuning::update_during_backward); with
   // the parameter shards on NVMe too, only where the update is split (the
   // state's half in backward, the parameters' at gather): AdamW and Lion.
   const OptimizerType type = config.optimizer.type;
@@ -484,7 +486,7 @@ ZT_RANK_WORKER(offload_parity) {
       // runs inside Backward (checked below) does not depend on how fast
       // the disk answered: on a loaded machine a one-rank backward can end
       // before any read completes (then the step does all of it).
-      EngineOptions waits;
+      EngineTuning waits;
       waits.update_during_backward_waits = true;
       RunResult off;
       try {
@@ -504,7 +506,7 @@ ZT_RANK_WORKER(offload_parity) {
       ZT_RETURN_IF_ERROR(CheckAccounting(where, m, config, off));
       if (off.offload.optimizer_elements_in_backward > 0 || off.offload.optimizer_elements_at_gather > 0) {
         // The same run with the update in the step: bit for bit the same.
-        EngineOptions in_step;
+        EngineTuning in_step;
         in_step.update_during_backward = false;
         in_step.update_at_gather = false;
         RunResult late;
@@ -586,7 +588,7 @@ ZT_RANK_WORKER(offload_checkpoint) {
       Plan pa;
       pa.save = a;
       pa.save_after = 2;
-      EngineOptions waits;  // the split update's first half inside Backward however slow the disk
+      EngineTuning waits;  // the split update's first half inside Backward however slow the disk
       waits.update_during_backward_waits = true;
       ZT_ASSIGN_OR_RETURN(RunResult ra, Train(offloaded, pg, pa, waits));
       Plan pb;
