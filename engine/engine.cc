@@ -523,12 +523,12 @@ void EngineImpl::MaybeLog() {
 
 absl::Status EngineImpl::SaveCheckpoint(const std::string& dir, const std::string& tag,
                                         const ckpt::Value& client_state) {
-  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
+  ZT_RETURN_IF_ERROR(update_->FinishStatus());
   return Checkpointer(core_).Save(dir, tag, client_state);
 }
 
 absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, const std::string& tag) {
-  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
+  ZT_RETURN_IF_ERROR(update_->FinishStatus());
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
   // The log's rates start over from the loaded step.
   if (client.ok()) log_window_start_ = last_event_ = Clock::now();
@@ -536,12 +536,12 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 }
 
 absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
-  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
+  ZT_RETURN_IF_ERROR(update_->FinishStatus());
   return Checkpointer(core_).LoadWeights(path, new_parameters);
 }
 
 absl::Status EngineImpl::ExportWeights(const std::string& path) {
-  ZT_RETURN_IF_ERROR(FinishPendingUpdate());
+  ZT_RETURN_IF_ERROR(update_->FinishStatus());
   return Checkpointer(core_).ExportWeights(path);
 }
 

@@ -84,8 +84,6 @@ class EngineImpl final : public Engine {
   void OptimizerStep();
   // The learning rate and momenta of the step about to be applied.
   ops::StepHyper StepHyperNow() const;
-  // Completes an update left for the forward (UpdateInFlight::Finish).
-  absl::Status FinishPendingUpdate() { return update_->FinishStatus(); }
   // EngineOptions::retain_step_heap, once, at the first Backward.
   void RetainStepHeapOnce();
   bool heap_planned_ = false;
@@ -101,7 +99,9 @@ class EngineImpl final : public Engine {
   // optimizer, destroyed before the core.
   std::unique_ptr<UpdateInFlight> update_;
   plan::UpdateScheduleFacts update_facts_;  // what setup chose the schedule from
-  void ChooseUpdateSchedule();
+  // Gathers the facts, chooses the schedule (plan::ChooseUpdateSchedule)
+  // and makes update_ (after the optimizer and the coordinator exist).
+  void MakeUpdateInFlight();
   std::optional<double> last_grad_norm_;
   // bf16 with fp32 arithmetic (EngineOptions::bf16_compute): alive as long
   // as the engine.

@@ -355,16 +355,17 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   // Gradients: full flat buffers at stages 0/1 (stage 1 steps on its slice),
   // only this rank's shard at stages 2/3 (zero::GradResidency).
   const at::ScalarType grad_dtype = ToScalarType(core_.config.grad_accum_dtype).value_or(dtype);
+  const zero::GradResidency residency = zero::GradResidencyForStage(core_.stage);
   for (zero::FlatGroup& g : core_.groups) {
-    if (core_.stage <= 1) {
-      zero::AttachFlatGrads(g, core_.params);
-      if (core_.stage == 1) {
-        g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
-        g.grad_residency = zero::GradResidency::kFullFlatOwnedSlice;
-      }
-    } else {
+    if (residency == zero::GradResidency::kShardOnly) {
       g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
-      g.grad_residency = zero::GradResidency::kShardOnly;
+      g.grad_residency = residency;
+      continue;
+    }
+    zero::AttachFlatGrads(g, core_.params);
+    if (residency == zero::GradResidency::kFullFlatOwnedSlice) {
+      g.grad_shard = g.grads.narrow(0, g.owned_begin(), g.owned_end() - g.owned_begin());
+      g.grad_residency = residency;
     }
   }
   ZT_RETURN_IF_ERROR(MakeOptimizer());
@@ -379,7 +380,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   if (zero::ParamCoordinator* coordinator = core_.coordinator.get()) {
     ro.on_group_complete = [coordinator](int g) { coordinator->OnGroupGradsComplete(g); };
   }
-  ChooseUpdateSchedule();
+  MakeUpdateInFlight();
   if (plan::UpdatesDuringBackward(update_->schedule())) {
     UpdateInFlight* update = update_.get();
     ro.on_group_reduced = [update](int g) { update->OnGroupReduced(g); };
@@ -511,7 +512,7 @@ absl::Status EngineImpl::ResolveParamGroupsOf() {
   return absl::OkStatus();
 }
 
-void EngineImpl::ChooseUpdateSchedule() {
+void EngineImpl::MakeUpdateInFlight() {
   // Every rank decides alike: the config, the model and the swap placement
   // are the same on all of them.
   plan::UpdateScheduleFacts& f = update_facts_;

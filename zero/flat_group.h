@@ -57,6 +57,15 @@ enum class GradResidency {
   kShardOnly,
 };
 
+// The residency of the trainable groups' gradients at ZeRO stage 0-3: the
+// one place that maps a stage to it (the engine's setup attaches them so;
+// GradReducer checks them against it and then asks the residency only).
+inline GradResidency GradResidencyForStage(int stage) {
+  return stage == 0   ? GradResidency::kFullFlat
+         : stage == 1 ? GradResidency::kFullFlatOwnedSlice
+                      : GradResidency::kShardOnly;
+}
+
 struct FlatGroup {
   plan::GroupLayout layout;
   int partition = 0;  // which shard this rank owns (0 with ParamResidency::kFull)

@@ -46,9 +46,11 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
       pg_(std::move(pg)),
       options_(options),
       hook_state_(std::make_shared<HookState>()) {
-  // How to reduce follows from where the gradients live (the engine chose
-  // that from the stage): every group alike.
-  const GradResidency residency = groups_.empty() ? GradResidency::kFullFlat : groups_[0].grad_residency;
+  // How to reduce follows from where the gradients live, which must be
+  // where the stage puts them (a mismatch would reduce the wrong buffers
+  // without an error): every group alike.
+  ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
+  const GradResidency residency = GradResidencyForStage(options_.stage);
   switch (residency) {
     case GradResidency::kFullFlat: reduction_ = Reduction::kAllReduce; break;
     case GradResidency::kFullFlatOwnedSlice: reduction_ = Reduction::kScatterToSlice; break;
@@ -58,7 +60,8 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
   param_state_.resize(params_.size());
   group_state_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    ZT_CHECK_MSG(groups_[g].grad_residency == residency, "group %zu's gradients live elsewhere than group 0's", g);
+    ZT_CHECK_MSG(groups_[g].grad_residency == residency, "group %zu's gradients do not live where stage %d keeps them",
+                 g, options_.stage);
     const auto& slots = groups_[g].layout.slots;
     for (size_t s = 0; s < slots.size(); ++s) {
       ParamState& p = param_state_[static_cast<size_t>(slots[s].param_index)];

@@ -62,7 +62,9 @@
 namespace zt::zero {
 
 struct GradReducerOptions {
-  int stage = 0;  // for messages only: how to reduce follows from the groups' GradResidency
+  // GradResidencyForStage(stage) decides how to reduce; every group must
+  // have that residency (checked at construction).
+  int stage = 0;
   bool overlap_comm = false;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
