@@ -15,13 +15,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
 #include "ckpt/checkpoint_convert.h"
 #include "ckpt/export.h"
-#include "ckpt/llama2c.h"
+#include "ckpt/format/llama2c.h"
+#include "ckpt/lora_record.h"
 #include "ckpt/reshard.h"
 #include "ckpt/zero_checkpoint.h"
-#include "lora/lora_record.h"
+#include "cli/flags.h"
 #include "util/clock.h"
 #include "util/file_io.h"
 #include "util/strings.h"
@@ -258,7 +258,7 @@ int RunConvert(const std::vector<std::string>& args) {
     return 2;
   }
   if (flags.GetString("to") == "hf") {
-    // A llama2.c model file (ckpt/llama2c.h) to a Hugging Face folder.
+    // A llama2.c model file (ckpt/format/llama2c.h) to a Hugging Face folder.
     const std::string& src = flags.positional()[0];
     auto m = ckpt::OpenLlama2c(src);
     if (!m.ok()) {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
+#include "cli/flags.h"
 #include "config/config.h"
 #include "util/strings.h"
 

@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
+#include "cli/flags.h"
 #include "config/config.h"
+#include "config/lora_options.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
-#include "lora/lora_options.h"
 #include "plan/offload_note.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -98,8 +98,9 @@ absl::StatusOr<estimate::ModelShape> ShapeFromFlags(const Flags& f) {
   if (f.WasSet("lora-r")) return BadFlag("--lora-r needs --model (the adapters' sizes come from its layers)");
   int64_t p = 0;
   if (!ParseCount(f.GetString("params"), &p)) {
-    return BadFlag(absl::StrCat("--params needs a whole parameter count >= 1 such as 7000000000, 7e9, 7.5B or 350M; got '",
-                                f.GetString("params"), "'"));
+    return BadFlag(
+        absl::StrCat("--params needs a whole parameter count >= 1 such as 7000000000, 7e9, 7.5B or 350M; got '",
+                     f.GetString("params"), "'"));
   }
   return estimate::CountOnlyShape(p);
 }

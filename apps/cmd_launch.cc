@@ -1,4 +1,4 @@
-// `zt launch`: starts this node's ranks of a distributed job (comm/launcher.h)
+// `zt launch`: starts this node's ranks of a distributed job (launch/launcher.h)
 // with torchrun's environment variables. Flags are checked here, before any
 // process starts; the launcher library does the process work.
 #include <cmath>
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
-#include "comm/launcher.h"
+#include "cli/flags.h"
+#include "launch/launcher.h"
 
 namespace zt::cli {
 namespace {

@@ -1,5 +1,5 @@
 // `zt tokenize`: text -> a token file for `zt train --data`, with a model's
-// own Hugging Face tokenizer (data/hf_tokenizer.h). Writes llm.c's format
+// own Hugging Face tokenizer (tokenizer/hf_tokenizer.h). Writes llm.c's format
 // (header + uint16, or uint32 for vocabularies above 65536 ids), each
 // document preceded by the end-of-text token. Exit codes: 0 success, 2 bad
 // input, 1 I/O failure.
@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
-#include "data/hf_tokenizer.h"
+#include "cli/flags.h"
 #include "data/token_file.h"
 #include "data/tokenize_corpus.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "util/strings.h"
 
 namespace zt::cli {

@@ -1,5 +1,5 @@
 // `zt train` in zt-torch: trains a built-in model with the engine. Outside a
-// launcher it checks the job (unless the front `zt` has: apps/train_job.h)
+// launcher it checks the job (unless the front `zt` has: cli/train_job.h)
 // and then starts --nproc ranks of itself; under `zt launch`, torchrun-style
 // variables, mpirun or srun it is one rank of the job. The loop itself is
 // train/trainer.h.
@@ -14,13 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
-#include "apps/flags.h"
-#include "apps/programs.h"
-#include "apps/train_job.h"
-#include "comm/fork_spawner.h"
-#include "comm/launcher.h"
-#include "comm/rank_env.h"
-#include "train/run_lock.h"
+#include "cli/flags.h"
+#include "cli/programs.h"
+#include "cli/train_job.h"
+#include "launch/fork_spawner.h"
+#include "launch/launcher.h"
+#include "launch/rank_env.h"
+#include "train/job/run_lock.h"
 #include "train/trainer.h"
 
 namespace zt::cli {

@@ -2,13 +2,13 @@
 // Each takes the arguments after its name and returns the process exit code:
 // 0 success, 2 bad input (message on stderr), other codes as documented.
 // `zt` (zt.cc) runs config, ckpt, estimate, tokenize and launch; `zt-torch`
-// (zt_torch.cc) runs train and launch (apps/programs.h says why).
+// (zt_torch.cc) runs train and launch (cli/programs.h says why).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "comm/launcher.h"
+#include "launch/launcher.h"
 
 namespace zt::cli {
 
@@ -21,7 +21,7 @@ int RunEstimateCommand(const std::vector<std::string>& args);
 int RunTokenizeCommand(const std::vector<std::string>& args);
 
 // Starts ranks whose command is this binary's `zt train ...` by fork, from
-// this process that has loaded LibTorch already (comm/fork_spawner.h says
+// this process that has loaded LibTorch already (launch/fork_spawner.h says
 // when it execs instead); other commands are left to exec. The rank runs
 // RunTrainCommand on its arguments, as an exec'd one would. For
 // `zt train --nproc` and `zt launch -- zt train`, in zt-torch: `zt train`

@@ -1,16 +1,16 @@
 // `zt`: the zerotorch command. Dispatches to one subcommand per file; the
 // commands that need LibTorch run in zt-torch, which this program execs
-// (apps/programs.h), after `zt train` has checked its job here
-// (apps/train_job.h). This program itself links no LibTorch.
+// (cli/programs.h), after `zt train` has checked its job here
+// (cli/train_job.h). This program itself links no LibTorch.
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "apps/commands.h"
-#include "apps/programs.h"
-#include "apps/train_job.h"
-#include "ckpt/deepspeed_writer.h"
+#include "ckpt/deepspeed/writer.h"
+#include "cli/programs.h"
+#include "cli/train_job.h"
 #include "util/limits.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // `zt-torch`: the commands of `zt` that need LibTorch (train, and launch of
 // `zt train`, whose ranks it forks with LibTorch loaded). `zt`
-// execs it with its own argv, so argv[1] is the command (apps/programs.h).
+// execs it with its own argv, so argv[1] is the command (cli/programs.h).
 #include <cstdio>
 #include <cstring>
 #include <string>

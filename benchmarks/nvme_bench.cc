@@ -39,8 +39,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "apps/flags.h"
 #include "benchmarks/median.h"
+#include "cli/flags.h"
 #include "offload/aligned_buffer.h"
 #include "offload/io_engine.h"
 #include "offload/swap_file.h"

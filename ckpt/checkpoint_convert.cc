@@ -11,7 +11,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "ckpt/deepspeed_writer.h"
+#include "ckpt/deepspeed/writer.h"
 #include "ckpt/reshard.h"
 #include "util/file_io.h"
 #include "util/publish_folder.h"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ckpt/dtype.h"
-#include "ckpt/value.h"
+#include "ckpt/format/dtype.h"
+#include "ckpt/format/value.h"
 
 namespace zt::ckpt {
 

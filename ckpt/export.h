@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "ckpt/dtype.h"
+#include "ckpt/format/dtype.h"
 #include "ckpt/zero_checkpoint.h"
 
 namespace zt::ckpt {

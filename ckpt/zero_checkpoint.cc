@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "ckpt/value_fields.h"
+#include "ckpt/format/value_fields.h"
 #include "util/file_io.h"
 #include "util/status.h"
 
@@ -470,7 +470,8 @@ absl::Status ZeroCheckpoint::ReadGroupRange(const std::vector<std::unique_ptr<Pt
     // elements read as the zeros they were trained as.
     const int64_t have = std::min(hi, rb + t.numel());
     if (have < hi) {
-      std::memset(out + (std::max(lo, have) - begin) * elem_size, 0, static_cast<size_t>(hi - std::max(lo, have)) * elem_size);
+      std::memset(out + (std::max(lo, have) - begin) * elem_size, 0,
+                  static_cast<size_t>(hi - std::max(lo, have)) * elem_size);
       if (lo >= have) continue;
     }
     const int64_t hi_here = have;

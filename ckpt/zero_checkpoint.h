@@ -20,7 +20,7 @@
 // it finds which saved ranks hold the range and reads only those bytes.
 // It reads DeepSpeed's own checkpoints (stages 1-3; tested with DeepSpeed 0.14.5's fp32 and bf16 files) too:
 // Open recognizes them (no zt_layout) and maps their partitions into the same
-// SavedLayout (ckpt/deepspeed_checkpoint.cc).
+// SavedLayout (ckpt/deepspeed/reader.cc).
 #pragma once
 
 #include <cstdint>
@@ -33,9 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ckpt/checkpoint_layout.h"
-#include "ckpt/pt_file.h"
-#include "ckpt/record_verifier.h"
-#include "ckpt/value.h"
+#include "ckpt/format/pt_file.h"
+#include "ckpt/format/record_verifier.h"
+#include "ckpt/format/value.h"
 
 namespace zt::ckpt {
 

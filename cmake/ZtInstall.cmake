@@ -48,14 +48,14 @@ target_link_libraries(zerotorch INTERFACE zt_engine zt_models zt_lora zt_lora_re
 target_include_directories(zerotorch INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                                $<INSTALL_INTERFACE:${ZT_INSTALL_INCLUDEDIR}>)
 add_library(zerotorch::zerotorch ALIAS zerotorch)
-set(ZT_INSTALLED_TARGETS zerotorch zt_engine zt_models zt_model_catalog zt_lora zt_lora_options zt_lora_record zt_zero zt_comm zt_launcher zt_ops zt_offload zt_ckpt zt_plan
-                         zt_config zt_lr_scheduler zt_monitor zt_data zt_util zt_gloo_dep)
+set(ZT_INSTALLED_TARGETS zerotorch zt_engine zt_models zt_model_catalog zt_lora zt_lora_options zt_lora_record zt_zero zt_comm zt_launcher zt_ops zt_offload zt_ckpt zt_ckpt_format zt_plan
+                         zt_config zt_lr_scheduler zt_monitor zt_data zt_tokenizer zt_template zt_util zt_gloo_dep)
 install(TARGETS ${ZT_INSTALLED_TARGETS} EXPORT zerotorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 install(EXPORT zerotorchTargets NAMESPACE zerotorch:: DESTINATION ${ZT_INSTALL_CMAKEDIR} COMPONENT dev)
 install(TARGETS zt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT dev)
-install(TARGETS zt-torch RUNTIME DESTINATION ${ZT_TORCH_PROGRAM_DIR} COMPONENT dev)  # apps/programs.h
+install(TARGETS zt-torch RUNTIME DESTINATION ${ZT_TORCH_PROGRAM_DIR} COMPONENT dev)  # cli/programs.h
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/zerotorchConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/zerotorchConfig.cmake INSTALL_DESTINATION ${ZT_INSTALL_CMAKEDIR})

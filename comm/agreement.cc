@@ -153,10 +153,12 @@ absl::Status AgreeOnDescription(ProcessGroup& pg, const Description& mine, const
   const size_t total = diffs.size();
   constexpr size_t kShown = 5;
   if (diffs.size() > kShown) diffs.resize(kShown);
-  std::string listed = diffs.empty() ? std::string("(no item differs by name; the digests do)") : absl::StrJoin(diffs, "; ");
+  std::string listed =
+      diffs.empty() ? std::string("(no item differs by name; the digests do)") : absl::StrJoin(diffs, "; ");
   if (total > kShown) absl::StrAppend(&listed, "; and ", total - kShown, " more");
   return absl::FailedPreconditionError(absl::StrCat("rank ", pg.rank(), " differs from rank 0 in its ", what, ": ",
-                                                    listed, ". Every rank must be started with the same model and settings"));
+                                                    listed,
+                                                    ". Every rank must be started with the same model and settings"));
 }
 
 }  // namespace zt::comm

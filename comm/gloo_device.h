@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 
 namespace gloo::transport {
 class Device;

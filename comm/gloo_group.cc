@@ -6,16 +6,15 @@
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +26,7 @@
 #include "comm/heartbeat.h"
 #include "comm/work.h"
 #include "util/log.h"
+#include "util/std_mutex.h"
 
 namespace zt::comm {
 namespace {
@@ -81,26 +81,29 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     return absl::OkStatus();
   }
 
-  void StartWorkers() {
+  void StartWorkers() ABSL_LOCKS_EXCLUDED(mu_) {
     const int n = std::max(1, options_.worker_threads);
-    live_workers_ = n;
+    {
+      StdMutexLock lock(&mu_);  // no worker runs yet; the lock is for the analysis
+      live_workers_ = n;
+    }
     for (int i = 0; i < n; ++i) {
       std::shared_ptr<Impl> self = shared_from_this();
       workers_.emplace_back([self] { self->WorkerLoop(); });
     }
   }
 
-  std::unique_ptr<Work> Submit(CollectiveInfo info, Fn fn) {
+  std::unique_ptr<Work> Submit(CollectiveInfo info, Fn fn) ABSL_LOCKS_EXCLUDED(mu_) {
     std::shared_ptr<WorkState> state;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       info.seq = next_seq_++;
       if (failing_) return CompletedWork(info, NotStarted(info));
       state = std::make_shared<WorkState>(info);
       queue_.push_back(Task{state, std::move(fn)});
       active_.push_back(state);
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
     std::weak_ptr<Impl> weak = weak_from_this();
     // Wait() allows the transfer timeout plus the time a failure diagnosis
     // takes, so the worker's own, more specific error normally arrives first.
@@ -112,10 +115,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   // A call whose arguments are wrong fails the group: the other ranks are
   // running this collective and would otherwise wait for us until timeout.
-  std::unique_ptr<Work> Reject(CollectiveInfo info, const absl::Status& error) {
+  std::unique_ptr<Work> Reject(CollectiveInfo info, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_) {
     std::shared_ptr<WorkState> state;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       info.seq = next_seq_++;
       if (failing_) return CompletedWork(info, NotStarted(info));
       state = std::make_shared<WorkState>(info);
@@ -128,24 +131,31 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     return CompletedWork(info, state->status());
   }
 
-  void OnWaitTimeout(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited) {
+  void OnWaitTimeout(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     const std::string headline =
         absl::StrCat(state->info().Describe(), " did not complete within ", FormatDuration(waited), " on rank ", rank_);
     Fail(state, headline, absl::DeadlineExceededError(headline), /*diagnose=*/true);
   }
 
-  void Shutdown() {
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
     std::chrono::milliseconds bound;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       stopping_ = true;
       bound = failing_ ? std::chrono::milliseconds(500) : options_.timeout;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     bool exited;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      exited = exit_cv_.wait_for(lock, bound, [&] { return live_workers_ == 0; });
+      StdMutexLock lock(&mu_);
+      // wait_for(bound, live_workers_ == 0) on the steady clock: the count
+      // decides, not the timeout.
+      const auto deadline = std::chrono::steady_clock::now() + bound;
+      while (live_workers_ != 0) {
+        if (!exit_cv_.WaitUntil(&mu_, deadline)) break;
+      }
+      exited = live_workers_ == 0;
     }
     if (!exited) {
       Fail(nullptr, "the process group was destroyed with collectives still running",
@@ -173,12 +183,12 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     if (exited) heartbeat_.reset();
   }
 
-  CommStats stats() const {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+  CommStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_) {
+    StdMutexLock lock(&stats_mu_);
     return stats_;
   }
-  void ResetStats() {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+  void ResetStats() ABSL_LOCKS_EXCLUDED(stats_mu_) {
+    StdMutexLock lock(&stats_mu_);
     stats_ = CommStats{};
   }
 
@@ -200,23 +210,23 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
            std::chrono::seconds(3);
   }
 
-  absl::Status NotStarted(const CollectiveInfo& info) const {
+  absl::Status NotStarted(const CollectiveInfo& info) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return absl::FailedPreconditionError(
         absl::StrCat(info.Describe(), " not started on rank ", rank_, ": the process group failed earlier",
                      failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message())));
   }
 
-  bool IsFailing() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool IsFailing() ABSL_LOCKS_EXCLUDED(mu_) {
+    StdMutexLock lock(&mu_);
     return failing_;
   }
 
-  void WorkerLoop() {
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_, stats_mu_) {
     for (;;) {
       Task task;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        StdMutexLock lock(&mu_);
+        while (!(stopping_ || !queue_.empty())) cv_.Wait(&mu_);
         if (queue_.empty()) break;
         task = std::move(queue_.front());
         queue_.pop_front();
@@ -225,7 +235,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       WireBytes wire;
       absl::Status status;
       if (IsFailing()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        StdMutexLock lock(&mu_);
         status = NotStarted(info);
       } else {
         const GlooCall call{context_, info.seq, options_.timeout};
@@ -246,7 +256,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         }
       }
       {
-        std::lock_guard<std::mutex> lock(stats_mu_);
+        StdMutexLock lock(&stats_mu_);
         CollectiveCounters& c = stats_.by_kind[static_cast<int>(info.kind)];
         c.calls += 1;
         c.bytes_sent += wire.sent;
@@ -258,9 +268,9 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       task.state->Complete(status);
       Forget(task.state);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    StdMutexLock lock(&mu_);
     --live_workers_;
-    exit_cv_.notify_all();
+    exit_cv_.NotifyAll();
   }
 
   // Exchanges (seq, kind, bytes, dtype) and the label's first 48 bytes with
@@ -293,8 +303,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
                      "rank only); every rank must issue the same collectives in the same order"));
   }
 
-  void Forget(const std::shared_ptr<WorkState>& state) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Forget(const std::shared_ptr<WorkState>& state) ABSL_LOCKS_EXCLUDED(mu_) {
+    StdMutexLock lock(&mu_);
     active_.erase(std::remove(active_.begin(), active_.end(), state), active_.end());
   }
 
@@ -304,11 +314,16 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   // diagnosis inserted before the gloo cause. Later callers wait for that
   // reason and complete their work as aborted because of it.
   void Fail(const std::shared_ptr<WorkState>& state, const std::string& headline, absl::Status status, bool diagnose,
-            const std::string& gloo_cause = "") {
+            const std::string& gloo_cause = "") ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       if (failing_) {
-        failure_cv_.wait_for(lock, DiagnosisBudget() + std::chrono::seconds(2), [&] { return !failure_.ok(); });
+        // wait_for(DiagnosisBudget() + 2 s, !failure_.ok()) on the steady
+        // clock; what follows reads failure_ either way.
+        const auto deadline = std::chrono::steady_clock::now() + DiagnosisBudget() + std::chrono::seconds(2);
+        while (failure_.ok()) {
+          if (!failure_cv_.WaitUntil(&mu_, deadline)) break;
+        }
         if (state != nullptr) {
           state->Complete(absl::Status(
               status.code(), absl::StrCat(headline, ": aborted because the process group failed",
@@ -337,11 +352,11 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     if (state != nullptr) state->Complete(status);
     std::vector<std::shared_ptr<WorkState>> pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       failure_ = status;
       pending = active_;
     }
-    failure_cv_.notify_all();
+    failure_cv_.NotifyAll();
     for (const auto& other : pending) {
       if (other == state) continue;
       other->Complete(
@@ -353,20 +368,20 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   std::unique_ptr<Heartbeat> heartbeat_;
   std::vector<std::thread> workers_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable exit_cv_;
-  std::condition_variable failure_cv_;
-  std::deque<Task> queue_;
-  std::vector<std::shared_ptr<WorkState>> active_;  // submitted, not yet completed by a worker
-  uint32_t next_seq_ = 0;
-  bool stopping_ = false;
-  int live_workers_ = 0;
-  bool failing_ = false;
-  absl::Status failure_;  // set once the first failure is diagnosed
+  StdMutex mu_;
+  StdCondVar cv_;
+  StdCondVar exit_cv_;
+  StdCondVar failure_cv_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<WorkState>> active_ ABSL_GUARDED_BY(mu_);  // submitted, not yet completed by a worker
+  uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int live_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool failing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // set once the first failure is diagnosed
 
-  mutable std::mutex stats_mu_;
-  CommStats stats_;
+  mutable StdMutex stats_mu_;
+  CommStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store, const GroupOptions& options) {

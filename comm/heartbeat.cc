@@ -4,17 +4,17 @@
 #include "comm/heartbeat.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <exception>
-#include <mutex>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "comm/rendezvous.h"
+#include "util/std_mutex.h"
 
 namespace zt::comm {
 namespace {
@@ -28,6 +28,15 @@ struct Beat {
   int64_t counter = -1;
   int64_t unix_ms = 0;
 };
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// One wait on `cv` until at most `deadline` (the steady clock); false once
+// the deadline has passed. `while (!pred && WaitStep(...)) {}` is
+// std::condition_variable::wait_until(lock, deadline, pred); pred decides.
+bool WaitStep(StdCondVar& cv, StdMutex& mu, SteadyTime deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  return cv.WaitUntil(&mu, deadline);
+}
 
 Beat ParseBeat(const std::vector<uint8_t>& value) {
   std::string s(value.begin(), value.end());
@@ -48,14 +57,14 @@ struct Heartbeat::State {
   int world = 1;
   std::chrono::milliseconds interval{1000};
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;
-  bool exited = false;
-  int64_t counter = 0;
-  std::string pending_abort;
-  bool pending_leave = false;  // AnnounceLeaving asked for "left/<rank>"
-  bool leave_written = false;  // ... and the thread wrote it (or the store failed)
+  StdMutex mu;
+  StdCondVar cv;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  bool exited ABSL_GUARDED_BY(mu) = false;
+  int64_t counter = 0;  // the constructor's first beat, then the thread's own
+  std::string pending_abort ABSL_GUARDED_BY(mu);
+  bool pending_leave ABSL_GUARDED_BY(mu) = false;  // AnnounceLeaving asked for "left/<rank>"
+  bool leave_written ABSL_GUARDED_BY(mu) = false;  // ... and the thread wrote it (or the store failed)
 
   void WriteBeat() { store->set(std::to_string(rank), StoreBytes(absl::StrCat(counter++, " ", UnixMillis()))); }
 
@@ -65,15 +74,17 @@ struct Heartbeat::State {
     return beats;
   }
 
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu);
+  void Run() ABSL_LOCKS_EXCLUDED(mu) {
+    mu.Lock();
     for (;;) {
-      cv.wait_for(lock, interval, [&] { return stop || !pending_abort.empty() || pending_leave; });
+      const SteadyTime until = std::chrono::steady_clock::now() + interval;
+      while (!(stop || !pending_abort.empty() || pending_leave) && WaitStep(cv, mu, until)) {
+      }
       std::string abort_reason;
       abort_reason.swap(pending_abort);
       const bool leave = pending_leave && !leave_written;
       const bool last = stop;
-      lock.unlock();
+      mu.Unlock();
       try {
         // An abort reason is written even when stopping: peers diagnosing
         // the failure we caused need it after we are gone.
@@ -84,15 +95,16 @@ struct Heartbeat::State {
         // The store is gone (rank 0 exited or died). Peers that need the
         // heartbeat will say the store is unreachable; nothing to do here.
       }
-      lock.lock();
+      mu.Lock();
       if (leave) {
         leave_written = true;
-        cv.notify_all();
+        cv.NotifyAll();
       }
       if (last && pending_abort.empty()) break;
     }
     exited = true;
-    cv.notify_all();
+    cv.NotifyAll();
+    mu.Unlock();
   }
 };
 
@@ -109,26 +121,28 @@ Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, const std::string& p
 }
 
 Heartbeat::~Heartbeat() {
-  std::unique_lock<std::mutex> lock(state_->mu);
+  StdMutexLock lock(&state_->mu);
   state_->stop = true;
-  state_->cv.notify_all();
+  state_->cv.NotifyAll();
   // The thread is detached and owns the state: waiting is only to let a
   // healthy thread finish its last store write before the store goes away.
-  state_->cv.wait_for(lock, std::chrono::seconds(2), [&] { return state_->exited; });
+  const SteadyTime until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!state_->exited && WaitStep(state_->cv, state_->mu, until)) {
+  }
 }
 
 void Heartbeat::PostAbort(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  StdMutexLock lock(&state_->mu);
   state_->pending_abort = reason.substr(0, 2000);
-  state_->cv.notify_all();
+  state_->cv.NotifyAll();
 }
 
 Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
   struct Result {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    Diagnosis diagnosis;
+    StdMutex mu;
+    StdCondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Diagnosis diagnosis ABSL_GUARDED_BY(mu);
   };
   auto result = std::make_shared<Result>();
   std::shared_ptr<State> state = state_;
@@ -163,14 +177,17 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
       std::string what = e.what();
       d.store_error = what.substr(0, what.find('\n'));
     }
-    std::lock_guard<std::mutex> lock(result->mu);
+    StdMutexLock lock(&result->mu);
     result->diagnosis = std::move(d);
     result->done = true;
-    result->cv.notify_all();
+    result->cv.NotifyAll();
   }).detach();
 
-  std::unique_lock<std::mutex> lock(result->mu);
-  if (!result->cv.wait_for(lock, budget, [&] { return result->done; })) {
+  StdMutexLock lock(&result->mu);
+  const SteadyTime until = std::chrono::steady_clock::now() + budget;
+  while (!result->done && WaitStep(result->cv, result->mu, until)) {
+  }
+  if (!result->done) {
     Diagnosis d;
     d.store_unreachable = true;
     return d;
@@ -183,10 +200,12 @@ void Heartbeat::AnnounceLeaving(std::chrono::milliseconds bound) {
   // store's host) is stopped, the thread may sit in a store read that only
   // the store's own timeout (minutes) ends, holding the client's lock, and a
   // write from here would queue behind it. Nobody needs our "left" mark then.
-  std::unique_lock<std::mutex> lock(state_->mu);
+  StdMutexLock lock(&state_->mu);
   state_->pending_leave = true;
-  state_->cv.notify_all();
-  state_->cv.wait_for(lock, bound, [&] { return state_->leave_written || state_->exited; });
+  state_->cv.NotifyAll();
+  const SteadyTime until = std::chrono::steady_clock::now() + bound;
+  while (!(state_->leave_written || state_->exited) && WaitStep(state_->cv, state_->mu, until)) {
+  }
 }
 
 void Heartbeat::WaitUntilOthersLeft(std::chrono::milliseconds bound) {

@@ -43,7 +43,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
   ZT_RETURN_IF_ERROR(ApplyEnvOverrides(opts));
   SetLogRank(env.rank);
   // OpenMP read OMP_NUM_THREADS while it loaded; a rank forked from its
-  // launcher (comm/fork_spawner.h) loaded with the launcher's value, so a
+  // launcher (launch/fork_spawner.h) loaded with the launcher's value, so a
   // plain count is applied again here.
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (const int asked = PlainThreadCount(omp); asked > 0) {

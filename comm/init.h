@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "comm/group_options.h"
 #include "comm/process_group.h"
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 
 namespace zt::comm {
 

@@ -179,8 +179,8 @@ absl::Status RendezvousSteps::Announce() {
       const std::vector<uint8_t> job_bytes = store_->get("job");
       const std::string job(job_bytes.begin(), job_bytes.end());
       if (!job.empty() && !env_.job_id.empty() && job != env_.job_id) {
-        const bool by_command = absl::StartsWith(job, kCommandLineJobPrefix) ||
-                                absl::StartsWith(env_.job_id, kCommandLineJobPrefix);
+        const bool by_command =
+            absl::StartsWith(job, kCommandLineJobPrefix) || absl::StartsWith(env_.job_id, kCommandLineJobPrefix);
         return absl::FailedPreconditionError(absl::StrCat(
             "rank ", rank_, " of job ", env_.job_id, " reached the rendezvous store of job ", job, " at ", address_,
             ": two jobs use the same MASTER_ADDR:MASTER_PORT; give each job its own MASTER_PORT",

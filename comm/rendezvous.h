@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 
 namespace zt::comm {
 

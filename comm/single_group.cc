@@ -16,7 +16,7 @@ std::unique_ptr<Work> SingleGroup::Finish(CollectiveKind kind, const at::Tensor&
                                           const std::function<void()>& action) {
   CollectiveInfo info{kind, 0, t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0,
                       t.defined() ? t.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   info.seq = next_seq_++;
   if (!failure_.ok()) {
     return CompletedWork(info,
@@ -64,12 +64,12 @@ std::unique_ptr<Work> SingleGroup::Barrier() {
 }
 
 CommStats SingleGroup::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   return stats_;
 }
 
 void SingleGroup::ResetStats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   stats_ = CommStats{};
 }
 

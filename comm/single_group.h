@@ -6,9 +6,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "comm/process_group.h"
+#include "util/std_mutex.h"
 
 namespace zt::comm {
 
@@ -28,21 +29,21 @@ class SingleGroup final : public ProcessGroup {
   std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
   std::unique_ptr<Work> Barrier() override;
 
-  CommStats stats() const override;
-  void ResetStats() override;
+  CommStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
+  void ResetStats() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Records the call and returns a completed Work; a bad argument fails the
   // group like on the Gloo backend, so behaviour does not depend on world size.
   // `action` (the local copy) runs only when the call is valid.
   std::unique_ptr<Work> Finish(CollectiveKind kind, const at::Tensor& t, absl::Status status,
-                               const std::function<void()>& action = nullptr);
+                               const std::function<void()>& action = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::chrono::milliseconds timeout_;
-  mutable std::mutex mu_;
-  CommStats stats_;
-  uint32_t next_seq_ = 0;
-  absl::Status failure_;
+  mutable StdMutex mu_;
+  CommStats stats_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zt::comm

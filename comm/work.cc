@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/rendezvous.h"
+#include "util/std_mutex.h"
 #include "util/strings.h"
 
 namespace zt::comm {
@@ -33,26 +34,30 @@ std::string CollectiveInfo::Describe() const {
 }
 
 bool WorkState::Complete(absl::Status status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   if (done_) return false;
   done_ = true;
   status_ = std::move(status);
-  cv_.notify_all();
+  cv_.NotifyAll();
   return true;
 }
 
 bool WorkState::IsCompleted() {
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   return done_;
 }
 
 bool WorkState::WaitUntil(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_until(lock, deadline, [&] { return done_; });
+  StdMutexLock lock(&mu_);
+  // On the steady clock; done_ decides the result, not the timeout.
+  while (!done_) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
+  return done_;
 }
 
 absl::Status WorkState::status() {
-  std::lock_guard<std::mutex> lock(mu_);
+  StdMutexLock lock(&mu_);
   return status_;
 }
 

@@ -6,15 +6,15 @@
 #include <c10/core/ScalarType.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "comm/process_group.h"
+#include "util/std_mutex.h"
 
 namespace zt::comm {
 
@@ -40,19 +40,19 @@ class WorkState {
   explicit WorkState(CollectiveInfo info) : info_(std::move(info)) {}
 
   // Returns true when this call completed the work.
-  bool Complete(absl::Status status);
-  bool IsCompleted();
+  bool Complete(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  bool IsCompleted() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until completed or `deadline`; returns whether it completed.
-  bool WaitUntil(std::chrono::steady_clock::time_point deadline);
-  absl::Status status();  // only meaningful once completed
+  bool WaitUntil(std::chrono::steady_clock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status status() ABSL_LOCKS_EXCLUDED(mu_);  // only meaningful once completed
   const CollectiveInfo& info() const { return info_; }
 
  private:
   const CollectiveInfo info_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  absl::Status status_;
+  StdMutex mu_;
+  StdCondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 // Called when Wait() runs out of time on a work that is still running. It

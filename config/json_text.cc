@@ -203,9 +203,9 @@ JsonDocument ParseJsonText(std::string_view text) {
     doc.root = nullptr;
     if (at != std::string_view::npos) {
       auto [line, column] = LineColumn(text, at);
-      doc.errors.push_back({"", absl::StrCat("malformed JSON at line ", line, ", column ", column, ": the number ",
-                                             number.size() > 40 ? number.substr(0, 40) + "..." : number,
-                                             " does not fit in a double")});
+      doc.errors.push_back(
+          {"", absl::StrCat("malformed JSON at line ", line, ", column ", column, ": the number ",
+                            number.size() > 40 ? number.substr(0, 40) + "..." : number, " does not fit in a double")});
     } else {
       doc.errors.push_back({"", absl::StrCat("malformed JSON: ", what)});
     }

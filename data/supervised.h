@@ -11,7 +11,7 @@
 // documents, one per sample).
 //
 // Chat lines are rendered with the tokenizer's chat template
-// (data/chat_template.h) and encoded without adding special tokens (the
+// (template/chat_template.h) and encoded without adding special tokens (the
 // template writes them), as transformers' apply_chat_template(tokenize=True)
 // does, with no end-of-text appended (the template ends the turns), as TRL's
 // SFTTrainer builds conversational examples:
@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/chat_template.h"
-#include "data/hf_tokenizer.h"
+#include "template/chat_template.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace zt::data {
 

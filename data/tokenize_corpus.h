@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "data/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace zt::data {
 

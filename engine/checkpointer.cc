@@ -17,12 +17,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ckpt/export.h"
-#include "ckpt/pt_file.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/pt_file.h"
+#include "ckpt/format/safetensors.h"
 #include "comm/agreement.h"
 #include "comm/collective_label.h"
+#include "config/lora_options.h"
 #include "engine/tensor_ref.h"
-#include "lora/lora_options.h"
 #include "plan/layout.h"
 #include "util/error.h"
 #include "util/file_io.h"
@@ -148,7 +148,7 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
 
   std::vector<std::string> buffer_names;
-  const bool write_model_states = core_.stage == 3 || rank == 0;
+  const bool write_model_states = core_.sharding.parameters() || rank == 0;
   const ckpt::Dict module = write_model_states ? ModuleStateDict(&keep, &buffer_names) : ckpt::Dict();
 
   absl::Status local = MakeDirs(staging);
@@ -157,7 +157,7 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
       local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
                                 ckpt::MakeOptimStates(layout, rank, shards, ts));
       if (local.ok() && write_model_states) {
-        local = ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.stage, rank),
+        local = ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.sharding.stage(), rank),
                                   ckpt::MakeModelStates(layout, rank, ts, module, buffer_names, shards, client_state));
       }
     } catch (const Error& e) {
@@ -188,7 +188,7 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
 ckpt::Dict Checkpointer::ModuleStateDict(std::vector<at::Tensor>* keep, std::vector<std::string>* buffer_names) {
   ckpt::Dict module;
   module.ordered = true;
-  if (core_.stage != 3) {
+  if (!core_.sharding.parameters()) {
     for (const auto& item : core_.module->named_parameters(/*recurse=*/true)) {
       keep->push_back(item.value().detach().contiguous());
       module.Set(item.key(), Ref(keep->back()));
@@ -206,10 +206,10 @@ ckpt::Dict Checkpointer::ModuleStateDict(std::vector<at::Tensor>* keep, std::vec
 ckpt::SavedLayout Checkpointer::CurrentLayout() const {
   // Every group with its parameters' names and places.
   ckpt::SavedLayout layout;
-  layout.stage = core_.stage;
+  layout.stage = core_.sharding.stage();
   layout.world_size = core_.pg->size();
   layout.model_dtype = ToCkpt(core_.params.front().scalar_type());
-  layout.rule = core_.stage == 0 ? ckpt::PartitionRule::kCeil : ckpt::PartitionRule::kEven;
+  layout.rule = core_.sharding.optimizer_state() ? ckpt::PartitionRule::kEven : ckpt::PartitionRule::kCeil;
   auto saved_group = [](const zero::FlatGroup& g, const std::vector<std::string>& names,
                         const std::vector<at::Tensor>& params, int first_index) {
     ckpt::SavedGroup sg;
@@ -271,7 +271,7 @@ ckpt::RankShards Checkpointer::CurrentShards(const ckpt::SavedLayout& layout, st
       ckpt::TensorRef ref;
       if (const float* resident = opt->Resident(kind, static_cast<int>(g))) {
         at::Tensor t = at::from_blob(const_cast<float*>(resident), {owned}, at::kFloat);
-        if (core_.stage == 0) {
+        if (!core_.sharding.optimizer_state()) {
           // Stage 0 saves each rank's even share of the whole buffer.
           const auto [b, e] = layout.Range(fg.layout.padded_numel, rank);
           keep->push_back(t.narrow(0, b, e - b).clone());
@@ -878,7 +878,8 @@ absl::Status Checkpointer::LoadWeights(const std::string& path, const std::vecto
 absl::Status Checkpointer::CurrentMaster(const std::string& name, int64_t b, int64_t e, float* dst) {
   for (size_t gi = 0; gi < core_.groups.size(); ++gi) {
     const zero::FlatGroup& g = core_.groups[gi];
-    const int64_t owned = core_.stage == 0 ? 0 : g.owned_begin();  // Read counts from the owned range's start
+    const int64_t owned =
+        core_.sharding.optimizer_state() ? g.owned_begin() : 0;  // Read counts from the owned range's start
     for (const plan::ParamSlot& s : g.layout.slots) {
       if (core_.param_names[static_cast<size_t>(s.param_index)] != name) continue;
       return core_.optimizer->Read("master", static_cast<int>(gi), s.offset + b - owned, s.offset + e - owned, dst);
@@ -984,8 +985,8 @@ absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupRea
                                      const OwnedPlace& place) {
   for (size_t gi = 0; gi < core_.groups.size(); ++gi) {
     const zero::FlatGroup& g = core_.groups[gi];
-    const int64_t b = core_.stage == 0 ? 0 : g.owned_begin(),
-                  e = core_.stage == 0 ? g.layout.padded_numel : g.owned_end();
+    const int64_t b = core_.sharding.optimizer_state() ? g.owned_begin() : 0,
+                  e = core_.sharding.optimizer_state() ? g.owned_end() : g.layout.padded_numel;
     at::Tensor placed = place ? place(gi) : at::Tensor();
     ZT_CHECK(!placed.defined() || placed.numel() == e - b);
     at::Tensor m = placed.defined() ? placed : OwnedBuffer(g, b, e);
@@ -1007,7 +1008,7 @@ absl::Status Checkpointer::ReadOwned(const TrainableReader& read, const GroupRea
 }
 
 absl::Status Checkpointer::ReadFrozen(const FrozenReader& frozen, TensorCopies* frozen_out) {
-  if (core_.stage == 3) {
+  if (core_.sharding.parameters()) {
     const int64_t t = static_cast<int64_t>(core_.params.size());
     for (const zero::FlatGroup& g : core_.frozen_groups) {
       at::Tensor dst = g.OwnedParams();
@@ -1051,7 +1052,7 @@ void Checkpointer::CommitFrozen(TensorCopies& frozen) {
   }
   // Full buffers that hold more than this rank's range: stages 1/2, and at
   // stage 3 the persistent chunks (trainable and frozen).
-  if (core_.stage >= 1 && core_.pg->size() > 1) {
+  if (core_.sharding.optimizer_state() && core_.pg->size() > 1) {
     core_.GatherParams();
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("loaded frozen parameters");

@@ -26,8 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "ckpt/safetensors.h"
-#include "ckpt/value.h"
+#include "ckpt/format/safetensors.h"
+#include "ckpt/format/value.h"
 #include "ckpt/zero_checkpoint.h"
 #include "engine/engine_core.h"
 

@@ -309,9 +309,10 @@ void EngineImpl::Step() {
   if (std::optional<std::string> name = core_.reducer->GradientOutsideBackward()) {
     throw Error(absl::FailedPreconditionError(absl::StrCat(
         "parameter '", *name, "' received a gradient outside engine.Backward (a plain loss.backward()?): ZeRO stage ",
-        core_.stage, " never averaged it across ranks; call engine.Backward(loss) instead of loss.backward()")));
+        core_.sharding.stage(),
+        " never averaged it across ranks; call engine.Backward(loss) instead of loss.backward()")));
   }
-  if (core_.stage >= 2) {
+  if (core_.sharding.gradients()) {
     for (size_t i = 0; i < core_.params.size(); ++i) {
       if (core_.params[i].grad().defined()) {
         throw Error(absl::FailedPreconditionError(
@@ -347,7 +348,7 @@ double EngineImpl::GradMultiplier() {
   double multiplier = 1.0 / core_.scaler.scale();
   if (core_.config.gradient_clipping <= 0.0) return multiplier;
   double sq = core_.optimizer->LocalGradSquaredNorm();
-  if (core_.stage >= 1 && core_.pg->size() > 1) {
+  if (core_.sharding.optimizer_state() && core_.pg->size() > 1) {
     at::Tensor t = at::full({1}, sq, at::kDouble);
     comm::CollectiveLabel label("the gradient norm");
     CheckWork(core_.pg->AllReduce(t, comm::ReduceOp::kSum), "computing the global gradient norm");
@@ -373,7 +374,7 @@ void EngineImpl::OptimizerStep() {
     }
   } else {
     const bool deferred = update_->RunStep([this] { return GradMultiplier(); }, StepHyperNow());
-    if (core_.stage >= 1 && core_.pg->size() > 1) core_.GatherParams();
+    if (core_.sharding.optimizer_state() && core_.pg->size() > 1) core_.GatherParams();
     update_->AfterStepGather(deferred);
     // Pending groups keep their gradients until they are updated.
     core_.reducer->ZeroGrads(deferred ? core_.optimizer->updated_groups() : -1);

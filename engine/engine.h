@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ckpt/value.h"
+#include "ckpt/format/value.h"
 #include "config/config.h"
 #include "config/param_groups.h"
 #include "engine/bf16_compute.h"

@@ -28,8 +28,9 @@
 #include "engine/engine.h"
 #include "engine/engine_tuning.h"
 #include "engine/loss_scaler.h"
-#include "engine/lr_scheduler.h"
 #include "offload/io_engine.h"
+#include "plan/stage_sharding.h"
+#include "schedule/lr_scheduler.h"
 #include "zero/flat_group.h"
 #include "zero/grad_reducer.h"
 #include "zero/param_coordinator.h"
@@ -45,7 +46,7 @@ struct EngineCore {
   std::shared_ptr<comm::ProcessGroup> pg;
   EngineOptions options;
   EngineTuning tuning;
-  int stage = 0;
+  plan::StageSharding sharding;  // what the config's ZeRO stage shards
   // NVMe offload's I/O engine (null without it); outlives every swapper.
   std::unique_ptr<offload::IoEngine> io;
 

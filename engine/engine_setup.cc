@@ -144,7 +144,7 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   core_.pg = std::move(pg);
   core_.options = options;
   core_.tuning = tuning;
-  core_.stage = core_.config.zero.stage;
+  core_.sharding = plan::StageSharding(core_.config.zero.stage);
 
   absl::Status batch = ResolveBatch(core_.config.batch, core_.pg->size());
   // Before any check that could fail on one rank only: the ranks must build
@@ -186,7 +186,7 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   ConfigureActivationCheckpointing(core_.config.activation_checkpointing);
   ZT_RETURN_IF_ERROR(InitOffload());
   SetupSummary summary;
-  ZT_RETURN_IF_ERROR(core_.stage == 3 ? SetupStage3(dtype, &summary) : SetupStages0To2(dtype, &summary));
+  ZT_RETURN_IF_ERROR(core_.sharding.parameters() ? SetupStage3(dtype, &summary) : SetupStages0To2(dtype, &summary));
   return FinishSetup(dtype, summary);
 }
 
@@ -218,13 +218,13 @@ absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* sum
   }
   if (core_.params.empty()) return absl::InvalidArgumentError(kNoTrainable);
 
-  const int partitions = core_.stage >= 1 ? core_.pg->size() : 1;
-  const int partition = core_.stage >= 1 ? core_.pg->rank() : 0;
+  const int partitions = core_.sharding.optimizer_state() ? core_.pg->size() : 1;
+  const int partition = core_.sharding.optimizer_state() ? core_.pg->rank() : 0;
   plan::Layout layout = plan::PlanLayout(infos, core_.config.zero.reduce_bucket_size, partitions);
   for (const plan::GroupLayout& gl : layout.groups) {
-    core_.groups.push_back(
-        zero::FlattenParams(gl, core_.params, partition,
-                            core_.stage >= 1 ? zero::ParamResidency::kOwnsSliceOfFull : zero::ParamResidency::kFull));
+    core_.groups.push_back(zero::FlattenParams(
+        gl, core_.params, partition,
+        core_.sharding.optimizer_state() ? zero::ParamResidency::kOwnsSliceOfFull : zero::ParamResidency::kFull));
   }
 
   // Rank 0's initial state everywhere: the groups, then buffers and frozen
@@ -355,7 +355,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   // Gradients: full flat buffers at stages 0/1 (stage 1 steps on its slice),
   // only this rank's shard at stages 2/3 (zero::GradResidency).
   const at::ScalarType grad_dtype = ToScalarType(core_.config.grad_accum_dtype).value_or(dtype);
-  const zero::GradResidency residency = zero::GradResidencyForStage(core_.stage);
+  const zero::GradResidency residency = zero::GradResidencyFor(core_.sharding);
   for (zero::FlatGroup& g : core_.groups) {
     if (residency == zero::GradResidency::kShardOnly) {
       g.grad_shard = at::zeros({g.layout.shard_numel}, g.params.options().dtype(grad_dtype));
@@ -373,7 +373,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   zero::GradReducerOptions ro = ReducerOptions();
   // Stage 2: one bucket reduced while the next fills (DeepSpeed's two IPG
   // buffers), so its peak is the model states plus two buckets.
-  if (core_.stage == 2) {
+  if (core_.sharding.gradients() && !core_.sharding.parameters()) {
     ro.max_inflight_groups = 1;
     ro.wait_before_launch = true;
   }
@@ -411,9 +411,9 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
     ZT_LOG(INFO) << absl::StrFormat(
         "engine: ZeRO stage %d, %d ranks, %s, %s; batch %d = micro %d x accumulation %d x ranks %d; model states "
         "per rank %s; optimizer kernels %s",
-        core_.stage, core_.pg->size(), c10::toString(dtype), summary.shape, c.batch.train_batch, c.batch.micro_batch,
-        c.batch.accumulation_steps, core_.pg->size(), HumanBytes(static_cast<double>(memory().model_states())),
-        KernelsName());
+        core_.sharding.stage(), core_.pg->size(), c10::toString(dtype), summary.shape, c.batch.train_batch,
+        c.batch.micro_batch, c.batch.accumulation_steps, core_.pg->size(),
+        HumanBytes(static_cast<double>(memory().model_states())), KernelsName());
     const std::string offload = OffloadSummary();
     if (!offload.empty()) {
       ZT_LOG(INFO) << "engine: " << offload;
@@ -426,7 +426,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
 zero::GradReducerOptions EngineImpl::ReducerOptions() const {
   zero::GradReducerOptions ro;
   ro.param_names = core_.param_names;
-  ro.stage = core_.stage;
+  ro.sharding = core_.sharding;
   ro.overlap_comm = core_.config.zero.overlap_comm;
   ro.prescale_gradients = core_.config.prescale_gradients;
   ro.gradient_predivide_factor = core_.config.gradient_predivide_factor;
@@ -517,7 +517,7 @@ void EngineImpl::MakeUpdateInFlight() {
   // are the same on all of them.
   plan::UpdateScheduleFacts& f = update_facts_;
   const zero::ShardedOptimizer& opt = *core_.optimizer;
-  f.stage = core_.stage;
+  f.sharding = core_.sharding;
   f.gradient_clipping = core_.config.gradient_clipping > 0.0;
   f.fp16 = core_.config.fp16.enabled;
   f.state_walks_ahead = opt.state_walks_ahead();

@@ -4,8 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "ckpt/dtype.h"
-#include "ckpt/value.h"
+#include "ckpt/format/dtype.h"
+#include "ckpt/format/value.h"
 
 namespace zt {
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 #include "engine/tensor_ref.h"
 #include "util/status.h"
 
@@ -58,10 +58,9 @@ absl::Status LoadSafetensors(torch::nn::Module& module, const std::string& path,
                                                      absl::StrJoin(t.sizes().vec(), ", "), "]"));
     }
     if (ckpt::IsFloating(entry->dtype) != at::isFloatingType(t.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat("'", path, "': '", name, "' is ",
-                                                     std::string(ckpt::DTypeName(entry->dtype)),
-                                                     " where the module holds ", c10::toString(t.scalar_type()),
-                                                     ": integers and floating point do not convert into weights"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "': '", name, "' is ", std::string(ckpt::DTypeName(entry->dtype)), " where the module holds ",
+          c10::toString(t.scalar_type()), ": integers and floating point do not convert into weights"));
     }
     at::Tensor v = at::empty(entry->shape, at::TensorOptions().dtype(FromCkpt(entry->dtype)));
     if (entry->nbytes > 0) ZT_RETURN_IF_ERROR(reader->Read(*entry, v.data_ptr()));

@@ -2,12 +2,12 @@
 // parameter tensor with its size and sharding unit, in the order
 // zt::Engine::Create sees them, and the transformer dimensions that size the
 // activations. Builds nothing, so it works for billions of parameters.
-// No LibTorch (models/catalog.h).
+// No LibTorch (models/catalog/catalog.h).
 #pragma once
 
 #include "absl/status/statusor.h"
 #include "estimate/memory_estimate.h"
-#include "models/catalog.h"
+#include "models/catalog/catalog.h"
 
 namespace zt::estimate {
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/jinja.h"
+#include "template/jinja.h"
 
 namespace jinja = zt::data::jinja;
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ckpt/pickle.h"
+#include "ckpt/format/pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto load = [](const zt::ckpt::PickledStorage& s) -> absl::StatusOr<zt::ckpt::TensorRef> {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ckpt/pt_file.h"
+#include "ckpt/format/pt_file.h"
 #include "fuzz/fuzz_input.h"
 
 namespace {

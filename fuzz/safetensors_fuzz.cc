@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "data/hf_tokenizer.h"
 #include "fuzz/fuzz_input.h"
+#include "tokenizer/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = zt::fuzz::ScratchFolder() + "/tokenizer.json";

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "lora/lora_options.h"
+#include "config/lora_options.h"
 #include "zero/unit.h"
 
 namespace zt {

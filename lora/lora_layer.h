@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "lora/lora_options.h"
+#include "config/lora_options.h"
 
 namespace zt {
 

@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "lora/lora_linear.h"
-#include "models/bert_config.h"
+#include "models/catalog/bert_config.h"
 #include "models/model.h"
 #include "zero/unit.h"
 

@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "lora/lora_layer.h"
+#include "models/catalog/gpt2_config.h"
 #include "models/common.h"
-#include "models/gpt2_config.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"

@@ -5,7 +5,7 @@
 // transformers' modeling_llama.py. The same code is Mistral's and Qwen2's
 // (model_type): Qwen2 adds biases to q/k/v_proj; any of them may tie lm_head
 // to embed_tokens. Limits: no KV cache (training only); no rope scaling; no
-// o_proj or MLP biases; no sliding window (models/hf_config.h caps the
+// o_proj or MLP biases; no sliding window (models/catalog/hf_config.h caps the
 // sequence length at the window instead).
 #pragma once
 
@@ -19,8 +19,8 @@
 
 #include "absl/status/status.h"
 #include "lora/lora_linear.h"
+#include "models/catalog/llama_config.h"
 #include "models/common.h"
-#include "models/llama_config.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "models/mnist_cnn_config.h"
+#include "models/catalog/mnist_cnn_config.h"
 #include "models/model.h"
 #include "zero/unit.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "models/model_info.h"
+#include "models/catalog/model_info.h"
 
 namespace zt::models {
 

@@ -1,4 +1,4 @@
-// Builds the built-in models (models/catalog.h names and sizes them):
+// Builds the built-in models (models/catalog/catalog.h names and sizes them):
 //
 //   ModelSpec spec{"gpt2-tiny", {{"n_layer", 4}}, /*seed=*/1};
 //   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(spec));
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "models/catalog.h"
+#include "models/catalog/catalog.h"
 #include "models/model.h"
 
 namespace zt::models {

@@ -65,10 +65,12 @@ struct OptimizerSwapOptions {
   std::string file_prefix = "optimizer";  // files: <dir>/<prefix>.<kind>.swp (unlinked once open)
   std::vector<std::string> kinds;         // e.g. {"master", "exp_avg", "exp_avg_sq"}
   int64_t total_numel = 0;                // elements per kind
-  int64_t sub_group_numel = 1000000000;   // zero_optimization.sub_group_size
-  int buffer_count = 4;                   // offload_optimizer.buffer_count
-  bool pipeline_read = false;
-  bool pipeline_write = false;
+  // The config's values, passed as they are: their defaults are written once,
+  // in config/config.h (ZeroConfig, OffloadOptimizerConfig), not here.
+  int64_t sub_group_numel = 0;  // zero_optimization.sub_group_size; must be > 0
+  int buffer_count = 0;         // offload_optimizer.buffer_count; at least kinds.size()
+  bool pipeline_read = false;   // offload_optimizer.pipeline_read
+  bool pipeline_write = false;  // offload_optimizer.pipeline_write
 };
 
 class OptimizerSwapper {

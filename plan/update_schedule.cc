@@ -7,7 +7,7 @@ namespace {
 // The update during backward needs each group's final gradient as it is
 // reduced: no global norm to clip by, no fp16 overflow to agree on first.
 bool MayUpdateInBackward(const UpdateScheduleFacts& f) {
-  return f.allow_during_backward && f.stage == 3 && !f.gradient_clipping && !f.fp16;
+  return f.allow_during_backward && f.sharding.parameters() && !f.gradient_clipping && !f.fp16;
 }
 
 }  // namespace
@@ -20,7 +20,7 @@ UpdateSchedule ChooseUpdateSchedule(const UpdateScheduleFacts& f) {
   // The update at gather: the parameters must be their own master (the
   // increment goes straight into the swapped shard), and some swapped
   // group must be able to wait (the coordinator says which).
-  const bool at_gather = f.allow_at_gather && f.stage == 3 && f.params_swapped && f.master_is_params &&
+  const bool at_gather = f.allow_at_gather && f.sharding.parameters() && f.params_swapped && f.master_is_params &&
                          f.first_deferrable_group < f.group_count;
   if (!at_gather) return UpdateSchedule::kInStep;
   if (in_backward && f.state_walks_ahead && f.optimizer_splits && f.fp32_grads) return UpdateSchedule::kSplit;
@@ -28,7 +28,8 @@ UpdateSchedule ChooseUpdateSchedule(const UpdateScheduleFacts& f) {
 }
 
 std::string InStepReason(const UpdateScheduleFacts& f) {
-  if (f.stage != 3) return "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them";
+  if (!f.sharding.parameters())
+    return "it needs ZeRO stage 3, where each group's gradients are final as backward reduces them";
   if (f.gradient_clipping) return "gradient_clipping needs the global gradient norm first";
   if (f.fp16) return "fp16 needs every rank's overflow check first";
   return "with the parameter shards on NVMe too it would read them inside backward, competing with backward's "

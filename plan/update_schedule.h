@@ -19,6 +19,8 @@
 
 #include <string>
 
+#include "plan/stage_sharding.h"
+
 namespace zt::plan {
 
 enum class UpdateSchedule {
@@ -31,7 +33,7 @@ enum class UpdateSchedule {
 // What the choice depends on, gathered by the engine from the config and
 // from what setup built.
 struct UpdateScheduleFacts {
-  int stage = 0;
+  StageSharding sharding;          // the config's ZeRO stage
   bool gradient_clipping = false;  // gradient_clipping > 0: the global norm comes first
   bool fp16 = false;               // fp16's overflow check comes first
   // The optimizer state is on NVMe and can be walked ahead of the update

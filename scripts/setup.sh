@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   clang                 # scripts/thread_safety.sh: clang's -Wthread-safety on the annotated locks
+  clang-format          # scripts/check_format.sh: the tree as clang-format leaves it
   libclang-rt-14-dev    # libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh)
   lld                   # links the LibTorch-sized binaries ~4x faster than GNU ld (cmake/ZtLinker.cmake)
   libtorch-dev libgloo-dev liburing-dev libabsl-dev nlohmann-json3-dev
@@ -18,7 +19,7 @@ PACKAGES=(
   libopenblas0-openmp   # LibTorch calls libblas.so.3; OpenBLAS is ~8x faster than the reference BLAS
   python3-torch         # only for the DDP baseline (benchmarks/ddp_baseline.py) and interop tests
   zlib1g-dev            # gzip-compressed IDX files (data/idx.cc)
-  libicu-dev            # Unicode properties and NFC for Hugging Face tokenizers (data/hf_tokenizer.cc)
+  libicu-dev            # Unicode properties and NFC for Hugging Face tokenizers (tokenizer/hf_tokenizer.cc)
   fortunes              # zt train's default text corpus (/usr/share/games/fortunes)
   dataset-fashion-mnist # the MNIST CNN's data (/usr/share/datasets/fashion-mnist)
 )

@@ -9,8 +9,10 @@
 # `numerics` run once more under a second kernel set: Haswell (AVX2), or
 # Sandybridge (AVX) where Haswell is already the machine's own choice.
 # ZT_SECOND_BLAS_CORE overrides that choice; "none" skips the second run.
-# Where clang++ is installed, scripts/thread_safety.sh then checks the lock
-# annotations of zero/ with clang's -Wthread-safety (about 16 s), and
+# Then scripts/check_layers.sh checks that the LibTorch-free folders include
+# and link no LibTorch, scripts/check_format.sh that every C++ file is as
+# clang-format leaves it; where clang++ is installed, scripts/thread_safety.sh
+# checks every annotated lock with clang's -Wthread-safety, and
 # scripts/fuzz.sh runs the libFuzzer targets of fuzz/ on 20000 inputs each
 # from a fixed seed, plus every past finding (fuzz/regressions/).
 # In CI (CI=true), or with ZT_SANITIZE_STAGE set (a ZT_SANITIZE value), the
@@ -42,6 +44,12 @@ print(f().decode())' 2>/dev/null || true)
 fi
 
 if (($# == 0)); then
+  # The tree's own conventions: which folders are LibTorch-free (and that
+  # they stay so), and clang-format on every C++ file.
+  echo "test: the LibTorch-free folders stay so (scripts/check_layers.sh)"
+  (cd "$ROOT" && scripts/check_layers.sh)
+  echo "test: every C++ file as clang-format leaves it (scripts/check_format.sh)"
+  (cd "$ROOT" && scripts/check_format.sh)
   if command -v clang++ >/dev/null; then
     echo "test: clang thread-safety analysis of the annotated locks (scripts/thread_safety.sh)"
     (cd "$ROOT" && scripts/thread_safety.sh)

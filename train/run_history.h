@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "ckpt/value.h"
+#include "ckpt/format/value.h"
 
 namespace zt::train {
 

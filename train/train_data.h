@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/model.h"
-#include "train/train_options.h"
+#include "train/job/train_options.h"
 
 namespace zt::train {
 

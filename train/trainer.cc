@@ -29,29 +29,30 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ckpt/checkpoint_convert.h"
-#include "ckpt/deepspeed_optimizer.h"
-#include "ckpt/deepspeed_writer.h"
+#include "ckpt/deepspeed/optimizer.h"
+#include "ckpt/deepspeed/writer.h"
 #include "ckpt/export.h"
+#include "ckpt/lora_record.h"
 #include "ckpt/zero_checkpoint.h"
 #include "comm/agreement.h"
 #include "comm/collective_label.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
 #include "data/sampler.h"
 #include "data/supervised.h"
 #include "engine/engine.h"
 #include "engine/weight_decay_groups.h"
+#include "launch/rank_env.h"
 #include "lora/apply_lora.h"
-#include "lora/lora_record.h"
 #include "models/registry.h"
 #include "monitor/csv_monitor.h"
 #include "monitor/from_config.h"
 #include "monitor/progress.h"
 #include "monitor/tensorboard.h"
+#include "plan/stage_sharding.h"
 #include "train/evaluate.h"
-#include "train/job_check.h"
+#include "train/job/job_check.h"
+#include "train/job/train_config.h"
 #include "train/run_history.h"
-#include "train/train_config.h"
 #include "train/train_data.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -292,7 +293,7 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
     // ever holds the whole model, which is what makes models larger than one
     // rank's memory trainable at all.
     std::unique_ptr<ShardedInit> sharded;
-    if (config_.zero.stage == 3) sharded = std::make_unique<ShardedInit>(pg_, config_);
+    if (plan::StageSharding(config_.zero.stage).parameters()) sharded = std::make_unique<ShardedInit>(pg_, config_);
     ZT_ASSIGN_OR_RETURN(model_, models::CreateModel(spec_));
   }
   std::string lora_line;

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "train/job_check.h"
-#include "train/train_options.h"
+#include "train/job/job_check.h"
+#include "train/job/train_options.h"
 
 namespace zt::train {
 

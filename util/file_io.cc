@@ -429,7 +429,8 @@ absl::StatusOr<std::string> ConfinedPath(const std::string& folder, const std::s
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(what, " names '", name, "', which is not a plain file name in '",
-                                                   folder, "': names inside a folder's files may not hold '/' or be "
+                                                   folder,
+                                                   "': names inside a folder's files may not hold '/' or be "
                                                    "'.' or '..' (the folder is untrusted input)"));
   }
   const std::string path = JoinPath(folder, name);

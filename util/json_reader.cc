@@ -66,8 +66,8 @@ class Builder {
   // The innermost open container: "the top-level object", "the object at
   // 'weight_map'", "the object at 'a'.'b'[3]" ("the array at ..." for one).
   std::string Where() const {
-    if (stack_.size() <= 1) return stack_.empty() || stack_.back().value->is_object() ? "the top-level object"
-                                                                                       : "the top-level array";
+    if (stack_.size() <= 1)
+      return stack_.empty() || stack_.back().value->is_object() ? "the top-level object" : "the top-level array";
     std::string path;
     for (size_t i = 0; i + 1 < stack_.size(); ++i) {
       const Frame& f = stack_[i];
@@ -105,8 +105,8 @@ class Builder {
   }
   bool Open(Json&& v) {
     if (static_cast<int>(stack_.size()) >= limits_.max_depth) {
-      return Fail(absl::StrCat("arrays and objects nested deeper than ", limits_.max_depth, " levels (in ", Where(),
-                               ")"));
+      return Fail(
+          absl::StrCat("arrays and objects nested deeper than ", limits_.max_depth, " levels (in ", Where(), ")"));
     }
     Json* slot = Insert(std::move(v));
     stack_.push_back(Frame{slot, {}, {}});

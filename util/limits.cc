@@ -23,8 +23,10 @@ const std::vector<LimitInfo> kLimits = {
      "tensors in a safetensors header or index"},
     {Limit::kTokenizerVocab, "ZT_MAX_TOKENIZER_VOCAB", int64_t{1} << 22, "tokens in a tokenizer's vocabulary"},
     {Limit::kTokenizerMerges, "ZT_MAX_TOKENIZER_MERGES", int64_t{1} << 22, "merge rules in a BPE tokenizer"},
-    {Limit::kTemplateSteps, "ZT_MAX_TEMPLATE_STEPS", 2000000, "statements and expressions one chat-template render evaluates"},
-    {Limit::kTemplateOutputBytes, "ZT_MAX_TEMPLATE_OUTPUT_BYTES", int64_t{64} << 20, "bytes one chat-template render writes"},
+    {Limit::kTemplateSteps, "ZT_MAX_TEMPLATE_STEPS", 2000000,
+     "statements and expressions one chat-template render evaluates"},
+    {Limit::kTemplateOutputBytes, "ZT_MAX_TEMPLATE_OUTPUT_BYTES", int64_t{64} << 20,
+     "bytes one chat-template render writes"},
 };
 
 // Empty when `text` is usable for `info`, else why not.
@@ -73,9 +75,9 @@ absl::Status CheckLimitEnvironment() {
     if (info == nullptr) {
       std::vector<std::string> names;
       for (const LimitInfo& l : kLimits) names.emplace_back(l.env);
-      return absl::InvalidArgumentError(
-          absl::StrCat("environment variable ", std::string(name), " is not a limit zerotorch knows; the limits are ",
-                       absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(absl::StrCat("environment variable ", std::string(name),
+                                                     " is not a limit zerotorch knows; the limits are ",
+                                                     absl::StrJoin(names, ", ")));
     }
     int64_t value = 0;
     const std::string text(eq == std::string_view::npos ? "" : entry.substr(eq + 1));

@@ -16,13 +16,13 @@
 namespace zt {
 
 enum class Limit {
-  kPickleValues,        // values one pickle expands to (memo-shared ones counted each time)
-  kPickleStack,         // objects on the unpickler's stack at once
-  kSafetensorsTensors,  // tensors in one safetensors header, entries in one index's weight_map
-  kTokenizerVocab,      // tokens in a tokenizer's vocabulary; ids must be below it
-  kTokenizerMerges,     // BPE merge rules
-  kTemplateSteps,       // statements and expressions one chat-template render evaluates
-  kTemplateOutputBytes, // text one render writes
+  kPickleValues,         // values one pickle expands to (memo-shared ones counted each time)
+  kPickleStack,          // objects on the unpickler's stack at once
+  kSafetensorsTensors,   // tensors in one safetensors header, entries in one index's weight_map
+  kTokenizerVocab,       // tokens in a tokenizer's vocabulary; ids must be below it
+  kTokenizerMerges,      // BPE merge rules
+  kTemplateSteps,        // statements and expressions one chat-template render evaluates
+  kTemplateOutputBytes,  // text one render writes
 };
 
 struct LimitInfo {

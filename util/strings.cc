@@ -110,7 +110,11 @@ bool ParseCount(const std::string& text, int64_t* out) {
   double scale = 1;
   if (!t.empty()) {
     const char last = t.back();
-    const double factor = last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'B' || last == 'G' ? 1e9 : last == 'T' ? 1e12 : 0;
+    const double factor = last == 'K'                  ? 1e3
+                          : last == 'M'                ? 1e6
+                          : last == 'B' || last == 'G' ? 1e9
+                          : last == 'T'                ? 1e12
+                                                       : 0;
     if (factor != 0) {
       scale = factor;
       t.pop_back();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "plan/layout.h"
+#include "plan/stage_sharding.h"
 
 namespace zt::zero {
 
@@ -57,13 +58,13 @@ enum class GradResidency {
   kShardOnly,
 };
 
-// The residency of the trainable groups' gradients at ZeRO stage 0-3: the
-// one place that maps a stage to it (the engine's setup attaches them so;
+// The residency of the trainable groups' gradients under a stage's sharding:
+// the one place that maps it (the engine's setup attaches them so;
 // GradReducer checks them against it and then asks the residency only).
-inline GradResidency GradResidencyForStage(int stage) {
-  return stage == 0   ? GradResidency::kFullFlat
-         : stage == 1 ? GradResidency::kFullFlatOwnedSlice
-                      : GradResidency::kShardOnly;
+inline GradResidency GradResidencyFor(plan::StageSharding sharding) {
+  return sharding.gradients()         ? GradResidency::kShardOnly
+         : sharding.optimizer_state() ? GradResidency::kFullFlatOwnedSlice
+                                      : GradResidency::kFullFlat;
 }
 
 struct FlatGroup {

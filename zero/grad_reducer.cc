@@ -49,8 +49,8 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
   // How to reduce follows from where the gradients live, which must be
   // where the stage puts them (a mismatch would reduce the wrong buffers
   // without an error): every group alike.
-  ZT_CHECK(options_.stage >= 0 && options_.stage <= 3);
-  const GradResidency residency = GradResidencyForStage(options_.stage);
+  ZT_CHECK(options_.sharding.stage() >= 0 && options_.sharding.stage() <= 3);
+  const GradResidency residency = GradResidencyFor(options_.sharding);
   switch (residency) {
     case GradResidency::kFullFlat: reduction_ = Reduction::kAllReduce; break;
     case GradResidency::kFullFlatOwnedSlice: reduction_ = Reduction::kScatterToSlice; break;
@@ -61,7 +61,7 @@ GradReducer::GradReducer(std::vector<FlatGroup>& groups, std::vector<at::Tensor>
   group_state_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     ZT_CHECK_MSG(groups_[g].grad_residency == residency, "group %zu's gradients do not live where stage %d keeps them",
-                 g, options_.stage);
+                 g, options_.sharding.stage());
     const auto& slots = groups_[g].layout.slots;
     for (size_t s = 0; s < slots.size(); ++s) {
       ParamState& p = param_state_[static_cast<size_t>(slots[s].param_index)];
@@ -136,7 +136,7 @@ void GradReducer::OnGradReady(int param_index) {
         "parameter '%s' received a second gradient in one backward: it is used by more than one "
         "activation-checkpointed call. ZeRO stage %d%s reduces a gradient as soon as it arrives; checkpoint "
         "those calls together (one zt::Checkpoint or one unit), or train at stage 0/1 with overlap_comm off",
-        name, options_.stage, options_.overlap_comm && !buckets() ? " with overlap_comm" : "")));
+        name, options_.sharding.stage(), options_.overlap_comm && !buckets() ? " with overlap_comm" : "")));
   }
 
   if (buckets()) {

@@ -62,9 +62,9 @@
 namespace zt::zero {
 
 struct GradReducerOptions {
-  // GradResidencyForStage(stage) decides how to reduce; every group must
-  // have that residency (checked at construction).
-  int stage = 0;
+  // GradResidencyFor(sharding) decides how to reduce; every group must have
+  // that residency (checked at construction).
+  plan::StageSharding sharding;
   bool overlap_comm = false;
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;

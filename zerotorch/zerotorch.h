@@ -35,15 +35,15 @@
 
 // Around the training loop: what zt train itself uses, for a program of its own.
 #include "ckpt/export.h"             // zt::ckpt::ExportSafetensors: a checkpoint as consolidated safetensors
+#include "ckpt/lora_record.h"        // zt::WritePeftAdapterConfig: PEFT's adapter_config.json
 #include "ckpt/zero_checkpoint.h"    // zt::ckpt::ZeroCheckpoint: open and read a checkpoint folder
-#include "data/chat_template.h"      // zt::data::ChatTemplate: a tokenizer's Jinja chat template
 #include "data/classify.h"           // labelled text JSONL for sequence classification
-#include "data/hf_tokenizer.h"       // zt::data::HfTokenizer: tokenizer.json (BPE, WordPiece)
 #include "data/packing.h"            // zt::data::PackExamples: several examples per sample
 #include "data/sampler.h"            // zt::data::DistributedSampler, SampleStream: shuffle, shard, resume
 #include "data/supervised.h"         // prompt/completion and chat JSONL, loss on the answer only
-#include "lora/lora_record.h"        // zt::WritePeftAdapterConfig: PEFT's adapter_config.json
 #include "monitor/csv_monitor.h"     // zt::monitor::CsvMonitor: DeepSpeed's csv_monitor files
 #include "monitor/progress.h"        // zt::monitor::ProgressBar: the one-line progress display
 #include "monitor/report.h"          // zt::monitor::ReportCollector: the HTML end-of-run report
 #include "monitor/tensorboard.h"     // zt::monitor::TensorBoardMonitor: TensorBoard event files
+#include "template/chat_template.h"  // zt::data::ChatTemplate: a tokenizer's Jinja chat template
+#include "tokenizer/hf_tokenizer.h"  // zt::data::HfTokenizer: tokenizer.json (BPE, WordPiece)

@@ -20,10 +20,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "apps/flags.h"
 #include "benchmarks/report/charts.h"
 #include "benchmarks/report/doc_blocks.h"
 #include "benchmarks/results.h"
+#include "cli/flags.h"
 #include "util/file_io.h"
 #include "util/status.h"
 

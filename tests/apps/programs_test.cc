@@ -1,9 +1,9 @@
-// The two programs behind `zt` (apps/programs.h): the front links no
+// The two programs behind `zt` (cli/programs.h): the front links no
 // LibTorch and runs ckpt/config/estimate/tokenize/launch itself, and checks
-// a `zt train` job (apps/train_job.h); train and `launch -- zt train` run in
+// a `zt train` job (cli/train_job.h); train and `launch -- zt train` run in
 // zt-torch, found beside zt or at its installed place, with `zt train` ranks
 // still forked there.
-#include "apps/programs.h"
+#include "cli/programs.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -51,9 +51,8 @@ TEST(Programs, WithoutZtTorchTheFrontRunsItsOwnCommandsAndNamesWhatIsMissing) {
   const fs::path dir = TempDir("alone");
   fs::copy_file(kBin + "/zt", dir / "zt");
   const std::string zt = (dir / "zt").string();
-  for (const char* own :
-       {"ckpt --help", "config --help", "tokenize --help", "launch --help", "estimate --model gpt2-tiny", "--help",
-        "--version"}) {
+  for (const char* own : {"ckpt --help", "config --help", "tokenize --help", "launch --help",
+                          "estimate --model gpt2-tiny", "--help", "--version"}) {
     const ShellRun r = RunShell(zt + " " + own);
     EXPECT_EQ(r.code, 0) << own << ": " << r.output;
   }

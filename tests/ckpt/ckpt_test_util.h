@@ -24,8 +24,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "ckpt/pt_file.h"
-#include "ckpt/value.h"
+#include "ckpt/format/pt_file.h"
+#include "ckpt/format/value.h"
 #include "tests/testing/scratch_dir.h"
 #include "util/file_io.h"
 

@@ -1,7 +1,7 @@
 // CRC-32: the carry-less-multiplication path equals the table reference for
 // every length, alignment and starting value, and both give the standard
 // check values of the zip polynomial.
-#include "ckpt/crc32.h"
+#include "ckpt/format/crc32.h"
 
 #include <gtest/gtest.h>
 

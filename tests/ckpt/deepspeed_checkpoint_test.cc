@@ -19,10 +19,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ckpt/checkpoint_convert.h"
-#include "ckpt/convert.h"
 #include "ckpt/export.h"
+#include "ckpt/format/dtype_convert.h"
+#include "ckpt/format/safetensors.h"
 #include "ckpt/reshard.h"
-#include "ckpt/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
@@ -251,8 +251,8 @@ TEST_P(DeepSpeedNewerCheckpoint, ConsolidatesAsZeroToFp32WithTheFrozenParameters
   }
   for (const std::string& src : sources) {
     SCOPED_TRACE(src);
-    auto from = src == "saved" ? ZeroCheckpoint::Open(kFixtures + "/" + f.dir)
-                               : ZeroCheckpoint::Open(tmp.path() + "/" + src);
+    auto from =
+        src == "saved" ? ZeroCheckpoint::Open(kFixtures + "/" + f.dir) : ZeroCheckpoint::Open(tmp.path() + "/" + src);
     ASSERT_TRUE(from.ok()) << from.status();
     ExportOptions options;
     options.tied_copies = true;
@@ -287,10 +287,16 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, DeepSpeedNewerCheckpoint,
     ::testing::Values(
         NewFixture{"zero2_fp32_w3_padded", 2, DType::kFloat32, 3, "global_step5", 13360, {}, {}},
-        NewFixture{"zero3_bf16_w2_frozen", 3, DType::kBFloat16, 2, "global_step4", 116480,
-                   {"transformer.wpe.weight"}, {}},
-        NewFixture{"zero1_fp32_w3_frozen_groups", 1, DType::kFloat32, 3, "global_step5", 30144,
-                   {"transformer.wte.weight"}, {"transformer.wte.weight"}}),
+        NewFixture{
+            "zero3_bf16_w2_frozen", 3, DType::kBFloat16, 2, "global_step4", 116480, {"transformer.wpe.weight"}, {}},
+        NewFixture{"zero1_fp32_w3_frozen_groups",
+                   1,
+                   DType::kFloat32,
+                   3,
+                   "global_step5",
+                   30144,
+                   {"transformer.wte.weight"},
+                   {"transformer.wte.weight"}}),
     [](const auto& info) { return std::string(info.param.dir); });
 
 // The padding DeepSpeed leaves out of the last rank's partition is checked,

@@ -29,10 +29,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ckpt/convert.h"
 #include "ckpt/export.h"
-#include "ckpt/pickle.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/dtype_convert.h"
+#include "ckpt/format/pickle.h"
+#include "ckpt/format/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
 #include "plan/layout.h"
 #include "tests/ckpt/ckpt_test_util.h"
@@ -174,8 +174,9 @@ TEST(DeepSpeedWriterNewer, RoundTripThroughZerotorchReproducesDeepSpeedsFiles) {
     int stage;
     const char* tag;
   };
-  for (const Newer n : {Newer{"zero2_fp32_w3_padded", 2, "global_step5"}, Newer{"zero3_bf16_w2_frozen", 3, "global_step4"},
-                        Newer{"zero1_fp32_w3_frozen_groups", 1, "global_step5"}}) {
+  for (const Newer n :
+       {Newer{"zero2_fp32_w3_padded", 2, "global_step5"}, Newer{"zero3_bf16_w2_frozen", 3, "global_step4"},
+        Newer{"zero1_fp32_w3_frozen_groups", 1, "global_step5"}}) {
     SCOPED_TRACE(n.dir);
     ExpectRoundTripReproducesDeepSpeedsFiles(absl::StrCat(kFixtures, "/", n.dir), n.stage, n.tag);
   }
@@ -669,8 +670,8 @@ TEST(DeepSpeedWriterErrors, UsageErrorsAreNamedWithExitCode2) {
   const std::vector<std::string> before = FilesIn(tmp.path() + "/src"),
                                  tag_before = FilesIn(tmp.path() + "/src/global_step4");
   for (const std::string inside : {"/src/global_step4/sub", "/src/global_step4/./x/../y"}) {
-    r = RunZt(absl::StrCat("ckpt convert ", Quote(tmp.path() + "/src"), " ", Quote(tmp.path() + inside),
-                           " --to universal"));
+    r = RunZt(
+        absl::StrCat("ckpt convert ", Quote(tmp.path() + "/src"), " ", Quote(tmp.path() + inside), " --to universal"));
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_TRUE(absl::StrContains(r.output, "lies inside the source checkpoint")) << r.output;
   }

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "ckpt/pt_file.h"
+#include "ckpt/format/pt_file.h"
 #include "tests/ckpt/ckpt_test_util.h"
 #include "util/file_io.h"
 

@@ -1,4 +1,4 @@
-// ckpt/crc32.h and util/file_io.h: CRC-32 against a bitwise reference (every alignment and
+// ckpt/format/crc32.h and util/file_io.h: CRC-32 against a bitwise reference (every alignment and
 // tail length, incremental use), AtomicFile's all-or-nothing contract
 // (nothing visible before Commit, the old file intact after an abort, no
 // temporaries left, a full-disk-like failure in a child process), ReadFile's
@@ -15,8 +15,8 @@
 #include <random>
 
 #include "absl/strings/match.h"
-#include "ckpt/crc32.h"
-#include "ckpt/pt_file.h"
+#include "ckpt/format/crc32.h"
+#include "ckpt/format/pt_file.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
 namespace zt::ckpt {

@@ -1,11 +1,11 @@
-// llama2.c model files (ckpt/llama2c.h) against the fixture's Hugging Face
+// llama2.c model files (ckpt/format/llama2c.h) against the fixture's Hugging Face
 // folder, which was converted from the same file independently
 // (tests/fixtures/llama2c-stories260K/README.md) and checked against run.c's
 // logits: every tensor bit for bit, the config's sizes, and named errors for
 // files that are not what their header says. A version-1 file is built from
 // the legacy one (the same arrays, export.py's version-1 order) and must
 // read to the same tensors.
-#include "ckpt/llama2c.h"
+#include "ckpt/format/llama2c.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/scratch_dir.h"
 #include "tests/testing/zt_command.h"

@@ -1,9 +1,9 @@
-// ckpt/pt_file.h without Python: Value trees of every kind and tensors of
+// ckpt/format/pt_file.h without Python: Value trees of every kind and tensors of
 // every dtype round-trip through WritePtFile/PtReader; shared storages,
 // partial reads, 64-byte alignment, forced ZIP64, a custom archive name;
 // corrupted, truncated and foreign files fail with messages that name the
 // file and the record.
-#include "ckpt/pt_file.h"
+#include "ckpt/format/pt_file.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "ckpt/crc32.h"
-#include "ckpt/pt_file_internal.h"
-#include "ckpt/zip.h"
+#include "ckpt/format/crc32.h"
+#include "ckpt/format/pt_file_internal.h"
+#include "ckpt/format/zip.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
 namespace zt::ckpt {
@@ -45,13 +45,16 @@ std::string Bytes(const char (&s)[N]) {
 // `key` (one character), storage offset pickled as `offset` (an integer
 // opcode with its operand), as torch.save writes it.
 std::string TensorPickle(const std::string& key, const std::string& offset) {
-  return Bytes("\x80\x02"
-               "ctorch._utils\n_rebuild_tensor_v2\n("
-               "(X\x07\x00\x00\x00storage"
-               "ctorch\nFloatStorage\n"
-               "X\x01\x00\x00\x00") +
-         key + Bytes("X\x03\x00\x00\x00"
-                     "cpuK\x02tQ") +
+  return Bytes(
+             "\x80\x02"
+             "ctorch._utils\n_rebuild_tensor_v2\n("
+             "(X\x07\x00\x00\x00storage"
+             "ctorch\nFloatStorage\n"
+             "X\x01\x00\x00\x00") +
+         key +
+         Bytes(
+             "X\x03\x00\x00\x00"
+             "cpuK\x02tQ") +
          offset + Bytes("K\x02\x85K\x01\x85\x89}tR.");
 }
 
@@ -533,9 +536,7 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
        "does not fit in 64 bits"},
       {"NoStop", Bytes("\x80\x02}"), "without a STOP"},
       {"Underflow", Bytes("\x80\x02s."), "stack underflow"},
-      {"MissingStorage",
-       TensorPickle("7", Bytes("K\x00")),
-       "record 'archive/data/7' is missing"},
+      {"MissingStorage", TensorPickle("7", Bytes("K\x00")), "record 'archive/data/7' is missing"},
       {"UnknownClass",
        Bytes("\x80\x02"
              "cfoo\nBar\n)\x81."),
@@ -555,14 +556,10 @@ TEST(PtFile, ForeignPicklesAreRefusedByName) {
        Bytes("\x80\x02"
              "cdeepspeed.utils.tensor_fragment\nfragment_address\nK\x01\x85\x81."),
        "created with arguments"},
-      {"ViewOutsideStorage",
-       TensorPickle("0", Bytes("K\x01")),
-       "lies outside its storage"},
+      {"ViewOutsideStorage", TensorPickle("0", Bytes("K\x01")), "lies outside its storage"},
       // Found by the fuzzer: a negative offset overflowed the view's bound
       // check (signed arithmetic) before it was refused.
-      {"NegativeOffset",
-       TensorPickle("0", Bytes("J\xc0\x23\x01\x80")),
-       "negative tensor storage offset -2147408960"},
+      {"NegativeOffset", TensorPickle("0", Bytes("J\xc0\x23\x01\x80")), "negative tensor storage offset -2147408960"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -11,9 +11,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "ckpt/pt_file.h"
-#include "ckpt/pt_file_internal.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/pt_file.h"
+#include "ckpt/format/pt_file_internal.h"
+#include "ckpt/format/safetensors.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
 namespace zt::ckpt {

@@ -3,7 +3,7 @@
 // only the unhashed rest) otherwise. A flipped byte anywhere in a record that
 // was read is an error naming the file and record, whether the byte was in a
 // piece that was read or in a gap between pieces.
-#include "ckpt/record_verifier.h"
+#include "ckpt/format/record_verifier.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "ckpt/pt_file.h"
+#include "ckpt/format/pt_file.h"
 #include "tests/ckpt/ckpt_test_util.h"
 
 namespace zt::ckpt {

@@ -1,7 +1,7 @@
-// ckpt/safetensors.h without Python: streaming writes in arbitrary pieces,
+// ckpt/format/safetensors.h without Python: streaming writes in arbitrary pieces,
 // shard planning and the index, the multi-file model view, and the strict
 // header checks (each malformed header fails naming the tensor and field).
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

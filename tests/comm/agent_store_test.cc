@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
 #include "util/status.h"
 

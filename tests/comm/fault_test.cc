@@ -24,8 +24,8 @@
 #include "absl/strings/str_split.h"
 #include "comm/collective_label.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
 #include "gtest/gtest.h"
+#include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
 #include "util/status.h"
 

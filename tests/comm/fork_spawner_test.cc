@@ -1,9 +1,9 @@
-// comm/fork_spawner.h: which ranks are forked and which exec'd, and that a
+// launch/fork_spawner.h: which ranks are forked and which exec'd, and that a
 // forked rank starts as an exec'd one would (process group, death signal,
 // signals, descriptors, environment, exit code). The same worker runs either
 // way: forked, through ForkSpawner's RankMain; exec'd, through this binary's
 // own main with kRankFlag.
-#include "comm/fork_spawner.h"
+#include "launch/fork_spawner.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,8 +22,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "comm/launcher.h"
 #include "gtest/gtest.h"
+#include "launch/launcher.h"
 
 namespace zt::comm {
 namespace {

@@ -1,7 +1,7 @@
-// Tests of the rank launcher (comm/launcher.h) and `zt launch`, with plain
+// Tests of the rank launcher (launch/launcher.h) and `zt launch`, with plain
 // `sh -c` commands as ranks: environment, output prefixing, failure
 // propagation, stopping and signal forwarding, and that no process survives.
-#include "comm/launcher.h"
+#include "launch/launcher.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -28,9 +28,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "comm/free_port.h"
-#include "comm/line_buffer.h"
 #include "gtest/gtest.h"
+#include "launch/free_port.h"
+#include "launch/line_buffer.h"
 #include "util/unique_fd.h"
 
 namespace zt::comm {

@@ -1,7 +1,7 @@
 // Table tests of ReadRankEnv (launcher conventions, defaults, and error
 // messages that name the variable to fix) and of the group options' env
 // overrides.
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 
 #include <cstdlib>
 #include <map>

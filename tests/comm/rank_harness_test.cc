@@ -115,7 +115,7 @@ ZT_RANK_WORKER(last_rank_dies) {
 // How this rank was started, checked against ctx.arg: "server <launcher pid>"
 // or "exec <launcher pid>". Either way it must be the launcher's child, lead
 // its own process group, die with the launcher (PR_SET_PDEATHSIG) and start
-// with no signal blocked, as comm/launcher.h promises.
+// with no signal blocked, as launch/launcher.h promises.
 ZT_RANK_WORKER(report_start) {
   std::vector<std::string> want = absl::StrSplit(ctx.arg, ' ');
   if (want.size() != 2) return absl::InvalidArgumentError("arg: server|exec <pid>");

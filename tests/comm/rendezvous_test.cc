@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "comm/free_port.h"
+#include "launch/free_port.h"
 
 namespace zt::comm {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
 #include "comm/socket_counters.h"
 #include "gtest/gtest.h"
+#include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
 #include "util/status.h"
 

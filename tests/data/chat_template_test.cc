@@ -10,7 +10,7 @@
 // transformers.js cannot parse the Qwen3 template nor run Gemma 3's `is
 // string`; a test pins that. Then the engine alone: whitespace control,
 // loops, namespaces, slices, filters, tests, undefined and refused syntax.
-#include "data/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "data/jinja.h"
+#include "template/jinja.h"
 #include "tests/testing/scratch_dir.h"
 
 namespace zt::data {

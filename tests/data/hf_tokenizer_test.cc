@@ -13,7 +13,7 @@
 // decode). Where transformers.js departs from the `tokenizers` library
 // (Rust), a test pins the Rust behaviour. Then the errors: what
 // tokenizer.json may hold that is not implemented is refused, naming the key.
-#include "data/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -30,8 +30,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "data/pretokenize.h"
 #include "tests/testing/scratch_dir.h"
+#include "tokenizer/pretokenize.h"
 
 namespace zt::data {
 namespace {
@@ -426,8 +426,9 @@ TEST(HfTokenizerErrors, UnsupportedPartsAreNamed) {
     for (int i = 0; i < n; ++i) deep += "]}";
     auto t = HfTokenizer::Load(write(absl::StrCat("{", model, R"(, "pre_tokenizer": )", deep, "}")));
     ASSERT_FALSE(t.ok()) << n;
-    EXPECT_TRUE(absl::StrContains(t.status().message(), "nested deeper than 64 levels (in the object at "
-                                                        "'pre_tokenizer'.'pretokenizers'[0].'pretokenizers'[0]"))
+    EXPECT_TRUE(absl::StrContains(t.status().message(),
+                                  "nested deeper than 64 levels (in the object at "
+                                  "'pre_tokenizer'.'pretokenizers'[0].'pretokenizers'[0]"))
         << t.status();
   }
   for (const Bad& b : bad) {
@@ -460,9 +461,10 @@ TEST(HfTokenizerErrors, IdsAndCountsMeetNamedLimits) {
   for (const std::string id : {"2147483647", "100000000", "4294967301", "-1", "18446744073709551615"}) {
     auto t = load(bpe_with(id));
     ASSERT_FALSE(t.ok()) << id;
-    EXPECT_TRUE(absl::StrContains(t.status().message(),
-                                  absl::StrCat("model.vocab: 'ab' has id ", id, "; ids lie in [0, 4194304): the "
-                                               "limit is 4194304 (ZT_MAX_TOKENIZER_VOCAB raises it)")))
+    EXPECT_TRUE(
+        absl::StrContains(t.status().message(), absl::StrCat("model.vocab: 'ab' has id ", id,
+                                                             "; ids lie in [0, 4194304): the "
+                                                             "limit is 4194304 (ZT_MAX_TOKENIZER_VOCAB raises it)")))
         << t.status();
   }
   // Two tokens on one id (before: accepted, and 'ab' encoded as 'b').
@@ -491,8 +493,8 @@ TEST(HfTokenizerErrors, IdsAndCountsMeetNamedLimits) {
     absl::StrAppend(&vocab, ", \"t", i, "\": ", i + 3);
     absl::StrAppend(&merges, ", \"a b\"");
   }
-  const std::string big = absl::StrCat(R"({"model": {"type": "BPE", "vocab": {)", vocab, R"(}, "merges": [)", merges,
-                                       "]}}");
+  const std::string big =
+      absl::StrCat(R"({"model": {"type": "BPE", "vocab": {)", vocab, R"(}, "merges": [)", merges, "]}}");
   ASSERT_EQ(::setenv("ZT_MAX_TOKENIZER_VOCAB", "4096", 1), 0);
   auto t = load(big);
   ASSERT_FALSE(t.ok());

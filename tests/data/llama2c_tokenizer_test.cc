@@ -1,8 +1,8 @@
-// llama2.c's tokenizer (data/llama2c_tokenizer.h) against its own reference
+// llama2.c's tokenizer (tokenizer/llama2c_tokenizer.h) against its own reference
 // implementation's output: the ids run.c's encode gives the fixture's three
 // text prompts with tok512.bin, and the text run.c prints for the prompt and
 // its 40 greedy tokens (tests/fixtures/llama2c-stories260K/ref, README.md).
-#include "data/llama2c_tokenizer.h"
+#include "tokenizer/llama2c_tokenizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

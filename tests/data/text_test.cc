@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "data/byte_tokenizer.h"
 #include "data/text_corpus.h"
 #include "tests/data/data_test_util.h"
+#include "tokenizer/byte_tokenizer.h"
 
 namespace zt::data {
 namespace {

@@ -81,8 +81,8 @@ TEST(TokenizeCommand, WritesATokenFileTrainCanRead) {
   ASSERT_TRUE(std::filesystem::exists(kLlama3)) << "run scripts/test_references.sh";
   zt::testing::ScratchDir dir("zt_tokenize");
   std::ofstream(dir.File("doc.txt")) << "The quick brown fox jumps over the lazy dog. 1234567\n";
-  for (const auto& [path, dtype, eot] : {std::tuple{kGpt2, TokenDType::kUInt16, 50256},
-                                          std::tuple{kLlama3, TokenDType::kUInt32, 128001}}) {
+  for (const auto& [path, dtype, eot] :
+       {std::tuple{kGpt2, TokenDType::kUInt16, 50256}, std::tuple{kLlama3, TokenDType::kUInt32, 128001}}) {
     const std::string out = dir.File("out.bin");
     const zt::testing::ZtRun r =
         zt::testing::RunZt("tokenize --tokenizer '" + path + "' --out '" + out + "' '" + dir.File("doc.txt") + "'");
@@ -97,8 +97,8 @@ TEST(TokenizeCommand, WritesATokenFileTrainCanRead) {
     ASSERT_EQ(file->size(), static_cast<int64_t>(want.size()));
     for (int64_t i = 0; i < file->size(); ++i) EXPECT_EQ(file->at(i), want[static_cast<size_t>(i)]) << i;
   }
-  const zt::testing::ZtRun bad = zt::testing::RunZt("tokenize --tokenizer '" + kGpt2 + "' --out '" +
-                                                    dir.File("x.bin") + "' --eot '<nope>' '" + dir.File("doc.txt") + "'");
+  const zt::testing::ZtRun bad = zt::testing::RunZt("tokenize --tokenizer '" + kGpt2 + "' --out '" + dir.File("x.bin") +
+                                                    "' --eot '<nope>' '" + dir.File("doc.txt") + "'");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_TRUE(absl::StrContains(bad.output, "--eot: '<nope>' is not a token")) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(dir.File("x.bin")));

@@ -1,8 +1,8 @@
 // LR schedules: values at chosen steps worked out by hand from DeepSpeed's
 // deepspeed/runtime/lr_schedules.py, boundaries, monotonicity and OneCycle's
 // momentum. Lr(k) is DeepSpeed's lr at last_batch_iteration (lbi) = k - 1,
-// and the constructor's value for k = 0 (engine/lr_scheduler.h).
-#include "engine/lr_scheduler.h"
+// and the constructor's value for k = 0 (schedule/lr_scheduler.h).
+#include "schedule/lr_scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_format.h"
-#include "engine/lr_scheduler.h"
+#include "schedule/lr_scheduler.h"
 #include "tests/testing/test_config.h"
 #include "util/error.h"
 

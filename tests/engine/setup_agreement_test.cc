@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
 #include "engine/engine.h"
+#include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
 #include "util/status.h"
 

@@ -111,7 +111,8 @@ TEST(EstimateCli, ErrorsNameTheFlag) {
 // limit is read the same way), rather than being killed for memory while
 // building the model.
 TEST(TrainSizing, AModelThatCannotFitIsRefusedUpFront) {
-  const CommandResult r = zt::testing::RunShell("ulimit -v 3145728 && " ZT_BINARY_DIR "/bin/zt train --model gpt2-xl --nproc 1 --steps 1");
+  const CommandResult r =
+      zt::testing::RunShell("ulimit -v 3145728 && " ZT_BINARY_DIR "/bin/zt train --model gpt2-xl --nproc 1 --steps 1");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.output.find("--nproc 1 needs at least 1 rank x"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("left under this process's address-space limit (ulimit -v) of 3 GiB"), std::string::npos)

@@ -3,7 +3,7 @@
 // records, and the JSON keys PEFT's LoraConfig reads (peft 0.10+:
 // peft_type, task_type, r, lora_alpha, lora_dropout, target_modules,
 // fan_in_fan_out, bias, ...).
-#include "lora/lora_record.h"
+#include "ckpt/lora_record.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "comm/group_options.h"
 #include "comm/init.h"
-#include "comm/rank_env.h"
+#include "launch/rank_env.h"
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
 #include "tests/testing/test_config.h"

@@ -1,5 +1,5 @@
 // Hugging Face model folders: config.json -> the built-in architecture
-// (models/hf_config.h), checked on the published configs of GPT-2,
+// (models/catalog/hf_config.h), checked on the published configs of GPT-2,
 // TinyLlama-1.1B, Mistral-7B-v0.1, Qwen2-0.5B, Llama-3.2-1B and
 // bert-base-uncased (their
 // parameter counts must equal the published ones; Llama-3.2's llama3 RoPE
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 #include "comm/single_group.h"
 #include "engine/engine.h"
 #include "engine/weight_decay_groups.h"
-#include "models/hf_config.h"
+#include "models/catalog/hf_config.h"
 #include "models/registry.h"
 #include "tests/testing/scratch_dir.h"
 #include "tests/testing/test_config.h"

@@ -117,7 +117,7 @@ TEST(HuggingFaceInterop, BertLogitsWithPaddingMatchReference) {
   CheckAgainstReference({dir});
 }
 
-// Models built from a Hugging Face folder's config.json (models/hf_config.h):
+// Models built from a Hugging Face folder's config.json (models/catalog/hf_config.h):
 // Qwen2 (q/k/v biases, tied head, rope_theta 1e6, eps 1e-6), Mistral
 // (grouped-query attention, untied head, a window longer than its context),
 // and LLaMA with rope_scaling llama3 (Llama-3.1/3.2) and linear.

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/safetensors.h"
+#include "ckpt/format/safetensors.h"
 #include "comm/single_group.h"
 #include "engine/engine.h"
 #include "models/registry.h"

@@ -13,11 +13,11 @@ namespace {
 // at gather, which turns the first into the split update's first half).
 // Kept here as the reference every combination must agree with.
 UpdateSchedule AsFlags(const UpdateScheduleFacts& f) {
-  const bool may_in_backward = f.allow_during_backward && f.stage == 3 && !f.gradient_clipping && !f.fp16;
+  const bool may_in_backward = f.allow_during_backward && f.sharding.stage() == 3 && !f.gradient_clipping && !f.fp16;
   bool early = may_in_backward && f.state_walks_ahead && !f.params_swapped;
   bool deferred = false;
   bool split = false;
-  if (f.allow_at_gather && f.stage == 3 && !early && f.params_swapped && f.master_is_params) {
+  if (f.allow_at_gather && f.sharding.stage() == 3 && !early && f.params_swapped && f.master_is_params) {
     deferred = f.first_deferrable_group < f.group_count;
     split = deferred && may_in_backward && f.params_swapped && f.master_is_params && f.state_walks_ahead &&
             f.optimizer_splits && f.fp32_grads;
@@ -32,7 +32,7 @@ UpdateSchedule AsFlags(const UpdateScheduleFacts& f) {
 // Stage 3, state on NVMe, nothing in the way.
 UpdateScheduleFacts Nvme() {
   UpdateScheduleFacts f;
-  f.stage = 3;
+  f.sharding = StageSharding(3);
   f.state_walks_ahead = true;
   f.group_count = 6;
   f.first_deferrable_group = 6;
@@ -44,7 +44,7 @@ TEST(ChooseUpdateSchedule, AgreesWithTheFlagsItReplacedOnEveryCombination) {
   for (int bits = 0; bits < (1 << 11); ++bits) {
     for (int stage = 0; stage <= 3; ++stage) {
       UpdateScheduleFacts f;
-      f.stage = stage;
+      f.sharding = StageSharding(stage);
       f.gradient_clipping = bits & 1;
       f.fp16 = bits & 2;
       f.state_walks_ahead = bits & 4;
@@ -114,9 +114,9 @@ TEST(UpdateSchedule, PhasesAndWords) {
   EXPECT_EQ(DescribeUpdateSchedule(UpdateSchedule::kInStep), "");
   EXPECT_TRUE(absl::StrContains(DescribeUpdateSchedule(UpdateSchedule::kSplit), "split"));
   UpdateScheduleFacts f = Nvme();
-  f.stage = 2;
+  f.sharding = StageSharding(2);
   EXPECT_TRUE(absl::StrContains(InStepReason(f), "stage 3"));
-  f.stage = 3;
+  f.sharding = StageSharding(3);
   f.gradient_clipping = true;
   EXPECT_TRUE(absl::StrContains(InStepReason(f), "gradient_clipping"));
   f.gradient_clipping = false;

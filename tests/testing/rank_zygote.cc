@@ -21,7 +21,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "comm/fork_spawner.h"
+#include "launch/fork_spawner.h"
 #include "tests/testing/ranks.h"
 
 namespace zt::testing {

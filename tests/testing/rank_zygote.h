@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/launcher.h"
+#include "launch/launcher.h"
 
 namespace zt::testing {
 

@@ -1,5 +1,5 @@
 // Implementation of tests/testing/ranks.h on top of the rank launcher
-// (comm/launcher.h) in capture mode: each rank runs this test binary with
+// (launch/launcher.h) in capture mode: each rank runs this test binary with
 // --zt-rank-worker=NAME, forked from the fork server (rank_zygote.h) or
 // exec'd, so no rank inherits a LibTorch/OpenMP state that ran anything.
 #include "tests/testing/ranks.h"
@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "comm/launcher.h"
 #include "gtest/gtest.h"
+#include "launch/launcher.h"
 #include "tests/testing/rank_zygote.h"
 #include "util/log.h"
 

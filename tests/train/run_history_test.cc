@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "ckpt/value.h"
+#include "ckpt/format/value.h"
 #include "tests/testing/scratch_dir.h"
 
 namespace zt::train {

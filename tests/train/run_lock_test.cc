@@ -1,5 +1,5 @@
-// train/run_lock.h: one run per output directory, released with its holder.
-#include "train/run_lock.h"
+// train/job/run_lock.h: one run per output directory, released with its holder.
+#include "train/job/run_lock.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

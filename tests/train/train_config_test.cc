@@ -1,7 +1,7 @@
 // ComposeConfigJson / FillTrainAutos / WorldSizeFromConfig: command-line
 // values land in the config before it is checked, and bad ones are errors
 // that name the key.
-#include "train/train_config.h"
+#include "train/job/train_config.h"
 
 #include <gtest/gtest.h>
 

@@ -30,8 +30,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "ckpt/pt_file.h"
-#include "ckpt/safetensors.h"
+#include "ckpt/format/pt_file.h"
+#include "ckpt/format/safetensors.h"
 #include "data/token_dataset.h"
 #include "data/token_file.h"
 #include "monitor/event_file_reader.h"
@@ -145,7 +145,7 @@ TEST(TrainE2E, EveryModelLearnsAndEveryStageRuns) {
 }
 
 // `zt train --nproc` forks its ranks from the process that has loaded
-// LibTorch already (comm/fork_spawner.h). A forked rank must train exactly as
+// LibTorch already (launch/fork_spawner.h). A forked rank must train exactly as
 // an exec'd one: same losses, same exported weights, byte for byte. "always"
 // makes a rank that could not be forked an error, so the first run is known
 // to have forked; "0" execs every rank.
@@ -476,8 +476,9 @@ TEST(TrainE2E, SaveFormatDeepSpeedWritesAFrozenBase) {
                                       " --steps 2 --save-interval 2 --save-format deepspeed --lora-r 4 --stage ", stage,
                                       Quick(absl::StrCat(dir, "/run", stage)), " --save-dir ", save));
     ASSERT_EQ(a.code, 0) << a.output;
-    const std::string ms = absl::StrCat(save, "/deepspeed/global_step2/",
-                                        stage == 3 ? "zero_pp_rank_1_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt");
+    const std::string ms =
+        absl::StrCat(save, "/deepspeed/global_step2/",
+                     stage == 3 ? "zero_pp_rank_1_mp_rank_00_model_states.pt" : "mp_rank_00_model_states.pt");
     auto file = ckpt::PtReader::Open(ms);
     ASSERT_TRUE(file.ok()) << file.status();
     const ckpt::Value* shapes = (*file)->root().AsDict().Find("frozen_param_shapes");
@@ -864,7 +865,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   const std::string jsonl = dir + "/pc.jsonl";
   std::ofstream(jsonl) << "{\"prompt\": \"a\", \"completion\": \"b\"}\n";
   const std::string index = dir + "/model.safetensors.index.json";
-  std::ofstream(index) << "{\"metadata\": {}, \"weight_map\": {\"wte.weight\": \"model-00002-of-00002.safetensors\"}}\n";
+  std::ofstream(index)
+      << "{\"metadata\": {}, \"weight_map\": {\"wte.weight\": \"model-00002-of-00002.safetensors\"}}\n";
   struct Case {
     std::string args, expect;
   };
@@ -893,7 +895,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data " + corpus + " --save-format deepspeed --save-dir none", "--save-format deepspeed"},
       {"--model gpt2-tiny --data /dev/zero", "not a regular file or directory"},
       {"--model gpt2-tiny --data " + fifo, "not a regular file or directory"},
-      {"--model gpt2-tiny --precision bf16 --bf16-compute fast", "--bf16-compute must be auto, bf16 or fp32, got 'fast'"},
+      {"--model gpt2-tiny --precision bf16 --bf16-compute fast",
+       "--bf16-compute must be auto, bf16 or fp32, got 'fast'"},
       {"--model gpt2-tiny --data " + corpus + " --bf16-compute fp32",
        "--bf16-compute fp32 applies to bf16 runs and this one is fp32"},
       // A tokenizer that text or token data would not use is refused, not ignored.
@@ -904,7 +907,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
        "--tokenizer: tokenizer '/nonexistent/tok' does not exist"},
       {"--model gpt2-tiny --data " + jsonl + " --tokenizer " + dir, "--tokenizer: no tokenizer in"},
       // A weights index naming a shard that is not there: named once, before the ranks.
-      {"--model gpt2-tiny --data " + corpus + " --init-from " + index, "lists shard 'model-00002-of-00002.safetensors'"},
+      {"--model gpt2-tiny --data " + corpus + " --init-from " + index,
+       "lists shard 'model-00002-of-00002.safetensors'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

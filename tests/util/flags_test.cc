@@ -1,4 +1,4 @@
-#include "apps/flags.h"
+#include "cli/flags.h"
 
 #include <gtest/gtest.h>
 

@@ -32,8 +32,8 @@ TEST(ParseCount, TakesTheWaysUsersWriteParameterCounts) {
     EXPECT_TRUE(ParseCount(text, &n)) << text;
     EXPECT_EQ(n, want) << text;
   }
-  for (const char* bad : {"", "B", "1.5", "0", "-5", "+5", "0x10", "inf", "nan", "7.5Q", "1e", "e9", "1e99", "7,5B",
-                          "1.2345e3"}) {
+  for (const char* bad :
+       {"", "B", "1.5", "0", "-5", "+5", "0x10", "inf", "nan", "7.5Q", "1e", "e9", "1e99", "7,5B", "1.2345e3"}) {
     EXPECT_FALSE(ParseCount(bad, &n)) << bad;
   }
 }

@@ -16,11 +16,11 @@
 namespace zt::zero {
 namespace {
 
-TEST(GradResidencyForStage, EachStage) {
-  EXPECT_EQ(GradResidencyForStage(0), GradResidency::kFullFlat);
-  EXPECT_EQ(GradResidencyForStage(1), GradResidency::kFullFlatOwnedSlice);
-  EXPECT_EQ(GradResidencyForStage(2), GradResidency::kShardOnly);
-  EXPECT_EQ(GradResidencyForStage(3), GradResidency::kShardOnly);
+TEST(GradResidencyFor, EachStage) {
+  EXPECT_EQ(GradResidencyFor(plan::StageSharding(0)), GradResidency::kFullFlat);
+  EXPECT_EQ(GradResidencyFor(plan::StageSharding(1)), GradResidency::kFullFlatOwnedSlice);
+  EXPECT_EQ(GradResidencyFor(plan::StageSharding(2)), GradResidency::kShardOnly);
+  EXPECT_EQ(GradResidencyFor(plan::StageSharding(3)), GradResidency::kShardOnly);
 }
 
 // One group of two parameters with full flat gradients, as stage 0 has them.
@@ -39,7 +39,7 @@ struct Stage0Group {
 TEST(GradReducer, ReducesStageZeroGradientsWhole) {
   Stage0Group s;
   GradReducerOptions o;
-  o.stage = 0;
+  o.sharding = plan::StageSharding(0);
   GradReducer reducer(s.groups, s.params, std::make_shared<comm::SingleGroup>(), o);
   reducer.BeginBackward(/*reduce=*/true);
   (s.params[0].sum() * 2 + s.params[1].sum()).backward();
@@ -51,7 +51,7 @@ TEST(GradReducer, ReducesStageZeroGradientsWhole) {
 TEST(GradReducerDeathTest, GroupsWhoseGradientsLiveElsewhereThanTheStageKeepsThemAreRefused) {
   Stage0Group s;
   GradReducerOptions o;
-  o.stage = 2;  // stage 2 keeps reduced shards only; these groups hold full buffers
+  o.sharding = plan::StageSharding(2);  // stage 2 keeps reduced shards only; these groups hold full buffers
   EXPECT_DEATH(GradReducer(s.groups, s.params, std::make_shared<comm::SingleGroup>(), o),
                "do not live where stage 2 keeps them");
 }
