@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "launch/free_port.h"
 #include "launch/line_buffer.h"
+#include "launch/rank_env.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
 
@@ -470,10 +471,19 @@ absl::StatusOr<JobEnvironment> PrepareJobEnvironment(const LaunchOptions& option
   // The job's identity, checked at the rendezvous so that a rank of another
   // job that finds this job's store on the same port is refused. One node:
   // a fresh id for every launch. Several nodes: each node's launcher would
-  // draw its own, so only a ZT_JOB_ID the user gives every node is used.
+  // draw its own, so a ZT_JOB_ID (or torchrun's TORCHELASTIC_RUN_ID) the user
+  // gives every node is used, and without one the ranks' command line names
+  // the job, as it names ranks started by hand (launch/rank_env.h). The
+  // launcher computes it here because a rank it forks from its fork server
+  // (launch/fork_spawner.h) reads the launcher's own command line as its
+  // /proc/self/cmdline, and that differs between nodes (--node-rank).
   if (options.nnodes == 1) {
     std::random_device rd;
     env["ZT_JOB_ID"] = absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
+  } else if (auto given = env.find("ZT_JOB_ID"); (given == env.end() || given->second.empty()) &&
+                                                 !env.count("TORCHELASTIC_RUN_ID") &&
+                                                 !options.extra_env.count("ZT_JOB_ID")) {
+    env["ZT_JOB_ID"] = CommandLineJobId(options.command);
   }
   if (!env.count("OMP_NUM_THREADS") && !options.extra_env.count("OMP_NUM_THREADS")) {
     int cores = UsableCores();

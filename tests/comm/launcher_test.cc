@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "launch/free_port.h"
 #include "launch/line_buffer.h"
+#include "launch/rank_env.h"
 #include "util/unique_fd.h"
 
 namespace zt::comm {
@@ -355,6 +356,40 @@ TEST(Launcher, TwoNodesAgreeOnRanksAndPort) {
     }
   }
   EXPECT_EQ(seen_ranks, (std::set<int>{0, 1, 2, 3}));
+}
+
+// Every node's launcher names the job alike: by the ranks' command line,
+// which is the same on every node (the launcher's own, which a rank forked
+// from its fork server would read as /proc/self/cmdline, holds --node-rank);
+// a ZT_JOB_ID the user gives wins, and one node draws a fresh id per launch.
+TEST(Launcher, NodesNameTheJobByTheRanksCommandLine) {
+  absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok());
+  const std::string script = "echo \"$ZT_JOB_ID\"";
+  std::set<std::string> ids;
+  for (int node = 0; node < 2; ++node) {
+    LaunchOptions o = ShOptions(1, script);
+    o.nnodes = 2;
+    o.node_rank = node;
+    o.master_port = *port;
+    absl::StatusOr<LaunchResult> r = Launch(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ids.insert(r->ranks[0].output);
+  }
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(*ids.begin(), CommandLineJobId({"sh", "-c", script}) + "\n");
+  LaunchOptions given = ShOptions(1, script);
+  given.nnodes = 2;
+  given.master_port = *port;
+  given.extra_env["ZT_JOB_ID"] = "mine";
+  absl::StatusOr<LaunchResult> r = Launch(given);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ranks[0].output, "mine\n");
+  LaunchOptions one_node = ShOptions(1, script);
+  r = Launch(one_node);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->ranks[0].output, *ids.begin());
+  EXPECT_FALSE(absl::StartsWith(r->ranks[0].output, kCommandLineJobPrefix));
 }
 
 TEST(Launcher, TwoConcurrentZtLaunchesFormOneWorld) {

@@ -1,0 +1,258 @@
+// `zt train` across hosts: each host a network namespace (netns_hosts.h),
+// joined by a 1 Gbit/s link, one `zt launch --nnodes N --node-rank R` per
+// host, as a user of several machines runs it. Each case is its own ctest
+// entry (tests/multihost/CMakeLists.txt):
+//  * the same job on 2 hosts x 1 rank exports bitwise the weights of 1 host x
+//    2 ranks (OMP_NUM_THREADS pinned: the thread count changes BLAS's
+//    summation order), and so does a run whose second host starts 10 s late;
+//  * a host killed, a link cut and a host frozen (SIGSTOP): every host that
+//    still runs exits non-zero within the collective timeout plus its
+//    diagnosis, naming the peer, and leaves no process behind;
+//  * two interfaces per host: GLOO_SOCKET_IFNAME=eth1 carries the
+//    collectives, eth0 only the rendezvous.
+// The cases skip, saying why, where namespaces cannot be made (not root).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/multihost/netns_hosts.h"
+#include "tests/testing/zt_command.h"
+
+namespace zt::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The collective timeout the hosts run with (ZT_COMM_TIMEOUT_S): a silent
+// peer is an error after this long, plus the diagnosis (a few seconds).
+constexpr int kCommTimeoutS = 20;
+constexpr int kMasterPort = 29611;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string TempDir(const std::string& name) {
+  std::string base = ::testing::TempDir();
+  if (!base.empty() && base.back() == '/') base.pop_back();
+  std::string tmpl = absl::StrCat(base, "/zt_multihost_", name, "_XXXXXX");
+  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+std::string MakeCorpus(const std::string& dir) {
+  const std::string path = dir + "/corpus.txt";
+  std::ofstream out(path);
+  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "home"};
+  uint64_t x = 12345;
+  for (int line = 0; line < 900; ++line) {
+    for (int w = 0; w < 8; ++w) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      out << words[(line + w + ((x >> 33) % 3 == 0 ? 1 : 0)) % 12] << (w == 7 ? ".\n" : " ");
+    }
+  }
+  return path;
+}
+
+// The training job every case runs (after `zt` or `zt launch ... --`):
+// gpt2-tiny at stage 3, checkpointed at the end (every rank writes its
+// shards into <out>/checkpoints, on the file system the hosts share) and
+// exported from that checkpoint to <out>/model.safetensors.
+std::string TrainArgs(const std::string& corpus, const std::string& out, int steps) {
+  return absl::StrCat("train --model gpt2-tiny --data ", corpus,
+                      " --seq-len 32 --micro-batch 4 --lr 3e-3 --stage 3 --steps ", steps,
+                      " --eval-interval -1 --report none --no-progress --output-dir ", out,
+                      " --set scheduler.params.warmup_num_steps=2 --set steps_per_print=1");
+}
+
+// What every rank's environment pins: one BLAS thread (results must not
+// depend on cores), a short collective timeout.
+std::string HostEnv() { return absl::StrCat("OMP_NUM_THREADS=1 ZT_COMM_TIMEOUT_S=", kCommTimeoutS, " "); }
+
+// One `zt launch` for host h of `hosts`, 1 rank each, rank 0's store on host 0.
+std::string LaunchOnHost(const NetnsHosts& net, int h, const std::string& train, const std::string& extra_env = "") {
+  return absl::StrCat(HostEnv(), extra_env, ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node 1 --nnodes ", net.size(),
+                      " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ", kMasterPort,
+                      " --timeout 600 -- ", ZT_BINARY_DIR, "/bin/zt ", train);
+}
+
+class MultiHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto made = NetnsHosts::Create(options_);
+    if (!made.ok()) GTEST_SKIP() << "no network namespaces here: " << made.status().message();
+    net_ = std::move(*made);
+    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    corpus_ = MakeCorpus(dir_);
+  }
+  // Every host is empty afterwards: no rank or launcher left running.
+  void ExpectNoProcessLeft(int h) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!net_->Pids(h).empty() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(net_->Pids(h).empty()) << "processes left on host " << h;
+  }
+  // The reference: the same job on one host (this machine's loopback), 2 ranks.
+  std::string OneHostExport() {
+    const std::string out = dir_ + "/one_host";
+    ZtRun r = RunZt(TrainArgs(corpus_, out, kSteps) + " --nproc 2", HostEnv());
+    EXPECT_EQ(r.code, 0) << r.output;
+    return ReadFile(out + "/model.safetensors");
+  }
+
+  static constexpr int kSteps = 8;
+  HostsOptions options_;
+  std::unique_ptr<NetnsHosts> net_;
+  std::string dir_, corpus_;
+};
+
+// Starts one launch per host, host h after delays[h]; waits for them all.
+std::vector<int> RunOnHosts(NetnsHosts& net, const std::string& train, const std::string& logs,
+                            const std::vector<int>& delays_s = {}, const std::string& extra_env = "") {
+  std::vector<HostProcess> procs;
+  const auto start = Clock::now();
+  for (int h = 0; h < net.size(); ++h) {
+    if (h < static_cast<int>(delays_s.size())) std::this_thread::sleep_until(start + std::chrono::seconds(delays_s[h]));
+    auto p = net.Start(h, LaunchOnHost(net, h, train, extra_env), absl::StrCat(logs, ".host", h, ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) procs.push_back(*p);
+  }
+  std::vector<int> codes;
+  for (const HostProcess& p : procs) codes.push_back(WaitExit(p, std::chrono::minutes(5)));
+  return codes;
+}
+
+TEST_F(MultiHost, TwoHostsExportTheWeightsOfOneHost) {
+  const std::string reference = OneHostExport();
+  ASSERT_FALSE(reference.empty());
+  const std::string out = dir_ + "/two_hosts";
+  const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out);
+  for (int h = 0; h < net_->size(); ++h) {
+    EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
+    ExpectNoProcessLeft(h);
+  }
+  const std::string two = ReadFile(out + "/model.safetensors");
+  EXPECT_FALSE(two.empty());
+  EXPECT_TRUE(two == reference) << "2 hosts x 1 rank exported other weights than 1 host x 2 ranks";
+  // The collectives crossed the link: host 1 sent at least one gathered copy
+  // of its shards of gpt2-tiny's weights per step.
+  std::printf("host 1 sent %lld bytes on its link\n", static_cast<long long>(net_->TxBytes(1, 0)));
+  EXPECT_GT(net_->TxBytes(1, 0), 100000);
+}
+
+TEST_F(MultiHost, AHostThatStartsTenSecondsLateJoins) {
+  const std::string reference = OneHostExport();
+  const std::string out = dir_ + "/late";
+  const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out, {0, 10});
+  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
+  EXPECT_TRUE(ReadFile(out + "/model.safetensors") == reference);
+}
+
+// Starts a long job on every host, waits until host 0 logged training steps,
+// then breaks host `victim` with `fault`; returns the logs' prefix.
+struct FaultRun {
+  std::vector<HostProcess> procs;
+  std::string logs;
+};
+
+FaultRun StartLongJob(NetnsHosts& net, const std::string& corpus, const std::string& dir) {
+  FaultRun run;
+  run.logs = dir + "/fault";
+  for (int h = 0; h < net.size(); ++h) {
+    auto p = net.Start(h, LaunchOnHost(net, h, TrainArgs(corpus, dir + "/fault_out", 100000)),
+                       absl::StrCat(run.logs, ".host", h, ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) run.procs.push_back(*p);
+  }
+  // Training has started when host 0's rank printed a few steps.
+  const auto deadline = Clock::now() + std::chrono::minutes(3);
+  while (Clock::now() < deadline && !absl::StrContains(ReadFile(run.logs + ".host0.log"), "step 3 |")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(absl::StrContains(ReadFile(run.logs + ".host0.log"), "step 3 |"))
+      << "training did not start: " << ReadFile(run.logs + ".host0.log") << ReadFile(run.logs + ".host1.log");
+  return run;
+}
+
+// Host `h` of `run` exits non-zero within the timeout plus the diagnosis and
+// the launcher's grace, and its log names `peer`.
+void ExpectFailsNaming(const FaultRun& run, int h, const std::string& peer, Clock::time_point fault_time) {
+  const int code = WaitExit(run.procs[h], std::chrono::seconds(kCommTimeoutS + 40));
+  const double took = std::chrono::duration<double>(Clock::now() - fault_time).count();
+  const std::string log = ReadFile(absl::StrCat(run.logs, ".host", h, ".log"));
+  std::printf("host %d: exit %d %.1f s after the fault\n", h, code, took);
+  EXPECT_NE(code, 0) << "host " << h << " still running or exited 0 after " << took << " s:\n" << log;
+  EXPECT_NE(code, -1);
+  EXPECT_LT(took, kCommTimeoutS + 40);
+  EXPECT_TRUE(absl::StrContains(log, peer)) << "host " << h << "'s error does not name " << peer << ":\n" << log;
+}
+
+TEST_F(MultiHost, AKilledHostIsNamedByTheOther) {
+  FaultRun run = StartLongJob(*net_, corpus_, dir_);
+  const auto fault = Clock::now();
+  net_->Signal(1, SIGKILL);
+  ExpectFailsNaming(run, 0, "rank 1", fault);
+  ExpectNoProcessLeft(0);
+}
+
+TEST_F(MultiHost, ACutLinkEndsBothHostsNamingThePeer) {
+  FaultRun run = StartLongJob(*net_, corpus_, dir_);
+  const auto fault = Clock::now();
+  ASSERT_TRUE(net_->SetLink(1, 0, /*up=*/false).ok());
+  // Host 0 holds the store: it sees rank 1's heartbeat stop. Host 1 cannot
+  // reach the store on rank 0 any more.
+  ExpectFailsNaming(run, 0, "peer rank 1", fault);
+  ExpectFailsNaming(run, 1, "rank 0", fault);
+  ExpectNoProcessLeft(0);
+  ExpectNoProcessLeft(1);
+}
+
+TEST_F(MultiHost, AFrozenHostIsNamedByTheOther) {
+  FaultRun run = StartLongJob(*net_, corpus_, dir_);
+  const auto fault = Clock::now();
+  net_->Signal(1, SIGSTOP);
+  ExpectFailsNaming(run, 0, "peer rank 1", fault);
+  ExpectNoProcessLeft(0);
+  net_->Signal(1, SIGKILL);  // the frozen host cannot act; the fixture's teardown ends it anyway
+}
+
+class TwoInterfaces : public MultiHost {
+ protected:
+  void SetUp() override {
+    options_.interfaces = 2;
+    MultiHost::SetUp();
+  }
+};
+
+TEST_F(TwoInterfaces, GlooSocketIfnamePicksTheInterface) {
+  const std::string out = dir_ + "/eth1";
+  const int64_t eth0_before = net_->TxBytes(1, 0), eth1_before = net_->TxBytes(1, 1);
+  const std::vector<int> codes =
+      RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out, {}, "GLOO_SOCKET_IFNAME=eth1 ");
+  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
+  const int64_t eth0 = net_->TxBytes(1, 0) - eth0_before, eth1 = net_->TxBytes(1, 1) - eth1_before;
+  std::printf("host 1 sent %lld bytes on eth0, %lld on eth1\n", static_cast<long long>(eth0),
+              static_cast<long long>(eth1));
+  // The rendezvous (MASTER_ADDR is eth0's) and heartbeats are small; the
+  // collectives are most of the bytes and must all be on eth1.
+  EXPECT_GT(eth1, 100000);
+  EXPECT_GT(eth1, 10 * eth0) << "eth0 " << eth0 << " bytes, eth1 " << eth1;
+}
+
+}  // namespace
+}  // namespace zt::testing
