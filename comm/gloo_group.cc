@@ -6,6 +6,7 @@
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -24,6 +25,8 @@
 #include "comm/gloo_device.h"
 #include "comm/gloo_store.h"
 #include "comm/heartbeat.h"
+#include "comm/single_group.h"
+#include "comm/sub_group.h"
 #include "comm/work.h"
 #include "util/log.h"
 #include "util/std_mutex.h"
@@ -49,20 +52,33 @@ absl::StatusCode ClassifyGlooError(const std::string& msg) {
              : absl::StatusCode::kUnavailable;
 }
 
+std::vector<int> AllRanks(int n) {
+  std::vector<int> ranks(n);
+  for (int r = 0; r < n; ++r) ranks[r] = r;
+  return ranks;
+}
+
 }  // namespace
 
 class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
  public:
   using Fn = std::function<void(const GlooCall&, WireBytes&)>;
 
+  // `world_ranks`: the members' world ranks (empty: this is the world);
+  // `heartbeat`: the world's, for a sub-group (null: start one of our own).
   Impl(const StoreHandle& store, const GroupOptions& options, GlooDevice device,
-       std::shared_ptr<::gloo::rendezvous::Context> context)
+       std::shared_ptr<::gloo::rendezvous::Context> context, std::vector<int> world_ranks,
+       std::shared_ptr<Heartbeat> heartbeat)
       : rank_(store.env.rank),
         size_(store.env.world_size),
+        world_ranks_(world_ranks.empty() ? AllRanks(store.env.world_size) : std::move(world_ranks)),
+        world_rank_(world_ranks_[rank_]),
+        owns_heartbeat_(heartbeat == nullptr),
         options_(options),
         store_(store),
         device_(std::move(device)),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        heartbeat_(std::move(heartbeat)) {}
 
   ~Impl() {
     for (std::thread& t : workers_) {
@@ -71,12 +87,14 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   absl::Status StartHeartbeat() {
+    if (!owns_heartbeat_) return absl::OkStatus();  // a sub-group: the world's beats for us
     try {
       heartbeat_ =
-          std::make_unique<Heartbeat>(store_.store, options_.store_prefix, rank_, size_, options_.heartbeat_interval);
+          std::make_shared<Heartbeat>(store_.store, options_.store_prefix, rank_, size_, options_.heartbeat_interval);
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("rank ", rank_, " could not write its heartbeat to the store at ",
-                                                 store_.address, ": ", CleanGlooMessage(e.what())));
+      return absl::UnavailableError(absl::StrCat("rank ", world_rank_,
+                                                 " could not write its heartbeat to the store at ", store_.address,
+                                                 ": ", CleanGlooMessage(e.what())));
     }
     return absl::OkStatus();
   }
@@ -124,7 +142,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       state = std::make_shared<WorkState>(info);
       active_.push_back(state);
     }
-    absl::Status status(error.code(), absl::StrCat(error.message(), " (", info.Describe(), " on rank ", rank_,
+    absl::Status status(error.code(), absl::StrCat(error.message(), " (", info.Describe(), " on rank ", world_rank_,
                                                    "; the process group is no longer usable)"));
     Fail(state, std::string(status.message()), status, /*diagnose=*/false);
     Forget(state);
@@ -133,8 +151,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   void OnWaitTimeout(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    const std::string headline =
-        absl::StrCat(state->info().Describe(), " did not complete within ", FormatDuration(waited), " on rank ", rank_);
+    const std::string headline = absl::StrCat(state->info().Describe(), " did not complete within ",
+                                              FormatDuration(waited), " on rank ", world_rank_);
     Fail(state, headline, absl::DeadlineExceededError(headline), /*diagnose=*/true);
   }
 
@@ -160,7 +178,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     if (!exited) {
       Fail(nullptr, "the process group was destroyed with collectives still running",
            absl::CancelledError(
-               absl::StrCat("process group destroyed on rank ", rank_, " while collectives were still running")),
+               absl::StrCat("process group destroyed on rank ", world_rank_, " while collectives were still running")),
            /*diagnose=*/false);
     }
     for (std::thread& t : workers_) {
@@ -172,7 +190,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       }
     }
     workers_.clear();
-    if (heartbeat_) {
+    if (heartbeat_ && owns_heartbeat_) {
       heartbeat_->AnnounceLeaving(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2)));
       if (rank_ == 0 && size_ > 1) {
         heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
@@ -194,10 +212,16 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   int rank_;
   int size_;
+  const std::vector<int> world_ranks_;  // world rank of each of our ranks
+  const int world_rank_;                // ours
+  const bool owns_heartbeat_;           // the world group; a sub-group shares the world's
+  std::atomic<int> sub_groups_{0};      // NewSubGroup calls so far: numbers their key prefixes
   GroupOptions options_;
   StoreHandle store_;
   GlooDevice device_;
   std::shared_ptr<::gloo::rendezvous::Context> context_;
+  // The world's heartbeat, shared with its sub-groups (each keeps it alive).
+  std::shared_ptr<Heartbeat> heartbeat_;
 
  private:
   struct Task {
@@ -212,7 +236,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   absl::Status NotStarted(const CollectiveInfo& info) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return absl::FailedPreconditionError(
-        absl::StrCat(info.Describe(), " not started on rank ", rank_, ": the process group failed earlier",
+        absl::StrCat(info.Describe(), " not started on rank ", world_rank_, ": the process group failed earlier",
                      failure_.ok() ? std::string() : absl::StrCat(": ", failure_.message())));
   }
 
@@ -249,7 +273,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
           status = task.state->IsCompleted() ? task.state->status() : absl::OkStatus();
         } catch (const std::exception& e) {
           const std::string cause = CleanGlooMessage(e.what());
-          const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", rank_);
+          const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", world_rank_);
           Fail(task.state, headline, absl::Status(ClassifyGlooError(cause), absl::StrCat(headline, ": gloo: ", cause)),
                /*diagnose=*/true, cause);
           status = task.state->status();
@@ -293,12 +317,12 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       CollectiveInfo theirs{static_cast<CollectiveKind>(h[1]), static_cast<uint32_t>(h[0]), h[2],
                             static_cast<c10::ScalarType>(h[3]),
                             std::string(text, strnlen(text, sizeof(int64_t) * kLabelWords))};
-      differ.push_back(absl::StrCat("rank ", r, " is in ", theirs.Describe()));
+      differ.push_back(absl::StrCat("rank ", world_ranks_[r], " is in ", theirs.Describe()));
     }
     if (differ.empty()) return absl::OkStatus();
     return absl::FailedPreconditionError(
         absl::StrCat("ranks disagree on collective #", info.seq, ": ", absl::StrJoin(differ, ", "), " while rank ",
-                     rank_, " is in ", info.Describe(),
+                     world_rank_, " is in ", info.Describe(),
                      ": the ranks ran different numbers of steps or different modules (for example, evaluation on one "
                      "rank only); every rank must issue the same collectives in the same order"));
   }
@@ -336,8 +360,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     if (heartbeat_) heartbeat_->PostAbort(std::string(status.message()));
     context_->closeConnections();
     if (diagnose && heartbeat_ && size_ > 1) {
-      const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget());
-      const std::string found = d.ToString(rank_);
+      const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget(), world_ranks_);
+      const std::string found = d.ToString(world_rank_);
       if (!found.empty()) {
         status = absl::Status(
             status.code(),
@@ -360,12 +384,11 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
     for (const auto& other : pending) {
       if (other == state) continue;
       other->Complete(
-          absl::Status(status.code(), absl::StrCat(other->info().Describe(), " aborted on rank ", rank_,
+          absl::Status(status.code(), absl::StrCat(other->info().Describe(), " aborted on rank ", world_rank_,
                                                    " because the process group failed: ", status.message())));
     }
   }
 
-  std::unique_ptr<Heartbeat> heartbeat_;
   std::vector<std::thread> workers_;
 
   StdMutex mu_;
@@ -385,7 +408,14 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
 };
 
 absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store, const GroupOptions& options) {
+  return Connect(store, options, {}, nullptr);
+}
+
+absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Connect(const StoreHandle& store, const GroupOptions& options,
+                                                              std::vector<int> world_ranks,
+                                                              std::shared_ptr<Heartbeat> heartbeat) {
   const RankEnv& env = store.env;
+  const int world_rank = world_ranks.empty() ? env.rank : world_ranks[env.rank];
   absl::StatusOr<GlooDevice> device = CreateGlooDevice(env);
   if (!device.ok()) return device.status();
 
@@ -396,13 +426,16 @@ absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& 
     context->connectFullMesh(adapter, device->device);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
-        "rank ", env.rank, " could not connect to its ", env.world_size - 1, " peers through Gloo (listening on ",
-        device->description, ", store ", store.address, ") within ", FormatDuration(options.rendezvous_timeout), ": ",
-        CleanGlooMessage(e.what()), ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
+        "rank ", world_rank, " could not connect to its ", env.world_size - 1, " peers",
+        world_ranks.empty() ? std::string() : absl::StrCat(" of sub-group [", absl::StrJoin(world_ranks, ", "), "]"),
+        " through Gloo (listening on ", device->description, ", store ", store.address, ") within ",
+        FormatDuration(options.rendezvous_timeout), ": ", CleanGlooMessage(e.what()),
+        ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
   }
   context->setTimeout(options.timeout);
 
-  auto impl = std::make_shared<Impl>(store, options, std::move(*device), std::move(context));
+  auto impl = std::make_shared<Impl>(store, options, std::move(*device), std::move(context), std::move(world_ranks),
+                                     std::move(heartbeat));
   if (absl::Status s = impl->StartHeartbeat(); !s.ok()) return s;
   impl->StartWorkers();
   std::shared_ptr<GlooGroup> group(new GlooGroup(impl));
@@ -410,6 +443,26 @@ absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& 
   if (!ready.ok()) return ready;
   group->ResetStats();
   return group;
+}
+
+std::vector<int> GlooGroup::world_ranks() const { return impl_->world_ranks_; }
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> GlooGroup::NewSubGroup(const std::vector<int>& ranks) {
+  if (absl::Status s = CheckSubGroupRanks(ranks, size()); !s.ok()) return s;
+  const int n = impl_->sub_groups_++;  // every rank counts every call, members or not
+  const auto me = std::find(ranks.begin(), ranks.end(), rank());
+  if (me == ranks.end()) return std::shared_ptr<ProcessGroup>();
+  std::vector<int> world;
+  for (int r : ranks) world.push_back(impl_->world_ranks_[r]);
+  if (ranks.size() == 1) return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(timeout(), world[0]));
+  StoreHandle store = impl_->store_;
+  store.env.rank = static_cast<int>(me - ranks.begin());
+  store.env.world_size = static_cast<int>(ranks.size());
+  GroupOptions options = impl_->options_;
+  options.store_prefix = absl::StrCat(options.store_prefix, "/sub", n);
+  absl::StatusOr<std::shared_ptr<GlooGroup>> made = Connect(store, options, std::move(world), impl_->heartbeat_);
+  if (!made.ok()) return made.status();
+  return std::shared_ptr<ProcessGroup>(*std::move(made));
 }
 
 GlooGroup::~GlooGroup() { impl_->Shutdown(); }

@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "comm/group_options.h"
@@ -28,6 +29,8 @@
 #include "comm/rendezvous.h"
 
 namespace zt::comm {
+
+class Heartbeat;  // comm/heartbeat.h
 
 class GlooGroup final : public ProcessGroup {
  public:
@@ -57,6 +60,13 @@ class GlooGroup final : public ProcessGroup {
   CommStats stats() const override;
   void ResetStats() override;
 
+  std::vector<int> world_ranks() const override;
+  // Members connect through the world's store under their own key prefix
+  // ("<prefix>/sub<n>/", n counting this group's NewSubGroup calls) and share
+  // the world group's heartbeat, so a failed sub-group collective names the
+  // silent peer by its world rank; a one-rank sub-group is a SingleGroup.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NewSubGroup(const std::vector<int>& ranks) override;
+
   // The network address choice, for logs ("address 127.0.0.1 (...)").
   const std::string& device_description() const;
 
@@ -64,6 +74,12 @@ class GlooGroup final : public ProcessGroup {
 
  private:
   explicit GlooGroup(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  // Create's steps for the world (world_ranks empty: 0..n-1, a heartbeat of
+  // its own) and for a sub-group (its members' world ranks, the world's
+  // heartbeat).
+  static absl::StatusOr<std::shared_ptr<GlooGroup>> Connect(const StoreHandle& store, const GroupOptions& options,
+                                                            std::vector<int> world_ranks,
+                                                            std::shared_ptr<Heartbeat> heartbeat);
   std::shared_ptr<Impl> impl_;
 };
 

@@ -137,7 +137,7 @@ void Heartbeat::PostAbort(const std::string& reason) {
   state_->cv.NotifyAll();
 }
 
-Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
+Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget, const std::vector<int>& members) {
   struct Result {
     StdMutex mu;
     StdCondVar cv;
@@ -149,14 +149,18 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget) {
   // At least a second: a healthy rank's beat thread can be starved for a
   // while on an oversubscribed host, and must not be called stopped.
   const auto pause = std::max<std::chrono::milliseconds>(interval_ * 3 / 2, std::chrono::seconds(1));
-  std::thread([state, result, pause] {
+  std::vector<int> ranks = members;
+  if (ranks.empty()) {
+    for (int r = 0; r < state_->world; ++r) ranks.push_back(r);
+  }
+  std::thread([state, result, pause, ranks] {
     Diagnosis d;
     try {
       std::vector<Beat> first = state->ReadBeats();
       std::this_thread::sleep_for(pause);
       std::vector<Beat> second = state->ReadBeats();
       const int64_t now = UnixMillis();
-      for (int r = 0; r < state->world; ++r) {
+      for (int r : ranks) {
         if (r == state->rank) continue;
         const std::string abort_key = absl::StrCat("abort/", r);
         if (state->store->check({abort_key})) {

@@ -48,7 +48,8 @@ class Heartbeat {
   // Reads every rank's beat twice, max(1.5 * interval, 1 s) apart, and reports ranks
   // whose counter did not move, plus abort reasons other ranks posted. Never
   // blocks longer than `budget` (a hung store yields store_unreachable).
-  Diagnosis Diagnose(std::chrono::milliseconds budget);
+  // `members`: the ranks to look at (a sub-group's world ranks); empty: all.
+  Diagnosis Diagnose(std::chrono::milliseconds budget, const std::vector<int>& members = {});
 
   // Records why this rank's group failed, for other ranks' diagnoses. Written
   // by the background thread (never blocks the caller).

@@ -15,6 +15,9 @@
 //    silent peer becomes an error within the group's timeout, never a hang.
 //  * Every backend counts payload bytes it sends and receives per collective
 //    kind (stats()), so benchmarks can compare against analytic volumes.
+//  * Sub-groups (NewSubGroup: node-local, cross-node, any rank list) keep
+//    this contract among their members, count their own bytes, and name
+//    ranks in errors by their world rank.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,8 +27,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace zt::comm {
 
@@ -106,6 +111,18 @@ class ProcessGroup {
   // Snapshot of this rank's counters since creation or the last ResetStats().
   virtual CommStats stats() const = 0;
   virtual void ResetStats() = 0;
+
+  // The world rank of each of this group's ranks, in group-rank order (the
+  // world group itself: 0 .. size() - 1).
+  virtual std::vector<int> world_ranks() const = 0;
+  // A sub-group of `ranks` (this group's ranks, ascending, no repeats), with
+  // this group's options and the same contract; its rank r is ranks[r]. As
+  // torch.distributed.new_group: every rank of this group calls it for every
+  // sub-group, in the same order (members and non-members alike: the calls
+  // number the sub-groups' store keys); a non-member gets nullptr. Members
+  // connect to each other (collective among them); the sub-group must be
+  // destroyed before this group. InvalidArgument names a bad list.
+  virtual absl::StatusOr<std::shared_ptr<ProcessGroup>> NewSubGroup(const std::vector<int>& ranks) = 0;
 };
 
 }  // namespace zt::comm

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/collective_args.h"
 #include "comm/collective_label.h"
+#include "comm/sub_group.h"
 #include "comm/work.h"
 
 namespace zt::comm {
@@ -24,8 +25,8 @@ std::unique_ptr<Work> SingleGroup::Finish(CollectiveKind kind, const at::Tensor&
                              info.Describe(), " not started: the process group failed earlier: ", failure_.message())));
   }
   if (!status.ok()) {
-    failure_ = absl::Status(status.code(), absl::StrCat(status.message(), " (", info.Describe(),
-                                                        " on rank 0; the process group is no longer usable)"));
+    failure_ = absl::Status(status.code(), absl::StrCat(status.message(), " (", info.Describe(), " on rank ",
+                                                        world_rank_, "; the process group is no longer usable)"));
     return CompletedWork(info, failure_);
   }
   if (action) action();
@@ -61,6 +62,11 @@ std::unique_ptr<Work> SingleGroup::Broadcast(const at::Tensor& tensor, int root)
 
 std::unique_ptr<Work> SingleGroup::Barrier() {
   return Finish(CollectiveKind::kBarrier, at::Tensor(), absl::OkStatus());
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> SingleGroup::NewSubGroup(const std::vector<int>& ranks) {
+  if (absl::Status s = CheckSubGroupRanks(ranks, 1); !s.ok()) return s;
+  return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(timeout_, world_rank_));
 }
 
 CommStats SingleGroup::stats() const {

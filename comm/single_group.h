@@ -15,7 +15,10 @@ namespace zt::comm {
 
 class SingleGroup final : public ProcessGroup {
  public:
-  explicit SingleGroup(std::chrono::milliseconds timeout = std::chrono::minutes(5)) : timeout_(timeout) {}
+  // `world_rank`: this rank's rank in the world (a one-rank sub-group of a
+  // larger group names it in errors and world_ranks()).
+  explicit SingleGroup(std::chrono::milliseconds timeout = std::chrono::minutes(5), int world_rank = 0)
+      : timeout_(timeout), world_rank_(world_rank) {}
 
   int rank() const override { return 0; }
   int size() const override { return 1; }
@@ -32,6 +35,10 @@ class SingleGroup final : public ProcessGroup {
   CommStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
   void ResetStats() override ABSL_LOCKS_EXCLUDED(mu_);
 
+  std::vector<int> world_ranks() const override { return {world_rank_}; }
+  // {0}: another single group; anything else InvalidArgument.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NewSubGroup(const std::vector<int>& ranks) override;
+
  private:
   // Records the call and returns a completed Work; a bad argument fails the
   // group like on the Gloo backend, so behaviour does not depend on world size.
@@ -40,6 +47,7 @@ class SingleGroup final : public ProcessGroup {
                                const std::function<void()>& action = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::chrono::milliseconds timeout_;
+  int world_rank_;
   mutable StdMutex mu_;
   CommStats stats_ ABSL_GUARDED_BY(mu_);
   uint32_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
