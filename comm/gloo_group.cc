@@ -52,6 +52,37 @@ absl::StatusCode ClassifyGlooError(const std::string& msg) {
              : absl::StatusCode::kUnavailable;
 }
 
+// Before a sub-group's members connect, each writes the member list it was
+// given under the sub-group's number and reads every other member's. Ranks
+// that made their sub-groups in different orders (or skipped one) would
+// otherwise meet another group's ranks under the same number and connect to
+// them, or exchange data with the wrong peers; here they get an error naming
+// both lists instead.
+absl::Status AgreeOnMembers(const StoreHandle& store, const std::string& prefix, const std::vector<int>& world_ranks,
+                            int world_rank) {
+  const std::string mine = absl::StrJoin(world_ranks, ", ");
+  try {
+    auto members = c10::make_intrusive<c10d::PrefixStore>(prefix + "/members", store.store);
+    members->set(std::to_string(world_rank), StoreBytes(mine));
+    for (int r : world_ranks) {
+      if (r == world_rank) continue;
+      const std::vector<uint8_t> v = members->get(std::to_string(r));
+      const std::string theirs(v.begin(), v.end());
+      if (theirs != mine) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sub-group ", prefix, ": rank ", world_rank, " made it of world ranks [", mine, "], but rank ",
+                         r, " made its sub-group of this number of [", theirs,
+                         "]: every rank must call NewSubGroup for every sub-group, members or not, in the same order"));
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("sub-group ", prefix, " of world ranks [", mine, "]: rank ", world_rank,
+                                               " could not agree on its members through the store at ", store.address,
+                                               ": ", CleanGlooMessage(e.what())));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<int> AllRanks(int n) {
   std::vector<int> ranks(n);
   for (int r = 0; r < n; ++r) ranks[r] = r;
@@ -419,6 +450,11 @@ absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Connect(const StoreHandle&
   absl::StatusOr<GlooDevice> device = CreateGlooDevice(env);
   if (!device.ok()) return device.status();
 
+  if (!world_ranks.empty()) {
+    if (absl::Status agreed = AgreeOnMembers(store, options.store_prefix, world_ranks, world_rank); !agreed.ok()) {
+      return agreed;
+    }
+  }
   auto context = std::make_shared<::gloo::rendezvous::Context>(env.rank, env.world_size);
   context->setTimeout(options.rendezvous_timeout);
   try {

@@ -31,13 +31,6 @@ struct Beat {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// One wait on `cv` until at most `deadline` (the steady clock); false once
-// the deadline has passed. `while (!pred && WaitStep(...)) {}` is
-// std::condition_variable::wait_until(lock, deadline, pred); pred decides.
-bool WaitStep(StdCondVar& cv, StdMutex& mu, SteadyTime deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-  return cv.WaitUntil(&mu, deadline);
-}
-
 Beat ParseBeat(const std::vector<uint8_t>& value) {
   std::string s(value.begin(), value.end());
   Beat b;
@@ -78,7 +71,7 @@ struct Heartbeat::State {
     mu.Lock();
     for (;;) {
       const SteadyTime until = std::chrono::steady_clock::now() + interval;
-      while (!(stop || !pending_abort.empty() || pending_leave) && WaitStep(cv, mu, until)) {
+      while (!(stop || !pending_abort.empty() || pending_leave) && cv.WaitUntil(&mu, until)) {
       }
       std::string abort_reason;
       abort_reason.swap(pending_abort);
@@ -127,7 +120,7 @@ Heartbeat::~Heartbeat() {
   // The thread is detached and owns the state: waiting is only to let a
   // healthy thread finish its last store write before the store goes away.
   const SteadyTime until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!state_->exited && WaitStep(state_->cv, state_->mu, until)) {
+  while (!state_->exited && state_->cv.WaitUntil(&state_->mu, until)) {
   }
 }
 
@@ -189,7 +182,7 @@ Diagnosis Heartbeat::Diagnose(std::chrono::milliseconds budget, const std::vecto
 
   StdMutexLock lock(&result->mu);
   const SteadyTime until = std::chrono::steady_clock::now() + budget;
-  while (!result->done && WaitStep(result->cv, result->mu, until)) {
+  while (!result->done && result->cv.WaitUntil(&result->mu, until)) {
   }
   if (!result->done) {
     Diagnosis d;
@@ -208,7 +201,7 @@ void Heartbeat::AnnounceLeaving(std::chrono::milliseconds bound) {
   state_->pending_leave = true;
   state_->cv.NotifyAll();
   const SteadyTime until = std::chrono::steady_clock::now() + bound;
-  while (!(state_->leave_written || state_->exited) && WaitStep(state_->cv, state_->mu, until)) {
+  while (!(state_->leave_written || state_->exited) && state_->cv.WaitUntil(&state_->mu, until)) {
   }
 }
 

@@ -1,7 +1,8 @@
 // Sub-groups of a Gloo world (ProcessGroup::NewSubGroup): pairs and
 // cross-pairs of 4 ranks reduce and gather only among their members, with
 // their own byte counters and the world's untouched; one-rank sub-groups are
-// single groups that keep their world rank; bad rank lists are named; a dead
+// single groups that keep their world rank; bad rank lists are named; ranks
+// that made their sub-groups in different orders are refused; a dead
 // member's peer gets an error naming it by its world rank. The layout helpers
 // (NodeLocalRanks, CrossNodeRanks) are checked without ranks.
 #include "comm/sub_group.h"
@@ -134,6 +135,34 @@ TEST(SubGroups, PairsAndCrossPairsOfFourRanks) {
   EXPECT_TRUE(result.ok()) << result.Summary();
   EXPECT_TRUE(absl::StrContains(result.outputs[0], "must be ascending without repeats")) << result.outputs[0];
   EXPECT_TRUE(absl::StrContains(result.outputs[0], "rank 4 is outside the group of 4 ranks")) << result.outputs[0];
+}
+
+// Rank 2 makes its sub-groups in another order than ranks 0 and 1: its first
+// call, [0, 2], meets ranks 0 and 1's first, [0, 1], under the same number.
+// Rank 2 gets an error naming both lists instead of a group connected to the
+// wrong ranks; ranks 0 and 1 get their pair, which works.
+ZT_RANK_WORKER(sub_groups_out_of_order) {
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> world, World());
+  const int me = world->rank();
+  if (me == 2) {
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> g = world->NewSubGroup({0, 2});
+    std::printf("rank 2: %s\n", g.status().ToString().c_str());
+    ZT_RETURN_IF_ERROR(Expect(!g.ok() && g.status().code() == absl::StatusCode::kInvalidArgument &&
+                                  absl::StrContains(g.status().message(), "[0, 2]") &&
+                                  absl::StrContains(g.status().message(), "[0, 1]"),
+                              absl::StrCat("mismatched sub-group lists were not refused: ", g.status().ToString())));
+  } else {
+    ZT_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> pair, world->NewSubGroup({0, 1}));
+    ZT_RETURN_IF_ERROR(CheckCollectives(*pair, {0, 1}, me));
+  }
+  ZT_RETURN_IF_ERROR(world->Barrier()->Wait());
+  return absl::OkStatus();
+}
+
+TEST(SubGroups, MembersThatMadeThemInAnotherOrderAreRefused) {
+  auto result = zt::testing::RunRanks("sub_groups_out_of_order", {.world_size = 3});
+  EXPECT_TRUE(result.ok()) << result.Summary();
+  EXPECT_TRUE(absl::StrContains(result.outputs[2], "in the same order")) << result.outputs[2];
 }
 
 // Rank 3 dies after the pairs are made; rank 2, its pair's other member,

@@ -27,6 +27,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/multihost/netns_hosts.h"
+#include "tests/testing/scratch_dir.h"
+#include "tests/testing/word_corpus.h"
 #include "tests/testing/zt_command.h"
 
 namespace zt::testing {
@@ -38,35 +40,6 @@ using Clock = std::chrono::steady_clock;
 // peer is an error after this long, plus the diagnosis (a few seconds).
 constexpr int kCommTimeoutS = 20;
 constexpr int kMasterPort = 29611;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string TempDir(const std::string& name) {
-  std::string base = ::testing::TempDir();
-  if (!base.empty() && base.back() == '/') base.pop_back();
-  std::string tmpl = absl::StrCat(base, "/zt_multihost_", name, "_XXXXXX");
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
-
-std::string MakeCorpus(const std::string& dir) {
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream out(path);
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "home"};
-  uint64_t x = 12345;
-  for (int line = 0; line < 900; ++line) {
-    for (int w = 0; w < 8; ++w) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      out << words[(line + w + ((x >> 33) % 3 == 0 ? 1 : 0)) % 12] << (w == 7 ? ".\n" : " ");
-    }
-  }
-  return path;
-}
 
 // The training job every case runs (after `zt` or `zt launch ... --`):
 // gpt2-tiny at stage 3, checkpointed at the end (every rank writes its
@@ -96,8 +69,10 @@ class MultiHost : public ::testing::Test {
     auto made = NetnsHosts::Create(options_);
     if (!made.ok()) GTEST_SKIP() << "no network namespaces here: " << made.status().message();
     net_ = std::move(*made);
-    dir_ = TempDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    corpus_ = MakeCorpus(dir_);
+    scratch_ = std::make_unique<ScratchDir>(
+        absl::StrCat("zt_multihost_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ = scratch_->path();
+    corpus_ = MakeWordCorpus(dir_);
   }
   // Every host is empty afterwards: no rank or launcher left running.
   void ExpectNoProcessLeft(int h) {
@@ -112,11 +87,13 @@ class MultiHost : public ::testing::Test {
     const std::string out = dir_ + "/one_host";
     ZtRun r = RunZt(TrainArgs(corpus_, out, kSteps) + " --nproc 2", HostEnv());
     EXPECT_EQ(r.code, 0) << r.output;
-    return ReadFile(out + "/model.safetensors");
+    return ReadFileBytes(out + "/model.safetensors");
   }
 
   static constexpr int kSteps = 8;
   HostsOptions options_;
+  // Declared first, destroyed last: the files go after every host process.
+  std::unique_ptr<ScratchDir> scratch_;
   std::unique_ptr<NetnsHosts> net_;
   std::string dir_, corpus_;
 };
@@ -143,10 +120,10 @@ TEST_F(MultiHost, TwoHostsExportTheWeightsOfOneHost) {
   const std::string out = dir_ + "/two_hosts";
   const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out);
   for (int h = 0; h < net_->size(); ++h) {
-    EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
+    EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
     ExpectNoProcessLeft(h);
   }
-  const std::string two = ReadFile(out + "/model.safetensors");
+  const std::string two = ReadFileBytes(out + "/model.safetensors");
   EXPECT_FALSE(two.empty());
   EXPECT_TRUE(two == reference) << "2 hosts x 1 rank exported other weights than 1 host x 2 ranks";
   // The collectives crossed the link: host 1 sent at least one gathered copy
@@ -159,8 +136,8 @@ TEST_F(MultiHost, AHostThatStartsTenSecondsLateJoins) {
   const std::string reference = OneHostExport();
   const std::string out = dir_ + "/late";
   const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out, {0, 10});
-  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
-  EXPECT_TRUE(ReadFile(out + "/model.safetensors") == reference);
+  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
+  EXPECT_TRUE(ReadFileBytes(out + "/model.safetensors") == reference);
 }
 
 // Starts a long job on every host, waits until host 0 logged training steps,
@@ -181,11 +158,11 @@ FaultRun StartLongJob(NetnsHosts& net, const std::string& corpus, const std::str
   }
   // Training has started when host 0's rank printed a few steps.
   const auto deadline = Clock::now() + std::chrono::minutes(3);
-  while (Clock::now() < deadline && !absl::StrContains(ReadFile(run.logs + ".host0.log"), "step 3 |")) {
+  while (Clock::now() < deadline && !absl::StrContains(ReadFileBytes(run.logs + ".host0.log"), "step 3 |")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  EXPECT_TRUE(absl::StrContains(ReadFile(run.logs + ".host0.log"), "step 3 |"))
-      << "training did not start: " << ReadFile(run.logs + ".host0.log") << ReadFile(run.logs + ".host1.log");
+  EXPECT_TRUE(absl::StrContains(ReadFileBytes(run.logs + ".host0.log"), "step 3 |"))
+      << "training did not start: " << ReadFileBytes(run.logs + ".host0.log") << ReadFileBytes(run.logs + ".host1.log");
   return run;
 }
 
@@ -194,7 +171,7 @@ FaultRun StartLongJob(NetnsHosts& net, const std::string& corpus, const std::str
 void ExpectFailsNaming(const FaultRun& run, int h, const std::string& peer, Clock::time_point fault_time) {
   const int code = WaitExit(run.procs[h], std::chrono::seconds(kCommTimeoutS + 40));
   const double took = std::chrono::duration<double>(Clock::now() - fault_time).count();
-  const std::string log = ReadFile(absl::StrCat(run.logs, ".host", h, ".log"));
+  const std::string log = ReadFileBytes(absl::StrCat(run.logs, ".host", h, ".log"));
   std::printf("host %d: exit %d %.1f s after the fault\n", h, code, took);
   EXPECT_NE(code, 0) << "host " << h << " still running or exited 0 after " << took << " s:\n" << log;
   EXPECT_NE(code, -1);
@@ -244,7 +221,7 @@ TEST_F(TwoInterfaces, GlooSocketIfnamePicksTheInterface) {
   const int64_t eth0_before = net_->TxBytes(1, 0), eth1_before = net_->TxBytes(1, 1);
   const std::vector<int> codes =
       RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps), out, {}, "GLOO_SOCKET_IFNAME=eth1 ");
-  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFile(absl::StrCat(out, ".host", h, ".log"));
+  for (int h = 0; h < net_->size(); ++h) EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
   const int64_t eth0 = net_->TxBytes(1, 0) - eth0_before, eth1 = net_->TxBytes(1, 1) - eth1_before;
   std::printf("host 1 sent %lld bytes on eth0, %lld on eth1\n", static_cast<long long>(eth0),
               static_cast<long long>(eth1));

@@ -1,5 +1,6 @@
 // Implementation of tests/multihost/netns_hosts.h: iproute2 commands run with
-// /bin/sh, each checked, so a step that fails names itself.
+// /bin/sh (RunShell, tests/testing/zt_command.h), each checked, so a step that
+// fails names itself.
 #include "tests/multihost/netns_hosts.h"
 
 #include <fcntl.h>
@@ -7,36 +8,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/testing/zt_command.h"
 
 namespace zt::testing {
 namespace {
 
-struct ShellResult {
-  int code = -1;
-  std::string output;
-};
-
-ShellResult Shell(const std::string& command) {
-  ShellResult r;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 absl::Status Step(const std::string& command) {
-  ShellResult r = Shell(command);
+  ZtRun r = RunShell(command);
   if (r.code == 0) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("`", command, "` failed (exit ", r.code, "): ", r.output));
 }
@@ -45,7 +29,7 @@ bool Alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 std::vector<pid_t> NamespacePids(const std::string& ns) {
   std::vector<pid_t> pids;
-  for (absl::string_view line : absl::StrSplit(Shell("ip netns pids " + ns).output, '\n', absl::SkipWhitespace())) {
+  for (absl::string_view line : absl::StrSplit(RunShell("ip netns pids " + ns).output, '\n', absl::SkipWhitespace())) {
     int pid = 0;
     if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &pid) && pid > 0) pids.push_back(pid);
   }
@@ -62,12 +46,12 @@ void KillAndDelete(const std::string& ns) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  Shell("ip netns del " + ns);
+  RunShell("ip netns del " + ns);
 }
 
 // Namespaces of earlier test processes that died before their destructor ran.
 void RemoveStale() {
-  for (absl::string_view line : absl::StrSplit(Shell("ip netns list").output, '\n', absl::SkipWhitespace())) {
+  for (absl::string_view line : absl::StrSplit(RunShell("ip netns list").output, '\n', absl::SkipWhitespace())) {
     absl::string_view name = line.substr(0, line.find(' '));
     if (!absl::ConsumePrefix(&name, "zt")) continue;
     const size_t digits = name.find_first_not_of("0123456789");
@@ -140,9 +124,9 @@ void NetnsHosts::Teardown() {
   for (const std::string& ns : hosts_) KillAndDelete(ns);
   for (pid_t pid : started_) {
     int status = 0;
-    ::waitpid(pid, &status, WNOHANG);  // reap what the kills ended
+    ::waitpid(pid, &status, 0);  // every process on the hosts was killed: reap ours (at once if already reaped)
   }
-  if (!switch_ns_.empty()) Shell("ip netns del " + switch_ns_);
+  if (!switch_ns_.empty()) RunShell("ip netns del " + switch_ns_);
   hosts_.clear();
   switch_ns_.clear();
 }
@@ -172,12 +156,6 @@ absl::StatusOr<HostProcess> NetnsHosts::Start(int h, const std::string& command,
   return HostProcess{pid, log};
 }
 
-absl::StatusOr<std::string> NetnsHosts::Run(int h, const std::string& command) {
-  ShellResult r = Shell(absl::StrCat("ip netns exec ", hosts_.at(h), " /bin/sh -c '", command, "'"));
-  if (r.code != 0) return absl::FailedPreconditionError(absl::StrCat("on host ", h, ": `", command, "`: ", r.output));
-  return r.output;
-}
-
 std::vector<pid_t> NetnsHosts::Pids(int h) const { return NamespacePids(hosts_.at(h)); }
 
 void NetnsHosts::Signal(int h, int sig) {
@@ -189,8 +167,8 @@ absl::Status NetnsHosts::SetLink(int h, int network, bool up) {
 }
 
 int64_t NetnsHosts::TxBytes(int h, int network) const {
-  ShellResult r =
-      Shell(absl::StrCat("ip netns exec ", hosts_.at(h), " cat /sys/class/net/eth", network, "/statistics/tx_bytes"));
+  ZtRun r = RunShell(
+      absl::StrCat("ip netns exec ", hosts_.at(h), " cat /sys/class/net/eth", network, "/statistics/tx_bytes"));
   int64_t bytes = -1;
   if (r.code != 0 || !absl::SimpleAtoi(absl::StripAsciiWhitespace(r.output), &bytes)) return -1;
   return bytes;

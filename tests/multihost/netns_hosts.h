@@ -51,13 +51,9 @@ class NetnsHosts {
   int size() const { return static_cast<int>(hosts_.size()); }
   // Host h's address on network n (0: eth0's 10.77.0.0/24, 1: eth1's 10.78.0.0/24).
   std::string Address(int h, int network = 0) const;
-  const std::string& Namespace(int h) const { return hosts_[h]; }
 
   // Starts `command` (/bin/sh) on host h, stdout and stderr to `log`.
   absl::StatusOr<HostProcess> Start(int h, const std::string& command, const std::string& log);
-  // Runs `command` on host h to completion; returns its output, or an error
-  // with it when it exits non-zero.
-  absl::StatusOr<std::string> Run(int h, const std::string& command);
 
   // The pids of every process on host h (`ip netns pids`).
   std::vector<pid_t> Pids(int h) const;

@@ -36,6 +36,7 @@
 #include "data/token_file.h"
 #include "monitor/event_file_reader.h"
 #include "tests/testing/bert_tokenizer.h"
+#include "tests/testing/word_corpus.h"
 #include "tests/testing/zt_command.h"
 
 namespace zt::train {
@@ -54,20 +55,8 @@ std::string TempDir(const std::string& name) {
   return tmpl;
 }
 
-// A small, learnable text corpus: a few sentences repeated with variations.
-std::string MakeCorpus(const std::string& dir) {
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream out(path);
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "home"};
-  uint64_t x = 12345;
-  for (int line = 0; line < 900; ++line) {
-    for (int w = 0; w < 8; ++w) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      out << words[(line + w + ((x >> 33) % 3 == 0 ? 1 : 0)) % 12] << (w == 7 ? ".\n" : " ");
-    }
-  }
-  return path;
-}
+// A small, learnable text corpus (tests/testing/word_corpus.h).
+std::string MakeCorpus(const std::string& dir) { return zt::testing::MakeWordCorpus(dir); }
 
 // step -> value from a csv_monitor file.
 std::map<int64_t, double> ReadCsv(const std::string& path) {
