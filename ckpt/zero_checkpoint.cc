@@ -94,6 +94,7 @@ Value MakeOptimStates(const SavedLayout& layout, int rank, const RankShards& sha
   zt.Set("optimizer_type", ts.optimizer_type);
   zt.Set("optimizer_step", ts.optimizer_step);
   if (shards.rng_cpu.has_value()) zt.Set("rng_cpu", *shards.rng_cpu);
+  if (!shards.rng_cpu_replicas.empty()) zt.Set("rng_cpu_replicas", TensorList(shards.rng_cpu_replicas));
 
   Dict root;
   root.Set("optimizer_state_dict", std::move(osd));
@@ -572,17 +573,28 @@ absl::Status ZeroCheckpoint::ReadModuleElements(const TensorRef& t, int64_t begi
                             static_cast<uint64_t>(end - begin) * es);
 }
 
-const TensorRef* ZeroCheckpoint::RngState(int rank) const {
-  if (rank < 0 || rank >= layout_.world_size || !optim_[static_cast<size_t>(rank)]->root().is_dict()) return nullptr;
+const TensorRef* ZeroCheckpoint::RngState(int rank, int replica) const {
+  if (rank < 0 || rank >= layout_.world_size || replica < 0 || !optim_[static_cast<size_t>(rank)]->root().is_dict()) {
+    return nullptr;
+  }
   const Value* zt = optim_[static_cast<size_t>(rank)]->root().AsDict().Find("zt");
   if (zt == nullptr || !zt->is_dict()) return nullptr;
+  if (replica > 0) {
+    const Value* list = zt->AsDict().Find("rng_cpu_replicas");
+    if (list == nullptr || !list->is_list() || static_cast<size_t>(replica) > list->AsList().size()) return nullptr;
+    const Value& rng = list->AsList()[static_cast<size_t>(replica - 1)];
+    return rng.is_tensor() ? &rng.AsTensor() : nullptr;
+  }
   const Value* rng = zt->AsDict().Find("rng_cpu");
   return rng != nullptr && rng->is_tensor() ? &rng->AsTensor() : nullptr;
 }
 
-absl::Status ZeroCheckpoint::ReadRngState(int rank, std::vector<uint8_t>* out) const {
-  const TensorRef* t = RngState(rank);
-  if (t == nullptr) return absl::NotFoundError(absl::StrCat("checkpoint has no RNG state for rank ", rank));
+absl::Status ZeroCheckpoint::ReadRngState(int rank, std::vector<uint8_t>* out, int replica) const {
+  const TensorRef* t = RngState(rank, replica);
+  if (t == nullptr) {
+    return absl::NotFoundError(absl::StrCat("checkpoint has no RNG state for rank ", rank,
+                                            replica > 0 ? absl::StrCat(" replica ", replica) : std::string()));
+  }
   out->resize(t->nbytes());
   return optim_[static_cast<size_t>(rank)]->Read(*t, out->data(), /*verify=*/true);
 }

@@ -73,6 +73,10 @@ struct RankShards {
   std::map<std::string, std::vector<TensorRef>> state;  // fp32, per state name, per group
   std::vector<TensorRef> frozen;                        // model dtype, per frozen group (stage 3)
   std::optional<TensorRef> rng_cpu;                     // the CPU generator's state (uint8)
+  // Hierarchical sharding: the generator states of the other ranks holding
+  // this file's shards (replica 1, 2, ...; the file's own rank is replica 0),
+  // so a resume in the same layout gives every rank its own stream back.
+  std::vector<TensorRef> rng_cpu_replicas;
 };
 
 // The files' contents. `module` maps names to tensors (ordered): buffers,
@@ -135,8 +139,10 @@ class ZeroCheckpoint {
   // streaming writer uses instead of holding the whole tensor.
   absl::Status ReadModuleElements(const TensorRef& t, int64_t begin, int64_t end, void* dst) const;
   // Saved rank `rank`'s CPU RNG state, if saved.
-  const TensorRef* RngState(int rank) const;
-  absl::Status ReadRngState(int rank, std::vector<uint8_t>* out) const;
+  // `replica` > 0: the state of that replica of `rank`'s shards (saved
+  // under hierarchical sharding; RankShards::rng_cpu_replicas).
+  const TensorRef* RngState(int rank, int replica = 0) const;
+  absl::Status ReadRngState(int rank, std::vector<uint8_t>* out, int replica = 0) const;
 
   // Checks every record of every file against its CRC-32.
   absl::Status VerifyAll() const;

@@ -62,6 +62,12 @@ void Parser::CheckZero() {
     Error(Written("zero_optimization.offload_param.nvme_path"),
           "missing: device \"nvme\" needs nvme_path, a directory on a local NVMe drive");
   }
+  if (z.mics_shard_size > 0 && z.stage == 0) {
+    Error(
+        Written("zero_optimization.mics_shard_size"),
+        absl::StrCat("hierarchical sharding (", z.mics_shard_size,
+                     ") shards the optimizer state, gradients or parameters: it needs ZeRO stage 1, 2 or 3; ", stage));
+  }
   if (oo.ratio < 1.0) {
     if (z.stage != 3) {
       Error(

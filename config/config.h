@@ -164,6 +164,10 @@ struct ZeroConfig {
   int64_t max_reuse_distance = 1000000000;
   bool gather_16bit_weights_on_model_save = false;
   bool ignore_unused_parameters = true;
+  // MiCS / HSDP: K > 0 shards over groups of K consecutive ranks and
+  // replicates across the world / K groups (comm/shard_groups.h); -1 or 0:
+  // flat, over the whole world.
+  int mics_shard_size = -1;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 };

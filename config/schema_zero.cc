@@ -177,6 +177,13 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
           .NoEffect());
   add(BoolKey(z + "enable_sanity_checks", {}, false, "DeepSpeed's internal checks; accepted, no effect.").NoEffect());
 
+  add(IntKey(z + "mics_shard_size", ZT_FIELD(zero.mics_shard_size), -1,
+             "MiCS / HSDP: shard parameters, gradients and optimizer state over groups of this many consecutive "
+             "ranks and replicate across the groups (gradients reduce-scattered inside a group, then all-reduced "
+             "across groups). The ranks per host keeps parameter gathers inside a host. Must divide the world "
+             "size; stages 1-3. -1: shard over the whole world.")
+          .AtLeast(-1));
+
   // DeepSpeed features zerotorch does not implement: only the "off" value.
   add(IntKey(z + "zero_hpz_partition_size", {}, 1, "ZeRO++ hierarchical partitioning (hpZ)")
           .Unsupported("leave it at 1"));
@@ -186,9 +193,10 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
           .Unsupported("leave it false"));
   add(BoolKey(z + "zero_quantized_gradients", {}, false, "ZeRO++ quantized gradient reduction (qgZ)")
           .Unsupported("leave it false"));
-  add(IntKey(z + "mics_shard_size", {}, -1, "MiCS sharding groups").Unsupported("leave it at -1"));
-  add(BoolKey(z + "mics_hierarchical_params_gather", {}, false, "MiCS hierarchical all-gather")
-          .Unsupported("leave it false"));
+  add(BoolKey(z + "mics_hierarchical_params_gather", {}, false,
+              "MiCS's two-hop all-gather for a shard group spanning hosts")
+          .Unsupported("leave it false: zerotorch gathers inside the shard group in one hop; choose mics_shard_size "
+                       "at most the ranks per host and the gather never leaves the host"));
   add(BoolKey(z + "legacy_stage1", {}, false, "DeepSpeed's old stage-1 implementation").Unsupported("leave it false"));
   add(BoolKey(z + "pipeline_loading_checkpoint", {}, false, "loading checkpoints for pipeline parallelism")
           .Unsupported("leave it false"));

@@ -133,6 +133,12 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   const std::string tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
   ZT_RETURN_IF_ERROR(CheckTagAgreement(tag));
   const int rank = core_.pg->rank();
+  // Files are numbered by the place in the shard group. Under hierarchical
+  // sharding the replicas hold the same shards: the first shard group (its
+  // replica rank 0) writes a checkpoint of shard-group size, which loads at
+  // any world size and layout like any other; the others only agree.
+  const int file_rank = core_.shard_pg->rank();
+  const bool writes = core_.replica_pg == nullptr || core_.replica_pg->rank() == 0;
   const std::string folder = dir + "/" + tag;
 
   const ckpt::SavedLayout layout = CurrentLayout();
@@ -148,17 +154,18 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
 
   std::vector<std::string> buffer_names;
-  const bool write_model_states = core_.sharding.parameters() || rank == 0;
+  const bool write_model_states = writes && (core_.sharding.parameters() || file_rank == 0);
   const ckpt::Dict module = write_model_states ? ModuleStateDict(&keep, &buffer_names) : ckpt::Dict();
 
-  absl::Status local = MakeDirs(staging);
-  if (local.ok()) {
+  absl::Status local = writes ? MakeDirs(staging) : absl::OkStatus();
+  if (local.ok() && writes) {
     try {
-      local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(rank, layout.model_dtype),
-                                ckpt::MakeOptimStates(layout, rank, shards, ts));
+      local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(file_rank, layout.model_dtype),
+                                ckpt::MakeOptimStates(layout, file_rank, shards, ts));
       if (local.ok() && write_model_states) {
-        local = ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.sharding.stage(), rank),
-                                  ckpt::MakeModelStates(layout, rank, ts, module, buffer_names, shards, client_state));
+        local =
+            ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.sharding.stage(), file_rank),
+                              ckpt::MakeModelStates(layout, file_rank, ts, module, buffer_names, shards, client_state));
       }
     } catch (const Error& e) {
       local = e.status();
@@ -207,7 +214,7 @@ ckpt::SavedLayout Checkpointer::CurrentLayout() const {
   // Every group with its parameters' names and places.
   ckpt::SavedLayout layout;
   layout.stage = core_.sharding.stage();
-  layout.world_size = core_.pg->size();
+  layout.world_size = core_.shard_pg->size();  // the shard group's under hierarchical sharding (Save)
   layout.model_dtype = ToCkpt(core_.params.front().scalar_type());
   layout.rule = core_.sharding.optimizer_state() ? ckpt::PartitionRule::kEven : ckpt::PartitionRule::kCeil;
   auto saved_group = [](const zero::FlatGroup& g, const std::vector<std::string>& names,
@@ -259,7 +266,7 @@ ckpt::SavedLayout Checkpointer::CurrentLayout() const {
 }
 
 ckpt::RankShards Checkpointer::CurrentShards(const ckpt::SavedLayout& layout, std::vector<at::Tensor>* keep) {
-  const int rank = core_.pg->rank();
+  const int rank = core_.shard_pg->rank();
   ckpt::RankShards shards;
   std::vector<std::string> kinds = core_.optimizer->state_names();
   kinds.insert(kinds.begin(), "master");
@@ -320,6 +327,20 @@ ckpt::RankShards Checkpointer::CurrentShards(const ckpt::SavedLayout& layout, st
   }
   keep->push_back(CpuRngState());
   shards.rng_cpu = Ref(keep->back());
+  if (core_.replica_pg) {
+    // Every replica's generator state reaches the writing one (replica 0),
+    // so a resume in this layout gives each rank its own stream back.
+    const at::Tensor own = keep->back();  // a handle: `keep` grows below
+    const int64_t n = own.numel();
+    const int replicas = core_.replica_pg->size();
+    at::Tensor all = at::empty({replicas * n}, at::kByte);
+    at::Tensor mine = all.narrow(0, core_.replica_pg->rank() * n, n);
+    mine.copy_(own);
+    comm::CollectiveLabel label("the replicas' RNG states");
+    CheckWork(core_.replica_pg->AllGather(mine, all), "gathering the replicas' RNG states for the checkpoint");
+    keep->push_back(all);
+    for (int j = 1; j < replicas; ++j) shards.rng_cpu_replicas.push_back(Ref(all.narrow(0, j * n, n)));
+  }
   return shards;
 }
 
@@ -438,9 +459,15 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
         ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where, &adopt_groups));
         ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
         ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
-        // The RNG stream: this rank's own when the world size matches.
+        // The RNG stream: this rank's own when the layout matches (under
+        // hierarchical sharding, the file of its shard rank and its replica's
+        // entry there), else a saved rank's.
         std::vector<uint8_t> bytes;
-        if (ck->ReadRngState(core_.pg->rank() % ck->layout().world_size, &bytes).ok()) {
+        const bool same_layout = ck->layout().world_size == core_.shard_pg->size();
+        const int replica = core_.replica_pg && same_layout ? core_.replica_pg->rank() : 0;
+        const int from = same_layout ? core_.shard_pg->rank() : core_.pg->rank() % ck->layout().world_size;
+        if (ck->ReadRngState(from, &bytes, replica).ok() ||
+            ck->ReadRngState(core_.pg->rank() % ck->layout().world_size, &bytes).ok()) {
           rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
           std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
         }
@@ -1052,13 +1079,13 @@ void Checkpointer::CommitFrozen(TensorCopies& frozen) {
   }
   // Full buffers that hold more than this rank's range: stages 1/2, and at
   // stage 3 the persistent chunks (trainable and frozen).
-  if (core_.sharding.optimizer_state() && core_.pg->size() > 1) {
+  if (core_.sharding.optimizer_state() && core_.shard_pg->size() > 1) {
     core_.GatherParams();
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("loaded frozen parameters");
     for (zero::FlatGroup& g : core_.frozen_groups) {
       if (g.param_residency != zero::ParamResidency::kShardOnly) {
-        works.push_back(core_.pg->AllGather(g.OwnedParams(), g.params));
+        works.push_back(core_.shard_pg->AllGather(g.OwnedParams(), g.params));
       }
     }
     for (auto& w : works) CheckWork(std::move(w), "all-gathering loaded parameters");

@@ -47,6 +47,25 @@ EngineImpl::~EngineImpl() {
   core_.coordinator.reset();
 }
 
+CommTraffic EngineImpl::comm_traffic() const {
+  CommTraffic t;
+  const comm::CommStats shard = core_.shard_pg->stats();
+  t.shard_sent = shard.total_bytes_sent();
+  t.shard_received = shard.total_bytes_received();
+  if (core_.replica_pg) {
+    t.hierarchical = true;
+    const comm::CommStats replica = core_.replica_pg->stats();
+    t.replica_sent = replica.total_bytes_sent();
+    t.replica_received = replica.total_bytes_received();
+  }
+  if (core_.shard_pg != core_.pg) {
+    const comm::CommStats world = core_.pg->stats();
+    t.world_sent = world.total_bytes_sent();
+    t.world_received = world.total_bytes_received();
+  }
+  return t;
+}
+
 OffloadStats EngineImpl::offload_stats() const {
   OffloadStats o;
   if (core_.optimizer) {
@@ -348,10 +367,12 @@ double EngineImpl::GradMultiplier() {
   double multiplier = 1.0 / core_.scaler.scale();
   if (core_.config.gradient_clipping <= 0.0) return multiplier;
   double sq = core_.optimizer->LocalGradSquaredNorm();
-  if (core_.sharding.optimizer_state() && core_.pg->size() > 1) {
+  // Over the shard group: its shards cover every gradient once (replicas
+  // hold the same shards, bit for bit, so they compute the same norm).
+  if (core_.sharding.optimizer_state() && core_.shard_pg->size() > 1) {
     at::Tensor t = at::full({1}, sq, at::kDouble);
     comm::CollectiveLabel label("the gradient norm");
-    CheckWork(core_.pg->AllReduce(t, comm::ReduceOp::kSum), "computing the global gradient norm");
+    CheckWork(core_.shard_pg->AllReduce(t, comm::ReduceOp::kSum), "computing the global gradient norm");
     sq = t.item<double>();
   }
   const double norm = std::sqrt(sq) / core_.scaler.scale();
@@ -374,7 +395,7 @@ void EngineImpl::OptimizerStep() {
     }
   } else {
     const bool deferred = update_->RunStep([this] { return GradMultiplier(); }, StepHyperNow());
-    if (core_.sharding.optimizer_state() && core_.pg->size() > 1) core_.GatherParams();
+    if (core_.sharding.optimizer_state() && core_.shard_pg->size() > 1) core_.GatherParams();
     update_->AfterStepGather(deferred);
     // Pending groups keep their gradients until they are updated.
     core_.reducer->ZeroGrads(deferred ? core_.optimizer->updated_groups() : -1);
@@ -500,6 +521,24 @@ void EngineImpl::MaybeLog() {
                              logged_offload_.param_wait_seconds) /
                             n));
     logged_offload_ = o;
+  }
+  {
+    // What this rank sent per step since the last line, by group.
+    // (A caller's ResetStats between two lines counts as nothing sent.)
+    const CommTraffic c = comm_traffic();
+    const double n = static_cast<double>(core_.config.steps_per_print);
+    auto per_step = [n](int64_t now, int64_t then) {
+      return HumanBytes(static_cast<double>(std::max<int64_t>(0, now - then)) / n);
+    };
+    if (c.hierarchical) {
+      absl::StrAppend(&line, absl::StrFormat(" | sent per step: %s in the shard group, %s across replicas, %s world",
+                                             per_step(c.shard_sent, logged_comm_.shard_sent),
+                                             per_step(c.replica_sent, logged_comm_.replica_sent),
+                                             per_step(c.world_sent, logged_comm_.world_sent)));
+    } else if (core_.pg->size() > 1) {
+      absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent));
+    }
+    logged_comm_ = c;
   }
   if (core_.config.activation_checkpointing.profile) {
     const CheckpointProfile p = TakeCheckpointProfile();

@@ -74,6 +74,21 @@ struct ModelStateBytes {
   int64_t model_states() const { return params + grads + master + optimizer_state; }
 };
 
+// Collective payload this rank sent and received, by group (the comm/
+// byte counters: since a group's creation or its last ResetStats). Flat
+// sharding: every collective is the world's (`shard`). Hierarchical sharding
+// (mics_shard_size K < world): `shard` inside this rank's K ranks (parameter
+// gathers, gradient reduce-scatters: inside a host when K is the ranks per
+// host), `replica` across the replicas of its shards (the gradient
+// all-reduce), `world` the world group's own (setup broadcasts, agreements,
+// the loss and overflow reductions).
+struct CommTraffic {
+  bool hierarchical = false;
+  int64_t shard_sent = 0, shard_received = 0;
+  int64_t replica_sent = 0, replica_received = 0;
+  int64_t world_sent = 0, world_received = 0;
+};
+
 // NVMe offload traffic since Engine::Create (zeros without it).
 struct OffloadStats {
   uint64_t optimizer_read_bytes = 0;
@@ -230,6 +245,7 @@ class Engine {
   // once at start-up on rank 0. Empty when every offload pays for itself.
   virtual std::vector<std::string> OffloadNotes() const = 0;
   virtual OffloadStats offload_stats() const = 0;
+  virtual CommTraffic comm_traffic() const = 0;
 
   // Stage 3: gathers, prefetches, peak gathered bytes, unit-order changes
   // (nullopt at stages 0-2). ResetGatheredPeak starts a new peak window.

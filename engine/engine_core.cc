@@ -20,7 +20,7 @@ void EngineCore::GatherParams() {
     // Stage 3 gathers sharded chunks on demand; only persistent ones (which
     // own a slice of their live buffer) are refreshed here.
     if (g.param_residency == zero::ParamResidency::kShardOnly) continue;
-    works.push_back(pg->AllGather(g.OwnedParams(), g.params));
+    works.push_back(shard_pg->AllGather(g.OwnedParams(), g.params));
   }
   for (auto& w : works) CheckWork(std::move(w), "all-gathering updated parameters");
 }

@@ -44,6 +44,13 @@ struct EngineCore {
   std::shared_ptr<torch::nn::Module> module;
   Config config;
   std::shared_ptr<comm::ProcessGroup> pg;
+  // What a shard is split over and who else holds it (comm/shard_groups.h).
+  // Flat ZeRO: shard_pg is pg and replica_pg is null. MiCS / HSDP
+  // (mics_shard_size K < world): shard_pg is this rank's K consecutive ranks
+  // and replica_pg the world / K ranks holding the same shard. Declared
+  // after pg: sub-groups go before the world group they came from.
+  std::shared_ptr<comm::ProcessGroup> shard_pg;
+  std::shared_ptr<comm::ProcessGroup> replica_pg;
   EngineOptions options;
   EngineTuning tuning;
   plan::StageSharding sharding;  // what the config's ZeRO stage shards

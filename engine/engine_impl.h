@@ -54,6 +54,7 @@ class EngineImpl final : public Engine {
   std::string OffloadSummary() const override;
   std::vector<std::string> OffloadNotes() const override;
   OffloadStats offload_stats() const override;
+  CommTraffic comm_traffic() const override;
   std::optional<zero::CoordinatorStats> stage3_stats() const override;
   void ResetGatheredPeak() override;
   void ReleaseCachedMemory() override;
@@ -119,6 +120,7 @@ class EngineImpl final : public Engine {
     double forward = 0, backward = 0, reduce = 0, step = 0;
   } timers_;
   OffloadStats logged_offload_;  // offload_stats() at the last log line
+  CommTraffic logged_comm_;      // comm_traffic() at the last log line
 
   // csv_monitor / tensorboard (rank 0; null when off): events of every
   // optimizer step, from this rank's losses of the step's micro-batches.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/agreement.h"
 #include "comm/broadcast_in_place.h"
+#include "comm/shard_groups.h"
 #include "engine/engine_impl.h"
 #include "monitor/from_config.h"
 #include "ops/kernels.h"
@@ -164,6 +165,22 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
         "the config has no \"optimizer\" block; add one, e.g. "
         "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}");
   }
+  // Every rank agreed on the config above, so every rank makes the same
+  // sub-groups in the same order here.
+  ZT_ASSIGN_OR_RETURN(comm::ShardGroups shards, comm::MakeShardGroups(core_.pg, core_.config.zero.mics_shard_size,
+                                                                      "zero_optimization.mics_shard_size"));
+  core_.shard_pg = std::move(shards.shard);
+  core_.replica_pg = std::move(shards.replica);
+  if (core_.replica_pg && !core_.sharding.optimizer_state()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero_optimization.mics_shard_size is ", core_.config.zero.mics_shard_size,
+                     " at ZeRO stage 0, which shards nothing: use stage 1, 2 or 3, or leave mics_shard_size at -1"));
+  }
+  if (core_.replica_pg && core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "engine: hierarchical sharding (mics_shard_size " << core_.shard_pg->size()
+                 << "): " << core_.pg->size() / core_.shard_pg->size() << " shard groups of " << core_.shard_pg->size()
+                 << " consecutive ranks, gradients all-reduced across them";
+  }
 
   if (core_.options.log_config_notes && core_.pg->rank() == 0) {
     // Legacy spellings, what each "auto" became, keys this build ignores:
@@ -218,8 +235,8 @@ absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* sum
   }
   if (core_.params.empty()) return absl::InvalidArgumentError(kNoTrainable);
 
-  const int partitions = core_.sharding.optimizer_state() ? core_.pg->size() : 1;
-  const int partition = core_.sharding.optimizer_state() ? core_.pg->rank() : 0;
+  const int partitions = core_.sharding.optimizer_state() ? core_.shard_pg->size() : 1;
+  const int partition = core_.sharding.optimizer_state() ? core_.shard_pg->rank() : 0;
   plan::Layout layout = plan::PlanLayout(infos, core_.config.zero.reduce_bucket_size, partitions);
   for (const plan::GroupLayout& gl : layout.groups) {
     core_.groups.push_back(zero::FlattenParams(
@@ -244,7 +261,7 @@ absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* sum
 
 absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary) {
   const zero::Stage3Options options = zero::Stage3OptionsFromConfig(core_.config);
-  ZT_ASSIGN_OR_RETURN(zero::Stage3Build b, zero::BuildStage3(*core_.module, *core_.pg, options));
+  ZT_ASSIGN_OR_RETURN(zero::Stage3Build b, zero::BuildStage3(*core_.module, *core_.shard_pg, *core_.pg, options));
   if (b.num_trainable == 0) return absl::InvalidArgumentError(kNoTrainable);
   core_.params.assign(b.params.begin(), b.params.begin() + b.num_trainable);
   core_.param_names.assign(b.names.begin(), b.names.begin() + b.num_trainable);
@@ -282,8 +299,8 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   limits.prefetch_bucket_numel = core_.config.zero.prefetch_bucket_size;
   limits.max_live_numel = core_.config.zero.max_live_parameters;
   limits.max_reuse_distance = core_.config.zero.max_reuse_distance;
-  core_.coordinator = std::make_unique<zero::ParamCoordinator>(std::move(units), std::move(chunks),
-                                                               std::move(chunk_of_group), core_.pg, limits);
+  core_.coordinator = std::make_unique<zero::ParamCoordinator>(
+      std::move(units), std::move(chunks), std::move(chunk_of_group), core_.shard_pg, core_.pg, limits);
   if (core_.config.zero.offload_param.device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(OffloadParamShards());
 
   // The units' forward now reaches the coordinator through the link, which
@@ -385,10 +402,12 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
     UpdateInFlight* update = update_.get();
     ro.on_group_reduced = [update](int g) { update->OnGroupReduced(g); };
   }
-  core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.pg, ro);
+  ro.replica = core_.replica_pg;
+  core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.shard_pg, ro);
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();
   last_event_ = log_window_start_ = std::chrono::steady_clock::now();
+  logged_comm_ = comm_traffic();  // the first log line counts training, not setup
 
   // The monitors, on rank 0; every rank learns whether they could be made
   // (a rank that went on alone would wait in its first collective).

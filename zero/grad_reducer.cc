@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "comm/collective_label.h"
 #include "util/error.h"
@@ -195,7 +196,7 @@ void GradReducer::LaunchReadyLocked() {
 void GradReducer::LaunchLocked(int group_index) {
   FlatGroup& group = groups_[static_cast<size_t>(group_index)];
   GroupState& state = group_state_[static_cast<size_t>(group_index)];
-  const int world = pg_->size();
+  const int world = WorldSize();
   at::NoGradGuard no_grad;
   state.launched = true;
 
@@ -244,7 +245,18 @@ void GradReducer::FinalizeOldestLocked() {
                                                         f.group, group.layout.slots.size(), st.message())));
   }
   at::NoGradGuard no_grad;
-  const int world = pg_->size();
+  if (options_.replica && reduction_ != Reduction::kAllReduce) {
+    // The shard group's sum, summed across the replicas holding the same
+    // shard: every rank's gradient, in two hops.
+    comm::CollectiveLabel label(absl::StrCat("gradient bucket ", f.group, " of ", groups_.size(), " across replicas"));
+    absl::Status across = options_.replica->AllReduce(f.output, comm::ReduceOp::kSum)->Wait();
+    if (!across.ok()) {
+      throw Error(absl::Status(across.code(), absl::StrFormat("all-reducing gradients of parameter group %d across "
+                                                              "the %d replicas of its shard failed: %s",
+                                                              f.group, options_.replica->size(), across.message())));
+    }
+  }
+  const int world = WorldSize();
   if (!options_.prescale_gradients && options_.gradient_predivide_factor != world) {
     f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
   }

@@ -32,6 +32,9 @@
 // Scaling follows DeepSpeed: with prescale_gradients the buffer is divided by
 // the world size before the sum; otherwise it is divided by
 // gradient_predivide_factor before and multiplied by factor / world after.
+// With hierarchical sharding (GradReducerOptions::replica) the shard
+// group's reduce-scatter is followed by an all-reduce of the shard across
+// the replicas, and "world" is every rank of both.
 //
 // The groups must have the gradient residency of the stage
 // (zero/flat_group.h): GradResidency::kFullFlat at stage 0,
@@ -85,6 +88,11 @@ struct GradReducerOptions {
   std::function<void(int group)> on_group_reduced;
   // Names of the parameters (same order), for error messages.
   std::vector<std::string> param_names;
+  // Hierarchical sharding (comm/shard_groups.h): the ranks holding the same
+  // shard. Stages 1-3 then reduce-scatter over `pg` (the shard group) and
+  // all-reduce the reduced shard over these ranks, so the average is over
+  // pg->size() * replica->size() ranks. Null: `pg` is the whole world.
+  std::shared_ptr<comm::ProcessGroup> replica;
 };
 
 class GradReducer {
@@ -123,6 +131,8 @@ class GradReducer {
   int64_t peak_bucket_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Every rank the average is over: the shard group's, times the replicas'.
+  int WorldSize() const { return pg_->size() * (options_.replica ? options_.replica->size() : 1); }
   // How the gradients are reduced, fixed at construction from the groups'
   // GradResidency: all-reduced in their full flat buffers (stage 0),
   // reduce-scattered from the full buffers into the owned slice (stage 1),

@@ -25,11 +25,12 @@ std::string UnitLabel(const std::string& name) { return name.empty() ? "<root>" 
 
 ParamCoordinator::ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks,
                                    std::vector<int> trainable_chunk_of_group, std::shared_ptr<comm::ProcessGroup> pg,
-                                   plan::PrefetchLimits limits)
+                                   std::shared_ptr<comm::ProcessGroup> world, plan::PrefetchLimits limits)
     : units_(std::move(units)),
       chunks_(std::move(chunks)),
       trainable_chunk_of_group_(std::move(trainable_chunk_of_group)),
       pg_(std::move(pg)),
+      world_(std::move(world)),
       limits_(limits),
       chunk_state_(chunks_.size()),
       unit_state_(units_.size()) {
@@ -483,7 +484,8 @@ void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> 
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("modified parameters (GatheredParameters)");
-    for (int c : chunks) works.push_back(pg_->Broadcast(chunks_[static_cast<size_t>(c)].group->params, *modifier_rank));
+    for (int c : chunks)
+      works.push_back(world_->Broadcast(chunks_[static_cast<size_t>(c)].group->params, *modifier_rank));
     for (size_t i = 0; i < works.size(); ++i) {
       absl::Status st = works[i]->Wait();
       if (!st.ok()) {

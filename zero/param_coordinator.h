@@ -106,9 +106,12 @@ class ParamCoordinator {
   };
 
   // `trainable_chunk_of_group[g]` is the chunk holding the reducer's flat
-  // group g; `pg` is the data-parallel process group.
+  // group g; `pg` is the group the shards are split over (the data-parallel
+  // world, or the shard group of hierarchical sharding) and `world` every
+  // data-parallel rank (Unpin's broadcast reaches all of them).
   ParamCoordinator(std::vector<Unit> units, std::vector<Chunk> chunks, std::vector<int> trainable_chunk_of_group,
-                   std::shared_ptr<comm::ProcessGroup> pg, plan::PrefetchLimits limits);
+                   std::shared_ptr<comm::ProcessGroup> pg, std::shared_ptr<comm::ProcessGroup> world,
+                   plan::PrefetchLimits limits);
   ~ParamCoordinator();
   ParamCoordinator(const ParamCoordinator&) = delete;
   ParamCoordinator& operator=(const ParamCoordinator&) = delete;
@@ -274,6 +277,7 @@ class ParamCoordinator {
   const std::vector<int> trainable_chunk_of_group_;
   std::vector<int> group_of_chunk_;  // the inverse (-1: frozen); fixed at construction
   const std::shared_ptr<comm::ProcessGroup> pg_;
+  const std::shared_ptr<comm::ProcessGroup> world_;
   const plan::PrefetchLimits limits_;
 
   mutable absl::Mutex mu_;

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "comm/shard_groups.h"
 #include "util/error.h"
 #include "zero/unit_hook.h"
 
@@ -42,6 +43,12 @@ ShardedInit::ShardedInit(std::shared_ptr<comm::ProcessGroup> pg, const Config& c
   if (g_active != nullptr) {
     throw Error(absl::FailedPreconditionError("zt::ShardedInit: another ShardedInit is already active on this thread"));
   }
+  // Collective, on every rank in the same order (the replica groups are made
+  // too, for the sub-groups' numbering, and dropped: construction needs none).
+  absl::StatusOr<comm::ShardGroups> groups =
+      comm::MakeShardGroups(pg_, config.zero.mics_shard_size, "zero_optimization.mics_shard_size");
+  if (!groups.ok()) throw Error(groups.status());
+  shard_pg_ = std::move(groups->shard);
   g_active = this;
 }
 
@@ -64,7 +71,7 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
   auto ps = std::make_shared<PresharedUnit>();
   std::unordered_set<const void*> seen;
   CollectOwn(self, /*is_top=*/true, seen, ps->params);
-  ps->world_size = init->pg().size();
+  ps->world_size = init->shard_pg().size();
   ps->options = init->options();
   std::vector<plan::UnitParam> infos;
   for (size_t i = 0; i < ps->params.size(); ++i) {
@@ -82,7 +89,7 @@ void ShardAtConstruction(torch::nn::Module& self, UnitBase& unit) {
   ps->layouts = plan::PlanUnitChunks(infos, ps->options.bucket_numel, ps->world_size, ps->options.persistence,
                                      /*all_persistent=*/false, init->persistent_used());
   for (const plan::ChunkLayout& layout : ps->layouts) {
-    ps->groups.push_back(ShardChunk(layout, ps->params, init->pg(), ps->options.dtype));
+    ps->groups.push_back(ShardChunk(layout, ps->params, init->shard_pg(), init->pg(), ps->options.dtype));
   }
   unit.preshard() = std::move(ps);
   // Until an engine adopts the shards, running the unit is an error that says so.

@@ -19,8 +19,8 @@
 //    Weights tied across units must be tied inside the units' common
 //    ancestor unit, since a unit shards before its parent exists.
 //  * Engine::Create must get the same process group and a config that plans
-//    the same way (world size, stage 3, dtype, reduce_bucket_size,
-//    persistence thresholds); it reports any difference.
+//    the same way (world size, stage 3, mics_shard_size, dtype,
+//    reduce_bucket_size, persistence thresholds); it reports any difference.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -47,11 +47,16 @@ class ShardedInit {
   ShardedInit& operator=(const ShardedInit&) = delete;
 
   comm::ProcessGroup& pg() { return *pg_; }
+  // What the units are sharded over: pg(), or under hierarchical sharding
+  // (zero_optimization.mics_shard_size) this rank's shard group, made here
+  // as Engine::Create makes its own (DeepSpeed's MiCS_Init).
+  comm::ProcessGroup& shard_pg() { return *shard_pg_; }
   const zero::Stage3Options& options() const { return options_; }
   int64_t* persistent_used() { return &persistent_used_; }
 
  private:
   std::shared_ptr<comm::ProcessGroup> pg_;
+  std::shared_ptr<comm::ProcessGroup> shard_pg_;  // after pg_: destroyed before it
   zero::Stage3Options options_;
   int64_t persistent_used_ = 0;
 };

@@ -76,7 +76,7 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
   const Stage3Options& p = ps.options;
   std::string diff;
   if (ps.world_size != world)
-    diff = absl::StrFormat("world size %d vs %d", ps.world_size, world);
+    diff = absl::StrFormat("sharded over %d vs %d ranks (the world size, or mics_shard_size)", ps.world_size, world);
   else if (p.dtype != o.dtype)
     diff = absl::StrCat("dtype ", c10::toString(p.dtype), " vs ", c10::toString(o.dtype));
   else if (p.bucket_numel != o.bucket_numel)
@@ -98,11 +98,11 @@ absl::Status CheckSameOptions(const PresharedUnit& ps, const std::string& unit, 
 
 }  // namespace
 
-FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
-                     at::ScalarType dtype) {
-  FlatGroup g = FlattenParams(chunk.layout, params, pg.rank(), ParamResidency::kOwnsSliceOfFull, dtype);
-  if (pg.size() > 1) {
-    absl::Status st = pg.Broadcast(g.params, 0)->Wait();
+FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& shard,
+                     comm::ProcessGroup& world, at::ScalarType dtype) {
+  FlatGroup g = FlattenParams(chunk.layout, params, shard.rank(), ParamResidency::kOwnsSliceOfFull, dtype);
+  if (world.size() > 1) {
+    absl::Status st = world.Broadcast(g.params, 0)->Wait();
     if (!st.ok()) {
       throw Error(
           absl::Status(st.code(), absl::StrCat("broadcasting rank 0's initial parameters failed: ", st.message())));
@@ -122,8 +122,8 @@ namespace {
 // the engine's parameter order, each parameter's owning unit, the chunks.
 class Stage3Builder {
  public:
-  Stage3Builder(const Walk& w, comm::ProcessGroup& pg, const Stage3Options& options)
-      : w_(w), pg_(pg), options_(options) {}
+  Stage3Builder(const Walk& w, comm::ProcessGroup& pg, comm::ProcessGroup& world, const Stage3Options& options)
+      : w_(w), pg_(pg), world_(world), options_(options) {}
 
   // Engine order: trainable parameters first, then frozen ones.
   absl::Status OrderParams() {
@@ -232,7 +232,7 @@ class Stage3Builder {
         plan::PlanUnitChunks(infos, options_.bucket_numel, pg_.size(), options_.persistence,
                              /*all_persistent=*/u == 0, &persistent_used_);
     for (const plan::ChunkLayout& layout : layouts) {
-      AddChunk(u, layout, ShardChunk(layout, b_.params, pg_, options_.dtype));
+      AddChunk(u, layout, ShardChunk(layout, b_.params, pg_, world_, options_.dtype));
     }
   }
 
@@ -252,7 +252,8 @@ class Stage3Builder {
   }
 
   const Walk& w_;
-  comm::ProcessGroup& pg_;
+  comm::ProcessGroup& pg_;     // the shards' group
+  comm::ProcessGroup& world_;  // every rank: rank 0's initial values reach all of them
   const Stage3Options& options_;
   Stage3Build b_;
   std::vector<int> engine_index_;  // per walked parameter: its engine index
@@ -262,11 +263,11 @@ class Stage3Builder {
 
 }  // namespace
 
-absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg,
+absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& shard, comm::ProcessGroup& world,
                                         const Stage3Options& options) {
   Walk w;
   Visit(model, "", 0, w);
-  Stage3Builder builder(w, pg, options);
+  Stage3Builder builder(w, shard, world, options);
   ZT_RETURN_IF_ERROR(builder.OrderParams());
   std::vector<std::vector<int>> members = builder.AssignOwners();
   for (int u = 0; u < static_cast<int>(w.bases.size()); ++u) {

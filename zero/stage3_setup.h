@@ -55,15 +55,21 @@ struct Stage3Build {
   int64_t root_numel = 0;  // parameters outside every unit
 };
 
-absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& pg, const Stage3Options& options);
+// `shard`: the group the chunks are split over (the world, or this rank's
+// shard group under hierarchical sharding); `world`: every rank, over which
+// rank 0's initial values are broadcast.
+absl::StatusOr<Stage3Build> BuildStage3(torch::nn::Module& model, comm::ProcessGroup& shard, comm::ProcessGroup& world,
+                                        const Stage3Options& options);
 
 // Flattens one chunk's parameters into a new buffer of `dtype` (parameters
 // become views of it) and broadcasts rank 0's values. A persistent chunk
 // keeps the full buffer and owns a slice of it
 // (ParamResidency::kOwnsSliceOfFull); a non-persistent one keeps this rank's
 // shard in `param_shard` and frees the buffer (ParamResidency::kShardOnly).
-// Collective. Throws zt::Error on a communication failure.
-FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& pg,
-                     at::ScalarType dtype);
+// The shard is this rank's place in `shard`; the broadcast is over `world`
+// (the same group for flat sharding). Collective over `world`. Throws
+// zt::Error on a communication failure.
+FlatGroup ShardChunk(const plan::ChunkLayout& chunk, const std::vector<at::Tensor>& params, comm::ProcessGroup& shard,
+                     comm::ProcessGroup& world, at::ScalarType dtype);
 
 }  // namespace zt::zero

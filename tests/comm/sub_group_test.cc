@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/init.h"
+#include "comm/shard_groups.h"
 #include "gtest/gtest.h"
 #include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
@@ -213,6 +214,37 @@ zt::comm::RankEnv Env(int rank, int world, int local_rank, int local_world) {
   env.local_rank = local_rank;
   env.local_world_size = local_world;
   return env;
+}
+
+// Hierarchical sharding's groups (comm/shard_groups.h) at 4 ranks, shard
+// size 2: shard groups {0,1}, {2,3}; replica groups {0,2}, {1,3}; each works
+// among its members. Shard size 4 (or -1) makes nothing; 3 is refused, naming
+// the key on every rank.
+ZT_RANK_WORKER(shard_groups) {
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> world, World());
+  const int me = world->rank();
+  ZT_ASSIGN_OR_RETURN(zt::comm::ShardGroups g, zt::comm::MakeShardGroups(world, 2, "mics_shard_size"));
+  ZT_RETURN_IF_ERROR(Expect(g.shard != nullptr && g.replica != nullptr, "a rank got no shard or replica group"));
+  ZT_RETURN_IF_ERROR(CheckCollectives(*g.shard, me < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, me));
+  ZT_RETURN_IF_ERROR(CheckCollectives(*g.replica, me % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, me));
+  for (int flat : {4, -1, 0}) {
+    ZT_ASSIGN_OR_RETURN(zt::comm::ShardGroups f, zt::comm::MakeShardGroups(world, flat, "mics_shard_size"));
+    ZT_RETURN_IF_ERROR(Expect(f.shard == world && f.replica == nullptr, absl::StrCat(flat, " made sub-groups")));
+  }
+  absl::StatusOr<zt::comm::ShardGroups> bad = zt::comm::MakeShardGroups(world, 3, "mics_shard_size");
+  ZT_RETURN_IF_ERROR(Expect(!bad.ok() && absl::StrContains(bad.status().message(), "mics_shard_size is 3") &&
+                                absl::StrContains(bad.status().message(), "does not divide the world of 4"),
+                            absl::StrCat("shard size 3 of 4: ", bad.status().ToString())));
+  // Still in step: the world works after the refusal (nothing was created).
+  return CheckCollectives(*world, {0, 1, 2, 3}, me);
+}
+
+TEST(ShardGroups, ShardAndReplicaGroupsOfFourRanks) {
+  auto result = zt::testing::RunRanks("shard_groups", {.world_size = 4});
+  EXPECT_TRUE(result.ok()) << result.Summary();
+  EXPECT_EQ(zt::comm::ShardGroupRanks(6, 3, 1), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(zt::comm::ReplicaGroupRanks(6, 3, 1), (std::vector<int>{1, 4}));
+  EXPECT_EQ(zt::comm::ReplicaGroupRanks(6, 2, 0), (std::vector<int>{0, 2, 4}));
 }
 
 TEST(SubGroupLayout, NodeLocalAndCrossNodeRanks) {

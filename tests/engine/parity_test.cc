@@ -39,7 +39,13 @@ struct Variant {
   // EngineOptions::bf16_compute. The reference trains while the engine
   // lives, so it computes with the same kernels (engine/bf16_compute.h).
   Bf16Compute bf16_compute = Bf16Compute::kBf16;
+  // Hierarchical sharding: mics_shard_size = world / 2 (1 at odd worlds),
+  // so two or more replicas of each shard (flat at world 1).
+  bool mics = false;
 };
+
+// The shard size of a `mics` variant at `world` ranks.
+int MicsShardSize(int world) { return world % 2 == 0 ? world / 2 : 1; }
 
 // Optimizer param groups across ParityNet's parameters: the biases without
 // decay, fc2's weight with its own decay, eps and betas, fc1's weight in the
@@ -181,6 +187,20 @@ std::vector<Variant> Variants() {
                  c.optimizer.lr = 1e-3;
                },
                ThreeGroups()});
+  v.push_back({"mics", [](Config&) {}, {}, Bf16Compute::kBf16, /*mics=*/true});
+  v.push_back({"mics_clipping_gas3",
+               [](Config& c) {
+                 c.gradient_clipping = 0.05;
+                 c.batch.gradient_accumulation_steps = 3;
+               },
+               {},
+               Bf16Compute::kBf16,
+               /*mics=*/true});
+  v.push_back({"mics_prescale",
+               [](Config& c) { c.prescale_gradients = true; },
+               {},
+               Bf16Compute::kBf16,
+               /*mics=*/true});
   v.push_back({"prescale", [](Config& c) { c.prescale_gradients = true; }});
   v.push_back({"predivide", [](Config& c) { c.gradient_predivide_factor = 2.0; }});
   Variant bf16{"bf16", [](Config& c) {
@@ -208,6 +228,7 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
   const int rank = pg->rank();
   Config config = BaseConfig(stage);
   v.setup(config);
+  if (v.mics) config.zero.mics_shard_size = MicsShardSize(pg->size());
   ZT_RETURN_IF_ERROR(ResolveBatch(config.batch, pg->size()));
   const ParityData data = MakeData(kSteps * config.batch.train_batch, 13, 5, 1234);
 
@@ -222,6 +243,16 @@ absl::Status RunVariant(const Variant& v, int stage, const std::shared_ptr<comm:
   EngineOptions engine_options;
   engine_options.param_groups = v.groups;
   engine_options.bf16_compute = v.bf16_compute;
+  if (v.mics && stage == 0 && config.zero.mics_shard_size < pg->size()) {
+    // Stage 0 shards nothing: the engine refuses, naming the key.
+    absl::StatusOr<std::unique_ptr<Engine>> refused = Engine::Create(model, config, pg, engine_options);
+    if (refused.ok() || refused.status().message().find("mics_shard_size") == std::string::npos) {
+      return absl::InternalError(absl::StrCat(v.name, ": stage 0 with mics_shard_size ", config.zero.mics_shard_size,
+                                              " should be refused naming the key, got ",
+                                              refused.ok() ? "an engine" : refused.status().ToString()));
+    }
+    return absl::OkStatus();
+  }
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(model, config, pg, engine_options));
   if (engine->param_groups().size() != (v.groups.empty() ? 1 : v.groups.size() + 1)) {
     return absl::InternalError(absl::StrCat(v.name, ": the engine made ", engine->param_groups().size(), " groups"));
@@ -278,8 +309,9 @@ ZT_RANK_WORKER(parity) {
 // One launch per (stage, world) runs every variant (ZT_PARITY_VARIANTS picks
 // some); the failure message names each variant that differs. Four ranks on
 // two cores cost twice what two do, so world 4 runs the variants that change
-// how the partition and the reduction meet: accumulation with clipping, and
-// bf16 with fp32 communication; worlds 1-3 run all of them.
+// how the partition and the reduction meet: accumulation with clipping,
+// bf16 with fp32 communication, and hierarchical sharding (2 shard groups of
+// 2, the layout of 2 hosts x 2 ranks); worlds 1-3 run all of them.
 struct ParityCase {
   int stage;
   int world;
@@ -305,7 +337,7 @@ std::vector<ParityCase> ParityCases() {
   std::vector<ParityCase> cases;
   for (int stage : {0, 1, 2, 3}) {
     for (int world : {1, 2, 3}) cases.push_back({stage, world, "all"});
-    cases.push_back({stage, 4, "adamw,clipping_gas3,bf16_fp32_communication,param_groups"});
+    cases.push_back({stage, 4, "adamw,clipping_gas3,bf16_fp32_communication,param_groups,mics,mics_clipping_gas3"});
   }
   return cases;
 }

@@ -9,7 +9,9 @@
 //    still runs exits non-zero within the collective timeout plus its
 //    diagnosis, naming the peer, and leaves no process behind;
 //  * two interfaces per host: GLOO_SOCKET_IFNAME=eth1 carries the
-//    collectives, eth0 only the rendezvous.
+//    collectives, eth0 only the rendezvous;
+//  * hierarchical sharding (mics_shard_size) on 2 hosts x 2 ranks: bitwise
+//    the one-host run, fewer bytes across the link than flat stage 3.
 // The cases skip, saying why, where namespaces cannot be made (not root).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -56,10 +58,11 @@ std::string TrainArgs(const std::string& corpus, const std::string& out, int ste
 // depend on cores), a short collective timeout.
 std::string HostEnv() { return absl::StrCat("OMP_NUM_THREADS=1 ZT_COMM_TIMEOUT_S=", kCommTimeoutS, " "); }
 
-// One `zt launch` for host h of `hosts`, 1 rank each, rank 0's store on host 0.
-std::string LaunchOnHost(const NetnsHosts& net, int h, const std::string& train, const std::string& extra_env = "") {
-  return absl::StrCat(HostEnv(), extra_env, ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node 1 --nnodes ", net.size(),
-                      " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ", kMasterPort,
+// One `zt launch` for host h of `hosts`, `ranks` each, rank 0's store on host 0.
+std::string LaunchOnHost(const NetnsHosts& net, int h, const std::string& train, const std::string& extra_env = "",
+                         int ranks = 1) {
+  return absl::StrCat(HostEnv(), extra_env, ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node ", ranks, " --nnodes ",
+                      net.size(), " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ", kMasterPort,
                       " --timeout 600 -- ", ZT_BINARY_DIR, "/bin/zt ", train);
 }
 
@@ -100,12 +103,14 @@ class MultiHost : public ::testing::Test {
 
 // Starts one launch per host, host h after delays[h]; waits for them all.
 std::vector<int> RunOnHosts(NetnsHosts& net, const std::string& train, const std::string& logs,
-                            const std::vector<int>& delays_s = {}, const std::string& extra_env = "") {
+                            const std::vector<int>& delays_s = {}, const std::string& extra_env = "",
+                            int ranks_per_host = 1) {
   std::vector<HostProcess> procs;
   const auto start = Clock::now();
   for (int h = 0; h < net.size(); ++h) {
     if (h < static_cast<int>(delays_s.size())) std::this_thread::sleep_until(start + std::chrono::seconds(delays_s[h]));
-    auto p = net.Start(h, LaunchOnHost(net, h, train, extra_env), absl::StrCat(logs, ".host", h, ".log"));
+    auto p =
+        net.Start(h, LaunchOnHost(net, h, train, extra_env, ranks_per_host), absl::StrCat(logs, ".host", h, ".log"));
     EXPECT_TRUE(p.ok()) << p.status();
     if (p.ok()) procs.push_back(*p);
   }
@@ -130,6 +135,45 @@ TEST_F(MultiHost, TwoHostsExportTheWeightsOfOneHost) {
   // of its shards of gpt2-tiny's weights per step.
   std::printf("host 1 sent %lld bytes on its link\n", static_cast<long long>(net_->TxBytes(1, 0)));
   EXPECT_GT(net_->TxBytes(1, 0), 100000);
+}
+
+// Hierarchical sharding on 2 hosts x 2 ranks (mics_shard_size 2, the ranks
+// of a host): the export is bitwise the same job's on one host's 4 ranks,
+// and the link carries fewer bytes than under flat stage 3 (parameter
+// gathers and the gradient reduce-scatter stay inside the host; only an
+// all-reduce of each gradient shard crosses). Four ranks on this machine's
+// cores are oversubscribed: the case checks bytes and bits, not time.
+TEST_F(MultiHost, HierarchicalShardingKeepsGathersInsideTheHost) {
+  const std::string mics = " --set zero_optimization.mics_shard_size=2";
+  const std::string one = dir_ + "/one_host_mics";
+  const ZtRun r = RunZt(TrainArgs(corpus_, one, kSteps) + mics + " --nproc 4", HostEnv());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string reference = ReadFileBytes(one + "/model.safetensors");
+  ASSERT_FALSE(reference.empty());
+  int64_t crossed[2] = {0, 0};  // bytes both hosts sent on the link: flat, hierarchical
+  for (int layout = 0; layout < 2; ++layout) {
+    const std::string out = dir_ + (layout == 0 ? "/flat" : "/mics");
+    const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
+    const std::vector<int> codes =
+        RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps) + (layout == 0 ? "" : mics), out, {}, "", 2);
+    for (int h = 0; h < net_->size(); ++h) {
+      EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
+      ExpectNoProcessLeft(h);
+    }
+    crossed[layout] = net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before;
+    if (layout == 1) {
+      EXPECT_TRUE(ReadFileBytes(out + "/model.safetensors") == reference)
+          << "2 hosts x 2 ranks with mics_shard_size 2 exported other weights than 1 host x 4 ranks";
+      EXPECT_TRUE(absl::StrContains(ReadFileBytes(out + ".host0.log"), "hierarchical sharding (mics_shard_size 2)"));
+    }
+  }
+  std::printf("bytes across the link, %d steps: flat stage 3 %lld, mics_shard_size 2 %lld (%.2fx)\n", kSteps,
+              static_cast<long long>(crossed[0]), static_cast<long long>(crossed[1]),
+              static_cast<double>(crossed[1]) / static_cast<double>(crossed[0]));
+  // Per step, per host: flat stage 3 sends 9/4 of the parameters' bytes
+  // across (the ring's one crossing rank), hierarchical 1x (each rank
+  // all-reduces half of the gradients with its peer): about 0.44x.
+  EXPECT_LT(crossed[1], crossed[0] * 6 / 10);
 }
 
 TEST_F(MultiHost, AHostThatStartsTenSecondsLateJoins) {
