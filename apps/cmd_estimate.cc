@@ -19,6 +19,7 @@
 #include "config/lora_options.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
+#include "estimate/step_traffic.h"
 #include "plan/offload_note.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -30,13 +31,15 @@ constexpr const char* kSynopsis =
     "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] "
     "[--precision fp32|bf16|fp16] "
     "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing] "
-    "[--lora-r R [--lora-targets a,b]]";
+    "[--lora-r R [--lora-targets a,b]] [--mics-shard-size K] [--ranks-per-host L]";
 
 constexpr const char* kHelp =
     "\nPrints the bytes each rank holds at ZeRO stages 0-3: parameters, gradients, the fp32 master, optimizer\n"
     "state (what zt::Engine::memory() reports), reduction buckets, the stage-3 gathered working set and, with\n"
     "--micro-batch, the activations of the built-in transformers. Sizes, precision, optimizer and buckets come\n"
-    "from --config (default: AdamW, fp32, DeepSpeed's defaults); flags override it. See docs/estimate.md.\n";
+    "from --config (default: AdamW, fp32, DeepSpeed's defaults); flags override it. Then the bytes a step sends\n"
+    "inside a host and across hosts (--ranks-per-host), flat and with hierarchical sharding (--mics-shard-size\n"
+    "or the config's zero_optimization.mics_shard_size). See docs/estimate.md and docs/hierarchical.md.\n";
 
 absl::Status BadFlag(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat(message, "\nusage: zt estimate ", kSynopsis));
@@ -46,6 +49,8 @@ struct Request {
   estimate::ModelShape shape;
   std::vector<int> stages;
   std::vector<estimate::EstimateOptions> options;  // one per stage
+  int ranks_per_host = 0;                          // 0: the whole world on one host
+  int mics_shard_size = -1;                        // hierarchical sharding at stages 1-3 (-1: flat)
   std::string optimizer_name;
   bool activations = false;
 };
@@ -155,6 +160,8 @@ absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlo
   // Each stage resolves its own defaults (overlap_comm is on by default at stage 3).
   nlohmann::json j = json;
   j["zero_optimization"]["stage"] = s;
+  // Stage 0 shards nothing: its column is flat whatever the config says.
+  if (s == 0) j["zero_optimization"].erase("mics_shard_size");
   ParseOptions po;
   po.world_size = world;
   po.source_name = source;
@@ -168,6 +175,7 @@ absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlo
   const Config& c = *parsed.config;
   estimate::EstimateOptions o = estimate::OptionsFromConfig(c, world);
   ApplyFlagOverrides(f, o);
+  if (f.WasSet("mics-shard-size")) o.mics_shard_size = s == 0 ? -1 : static_cast<int>(f.GetInt("mics-shard-size"));
   r.activations = f.WasSet("micro-batch") || f.WasSet("config");
   o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
   if (f.WasSet("seq-len")) {
@@ -202,8 +210,22 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
   } else {
     r.stages = {0, 1, 2, 3};
   }
+  if (f.WasSet("mics-shard-size")) {
+    const long long k = f.GetInt("mics-shard-size");
+    if (k != -1 && (k < 1 || k > world || world % k != 0)) {
+      return BadFlag(absl::StrCat("--mics-shard-size must divide --world-size ", world, " (or be -1), got ", k));
+    }
+  }
+  if (f.WasSet("ranks-per-host")) {
+    const long long l = f.GetInt("ranks-per-host");
+    if (l < 1 || world % l != 0) {
+      return BadFlag(absl::StrCat("--ranks-per-host must divide --world-size ", world, ", got ", l));
+    }
+    r.ranks_per_host = static_cast<int>(l);
+  }
   for (int s : r.stages) {
     ZT_ASSIGN_OR_RETURN(estimate::EstimateOptions o, StageOptions(f, json, s, static_cast<int>(world), r));
+    if (o.mics_shard_size > 0 && o.mics_shard_size < o.world_size) r.mics_shard_size = o.mics_shard_size;
     r.options.push_back(o);
   }
   return r;
@@ -332,6 +354,42 @@ void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryE
   }
 }
 
+// Bytes a step sends per rank (inside its host, across hosts) and the
+// busiest host's cross-host load: flat, and hierarchical where asked for.
+void PrintTraffic(const Request& r) {
+  const estimate::EstimateOptions& first = r.options.front();
+  const int world = first.world_size;
+  if (world == 1) return;
+  const int per_host = r.ranks_per_host > 0 ? r.ranks_per_host : world;
+  int64_t trainable = 0, frozen = 0;
+  for (const estimate::ParamShape& p : r.shape.params) (p.trainable ? trainable : frozen) += p.numel;
+  std::printf(
+      "\nbytes sent per step (%d host%s of %d ranks; stage 3 counts a forward and a backward gather per "
+      "micro-step):\n",
+      world / per_host, world / per_host == 1 ? "" : "s", per_host);
+  std::printf("  %-34s %16s %16s %18s\n", "layout", "per rank inside", "per rank across", "busiest host across");
+  for (size_t i = 0; i < r.options.size(); ++i) {
+    const estimate::EstimateOptions& o = r.options[i];
+    std::vector<int> layouts = {-1};  // flat, then hierarchical where asked for
+    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back(r.mics_shard_size);
+    for (int k : layouts) {
+      estimate::TrafficOptions t;
+      t.stage = o.stage;
+      t.world_size = world;
+      t.ranks_per_host = per_host;
+      t.mics_shard_size = k;
+      t.element_bytes = o.precision == estimate::Precision::kFp32 ? 4 : 2;
+      absl::StatusOr<estimate::StepTraffic> st = estimate::EstimateStepTraffic(trainable, frozen, t);
+      if (!st.ok()) continue;  // the inputs were checked by ToRequest
+      const std::string label = k > 0 ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
+                                      : absl::StrFormat("stage %d, flat", o.stage);
+      std::printf("  %-34s %16s %16s %18s\n", label.c_str(), HumanBytes(static_cast<double>(st->rank_inside)).c_str(),
+                  HumanBytes(static_cast<double>(st->rank_across)).c_str(),
+                  HumanBytes(static_cast<double>(st->host_across)).c_str());
+    }
+  }
+}
+
 int Run(const Request& r) {
   std::vector<estimate::MemoryEstimate> est;
   for (const estimate::EstimateOptions& o : r.options) {
@@ -345,6 +403,7 @@ int Run(const Request& r) {
   PrintSetup(r);
   PrintTable(r, est);
   PrintFormulasAndNotes(r, est);
+  PrintTraffic(r);
   return 0;
 }
 
@@ -368,6 +427,10 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.Bool("activation-checkpointing", "the transformer blocks are checkpointed (zt::Checkpoint)");
   f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets train, the base is frozen (as zt train --lora-r)");
   f.String("lora-targets", "", "LoRA layer names, comma-separated, or all-linear (default: the model's, as zt train)");
+  f.Int("mics-shard-size", -1,
+        "hierarchical sharding at stages 1-3: shard over groups of K ranks, replicate across them (default: the "
+        "config's zero_optimization.mics_shard_size, else flat)");
+  f.Int("ranks-per-host", 0, "ranks on each host, for the bytes inside and across hosts (default: one host)");
   if (std::optional<int> done = f.ParseCommandLine(args, kSynopsis, kHelp)) return *done;
   absl::StatusOr<Request> r = ToRequest(f);
   if (!r.ok()) {

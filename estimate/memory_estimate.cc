@@ -68,7 +68,7 @@ std::vector<Group> PlanChunks(const ModelShape& shape, const EstimateOptions& o)
         params.push_back(up);
       }
     }
-    for (const plan::ChunkLayout& c : plan::PlanUnitChunks(params, o.reduce_bucket_size, o.world_size, policy,
+    for (const plan::ChunkLayout& c : plan::PlanUnitChunks(params, o.reduce_bucket_size, o.shard_ranks(), policy,
                                                            /*all_persistent=*/u == 0, &persistent_used)) {
       Group g = FromLayout(c.layout);
       g.unit = u;
@@ -197,6 +197,7 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
   EstimateOptions o;
   o.world_size = world_size;
   o.stage = config.zero.stage;
+  o.mics_shard_size = config.zero.mics_shard_size;
   o.precision = config.fp16.enabled ? Precision::kFp16 : config.bf16.enabled ? Precision::kBf16 : Precision::kFp32;
   switch (config.zero.offload_optimizer.device) {
     case OffloadDevice::kNone: o.offload = Offload::kNone; break;
@@ -264,6 +265,13 @@ absl::Status SwapOptimizer(int64_t owned, int kinds, const EstimateOptions& o, M
 absl::Status CheckEstimateInputs(const ModelShape& shape, const EstimateOptions& o) {
   if (o.world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", o.world_size));
   if (o.stage < 0 || o.stage > 3) return absl::InvalidArgumentError(absl::StrCat("stage must be 0..3, got ", o.stage));
+  if (o.mics_shard_size > 0 && o.mics_shard_size < o.world_size) {
+    if (o.world_size % o.mics_shard_size != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mics_shard_size ", o.mics_shard_size, " does not divide the world size ", o.world_size));
+    }
+    if (o.stage == 0) return absl::InvalidArgumentError("mics_shard_size needs stage 1, 2 or 3");
+  }
   if (o.reduce_bucket_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("reduce_bucket_size must be > 0, got ", o.reduce_bucket_size));
   }
@@ -286,7 +294,7 @@ int64_t EstimateGroups(const ModelShape& shape, const EstimateOptions& o, Memory
   for (const ParamShape& q : shape.params) {
     if (q.trainable) numels.push_back(q.numel);
   }
-  const int partitions = o.stage >= 1 ? o.world_size : 1;
+  const int partitions = o.stage >= 1 ? o.shard_ranks() : 1;
   int64_t padded = 0, owned = 0, largest = 0, largest_shard = 0;
   const std::vector<Group> groups = PlanGroups(numels, o.reduce_bucket_size, partitions);
   for (const Group& g : groups) {
@@ -458,7 +466,7 @@ std::string PaperFormula(int stage, const EstimateOptions& o, int64_t num_params
   const int p = static_cast<int>(Bytes16(o.precision));
   const int k = (o.precision != Precision::kFp32 ? 4 : 0) + 4 * o.optimizer_states;
   const bool offload = o.offload != Offload::kNone && stage >= 1;
-  const double n = o.world_size, psi = static_cast<double>(num_params);
+  const double n = o.shard_ranks(), psi = static_cast<double>(num_params);
   std::string text;
   double bytes = 0;
   switch (stage) {

@@ -76,6 +76,12 @@ enum class Offload { kNone, kCpu, kNvme };
 struct EstimateOptions {
   int world_size = 1;
   int stage = 0;
+  // zero_optimization.mics_shard_size: stages 1-3 shard over groups of this
+  // many ranks (hierarchical sharding) instead of the world; <= 0 or the
+  // world size: flat. Must divide the world size.
+  int mics_shard_size = -1;
+  // The ranks sharing a shard: the world, or mics_shard_size.
+  int shard_ranks() const { return mics_shard_size > 0 && mics_shard_size < world_size ? mics_shard_size : world_size; }
   Precision precision = Precision::kFp32;
   Offload offload = Offload::kNone;  // offload_optimizer.device
   // NVMe optimizer offload (offload_optimizer and zero_optimization keys).
@@ -134,7 +140,9 @@ struct MemoryEstimate {
 };
 
 // InvalidArgument (naming the option) for a world size < 1, a stage outside
-// 0..3, an empty model or non-positive sizes.
+// 0..3, a mics_shard_size that does not divide the world (or at stage 0), an
+// empty model or non-positive sizes. Under hierarchical sharding every
+// per-rank figure is that of flat ZeRO over mics_shard_size ranks.
 absl::StatusOr<MemoryEstimate> EstimateMemory(const ModelShape& shape, const EstimateOptions& options);
 
 // Activation bytes for one micro-batch (forward + backward peak above the

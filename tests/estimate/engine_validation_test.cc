@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "estimate/builtin_models.h"
 #include "estimate/memory_estimate.h"
+#include "estimate/step_traffic.h"
 #include "launch/rank_env.h"
 #include "models/registry.h"
 #include "tests/testing/ranks.h"
@@ -194,6 +195,72 @@ absl::Status CheckNvmeOffload(const std::string& model_name, const std::shared_p
   return absl::OkStatus();
 }
 
+// Hierarchical sharding at world 4 (mics_shard_size 2, as on 2 hosts x 2
+// ranks): the model states are flat ZeRO's over 2 ranks, and the bytes a
+// step sends per rank are what the traffic estimate says: across replicas
+// (the gradient all-reduce) to 1%, inside the shard group to 1% at stages 1/2;
+// at stage 3 between one gather per step (the coordinator kept the small
+// model gathered from forward to backward) and the estimate's two.
+absl::Status CheckHierarchical(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
+  for (int stage : {1, 2, 3}) {
+    const std::string where =
+        absl::StrFormat("%s, stage %d, world %d, mics_shard_size 2", model_name, stage, pg->size());
+    Config c;
+    c.batch.train_micro_batch_size_per_gpu = 2;
+    c.batch.gradient_accumulation_steps = 1;
+    c.steps_per_print = 1000;
+    c.optimizer.present = true;
+    c.zero.stage = stage;
+    c.zero.overlap_comm = stage == 3;
+    c.zero.mics_shard_size = 2;
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
+    ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+    auto step = [&] {
+      engine->Backward(Loss(*model, false, 2, 16));
+      engine->Step();
+    };
+    step();
+    const CommTraffic before = engine->comm_traffic();
+    constexpr int kSteps = 2;
+    for (int k = 0; k < kSteps; ++k) step();
+    const CommTraffic after = engine->comm_traffic();
+    if (!after.hierarchical) return absl::InternalError(absl::StrCat(where, ": the engine is not hierarchical"));
+    const ModelStateBytes m = engine->memory();
+    ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
+                        estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
+    ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.05));
+    estimate::TrafficOptions t;
+    t.stage = stage;
+    t.world_size = pg->size();
+    t.ranks_per_host = 2;
+    t.mics_shard_size = 2;
+    int64_t trainable = 0, frozen = 0;
+    for (const estimate::ParamShape& p : shape.params) (p.trainable ? trainable : frozen) += p.numel;
+    ZT_ASSIGN_OR_RETURN(estimate::StepTraffic est, estimate::EstimateStepTraffic(trainable, frozen, t));
+    const int64_t across = (after.replica_sent - before.replica_sent) / kSteps;
+    const int64_t inside = (after.shard_sent - before.shard_sent) / kSteps;
+    ZT_RETURN_IF_ERROR(Within(where, "bytes across replicas per step", across, est.rank_across, 0.01));
+    if (stage < 3) {
+      ZT_RETURN_IF_ERROR(Within(where, "bytes inside the shard group per step", inside, est.rank_inside, 0.01));
+    } else if (inside > est.rank_inside * 1.01 || inside < est.rank_inside * 2 / 3 * 0.99) {
+      return absl::InternalError(
+          absl::StrFormat("%s: %d bytes inside the shard group per step, the estimate %d for "
+                          "two gathers (at least 2/3 of it: one gather)",
+                          where, inside, est.rank_inside));
+    }
+    if (pg->rank() == 0) {
+      std::printf(
+          "%s: model states %lld (estimate %lld); sent per step inside %lld (estimate %lld), across %lld "
+          "(estimate %lld)\n",
+          where.c_str(), static_cast<long long>(m.model_states()), static_cast<long long>(e.model_states()),
+          static_cast<long long>(inside), static_cast<long long>(est.rank_inside), static_cast<long long>(across),
+          static_cast<long long>(est.rank_across));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Runs `check` for each model named in `models` (comma-separated) in the same
 // ranks (RunEachInTheseRanks: the error lists every model that failed).
 absl::Status ForEachModel(
@@ -207,6 +274,16 @@ absl::Status ForEachModel(
 // ctx.arg: comma-separated model names.
 ZT_RANK_WORKER(estimate_vs_engine) { return ForEachModel(ctx.arg, CheckModelStates); }
 ZT_RANK_WORKER(estimate_vs_engine_offload) { return ForEachModel(ctx.arg, CheckNvmeOffload); }
+ZT_RANK_WORKER(estimate_vs_engine_hierarchical) { return ForEachModel(ctx.arg, CheckHierarchical); }
+
+TEST(EstimateVsEngine, HierarchicalShardingMatchesEngineAccounting) {
+  RankRunOptions o;
+  o.world_size = 4;
+  o.arg = "gpt2-tiny,llama-tiny";
+  o.timeout = std::chrono::seconds(600);
+  RankRunResult r = RunRanks("estimate_vs_engine_hierarchical", o);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
 
 TEST(EstimateVsEngine, NvmeOffloadMatchesEngineAccounting) {
   for (int world : {1, 2}) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "estimate/step_traffic.h"
 
 namespace zt::estimate {
 namespace {
@@ -216,6 +217,76 @@ TEST(MemoryEstimate, BadOptionsAreErrors) {
   ModelShape frozen = CountOnlyShape(10);
   frozen.params[0].trainable = false;
   EXPECT_FALSE(EstimateMemory(frozen, o).ok());
+}
+
+// Hierarchical sharding: every per-rank figure is flat ZeRO's over the
+// shard group; a shard size that does not divide the world, or one at stage
+// 0, is an error naming it.
+TEST(MemoryEstimate, HierarchicalShardingShardsOverTheGroup) {
+  EstimateOptions flat2;
+  flat2.world_size = 2;
+  flat2.stage = 3;
+  EstimateOptions mics = flat2;
+  mics.world_size = 8;
+  mics.mics_shard_size = 2;
+  const ModelShape shape = CountOnlyShape(1000000);
+  const MemoryEstimate a = EstimateMemory(shape, flat2).value(), b = EstimateMemory(shape, mics).value();
+  EXPECT_EQ(a.model_states(), b.model_states());
+  EXPECT_EQ(a.owned_numel, b.owned_numel);
+  mics.mics_shard_size = 3;
+  EXPECT_TRUE(absl::StrContains(EstimateMemory(shape, mics).status().message(), "mics_shard_size 3 does not divide"));
+  mics.mics_shard_size = 2;
+  mics.stage = 0;
+  EXPECT_FALSE(EstimateMemory(shape, mics).ok());
+}
+
+// The link model of each collective, checked by hand on 2 hosts x 2 ranks
+// and a buffer of 400 bytes (100 per rank's slice).
+TEST(StepTraffic, CollectivesSplitByHost) {
+  const std::vector<int> world = {0, 1, 2, 3};
+  // Ring all-gather: 300 bytes each to the next rank; 1 -> 2 and 3 -> 0 cross.
+  std::vector<LinkBytes> ag = CollectiveLinkBytes(Collective::kAllGather, world, 400, 2);
+  EXPECT_EQ(ag[0].inside, 300);
+  EXPECT_EQ(ag[0].across, 0);
+  EXPECT_EQ(ag[1].across, 300);
+  EXPECT_EQ(ag[3].across, 300);
+  // All-to-all reduce-scatter: 100 to each peer, two of them on the other host.
+  std::vector<LinkBytes> rs = CollectiveLinkBytes(Collective::kReduceScatter, world, 400, 2);
+  for (const LinkBytes& b : rs) {
+    EXPECT_EQ(b.inside, 100);
+    EXPECT_EQ(b.across, 200);
+  }
+  // A replica pair {1, 3} across hosts: all-reduce sends half, then half.
+  std::vector<LinkBytes> ar = CollectiveLinkBytes(Collective::kAllReduce, {1, 3}, 200, 2);
+  EXPECT_EQ(ar[0].across, 200);
+  EXPECT_EQ(ar[0].inside, 0);
+}
+
+// Stage 3 on 2 hosts x 2 ranks, Ψ = 1000 fp32 elements (V = 4000 bytes): the
+// busiest host sends 2 x 3V/4 (two ring gathers) + 2 x V/2 (the reduce-scatter)
+// = 2.5V across flat, and 2 ranks x V/2 (the replica all-reduce of V/2) = V
+// with mics_shard_size 2, which keeps the gathers and the reduce-scatter
+// inside the host (1.5V per rank).
+TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
+  TrafficOptions o;
+  o.stage = 3;
+  o.world_size = 4;
+  o.ranks_per_host = 2;
+  const StepTraffic flat = EstimateStepTraffic(1000, 0, o).value();
+  EXPECT_EQ(flat.host_across, 10000);
+  o.mics_shard_size = 2;
+  const StepTraffic mics = EstimateStepTraffic(1000, 0, o).value();
+  EXPECT_EQ(mics.host_across, 4000);
+  EXPECT_EQ(mics.rank_across, 2000);
+  EXPECT_EQ(mics.rank_inside, 6000);
+  // Accumulation repeats the per-micro-step collectives.
+  o.accumulation_steps = 3;
+  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().rank_across, 6000);
+  o.mics_shard_size = 3;
+  EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "does not divide"));
+  o.mics_shard_size = 2;
+  o.ranks_per_host = 3;
+  EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "ranks per host 3"));
 }
 
 }  // namespace

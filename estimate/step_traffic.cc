@@ -1,0 +1,107 @@
+// Implementation of estimate/step_traffic.h.
+#include "estimate/step_traffic.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace zt::estimate {
+namespace {
+
+int HostOf(int rank, int ranks_per_host) { return rank / ranks_per_host; }
+
+}  // namespace
+
+std::vector<LinkBytes> CollectiveLinkBytes(Collective kind, const std::vector<int>& members, int64_t bytes,
+                                           int ranks_per_host) {
+  const int n = static_cast<int>(members.size());
+  std::vector<LinkBytes> out(static_cast<size_t>(n));
+  if (n <= 1) return out;
+  const int64_t slice = bytes / n;
+  for (int i = 0; i < n; ++i) {
+    LinkBytes& b = out[static_cast<size_t>(i)];
+    const int host = HostOf(members[static_cast<size_t>(i)], ranks_per_host);
+    if (kind == Collective::kAllGather || kind == Collective::kAllReduce) {
+      // Ring: (n-1) slices to the next member.
+      const int next = members[static_cast<size_t>((i + 1) % n)];
+      (HostOf(next, ranks_per_host) == host ? b.inside : b.across) += slice * (n - 1);
+    }
+    if (kind == Collective::kReduceScatter || kind == Collective::kAllReduce) {
+      // All-to-all: one slice to every other member.
+      for (int j = 0; j < n; ++j) {
+        if (j == i) continue;
+        (HostOf(members[static_cast<size_t>(j)], ranks_per_host) == host ? b.inside : b.across) += slice;
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t frozen_numel,
+                                                const TrafficOptions& o) {
+  if (o.world_size < 1) return absl::InvalidArgumentError(absl::StrCat("world size must be >= 1, got ", o.world_size));
+  if (o.ranks_per_host < 1 || o.world_size % o.ranks_per_host != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ranks per host ", o.ranks_per_host, " does not divide the world size ", o.world_size));
+  }
+  if (o.stage < 0 || o.stage > 3) return absl::InvalidArgumentError(absl::StrCat("stage must be 0..3, got ", o.stage));
+  const int n = o.world_size;
+  const bool hierarchical = o.mics_shard_size > 0 && o.mics_shard_size < n;
+  if (hierarchical && n % o.mics_shard_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mics_shard_size ", o.mics_shard_size, " does not divide the world size ", n));
+  }
+  if (hierarchical && o.stage == 0) return absl::InvalidArgumentError("mics_shard_size needs stage 1, 2 or 3");
+  const int k = hierarchical ? o.mics_shard_size : n;
+  const int64_t a = std::max<int64_t>(1, o.accumulation_steps);
+  const int64_t grads = trainable_numel * o.element_bytes;
+  const int64_t params = (trainable_numel + (o.stage == 3 ? frozen_numel : 0)) * o.element_bytes;
+
+  std::vector<LinkBytes> per_rank(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    // This rank's shard group and replica group, and its place in each.
+    std::vector<int> shard, replica;
+    const int g = r / k;
+    for (int m = g * k; m < g * k + k; ++m) shard.push_back(m);
+    for (int m = r % k; m < n; m += k) replica.push_back(m);
+    const size_t in_shard = static_cast<size_t>(r - g * k), in_replica = static_cast<size_t>(r / k);
+    std::vector<LinkBytes> mine(1);
+    auto on = [&](Collective kind, const std::vector<int>& group, size_t place, int64_t bytes, int64_t times) {
+      const std::vector<LinkBytes> all = CollectiveLinkBytes(kind, group, bytes, o.ranks_per_host);
+      mine[0].inside += all[place].inside * times;
+      mine[0].across += all[place].across * times;
+    };
+    switch (o.stage) {
+      case 0: on(Collective::kAllReduce, shard, in_shard, grads, 1); break;
+      case 1:
+        on(Collective::kReduceScatter, shard, in_shard, grads, 1);
+        on(Collective::kAllGather, shard, in_shard, params, 1);
+        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
+        break;
+      case 2:
+        on(Collective::kReduceScatter, shard, in_shard, grads, a);
+        on(Collective::kAllGather, shard, in_shard, params, 1);
+        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, a);
+        break;
+      default:
+        on(Collective::kAllGather, shard, in_shard, params, 2 * a);
+        on(Collective::kReduceScatter, shard, in_shard, grads, a);
+        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, a);
+        break;
+    }
+    per_rank[static_cast<size_t>(r)] = mine[0];
+  }
+  StepTraffic t;
+  std::vector<int64_t> host_across(static_cast<size_t>(n / o.ranks_per_host), 0);
+  for (int r = 0; r < n; ++r) {
+    t.rank_inside += per_rank[static_cast<size_t>(r)].inside;
+    t.rank_across += per_rank[static_cast<size_t>(r)].across;
+    host_across[static_cast<size_t>(HostOf(r, o.ranks_per_host))] += per_rank[static_cast<size_t>(r)].across;
+  }
+  t.rank_inside /= n;
+  t.rank_across /= n;
+  t.host_across = *std::max_element(host_across.begin(), host_across.end());
+  return t;
+}
+
+}  // namespace zt::estimate

@@ -1,0 +1,72 @@
+// Bytes a training step moves between ranks, split by whether they stay
+// inside a host or cross to another, for flat and hierarchical sharding
+// (zero_optimization.mics_shard_size). LibTorch-free: sizes only.
+//
+// The collectives as comm/ runs them over Gloo (comm/gloo_collectives.h):
+//   all-gather      ring in group-rank order: each rank sends (n-1)/n of the
+//                   buffer to the next rank of the group;
+//   reduce-scatter  all-to-all (the default algorithm): each rank sends every
+//                   other member that member's 1/n slice;
+//   all-reduce      a reduce-scatter, then an all-gather of the result.
+// Hosts hold consecutive world ranks, `ranks_per_host` each (how zt launch
+// numbers them); hierarchical shard groups are consecutive ranks, replica
+// groups strided (comm/shard_groups.h).
+//
+// Per optimizer step with A micro-steps, Ψ trainable and Ψf frozen elements
+// of p bytes, sharded over the shard group (the world, or K ranks):
+//   stage 0  all-reduce of Ψ (once per step: gradients accumulate locally)
+//   stage 1  reduce-scatter of Ψ at the step, all-gather of Ψ after it
+//   stage 2  reduce-scatter of Ψ every micro-step, all-gather of Ψ after it
+//   stage 3  per micro-step: all-gather of Ψ + Ψf in forward and again in
+//            backward (DeepSpeed's 3Ψ count; a small model the coordinator
+//            keeps gathered from forward to backward skips the second),
+//            reduce-scatter of Ψ
+//   hierarchical (stages 1-3): the same over the shard group, plus an
+//            all-reduce of each rank's Ψ/K gradient shard over its replicas
+//            (every micro-step at stages 2/3, at the step at stage 1).
+// Chunk and bucket padding (a few elements per group) is left out.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zt::estimate {
+
+// Bytes one collective makes each member send, split by destination.
+struct LinkBytes {
+  int64_t inside = 0;  // to ranks of the sender's host
+  int64_t across = 0;  // to ranks of other hosts
+};
+enum class Collective { kAllGather, kReduceScatter, kAllReduce };
+// What world rank members[i] sends in a collective of `kind` over a buffer
+// of `bytes` among `members` (world ranks, in group-rank order), each host
+// holding `ranks_per_host` consecutive world ranks. One entry per member.
+std::vector<LinkBytes> CollectiveLinkBytes(Collective kind, const std::vector<int>& members, int64_t bytes,
+                                           int ranks_per_host);
+
+struct TrafficOptions {
+  int stage = 3;
+  int world_size = 1;
+  int ranks_per_host = 1;     // must divide world_size
+  int mics_shard_size = -1;   // <= 0 or world_size: flat
+  int64_t element_bytes = 4;  // parameters and gradients (communication dtype)
+  int64_t accumulation_steps = 1;
+};
+
+struct StepTraffic {
+  // Averages over the ranks, per step.
+  int64_t rank_inside = 0;
+  int64_t rank_across = 0;
+  // What the busiest host sends to other hosts per step (its link's load).
+  int64_t host_across = 0;
+};
+
+// InvalidArgument naming the option for a world < 1, ranks_per_host that
+// does not divide it, a shard size that does not divide it, a stage outside
+// 0..3, or hierarchical sharding at stage 0.
+absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t frozen_numel,
+                                                const TrafficOptions& options);
+
+}  // namespace zt::estimate
