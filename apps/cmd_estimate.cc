@@ -365,7 +365,7 @@ void PrintTraffic(const Request& r) {
   for (const estimate::ParamShape& p : r.shape.params) (p.trainable ? trainable : frozen) += p.numel;
   std::printf(
       "\nbytes sent per step (%d host%s of %d ranks; stage 3 counts a forward and a backward gather per "
-      "micro-step):\n",
+      "micro-step, at most: a model the coordinator keeps gathered sends stage 2's):\n",
       world / per_host, world / per_host == 1 ? "" : "s", per_host);
   std::printf("  %-34s %16s %16s %18s\n", "layout", "per rank inside", "per rank across", "busiest host across");
   for (size_t i = 0; i < r.options.size(); ++i) {

@@ -81,12 +81,12 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
       case 2:
         on(Collective::kReduceScatter, shard, in_shard, grads, a);
         on(Collective::kAllGather, shard, in_shard, params, 1);
-        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, a);
+        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;
       default:
         on(Collective::kAllGather, shard, in_shard, params, 2 * a);
         on(Collective::kReduceScatter, shard, in_shard, grads, a);
-        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, a);
+        if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;
     }
     per_rank[static_cast<size_t>(r)] = mine[0];

@@ -18,12 +18,14 @@
 //   stage 1  reduce-scatter of Ψ at the step, all-gather of Ψ after it
 //   stage 2  reduce-scatter of Ψ every micro-step, all-gather of Ψ after it
 //   stage 3  per micro-step: all-gather of Ψ + Ψf in forward and again in
-//            backward (DeepSpeed's 3Ψ count; a small model the coordinator
-//            keeps gathered from forward to backward skips the second),
-//            reduce-scatter of Ψ
+//            backward, reduce-scatter of Ψ (DeepSpeed's 3Ψ count). An upper
+//            bound: the coordinator keeps a chunk gathered while its reuse
+//            distance is under stage3_max_reuse_distance and the live total
+//            under stage3_max_live_parameters, so a model that fits gathers
+//            once per step (stage 2's traffic: the lower bound)
 //   hierarchical (stages 1-3): the same over the shard group, plus an
-//            all-reduce of each rank's Ψ/K gradient shard over its replicas
-//            (every micro-step at stages 2/3, at the step at stage 1).
+//            all-reduce of each rank's accumulated Ψ/K gradient shard over
+//            its replicas, once per step (as DeepSpeed's MiCS).
 // Chunk and bucket padding (a few elements per group) is left out.
 #pragma once
 

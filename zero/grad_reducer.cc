@@ -95,6 +95,7 @@ void GradReducer::BeginBackward(bool reduce) {
   absl::MutexLock lock(&mu_);
   ZT_CHECK_MSG(phase_ == Phase::kIdle, "BeginBackward called twice without FinishBackward");
   phase_ = buckets() || reduce ? Phase::kReducing : Phase::kAccumulating;
+  boundary_ = reduce;
   for (ParamState& p : param_state_) p.ready = false;
   for (size_t g = 0; g < groups_.size(); ++g) {
     GroupState& s = group_state_[g];
@@ -245,17 +246,6 @@ void GradReducer::FinalizeOldestLocked() {
                                                         f.group, group.layout.slots.size(), st.message())));
   }
   at::NoGradGuard no_grad;
-  if (options_.replica && reduction_ != Reduction::kAllReduce) {
-    // The shard group's sum, summed across the replicas holding the same
-    // shard: every rank's gradient, in two hops.
-    comm::CollectiveLabel label(absl::StrCat("gradient bucket ", f.group, " of ", groups_.size(), " across replicas"));
-    absl::Status across = options_.replica->AllReduce(f.output, comm::ReduceOp::kSum)->Wait();
-    if (!across.ok()) {
-      throw Error(absl::Status(across.code(), absl::StrFormat("all-reducing gradients of parameter group %d across "
-                                                              "the %d replicas of its shard failed: %s",
-                                                              f.group, options_.replica->size(), across.message())));
-    }
-  }
   const int world = WorldSize();
   if (!options_.prescale_gradients && options_.gradient_predivide_factor != world) {
     f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
@@ -274,6 +264,19 @@ void GradReducer::FinalizeOldestLocked() {
       shard_scratch_.Release(f.output);
     }
     if (buckets()) state.shard_has_data = true;
+    if (options_.replica && boundary_) {
+      // The shard group's sums (accumulated over the micro-steps, as
+      // DeepSpeed's MiCS does), summed across the replicas holding the same
+      // shard: every rank's gradient, in two hops, once per optimizer step.
+      comm::CollectiveLabel label(
+          absl::StrCat("gradient bucket ", f.group, " of ", groups_.size(), " across replicas"));
+      absl::Status across = options_.replica->AllReduce(group.grad_shard, comm::ReduceOp::kSum)->Wait();
+      if (!across.ok()) {
+        throw Error(absl::Status(across.code(), absl::StrFormat("all-reducing gradients of parameter group %d across "
+                                                                "the %d replicas of its shard failed: %s",
+                                                                f.group, options_.replica->size(), across.message())));
+      }
+    }
   }
   // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
   at::Tensor& bucket = state.bucket;

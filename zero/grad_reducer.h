@@ -89,8 +89,9 @@ struct GradReducerOptions {
   // Names of the parameters (same order), for error messages.
   std::vector<std::string> param_names;
   // Hierarchical sharding (comm/shard_groups.h): the ranks holding the same
-  // shard. Stages 1-3 then reduce-scatter over `pg` (the shard group) and
-  // all-reduce the reduced shard over these ranks, so the average is over
+  // shard. Stages 1-3 then reduce-scatter over `pg` (the shard group) and, at
+  // the accumulation boundary (BeginBackward's `reduce`), all-reduce the
+  // accumulated shard over these ranks, so the average is over
   // pg->size() * replica->size() ranks. Null: `pg` is the whole world.
   std::shared_ptr<comm::ProcessGroup> replica;
 };
@@ -105,8 +106,9 @@ class GradReducer {
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
-  // Call before running backward. `reduce`: whether this backward's gradients
-  // are reduced now (stage 2 always; stages 0/1 at the accumulation boundary).
+  // Call before running backward. `reduce`: whether this backward ends the
+  // accumulation (stages 0/1 reduce only then; stages 2/3 reduce inside the
+  // shard group on every backward, across replicas only then).
   void BeginBackward(bool reduce) ABSL_LOCKS_EXCLUDED(mu_);
   // Call after backward returned: launches the groups the hooks did not,
   // waits for all, applies post-scaling. Throws zt::Error naming the
@@ -190,6 +192,7 @@ class GradReducer {
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps hooked AccumulateGrad nodes alive
 
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kIdle;
+  bool boundary_ ABSL_GUARDED_BY(mu_) = true;                 // this backward ends the accumulation
   int outside_backward_param_ ABSL_GUARDED_BY(mu_) = -1;      // see GradientOutsideBackward
   std::vector<ParamState> param_state_ ABSL_GUARDED_BY(mu_);  // per parameter (params_ order)
   std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)

@@ -279,9 +279,11 @@ TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
   EXPECT_EQ(mics.host_across, 4000);
   EXPECT_EQ(mics.rank_across, 2000);
   EXPECT_EQ(mics.rank_inside, 6000);
-  // Accumulation repeats the per-micro-step collectives.
+  // Accumulation repeats the shard group's collectives; the replicas
+  // all-reduce the accumulated shard once per step.
   o.accumulation_steps = 3;
-  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().rank_across, 6000);
+  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().rank_across, 2000);
+  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().rank_inside, 18000);
   o.mics_shard_size = 3;
   EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "does not divide"));
   o.mics_shard_size = 2;
