@@ -24,6 +24,10 @@ inline constexpr char kSamplesPerSec[] = "Train/Samples/samples_per_sec";
 inline constexpr char kMemoryBytes[] = "Train/Samples/memory_bytes";  // peak device (or host) bytes
 inline constexpr char kGradNorm[] = "Train/Samples/grad_norm";
 inline constexpr char kStepTimeSec[] = "Train/Samples/step_time_sec";
+// Bytes rank 0 sent in the step inside its shard group (the world under flat
+// sharding) and across replicas (hierarchical sharding only).
+inline constexpr char kCommShardBytes[] = "Train/Samples/comm_bytes_shard_group";
+inline constexpr char kCommAcrossBytes[] = "Train/Samples/comm_bytes_across_replicas";
 inline constexpr char kEvalLoss[] = "Eval/Samples/eval_loss";
 }  // namespace tags
 

@@ -74,6 +74,10 @@ void ReportData::AddEvents(const std::vector<Event>& events) {
       Append(&step_time, e);
     } else if (e.tag == tags::kLr) {
       Append(&lr, e);
+    } else if (e.tag == tags::kCommShardBytes) {
+      Append(&sent_shard, e);
+    } else if (e.tag == tags::kCommAcrossBytes) {
+      Append(&sent_across, e);
     }
   }
 }
@@ -161,6 +165,17 @@ std::string TrainingReportHtml(const ReportData& data) {
     absl::StrAppend(&charts, Chart({data.step_time}, "Step time", "seconds", /*y_from_zero=*/true));
   }
   if (HasPoints(data.lr)) absl::StrAppend(&charts, Chart({data.lr}, "Learning rate", "lr"));
+  if (HasPoints(data.sent_shard) || HasPoints(data.sent_across)) {
+    // Flat sharding: one curve (everything went to the world); hierarchical:
+    // what stayed in the shard group beside what crossed to the replicas.
+    std::vector<Series> sent;
+    if (HasPoints(data.sent_shard)) {
+      sent.push_back(Scaled(data.sent_shard, double(1 << 20)));
+      if (!HasPoints(data.sent_across)) sent.back().name = "all collectives";
+    }
+    if (HasPoints(data.sent_across)) sent.push_back(Scaled(data.sent_across, double(1 << 20)));
+    absl::StrAppend(&charts, Chart(sent, "Bytes sent per step (rank 0)", "MiB", /*y_from_zero=*/true));
+  }
   if (charts.empty()) {
     absl::StrAppend(&html, "<p>No metrics were recorded in this run.</p>\n");
   } else {

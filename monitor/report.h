@@ -2,8 +2,9 @@
 // and SVG charts; no JavaScript, nothing fetched) with the run's settings and
 // its curves against step -- train loss (raw, and smoothed as TensorBoard's
 // slider at 0.6 does) with the evaluations marked, throughput, memory (every
-// rank's range, on an axis from 0), gradient norm, step time and learning
-// rate. Open it in any browser, attach it to an issue.
+// rank's range, on an axis from 0), gradient norm, step time, learning rate
+// and the bytes rank 0 sent per step (inside its shard group, across
+// replicas). Open it in any browser, attach it to an issue.
 #pragma once
 
 #include <string>
@@ -32,12 +33,16 @@ struct ReportData {
   Series grad_norm{"gradient norm", {}, {}};
   Series step_time{"step time", {}, {}};  // seconds
   Series lr{"lr", {}, {}};
+  // Bytes rank 0 sent per step: inside its shard group (the world under flat
+  // sharding) and across replicas (hierarchical sharding).
+  Series sent_shard{"in the shard group", {}, {}};
+  Series sent_across{"across replicas", {}, {}};
   // TensorBoard's smoothing weight for the train loss (0: no smoothed curve).
   double smoothing = 0.6;
 
   // Appends events whose tags the report knows (tags::kTrainLoss, kEvalLoss,
   // kTokensPerSec / kSamplesPerSec, kMemoryBytes, kGradNorm, kStepTimeSec,
-  // kLr); others are ignored.
+  // kLr, kCommShardBytes, kCommAcrossBytes); others are ignored.
   void AddEvents(const std::vector<Event>& events);
 };
 

@@ -49,10 +49,9 @@ struct ReportBuilder {
   // Per-step curves a checkpoint may lack (written before them).
   static const std::vector<std::pair<const char*, Series>>& OptionalFields() {
     static const std::vector<std::pair<const char*, Series>> fields = {
-        {"memory_min", &RunHistory::memory_min_},
-        {"memory_max", &RunHistory::memory_max_},
-        {"grad_norm", &RunHistory::grad_norm_},
-        {"step_time", &RunHistory::step_time_},
+        {"memory_min", &RunHistory::memory_min_}, {"memory_max", &RunHistory::memory_max_},
+        {"grad_norm", &RunHistory::grad_norm_},   {"step_time", &RunHistory::step_time_},
+        {"sent_shard", &RunHistory::sent_shard_}, {"sent_across", &RunHistory::sent_across_},
     };
     return fields;
   }
@@ -68,6 +67,8 @@ void RunHistory::AddStep(const Step& s) {
   memory_max_.push_back(s.memory_max);
   grad_norm_.push_back(s.grad_norm);
   step_time_.push_back(s.step_sec);
+  sent_shard_.push_back(s.sent_shard);
+  sent_across_.push_back(s.sent_across);
 }
 
 void RunHistory::AddEval(int64_t step, double loss, double metric) {
@@ -128,6 +129,10 @@ absl::Status WriteReport(const std::string& path, const ReportInfo& info, const 
   d.step_time.y = h.step_time_;
   d.lr.x = h.step_;
   d.lr.y = h.lr_;
+  d.sent_shard.x = h.step_;
+  d.sent_shard.y = h.sent_shard_;
+  d.sent_across.x = h.step_;
+  d.sent_across.y = h.sent_across_;
   if (!h.loss_.empty()) {
     d.summary.emplace_back("final train loss",
                            absl::StrFormat("%.4f (step %d)", h.loss_.back(), static_cast<int64_t>(h.step_.back())));

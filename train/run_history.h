@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,12 +24,17 @@ struct ReportInfo {
 class RunHistory {
  public:
   // One optimizer step. memory_bytes: this rank's; memory_min / memory_max:
-  // over every rank. grad_norm: NaN where the run does not clip.
+  // over every rank. grad_norm: NaN where the run does not clip. sent_shard /
+  // sent_across: the bytes rank 0 sent in this step inside its shard group
+  // (the whole world under flat sharding) and across replicas
+  // (hierarchical sharding; else NaN); NaN on one rank.
   struct Step {
     int64_t step = 0;
     double loss = 0, lr = 0, items_per_sec = 0;
     double memory_bytes = 0, memory_min = 0, memory_max = 0;
     double grad_norm = 0, step_sec = 0;
+    double sent_shard = std::numeric_limits<double>::quiet_NaN();
+    double sent_across = std::numeric_limits<double>::quiet_NaN();
   };
   void AddStep(const Step& s);
   void AddEval(int64_t step, double loss, double metric);  // metric: perplexity or accuracy
@@ -51,7 +57,7 @@ class RunHistory {
 
  private:
   std::vector<double> step_, loss_, lr_, rate_, memory_;
-  std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_;
+  std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_, sent_shard_, sent_across_;
   std::vector<double> eval_step_, eval_loss_, eval_metric_;
 };
 

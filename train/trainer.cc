@@ -270,6 +270,9 @@ class RankTrainer {
   at::ScalarType dtype_ = at::kFloat;  // what floating-point inputs are cast to
   std::optional<data::SampleStream> stream_;
   RunHistory history_;
+  // The last step's bytes sent in the shard group and across replicas (NaN: not measured).
+  std::pair<double, double> last_sent_{std::numeric_limits<double>::quiet_NaN(),
+                                       std::numeric_limits<double>::quiet_NaN()};
   std::unique_ptr<monitor::Monitor> monitors_;  // rank 0 only; null when none is enabled
   std::optional<monitor::ProgressBar> progress_;
   int64_t first_step_ = 0;  // the step this run started at (after a resume)
@@ -483,10 +486,12 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
     data_->Batch(Split::kTrain, stream_->Next(micro_), &inputs_[i], &targets_[i], &masks_[i]);
     if (inputs_[i].is_floating_point()) inputs_[i] = inputs_[i].to(dtype_);
   }
+  const CommTraffic sent_before = engine_->comm_traffic();
   const double local_loss = engine_->TrainBatch([&](int64_t i) {
     at::Tensor out = model_->ForwardMasked(inputs_[i], masks_[i]).to(at::kFloat);
     return TaskLoss(info().task, out, targets_[i]);
   });
+  const CommTraffic sent_after = engine_->comm_traffic();
   at::Tensor loss_t = at::full({1}, local_loss, at::kDouble);
   comm::CollectiveLabel label("the step's mean loss");
   ZT_RETURN_IF_ERROR(pg_->AllReduce(loss_t, comm::ReduceOp::kAvg)->Wait());
@@ -517,6 +522,15 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
   point.memory_min = -memory_t[1].item<double>();
   point.grad_norm = engine_->last_grad_norm().value_or(std::numeric_limits<double>::quiet_NaN());
   point.step_sec = step_sec;
+  if (pg_->size() > 1) {
+    // The engine's own collectives in this step, by group (the loss and
+    // memory reductions above are the trainer's).
+    point.sent_shard = static_cast<double>(sent_after.shard_sent - sent_before.shard_sent);
+    if (sent_after.hierarchical) {
+      point.sent_across = static_cast<double>(sent_after.replica_sent - sent_before.replica_sent);
+    }
+  }
+  last_sent_ = {point.sent_shard, point.sent_across};
   history_.AddStep(point);
   if (rank0_) ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
   if (o_.eval_interval > 0 && step % o_.eval_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(EvaluateAt(step));
@@ -547,6 +561,8 @@ absl::Status RankTrainer::ShowStep(int64_t step, double loss, double rate, int64
     };
     if (config_.fp16.enabled) ev.push_back({monitor::tags::kLossScale, engine_->loss_scale(), step});
     if (engine_->last_grad_norm()) ev.push_back({monitor::tags::kGradNorm, *engine_->last_grad_norm(), step});
+    if (std::isfinite(last_sent_.first)) ev.push_back({monitor::tags::kCommShardBytes, last_sent_.first, step});
+    if (std::isfinite(last_sent_.second)) ev.push_back({monitor::tags::kCommAcrossBytes, last_sent_.second, step});
     ZT_RETURN_IF_ERROR(monitors_->Write(ev));
     if (config_.steps_per_print > 0 && step % config_.steps_per_print == 0) ZT_RETURN_IF_ERROR(monitors_->Flush());
   }

@@ -264,26 +264,42 @@ void GradReducer::FinalizeOldestLocked() {
       shard_scratch_.Release(f.output);
     }
     if (buckets()) state.shard_has_data = true;
-    if (options_.replica && boundary_) {
-      // The shard group's sums (accumulated over the micro-steps, as
-      // DeepSpeed's MiCS does), summed across the replicas holding the same
-      // shard: every rank's gradient, in two hops, once per optimizer step.
-      comm::CollectiveLabel label(
-          absl::StrCat("gradient bucket ", f.group, " of ", groups_.size(), " across replicas"));
-      absl::Status across = options_.replica->AllReduce(group.grad_shard, comm::ReduceOp::kSum)->Wait();
-      if (!across.ok()) {
-        throw Error(absl::Status(across.code(), absl::StrFormat("all-reducing gradients of parameter group %d across "
-                                                                "the %d replicas of its shard failed: %s",
-                                                                f.group, options_.replica->size(), across.message())));
-      }
-    }
   }
   // Scratch goes back to the pool: a comm-dtype cast and the stage-2 bucket.
   at::Tensor& bucket = state.bucket;
   if (!f.input.is_same(group.grads)) scratch_.Release(f.input);
   if (bucket.defined() && !f.input.is_same(bucket)) scratch_.Release(bucket);
   bucket = at::Tensor();
+  if (options_.replica && boundary_ && reduction_ != Reduction::kAllReduce) {
+    // The shard group's sums (accumulated over the micro-steps, as
+    // DeepSpeed's MiCS does), summed across the replicas holding the same
+    // shard: every rank's gradient, in two hops, once per optimizer step.
+    // In flight while backward goes on; FinishBackward waits for it.
+    comm::CollectiveLabel label(absl::StrCat("gradient bucket ", f.group, " of ", groups_.size(), " across replicas"));
+    InFlight across;
+    across.group = f.group;
+    across.output = group.grad_shard;
+    across.work = options_.replica->AllReduce(group.grad_shard, comm::ReduceOp::kSum);
+    across_inflight_.push_back(std::move(across));
+    return;
+  }
   if (buckets() && options_.on_group_reduced) options_.on_group_reduced(f.group);
+}
+
+void GradReducer::FinishAcrossReplicasLocked() {
+  while (!across_inflight_.empty()) {
+    InFlight f = std::move(across_inflight_.front());
+    across_inflight_.pop_front();
+    const absl::Status st = f.work->Wait();
+    if (!st.ok()) {
+      // The rest cannot complete either: the group aborted.
+      across_inflight_.clear();
+      throw Error(absl::Status(st.code(), absl::StrFormat("all-reducing gradients of parameter group %d across the %d "
+                                                          "replicas of its shard failed: %s",
+                                                          f.group, options_.replica->size(), st.message())));
+    }
+    if (buckets() && options_.on_group_reduced) options_.on_group_reduced(f.group);
+  }
 }
 
 void GradReducer::FinishBackward() {
@@ -298,6 +314,7 @@ void GradReducer::FinishBackward() {
   next_launch_ = 0;
   LaunchReadyLocked();
   while (!inflight_.empty()) FinalizeOldestLocked();
+  FinishAcrossReplicasLocked();
 }
 
 void GradReducer::ZeroGrads(int first_kept) {

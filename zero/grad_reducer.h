@@ -173,6 +173,9 @@ class GradReducer {
   class PostHook;
 
   void OnGradReady(int param_index) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for every all-reduce across replicas, then reports those groups
+  // reduced (on_group_reduced). Throws zt::Error naming the group on failure.
+  void FinishAcrossReplicasLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // options_.param_names[param_index], or "#<index>" where names were not given.
   std::string ParamName(int param_index) const;
   void LaunchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -198,6 +201,10 @@ class GradReducer {
   std::vector<GroupState> group_state_ ABSL_GUARDED_BY(mu_);  // per flat group (groups_ order)
   int next_launch_ ABSL_GUARDED_BY(mu_) = 0;                  // stages 0-2: next group to launch in order
   std::deque<InFlight> inflight_ ABSL_GUARDED_BY(mu_);
+  // Hierarchical sharding: reduced shards being all-reduced across replicas
+  // (launched as each shard-group reduction lands, waited for in
+  // FinishBackward, in launch order).
+  std::deque<InFlight> across_inflight_ ABSL_GUARDED_BY(mu_);
   // Buckets and casts (bucket-sized) apart from reduce-scatter outputs
   // (shard-sized): a pool hands a free buffer out for any size and grows
   // it, so one pool for both would grow output buffers to bucket size.

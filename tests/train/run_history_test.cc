@@ -29,6 +29,8 @@ RunHistory TwoSteps() {
     p.memory_max = 1.1e9 + static_cast<double>(s);
     p.grad_norm = 0.5 * static_cast<double>(s);
     p.step_sec = 0.25;
+    p.sent_shard = 3.0 * (1 << 20);
+    p.sent_across = 1.5 * (1 << 20);
     h.AddStep(p);
   }
   h.AddEval(2, 1.5, 4.48);
@@ -40,6 +42,7 @@ TEST(RunHistory, RoundTripsEveryCurve) {
   ASSERT_EQ(back.steps().size(), 2u);
   EXPECT_EQ(back.ToValue().AsDict().Find("memory_max")->AsList()[1].AsDouble(), 1.1e9 + 2);
   EXPECT_EQ(back.ToValue().AsDict().Find("grad_norm")->AsList()[0].AsDouble(), 0.5);
+  EXPECT_EQ(back.ToValue().AsDict().Find("sent_across")->AsList()[1].AsDouble(), 1.5 * (1 << 20));
 }
 
 TEST(RunHistory, AnOlderCheckpointsHistoryKeepsItsCurvesAndLacksTheNewOnes) {
@@ -47,7 +50,8 @@ TEST(RunHistory, AnOlderCheckpointsHistoryKeepsItsCurvesAndLacksTheNewOnes) {
   ckpt::Dict old;
   for (const auto& [key, value] : v.AsDict().items) {
     const std::string name = key.AsString();
-    if (name != "memory_min" && name != "memory_max" && name != "grad_norm" && name != "step_time") {
+    if (name != "memory_min" && name != "memory_max" && name != "grad_norm" && name != "step_time" &&
+        name != "sent_shard" && name != "sent_across") {
       old.Set(key, value);
     }
   }
@@ -75,6 +79,10 @@ TEST(RunHistory, TheReportHasTheFinalLossesAndTheNewCharts) {
   EXPECT_NE(html.find(">Gradient norm</text>"), std::string::npos);
   EXPECT_NE(html.find(">Step time</text>"), std::string::npos);
   EXPECT_NE(html.find(">largest rank</text>"), std::string::npos);
+  // Hierarchical sharding's bytes: the shard group's beside the replicas'.
+  EXPECT_NE(html.find(">Bytes sent per step (rank 0)</text>"), std::string::npos);
+  EXPECT_NE(html.find(">in the shard group</text>"), std::string::npos);
+  EXPECT_NE(html.find(">across replicas</text>"), std::string::npos);
 }
 
 }  // namespace
