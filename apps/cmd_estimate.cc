@@ -31,7 +31,7 @@ constexpr const char* kSynopsis =
     "--model NAME|--params P --world-size N [--stage S] [--offload none|cpu|nvme] [--offload-param none|nvme] "
     "[--precision fp32|bf16|fp16] "
     "[--micro-batch B --seq-len L] [--config ds_config.json] [--model-set KEY=INT] [--activation-checkpointing] "
-    "[--lora-r R [--lora-targets a,b]] [--mics-shard-size K] [--ranks-per-host L]";
+    "[--lora-r R [--lora-targets a,b]] [--mics-shard-size K] [--hpz-partition-size H] [--ranks-per-host L]";
 
 constexpr const char* kHelp =
     "\nPrints the bytes each rank holds at ZeRO stages 0-3: parameters, gradients, the fp32 master, optimizer\n"
@@ -51,6 +51,7 @@ struct Request {
   std::vector<estimate::EstimateOptions> options;  // one per stage
   int ranks_per_host = 0;                          // 0: the whole world on one host
   int mics_shard_size = -1;                        // hierarchical sharding at stages 1-3 (-1: flat)
+  int hpz_partition_size = 1;                      // ZeRO++ hpZ at stage 3 (1: off)
   std::string optimizer_name;
   bool activations = false;
 };
@@ -160,8 +161,10 @@ absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlo
   // Each stage resolves its own defaults (overlap_comm is on by default at stage 3).
   nlohmann::json j = json;
   j["zero_optimization"]["stage"] = s;
-  // Stage 0 shards nothing: its column is flat whatever the config says.
+  // Stage 0 shards nothing: its column is flat whatever the config says;
+  // hpZ is stage 3's alone.
   if (s == 0) j["zero_optimization"].erase("mics_shard_size");
+  if (s != 3) j["zero_optimization"].erase("zero_hpz_partition_size");
   ParseOptions po;
   po.world_size = world;
   po.source_name = source;
@@ -176,6 +179,8 @@ absl::StatusOr<estimate::EstimateOptions> StageOptions(const Flags& f, const nlo
   estimate::EstimateOptions o = estimate::OptionsFromConfig(c, world);
   ApplyFlagOverrides(f, o);
   if (f.WasSet("mics-shard-size")) o.mics_shard_size = s == 0 ? -1 : static_cast<int>(f.GetInt("mics-shard-size"));
+  if (f.WasSet("hpz-partition-size"))
+    o.hpz_partition_size = s == 3 ? static_cast<int>(f.GetInt("hpz-partition-size")) : 1;
   r.activations = f.WasSet("micro-batch") || f.WasSet("config");
   o.micro_batch = f.WasSet("micro-batch") ? f.GetInt("micro-batch") : c.batch.micro_batch;
   if (f.WasSet("seq-len")) {
@@ -216,6 +221,12 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
       return BadFlag(absl::StrCat("--mics-shard-size must divide --world-size ", world, " (or be -1), got ", k));
     }
   }
+  if (f.WasSet("hpz-partition-size")) {
+    const long long h = f.GetInt("hpz-partition-size");
+    if (h < 1 || world % h != 0) {
+      return BadFlag(absl::StrCat("--hpz-partition-size must divide --world-size ", world, ", got ", h));
+    }
+  }
   if (f.WasSet("ranks-per-host")) {
     const long long l = f.GetInt("ranks-per-host");
     if (l < 1 || world % l != 0) {
@@ -226,6 +237,7 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
   for (int s : r.stages) {
     ZT_ASSIGN_OR_RETURN(estimate::EstimateOptions o, StageOptions(f, json, s, static_cast<int>(world), r));
     if (o.mics_shard_size > 0 && o.mics_shard_size < o.world_size) r.mics_shard_size = o.mics_shard_size;
+    if (o.hpz_partition_size > 1 && o.hpz_partition_size < o.world_size) r.hpz_partition_size = o.hpz_partition_size;
     r.options.push_back(o);
   }
   return r;
@@ -279,6 +291,7 @@ void PrintTable(const Request& r, const std::vector<estimate::MemoryEstimate>& e
   row("grads", [](const E& e) { return Cell(e.grads); });
   row("fp32 master", [](const E& e) { return Cell(e.master); });
   row("optimizer state", [](const E& e) { return Cell(e.optimizer_state); });
+  if (r.hpz_partition_size > 1) row("hpZ secondary", [](const E& e) { return Cell(e.hpz_secondary); });
   row("model states", [](const E& e) { return Cell(e.model_states()); });
   row("reduce buckets", [](const E& e) { return Cell(e.buckets); });
   row("gathered (stage 3)", [](const E& e) { return Cell(e.gathered); });
@@ -370,19 +383,23 @@ void PrintTraffic(const Request& r) {
   std::printf("  %-34s %16s %16s %18s\n", "layout", "per rank inside", "per rank across", "busiest host across");
   for (size_t i = 0; i < r.options.size(); ++i) {
     const estimate::EstimateOptions& o = r.options[i];
-    std::vector<int> layouts = {-1};  // flat, then hierarchical where asked for
-    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back(r.mics_shard_size);
-    for (int k : layouts) {
+    // Flat, then hierarchical and hpZ where asked for: {mics_shard_size, hpZ size}.
+    std::vector<std::pair<int, int>> layouts = {{-1, 1}};
+    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back({r.mics_shard_size, 1});
+    if (o.stage == 3 && r.hpz_partition_size > 1) layouts.push_back({-1, r.hpz_partition_size});
+    for (const auto& [k, h] : layouts) {
       estimate::TrafficOptions t;
       t.stage = o.stage;
       t.world_size = world;
       t.ranks_per_host = per_host;
       t.mics_shard_size = k;
+      t.hpz_partition_size = h;
       t.element_bytes = o.precision == estimate::Precision::kFp32 ? 4 : 2;
       absl::StatusOr<estimate::StepTraffic> st = estimate::EstimateStepTraffic(trainable, frozen, t);
       if (!st.ok()) continue;  // the inputs were checked by ToRequest
-      const std::string label = k > 0 ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
-                                      : absl::StrFormat("stage %d, flat", o.stage);
+      const std::string label = k > 0   ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
+                                : h > 1 ? absl::StrFormat("stage %d, hpZ %d", o.stage, h)
+                                        : absl::StrFormat("stage %d, flat", o.stage);
       std::printf("  %-34s %16s %16s %18s\n", label.c_str(), HumanBytes(static_cast<double>(st->rank_inside)).c_str(),
                   HumanBytes(static_cast<double>(st->rank_across)).c_str(),
                   HumanBytes(static_cast<double>(st->host_across)).c_str());
@@ -430,6 +447,9 @@ int RunEstimateCommand(const std::vector<std::string>& args) {
   f.Int("mics-shard-size", -1,
         "hierarchical sharding at stages 1-3: shard over groups of K ranks, replicate across them (default: the "
         "config's zero_optimization.mics_shard_size, else flat)");
+  f.Int("hpz-partition-size", 1,
+        "ZeRO++ hpZ at stage 3: backward gathers from secondary shards over groups of H ranks (default: the "
+        "config's zero_optimization.zero_hpz_partition_size, else off)");
   f.Int("ranks-per-host", 0, "ranks on each host, for the bytes inside and across hosts (default: one host)");
   if (std::optional<int> done = f.ParseCommandLine(args, kSynopsis, kHelp)) return *done;
   absl::StatusOr<Request> r = ToRequest(f);

@@ -68,6 +68,21 @@ void Parser::CheckZero() {
         absl::StrCat("hierarchical sharding (", z.mics_shard_size,
                      ") shards the optimizer state, gradients or parameters: it needs ZeRO stage 1, 2 or 3; ", stage));
   }
+  if (z.hpz_partition_size > 1) {
+    if (z.stage != 3) {
+      Error(Written("zero_optimization.zero_hpz_partition_size"),
+            absl::StrCat("hpZ (", z.hpz_partition_size,
+                         ") keeps secondary shards of stage 3's gathered parameters: it needs ZeRO stage 3; ", stage));
+    } else if (z.mics_shard_size > 0) {
+      Error(Written("zero_optimization.zero_hpz_partition_size"),
+            "hpZ and mics_shard_size both keep gathers inside a host; choose one (mics_shard_size also keeps "
+            "the reduce-scatter there, hpZ keeps the optimizer state sharded over every rank)");
+    } else if (op.device == OffloadDevice::kNvme) {
+      Error(Written("zero_optimization.zero_hpz_partition_size"),
+            "hpZ with parameter offload to NVMe is not supported: keep the parameter shards in memory "
+            "(offload_param.device \"none\" or \"cpu\") or leave zero_hpz_partition_size at 1");
+    }
+  }
   if (oo.ratio < 1.0) {
     if (z.stage != 3) {
       Error(

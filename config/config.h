@@ -168,6 +168,10 @@ struct ZeroConfig {
   // replicates across the world / K groups (comm/shard_groups.h); -1 or 0:
   // flat, over the whole world.
   int mics_shard_size = -1;
+  // ZeRO++ hpZ: H > 1 keeps, at stage 3, a secondary copy of each gathered
+  // chunk sharded over groups of H consecutive ranks (a host's, when H is
+  // the ranks per host), so backward's re-gathers stay inside them; 1: off.
+  int hpz_partition_size = 1;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 };

@@ -183,10 +183,14 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
              "across groups). The ranks per host keeps parameter gathers inside a host. Must divide the world "
              "size; stages 1-3. -1: shard over the whole world.")
           .AtLeast(-1));
+  add(IntKey(z + "zero_hpz_partition_size", ZT_FIELD(zero.hpz_partition_size), 1,
+             "ZeRO++ hpZ, stage 3: after a chunk's forward gather each rank keeps a secondary shard of it over "
+             "groups of this many consecutive ranks (the ranks per host), and backward gathers from those inside "
+             "the group instead of from every rank; costs the secondary shards' memory (parameters / this size, "
+             "counted in Engine::memory()). Must divide the world size. 1: off.")
+          .AtLeast(1));
 
   // DeepSpeed features zerotorch does not implement: only the "off" value.
-  add(IntKey(z + "zero_hpz_partition_size", {}, 1, "ZeRO++ hierarchical partitioning (hpZ)")
-          .Unsupported("leave it at 1"));
   add(BoolKey(z + "zero_quantized_weights", {}, false, "ZeRO++ quantized weight all-gather (qwZ)")
           .Unsupported("leave it false"));
   add(BoolKey(z + "zero_quantized_nontrainable_weights", {}, false, "ZeRO++ quantized frozen weights")

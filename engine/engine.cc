@@ -58,6 +58,11 @@ CommTraffic EngineImpl::comm_traffic() const {
     t.replica_sent = replica.total_bytes_sent();
     t.replica_received = replica.total_bytes_received();
   }
+  if (core_.hpz_pg) {
+    const comm::CommStats hpz = core_.hpz_pg->stats();
+    t.hpz_sent = hpz.total_bytes_sent();
+    t.hpz_received = hpz.total_bytes_received();
+  }
   if (core_.shard_pg != core_.pg) {
     const comm::CommStats world = core_.pg->stats();
     t.world_sent = world.total_bytes_sent();
@@ -394,6 +399,7 @@ void EngineImpl::OptimizerStep() {
           core_.global_steps + 1, old_scale, core_.scaler.scale(), core_.skipped_steps);
     }
   } else {
+    if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();  // the step changes the parameters
     const bool deferred = update_->RunStep([this] { return GradMultiplier(); }, StepHyperNow());
     if (core_.sharding.optimizer_state() && core_.shard_pg->size() > 1) core_.GatherParams();
     update_->AfterStepGather(deferred);
@@ -445,6 +451,7 @@ ModelStateBytes EngineImpl::memory() const {
   if (core_.coordinator) {
     const zero::CoordinatorStats s = core_.coordinator->stats();
     m.peak_gathered = s.peak_gathered_bytes;
+    m.hpz_secondary = s.secondary_bytes;
     m.gather_cache = s.cached_bytes;
     // Swapped shards keep their tensors' shapes but no memory.
     m.params -= s.swapped_shard_bytes;
@@ -535,6 +542,9 @@ void EngineImpl::MaybeLog() {
                                              per_step(c.shard_sent, logged_comm_.shard_sent),
                                              per_step(c.replica_sent, logged_comm_.replica_sent),
                                              per_step(c.world_sent, logged_comm_.world_sent)));
+    } else if (core_.hpz_pg) {
+      absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent), ", hpZ ",
+                      per_step(c.hpz_sent, logged_comm_.hpz_sent), " inside its group");
     } else if (core_.pg->size() > 1) {
       absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent));
     }
@@ -570,6 +580,7 @@ absl::Status EngineImpl::SaveCheckpoint(const std::string& dir, const std::strin
 absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, const std::string& tag) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
+  if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
   // The log's rates start over from the loaded step.
   if (client.ok()) log_window_start_ = last_event_ = Clock::now();
   return client;
@@ -577,7 +588,9 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 
 absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
-  return Checkpointer(core_).LoadWeights(path, new_parameters);
+  const absl::Status loaded = Checkpointer(core_).LoadWeights(path, new_parameters);
+  if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
+  return loaded;
 }
 
 absl::Status EngineImpl::ExportWeights(const std::string& path) {

@@ -70,8 +70,9 @@ struct ModelStateBytes {
   int64_t nvme = 0;             // NVMe offload: optimizer state and parameter shards in swap files
                                 // (not in memory, so not in the fields above)
   int64_t swap_buffers = 0;     // NVMe offload: host buffers of the swap pools (fixed by the config)
+  int64_t hpz_secondary = 0;    // stage 3 with hpZ: the secondary shards (allocated at a chunk's first gather)
   // Model states in host memory (the ZeRO papers' per-rank figure).
-  int64_t model_states() const { return params + grads + master + optimizer_state; }
+  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary; }
 };
 
 // Collective payload this rank sent and received, by group (the comm/
@@ -87,6 +88,8 @@ struct CommTraffic {
   int64_t shard_sent = 0, shard_received = 0;
   int64_t replica_sent = 0, replica_received = 0;
   int64_t world_sent = 0, world_received = 0;
+  // hpZ: gathers from the secondary shards, inside this rank's H ranks.
+  int64_t hpz_sent = 0, hpz_received = 0;
 };
 
 // NVMe offload traffic since Engine::Create (zeros without it).

@@ -51,6 +51,10 @@ struct EngineCore {
   // after pg: sub-groups go before the world group they came from.
   std::shared_ptr<comm::ProcessGroup> shard_pg;
   std::shared_ptr<comm::ProcessGroup> replica_pg;
+  // ZeRO++ hpZ (zero_hpz_partition_size H > 1, stage 3): this rank's H
+  // consecutive ranks, over which backward re-gathers the secondary shards
+  // (ParamCoordinator::SetSecondaryGroup). Null: off.
+  std::shared_ptr<comm::ProcessGroup> hpz_pg;
   EngineOptions options;
   EngineTuning tuning;
   plan::StageSharding sharding;  // what the config's ZeRO stage shards

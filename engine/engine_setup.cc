@@ -171,6 +171,17 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
                                                                       "zero_optimization.mics_shard_size"));
   core_.shard_pg = std::move(shards.shard);
   core_.replica_pg = std::move(shards.replica);
+  if (const int h = core_.config.zero.hpz_partition_size; h > 1 && h < core_.pg->size()) {
+    if (!core_.sharding.parameters() || core_.replica_pg ||
+        core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zero_optimization.zero_hpz_partition_size is ", h,
+                       ": hpZ needs ZeRO stage 3, without mics_shard_size and without parameter offload to NVMe"));
+    }
+    ZT_ASSIGN_OR_RETURN(comm::ShardGroups hpz,
+                        comm::MakeShardGroups(core_.pg, h, "zero_optimization.zero_hpz_partition_size"));
+    core_.hpz_pg = std::move(hpz.shard);
+  }
   if (core_.replica_pg && !core_.sharding.optimizer_state()) {
     return absl::InvalidArgumentError(
         absl::StrCat("zero_optimization.mics_shard_size is ", core_.config.zero.mics_shard_size,
@@ -302,6 +313,20 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   core_.coordinator = std::make_unique<zero::ParamCoordinator>(
       std::move(units), std::move(chunks), std::move(chunk_of_group), core_.shard_pg, core_.pg, limits);
   if (core_.config.zero.offload_param.device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(OffloadParamShards());
+  if (core_.hpz_pg) {
+    core_.coordinator->SetSecondaryGroup(core_.hpz_pg);
+    if (core_.pg->rank() == 0) {
+      int64_t secondary = 0;
+      for (const zero::ParamCoordinator::Chunk& c : core_.coordinator->chunks()) {
+        if (!c.persistent) secondary += c.group->layout.padded_numel / core_.hpz_pg->size();
+      }
+      ZT_LOG(INFO) << "engine: hpZ (zero_hpz_partition_size " << core_.hpz_pg->size()
+                   << "): backward gathers from secondary shards over " << core_.hpz_pg->size()
+                   << " consecutive ranks; they take "
+                   << HumanBytes(static_cast<double>(secondary * static_cast<int64_t>(c10::elementSize(dtype))))
+                   << " per rank";
+    }
+  }
 
   // The units' forward now reaches the coordinator through the link, which
   // ~EngineImpl clears (the user's model outlives the engine).

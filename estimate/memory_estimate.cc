@@ -198,6 +198,7 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
   o.world_size = world_size;
   o.stage = config.zero.stage;
   o.mics_shard_size = config.zero.mics_shard_size;
+  o.hpz_partition_size = config.zero.hpz_partition_size;
   o.precision = config.fp16.enabled ? Precision::kFp16 : config.bf16.enabled ? Precision::kBf16 : Precision::kFp32;
   switch (config.zero.offload_optimizer.device) {
     case OffloadDevice::kNone: o.offload = Offload::kNone; break;
@@ -340,6 +341,10 @@ absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOp
       largest_swapped = std::max(largest_swapped, c.shard);
     }
     e.params += (c.persistent ? c.padded : c.shard) * p;
+    // hpZ keeps 1/H of every non-persistent chunk (zero/param_coordinator.h).
+    if (o.hpz_partition_size > 1 && o.hpz_partition_size < o.world_size && !c.persistent) {
+      e.hpz_secondary += c.padded / o.hpz_partition_size * p;
+    }
     if (!c.trainable) continue;
     owned += c.shard;
     bucket_sizes.push_back(c.padded);

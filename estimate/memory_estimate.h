@@ -81,6 +81,9 @@ struct EstimateOptions {
   // world size: flat. Must divide the world size.
   int mics_shard_size = -1;
   // The ranks sharing a shard: the world, or mics_shard_size.
+  // zero_hpz_partition_size (stage 3): secondary shards over groups of this
+  // many ranks; 1: off.
+  int hpz_partition_size = 1;
   int shard_ranks() const { return mics_shard_size > 0 && mics_shard_size < world_size ? mics_shard_size : world_size; }
   Precision precision = Precision::kFp32;
   Offload offload = Offload::kNone;  // offload_optimizer.device
@@ -132,8 +135,9 @@ struct MemoryEstimate {
   // The same split by what is swapped, for plan::NvmeOffloadNote.
   int64_t optimizer_nvme = 0, optimizer_swap_buffers = 0;
   int64_t param_nvme = 0, param_swap_buffers = 0;
-  int64_t owned_numel = 0;  // elements this rank updates (its shard; everything at stage 0)
-  int64_t model_states() const { return params + grads + master + optimizer_state; }
+  int64_t owned_numel = 0;    // elements this rank updates (its shard; everything at stage 0)
+  int64_t hpz_secondary = 0;  // stage 3 with hpZ: the secondary shards (Engine::memory().hpz_secondary)
+  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary; }
   // Accelerator bytes: model states + buckets + gathered + activations +
   // swap buffers.
   int64_t total() const;

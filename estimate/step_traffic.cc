@@ -52,6 +52,10 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
         absl::StrCat("mics_shard_size ", o.mics_shard_size, " does not divide the world size ", n));
   }
   if (hierarchical && o.stage == 0) return absl::InvalidArgumentError("mics_shard_size needs stage 1, 2 or 3");
+  if (o.hpz_partition_size < 1 || n % o.hpz_partition_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero_hpz_partition_size ", o.hpz_partition_size, " does not divide the world size ", n));
+  }
   const int k = hierarchical ? o.mics_shard_size : n;
   const int64_t a = std::max<int64_t>(1, o.accumulation_steps);
   const int64_t grads = trainable_numel * o.element_bytes;
@@ -84,6 +88,17 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;
       default:
+        if (o.hpz_partition_size > 1 && o.hpz_partition_size < n && !hierarchical) {
+          // Forward from the primary shards (every rank), backward from the
+          // secondary ones (the H ranks of this rank's group).
+          const int h = o.hpz_partition_size;
+          std::vector<int> node;
+          for (int m = r / h * h; m < r / h * h + h; ++m) node.push_back(m);
+          on(Collective::kAllGather, shard, in_shard, params, a);
+          on(Collective::kAllGather, node, static_cast<size_t>(r % h), params, a);
+          on(Collective::kReduceScatter, shard, in_shard, grads, a);
+          break;
+        }
         on(Collective::kAllGather, shard, in_shard, params, 2 * a);
         on(Collective::kReduceScatter, shard, in_shard, grads, a);
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);

@@ -23,6 +23,8 @@
 //            distance is under stage3_max_reuse_distance and the live total
 //            under stage3_max_live_parameters, so a model that fits gathers
 //            once per step (stage 2's traffic: the lower bound)
+//   hpZ (stage 3, zero_hpz_partition_size H): as flat, with backward's
+//            gather over H consecutive ranks (the secondary shards)
 //   hierarchical (stages 1-3): the same over the shard group, plus an
 //            all-reduce of each rank's accumulated Ψ/K gradient shard over
 //            its replicas, once per step (as DeepSpeed's MiCS).
@@ -51,9 +53,10 @@ std::vector<LinkBytes> CollectiveLinkBytes(Collective kind, const std::vector<in
 struct TrafficOptions {
   int stage = 3;
   int world_size = 1;
-  int ranks_per_host = 1;     // must divide world_size
-  int mics_shard_size = -1;   // <= 0 or world_size: flat
-  int64_t element_bytes = 4;  // parameters and gradients (communication dtype)
+  int ranks_per_host = 1;      // must divide world_size
+  int mics_shard_size = -1;    // <= 0 or world_size: flat
+  int hpz_partition_size = 1;  // stage 3, flat: backward's gather over groups of this many ranks (1: off)
+  int64_t element_bytes = 4;   // parameters and gradients (communication dtype)
   int64_t accumulation_steps = 1;
 };
 
@@ -65,9 +68,9 @@ struct StepTraffic {
   int64_t host_across = 0;
 };
 
-// InvalidArgument naming the option for a world < 1, ranks_per_host that
-// does not divide it, a shard size that does not divide it, a stage outside
-// 0..3, or hierarchical sharding at stage 0.
+// InvalidArgument naming the option for a world < 1, ranks_per_host, a shard
+// size or an hpZ size that does not divide it, a stage outside 0..3, or
+// hierarchical sharding at stage 0.
 absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t frozen_numel,
                                                 const TrafficOptions& options);
 

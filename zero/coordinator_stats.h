@@ -22,6 +22,8 @@ struct CoordinatorStats {
   int64_t kept_shard_bytes = 0;         // with NVMe offload: shards below aio.block_size, kept in memory
   int64_t swap_buffer_bytes = 0;        // the parameter swap pool
   int64_t late_persistent_gathers = 0;  // persistent chunks all-gathered again after the update at gather
+  int64_t secondary_bytes = 0;          // hpZ: secondary shards held (allocated once, kept)
+  int64_t secondary_gathers = 0;        // hpZ: gathers served from the secondary shards
   offload::ParamSwapStats swap;         // zeros without parameter offload
 };
 

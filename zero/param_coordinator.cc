@@ -116,10 +116,16 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     s.gather_hold = ++gather_seq_;
   }
   pool_.Fill(g.params);
+  const bool secondary = secondary_ != nullptr && s.secondary_valid;
   comm::CollectiveLabel label(absl::StrCat(
       "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
-      "' (", phase_, ")"));
-  s.work = pg_->AllGather(g.param_shard, g.params);
+      "' (", phase_, secondary ? ", from the hpZ secondary shards" : "", ")"));
+  if (secondary) {
+    s.work = secondary_->AllGather(s.secondary, g.params);
+    ++stats_.secondary_gathers;
+  } else {
+    s.work = pg_->AllGather(g.param_shard, g.params);
+  }
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
   stats_.gathered_bytes += static_cast<int64_t>(g.params.nbytes());
@@ -156,6 +162,16 @@ void ParamCoordinator::ReleaseChunkLocked(int chunk) {
   if (c.persistent || s.pins > 0 || s.state == State::kReleased) return;
   // Never free memory a collective may still write into.
   WaitChunkLocked(chunk);
+  if (secondary_ != nullptr && !s.secondary_valid) {
+    // hpZ: keep this rank's slice of the full values for the next gathers.
+    const int64_t n = c.group->layout.padded_numel / secondary_->size();
+    if (!s.secondary.defined()) {
+      s.secondary = at::empty({n}, c.group->params.options());
+      stats_.secondary_bytes += static_cast<int64_t>(s.secondary.nbytes());
+    }
+    s.secondary.copy_(c.group->params.narrow(0, n * secondary_->rank(), n));
+    s.secondary_valid = true;
+  }
   pool_.Drain(c.group->params);
   s.state = State::kReleased;
   live_numel_ -= c.group->layout.padded_numel;
@@ -478,9 +494,26 @@ void ParamCoordinator::Pin(const std::vector<int>& chunks) {
   }
 }
 
+void ParamCoordinator::SetSecondaryGroup(std::shared_ptr<comm::ProcessGroup> group) {
+  absl::MutexLock lock(&mu_);
+  ZT_CHECK_MSG(swapper_ == nullptr, "hpZ secondary shards with parameter offload to NVMe");
+  for (const Chunk& c : chunks_) {
+    ZT_CHECK_MSG(c.group->layout.padded_numel % group->size() == 0,
+                 "a chunk's padded size does not divide by the hpZ group's ranks");
+  }
+  secondary_ = std::move(group);
+}
+
+void ParamCoordinator::InvalidateSecondary() {
+  absl::MutexLock lock(&mu_);
+  for (ChunkState& s : chunk_state_) s.secondary_valid = false;
+}
+
 void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
   absl::MutexLock lock(&mu_);
   if (modifier_rank.has_value()) {
+    // The modifier's values replace everyone's: the secondary slices of these chunks are stale.
+    for (int c : chunks) chunk_state_[static_cast<size_t>(c)].secondary_valid = false;
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("modified parameters (GatheredParameters)");

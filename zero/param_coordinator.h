@@ -195,6 +195,20 @@ class ParamCoordinator {
   // optimizer state other than a forward).
   void RefreshStale() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ZeRO++ hpZ: `group` is this rank's group of H consecutive ranks (H
+  // divides the world). Once a non-persistent chunk has been gathered, its
+  // release keeps this rank's 1/H slice of the full parameters (a secondary
+  // shard, allocated once), and the chunk's next gathers all-gather those
+  // slices over `group` instead of the primary shards over every rank, until
+  // InvalidateSecondary. Every rank releases and gathers the same chunks in
+  // the same order, so all take the same path. Set once, before training;
+  // not with parameter offload to NVMe.
+  void SetSecondaryGroup(std::shared_ptr<comm::ProcessGroup> group) ABSL_LOCKS_EXCLUDED(mu_);
+  // The parameters changed (an optimizer step, a load): the secondary shards
+  // are stale; the next gather of each chunk is from the primary shards.
+  // Collective in effect (every rank calls it at the same point).
+  void InvalidateSecondary() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const std::vector<Unit>& units() const { return units_; }
@@ -217,6 +231,10 @@ class ParamCoordinator {
     int64_t gather_hold = 0;  // > 0 (an issue number) while its gather holds the shard's buffer
     // A persistent chunk whose full parameters predate its deferred update.
     bool stale_full = false;
+    // hpZ: this rank's 1/H slice of the gathered parameters, and whether it
+    // holds the current values.
+    at::Tensor secondary;
+    bool secondary_valid = false;
   };
   // What changes about one unit (units_ holds what does not), per unit.
   struct UnitState {
@@ -295,6 +313,7 @@ class ParamCoordinator {
   // rank evaluating alone) is named at its first gather.
   const char* phase_ ABSL_GUARDED_BY(mu_) = "forward";
   CoordinatorStats stats_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<comm::ProcessGroup> secondary_ ABSL_GUARDED_BY(mu_);  // hpZ's group; null: off
 
   // Parameter offload (null without it; the per-chunk part is in ChunkState).
   std::unique_ptr<offload::ParamSwapper> swapper_ ABSL_GUARDED_BY(mu_);

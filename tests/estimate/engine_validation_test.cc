@@ -273,6 +273,40 @@ absl::Status CheckHierarchical(const std::string& model_name, const std::shared_
   return absl::OkStatus();
 }
 
+// hpZ at world 4 (zero_hpz_partition_size 2), stage 3, every chunk sharded:
+// the secondary shards the engine allocates are the estimate's, to the
+// byte, and so are the model states that include them.
+absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
+  const std::string where = absl::StrFormat("%s, stage 3, world %d, hpZ 2", model_name, pg->size());
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 2;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 1000;
+  c.optimizer.present = true;
+  c.zero.stage = 3;
+  c.zero.overlap_comm = true;
+  c.zero.param_persistence_threshold = 0;
+  c.zero.hpz_partition_size = 2;
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+  for (int step = 0; step < 2; ++step) {
+    engine->Backward(Loss(*model, false, 2, 16));
+    engine->Step();
+  }
+  const ModelStateBytes m = engine->memory();
+  ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
+                      estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
+  if (m.hpz_secondary <= 0) return absl::InternalError(absl::StrCat(where, ": no secondary shards were kept"));
+  ZT_RETURN_IF_ERROR(Within(where, "hpZ secondary shards", m.hpz_secondary, e.hpz_secondary, 0.0));
+  ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.0));
+  if (pg->rank() == 0) {
+    std::printf("%s: secondary shards %lld = estimate; model states %lld = estimate\n", where.c_str(),
+                static_cast<long long>(m.hpz_secondary), static_cast<long long>(m.model_states()));
+  }
+  return absl::OkStatus();
+}
+
 // Runs `check` for each model named in `models` (comma-separated) in the same
 // ranks (RunEachInTheseRanks: the error lists every model that failed).
 absl::Status ForEachModel(
@@ -286,9 +320,12 @@ absl::Status ForEachModel(
 // ctx.arg: comma-separated model names.
 ZT_RANK_WORKER(estimate_vs_engine) { return ForEachModel(ctx.arg, CheckModelStates); }
 ZT_RANK_WORKER(estimate_vs_engine_offload) { return ForEachModel(ctx.arg, CheckNvmeOffload); }
-ZT_RANK_WORKER(estimate_vs_engine_hierarchical) { return ForEachModel(ctx.arg, CheckHierarchical); }
+ZT_RANK_WORKER(estimate_vs_engine_hierarchical) {
+  ZT_RETURN_IF_ERROR(ForEachModel(ctx.arg, CheckHierarchical));
+  return ForEachModel(ctx.arg, CheckHpz);
+}
 
-TEST(EstimateVsEngine, HierarchicalShardingMatchesEngineAccounting) {
+TEST(EstimateVsEngine, HierarchicalShardingAndHpzMatchEngineAccounting) {
   RankRunOptions o;
   o.world_size = 4;
   o.arg = "gpt2-tiny,llama-tiny";

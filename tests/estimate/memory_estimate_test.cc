@@ -286,6 +286,16 @@ TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
   EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().rank_inside, 18000);
   o.mics_shard_size = 3;
   EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "does not divide"));
+  // hpZ over the host's 2 ranks: forward's ring gather still crosses (3V/4
+  // from one rank), backward's stays inside, the reduce-scatter crosses (V):
+  // 1.75V per host.
+  o.mics_shard_size = -1;
+  o.accumulation_steps = 1;
+  o.hpz_partition_size = 2;
+  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().host_across, 7000);
+  o.hpz_partition_size = 3;
+  EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "zero_hpz_partition_size 3"));
+  o.hpz_partition_size = 1;
   o.mics_shard_size = 2;
   o.ranks_per_host = 3;
   EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(1000, 0, o).status().message(), "ranks per host 3"));

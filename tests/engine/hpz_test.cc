@@ -1,0 +1,131 @@
+// ZeRO++ hpZ (zero_hpz_partition_size): at stage 3, backward's re-gathers
+// come from secondary shards inside groups of H ranks. The parameters
+// gathered that way are the same values, so a run with hpZ must train
+// bitwise as the flat stage-3 run does (itself checked against a LibTorch
+// reference in engine_stage3_parity_test), while its gathers use the
+// secondary path (counted), the world group carries fewer bytes, and the
+// secondary shards' memory is what Engine::memory() and the estimate say.
+// A secondary shard left stale after a step would make the runs differ.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "comm/init.h"
+#include "engine/engine.h"
+#include "engine/gathered_parameters.h"
+#include "launch/rank_env.h"
+#include "tests/engine/parity_model.h"
+#include "tests/engine/stage3_model.h"
+#include "tests/testing/ranks.h"
+#include "tests/testing/test_config.h"
+#include "util/status.h"
+
+namespace zt::testing {
+namespace {
+
+struct Run {
+  torch::Tensor params;  // every parameter, flattened, after training
+  CommTraffic traffic;
+  ModelStateBytes memory;
+  int64_t secondary_gathers = 0;
+  int64_t gathers = 0;
+};
+
+absl::StatusOr<Run> Train(const std::shared_ptr<comm::ProcessGroup>& pg, int hpz, int64_t steps) {
+  Config c = TestConfig(3, /*micro_batch=*/2, /*accumulation=*/2, OptimizerType::kAdamW, 1e-2);
+  c.zero.reduce_bucket_size = 300;
+  c.zero.param_persistence_threshold = 0;
+  // Release every unit after its forward, so backward gathers again.
+  c.zero.max_reuse_distance = 0;
+  c.zero.prefetch_bucket_size = 0;
+  c.zero.overlap_comm = true;
+  c.zero.hpz_partition_size = hpz;
+  TinyGptOptions o;
+  torch::manual_seed(7);
+  TinyGptHandle h = MakeTinyGpt(o, /*root_is_unit=*/false);
+  const ParityData data = MakeTokenData(64, o, 11);
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(h.module, c, pg));
+  const CommTraffic before = engine->comm_traffic();
+  const int64_t accumulation = engine->config().batch.accumulation_steps;
+  for (int64_t s = 0; s < steps; ++s) {
+    for (int64_t k = 0; k < accumulation; ++k) {
+      const int64_t start = ((s * accumulation + k) * pg->size() + pg->rank()) * 2 % 62;
+      torch::Tensor logits = h.forward(data.x.narrow(0, start, 2));
+      torch::Tensor loss =
+          torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), data.y.narrow(0, start, 2).reshape({-1}));
+      engine->Backward(loss);
+      engine->Step();
+    }
+  }
+  if (engine->global_steps() != steps) return absl::InternalError("the run did not take its steps");
+  Run r;
+  r.traffic = engine->comm_traffic();
+  r.traffic.shard_sent -= before.shard_sent;
+  r.traffic.hpz_sent -= before.hpz_sent;
+  r.memory = engine->memory();
+  r.secondary_gathers = engine->stage3_stats()->secondary_gathers;
+  r.gathers = engine->stage3_stats()->gathers;
+  {
+    GatheredParameters full(*engine);
+    std::vector<torch::Tensor> flat;
+    for (const auto& p : h.module->parameters()) flat.push_back(p.detach().flatten().clone());
+    r.params = torch::cat(flat);
+  }
+  return r;
+}
+
+ZT_RANK_WORKER(hpz_bitwise) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  constexpr int64_t kSteps = 4;
+  ZT_ASSIGN_OR_RETURN(Run flat, Train(pg, 1, kSteps));
+  ZT_ASSIGN_OR_RETURN(Run hpz, Train(pg, 2, kSteps));
+  if (!torch::equal(flat.params, hpz.params)) {
+    return absl::InternalError(absl::StrFormat("hpZ trained other weights than flat stage 3: max diff %g",
+                                               (flat.params - hpz.params).abs().max().item<double>()));
+  }
+  if (flat.secondary_gathers != 0 || hpz.secondary_gathers == 0) {
+    return absl::InternalError(absl::StrCat("secondary gathers: flat ", flat.secondary_gathers, ", hpZ ",
+                                            hpz.secondary_gathers, " of ", hpz.gathers, " (want 0 and > 0)"));
+  }
+  // Backward's gathers left the world group for the pairs: fewer bytes there.
+  if (hpz.traffic.hpz_sent == 0 || hpz.traffic.shard_sent >= flat.traffic.shard_sent) {
+    return absl::InternalError(absl::StrCat("bytes sent: flat ", flat.traffic.shard_sent, " to the world; hpZ ",
+                                            hpz.traffic.shard_sent, " to the world and ", hpz.traffic.hpz_sent,
+                                            " inside its pair"));
+  }
+  // The secondary shards: half of every (non-persistent) chunk, in fp32.
+  if (hpz.memory.hpz_secondary <= 0 || flat.memory.hpz_secondary != 0 ||
+      hpz.memory.model_states() != flat.memory.model_states() + hpz.memory.hpz_secondary) {
+    return absl::InternalError(absl::StrCat("memory: flat ", flat.memory.model_states(), ", hpZ ",
+                                            hpz.memory.model_states(), " with ", hpz.memory.hpz_secondary,
+                                            " of secondary shards"));
+  }
+  if (pg->rank() == 0) {
+    std::printf(
+        "bitwise equal; %lld gathers from secondary shards; world bytes %lld -> %lld, pair bytes %lld; "
+        "secondary shards %lld bytes\n",
+        static_cast<long long>(hpz.secondary_gathers), static_cast<long long>(flat.traffic.shard_sent),
+        static_cast<long long>(hpz.traffic.shard_sent), static_cast<long long>(hpz.traffic.hpz_sent),
+        static_cast<long long>(hpz.memory.hpz_secondary));
+  }
+  return absl::OkStatus();
+}
+
+TEST(Hpz, TrainsBitwiseAsFlatStage3WithBackwardGathersInsideThePair) {
+  RankRunOptions o;
+  o.world_size = 4;
+  o.timeout = std::chrono::seconds(300);
+  RankRunResult r = RunRanks("hpz_bitwise", o);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+}
+
+}  // namespace
+}  // namespace zt::testing
+
+int main(int argc, char** argv) { return zt::testing::RankTestMain(argc, argv); }
