@@ -111,10 +111,10 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
       layout.hierarchical ? absl::StrCat(" --set zero_optimization.mics_shard_size=", ranks_per_host) : "");
   std::vector<testing::HostProcess> procs;
   for (int h = 0; h < net.size(); ++h) {
-    const std::string cmd = absl::StrCat(
-        "OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node ", ranks_per_host, " --nnodes ",
-        net.size(), " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ", kPort, " -- ",
-        ZT_BINARY_DIR, "/bin/zt ", train);
+    const std::string cmd =
+        absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node ", ranks_per_host,
+                     " --nnodes ", net.size(), " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ",
+                     kPort, " -- ", ZT_BINARY_DIR, "/bin/zt ", train);
     auto p = net.Start(h, cmd, absl::StrCat(dir, ".host", h, ".log"));
     if (!p.ok()) {
       m.error = std::string(p.status().message());
@@ -219,8 +219,8 @@ int Main(int argc, char** argv) {
       std::vector<Layout> layouts = {{"flat_stage2", 2, false}, {"flat_stage3", 3, false}, {"hsdp_stage3", 3, true}};
       double flat3 = 0, hsdp = 0;
       for (const Layout& layout : layouts) {
-        const Measured m = RunLayout(net, layout, l, precision, steps, absl::StrCat(dir, "_", precision, "_", l, "_",
-                                                                                    layout.name));
+        const Measured m =
+            RunLayout(net, layout, l, precision, steps, absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
         if (!m.ok) {
           std::fprintf(stderr, "zt_bench_multihost: 2 x %d %s %s: %s\n", l, precision.c_str(), layout.name.c_str(),
                        m.error.c_str());
@@ -238,13 +238,12 @@ int Main(int argc, char** argv) {
         // is stage 2's traffic.
         t.stage = layout.stage == 3 ? 2 : layout.stage;
         const absl::StatusOr<estimate::StepTraffic> least = estimate::EstimateStepTraffic(m.numel, 0, t);
-        const std::string formula =
-            f.ok() && least.ok()
-                ? (layout.stage == 3 && least->host_across != f->host_across
-                       ? absl::StrCat(HumanBytes(static_cast<double>(least->host_across)), "-",
-                                      HumanBytes(static_cast<double>(f->host_across)))
-                       : HumanBytes(static_cast<double>(f->host_across)))
-                : "?";
+        const std::string formula = f.ok() && least.ok()
+                                        ? (layout.stage == 3 && least->host_across != f->host_across
+                                               ? absl::StrCat(HumanBytes(static_cast<double>(least->host_across)), "-",
+                                                              HumanBytes(static_cast<double>(f->host_across)))
+                                               : HumanBytes(static_cast<double>(f->host_across)))
+                                        : "?";
         std::printf("%-9s %-5s %-14s %9.3f %16s %16s %10s  %s\n", absl::StrCat("2 x ", l).c_str(), precision.c_str(),
                     layout.name.c_str(), m.steps_per_s, HumanBytes(m.host_across_per_step).c_str(), formula.c_str(),
                     HumanBytes(static_cast<double>(m.peak_rss)).c_str(), m.engine_sent.c_str());

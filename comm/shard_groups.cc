@@ -23,7 +23,7 @@ absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>&
   if (k > n || n % k != 0) {
     return absl::InvalidArgumentError(absl::StrCat(key, " is ", k, ", which does not divide the world of ", n,
                                                    " ranks: shard groups must be equal; choose a divisor of ", n,
-                                                   " (e.g. the ranks per host), or -1 for flat sharding"));
+                                                   " (e.g. the ranks per host), or leave the key at its default"));
   }
   ShardGroups out;
   for (int g = 0; g < n / k; ++g) {

@@ -171,7 +171,9 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
                                                                       "zero_optimization.mics_shard_size"));
   core_.shard_pg = std::move(shards.shard);
   core_.replica_pg = std::move(shards.replica);
-  if (const int h = core_.config.zero.hpz_partition_size; h > 1 && h < core_.pg->size()) {
+  // H larger than the world, or not dividing it, is refused by MakeShardGroups;
+  // H equal to the world is flat stage 3 already.
+  if (const int h = core_.config.zero.hpz_partition_size; h > 1 && h != core_.pg->size()) {
     if (!core_.sharding.parameters() || core_.replica_pg ||
         core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
       return absl::InvalidArgumentError(
