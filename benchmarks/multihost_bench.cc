@@ -1,7 +1,8 @@
 // zt_bench_multihost: `zt train` across 2 hosts (network namespaces joined by
 // a rate-capped link, tests/multihost/netns_hosts.h), one `zt launch` per
-// host, per layout: flat stage 2, flat stage 3 and hierarchical sharding
-// (mics_shard_size = ranks per host, FSDP2's HSDP). For each: steps/s, the
+// host, per layout: flat stage 2, flat stage 3, hierarchical sharding
+// (mics_shard_size = ranks per host, FSDP2's HSDP) and ZeRO++ hpZ
+// (zero_hpz_partition_size = ranks per host). For each: steps/s, the
 // bytes each host sent across the link per step (the interface's counter)
 // beside the estimate's formula (estimate/step_traffic.h) and the engine's
 // own per-group counters, and the ranks' peak RSS.
@@ -13,7 +14,7 @@
 // every rank of both hosts: 2 x 2 ranks is oversubscribed 2x, so compute
 // there is slower than on real hosts, and 2 x 1 is run beside it.
 //
-//   zt_bench_multihost [--ranks-per-host 1,2] [--steps 8] [--rate 1gbit] [--precisions fp32,bf16]
+//   zt_bench_multihost [--ranks-per-host 1,2] [--steps 8] [--rate 1gbit] [--precisions fp32,bf16] [--regather 1]
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -51,9 +52,10 @@ constexpr const char* kModel =
 constexpr int kPort = 29631;
 
 struct Layout {
-  std::string name;  // flat_stage2, flat_stage3, hsdp_stage3
+  std::string name;  // flat_stage2, flat_stage3, hsdp_stage3, hpz_stage3
   int stage = 3;
-  bool hierarchical = false;
+  bool hierarchical = false;  // mics_shard_size = ranks per host
+  bool hpz = false;           // zero_hpz_partition_size = ranks per host
 };
 
 struct Measured {
@@ -102,13 +104,15 @@ int64_t PeakRss(const NetnsHosts& net) {
 }
 
 Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, const std::string& precision, int steps,
-                   const std::string& dir) {
+                   bool regather, const std::string& dir) {
   Measured m;
   const std::string train = absl::StrCat(
       "train ", kModel, " --precision ", precision, " --stage ", layout.stage, " --steps ", steps,
       " --lr 1e-3 --eval-interval -1 --report none --no-progress --save-dir none --export none --output-dir ", dir,
       " --set steps_per_print=1",
-      layout.hierarchical ? absl::StrCat(" --set zero_optimization.mics_shard_size=", ranks_per_host) : "");
+      layout.hierarchical ? absl::StrCat(" --set zero_optimization.mics_shard_size=", ranks_per_host) : "",
+      layout.hpz ? absl::StrCat(" --set zero_optimization.zero_hpz_partition_size=", ranks_per_host) : "",
+      regather && layout.stage == 3 ? " --set zero_optimization.stage3_max_reuse_distance=0" : "");
   std::vector<testing::HostProcess> procs;
   for (int h = 0; h < net.size(); ++h) {
     const std::string cmd =
@@ -179,6 +183,7 @@ int Main(int argc, char** argv) {
   std::vector<int> per_host = {1, 2};
   std::vector<std::string> precisions = {"fp32"};
   int steps = 8;
+  bool regather = true;
   std::string rate = "1gbit";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
@@ -191,6 +196,8 @@ int Main(int argc, char** argv) {
       rate = value;
     } else if (flag == "--precisions") {
       precisions = absl::StrSplit(value, ',');
+    } else if (flag == "--regather") {
+      regather = value != "0";
     } else {
       std::fprintf(stderr, "zt_bench_multihost: unknown flag %s\n", flag.c_str());
       return 2;
@@ -209,18 +216,23 @@ int Main(int argc, char** argv) {
   }
   NetnsHosts& net = **made;
   const std::string dir = absl::StrCat("/tmp/zt_bench_multihost_", ::getpid());
-  std::printf("2 hosts, link %s each way (tc tbf; no delay: this kernel has no netem), %s, %d steps\n", rate.c_str(),
-              "GPT-2 25M (4 x 640, vocab 8192, micro-batch 4 x 256)", steps);
+  std::printf("2 hosts, link %s each way (tc tbf; no delay: this kernel has no netem), %s, %d steps%s\n", rate.c_str(),
+              "GPT-2 25M (4 x 640, vocab 8192, micro-batch 4 x 256)", steps,
+              regather ? "; stage 3 with stage3_max_reuse_distance 0 (backward gathers again, as for a model too "
+                         "large to keep gathered)"
+                       : "");
   std::printf("%-9s %-5s %-14s %9s %16s %16s %10s  %s\n", "hosts", "dtype", "layout", "steps/s", "across/step",
               "formula", "peak RSS", "engine (rank 0)");
   std::string summary;
   for (const std::string& precision : precisions) {
     for (int l : per_host) {
-      std::vector<Layout> layouts = {{"flat_stage2", 2, false}, {"flat_stage3", 3, false}, {"hsdp_stage3", 3, true}};
-      double flat3 = 0, hsdp = 0;
+      std::vector<Layout> layouts = {
+          {"flat_stage2", 2, false, false}, {"flat_stage3", 3, false, false}, {"hsdp_stage3", 3, true, false}};
+      if (l > 1) layouts.push_back({"hpz_stage3", 3, false, true});  // hpZ over one rank is off
+      double flat3 = 0, hsdp = 0, hpz = 0;
       for (const Layout& layout : layouts) {
-        const Measured m =
-            RunLayout(net, layout, l, precision, steps, absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
+        const Measured m = RunLayout(net, layout, l, precision, steps, regather,
+                                     absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
         if (!m.ok) {
           std::fprintf(stderr, "zt_bench_multihost: 2 x %d %s %s: %s\n", l, precision.c_str(), layout.name.c_str(),
                        m.error.c_str());
@@ -231,12 +243,14 @@ int Main(int argc, char** argv) {
         t.world_size = 2 * l;
         t.ranks_per_host = l;
         t.mics_shard_size = layout.hierarchical ? l : -1;
+        t.hpz_partition_size = layout.hpz ? l : 1;
         t.element_bytes = precision == "fp32" ? 4 : 2;
         const absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
         // Stage 3's formula counts a forward and a backward gather; the
         // coordinator may keep a chunk gathered in between: the lower bound
         // is stage 2's traffic.
         t.stage = layout.stage == 3 ? 2 : layout.stage;
+        t.hpz_partition_size = 1;
         const absl::StatusOr<estimate::StepTraffic> least = estimate::EstimateStepTraffic(m.numel, 0, t);
         const std::string formula = f.ok() && least.ok()
                                         ? (layout.stage == 3 && least->host_across != f->host_across
@@ -260,9 +274,12 @@ int Main(int argc, char** argv) {
         results.Add(row);
         if (layout.name == "flat_stage3") flat3 = m.steps_per_s;
         if (layout.name == "hsdp_stage3") hsdp = m.steps_per_s;
+        if (layout.name == "hpz_stage3") hpz = m.steps_per_s;
       }
-      absl::StrAppend(&summary, summary.empty() ? "" : "; ",
-                      absl::StrFormat("2 x %d %s: HSDP %.2fx flat stage 3's steps/s", l, precision, hsdp / flat3));
+      absl::StrAppend(
+          &summary, summary.empty() ? "" : "; ",
+          absl::StrFormat("2 x %d %s at %s: HSDP %.2fx flat stage 3's steps/s", l, precision, rate, hsdp / flat3),
+          hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "");
     }
   }
   std::system(absl::StrCat("rm -rf ", dir, "_*").c_str());

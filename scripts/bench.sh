@@ -9,6 +9,7 @@
 #   scripts/bench.sh                  # everything
 #   scripts/bench.sh zero_stages nvme # some
 #   scripts/bench.sh --list           # the names
+#   scripts/bench.sh multihost        # 2 network-namespace hosts (root only; not in the default run)
 #
 # Environment: ZT_BUILD_DIR (default build), PYTHON (Debian's python3-torch,
 # for the DDP baseline). The disk benchmarks write under /tmp.
@@ -30,6 +31,8 @@ command_of() {
     checkpoint) echo "$BIN/zt_bench_checkpoint --rounds 2" ;;
     nvme) echo "$BIN/zt_bench_nvme --rounds 7 --no-sweep" ;;
     offload) echo "ROUNDS=1 STAGES=3 benchmarks/run_offload.sh" ;;
+    # Needs root (network namespaces): not in the default list.
+    multihost) echo "$BIN/zt_bench_multihost --ranks-per-host 1,2 --steps 6 --rate 1gbit" ;;
     *) return 1 ;;
   esac
 }
@@ -43,7 +46,7 @@ logs_of() {
 }
 
 if [ "${1:-}" = "--list" ]; then
-  printf '%s\n' "${ALL[@]}"
+  printf '%s\n' "${ALL[@]}" multihost
   exit 0
 fi
 names=("$@")
@@ -61,7 +64,8 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   exit 2
 fi
 cmake --build "$BUILD_DIR" --target zt zt_bench_report zt_bench_collectives zt_bench_optimizer \
-  zt_bench_zero_stages zt_bench_activation_checkpoint zt_bench_checkpoint zt_bench_nvme zt_bench_offload >/dev/null
+  zt_bench_zero_stages zt_bench_activation_checkpoint zt_bench_checkpoint zt_bench_nvme zt_bench_offload \
+  zt_bench_multihost >/dev/null
 mkdir -p "$OUT"
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
