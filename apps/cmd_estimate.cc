@@ -240,6 +240,11 @@ absl::StatusOr<Request> ToRequest(const Flags& f) {
     if (o.hpz_partition_size > 1 && o.hpz_partition_size < o.world_size) r.hpz_partition_size = o.hpz_partition_size;
     r.options.push_back(o);
   }
+  if (r.mics_shard_size > 0 && r.hpz_partition_size > 1) {
+    return BadFlag(
+        "hierarchical sharding (mics_shard_size) and hpZ (zero_hpz_partition_size) together: the engine runs one "
+        "or the other; give one");
+  }
   return r;
 }
 
@@ -315,9 +320,11 @@ void PrintFormulasAndNotes(const Request& r, const std::vector<estimate::MemoryE
   const int64_t psi = r.shape.numel();
   int64_t trainable = 0;
   for (const estimate::ParamShape& p : r.shape.params) trainable += p.trainable ? p.numel : 0;
-  std::printf("\nZeRO paper%s (Ψ = %s parameters, N = %d ranks):\n",
+  std::printf("\nZeRO paper%s (Ψ = %s parameters, N = %d ranks%s):\n",
               trainable < psi ? ", if every parameter trained (not this run)" : "",
-              HumanCount(static_cast<double>(psi)).c_str(), first.world_size);
+              HumanCount(static_cast<double>(psi)).c_str(),
+              r.mics_shard_size > 0 ? r.mics_shard_size : first.world_size,
+              r.mics_shard_size > 0 ? " sharing a shard at stages 1-3 (mics_shard_size)" : "");
   for (size_t i = 0; i < est.size(); ++i) {
     std::printf("  stage %d: %s\n", est[i].stage, estimate::PaperFormula(est[i].stage, r.options[i], psi).c_str());
   }

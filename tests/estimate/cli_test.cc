@@ -27,6 +27,35 @@ TEST(EstimateCli, PrintsEveryStageSideBySide) {
   }
 }
 
+// Bytes per step inside and across hosts, flat, hierarchical and hpZ: the
+// lines the engine's counters were checked against (estimate_engine_test).
+TEST(EstimateCli, BytesInsideAndAcrossHosts) {
+  CommandResult r = Zt("--model gpt2-tiny --world-size 4 --ranks-per-host 2 --mics-shard-size 2 --stage 3");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* s : {"2 hosts of 2 ranks", "busiest host across", "stage 3, flat", "stage 3, mics_shard_size 2",
+                        "N = 2 ranks sharing a shard"}) {
+    EXPECT_TRUE(absl::StrContains(r.output, s)) << s << "\n" << r.output;
+  }
+  // gpt2-tiny's 124,672 fp32 elements: the replica all-reduce sends 244 KiB per rank, 487 KiB per host.
+  const size_t mics = r.output.find("stage 3, mics_shard_size 2");
+  ASSERT_NE(mics, std::string::npos);
+  const std::string line = r.output.substr(mics, r.output.find('\n', mics) - mics);
+  EXPECT_TRUE(absl::StrContains(line, "244 KiB") && absl::StrContains(line, "487 KiB")) << line;
+  r = Zt("--model gpt2-tiny --world-size 4 --ranks-per-host 2 --hpz-partition-size 2 --stage 3");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "stage 3, hpZ 2")) << r.output;
+  EXPECT_TRUE(absl::StrContains(r.output, "hpZ secondary")) << r.output;
+  r = Zt("--model gpt2-tiny --world-size 4 --mics-shard-size 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "--mics-shard-size must divide --world-size 4")) << r.output;
+  r = Zt("--model gpt2-tiny --world-size 4 --mics-shard-size 2 --hpz-partition-size 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "the engine runs one or the other")) << r.output;
+  r = Zt("--model gpt2-tiny --world-size 4 --ranks-per-host 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(absl::StrContains(r.output, "--ranks-per-host must divide")) << r.output;
+}
+
 TEST(EstimateCli, OneStageWithOffload) {
   CommandResult r = Zt("--model llama-tiny --world-size 2 --stage 2 --offload cpu");
   ASSERT_EQ(r.code, 0) << r.output;
