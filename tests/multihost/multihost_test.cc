@@ -12,7 +12,8 @@
 //    collectives, eth0 only the rendezvous;
 //  * hierarchical sharding (mics_shard_size) on 2 hosts x 2 ranks: bitwise
 //    the one-host run, fewer bytes across the link than flat stage 3;
-//  * ZeRO++ hpZ on 2 hosts x 2 ranks: bitwise flat stage 3, fewer bytes.
+//  * ZeRO++ hpZ on 2 hosts x 2 ranks: bitwise flat stage 3, fewer bytes;
+//  * 4 hosts x 1 rank, shard groups spanning two hosts: bitwise one host.
 // The cases skip, saying why, where namespaces cannot be made (not root).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -285,6 +286,35 @@ TEST_F(MultiHost, AFrozenHostIsNamedByTheOther) {
   ExpectFailsNaming(run, 0, "peer rank 1", fault);
   ExpectNoProcessLeft(0);
   net_->Signal(1, SIGKILL);  // the frozen host cannot act; the fixture's teardown ends it anyway
+}
+
+class FourHosts : public MultiHost {
+ protected:
+  void SetUp() override {
+    options_.hosts = 4;
+    MultiHost::SetUp();
+  }
+};
+
+// 4 hosts x 1 rank with mics_shard_size 2: each shard group spans two hosts,
+// so the gathers cross links too, and the replicas are host pairs {0, 2} and
+// {1, 3}. The export is bitwise that of the same job on one host's 4 ranks.
+TEST_F(FourHosts, HierarchicalShardingAcrossFourHostsExportsTheOneHostWeights) {
+  const std::string mics = " --set zero_optimization.mics_shard_size=2";
+  const std::string one = dir_ + "/one_host";
+  const ZtRun r = RunZt(TrainArgs(corpus_, one, kSteps) + mics + " --nproc 4", HostEnv());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string out = dir_ + "/four_hosts";
+  const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps) + mics, out);
+  for (int h = 0; h < net_->size(); ++h) {
+    EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
+    ExpectNoProcessLeft(h);
+    EXPECT_GT(net_->TxBytes(h, 0), 10000) << "host " << h << " sent nothing on its link";
+  }
+  const std::string reference = ReadFileBytes(one + "/model.safetensors");
+  EXPECT_FALSE(reference.empty());
+  EXPECT_TRUE(ReadFileBytes(out + "/model.safetensors") == reference)
+      << "4 hosts x 1 rank exported other weights than 1 host x 4 ranks";
 }
 
 class TwoInterfaces : public MultiHost {
