@@ -157,7 +157,8 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
   const bool write_model_states = writes && (core_.sharding.parameters() || file_rank == 0);
   const ckpt::Dict module = write_model_states ? ModuleStateDict(&keep, &buffer_names) : ckpt::Dict();
 
-  absl::Status local = writes ? MakeDirs(staging) : absl::OkStatus();
+  absl::Status local = CheckReplicasAgree();
+  if (local.ok() && writes) local = MakeDirs(staging);
   if (local.ok() && writes) {
     try {
       local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(file_rank, layout.model_dtype),
@@ -385,6 +386,34 @@ absl::Status Checkpointer::AgreeOnSaveId(const std::string& folder, ckpt::Traini
   ts->save_id = id[0].item<int64_t>();
   *replacing = id[1].item<int64_t>() != 0;
   return absl::OkStatus();
+}
+
+absl::Status Checkpointer::CheckReplicasAgree() {
+  if (!core_.replica_pg) return absl::OkStatus();
+  // FNV-1a over the bytes of every resident state tensor (NVMe-resident
+  // state is left out: reading it back here would double the save's I/O).
+  uint64_t h = 1469598103934665603ull;
+  std::vector<std::string> kinds = core_.optimizer->state_names();
+  kinds.insert(kinds.begin(), "master");
+  for (size_t g = 0; g < core_.groups.size(); ++g) {
+    const int64_t owned = core_.groups[g].owned_end() - core_.groups[g].owned_begin();
+    for (const std::string& kind : kinds) {
+      const float* data = core_.optimizer->Resident(kind, static_cast<int>(g));
+      if (data == nullptr) continue;
+      const auto* bytes = reinterpret_cast<const unsigned char*>(data);
+      for (int64_t i = 0; i < owned * static_cast<int64_t>(sizeof(float)); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    }
+  }
+  const int64_t mine = static_cast<int64_t>(h >> 1);  // non-negative, so -mine never overflows
+  at::Tensor t = at::tensor({mine, -mine}, at::kLong);
+  comm::CollectiveLabel label("the replicas' state hashes");
+  ZT_RETURN_IF_ERROR(core_.replica_pg->AllReduce(t, comm::ReduceOp::kMax)->Wait());
+  if (t[0].item<int64_t>() == -t[1].item<int64_t>()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the replicas of this rank's shards (world ranks ", absl::StrJoin(core_.replica_pg->world_ranks(), ", "),
+      ") hold different master weights or optimizer state, which hierarchical sharding keeps identical; the "
+      "checkpoint would keep only the first one's. Was a parameter changed on one rank alone (outside "
+      "GatheredParameters with a modifier rank)?"));
 }
 
 // What an interrupted save leaves: a `<tag>.saving.<id>` folder (killed

@@ -98,6 +98,12 @@ class Checkpointer {
   // One save id for every file (rank 0's), and whether `folder` exists on
   // any rank. Collective.
   absl::Status AgreeOnSaveId(const std::string& folder, ckpt::TrainingState* ts, bool* replacing);
+  // Hierarchical sharding: the replicas of this rank's shards must hold the
+  // same master and optimizer state bit for bit (only replica 0 writes them).
+  // Compares a hash of the in-memory state across the replica group;
+  // FailedPrecondition naming the replicas' world ranks when they differ.
+  // Collective over the replica group; OK at once without one.
+  absl::Status CheckReplicasAgree();
   // Once every rank's files are complete: swap a replaced tag in, export the
   // 16-bit weights if configured, and move `latest` (rank 0 only).
   void RemoveStaleSaves(const std::string& dir, const std::string& current);

@@ -382,6 +382,42 @@ TEST_P(MicsCheckpointTest, ResumesInTheSameLayoutAndLoadsIntoAnyOther) {
   }
 }
 
+// Replicas that diverged (here: a parameter changed on world rank 2 alone,
+// which under flat sharding GatheredParameters would say to broadcast) make
+// the save fail on every rank, naming the replicas, instead of writing
+// replica 0's state as if it were everyone's.
+ZT_RANK_WORKER(mics_diverged) {
+  ZT_ASSIGN_OR_RETURN(auto pg, Group());
+  Config c = TrainConfig(/*stage=*/1, false);
+  c.batch.gradient_accumulation_steps = 1;
+  c.zero.mics_shard_size = 2;
+  Model m = MakeModel(false, /*root_unit=*/false, 1);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(m.module, c, pg));
+  torch::manual_seed(1000 + static_cast<uint64_t>(pg->rank()));
+  TrainStep(*engine, m, 0, false);
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ctx.arg, "agreed"));  // identical replicas save
+  if (pg->rank() == 2) {
+    torch::NoGradGuard no_grad;
+    m.module->parameters().front().view(-1)[0].add_(1.0);  // in shard rank 0's slice
+  }
+  const absl::Status st = engine->SaveCheckpoint(ctx.arg, "diverged");
+  if (st.ok()) return absl::InternalError("a save with diverged replicas succeeded");
+  // The pair that diverged says why; the others name it.
+  const bool pair = pg->rank() % 2 == 0;
+  const bool named = pair ? absl::StrContains(st.message(), "hold different master weights") &&
+                                absl::StrContains(st.message(), "world ranks 0, 2")
+                          : absl::StrContains(st.message(), "failed on ranks 0, 2");
+  if (!named) return absl::InternalError(absl::StrCat("refused with: ", st.message()));
+  return absl::OkStatus();
+}
+
+TEST(MicsCheckpoint, DivergedReplicasAreRefusedAtSave) {
+  const std::string dir = TempDir("mics_diverged");
+  RankRunResult r = RunWorker("mics_diverged", 4, dir);
+  EXPECT_TRUE(r.ok()) << r.Summary();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/diverged/" + ckpt::OptimStatesFile(0, ckpt::DType::kFloat32)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Stages, MicsCheckpointTest, ::testing::Values(1, 2, 3),
                          [](const auto& info) { return absl::StrCat("stage", info.param); });
 
