@@ -10,30 +10,36 @@ namespace {
 
 int HostOf(int rank, int ranks_per_host) { return rank / ranks_per_host; }
 
+// What members[i] sends in one collective (CollectiveLinkBytes' entry i),
+// in O(n): EstimateStepTraffic asks it for each rank of a world.
+LinkBytes MemberSends(Collective kind, const std::vector<int>& members, size_t i, int64_t bytes, int ranks_per_host) {
+  LinkBytes b;
+  const size_t n = members.size();
+  if (n <= 1) return b;
+  const int64_t slice = bytes / static_cast<int64_t>(n);
+  const int host = HostOf(members[i], ranks_per_host);
+  if (kind == Collective::kAllGather || kind == Collective::kAllReduce) {
+    // Ring: (n-1) slices to the next member.
+    const int next = members[(i + 1) % n];
+    (HostOf(next, ranks_per_host) == host ? b.inside : b.across) += slice * static_cast<int64_t>(n - 1);
+  }
+  if (kind == Collective::kReduceScatter || kind == Collective::kAllReduce) {
+    // All-to-all: one slice to every other member.
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      (HostOf(members[j], ranks_per_host) == host ? b.inside : b.across) += slice;
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 std::vector<LinkBytes> CollectiveLinkBytes(Collective kind, const std::vector<int>& members, int64_t bytes,
                                            int ranks_per_host) {
-  const int n = static_cast<int>(members.size());
-  std::vector<LinkBytes> out(static_cast<size_t>(n));
-  if (n <= 1) return out;
-  const int64_t slice = bytes / n;
-  for (int i = 0; i < n; ++i) {
-    LinkBytes& b = out[static_cast<size_t>(i)];
-    const int host = HostOf(members[static_cast<size_t>(i)], ranks_per_host);
-    if (kind == Collective::kAllGather || kind == Collective::kAllReduce) {
-      // Ring: (n-1) slices to the next member.
-      const int next = members[static_cast<size_t>((i + 1) % n)];
-      (HostOf(next, ranks_per_host) == host ? b.inside : b.across) += slice * (n - 1);
-    }
-    if (kind == Collective::kReduceScatter || kind == Collective::kAllReduce) {
-      // All-to-all: one slice to every other member.
-      for (int j = 0; j < n; ++j) {
-        if (j == i) continue;
-        (HostOf(members[static_cast<size_t>(j)], ranks_per_host) == host ? b.inside : b.across) += slice;
-      }
-    }
-  }
+  std::vector<LinkBytes> out;
+  out.reserve(members.size());
+  for (size_t i = 0; i < members.size(); ++i) out.push_back(MemberSends(kind, members, i, bytes, ranks_per_host));
   return out;
 }
 
@@ -69,11 +75,11 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
     for (int m = g * k; m < g * k + k; ++m) shard.push_back(m);
     for (int m = r % k; m < n; m += k) replica.push_back(m);
     const size_t in_shard = static_cast<size_t>(r - g * k), in_replica = static_cast<size_t>(r / k);
-    std::vector<LinkBytes> mine(1);
+    LinkBytes mine;
     auto on = [&](Collective kind, const std::vector<int>& group, size_t place, int64_t bytes, int64_t times) {
-      const std::vector<LinkBytes> all = CollectiveLinkBytes(kind, group, bytes, o.ranks_per_host);
-      mine[0].inside += all[place].inside * times;
-      mine[0].across += all[place].across * times;
+      const LinkBytes sent = MemberSends(kind, group, place, bytes, o.ranks_per_host);
+      mine.inside += sent.inside * times;
+      mine.across += sent.across * times;
     };
     switch (o.stage) {
       case 0: on(Collective::kAllReduce, shard, in_shard, grads, 1); break;
@@ -104,7 +110,7 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;
     }
-    per_rank[static_cast<size_t>(r)] = mine[0];
+    per_rank[static_cast<size_t>(r)] = mine;
   }
   StepTraffic t;
   std::vector<int64_t> host_across(static_cast<size_t>(n / o.ranks_per_host), 0);
