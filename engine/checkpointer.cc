@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ckpt/export.h"
+#include "ckpt/format/crc32.h"
 #include "ckpt/format/pt_file.h"
 #include "ckpt/format/safetensors.h"
 #include "comm/agreement.h"
@@ -390,21 +391,21 @@ absl::Status Checkpointer::AgreeOnSaveId(const std::string& folder, ckpt::Traini
 
 absl::Status Checkpointer::CheckReplicasAgree() {
   if (!core_.replica_pg) return absl::OkStatus();
-  // FNV-1a over the bytes of every resident state tensor (NVMe-resident
-  // state is left out: reading it back here would double the save's I/O).
-  uint64_t h = 1469598103934665603ull;
+  // The CRC-32 the checkpoint files use, over every resident state tensor
+  // (NVMe-resident state is left out: reading it back here would double the
+  // save's I/O).
+  uint32_t crc = 0;
   std::vector<std::string> kinds = core_.optimizer->state_names();
   kinds.insert(kinds.begin(), "master");
   for (size_t g = 0; g < core_.groups.size(); ++g) {
     const int64_t owned = core_.groups[g].owned_end() - core_.groups[g].owned_begin();
     for (const std::string& kind : kinds) {
-      const float* data = core_.optimizer->Resident(kind, static_cast<int>(g));
-      if (data == nullptr) continue;
-      const auto* bytes = reinterpret_cast<const unsigned char*>(data);
-      for (int64_t i = 0; i < owned * static_cast<int64_t>(sizeof(float)); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+      if (const float* data = core_.optimizer->Resident(kind, static_cast<int>(g))) {
+        crc = ckpt::Crc32(crc, data, static_cast<size_t>(owned) * sizeof(float));
+      }
     }
   }
-  const int64_t mine = static_cast<int64_t>(h >> 1);  // non-negative, so -mine never overflows
+  const int64_t mine = crc;
   at::Tensor t = at::tensor({mine, -mine}, at::kLong);
   comm::CollectiveLabel label("the replicas' state hashes");
   ZT_RETURN_IF_ERROR(core_.replica_pg->AllReduce(t, comm::ReduceOp::kMax)->Wait());

@@ -71,6 +71,10 @@ class EngineImpl final : public Engine {
   absl::Status SetupStages0To2(at::ScalarType dtype, SetupSummary* summary);
   absl::Status SetupStage3(at::ScalarType dtype, SetupSummary* summary);
   absl::Status FinishSetup(at::ScalarType dtype, const SetupSummary& summary);
+  // core_.shard_pg, replica_pg and hpz_pg from mics_shard_size and
+  // zero_hpz_partition_size (comm/shard_groups.h); collective, after the
+  // ranks agreed on the config. Errors name the key.
+  absl::Status SetupShardGroups();
   // Offload: checks the config against this build, starts the I/O engine
   // for "nvme"; MakeOptimizer builds the sharded optimizer where the config
   // puts its state.

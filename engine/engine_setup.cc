@@ -167,33 +167,7 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   }
   // Every rank agreed on the config above, so every rank makes the same
   // sub-groups in the same order here.
-  ZT_ASSIGN_OR_RETURN(comm::ShardGroups shards, comm::MakeShardGroups(core_.pg, core_.config.zero.mics_shard_size,
-                                                                      "zero_optimization.mics_shard_size"));
-  core_.shard_pg = std::move(shards.shard);
-  core_.replica_pg = std::move(shards.replica);
-  // H larger than the world, or not dividing it, is refused by MakeShardGroups;
-  // H equal to the world is flat stage 3 already.
-  if (const int h = core_.config.zero.hpz_partition_size; h > 1 && h != core_.pg->size()) {
-    if (!core_.sharding.parameters() || core_.replica_pg ||
-        core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("zero_optimization.zero_hpz_partition_size is ", h,
-                       ": hpZ needs ZeRO stage 3, without mics_shard_size and without parameter offload to NVMe"));
-    }
-    ZT_ASSIGN_OR_RETURN(comm::ShardGroups hpz,
-                        comm::MakeShardGroups(core_.pg, h, "zero_optimization.zero_hpz_partition_size"));
-    core_.hpz_pg = std::move(hpz.shard);
-  }
-  if (core_.replica_pg && !core_.sharding.optimizer_state()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("zero_optimization.mics_shard_size is ", core_.config.zero.mics_shard_size,
-                     " at ZeRO stage 0, which shards nothing: use stage 1, 2 or 3, or leave mics_shard_size at -1"));
-  }
-  if (core_.replica_pg && core_.pg->rank() == 0) {
-    ZT_LOG(INFO) << "engine: hierarchical sharding (mics_shard_size " << core_.shard_pg->size()
-                 << "): " << core_.pg->size() / core_.shard_pg->size() << " shard groups of " << core_.shard_pg->size()
-                 << " consecutive ranks, gradients all-reduced across them";
-  }
+  ZT_RETURN_IF_ERROR(SetupShardGroups());
 
   if (core_.options.log_config_notes && core_.pg->rank() == 0) {
     // Legacy spellings, what each "auto" became, keys this build ignores:
@@ -218,6 +192,38 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   SetupSummary summary;
   ZT_RETURN_IF_ERROR(core_.sharding.parameters() ? SetupStage3(dtype, &summary) : SetupStages0To2(dtype, &summary));
   return FinishSetup(dtype, summary);
+}
+
+absl::Status EngineImpl::SetupShardGroups() {
+  const int k = core_.config.zero.mics_shard_size;
+  if (k > 0 && k != core_.pg->size() && !core_.sharding.optimizer_state()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero_optimization.mics_shard_size is ", k,
+                     " at ZeRO stage 0, which shards nothing: use stage 1, 2 or 3, or leave mics_shard_size at -1"));
+  }
+  ZT_ASSIGN_OR_RETURN(comm::ShardGroups shards,
+                      comm::MakeShardGroups(core_.pg, k, "zero_optimization.mics_shard_size"));
+  core_.shard_pg = std::move(shards.shard);
+  core_.replica_pg = std::move(shards.replica);
+  // H larger than the world, or not dividing it, is refused by MakeShardGroups;
+  // H equal to the world is flat stage 3 already.
+  if (const int h = core_.config.zero.hpz_partition_size; h > 1 && h != core_.pg->size()) {
+    if (!core_.sharding.parameters() || core_.replica_pg ||
+        core_.config.zero.offload_param.device == OffloadDevice::kNvme) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("zero_optimization.zero_hpz_partition_size is ", h,
+                       ": hpZ needs ZeRO stage 3, without mics_shard_size and without parameter offload to NVMe"));
+    }
+    ZT_ASSIGN_OR_RETURN(comm::ShardGroups hpz,
+                        comm::MakeShardGroups(core_.pg, h, "zero_optimization.zero_hpz_partition_size"));
+    core_.hpz_pg = std::move(hpz.shard);
+  }
+  if (core_.replica_pg && core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "engine: hierarchical sharding (mics_shard_size " << core_.shard_pg->size()
+                 << "): " << core_.pg->size() / core_.shard_pg->size() << " shard groups of " << core_.shard_pg->size()
+                 << " consecutive ranks, gradients all-reduced across them";
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EngineImpl::SetupStages0To2(at::ScalarType dtype, SetupSummary* summary) {
