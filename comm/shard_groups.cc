@@ -17,7 +17,8 @@ std::vector<int> ReplicaGroupRanks(int world, int k, int j) {
   return ranks;
 }
 
-absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>& world, int k, const char* key) {
+absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>& world, int k, const char* key,
+                                            bool replicas) {
   const int n = world->size();
   if (k <= 0 || k == n) return ShardGroups{world, nullptr};
   if (k > n || n % k != 0) {
@@ -34,7 +35,7 @@ absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>&
     }
     if (*made) out.shard = *std::move(made);
   }
-  for (int j = 0; j < k; ++j) {
+  for (int j = 0; replicas && j < k; ++j) {
     absl::StatusOr<std::shared_ptr<ProcessGroup>> made = world->NewSubGroup(ReplicaGroupRanks(n, k, j));
     if (!made.ok()) {
       return absl::Status(made.status().code(), absl::StrCat("creating replica group ", j, " (", key, " ", k,

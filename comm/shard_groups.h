@@ -29,11 +29,13 @@ struct ShardGroups {
 std::vector<int> ShardGroupRanks(int world, int k, int g);
 std::vector<int> ReplicaGroupRanks(int world, int k, int j);
 
-// Collective over `world` (every rank calls it with the same k): k = world
-// (or k <= 0) returns {world, null} and creates nothing; else the world / k
-// shard groups, then the k replica groups, each created on every rank in the
-// same order (ProcessGroup::NewSubGroup's contract). InvalidArgument, naming
-// `key`, when k does not divide the world size.
-absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>& world, int k, const char* key);
+// Collective over `world` (every rank calls it with the same k and
+// `replicas`): k = world (or k <= 0) returns {world, null} and creates
+// nothing; else the world / k shard groups, then (with `replicas`) the k
+// replica groups, each created on every rank in the same order
+// (ProcessGroup::NewSubGroup's contract). InvalidArgument, naming `key`, when
+// k does not divide the world size.
+absl::StatusOr<ShardGroups> MakeShardGroups(const std::shared_ptr<ProcessGroup>& world, int k, const char* key,
+                                            bool replicas = true);
 
 }  // namespace zt::comm

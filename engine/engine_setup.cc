@@ -214,8 +214,9 @@ absl::Status EngineImpl::SetupShardGroups() {
           absl::StrCat("zero_optimization.zero_hpz_partition_size is ", h,
                        ": hpZ needs ZeRO stage 3, without mics_shard_size and without parameter offload to NVMe"));
     }
-    ZT_ASSIGN_OR_RETURN(comm::ShardGroups hpz,
-                        comm::MakeShardGroups(core_.pg, h, "zero_optimization.zero_hpz_partition_size"));
+    ZT_ASSIGN_OR_RETURN(
+        comm::ShardGroups hpz,
+        comm::MakeShardGroups(core_.pg, h, "zero_optimization.zero_hpz_partition_size", /*replicas=*/false));
     core_.hpz_pg = std::move(hpz.shard);
   }
   if (core_.replica_pg && core_.pg->rank() == 0) {

@@ -43,10 +43,10 @@ ShardedInit::ShardedInit(std::shared_ptr<comm::ProcessGroup> pg, const Config& c
   if (g_active != nullptr) {
     throw Error(absl::FailedPreconditionError("zt::ShardedInit: another ShardedInit is already active on this thread"));
   }
-  // Collective, on every rank in the same order (the replica groups are made
-  // too, for the sub-groups' numbering, and dropped: construction needs none).
+  // Collective, on every rank in the same order; construction needs no
+  // replica groups.
   absl::StatusOr<comm::ShardGroups> groups =
-      comm::MakeShardGroups(pg_, config.zero.mics_shard_size, "zero_optimization.mics_shard_size");
+      comm::MakeShardGroups(pg_, config.zero.mics_shard_size, "zero_optimization.mics_shard_size", /*replicas=*/false);
   if (!groups.ok()) throw Error(groups.status());
   shard_pg_ = std::move(groups->shard);
   g_active = this;

@@ -227,6 +227,9 @@ ZT_RANK_WORKER(shard_groups) {
   ZT_RETURN_IF_ERROR(Expect(g.shard != nullptr && g.replica != nullptr, "a rank got no shard or replica group"));
   ZT_RETURN_IF_ERROR(CheckCollectives(*g.shard, me < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, me));
   ZT_RETURN_IF_ERROR(CheckCollectives(*g.replica, me % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, me));
+  ZT_ASSIGN_OR_RETURN(zt::comm::ShardGroups only, zt::comm::MakeShardGroups(world, 2, "k", /*replicas=*/false));
+  ZT_RETURN_IF_ERROR(Expect(only.shard != nullptr && only.replica == nullptr, "replicas=false made replica groups"));
+  ZT_RETURN_IF_ERROR(CheckCollectives(*only.shard, me < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, me));
   for (int flat : {4, -1, 0}) {
     ZT_ASSIGN_OR_RETURN(zt::comm::ShardGroups f, zt::comm::MakeShardGroups(world, flat, "mics_shard_size"));
     ZT_RETURN_IF_ERROR(Expect(f.shard == world && f.replica == nullptr, absl::StrCat(flat, " made sub-groups")));
