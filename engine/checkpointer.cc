@@ -489,15 +489,13 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
         ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where, &adopt_groups));
         ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
         ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
-        // The RNG stream: this rank's own when the layout matches (under
-        // hierarchical sharding, the file of its shard rank and its replica's
-        // entry there), else a saved rank's.
+        // The RNG stream: world rank r saved as file r % W, replica r / W
+        // (W the saved files; replicas exist under hierarchical sharding,
+        // whose replica groups are strided), so each rank gets its own back
+        // when the world size matches, in either layout; else a saved rank's.
         std::vector<uint8_t> bytes;
-        const bool same_layout = ck->layout().world_size == core_.shard_pg->size();
-        const int replica = core_.replica_pg && same_layout ? core_.replica_pg->rank() : 0;
-        const int from = same_layout ? core_.shard_pg->rank() : core_.pg->rank() % ck->layout().world_size;
-        if (ck->ReadRngState(from, &bytes, replica).ok() ||
-            ck->ReadRngState(core_.pg->rank() % ck->layout().world_size, &bytes).ok()) {
+        const int saved = ck->layout().world_size, rank = core_.pg->rank();
+        if (ck->ReadRngState(rank % saved, &bytes, rank / saved).ok() || ck->ReadRngState(rank % saved, &bytes).ok()) {
           rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
           std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
         }
