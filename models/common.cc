@@ -20,6 +20,19 @@ at::Tensor Model::ForwardMasked(const at::Tensor& input, const at::Tensor& atten
   return Forward(input);
 }
 
+at::Tensor Model::ForwardCached(const at::Tensor&, KvCache&) {
+  throw Error(absl::UnimplementedError(
+      absl::StrCat("model ", info().name, " does not generate text (only causal language models do)")));
+}
+
+void CheckCachedLength(int64_t past, int64_t t, const ModelInfo& info) {
+  if (past + t > info.max_seq_len) {
+    throw Error(absl::InvalidArgumentError(absl::StrCat("model ", info.name, ": ", past, " cached positions and ", t,
+                                                        " new ones pass the model's ", info.max_seq_len,
+                                                        " positions (seq_len); generate fewer tokens")));
+  }
+}
+
 at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info) {
   if (!tokens.defined() || tokens.dim() != 2) {
     throw Error(absl::InvalidArgumentError(absl::StrCat(
@@ -48,6 +61,13 @@ at::Tensor CheckTokens(const at::Tensor& tokens, const ModelInfo& info) {
     }
   }
   return ids;
+}
+
+CausalLayout MakeCachedCausalLayout(int64_t past, int64_t t, const at::Device& device) {
+  const auto longs = torch::TensorOptions().dtype(torch::kLong).device(device);
+  const at::Tensor keys = torch::arange(past + t, longs).view({1, past + t});
+  const at::Tensor queries = torch::arange(past, past + t, longs).view({t, 1});
+  return {keys.le(queries).view({1, 1, t, past + t}), queries.view({1, t})};
 }
 
 CausalLayout MakeCausalLayout(int64_t t, const at::Tensor& documents, const at::Device& device) {

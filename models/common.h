@@ -35,6 +35,14 @@ struct CausalLayout {
 };
 CausalLayout MakeCausalLayout(int64_t t, const at::Tensor& documents, const at::Device& device);
 
+// The layout of t new tokens after `past` cached ones: query i (position
+// past + i) attends to keys 0..past+i. Shapes [1, 1, t, past + t] and [1, t].
+CausalLayout MakeCachedCausalLayout(int64_t past, int64_t t, const at::Device& device);
+
+// Throws zt::Error (InvalidArgument) when `past` cached positions and `t`
+// new ones pass info.max_seq_len.
+void CheckCachedLength(int64_t past, int64_t t, const ModelInfo& info);
+
 // Throws zt::Error (InvalidArgument) unless `documents` is [B, T] like
 // `tokens`, integer, and (CPU tensors) >= 0. Returns it as int64.
 at::Tensor CheckDocuments(const at::Tensor& documents, const at::Tensor& tokens, const ModelInfo& info);
@@ -68,6 +76,11 @@ class CausalLmModel : public Model {
     if (!documents.defined()) return Forward(input);
     at::Tensor ids = CheckTokens(input, info_);
     return module_->forward(ids, CheckDocuments(documents, ids, info_));
+  }
+  at::Tensor ForwardCached(const at::Tensor& input, KvCache& cache) override {
+    at::Tensor ids = CheckTokens(input, info_);
+    CheckCachedLength(cache.length(), ids.size(1), info_);
+    return module_->forward_cached(ids, cache);
   }
   int CheckpointActivations(int n) override { return CheckpointFirst(blocks_(*module_), n); }
 

@@ -37,6 +37,16 @@ torch::Tensor Gpt2AttentionImpl::forward(const torch::Tensor& x, const CausalLay
   return dropout > 0 ? torch::dropout(y, dropout, is_training()) : y;
 }
 
+torch::Tensor Gpt2AttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer,
+                                                const CausalLayout& layout) {
+  const int64_t b = x.size(0), t = x.size(1), d = x.size(2), hd = d / n_head;
+  std::vector<torch::Tensor> qkv = c_attn(x).split(d, -1);
+  auto heads = [&](const torch::Tensor& y) { return y.view({b, t, n_head, hd}).transpose(1, 2); };
+  auto [k, v] = cache.Append(layer, heads(qkv[1]), heads(qkv[2]));
+  torch::Tensor y = CausalAttention(heads(qkv[0]), k, v, layout.allowed, 0.0, /*training=*/false);
+  return c_proj(y.transpose(1, 2).contiguous().view({b, t, d}));
+}
+
 Gpt2MlpImpl::Gpt2MlpImpl(const Gpt2Config& c) : dropout(c.dropout_percent / 100.0) {
   c_fc = register_module("c_fc", Conv1D(c.n_embd, 4 * c.n_embd, c.initializer_range));
   c_proj = register_module("c_proj", Conv1D(4 * c.n_embd, c.n_embd, c.initializer_range / std::sqrt(2.0 * c.n_layer)));
@@ -57,6 +67,12 @@ Gpt2BlockImpl::Gpt2BlockImpl(const Gpt2Config& c) {
 
 torch::Tensor Gpt2BlockImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
   torch::Tensor h = x + attn(ln_1(x), layout);
+  return h + mlp(ln_2(h));
+}
+
+torch::Tensor Gpt2BlockImpl::forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer,
+                                            const CausalLayout& layout) {
+  torch::Tensor h = x + attn->forward_cached(ln_1(x), cache, layer, layout);
   return h + mlp(ln_2(h));
 }
 
@@ -82,6 +98,14 @@ torch::Tensor Gpt2TransformerImpl::forward(const torch::Tensor& idx, const torch
   return ln_f(x);
 }
 
+torch::Tensor Gpt2TransformerImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
+  const CausalLayout layout = MakeCachedCausalLayout(cache.length(), idx.size(1), idx.device());
+  torch::Tensor x = wte(idx) + wpe(layout.positions);
+  for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_cached(x, cache, i, layout);
+  cache.Advance(idx.size(1));
+  return ln_f(x);
+}
+
 Gpt2LMHeadModelImpl::Gpt2LMHeadModelImpl(const Gpt2Config& c) : config(c) {
   transformer = register_module("transformer", Gpt2Transformer(c));
   lm_head = register_module("lm_head", TiedLmHead(transformer->wte->weight));
@@ -90,6 +114,10 @@ Gpt2LMHeadModelImpl::Gpt2LMHeadModelImpl(const Gpt2Config& c) : config(c) {
 torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx) { return lm_head(transformer(idx)); }
 torch::Tensor Gpt2LMHeadModelImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
   return lm_head(transformer(idx, documents));
+}
+
+torch::Tensor Gpt2LMHeadModelImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
+  return lm_head(transformer->forward_cached(idx, cache));
 }
 
 std::unique_ptr<Model> CreateGpt2(const ModelInfo& info, const Gpt2Config& c) {

@@ -2,7 +2,8 @@
 // its weights (a safetensors export) load into transformers and back:
 // transformer.{wte,wpe,h.{i}.*,ln_f}.* and lm_head.weight, the LM head tied
 // to the token embedding. Linear layers are HF's Conv1D (weight [in, out]).
-// Limits: no KV cache (training only), learned absolute positions.
+// forward_cached: generation with a KV cache (models/kv_cache.h).
+// Limits: learned absolute positions.
 #pragma once
 
 #include <torch/torch.h>
@@ -16,6 +17,7 @@
 #include "lora/lora_layer.h"
 #include "models/catalog/gpt2_config.h"
 #include "models/common.h"
+#include "models/kv_cache.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -38,6 +40,8 @@ TORCH_MODULE(Conv1D);
 struct Gpt2AttentionImpl : torch::nn::Module {
   explicit Gpt2AttentionImpl(const Gpt2Config& c);
   torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);  // [B, T, C] -> [B, T, C]
+  // x [B, t, C] after cache.length() positions; appends layer `layer`'s keys and values.
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer, const CausalLayout& layout);
   int64_t n_head;
   double dropout;
   Conv1D c_attn{nullptr}, c_proj{nullptr};
@@ -56,6 +60,7 @@ TORCH_MODULE(Gpt2Mlp);
 struct Gpt2BlockImpl : torch::nn::Module {
   explicit Gpt2BlockImpl(const Gpt2Config& c);
   torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer, const CausalLayout& layout);
   torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
   Gpt2Attention attn{nullptr};
   Gpt2Mlp mlp{nullptr};
@@ -66,6 +71,8 @@ struct Gpt2TransformerImpl : torch::nn::Module {
   explicit Gpt2TransformerImpl(const Gpt2Config& c);
   // [B, T] -> hidden [B, T, C]; `documents`: packed rows (MakeCausalLayout), undefined: plain.
   torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents = {});
+  // [B, t] after cache.length() positions -> hidden [B, t, C]; advances the cache.
+  torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
   double dropout;
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};             // names h.0, h.1, ...
@@ -79,6 +86,7 @@ struct Gpt2LMHeadModelImpl : torch::nn::Module {
   // [B, T] int64 -> logits [B, T, vocab]; `documents` as Gpt2Transformer's.
   torch::Tensor forward(const torch::Tensor& idx);
   torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents);
+  torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);  // Model::ForwardCached
   Gpt2Config config;
   Gpt2Transformer transformer{nullptr};
   TiedLmHead lm_head{nullptr};

@@ -3,6 +3,7 @@
 // LlamaAttention, LlamaMLP, LlamaPreTrainedModel._init_weights).
 #include "models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +89,27 @@ LlamaAttentionImpl::LlamaAttentionImpl(const LlamaConfig& c)
   o_proj = register_module("o_proj", NoBiasLinear(n_head * head_dim, c.n_embd, init_std));
 }
 
+std::pair<torch::Tensor, torch::Tensor> LlamaAttentionImpl::RotaryRows(const torch::Tensor& positions, int64_t t,
+                                                                       const torch::Device& device) const {
+  // The tables up to the last position; each token's row by its position.
+  const int64_t rows_needed = positions.numel() == 0 ? 0 : positions.max().item<int64_t>() + 1;
+  auto [table_cos, table_sin] = RotaryCosSin(std::max(rows_needed, t), head_dim, rope_theta, device, rope_scaling);
+  const torch::Tensor rows = positions.reshape({-1});
+  return {table_cos.index_select(0, rows).view({positions.size(0), 1, t, head_dim}),
+          table_sin.index_select(0, rows).view({positions.size(0), 1, t, head_dim})};
+}
+
+namespace {
+
+// repeat_kv: query head j reads kv head j / (n_head / n_kv_head). x: [B, n_kv_head, L, head_dim].
+torch::Tensor RepeatKv(const torch::Tensor& x, int64_t n_head) {
+  const int64_t b = x.size(0), n_kv_head = x.size(1), l = x.size(2), hd = x.size(3);
+  if (n_kv_head == n_head) return x;
+  return x.unsqueeze(2).expand({b, n_kv_head, n_head / n_kv_head, l, hd}).reshape({b, n_head, l, hd});
+}
+
+}  // namespace
+
 torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const CausalLayout& layout) {
   const int64_t b = x.size(0), t = x.size(1);
   torch::Tensor q = q_proj(x).view({b, t, n_head, head_dim}).transpose(1, 2);
@@ -100,12 +122,22 @@ torch::Tensor LlamaAttentionImpl::forward(const torch::Tensor& x, const CausalLa
   const torch::Tensor sin = table_sin.index_select(0, rows).view({layout.positions.size(0), 1, t, head_dim});
   q = ApplyRotary(q, cos, sin);
   k = ApplyRotary(k, cos, sin);
-  if (n_kv_head != n_head) {  // repeat_kv: query head j reads kv head j / (n_head / n_kv_head)
-    const int64_t rep = n_head / n_kv_head;
-    k = k.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
-    v = v.unsqueeze(2).expand({b, n_kv_head, rep, t, head_dim}).reshape({b, n_head, t, head_dim});
-  }
-  torch::Tensor y = CausalAttention(q, k, v, layout.allowed, /*dropout=*/0.0, is_training());
+  torch::Tensor y =
+      CausalAttention(q, RepeatKv(k, n_head), RepeatKv(v, n_head), layout.allowed, /*dropout=*/0.0, is_training());
+  return o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head * head_dim}));
+}
+
+torch::Tensor LlamaAttentionImpl::forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer,
+                                                 const CausalLayout& layout) {
+  const int64_t b = x.size(0), t = x.size(1);
+  torch::Tensor q = q_proj(x).view({b, t, n_head, head_dim}).transpose(1, 2);
+  torch::Tensor k = k_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
+  torch::Tensor v = v_proj(x).view({b, t, n_kv_head, head_dim}).transpose(1, 2);
+  auto [cos, sin] = RotaryRows(layout.positions, t, x.device());
+  q = ApplyRotary(q, cos, sin);
+  auto [keys, values] = cache.Append(layer, ApplyRotary(k, cos, sin), v);
+  torch::Tensor y =
+      CausalAttention(q, RepeatKv(keys, n_head), RepeatKv(values, n_head), layout.allowed, 0.0, /*training=*/false);
   return o_proj(y.transpose(1, 2).contiguous().view({b, t, n_head * head_dim}));
 }
 
@@ -131,6 +163,12 @@ torch::Tensor LlamaDecoderLayerImpl::forward(const torch::Tensor& x, const Causa
   return h + mlp(post_attention_layernorm(h));
 }
 
+torch::Tensor LlamaDecoderLayerImpl::forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer,
+                                                    const CausalLayout& layout) {
+  torch::Tensor h = x + self_attn->forward_cached(input_layernorm(x), cache, layer, layout);
+  return h + mlp(post_attention_layernorm(h));
+}
+
 LlamaModelImpl::LlamaModelImpl(const LlamaConfig& c) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, c.n_embd));
   torch::nn::init::normal_(embed_tokens->weight, 0.0, c.initializer_range);
@@ -149,6 +187,14 @@ torch::Tensor LlamaModelImpl::forward(const torch::Tensor& idx, const torch::Ten
   return norm(x);
 }
 
+torch::Tensor LlamaModelImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
+  const CausalLayout layout = MakeCachedCausalLayout(cache.length(), idx.size(1), idx.device());
+  torch::Tensor x = embed_tokens(idx);
+  for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward_cached(x, cache, i, layout);
+  cache.Advance(idx.size(1));
+  return norm(x);
+}
+
 LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
   model = register_module("model", LlamaModel(c));
   if (c.tie_word_embeddings) {
@@ -161,6 +207,11 @@ LlamaForCausalLMImpl::LlamaForCausalLMImpl(const LlamaConfig& c) : config(c) {
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx) { return forward(idx, torch::Tensor()); }
 torch::Tensor LlamaForCausalLMImpl::forward(const torch::Tensor& idx, const torch::Tensor& documents) {
   const torch::Tensor h = model(idx, documents);
+  return config.tie_word_embeddings ? tied_lm_head(h) : lm_head(h);
+}
+
+torch::Tensor LlamaForCausalLMImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
+  const torch::Tensor h = model->forward_cached(idx, cache);
   return config.tie_word_embeddings ? tied_lm_head(h) : lm_head(h);
 }
 

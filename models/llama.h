@@ -4,7 +4,8 @@
 // Grouped-query attention, SwiGLU MLP, RMSNorm and rotary embeddings as in
 // transformers' modeling_llama.py. The same code is Mistral's and Qwen2's
 // (model_type): Qwen2 adds biases to q/k/v_proj; any of them may tie lm_head
-// to embed_tokens. Limits: no KV cache (training only); no rope scaling; no
+// to embed_tokens. forward_cached: generation with a KV cache
+// (models/kv_cache.h). Limits: no
 // o_proj or MLP biases; no sliding window (models/catalog/hf_config.h caps the
 // sequence length at the window instead).
 #pragma once
@@ -21,6 +22,7 @@
 #include "lora/lora_linear.h"
 #include "models/catalog/llama_config.h"
 #include "models/common.h"
+#include "models/kv_cache.h"
 #include "models/model.h"
 #include "models/tied_lm_head.h"
 #include "zero/unit.h"
@@ -51,6 +53,12 @@ TORCH_MODULE(LlamaRmsNorm);
 struct LlamaAttentionImpl : torch::nn::Module {
   explicit LlamaAttentionImpl(const LlamaConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);  // rotary computed here
+  // x [B, t, C] after cache.length() positions; appends layer `layer`'s keys
+  // (rotated) and values, n_kv_head heads each (repeated for the queries).
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer, const CausalLayout& layout);
+  // The rotary cos / sin rows of `positions` [1 or B, T]: [1 or B, 1, T, head_dim].
+  std::pair<torch::Tensor, torch::Tensor> RotaryRows(const torch::Tensor& positions, int64_t t,
+                                                     const torch::Device& device) const;
   int64_t n_head, n_kv_head, head_dim;
   double rope_theta;
   RopeScaling rope_scaling;
@@ -68,6 +76,7 @@ TORCH_MODULE(LlamaMlp);
 struct LlamaDecoderLayerImpl : torch::nn::Module {
   explicit LlamaDecoderLayerImpl(const LlamaConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const CausalLayout& layout);
+  torch::Tensor forward_cached(const torch::Tensor& x, KvCache& cache, size_t layer, const CausalLayout& layout);
   LlamaAttention self_attn{nullptr};
   LlamaMlp mlp{nullptr};
   LlamaRmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
@@ -78,6 +87,8 @@ struct LlamaModelImpl : torch::nn::Module {
   explicit LlamaModelImpl(const LlamaConfig& c);
   // [B, T] -> hidden [B, T, C]; `documents`: packed rows (MakeCausalLayout), undefined: plain.
   torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents = {});
+  // [B, t] after cache.length() positions -> hidden [B, t, C]; advances the cache.
+  torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
   torch::nn::Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers_list{nullptr};           // names layers.0, layers.1, ...
   std::vector<zt::Unit<LlamaDecoderLayerImpl>> layers;  // the same modules, typed
@@ -90,6 +101,7 @@ struct LlamaForCausalLMImpl : torch::nn::Module {
   // [B, T] int64 -> logits [B, T, vocab]; `documents` as LlamaModel's.
   torch::Tensor forward(const torch::Tensor& idx);
   torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& documents);
+  torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);  // Model::ForwardCached
   LlamaConfig config;
   LlamaModel model{nullptr};
   zt::LoraLinear lm_head{nullptr};   // untied

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/catalog/model_info.h"
+#include "models/kv_cache.h"
 
 namespace zt::models {
 
@@ -42,6 +43,14 @@ class Model {
   // for a defined mask. (A separate name, so a model overriding one does not hide
   // the other.)
   virtual at::Tensor ForwardMasked(const at::Tensor& input, const at::Tensor& attention_mask);
+  // Causal language models, incrementally (generation): the logits
+  // [B, t, vocab_size] of `input` [B, t] taken as the positions after those
+  // `cache` holds, which then holds these too (models/kv_cache.h). Equal to
+  // Forward over the whole sequence at those positions, up to rounding
+  // (models_kv_cache_test). Throws zt::Error (InvalidArgument) for bad ids
+  // or a sequence that would pass max_seq_len; (Unimplemented) for models
+  // that do not generate (classifiers: the default).
+  virtual at::Tensor ForwardCached(const at::Tensor& input, KvCache& cache);
   // Parameters of a task head that a base model's weights do not have (BERT's
   // classifier.* when starting from BertModel / BertForMaskedLM weights):
   // loading such weights keeps their initial values. Empty by default.
