@@ -2,7 +2,7 @@
 // Each takes the arguments after its name and returns the process exit code:
 // 0 success, 2 bad input (message on stderr), other codes as documented.
 // `zt` (zt.cc) runs config, ckpt, estimate, tokenize and launch; `zt-torch`
-// (zt_torch.cc) runs train and launch (cli/programs.h says why).
+// (zt_torch.cc) runs train, generate and launch (cli/programs.h says why).
 #pragma once
 
 #include <string>
@@ -19,6 +19,7 @@ int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 int RunEstimateCommand(const std::vector<std::string>& args);
 int RunTokenizeCommand(const std::vector<std::string>& args);
+int RunGenerateCommand(const std::vector<std::string>& args);
 
 // Starts ranks whose command is this binary's `zt train ...` by fork, from
 // this process that has loaded LibTorch already (launch/fork_spawner.h says

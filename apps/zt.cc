@@ -32,7 +32,7 @@ int RunLaunch(const std::vector<std::string>& args, char** argv) {
 struct Command {
   const char* name;
   const char* summary;
-  int (*run)(const std::vector<std::string>&);  // nullptr: main's own (train, launch), else zt-torch's
+  int (*run)(const std::vector<std::string>&);  // nullptr: zt-torch's (train, generate) or main's own (launch)
 };
 
 const Command kCommands[] = {
@@ -44,6 +44,7 @@ const Command kCommands[] = {
     {"estimate", "memory per rank for ZeRO stages 0-3 (model states, buckets, activations)",
      zt::cli::RunEstimateCommand},
     {"tokenize", "text or JSONL -> a token file, with a model's Hugging Face tokenizer", zt::cli::RunTokenizeCommand},
+    {"generate", "text from a model folder, export, checkpoint, LoRA adapter or llama2.c file (KV cache)", nullptr},
 };
 
 void PrintUsage(FILE* out) {

@@ -21,6 +21,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", zt::cli::RunTrainCommand},
+    {"generate", zt::cli::RunGenerateCommand},
     {"launch", RunLaunch},
 };
 
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr,
-               "zt-torch: runs the commands train and launch for zt, which starts it; "
+               "zt-torch: runs the commands train, generate and launch for zt, which starts it; "
                "run `zt %s` instead\n",
                argc >= 2 ? argv[1] : "--help");
   return 2;

@@ -32,14 +32,7 @@ namespace {
 // the export dtype, integer ones (buffers) as they are.
 DType OutputDType(DType source, const ExportOptions& options) { return IsFloating(source) ? options.dtype : source; }
 
-// One tensor to export: its entry and how to produce elements [b, e) in its
-// source dtype.
-struct Item {
-  SafetensorsEntry entry;
-  DType source = DType::kFloat32;
-  int64_t numel = 0;
-  std::function<absl::Status(int64_t b, int64_t e, void* dst)> read;
-};
+using Item = ExportTensor;
 
 // Trainable parameter `p`'s fp32 master, written as `entry_name` (its own
 // name, or a tied alias of it).
@@ -377,6 +370,23 @@ absl::Status WriteItem(const Item& it, size_t index, ChunkStream& stream, Safete
 
 }  // namespace
 
+absl::StatusOr<std::vector<ExportTensor>> ExportTensors(const ZeroCheckpoint& ck, const ExportOptions& options) {
+  std::vector<Item> items = ParameterItems(ck, options);
+  ZT_RETURN_IF_ERROR(AddModuleItems(ck, options, &items));
+  // By default tied aliases are named in the metadata only.
+  if (options.tied_copies) AddTiedCopies(ck, options, &items);
+  ZT_RETURN_IF_ERROR(ApplyLoraExport(options, &items));
+  return items;
+}
+
+absl::Status ExportTensor::ReadAs(int64_t begin, int64_t end, void* dst) const {
+  if (source == entry.dtype) return read(begin, end, dst);
+  const size_t n = static_cast<size_t>(end - begin);
+  std::vector<char> raw(n * DTypeSize(source));
+  ZT_RETURN_IF_ERROR(read(begin, end, raw.data()));
+  return ConvertElements(source, raw.data(), entry.dtype, dst, n);
+}
+
 absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const std::string& out,
                                                const ExportOptions& options) {
   if (!IsFloating(options.dtype)) {
@@ -387,11 +397,7 @@ absl::StatusOr<ExportResult> ExportSafetensors(const ZeroCheckpoint& ck, const s
     return absl::InvalidArgumentError(
         absl::StrCat("export chunk_elements must be positive, got ", options.chunk_elements));
   }
-  std::vector<Item> items = ParameterItems(ck, options);
-  ZT_RETURN_IF_ERROR(AddModuleItems(ck, options, &items));
-  // By default tied aliases are named in the metadata only.
-  if (options.tied_copies) AddTiedCopies(ck, options, &items);
-  ZT_RETURN_IF_ERROR(ApplyLoraExport(options, &items));
+  ZT_ASSIGN_OR_RETURN(std::vector<Item> items, ExportTensors(ck, options));
 
   std::vector<SafetensorsEntry> entries;
   for (const Item& it : items) entries.push_back(it.entry);

@@ -12,11 +12,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "ckpt/format/dtype.h"
+#include "ckpt/format/safetensors.h"
 #include "ckpt/zero_checkpoint.h"
 
 namespace zt::ckpt {
@@ -59,6 +62,25 @@ struct ExportResult {
   int64_t tensors = 0;
   uint64_t bytes = 0;  // tensor bytes written
 };
+
+// One tensor of an export: its entry (name, dtype as written, shape) and a
+// reader of elements [b, e) in the dtype it was saved in (`source`).
+// Pieces read are hashed on the way; the caller completes the check with
+// ZeroCheckpoint::VerifyRead before it trusts what it read.
+struct ExportTensor {
+  SafetensorsEntry entry;
+  DType source = DType::kFloat32;
+  int64_t numel = 0;
+  std::function<absl::Status(int64_t b, int64_t e, void* dst)> read;
+  // Elements [b, e) converted to entry.dtype.
+  absl::Status ReadAs(int64_t begin, int64_t end, void* dst) const;
+};
+
+// The tensors ExportSafetensors writes, in its order, each readable on its
+// own: what `zt generate` loads from a training checkpoint (gathered from
+// every rank's shards) without writing a file. Valid while `checkpoint` is.
+absl::StatusOr<std::vector<ExportTensor>> ExportTensors(const ZeroCheckpoint& checkpoint,
+                                                        const ExportOptions& options = {});
 
 // `out`: a path ending in ".safetensors" (one file; it must fit one shard) or
 // a directory (created if needed) that gets model.safetensors, or

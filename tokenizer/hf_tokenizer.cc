@@ -566,6 +566,18 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   }
   const std::string& json_path = files.json;
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
+  // Not JSON: llama2.c's binary tokenizer.bin.
+  if (const size_t first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] != '{') {
+    absl::StatusOr<Llama2cTokenizer> l = Llama2cTokenizer::Open(json_path);
+    if (!l.ok()) {
+      return absl::Status(l.status().code(), absl::StrCat("tokenizer ", json_path,
+                                                          " is not a tokenizer.json, nor a llama2.c tokenizer.bin: ",
+                                                          l.status().message()));
+    }
+    t->llama2c_ = std::move(*l);
+    t->source_ = json_path;
+    return t;
+  }
   ZT_ASSIGN_OR_RETURN(const Json j, ReadTokenizerJson(text, json_path, /*max_depth=*/64));
   HfTokenizerLoader loader(t.get(), json_path);
   // A field of the wrong JSON type where the loader reads it directly is
@@ -655,6 +667,7 @@ absl::Status HfTokenizer::EncodeSection(std::string_view section, std::vector<in
 }
 
 absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+  if (llama2c_.has_value()) return llama2c_->Encode(text, /*bos=*/add_special_tokens, /*eos=*/false);
   std::vector<int32_t> ids;
   if (add_special_tokens) ids = prefix_ids_;
   size_t start = 0;  // of the section not yet encoded
@@ -686,6 +699,19 @@ absl::StatusOr<std::vector<int32_t>> HfTokenizer::Encode(std::string_view text, 
 
 absl::StatusOr<std::string> HfTokenizer::Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const {
   std::string out;
+  if (llama2c_.has_value()) {
+    // run.c's decode, token after token (a piece after BOS loses its leading
+    // space); skipped special tokens still count as the previous token.
+    int32_t prev = -1;
+    for (int32_t id : ids) {
+      if (id < 0 || id >= vocab_size()) {
+        return absl::OutOfRangeError(absl::StrCat("token id ", id, " is outside the vocabulary (", vocab_size(), ")"));
+      }
+      if (!(skip_special_tokens && id <= Llama2cTokenizer::kEos)) out += llama2c_->Decode(prev, id);
+      prev = id;
+    }
+    return out;
+  }
   if (decoder_ == Decoder::kWordPiece) {
     // The decoder sees every token, added ones included, as in the
     // `tokenizers` library: joined by spaces, a prefixed piece glued on.
@@ -760,12 +786,20 @@ int32_t HfTokenizer::ModelId(std::string_view token) const {
 }
 
 int32_t HfTokenizer::vocab_size() const {
+  if (llama2c_.has_value()) return static_cast<int32_t>(llama2c_->vocab_size());
   int32_t n = ModelVocabSize();
   for (const Added& a : added_) n = std::max(n, a.id + 1);
   return n;
 }
 
 int32_t HfTokenizer::TokenId(std::string_view token) const {
+  if (llama2c_.has_value()) {
+    // The special pieces are "<unk>", "\n<s>\n" and "\n</s>\n" in the file.
+    if (token == "<unk>") return 0;
+    if (token == "<s>") return Llama2cTokenizer::kBos;
+    if (token == "</s>") return Llama2cTokenizer::kEos;
+    return llama2c_->Id(std::string(token));
+  }
   for (const Added& a : added_) {
     if (a.content == token) return a.id;
   }
@@ -773,6 +807,10 @@ int32_t HfTokenizer::TokenId(std::string_view token) const {
 }
 
 std::string HfTokenizer::Describe() const {
+  if (llama2c_.has_value()) {
+    return absl::StrFormat("llama2.c tokenizer.bin (BPE by score, byte fallback), %d tokens, from %s",
+                           llama2c_->vocab_size(), source_);
+  }
   if (wordpiece_.has_value()) {
     const bool lowercase = std::any_of(normalizer_.begin(), normalizer_.end(),
                                        [](const NormalizeStep& s) { return s.kind == NormalizeStep::kLowercase; });

@@ -6,7 +6,11 @@
 //     BertPreTokenizer, BertProcessing or TemplateProcessing, the WordPiece
 //     decoder), as bert-base-uncased ships it;
 //   * vocab.json + merges.txt (GPT-2's original pair, also OpenAI's
-//     encoder.json + vocab.bpe): byte-level BPE with GPT-2's split.
+//     encoder.json + vocab.bpe): byte-level BPE with GPT-2's split;
+//   * llama2.c's tokenizer.bin (tok512.bin ...; tokenizer/llama2c_tokenizer.h),
+//     any file that is not JSON: encoded and decoded as llama2.c's run.c does,
+//     BOS (1) as the special token Encode adds, "<unk>", "<s>" and "</s>"
+//     naming ids 0, 1 and 2.
 // Encode runs the pipeline tokenizer.json describes: added tokens are cut
 // out of the text first (longest match), the rest is normalized (NFC, NFD,
 // Lowercase, StripAccents, Prepend, Replace, BertNormalizer; as listed),
@@ -37,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/wordpiece.h"
 
@@ -65,6 +70,8 @@ class HfTokenizer {
   absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   int32_t vocab_size() const;  // largest id + 1, added tokens included
+  // A llama2.c tokenizer.bin (whose models end a text at BOS, as run.c does).
+  bool is_llama2c() const { return llama2c_.has_value(); }
   // The id of a token string (vocabulary or added), or -1.
   int32_t TokenId(std::string_view token) const;
   // "byte-level BPE (Qwen2 split), 151643 tokens + 26 added, from DIR/tokenizer.json",
@@ -104,7 +111,8 @@ class HfTokenizer {
   const std::string& ModelToken(int32_t id) const;
   int32_t ModelId(std::string_view token) const;
 
-  std::optional<Bpe> bpe_;  // exactly one of bpe_ and wordpiece_ is set
+  std::optional<Bpe> bpe_;  // exactly one of bpe_, wordpiece_ and llama2c_ is set
+  std::optional<Llama2cTokenizer> llama2c_;
   std::optional<WordPiece> wordpiece_;
   std::vector<Added> added_;         // longest content first
   bool added_first_byte_[256] = {};  // bytes an added token starts with: Encode looks only there

@@ -44,6 +44,8 @@ class Llama2cTokenizer {
   // The text of `ids` in order (ids out of range are skipped).
   std::string Decode(const std::vector<int32_t>& ids) const;
 
+  // The id of piece `s` (a space for SentencePiece's "▁"), or -1.
+  int32_t Id(const std::string& s) const { return Lookup(s); }
   int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
   const std::string& piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   float score(int32_t id) const { return scores_[static_cast<size_t>(id)]; }

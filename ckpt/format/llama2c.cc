@@ -202,12 +202,7 @@ absl::StatusOr<std::vector<float>> ReadLlama2cTensor(const Llama2cModel& m, cons
   return ReadTensor(f, m, t);
 }
 
-absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
-  std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
-    return absl::AlreadyExistsError(absl::StrCat(dir, " exists and is not empty; give a new folder"));
-  }
-  ZT_RETURN_IF_ERROR(MakeDirs(dir));
+std::string Llama2cHfConfigJson(const Llama2cModel& m) {
   nlohmann::ordered_json c;
   c["architectures"] = {"LlamaForCausalLM"};
   c["model_type"] = "llama";
@@ -229,6 +224,15 @@ absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
   c["bos_token_id"] = 1;
   c["eos_token_id"] = 2;
   c["torch_dtype"] = "float32";
+  return c.dump(2) + "\n";
+}
+
+absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat(dir, " exists and is not empty; give a new folder"));
+  }
+  ZT_RETURN_IF_ERROR(MakeDirs(dir));
   std::vector<SafetensorsEntry> entries;
   for (const auto& t : m.tensors) entries.push_back({t.name, DType::kFloat32, t.shape});
   ZT_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::Create(dir + "/model.safetensors", entries, {{"format", "pt"}}));
@@ -238,7 +242,7 @@ absl::Status WriteLlama2cAsHf(const Llama2cModel& m, const std::string& dir) {
     ZT_RETURN_IF_ERROR(writer->Write(v.data(), v.size() * sizeof(float)));
   }
   ZT_RETURN_IF_ERROR(writer->Finish());
-  return WriteFileAtomically(dir + "/config.json", c.dump(2) + "\n");
+  return WriteFileAtomically(dir + "/config.json", Llama2cHfConfigJson(m));
 }
 
 }  // namespace zt::ckpt

@@ -53,6 +53,10 @@ absl::StatusOr<Llama2cModel> OpenLlama2c(const std::string& path);
 // Tensor `t` of `m` as HF holds it (rows reordered where t.rope_heads > 0).
 absl::StatusOr<std::vector<float>> ReadLlama2cTensor(const Llama2cModel& m, const Llama2cModel::Tensor& t);
 
+// The config.json of `m` as a Hugging Face LlamaForCausalLM (the one
+// WriteLlama2cAsHf writes).
+std::string Llama2cHfConfigJson(const Llama2cModel& m);
+
 // `dir` (absent or empty) gets config.json (LlamaForCausalLM, rms_norm_eps
 // 1e-5 as run.c, rope_theta 10000, bos 1, eos 2, tie_word_embeddings where
 // the classifier is shared, whose lm_head.weight is then not stored, as HF's

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ckpt/format/llama2c.h"
 #include "models/catalog/hf_config.h"
 #include "util/file_io.h"
 #include "util/status.h"
@@ -155,15 +156,21 @@ absl::StatusOr<ResolvedModel> Resolve(const ModelSpec& spec) {
   r.info.name = spec.name;
   if (const std::string config_path = HfConfigPath(spec.name); !config_path.empty()) {
     ZT_ASSIGN_OR_RETURN(r.config, ConfigFromFolder(config_path));
+  } else if (ckpt::LooksLikeLlama2c(spec.name)) {
+    // A llama2.c model file: the LLaMA its header describes, as the HF
+    // config `zt ckpt convert --to hf` writes for it.
+    ZT_ASSIGN_OR_RETURN(const ckpt::Llama2cModel m, ckpt::OpenLlama2c(spec.name));
+    ZT_ASSIGN_OR_RETURN(HfArchitecture a, ArchitectureFromHfConfig(ckpt::Llama2cHfConfigJson(m), spec.name));
+    r.config = ModelConfig(std::get<LlamaConfig>(a));
   } else {
     const Preset* preset = nullptr;
     for (const Preset& p : Presets()) {
       if (spec.name == p.name) preset = &p;
     }
     if (preset == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown model '", spec.name,
-                                                     "'; known models: ", absl::StrJoin(ModelNames(), ", "),
-                                                     ", or a Hugging Face model folder with a config.json"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown model '", spec.name, "'; known models: ", absl::StrJoin(ModelNames(), ", "),
+                       ", a Hugging Face model folder with a config.json, or a llama2.c model file"));
     }
     r.config = preset->config;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace zt::data {
 namespace {
@@ -45,6 +46,44 @@ TEST(Llama2cTokenizer, EncodesThePromptsAsRunCDoes) {
     for (size_t i = want.size(); i < all.size(); ++i) greedy += tok->Decode(all[i - 1], all[i]);
     EXPECT_EQ(greedy, ReadAll(kDir + "/ref/" + name + ".greedy_text.txt"));
   }
+}
+
+// The same file through the loader every command uses (zt train --tokenizer,
+// zt tokenize, zt generate): HfTokenizer::Load takes a file that is not JSON
+// as llama2.c's, adds BOS as its special token, and decodes without the
+// special pieces as run.c prints.
+TEST(Llama2cTokenizer, LoadsThroughTheCommandsTokenizerLoader) {
+  auto tok = HfTokenizer::Load(kDir + "/tok512.bin");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->vocab_size(), 512);
+  EXPECT_THAT((*tok)->Describe(), HasSubstr("llama2.c tokenizer.bin"));
+  EXPECT_EQ((*tok)->TokenId("<s>"), 1);
+  EXPECT_EQ((*tok)->TokenId("</s>"), 2);
+  EXPECT_EQ((*tok)->TokenId("<unk>"), 0);
+  EXPECT_EQ((*tok)->TokenId(" time"), Llama2cTokenizer::Open(kDir + "/tok512.bin")->Id(" time"));
+  for (const char* name : {"once_upon_a_time", "lily_and_ben", "sun_was_shining"}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json ref = nlohmann::json::parse(ReadAll(kDir + "/ref/" + name + ".json"));
+    const std::vector<int32_t> want = ref.at("prompt_ids").get<std::vector<int32_t>>();
+    auto got = (*tok)->Encode(ref.at("prompt_text").get<std::string>(), /*add_special_tokens=*/true);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, want);
+    auto plain = (*tok)->Encode(ref.at("prompt_text").get<std::string>());
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(*plain, std::vector<int32_t>(want.begin() + 1, want.end()));
+    std::vector<int32_t> all = want;
+    for (int32_t id : ref.at("greedy_ids").get<std::vector<int32_t>>()) all.push_back(id);
+    auto text = (*tok)->Decode(all, /*skip_special_tokens=*/true);
+    ASSERT_TRUE(text.ok());
+    EXPECT_EQ(*text, ref.at("full_text").get<std::string>());
+  }
+  EXPECT_EQ((*tok)->Decode(std::vector<int32_t>{512}).status().code(), absl::StatusCode::kOutOfRange);
+  // A file that is neither: named as both.
+  const std::string bad = ::testing::TempDir() + "/not_a_tokenizer.bin";
+  std::ofstream(bad, std::ios::binary) << "\x01\x02";
+  auto err = HfTokenizer::Load(bad);
+  ASSERT_FALSE(err.ok());
+  EXPECT_THAT(err.status().message(), HasSubstr("is not a tokenizer.json, nor a llama2.c tokenizer.bin"));
 }
 
 TEST(Llama2cTokenizer, BytesWithoutAPieceFallBackAndMergesPreferTheHigherScore) {
