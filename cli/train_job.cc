@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ckpt/format/llama2c.h"
 #include "cli/programs.h"
 #include "config/lora_options.h"
 #include "estimate/builtin_models.h"
@@ -57,7 +58,8 @@ void Define(Flags& f) {
            "directory (default: per model)");
   f.String("eval-data", "", "separate evaluation data (default: the last --eval-fraction of --data)");
   f.String("tokenizer", "",
-           "Hugging Face tokenizer folder for JSONL --data (default: the --init-from or --model folder)");
+           "tokenizer for JSONL --data: a Hugging Face folder or tokenizer.json, or llama2.c's tokenizer.bin (default: "
+           "the --init-from or --model folder)");
   f.Bool("packing",
          "pack JSONL examples several per sample (best-fit decreasing), each attended and positioned on its own");
   f.String("token-dtype", "auto", "token width of headerless .bin files: auto (uint16), uint16, uint32");
@@ -91,7 +93,8 @@ void Define(Flags& f) {
   f.String("save-format", "zerotorch",
            "zerotorch, or deepspeed: each checkpoint also written in DeepSpeed's format to <save-dir>/deepspeed");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
-  f.String("init-from", "", "start from these weights: .safetensors file, index .json or directory");
+  f.String("init-from", "",
+           "start from these weights: .safetensors file, index .json or directory, or a llama2.c model file");
   f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets, the base frozen (0: full fine-tuning)");
   f.Double("lora-alpha", 8, "LoRA alpha (the adapter's update is scaled by alpha / r)");
   f.Double("lora-dropout", 0, "dropout on the LoRA adapters' input");
@@ -169,7 +172,9 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->init_from = f.GetString("init-from");
   // A Hugging Face model folder brings its architecture: --init-from DIR
   // alone trains the model its config.json describes.
-  if (!f.WasSet("model") && !o->init_from.empty() && !models::HfConfigPath(o->init_from).empty()) {
+  // So does a llama2.c model file (its header).
+  if (!f.WasSet("model") && !o->init_from.empty() &&
+      (!models::HfConfigPath(o->init_from).empty() || ckpt::LooksLikeLlama2c(o->init_from))) {
     o->model = o->init_from;
   }
   o->lora.r = f.GetInt("lora-r");

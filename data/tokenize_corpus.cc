@@ -55,6 +55,9 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const HfTokenizer& tokenizer, con
 }
 
 int32_t DefaultEndOfText(const HfTokenizer& tokenizer) {
+  // llama2.c's data puts BOS before each story (its pretokenize), and its
+  // models end a text there.
+  if (tokenizer.is_llama2c()) return Llama2cTokenizer::kBos;
   for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
     if (int32_t id = tokenizer.TokenId(name); id >= 0) return id;
   }

@@ -31,7 +31,8 @@ absl::StatusOr<TokenizedCorpus> TokenizeCorpus(const HfTokenizer& tokenizer, con
                                                int32_t eot);
 
 // The tokenizer's end-of-text token: the first of <|endoftext|>,
-// <|end_of_text|>, </s> it has; -1 when none.
+// <|end_of_text|>, </s> it has (a llama2.c tokenizer: BOS, as llama2.c
+// separates its stories); -1 when none.
 int32_t DefaultEndOfText(const HfTokenizer& tokenizer);
 
 }  // namespace zt::data

@@ -50,6 +50,7 @@
 #include "monitor/tensorboard.h"
 #include "plan/stage_sharding.h"
 #include "train/evaluate.h"
+#include "train/job/init_from.h"
 #include "train/job/job_check.h"
 #include "train/job/train_config.h"
 #include "train/run_history.h"
@@ -254,6 +255,7 @@ class RankTrainer {
   const Clock::time_point t_start_;
   std::shared_ptr<comm::ProcessGroup> pg_;
   bool rank0_ = false;
+  bool local_rank0_ = false;  // the first rank on its host
   const OutputPaths paths_;
   Config config_;
   models::ModelSpec spec_;
@@ -285,6 +287,7 @@ absl::Status RankTrainer::JoinWorld() {
   ZT_ASSIGN_OR_RETURN(pg_, comm::InitProcessGroup(env, {}));
   if (o_.threads > 0) at::set_num_threads(o_.threads);
   rank0_ = pg_->rank() == 0;
+  local_rank0_ = env.local_rank == 0;
   return absl::OkStatus();
 }
 
@@ -434,7 +437,16 @@ absl::Status RankTrainer::ChooseStart() {
     }
   }
   if (!resumed && !o_.init_from.empty()) {
-    ZT_RETURN_IF_ERROR(engine_->LoadWeights(o_.init_from, model_->NewHeadParameters()));
+    // A llama2.c file: converted once per host (its first rank), then loaded
+    // from the folder like any other (train/job/init_from.h).
+    absl::StatusOr<bool> converted = false;
+    if (InitFromIsLlama2c(o_) && local_rank0_) converted = PrepareInitFrom(o_);
+    ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, converted.status(), "converting the llama2.c --init-from"));
+    if (rank0_ && InitFromIsLlama2c(o_)) {
+      std::printf("--init-from %s is a llama2.c model file: %s %s (a Hugging Face folder)\n", o_.init_from.c_str(),
+                  *converted ? "converted it into" : "loading its conversion in", InitFromWeights(o_).c_str());
+    }
+    ZT_RETURN_IF_ERROR(engine_->LoadWeights(InitFromWeights(o_), model_->NewHeadParameters()));
     if (rank0_) std::printf("initialized the weights from %s\n", o_.init_from.c_str());
   }
   return absl::OkStatus();
@@ -604,6 +616,15 @@ absl::Status RankTrainer::Save() {
   // copy converts exactly the folder this save wrote.
   const std::string tag = absl::StrCat("global_step", engine_->global_steps());
   ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, tag, ClientState(*stream_, history_, lora_)));
+  // transformers' config.json in the tag's folder, as the Trainer's
+  // checkpoint-N folders hold one: `zt generate --model` reads the
+  // architecture there.
+  absl::Status config_st;
+  if (rank0_) {
+    std::string written;
+    config_st = WriteHfConfig(spec_, data_->label_names(), paths_.save_dir + "/" + tag, &written);
+  }
+  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, config_st, "writing config.json into the checkpoint"));
   if (rank0_) {
     if (progress_) progress_->Finish();
     std::printf("saved checkpoint %s/%s (%.2f s)\n", paths_.save_dir.c_str(), tag.c_str(), Seconds(t0, Clock::now()));

@@ -13,8 +13,10 @@
 #include "absl/strings/strip.h"
 #include "ckpt/deepspeed/optimizer.h"
 #include "ckpt/deepspeed/writer.h"
+#include "ckpt/format/llama2c.h"
 #include "ckpt/format/safetensors.h"
 #include "train/job/data_checks.h"
+#include "train/job/init_from.h"
 #include "train/job/train_config.h"
 #include "util/file_io.h"
 #include "util/status.h"
@@ -122,9 +124,14 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
   if (!o.init_from.empty() && !std::filesystem::exists(o.init_from)) {
     return absl::NotFoundError(absl::StrCat("--init-from ", o.init_from,
                                             " does not exist: give a .safetensors file, an index .json or a "
-                                            "directory holding them (zt ckpt consolidate writes one)"));
+                                            "directory holding them (zt ckpt consolidate writes one), or a "
+                                            "llama2.c model file"));
   }
-  if (!o.init_from.empty()) {
+  if (InitFromIsLlama2c(o)) {
+    // Header against file size; the ranks convert it (train/job/init_from.h).
+    absl::StatusOr<ckpt::Llama2cModel> m = ckpt::OpenLlama2c(o.init_from);
+    if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat("--init-from: ", m.status().message()));
+  } else if (!o.init_from.empty()) {
     // Every shard an index names, and every header, once here rather than
     // once per rank after they start (the headers only: no tensor is read).
     absl::StatusOr<std::unique_ptr<ckpt::SafetensorsModel>> weights = ckpt::SafetensorsModel::Open(o.init_from);
