@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "lora/dense_linear.h"
+
 namespace zt {
 
 LoraLinearImpl::LoraLinearImpl(const torch::nn::LinearOptions& o) : options(o) {
@@ -23,7 +25,7 @@ LoraLinearImpl::LoraLinearImpl(const torch::nn::LinearOptions& o) : options(o) {
 }
 
 at::Tensor LoraLinearImpl::forward(const at::Tensor& input) {
-  return AddLoraTerm(input, torch::nn::functional::linear(input, weight, bias), is_training());
+  return AddLoraTerm(input, DenseLinear(input, weight, bias), is_training());
 }
 
 }  // namespace zt

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "lora/dense_linear.h"
 #include "models/common.h"
 #include "util/error.h"
 
@@ -16,9 +17,7 @@ Conv1DImpl::Conv1DImpl(int64_t nx, int64_t nf, double init_std) {
 }
 
 torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
-  std::vector<int64_t> out_shape = x.sizes().vec();
-  out_shape.back() = weight.size(1);
-  return AddLoraTerm(x, torch::addmm(bias, x.reshape({-1, weight.size(0)}), weight).view(out_shape), is_training());
+  return AddLoraTerm(x, DenseLinear(x, weight, bias, /*in_out=*/true), is_training());
 }
 
 Gpt2AttentionImpl::Gpt2AttentionImpl(const Gpt2Config& c) : n_head(c.n_head), dropout(c.dropout_percent / 100.0) {

@@ -6,11 +6,13 @@
 
 #include <torch/torch.h>
 
+#include "lora/dense_linear.h"
+
 namespace zt::models {
 
 struct TiedLmHeadImpl : torch::nn::Module {
   explicit TiedLmHeadImpl(const torch::Tensor& tied) { weight = register_parameter("weight", tied); }
-  torch::Tensor forward(const torch::Tensor& x) { return torch::linear(x, weight); }
+  torch::Tensor forward(const torch::Tensor& x) { return DenseLinear(x, weight, {}); }
   torch::Tensor weight;
 };
 TORCH_MODULE(TiedLmHead);
