@@ -162,6 +162,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   const double per_second = r->decode_seconds > 0 ? static_cast<double>(r->decode_steps) / r->decode_seconds : 0.0;
   if (stream) {
     std::fputs("\n", stdout);
+    std::fflush(stdout);  // before the summary on stderr
   } else {
     nlohmann::ordered_json j;
     j["model"] = g->description;
@@ -176,6 +177,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     j["tokens_per_second"] = per_second;
     j["kv_cache"] = o.use_cache;
     std::printf("%s\n", j.dump(2).c_str());
+    std::fflush(stdout);
   }
   std::fprintf(stderr,
                "zt generate: %zu tokens (finish: %s); prompt %zu tokens in %.3f s, then %.1f tokens/s%s; model: %s "

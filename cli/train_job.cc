@@ -93,6 +93,9 @@ void Define(Flags& f) {
   f.String("save-format", "zerotorch",
            "zerotorch, or deepspeed: each checkpoint also written in DeepSpeed's format to <save-dir>/deepspeed");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
+  f.Bool("eval-only",
+         "evaluate the starting weights (--init-from, --resume's checkpoint, or a fresh initialization) on the eval "
+         "data and stop: no training, no checkpoint, no export");
   f.String("init-from", "",
            "start from these weights: .safetensors file, index .json or directory, or a llama2.c model file");
   f.Int("lora-r", 0, "LoRA rank: adapters on --lora-targets, the base frozen (0: full fine-tuning)");
@@ -160,6 +163,10 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   }
   o->save_deepspeed = save_format == "deepspeed";
   o->resume = f.GetBool("resume");
+  o->eval_only = f.GetBool("eval-only");
+  if (o->eval_only && o->eval_interval < 0) {
+    return BadFlag("--eval-only evaluates, and --eval-interval -1 turns evaluation off: drop one of them");
+  }
   o->weight_decay_groups = f.GetString("weight-decay-groups");
   if (o->weight_decay_groups != "all" && o->weight_decay_groups != "hf") {
     return BadFlag(absl::StrCat("--weight-decay-groups is all or hf, got '", o->weight_decay_groups, "'"));

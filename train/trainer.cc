@@ -485,6 +485,7 @@ absl::Status RankTrainer::Train() {
   targets_.resize(gas_);
   masks_.resize(gas_);
   const double items_per_step = static_cast<double>(global_batch_ * data_->items_per_sample());
+  if (o_.eval_only) return absl::OkStatus();
   while (engine_->global_steps() < o_.steps) ZT_RETURN_IF_ERROR(TrainStep(items_per_step));
   if (progress_) progress_->Finish();
   return absl::OkStatus();
@@ -661,6 +662,15 @@ absl::Status RankTrainer::SaveDeepSpeedCopy(const std::string& tag) {
 }
 
 absl::Status RankTrainer::Finish() {
+  if (o_.eval_only) {
+    if (data_->size(Split::kEval) == 0) {
+      return absl::InvalidArgumentError(
+          "--eval-only: there is no eval data; give --eval-data, or an --eval-fraction that holds out a sequence");
+    }
+    ZT_RETURN_IF_ERROR(EvaluateAt(engine_->global_steps()));
+    if (monitors_) ZT_RETURN_IF_ERROR(monitors_->Flush());
+    return rank0_ ? Report("", "") : absl::OkStatus();
+  }
   if (o_.eval_interval >= 0) ZT_RETURN_IF_ERROR(EvaluateAt(engine_->global_steps()));
   if (monitors_) ZT_RETURN_IF_ERROR(monitors_->Flush());
   ZT_RETURN_IF_ERROR(Save());
@@ -756,11 +766,19 @@ absl::Status RankTrainer::Report(const std::string& exported, const std::string&
       {"wall time", absl::StrFormat("%.1f s", Seconds(t_start_, Clock::now()))},
       {"system", SystemInfoLine()}};
   if (!paths_.report.empty()) ZT_RETURN_IF_ERROR(WriteReport(paths_.report, ri, history_, lm_));
-  std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
-              static_cast<long long>(engine_->global_steps() - first_step_), Seconds(t_start_, Clock::now()),
-              history_.LastLoss());
+  if (o_.eval_only) {
+    std::printf(
+        "\ndone: evaluated the weights of step %lld in %.1f s (--eval-only: no training, checkpoint or export)\n",
+        static_cast<long long>(engine_->global_steps()), Seconds(t_start_, Clock::now()));
+  } else {
+    std::printf("\ndone: %lld steps in %.1f s; final train loss %.4f\n",
+                static_cast<long long>(engine_->global_steps() - first_step_), Seconds(t_start_, Clock::now()),
+                history_.LastLoss());
+  }
   std::printf("  output:      %s\n", paths_.output_dir.c_str());
-  if (!paths_.save_dir.empty()) std::printf("  checkpoints: %s (resume with --resume)\n", paths_.save_dir.c_str());
+  if (!paths_.save_dir.empty() && !o_.eval_only) {
+    std::printf("  checkpoints: %s (resume with --resume)\n", paths_.save_dir.c_str());
+  }
   if (!exported.empty()) std::printf("  weights:     %s (fine-tune with --init-from)\n", exported.c_str());
   if (!adapter_line_.empty()) std::printf("  adapter:     %s\n", adapter_line_.c_str());
   if (!hf_config.empty())

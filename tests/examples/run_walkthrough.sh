@@ -40,4 +40,22 @@ for f in pre/model.safetensors pre/config.json notes.bin tuned/model.safetensors
   test -f "$WORK/$f" || { echo "walkthrough: $f was not written"; exit 1; }
 done
 grep -q '"id2label"' "$WORK/topics-run/config.json"
+
+# Part A's claims about the pretrained stories260K, from the runs' own CSV
+# monitors: its held-out loss is far below a random init's (by more than
+# 1 nat: the weights were understood, not just read), and both fine-tunes
+# end below where the pretrained model started.
+last_eval() { tail -n 1 "$WORK/$1/stories260K.bin/Eval_Samples_eval_loss.csv" | cut -d, -f2; }
+pre=$(last_eval stories-pre)
+random=$(last_eval stories-random)
+full=$(last_eval stories-full)
+lora=$(last_eval stories-lora)
+echo "walkthrough: held-out loss: pretrained $pre, random init $random, full fine-tune $full, LoRA $lora"
+awk -v p="$pre" -v r="$random" -v f="$full" -v l="$lora" 'BEGIN { exit !(p < r - 1 && f < p && l < p) }' || {
+  echo "walkthrough: the held-out losses do not show the pretrained weights or the fine-tunes working"
+  exit 1
+}
+for f in stories-full/model.safetensors stories-full/checkpoints/latest stories-lora/adapter/adapter_model.safetensors; do
+  test -f "$WORK/$f" || { echo "walkthrough: $f was not written"; exit 1; }
+done
 echo "walkthrough: OK"

@@ -554,6 +554,22 @@ TEST(TrainE2E, FineTuneFromExportAndMonitors) {
       << "fine-tuning should start near the trained loss " << trained.rbegin()->second << ", not the fresh "
       << trained.begin()->second;
 
+  // --eval-only: the exported weights are evaluated and nothing is written
+  // but the report and monitors; they score far below a fresh init.
+  auto eval_loss = [&](const std::string& out, const std::string& extra) {
+    CommandResult e = Zt(absl::StrCat(common, " --eval-only ", extra, Quick(out)));
+    EXPECT_EQ(e.code, 0) << e.output;
+    EXPECT_TRUE(absl::StrContains(e.output, "--eval-only: no training, checkpoint or export")) << e.output;
+    EXPECT_FALSE(std::filesystem::exists(out + "/checkpoints/latest"));
+    EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+    auto rows = ReadCsv(out + "/gpt2-tiny/Eval_Samples_eval_loss.csv");
+    EXPECT_EQ(rows.size(), 1u);
+    return rows.empty() ? 0.0 : rows.begin()->second;
+  };
+  const double trained_eval = eval_loss(dir + "/c", "--init-from " + weights);
+  const double fresh_eval = eval_loss(dir + "/d", "");
+  EXPECT_LT(trained_eval, fresh_eval - 0.5) << "the exported weights were not the ones evaluated";
+
   // TensorBoard events match the CSV.
   std::string event_file;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/a/gpt2-tiny")) {
@@ -878,6 +894,7 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --save-dir none --export " + dir + "/w.safetensors", "--save-dir none"},
       {"--model gpt2-tiny --data " + corpus + " --precision fp16", "fp16 compute needs CUDA"},
       {"--model gpt2-tiny --save-format ds", "--save-format must be zerotorch or deepspeed"},
+      {"--model gpt2-tiny --eval-only --eval-interval -1", "--eval-only evaluates, and --eval-interval -1"},
       {"--model gpt2-tiny --data " + corpus + " --stage 0 --save-format deepspeed",
        "--save-format deepspeed: this run is ZeRO stage 0"},
       {"--model gpt2-tiny --data " + corpus + " --stage 1 --precision bf16 --save-format deepspeed", "BF16_Optimizer"},

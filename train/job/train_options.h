@@ -67,6 +67,9 @@ struct TrainOptions {
   std::string save_dir;       // "" : <output_dir>/checkpoints; "none": no checkpoints
   int64_t save_interval = 0;  // 0: only at the end (when save_dir is set)
   bool resume = false;        // continue from save_dir/latest when present
+  // Evaluate the starting weights (--init-from, --resume's checkpoint, or the
+  // initialization) and stop: no step, no checkpoint, no export.
+  bool eval_only = false;
   // --save-format deepspeed: each checkpoint also converted to DeepSpeed's
   // format, in <save_dir>/deepspeed/<tag> with its own `latest` (the
   // zerotorch checkpoint stays: --resume reads it, as it keeps the data
