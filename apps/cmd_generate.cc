@@ -152,8 +152,8 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     absl::StatusOr<std::string> text = tokenizer->Decode(prompt, /*skip_special_tokens=*/true);
     if (text.ok()) std::fputs(text->c_str(), stdout);
   }
-  absl::StatusOr<generate::GenerateResult> r =
-      generate::Generate(*g->model, tokenizer.get(), prompt, o, [stream](const std::string& piece) {
+  absl::StatusOr<generate::GenerateResult> r = generate::Generate(
+      *g->model, prompt, o, generate::DecodeWith(tokenizer.get()), [stream](const std::string& piece) {
         if (!stream) return;
         std::fputs(piece.c_str(), stdout);
         std::fflush(stdout);

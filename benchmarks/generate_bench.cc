@@ -84,7 +84,7 @@ int Main(int argc, char** argv) {
     for (int64_t r = 0; r < flags.GetInt("rounds"); ++r) {
       for (bool use_cache : {true, false}) {
         o.use_cache = use_cache;
-        auto g = generate::Generate(**model, nullptr, prompt, o);
+        auto g = generate::Generate(**model, prompt, o);
         if (!g.ok()) {
           std::cerr << g.status() << "\n";
           return 1;

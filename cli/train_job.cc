@@ -93,6 +93,10 @@ void Define(Flags& f) {
   f.String("save-format", "zerotorch",
            "zerotorch, or deepspeed: each checkpoint also written in DeepSpeed's format to <save-dir>/deepspeed");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
+  f.Repeated("sample-prompts",
+             "language models: at each evaluation, print a greedy continuation of this prompt and show it in the "
+             "report (may be given several times)");
+  f.Int("sample-tokens", 32, "tokens generated per --sample-prompts prompt");
   f.Bool("eval-only",
          "evaluate the starting weights (--init-from, --resume's checkpoint, or a fresh initialization) on the eval "
          "data and stop: no training, no checkpoint, no export");
@@ -164,6 +168,14 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->save_deepspeed = save_format == "deepspeed";
   o->resume = f.GetBool("resume");
   o->eval_only = f.GetBool("eval-only");
+  o->sample_prompts = f.GetRepeated("sample-prompts");
+  o->sample_tokens = f.GetInt("sample-tokens");
+  if (o->sample_tokens < 1 || o->sample_tokens > 4096) {
+    return BadFlag(absl::StrCat("--sample-tokens must be in [1, 4096], got ", o->sample_tokens));
+  }
+  for (const std::string& p : o->sample_prompts) {
+    if (p.empty()) return BadFlag("--sample-prompts: a prompt is empty");
+  }
   if (o->eval_only && o->eval_interval < 0) {
     return BadFlag("--eval-only evaluates, and --eval-interval -1 turns evaluation off: drop one of them");
   }

@@ -22,19 +22,24 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 // own decoding, which is how its first token reads after the prompt (a
 // SentencePiece space, a byte-level character split across tokens). Where
 // a decoder does not extend the prompt's text that way, the new ids alone.
-absl::StatusOr<std::string> Continuation(const data::HfTokenizer& tok, const std::vector<int32_t>& prompt,
+absl::StatusOr<std::string> Continuation(const Decoder& decode, const std::vector<int32_t>& prompt,
                                          const std::string& prompt_text, const std::vector<int32_t>& ids) {
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), ids.begin(), ids.end());
-  ZT_ASSIGN_OR_RETURN(std::string text, tok.Decode(all, /*skip_special_tokens=*/true));
+  ZT_ASSIGN_OR_RETURN(std::string text, decode(all));
   if (text.compare(0, prompt_text.size(), prompt_text) == 0) return text.substr(prompt_text.size());
-  return tok.Decode(ids, /*skip_special_tokens=*/true);
+  return decode(ids);
 }
 
 }  // namespace
 
-absl::StatusOr<GenerateResult> Generate(models::Model& model, const data::HfTokenizer* tokenizer,
-                                        const std::vector<int32_t>& prompt, const GenerateOptions& o,
+Decoder DecodeWith(const data::HfTokenizer* tokenizer) {
+  if (tokenizer == nullptr) return {};
+  return [tokenizer](const std::vector<int32_t>& ids) { return tokenizer->Decode(ids, /*skip_special_tokens=*/true); };
+}
+
+absl::StatusOr<GenerateResult> Generate(models::Model& model, const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& o, const Decoder& decode,
                                         const std::function<void(const std::string&)>& on_text) {
   const models::ModelInfo& info = model.info();
   if (info.task != models::Task::kLanguageModel) {
@@ -55,13 +60,11 @@ absl::StatusOr<GenerateResult> Generate(models::Model& model, const data::HfToke
   if (o.max_new_tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-new-tokens ", o.max_new_tokens, " must be >= 0"));
   }
-  if (!o.stop.empty() && tokenizer == nullptr) {
-    return absl::InvalidArgumentError("stop strings need a tokenizer to read the text");
-  }
+  if (!o.stop.empty() && !decode) return absl::InvalidArgumentError("stop strings need a tokenizer to read the text");
   ZT_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(o.sampling));
   std::string prompt_text;
-  if (tokenizer != nullptr) {
-    ZT_ASSIGN_OR_RETURN(prompt_text, tokenizer->Decode(prompt, /*skip_special_tokens=*/true));
+  if (decode) {
+    ZT_ASSIGN_OR_RETURN(prompt_text, decode(prompt));
   }
 
   torch::NoGradGuard no_grad;
@@ -100,15 +103,16 @@ absl::StatusOr<GenerateResult> Generate(models::Model& model, const data::HfToke
       } else {
         ++r.decode_steps;
       }
-      const int32_t next = sampler.Next(absl::MakeConstSpan(logits.data_ptr<float>(), logits.numel()));
+      int32_t next = sampler.Next(absl::MakeConstSpan(logits.data_ptr<float>(), logits.numel()));
+      if (o.agree) next = o.agree(next);
       if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) {
         r.finish = "stop_id";
         break;
       }
       r.ids.push_back(next);
       sequence.push_back(next);
-      if (tokenizer != nullptr) {
-        ZT_ASSIGN_OR_RETURN(const std::string text, Continuation(*tokenizer, prompt, prompt_text, r.ids));
+      if (decode) {
+        ZT_ASSIGN_OR_RETURN(const std::string text, Continuation(decode, prompt, prompt_text, r.ids));
         const std::string piece = stream.Push(text);
         if (on_text && !piece.empty()) on_text(piece);
         if (stream.stopped()) {
@@ -125,7 +129,7 @@ absl::StatusOr<GenerateResult> Generate(models::Model& model, const data::HfToke
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("generation failed: ", e.what_without_backtrace()));
   }
-  if (tokenizer != nullptr) {
+  if (decode) {
     const std::string rest = stream.Finish();
     if (on_text && !rest.empty()) on_text(rest);
     r.text = stream.text();

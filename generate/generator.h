@@ -8,8 +8,8 @@
 //
 //   GenerateOptions o;
 //   o.max_new_tokens = 40;
-//   auto r = Generate(*model, tokenizer.get(), prompt_ids, o, [](const std::string& s) { std::fputs(s.c_str(), stdout);
-//   });
+//   auto r = Generate(*model, prompt_ids, o, DecodeWith(tokenizer.get()),
+//                     [](const std::string& s) { std::fputs(s.c_str(), stdout); });
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,19 @@ struct GenerateOptions {
   // model's EOS, and BOS for llama2.c models as run.c ends there.
   std::vector<int32_t> stop_ids;
   bool use_cache = true;
+  // Called with each chosen token on every rank that generates together
+  // (zt train's samples under stage 3, whose forwards are collectives):
+  // returns the token all of them continue with (rank 0's, broadcast), so a
+  // near-tie decided differently on another CPU cannot desynchronize them.
+  // Empty: the chosen token.
+  std::function<int32_t(int32_t)> agree;
 };
+
+// The text of token ids (special tokens left out), or an error for ids the
+// tokenizer does not have.
+using Decoder = std::function<absl::StatusOr<std::string>(const std::vector<int32_t>&)>;
+// `tokenizer`'s Decode (skipping special tokens); empty for null.
+Decoder DecodeWith(const data::HfTokenizer* tokenizer);
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // the new tokens (a stop id left out)
@@ -46,13 +58,13 @@ struct GenerateResult {
   int64_t decode_steps = 0;   // forwards after the prompt's
 };
 
-// `prompt`: 1 .. max_seq_len ids. `tokenizer` may be null (ids only: no
+// `prompt`: 1 .. max_seq_len ids. `decode` may be empty (ids only: no
 // text, no stop strings). `on_text` gets each piece of text as it is
 // released (may be empty). InvalidArgument for an empty or too long prompt,
 // ids outside the model's vocabulary, bad sampling options, stop strings
-// without a tokenizer.
-absl::StatusOr<GenerateResult> Generate(models::Model& model, const data::HfTokenizer* tokenizer,
-                                        const std::vector<int32_t>& prompt, const GenerateOptions& options,
+// without a decoder.
+absl::StatusOr<GenerateResult> Generate(models::Model& model, const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& options, const Decoder& decode = {},
                                         const std::function<void(const std::string&)>& on_text = {});
 
 }  // namespace zt::generate

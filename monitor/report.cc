@@ -181,6 +181,14 @@ std::string TrainingReportHtml(const ReportData& data) {
   } else {
     absl::StrAppend(&html, "<div class=\"charts\">\n", charts, "</div>\n");
   }
+  if (!data.samples.empty()) {
+    absl::StrAppend(&html, "<h2>Samples</h2>\n<table>\n<tr><th>step</th><th>prompt</th><th>continuation</th></tr>\n");
+    for (const ReportData::TextSample& s : data.samples) {
+      absl::StrAppend(&html, "<tr><td>", s.step, "</td><td style=\"white-space:pre-wrap\">", XmlEscape(s.prompt),
+                      "</td><td style=\"white-space:pre-wrap\">", XmlEscape(s.text), "</td></tr>\n");
+    }
+    absl::StrAppend(&html, "</table>\n");
+  }
   absl::StrAppend(&html, "<footer>Written by zerotorch at ", NowUtc(), ".</footer>\n</body>\n</html>\n");
   return html;
 }

@@ -37,6 +37,13 @@ struct ReportData {
   // sharding) and across replicas (hierarchical sharding).
   Series sent_shard{"in the shard group", {}, {}};
   Series sent_across{"across replicas", {}, {}};
+  // Text a language model generated from fixed prompts at each evaluation
+  // (zt train --sample-prompts), shown as a table under the charts.
+  struct TextSample {
+    int64_t step = 0;
+    std::string prompt, text;
+  };
+  std::vector<TextSample> samples;
   // TensorBoard's smoothing weight for the train loss (0: no smoothed curve).
   double smoothing = 0.6;
 

@@ -77,11 +77,20 @@ void RunHistory::AddEval(int64_t step, double loss, double metric) {
   eval_metric_.push_back(metric);
 }
 
+void RunHistory::AddSample(int64_t step, const std::string& prompt, const std::string& text) {
+  samples_.push_back({step, prompt, text});
+}
+
 ckpt::Value RunHistory::ToValue() const {
   ckpt::Dict d;
   for (const auto& [name, member] : ReportBuilder::Fields()) d.Set(ckpt::Value(name), ToList(this->*member));
   for (const auto& [name, member] : ReportBuilder::OptionalFields()) {
     d.Set(ckpt::Value(name), ToList(this->*member));
+  }
+  if (!samples_.empty()) {
+    ckpt::List samples;
+    for (const Sample& s : samples_) samples.push_back(ckpt::Value(ckpt::List{s.step, s.prompt, s.text}));
+    d.Set(ckpt::Value("samples"), ckpt::Value(std::move(samples)));
   }
   return ckpt::Value(std::move(d));
 }
@@ -104,6 +113,16 @@ RunHistory RunHistory::FromValue(const ckpt::Value& v) {
   if (h.loss_.size() != n || h.lr_.size() != n || h.rate_.size() != n || h.memory_.size() != n ||
       h.eval_loss_.size() != e || h.eval_metric_.size() != e) {
     return RunHistory();
+  }
+  // Samples are optional; malformed entries are skipped, not a reason to drop the curves.
+  if (const ckpt::Value* samples = v.AsDict().Find("samples"); samples != nullptr && samples->is_list()) {
+    for (const ckpt::Value& s : samples->AsList()) {
+      if (!(s.is_list() || s.is_tuple()) || s.AsList().size() != 3) continue;
+      const ckpt::List& f = s.AsList();
+      if (f[0].is_int() && f[1].is_string() && f[2].is_string()) {
+        h.samples_.push_back({f[0].AsInt(), f[1].AsString(), f[2].AsString()});
+      }
+    }
   }
   return h;
 }
@@ -133,6 +152,7 @@ absl::Status WriteReport(const std::string& path, const ReportInfo& info, const 
   d.sent_shard.y = h.sent_shard_;
   d.sent_across.x = h.step_;
   d.sent_across.y = h.sent_across_;
+  for (const RunHistory::Sample& s : h.samples_) d.samples.push_back({s.step, s.prompt, s.text});
   if (!h.loss_.empty()) {
     d.summary.emplace_back("final train loss",
                            absl::StrFormat("%.4f (step %d)", h.loss_.back(), static_cast<int64_t>(h.step_.back())));

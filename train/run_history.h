@@ -38,6 +38,8 @@ class RunHistory {
   };
   void AddStep(const Step& s);
   void AddEval(int64_t step, double loss, double metric);  // metric: perplexity or accuracy
+  // A continuation generated from `prompt` at an evaluation (--sample-prompts).
+  void AddSample(int64_t step, const std::string& prompt, const std::string& text);
 
   double LastLoss() const { return loss_.empty() ? 0.0 : loss_.back(); }
   const std::vector<double>& steps() const { return step_; }
@@ -59,6 +61,11 @@ class RunHistory {
   std::vector<double> step_, loss_, lr_, rate_, memory_;
   std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_, sent_shard_, sent_across_;
   std::vector<double> eval_step_, eval_loss_, eval_metric_;
+  struct Sample {
+    int64_t step = 0;
+    std::string prompt, text;
+  };
+  std::vector<Sample> samples_;
 };
 
 // Writes the HTML report: info's rows, the final train loss (and eval loss

@@ -41,6 +41,7 @@
 #include "data/supervised.h"
 #include "engine/engine.h"
 #include "engine/weight_decay_groups.h"
+#include "generate/generator.h"
 #include "launch/rank_env.h"
 #include "lora/apply_lora.h"
 #include "models/registry.h"
@@ -49,7 +50,10 @@
 #include "monitor/progress.h"
 #include "monitor/tensorboard.h"
 #include "plan/stage_sharding.h"
+#include "tokenizer/byte_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "train/evaluate.h"
+#include "train/job/data_checks.h"
 #include "train/job/init_from.h"
 #include "train/job/job_check.h"
 #include "train/job/train_config.h"
@@ -237,6 +241,8 @@ class RankTrainer {
   absl::Status ShowStep(int64_t step, double loss, double rate, int64_t rss, double step_sec);
   absl::Status EvaluateAt(int64_t step);
   absl::Status Save();
+  // --sample-prompts: continuations at evaluation `step` (every rank).
+  absl::Status Samples(int64_t step);
   absl::Status SaveDeepSpeedCopy(const std::string& tag);
   // Rank 0 writes the consolidated safetensors (and transformers' config.json)
   // from the final checkpoint; all ranks agree on the outcome. `exported` and
@@ -256,6 +262,8 @@ class RankTrainer {
   std::shared_ptr<comm::ProcessGroup> pg_;
   bool rank0_ = false;
   bool local_rank0_ = false;  // the first rank on its host
+  // --sample-prompts: the tokenizer they are encoded with (null: bytes).
+  std::unique_ptr<data::HfTokenizer> sample_tokenizer_;
   const OutputPaths paths_;
   Config config_;
   models::ModelSpec spec_;
@@ -321,6 +329,12 @@ absl::Status RankTrainer::BuildModelAndData(const std::string& config_json, cons
   lm_ = info().task == models::Task::kLanguageModel;
   ZT_ASSIGN_OR_RETURN(seq_len_, SeqLen(o_, info()));
   ZT_ASSIGN_OR_RETURN(data_, OpenTrainData(o_, info(), seq_len_));
+  if (!o_.sample_prompts.empty()) {
+    ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SampleTokenizerPath(o_));
+    if (!tokenizer.empty()) {
+      ZT_ASSIGN_OR_RETURN(sample_tokenizer_, data::HfTokenizer::Load(tokenizer));
+    }
+  }
   micro_ = config_.batch.micro_batch;
   gas_ = config_.batch.accumulation_steps;
   global_batch_ = config_.batch.train_batch;
@@ -605,6 +619,48 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
       ZT_RETURN_IF_ERROR(monitors_->Write(ev));
     }
   }
+  return Samples(step);
+}
+
+// Every rank generates together: under stage 3 each forward gathers the
+// units as training's does, so the forwards are collectives; the full
+// forward per token (no KV cache, whose path bypasses the units' hooks) and
+// rank 0's token broadcast at each step keep the ranks in step.
+absl::Status RankTrainer::Samples(int64_t step) {
+  if (o_.sample_prompts.empty() || !lm_) return absl::OkStatus();
+  const generate::Decoder decode =
+      sample_tokenizer_ ? generate::DecodeWith(sample_tokenizer_.get())
+                        : generate::Decoder([](const std::vector<int32_t>& ids) -> absl::StatusOr<std::string> {
+                            return data::DecodeBytes(ids);
+                          });
+  generate::GenerateOptions g;
+  g.max_new_tokens = o_.sample_tokens;
+  g.use_cache = false;
+  g.agree = [this](int32_t token) {
+    at::Tensor t = at::full({1}, static_cast<int64_t>(token), at::kLong);
+    comm::CollectiveLabel label("a sample's next token (--sample-prompts)");
+    ThrowIfError(pg_->Broadcast(t, 0)->Wait());
+    return static_cast<int32_t>(t.item<int64_t>());
+  };
+  const bool was_training = model_->module()->is_training();
+  for (const std::string& prompt : o_.sample_prompts) {
+    std::vector<int32_t> ids;
+    if (sample_tokenizer_) {
+      ZT_ASSIGN_OR_RETURN(ids, sample_tokenizer_->Encode(prompt, /*add_special_tokens=*/true));
+    } else {
+      ids = data::EncodeBytes(prompt);
+    }
+    // A prompt longer than the model's positions keeps its end.
+    const size_t keep = static_cast<size_t>(std::max<int64_t>(1, info().max_seq_len - 1));
+    if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+    ZT_ASSIGN_OR_RETURN(generate::GenerateResult r, generate::Generate(*model_, ids, g, decode));
+    history_.AddSample(step, prompt, r.text);
+    if (rank0_) {
+      std::printf("sample at step %lld: %s|%s\n", static_cast<long long>(step), prompt.c_str(), r.text.c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (was_training) model_->module()->train();
   return absl::OkStatus();
 }
 

@@ -126,11 +126,16 @@ TEST(ZtGenerate, FromWhatZtTrainWritesAtStage3OnTwoRanks) {
       absl::StrCat("OMP_NUM_THREADS=1 ", kZt, " train --init-from ", kFixture, "/stories260K.bin --data ", data,
                    " --seq-len 64 --stage 3 --nproc 2 --micro-batch 2 --steps 6 "
                    "--eval-interval -1 --report none");
-  zt::testing::ZtRun full = zt::testing::RunShell(absl::StrCat(common, " --lr 1e-3 --output-dir ", dir, "/full"));
+  // The full run also samples at its final evaluation, through the stage-3
+  // engine's gathers: the same continuation zt generate gives from the
+  // checkpoint saved after it.
+  zt::testing::ZtRun full = zt::testing::RunShell(
+      absl::StrCat(common, " --lr 1e-3 --output-dir ", dir, "/full --eval-interval 0 --eval-fraction 0.2 --tokenizer ",
+                   kFixture, "/tok512.bin --sample-prompts 'Tom had a' --sample-tokens 24"));
   ASSERT_EQ(full.code, 0) << full.output;
   EXPECT_NE(full.output.find("is a llama2.c model file: converted it into"), std::string::npos) << full.output;
-  zt::testing::ZtRun lora =
-      zt::testing::RunShell(absl::StrCat(common, " --lr 2e-2 --lora-r 4 --lora-alpha 16 --output-dir ", dir, "/lora"));
+  zt::testing::ZtRun lora = zt::testing::RunShell(
+      absl::StrCat(common, " --lr 2e-2 --lora-r 4 --lora-alpha 16 --eval-interval -1 --output-dir ", dir, "/lora"));
   ASSERT_EQ(lora.code, 0) << lora.output;
   EXPECT_TRUE(std::filesystem::exists(dir + "/full/checkpoints/global_step6/config.json"));
 
@@ -147,6 +152,17 @@ TEST(ZtGenerate, FromWhatZtTrainWritesAtStage3OnTwoRanks) {
   EXPECT_EQ(JsonIds(checkpoint), JsonIds(exported));
   EXPECT_EQ(JsonIds(tag), JsonIds(exported));
   EXPECT_NE(JsonIds(exported), JsonIds(base)) << "six steps on the story changed nothing";
+  {
+    const std::string mark = "sample at step 6: Tom had a|";
+    const size_t at = full.output.find(mark);
+    ASSERT_NE(at, std::string::npos) << full.output;
+    const std::string sampled = full.output.substr(at + mark.size(), full.output.find('\n', at) - at - mark.size());
+    const nlohmann::json j = nlohmann::json::parse(checkpoint.out, nullptr, false);
+    ASSERT_TRUE(j.is_object());
+    const std::string text = j.at("text").get<std::string>();
+    EXPECT_FALSE(sampled.empty());
+    EXPECT_EQ(sampled, text.substr(0, text.find('\n')));
+  }
 
   const GenRun adapter = Generate(absl::StrCat("--model ", dir, "/lora/adapter", prompt));
   const GenRun merged = Generate(absl::StrCat("--model ", dir, "/lora/checkpoints", prompt));

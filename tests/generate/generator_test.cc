@@ -57,7 +57,7 @@ TEST_P(GreedyEqualsRunC, ForEveryPrompt) {
       ASSERT_EQ(*ids, prompt);
     }
     std::string streamed;
-    auto r = Generate(*g->model, tok.get(), prompt, o, [&](const std::string& s) { streamed += s; });
+    auto r = Generate(*g->model, prompt, o, DecodeWith(tok.get()), [&](const std::string& s) { streamed += s; });
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->ids, ref.at("greedy_ids").get<std::vector<int32_t>>());
     EXPECT_EQ(r->finish, "length");
@@ -82,8 +82,8 @@ TEST(Generate, TheKvCacheGivesTheFullForwardsTokens) {
     cached.max_new_tokens = full.max_new_tokens = 60;
     cached.sampling = full.sampling = s;
     full.use_cache = false;
-    auto a = Generate(*g->model, tok.get(), prompt, cached);
-    auto b = Generate(*g->model, tok.get(), prompt, full);
+    auto a = Generate(*g->model, prompt, cached, DecodeWith(tok.get()));
+    auto b = Generate(*g->model, prompt, full, DecodeWith(tok.get()));
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(a->ids, b->ids) << "temperature " << s.temperature;
     EXPECT_EQ(a->text, b->text);
@@ -101,14 +101,14 @@ TEST(Generate, StopRulesEndTheText) {
   o.max_new_tokens = 40;
   // The 6th greedy token as an end id: five tokens come out.
   o.stop_ids = {greedy[5]};
-  auto r = Generate(*g->model, tok.get(), prompt, o);
+  auto r = Generate(*g->model, prompt, o, DecodeWith(tok.get()));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->finish, "stop_id");
   EXPECT_EQ(r->ids, std::vector<int32_t>(greedy.begin(), greedy.begin() + 5));
   // A stop string: the text before it.
   o.stop_ids.clear();
   o.stop = {" named"};
-  r = Generate(*g->model, tok.get(), prompt, o);
+  r = Generate(*g->model, prompt, o, DecodeWith(tok.get()));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->finish, "stop_text");
   EXPECT_EQ(r->text, ", there was a little girl");
@@ -117,7 +117,7 @@ TEST(Generate, StopRulesEndTheText) {
   o.max_new_tokens = 100;
   std::vector<int32_t> long_prompt(508, 300);
   long_prompt[0] = 1;
-  r = Generate(*g->model, tok.get(), long_prompt, o);
+  r = Generate(*g->model, long_prompt, o, DecodeWith(tok.get()));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->finish, "positions");
   EXPECT_EQ(r->ids.size(), 4u);
@@ -127,12 +127,12 @@ TEST(Generate, BadPromptsAreNamed) {
   auto g = OpenGenerationModel(kFixture + "/stories260K.bin");
   ASSERT_TRUE(g.ok());
   GenerateOptions o;
-  EXPECT_NE(Generate(*g->model, nullptr, {}, o).status().message().find("no tokens"), std::string::npos);
-  EXPECT_NE(Generate(*g->model, nullptr, {1, 512}, o).status().message().find("token id 512"), std::string::npos);
-  EXPECT_NE(Generate(*g->model, nullptr, std::vector<int32_t>(513, 5), o).status().message().find("513 tokens"),
+  EXPECT_NE(Generate(*g->model, {}, o).status().message().find("no tokens"), std::string::npos);
+  EXPECT_NE(Generate(*g->model, {1, 512}, o).status().message().find("token id 512"), std::string::npos);
+  EXPECT_NE(Generate(*g->model, std::vector<int32_t>(513, 5), o).status().message().find("513 tokens"),
             std::string::npos);
   o.stop = {"x"};
-  EXPECT_NE(Generate(*g->model, nullptr, {1}, o).status().message().find("need a tokenizer"), std::string::npos);
+  EXPECT_NE(Generate(*g->model, {1}, o).status().message().find("need a tokenizer"), std::string::npos);
 }
 
 TEST(ModelSource, MissingAndWrongPathsAreNamed) {

@@ -85,5 +85,30 @@ TEST(RunHistory, TheReportHasTheFinalLossesAndTheNewCharts) {
   EXPECT_NE(html.find(">across replicas</text>"), std::string::npos);
 }
 
+// --sample-prompts' continuations travel with the checkpoint and are shown,
+// escaped, in the report.
+TEST(RunHistory, SamplesRoundTripAndAreShownEscaped) {
+  RunHistory h = TwoSteps();
+  h.AddSample(2, "Once <upon>", "a time & \"more\"\nand a line");
+  const RunHistory back = RunHistory::FromValue(h.ToValue());
+  testing::ScratchDir dir;
+  const std::string path = dir.path() + "/report.html";
+  ASSERT_TRUE(WriteReport(path, {"run", {}}, back, /*language_model=*/true).ok());
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string html = ss.str();
+  EXPECT_NE(html.find("<h2>Samples</h2>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>2</td><td style=\"white-space:pre-wrap\">Once &lt;upon&gt;</td>"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("a time &amp; &quot;more&quot;\nand a line"), std::string::npos) << html;
+  // No samples: no section.
+  ASSERT_TRUE(WriteReport(path, {"run", {}}, TwoSteps(), true).ok());
+  std::ifstream in2(path);
+  std::stringstream ss2;
+  ss2 << in2.rdbuf();
+  EXPECT_EQ(ss2.str().find("<h2>Samples</h2>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zt::train

@@ -872,6 +872,8 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
   const std::string index = dir + "/model.safetensors.index.json";
   std::ofstream(index)
       << "{\"metadata\": {}, \"weight_map\": {\"wte.weight\": \"model-00002-of-00002.safetensors\"}}\n";
+  const std::string tokens = dir + "/tokens.bin";
+  ASSERT_TRUE(data::WriteTokenFile(tokens, std::vector<int32_t>(4096, 7), data::TokenDType::kUInt16, true).ok());
   struct Case {
     std::string args, expect;
   };
@@ -895,6 +897,10 @@ TEST(TrainE2E, BadInputFailsBeforeAnyRankStarts) {
       {"--model gpt2-tiny --data " + corpus + " --precision fp16", "fp16 compute needs CUDA"},
       {"--model gpt2-tiny --save-format ds", "--save-format must be zerotorch or deepspeed"},
       {"--model gpt2-tiny --eval-only --eval-interval -1", "--eval-only evaluates, and --eval-interval -1"},
+      {"--model gpt2-tiny --data " + tokens + " --sample-prompts x", "--sample-prompts: no tokenizer to encode"},
+      {"--model gpt2-tiny --data " + tokens + " --sample-prompts x --tokenizer /nonexistent/tok",
+       "--tokenizer: tokenizer '/nonexistent/tok' does not exist"},
+      {"--model gpt2-tiny --sample-tokens 0 --sample-prompts x", "--sample-tokens must be in [1, 4096]"},
       {"--model gpt2-tiny --data " + corpus + " --stage 0 --save-format deepspeed",
        "--save-format deepspeed: this run is ZeRO stage 0"},
       {"--model gpt2-tiny --data " + corpus + " --stage 1 --precision bf16 --save-format deepspeed", "BF16_Optimizer"},

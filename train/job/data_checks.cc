@@ -49,9 +49,22 @@ absl::Status CheckTokenizerFound(const std::string& dir) {
   return absl::Status(files.status().code(), absl::StrCat("--tokenizer: ", files.status().message()));
 }
 
-// --tokenizer with data that no tokenizer reads is refused, not ignored.
+absl::StatusOr<std::string> SampleTokenizerPath(const TrainOptions& o) {
+  if (!o.tokenizer.empty()) return o.tokenizer;
+  for (const std::string& dir : {o.init_from, o.model}) {
+    if (!dir.empty() && std::filesystem::is_directory(dir) && data::HfTokenizer::Locate(dir).ok()) return dir;
+  }
+  const std::string path = o.data.empty() ? data::kDefaultTextCorpus : o.data;
+  if (!IsTokenFile(path) && !data::IsSupervisedJsonl(path)) return std::string();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--sample-prompts: no tokenizer to encode the prompts with (", path,
+      " is token ids or JSONL and the model folder holds none); pass --tokenizer (the one the data was made with)"));
+}
+
+// --tokenizer with data that no tokenizer reads is refused, not ignored
+// (unless --sample-prompts encodes with it).
 absl::Status CheckNoTokenizerFor(const TrainOptions& o, const std::string& path, const char* what) {
-  if (o.tokenizer.empty()) return absl::OkStatus();
+  if (o.tokenizer.empty() || !o.sample_prompts.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--tokenizer ", o.tokenizer, " tokenizes JSONL --data (prompt/completion, text, messages, text/label); ", path,
       " is ", what, ": drop --tokenizer, or turn text into tokens first with zt tokenize --tokenizer ", o.tokenizer,

@@ -23,6 +23,12 @@ int64_t EvalExamples(int64_t n, const TrainOptions& options);
 // folder zt train starts from (--init-from, --model).
 absl::StatusOr<std::string> SupervisedTokenizerDir(const TrainOptions& options, const std::string& data_path);
 
+// The tokenizer --sample-prompts encodes with: --tokenizer, else a model
+// folder zt train starts from that holds one (--init-from, --model); ""
+// when the data is text read as bytes (the byte tokenizer). InvalidArgument
+// when there is none and the data is token ids or JSONL.
+absl::StatusOr<std::string> SampleTokenizerPath(const TrainOptions& options);
+
 // --task against what the model computes.
 absl::Status CheckTask(const TrainOptions& options, const models::ModelInfo& model);
 

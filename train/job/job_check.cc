@@ -15,6 +15,7 @@
 #include "ckpt/deepspeed/writer.h"
 #include "ckpt/format/llama2c.h"
 #include "ckpt/format/safetensors.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "train/job/data_checks.h"
 #include "train/job/init_from.h"
 #include "train/job/train_config.h"
@@ -118,6 +119,19 @@ absl::Status CheckTrainJob(const TrainOptions& o, const std::string& config_json
   ZT_ASSIGN_OR_RETURN(models::ModelInfo info, models::DescribeModel(spec));
   ZT_RETURN_IF_ERROR(models::ResolveLora(spec).status());
   ZT_ASSIGN_OR_RETURN(int64_t seq_len, SeqLen(o, info));
+  if (!o.sample_prompts.empty()) {
+    if (info.task != models::Task::kLanguageModel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sample-prompts: ", info.name, " is not a language model; it generates no text"));
+    }
+    ZT_ASSIGN_OR_RETURN(const std::string tokenizer, SampleTokenizerPath(o));
+    if (!tokenizer.empty()) {
+      absl::StatusOr<data::HfTokenizer::Files> files = data::HfTokenizer::Locate(tokenizer);
+      if (!files.ok()) {
+        return absl::Status(files.status().code(), absl::StrCat("--tokenizer: ", files.status().message()));
+      }
+    }
+  }
   // Sizes from headers: the ranks decode the data, the launcher does not.
   ZT_ASSIGN_OR_RETURN(const int64_t train_samples, CountTrainSamples(o, info, seq_len));
   ZT_RETURN_IF_ERROR(CheckBatchFits(train_samples, config.batch.train_batch));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "config/lora_options.h"
 #include "plan/bf16_policy.h"
@@ -70,6 +71,10 @@ struct TrainOptions {
   // Evaluate the starting weights (--init-from, --resume's checkpoint, or the
   // initialization) and stop: no step, no checkpoint, no export.
   bool eval_only = false;
+  // Language models: at each evaluation, greedy continuations of these
+  // prompts (sample_tokens each) are printed and shown in the report.
+  std::vector<std::string> sample_prompts;
+  int64_t sample_tokens = 32;
   // --save-format deepspeed: each checkpoint also converted to DeepSpeed's
   // format, in <save_dir>/deepspeed/<tag> with its own `latest` (the
   // zerotorch checkpoint stays: --resume reads it, as it keeps the data
