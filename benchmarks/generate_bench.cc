@@ -63,7 +63,10 @@ int Main(int argc, char** argv) {
   }
   const double read_bw = bench::Median(bw);
   std::cout << absl::StrFormat("memory read bandwidth (sum over 256 MiB): %.2f GB/s\n", read_bw / 1e9);
+  std::cout << absl::StrFormat("%-12s %12s %7s %8s | %11s %11s %8s | %13s %8s %s\n", "model", "parameters", "prompt",
+                               "new tok", "cached t/s", "full t/s", "speedup", "roofline t/s", "of roof", "same tokens");
   std::vector<double> ratios;
+  std::vector<std::string> table;
   const std::vector<std::string> names = absl::StrSplit(flags.GetString("models"), ',', absl::SkipEmpty());
   for (const std::string& name : names) {
     const bool fixture = name == "stories260K";
@@ -102,7 +105,13 @@ int Main(int argc, char** argv) {
         "roofline_tok_s=%.1f of_roofline=%.2f same_tokens=%s\n",
         name, info.num_params, prompt.size(), o.max_new_tokens, c, f, c / f, roofline, c / roofline,
         same ? "yes" : "NO");
+    table.push_back(absl::StrFormat("%-12s %12d %7d %8d | %11.1f %11.1f %7.2fx | %13.1f %7.2fx %s", name,
+                                    info.num_params, prompt.size(), o.max_new_tokens, c, f, c / f, roofline,
+                                    c / roofline, same ? "yes" : "NO"));
   }
+  for (const std::string& row : table) std::cout << row << "\n";
+  std::cout << "roofline = read bandwidth / fp32 weight bytes (one sequence's decode reads every weight once per "
+               "token)\n";
   std::sort(ratios.begin(), ratios.end());
   std::cout << absl::StrFormat("SUMMARY: the KV cache decodes %.1fx-%.1fx faster than a full forward per token\n",
                                ratios.front(), ratios.back());
