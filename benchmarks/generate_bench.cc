@@ -64,7 +64,8 @@ int Main(int argc, char** argv) {
   const double read_bw = bench::Median(bw);
   std::cout << absl::StrFormat("memory read bandwidth (sum over 256 MiB): %.2f GB/s\n", read_bw / 1e9);
   std::cout << absl::StrFormat("%-12s %12s %7s %8s | %11s %11s %8s | %13s %8s %s\n", "model", "parameters", "prompt",
-                               "new tok", "cached t/s", "full t/s", "speedup", "roofline t/s", "of roof", "same tokens");
+                               "new tok", "cached t/s", "full t/s", "speedup", "roofline t/s", "of roof",
+                               "same tokens");
   std::vector<double> ratios;
   std::vector<std::string> table;
   const std::vector<std::string> names = absl::StrSplit(flags.GetString("models"), ',', absl::SkipEmpty());
