@@ -113,7 +113,11 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   const std::string tok_path = flags.WasSet("tokenizer") ? flags.GetString("tokenizer") : g->tokenizer_dir;
   if (!tok_path.empty()) {
     absl::StatusOr<std::unique_ptr<data::HfTokenizer>> t = data::HfTokenizer::Load(tok_path);
-    if (!t.ok()) return Fail(absl::Status(t.status().code(), absl::StrCat("--tokenizer: ", t.status().message())));
+    if (!t.ok()) {
+      return Fail(absl::Status(
+          t.status().code(),
+          absl::StrCat(flags.WasSet("tokenizer") ? "--tokenizer: " : "the model's tokenizer: ", t.status().message())));
+    }
     tokenizer = std::move(*t);
     if (tokenizer->vocab_size() > g->model->info().vocab_size) {
       return Fail(absl::InvalidArgumentError(absl::StrCat("the tokenizer ", tok_path, " has ", tokenizer->vocab_size(),
@@ -146,6 +150,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
   o.stop_ids = g->eos_ids;
   if (tokenizer != nullptr && tokenizer->is_llama2c()) o.stop_ids.push_back(data::Llama2cTokenizer::kBos);
   o.use_cache = !flags.GetBool("no-cache");
+  if (tokenizer != nullptr) o.vocab_limit = tokenizer->vocab_size();
 
   const bool stream = output == "text";
   if (stream && flags.GetBool("echo") && tokenizer != nullptr) {
@@ -176,7 +181,7 @@ int RunGenerateCommand(const std::vector<std::string>& args) {
     j["decode_steps"] = r->decode_steps;
     j["tokens_per_second"] = per_second;
     j["kv_cache"] = o.use_cache;
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     std::fflush(stdout);
   }
   std::fprintf(stderr,

@@ -170,6 +170,9 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->eval_only = f.GetBool("eval-only");
   o->sample_prompts = f.GetRepeated("sample-prompts");
   o->sample_tokens = f.GetInt("sample-tokens");
+  if (!o->sample_prompts.empty() && o->eval_interval < 0) {
+    return BadFlag("--sample-prompts samples at each evaluation, and --eval-interval -1 turns evaluation off");
+  }
   if (o->sample_tokens < 1 || o->sample_tokens > 4096) {
     return BadFlag(absl::StrCat("--sample-tokens must be in [1, 4096], got ", o->sample_tokens));
   }

@@ -103,7 +103,8 @@ absl::StatusOr<GenerateResult> Generate(models::Model& model, const std::vector<
       } else {
         ++r.decode_steps;
       }
-      int32_t next = sampler.Next(absl::MakeConstSpan(logits.data_ptr<float>(), logits.numel()));
+      const int64_t n = o.vocab_limit > 0 ? std::min<int64_t>(o.vocab_limit, logits.numel()) : logits.numel();
+      int32_t next = sampler.Next(absl::MakeConstSpan(logits.data_ptr<float>(), static_cast<size_t>(n)));
       if (o.agree) next = o.agree(next);
       if (std::find(o.stop_ids.begin(), o.stop_ids.end(), next) != o.stop_ids.end()) {
         r.finish = "stop_id";

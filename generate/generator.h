@@ -33,6 +33,9 @@ struct GenerateOptions {
   // model's EOS, and BOS for llama2.c models as run.c ends there.
   std::vector<int32_t> stop_ids;
   bool use_cache = true;
+  // > 0: tokens at and above this id are never chosen (a model whose
+  // embedding is padded past its tokenizer's vocabulary).
+  int64_t vocab_limit = 0;
   // Called with each chosen token on every rank that generates together
   // (zt train's samples under stage 3, whose forwards are collectives):
   // returns the token all of them continue with (rank 0's, broadcast), so a

@@ -567,7 +567,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const std::string
   const std::string& json_path = files.json;
   ZT_ASSIGN_OR_RETURN(std::string text, ReadText(json_path));
   // Not JSON: llama2.c's binary tokenizer.bin.
-  if (const size_t first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] != '{') {
+  const size_t bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // JSON may start with a UTF-8 BOM
+  if (const size_t first = text.find_first_not_of(" \t\r\n", bom); first != std::string::npos && text[first] != '{') {
     absl::StatusOr<Llama2cTokenizer> l = Llama2cTokenizer::Open(json_path);
     if (!l.ok()) {
       return absl::Status(l.status().code(), absl::StrCat("tokenizer ", json_path,

@@ -39,9 +39,11 @@
 #include "comm/init.h"
 #include "data/sampler.h"
 #include "data/supervised.h"
+#include "data/tokenize_corpus.h"
 #include "engine/engine.h"
 #include "engine/weight_decay_groups.h"
 #include "generate/generator.h"
+#include "generate/sampling/text_stream.h"
 #include "launch/rank_env.h"
 #include "lora/apply_lora.h"
 #include "models/registry.h"
@@ -600,6 +602,9 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
   ZT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*model_, *data_, *pg_, micro_, o_.eval_batches, dtype_));
   if (r.samples == 0) return absl::OkStatus();
   history_.AddEval(step, r.loss(), lm_ ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy());
+  // Rank 0 alone writes the monitors; its error waits until every rank has
+  // generated the samples (collectives), so the others do not wait on it.
+  absl::Status monitor_status;
   if (rank0_) {
     if (progress_) progress_->Finish();
     if (lm_) {
@@ -616,10 +621,11 @@ absl::Status RankTrainer::EvaluateAt(int64_t step) {
       std::vector<monitor::Event> ev = {{monitor::tags::kEvalLoss, r.loss(), step}};
       ev.push_back({lm_ ? "Eval/Samples/perplexity" : "Eval/Samples/accuracy",
                     lm_ ? std::exp(std::min(r.loss(), 50.0)) : r.accuracy(), step});
-      ZT_RETURN_IF_ERROR(monitors_->Write(ev));
+      monitor_status = monitors_->Write(ev);
     }
   }
-  return Samples(step);
+  ZT_RETURN_IF_ERROR(Samples(step));
+  return monitor_status;
 }
 
 // Every rank generates together: under stage 3 each forward gathers the
@@ -636,6 +642,13 @@ absl::Status RankTrainer::Samples(int64_t step) {
   generate::GenerateOptions g;
   g.max_new_tokens = o_.sample_tokens;
   g.use_cache = false;
+  // The end of a text as zt generate sees it: the tokenizer's end-of-text
+  // (BOS for llama2.c's, where run.c ends a story, and its EOS).
+  if (sample_tokenizer_) {
+    if (const int32_t eot = data::DefaultEndOfText(*sample_tokenizer_); eot >= 0) g.stop_ids.push_back(eot);
+    if (sample_tokenizer_->is_llama2c()) g.stop_ids.push_back(data::Llama2cTokenizer::kEos);
+    g.vocab_limit = sample_tokenizer_->vocab_size();
+  }
   g.agree = [this](int32_t token) {
     at::Tensor t = at::full({1}, static_cast<int64_t>(token), at::kLong);
     comm::CollectiveLabel label("a sample's next token (--sample-prompts)");
@@ -654,9 +667,10 @@ absl::Status RankTrainer::Samples(int64_t step) {
     const size_t keep = static_cast<size_t>(std::max<int64_t>(1, info().max_seq_len - 1));
     if (ids.size() > keep) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
     ZT_ASSIGN_OR_RETURN(generate::GenerateResult r, generate::Generate(*model_, ids, g, decode));
-    history_.AddSample(step, prompt, r.text);
+    const std::string text = generate::ValidUtf8(r.text);
+    history_.AddSample(step, generate::ValidUtf8(prompt), text);
     if (rank0_) {
-      std::printf("sample at step %lld: %s|%s\n", static_cast<long long>(step), prompt.c_str(), r.text.c_str());
+      std::printf("sample at step %lld: %s|%s\n", static_cast<long long>(step), prompt.c_str(), text.c_str());
       std::fflush(stdout);
     }
   }

@@ -22,9 +22,11 @@ absl::StatusOr<Sampler> Sampler::Create(const SamplingOptions& o) {
 }
 
 int32_t Argmax(absl::Span<const float> logits) {
+  // NaN is never the largest (a NaN first logit must not stick).
   int32_t best = 0;
   for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    const float b = logits[static_cast<size_t>(best)];
+    if (logits[i] > b || (std::isnan(b) && !std::isnan(logits[i]))) best = static_cast<int32_t>(i);
   }
   return best;
 }
@@ -33,7 +35,10 @@ int32_t Sampler::Next(absl::Span<const float> logits) {
   if (greedy()) return Argmax(logits);
   const size_t n = logits.size();
   // Softmax of logits / temperature in double, from the largest logit.
-  const double top = logits[static_cast<size_t>(Argmax(logits))];
+  const int32_t best = Argmax(logits);
+  const double top = logits[static_cast<size_t>(best)];
+  // +inf is certain; no finite logit at all leaves nothing to draw from.
+  if (!std::isfinite(top)) return best;
   probs_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     probs_[i] = std::isfinite(logits[i]) ? std::exp((logits[i] - top) / options_.temperature) : 0.0;

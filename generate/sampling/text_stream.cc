@@ -34,8 +34,45 @@ size_t WholeCharacters(const std::string& s) {
 
 }  // namespace
 
+std::string ValidUtf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0, min = 0;
+    if (c < 0x80) {
+      out.push_back(s[i++]);
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1, cp = c & 0x1F, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2, cp = c & 0x0F, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = n > 0;
+    for (size_t k = 1; ok && k <= n; ++k) {
+      ok = i + k < s.size() && IsContinuation(s[i + k]);
+      if (ok) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (ok) {
+      out.append(s, i, n + 1);
+      i += n + 1;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string TextStream::Push(const std::string& continuation) {
   if (stopped_) return "";
+  // Each continuation extends the last (the decoders decode token by
+  // token); one that does not releases nothing new rather than throwing.
+  if (continuation.compare(0, released_.size(), released_) != 0) return "";
   pending_ = continuation;
   size_t end = pending_.size();
   for (const std::string& stop : stops_) {

@@ -15,6 +15,11 @@
 
 namespace zt::generate {
 
+// `text` with every byte that is not part of a well-formed UTF-8 character
+// replaced by U+FFFD (what a checkpoint's pickled strings, JSON and HTML
+// need; a young byte-level model emits any bytes).
+std::string ValidUtf8(const std::string& text);
+
 class TextStream {
  public:
   explicit TextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {}

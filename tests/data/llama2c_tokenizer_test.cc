@@ -78,6 +78,12 @@ TEST(Llama2cTokenizer, LoadsThroughTheCommandsTokenizerLoader) {
     EXPECT_EQ(*text, ref.at("full_text").get<std::string>());
   }
   EXPECT_EQ((*tok)->Decode(std::vector<int32_t>{512}).status().code(), absl::StatusCode::kOutOfRange);
+  // A tokenizer.json beginning with a UTF-8 BOM is still JSON, not llama2.c's.
+  const std::string bom = ::testing::TempDir() + "/bom_tokenizer.json";
+  std::ofstream(bom, std::ios::binary) << "\xEF\xBB\xBF{\"model\": 1}";
+  auto bom_err = HfTokenizer::Load(bom);
+  ASSERT_FALSE(bom_err.ok());
+  EXPECT_THAT(bom_err.status().message(), ::testing::Not(HasSubstr("llama2.c"))) << bom_err.status();
   // A file that is neither: named as both.
   const std::string bad = ::testing::TempDir() + "/not_a_tokenizer.bin";
   std::ofstream(bad, std::ios::binary) << "\x01\x02";

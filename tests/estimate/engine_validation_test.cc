@@ -320,9 +320,14 @@ absl::Status ForEachModel(
 // ctx.arg: comma-separated model names.
 ZT_RANK_WORKER(estimate_vs_engine) { return ForEachModel(ctx.arg, CheckModelStates); }
 ZT_RANK_WORKER(estimate_vs_engine_offload) { return ForEachModel(ctx.arg, CheckNvmeOffload); }
+// Both checks over one process group: a second rendezvous on the same port
+// in the same processes could reach rank 0's first store before it is torn
+// down and find its own ranks' claims there.
 ZT_RANK_WORKER(estimate_vs_engine_hierarchical) {
-  ZT_RETURN_IF_ERROR(ForEachModel(ctx.arg, CheckHierarchical));
-  return ForEachModel(ctx.arg, CheckHpz);
+  return ForEachModel(ctx.arg, [](const std::string& model, const std::shared_ptr<comm::ProcessGroup>& pg) {
+    ZT_RETURN_IF_ERROR(CheckHierarchical(model, pg));
+    return CheckHpz(model, pg);
+  });
 }
 
 TEST(EstimateVsEngine, HierarchicalShardingAndHpzMatchEngineAccounting) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -121,6 +122,24 @@ TEST(Generate, StopRulesEndTheText) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->finish, "positions");
   EXPECT_EQ(r->ids.size(), 4u);
+}
+
+// vocab_limit: ids past a tokenizer's vocabulary are never chosen, even
+// where they score highest.
+TEST(Generate, TokensPastTheVocabularyLimitAreNeverChosen) {
+  auto g = OpenGenerationModel(kFixture + "/stories260K.bin");
+  ASSERT_TRUE(g.ok());
+  const std::vector<int32_t> prompt = Ref("once_upon_a_time").at("prompt_ids").get<std::vector<int32_t>>();
+  GenerateOptions o;
+  o.max_new_tokens = 20;
+  auto free = Generate(*g->model, prompt, o);
+  ASSERT_TRUE(free.ok());
+  const int32_t top = *std::max_element(free->ids.begin(), free->ids.end());
+  o.vocab_limit = top;  // the largest id it chose is now out of range
+  auto limited = Generate(*g->model, prompt, o);
+  ASSERT_TRUE(limited.ok());
+  for (int32_t id : limited->ids) EXPECT_LT(id, top);
+  EXPECT_NE(limited->ids, free->ids);
 }
 
 TEST(Generate, BadPromptsAreNamed) {

@@ -95,6 +95,18 @@ TEST(Sampler, TheSameSeedGivesTheSameTokens) {
   EXPECT_NE(ta, tc);
 }
 
+// NaN never wins, +inf is certain, and logits with nothing finite still
+// give a token (no undefined sort, no out-of-range read).
+TEST(Sampler, NonFiniteLogitsAreHandled) {
+  EXPECT_EQ(Argmax(std::vector<float>{NAN, 1.0f, 2.0f}), 2);
+  auto s = Sampler::Create({1.0, 0, 0.9, 3});
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s->Next(std::vector<float>{0.0f, INFINITY, 1.0f}), 1);
+  for (int i = 0; i < 50; ++i) EXPECT_NE(s->Next(std::vector<float>{NAN, 0.0f, 1.0f}), 0);
+  const int32_t t = s->Next(std::vector<float>{-INFINITY, -INFINITY});
+  EXPECT_TRUE(t == 0 || t == 1);
+}
+
 TEST(Sampler, BadOptionsAreNamed) {
   EXPECT_NE(Sampler::Create({-1.0, 0, 1.0, 0}).status().message().find("--temperature"), std::string::npos);
   EXPECT_NE(Sampler::Create({NAN, 0, 1.0, 0}).status().message().find("--temperature"), std::string::npos);

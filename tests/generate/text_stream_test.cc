@@ -63,5 +63,20 @@ TEST(TextStream, HoldsBackWhatMayBecomeAStopString) {
   EXPECT_EQ(s.text(), "abc ENxE");
 }
 
+TEST(ValidUtf8, ReplacesEveryMalformedByteAndKeepsTheRest) {
+  EXPECT_EQ(ValidUtf8("plain \xC3\xA9 \xF0\x9F\x99\x82"), "plain \xC3\xA9 \xF0\x9F\x99\x82");
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(ValidUtf8("a\x80"
+                      "b"),
+            "a" + r + "b");                                 // stray continuation
+  EXPECT_EQ(ValidUtf8("a\xC3"), "a" + r);                   // cut at the end
+  EXPECT_EQ(ValidUtf8("\xC0\xAF"), r + r);                  // overlong
+  EXPECT_EQ(ValidUtf8("\xED\xA0\x80"), r + r + r);          // a surrogate
+  EXPECT_EQ(ValidUtf8("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
+  EXPECT_EQ(ValidUtf8("\xE2\x96"
+                      "z"),
+            r + r + "z");  // a lead without its bytes
+}
+
 }  // namespace
 }  // namespace zt::generate

@@ -12,6 +12,7 @@
 #include "train/job/job_check.h"
 #include "util/file_io.h"
 #include "util/status.h"
+#include "util/system_info.h"
 
 namespace zt::train {
 namespace {
@@ -51,7 +52,7 @@ absl::StatusOr<bool> PrepareInitFrom(const TrainOptions& o) {
   ZT_ASSIGN_OR_RETURN(const std::string stamp, SourceStamp(o.init_from));
   if (StampMatches(dir, stamp)) return false;
   ZT_ASSIGN_OR_RETURN(const ckpt::Llama2cModel m, ckpt::OpenLlama2c(o.init_from));
-  const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
+  const std::string tmp = absl::StrCat(dir, ".tmp-", HostName("host"), "-", ::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
   absl::Status st = ckpt::WriteLlama2cAsHf(m, tmp);
