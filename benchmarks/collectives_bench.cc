@@ -21,8 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cli/flags.h"
+#include "comm/cpu_group.h"
 #include "comm/gloo_device.h"
-#include "comm/gloo_group.h"
 #include "comm/init.h"
 #include "comm/rendezvous.h"
 #include "comm/socket_counters.h"
@@ -93,7 +93,7 @@ struct Settings {
 struct Groups {
   zt::comm::RankEnv env;
   zt::comm::StoreHandle store;
-  std::shared_ptr<zt::comm::GlooGroup> ours, ring;
+  std::shared_ptr<zt::comm::CpuGroup> ours, ring;
   zt::comm::GlooDevice device;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> baseline;
 };
@@ -109,10 +109,10 @@ absl::StatusOr<Groups> Connect(int64_t segment_bytes) {
   if (segment_bytes > 0) options.segment_bytes = segment_bytes;
   options.store_prefix = "zt";
   options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kAllToAll;
-  ZT_ASSIGN_OR_RETURN(g.ours, zt::comm::GlooGroup::Create(g.store, options));
+  ZT_ASSIGN_OR_RETURN(g.ours, zt::comm::CpuGroup::Create(g.store, options));
   options.store_prefix = "zt_ring";
   options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kRing;
-  ZT_ASSIGN_OR_RETURN(g.ring, zt::comm::GlooGroup::Create(g.store, options));
+  ZT_ASSIGN_OR_RETURN(g.ring, zt::comm::CpuGroup::Create(g.store, options));
 
   // c10d's own Gloo process group, the baseline, under its own key prefix.
   ZT_ASSIGN_OR_RETURN(g.device, zt::comm::CreateGlooDevice(g.env));

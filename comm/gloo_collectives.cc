@@ -371,31 +371,4 @@ void GlooExchangeHeaders(const GlooCall& call, const int64_t* mine, int64_t* all
   ::gloo::allgather(opts);
 }
 
-// gloo's allgather and allgatherv are rings: at step i rank r forwards chunk
-// (r - i) to r+1, for i = 0..n-2, so it sends every chunk but (r+1)'s and
-// receives every chunk but its own.
-WireBytes AllGatherWireBytes(const std::vector<int64_t>& chunk_bytes, int rank) {
-  const int n = static_cast<int>(chunk_bytes.size());
-  WireBytes w;
-  if (n <= 1) return w;
-  int64_t total = 0;
-  for (int64_t b : chunk_bytes) total += b;
-  w.sent = total - chunk_bytes[(rank + 1) % n];
-  w.received = total - chunk_bytes[rank];
-  return w;
-}
-
-// gloo's broadcast is a binomial tree over virtual ranks v = (rank - root)
-// mod n: in round i, ranks v < 2^i send to v + 2^i (when it exists).
-WireBytes BroadcastWireBytes(int world, int rank, int root, int64_t bytes) {
-  WireBytes w;
-  if (world <= 1) return w;
-  const int v = (rank - root + world) % world;
-  for (int64_t step = 1; step < world; step <<= 1) {
-    if (v < step && v + step < world) w.sent += bytes;
-  }
-  if (v != 0) w.received = bytes;
-  return w;
-}
-
 }  // namespace zt::comm

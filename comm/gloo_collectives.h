@@ -18,17 +18,13 @@
 
 #include "comm/group_options.h"
 #include "comm/process_group.h"
+#include "comm/wire_bytes.h"
 
 namespace gloo {
 class Context;
 }
 
 namespace zt::comm {
-
-struct WireBytes {
-  int64_t sent = 0;
-  int64_t received = 0;
-};
 
 // Shared arguments: the context, this collective's tag, its deadline budget.
 struct GlooCall {
@@ -70,10 +66,5 @@ void GlooBarrier(const GlooCall& call);
 // meets the collective's data messages. Control traffic: not counted in the
 // group's byte counters.
 void GlooExchangeHeaders(const GlooCall& call, const int64_t* mine, int64_t* all, int words);
-
-// The payload schedule of the gloo library algorithms above, mirrored from
-// their source so the counters report what they put on the wire.
-WireBytes AllGatherWireBytes(const std::vector<int64_t>& chunk_bytes, int rank);
-WireBytes BroadcastWireBytes(int world, int rank, int root, int64_t bytes);
 
 }  // namespace zt::comm

@@ -45,10 +45,13 @@ absl::Status ApplyEnvOverrides(GroupOptions& options) {
       options.backend = BackendChoice::kAuto;
     } else if (b == "gloo") {
       options.backend = BackendChoice::kGloo;
+    } else if (b == "shm") {
+      options.backend = BackendChoice::kShm;
     } else if (b == "single") {
       options.backend = BackendChoice::kSingle;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("ZT_COMM_BACKEND='", v, "' is not one of auto, gloo, single"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ZT_COMM_BACKEND='", v, "' is not one of auto, gloo, shm, single"));
     }
   }
   if (const char* v = Env("ZT_COMM_THREADS")) {

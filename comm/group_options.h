@@ -14,8 +14,10 @@
 namespace zt::comm {
 
 enum class BackendChoice {
-  kAuto,    // single rank when world size is 1, else Gloo
-  kGloo,    // Gloo even for one rank (tests, benchmarks)
+  kAuto,    // single rank when world size is 1; shared memory among ranks of one host
+            // (Gloo where the segment cannot be mapped, with a warning); Gloo across hosts
+  kGloo,    // Gloo everywhere, even for one rank (tests, benchmarks)
+  kShm,     // as kAuto, but a segment that cannot be mapped is an error
   kSingle,  // world size must be 1
 };
 
@@ -50,6 +52,10 @@ struct GroupOptions {
   // gloo aborting the process on mismatched message sizes. Costs one small
   // ring exchange per collective; ZT_COMM_CHECK=0 turns it off.
   bool check_agreement = true;
+  // Bytes of each rank's slot in the shared-memory transport (two slots per
+  // rank: consecutive rounds alternate). A collective moves one slot per
+  // rank per barrier; the segment is 2 x ranks x this.
+  int64_t shm_slot_bytes = int64_t{2} << 20;
   // Key prefix inside the rendezvous store, so several groups can share it.
   std::string store_prefix = "zt";
 };

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "comm/gloo_group.h"
+#include "comm/cpu_group.h"
 #include "comm/rendezvous.h"
 #include "comm/single_group.h"
 #include "util/log.h"
@@ -62,8 +62,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
     return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(opts.timeout));
   }
   ZT_ASSIGN_OR_RETURN(StoreHandle store, Rendezvous(env, opts.rendezvous_timeout, opts.store_prefix));
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<GlooGroup> group, GlooGroup::Create(store, opts));
-  ZT_LOG(DEBUG) << "process group ready: gloo, " << env.DebugString() << ", listening on "
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<CpuGroup> group, CpuGroup::Create(store, opts));
+  ZT_LOG(DEBUG) << "process group ready: " << group->backend_name() << ", " << env.DebugString() << ", over "
                 << group->device_description() << ", timeout " << FormatDuration(opts.timeout) << ", reduce-scatter "
                 << ToString(opts.reduce_scatter_algorithm);
   return std::shared_ptr<ProcessGroup>(std::move(group));

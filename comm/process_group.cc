@@ -1,5 +1,5 @@
 // Out-of-line pieces of the ProcessGroup contract: collective names and
-// counter totals. Backends live in their own files (gloo_group, single_group).
+// counter totals. Backends live in their own files (cpu_group over comm/transport.h, single_group).
 #include "comm/process_group.h"
 
 namespace zt::comm {

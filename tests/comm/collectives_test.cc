@@ -7,12 +7,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "comm/init.h"
 #include "gtest/gtest.h"
 #include "launch/rank_env.h"
@@ -31,12 +35,21 @@ using zt::comm::testing::AllInputs;
 using zt::comm::testing::Compare;
 using zt::comm::testing::ReferenceReduce;
 
+// "slot=256,dir=/tmp/x" style worker arguments.
+std::string ArgValue(const std::string& arg, const std::string& key) {
+  for (absl::string_view part : absl::StrSplit(arg, ',')) {
+    if (absl::ConsumePrefix(&part, key + "=")) return std::string(part);
+  }
+  return "";
+}
+
 struct Setup {
   std::shared_ptr<ProcessGroup> group;
   bool exact_reductions = true;  // the ring forwards rounded partial sums
 };
 
-// ctx.arg: comma-separated "algo=ring|alltoall", "backend=gloo".
+// ctx.arg: comma-separated "algo=ring|alltoall", "backend=gloo|shm",
+// "slot=<bytes>" (the shared-memory slot), "dir=<path>".
 absl::StatusOr<Setup> MakeGroup(const std::string& arg) {
   ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
   zt::comm::GroupOptions options;
@@ -48,9 +61,18 @@ absl::StatusOr<Setup> MakeGroup(const std::string& arg) {
     setup.exact_reductions = false;
   }
   if (absl::StrContains(arg, "backend=gloo")) options.backend = zt::comm::BackendChoice::kGloo;
+  if (absl::StrContains(arg, "backend=shm")) options.backend = zt::comm::BackendChoice::kShm;
+  if (const std::string slot = ArgValue(arg, "slot"); !slot.empty()) {
+    ZT_CHECK(absl::SimpleAtoi(slot, &options.shm_slot_bytes));
+  }
   ZT_ASSIGN_OR_RETURN(setup.group, zt::comm::InitProcessGroup(env, options));
-  const std::string want_backend =
-      (env.world_size == 1 && options.backend != zt::comm::BackendChoice::kGloo) ? "single" : "gloo";
+  // One host: shared memory unless Gloo is asked for or the ring (a Gloo
+  // algorithm) is; one rank: the single-rank group unless Gloo is forced.
+  const bool gloo = options.backend == zt::comm::BackendChoice::kGloo || !setup.exact_reductions;
+  const std::string want_backend = env.world_size == 1
+                                       ? (options.backend == zt::comm::BackendChoice::kGloo ? "gloo" : "single")
+                                   : gloo ? "gloo"
+                                          : "shm";
   if (setup.group->backend_name() != want_backend) {
     return absl::InternalError(absl::StrCat("backend ", setup.group->backend_name(), ", expected ", want_backend));
   }
@@ -291,6 +313,92 @@ ZT_RANK_WORKER(collectives) {
   ZT_RETURN_IF_ERROR(CheckCounters(setup));
   std::printf("rank %d: %s ok\n", ctx.rank, setup.group->backend_name().c_str());
   return absl::OkStatus();
+}
+
+// Every collective's result bytes, in a fixed order, for the transports to
+// be compared bitwise: floating dtypes, sizes from empty to several slots,
+// uneven and empty shards, every op, every root.
+ZT_RANK_WORKER(record_results) {
+  ZT_ASSIGN_OR_RETURN(Setup setup, MakeGroup(ctx.arg));
+  ProcessGroup& g = *setup.group;
+  const int n = g.size();
+  const int r = g.rank();
+  std::ofstream out(absl::StrCat(ArgValue(ctx.arg, "dir"), "/", ArgValue(ctx.arg, "name"), ".rank", r),
+                    std::ios::binary);
+  auto record = [&](const at::Tensor& t) {
+    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+  };
+  uint64_t seed = 0;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble}) {
+    for (int64_t numel :
+         {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{17}, int64_t{1000}, int64_t{4099}, int64_t{70001}}) {
+      auto inputs = AllInputs(n, numel, dtype, ++seed);
+      at::Tensor flat = at::zeros({numel}, inputs[0].options());
+      ZT_RETURN_IF_ERROR(g.AllGather(Slice(inputs[r], n, r).clone(), flat)->Wait());
+      record(flat);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+        at::Tensor shard = at::empty({Slice(inputs[r], n, r).numel()}, inputs[0].options());
+        ZT_RETURN_IF_ERROR(g.ReduceScatter(inputs[r], shard, op)->Wait());
+        record(shard);
+      }
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
+        at::Tensor t = inputs[r].clone();
+        ZT_RETURN_IF_ERROR(g.AllReduce(t, op)->Wait());
+        record(t);
+      }
+      for (int root = 0; root < n; ++root) {
+        at::Tensor t = inputs[r].clone();
+        ZT_RETURN_IF_ERROR(g.Broadcast(t, root)->Wait());
+        record(t);
+      }
+    }
+  }
+  out.close();
+  if (!out) return absl::InternalError("could not write the results file");
+  std::printf("rank %d: %s recorded\n", r, g.backend_name().c_str());
+  return absl::OkStatus();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Shared memory against Gloo's all-to-all, bitwise, at worlds 2-4, with the
+// default slot (small all-reduces in one round) and a 256-byte slot (every
+// collective in many rounds, the two parities alternating).
+TEST(Collectives, SharedMemoryMatchesGlooBitwise) {
+  const std::string dir = ::testing::TempDir() + "/shm_vs_gloo";
+  std::filesystem::create_directories(dir);
+  for (int world : {2, 3, 4}) {
+    const std::vector<std::pair<std::string, std::string>> runs = {
+        {"gloo", "backend=gloo"}, {"shm", "backend=shm"}, {"shm256", "backend=shm,slot=256"}};
+    for (const auto& [name, arg] : runs) {
+      auto result = zt::testing::RunRanks(
+          "record_results", {.world_size = world, .arg = absl::StrCat(arg, ",dir=", dir, ",name=", name)});
+      ASSERT_TRUE(result.ok()) << result.Summary();
+    }
+    for (int r = 0; r < world; ++r) {
+      const std::string gloo = ReadFile(absl::StrCat(dir, "/gloo.rank", r));
+      ASSERT_GT(gloo.size(), 100000u);
+      EXPECT_TRUE(gloo == ReadFile(absl::StrCat(dir, "/shm.rank", r))) << "world " << world << " rank " << r;
+      EXPECT_TRUE(gloo == ReadFile(absl::StrCat(dir, "/shm256.rank", r))) << "world " << world << " rank " << r;
+    }
+  }
+}
+
+TEST(Collectives, GlooAllToAllWorlds2To4) {
+  for (int world : {2, 3, 4}) {
+    auto result = zt::testing::RunRanks("collectives", {.world_size = world, .arg = "algo=alltoall,backend=gloo"});
+    EXPECT_TRUE(result.ok()) << result.Summary();
+  }
+}
+
+TEST(Collectives, SharedMemoryWithSmallSlots) {
+  for (int world : {2, 3}) {
+    auto result = zt::testing::RunRanks("collectives", {.world_size = world, .arg = "backend=shm,slot=256"});
+    EXPECT_TRUE(result.ok()) << result.Summary();
+  }
 }
 
 TEST(Collectives, AllToAllReduceScatterWorlds1To4) {

@@ -207,7 +207,7 @@ TEST(GroupOptions, BadOverridesAreNamed) {
   const std::vector<std::pair<Env, const char*>> cases = {
       {{{"ZT_COMM_TIMEOUT_S", "soon"}}, "ZT_COMM_TIMEOUT_S='soon' is not a positive number"},
       {{{"ZT_COMM_TIMEOUT_S", "-1"}}, "ZT_COMM_TIMEOUT_S='-1'"},
-      {{{"ZT_COMM_BACKEND", "nccl"}}, "ZT_COMM_BACKEND='nccl' is not one of auto, gloo, single"},
+      {{{"ZT_COMM_BACKEND", "nccl"}}, "ZT_COMM_BACKEND='nccl' is not one of auto, gloo, shm, single"},
       {{{"ZT_COMM_THREADS", "0"}}, "ZT_COMM_THREADS='0' is not an integer in [1, 64]"},
       {{{"ZT_REDUCE_SCATTER_ALGO", "tree"}}, "ZT_REDUCE_SCATTER_ALGO='tree'"},
   };

@@ -58,7 +58,9 @@ absl::Status Measure(ProcessGroup& g, CollectiveKind kind, const std::function<a
 
 ZT_RANK_WORKER(wire_bytes) {
   ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
-  ZT_ASSIGN_OR_RETURN(auto group, zt::comm::InitProcessGroup(env, zt::comm::GroupOptions{}));
+  zt::comm::GroupOptions options;
+  options.backend = zt::comm::BackendChoice::kGloo;  // the sockets are what is measured
+  ZT_ASSIGN_OR_RETURN(auto group, zt::comm::InitProcessGroup(env, options));
   ProcessGroup& g = *group;
   const int n = g.size();
   const int r = g.rank();

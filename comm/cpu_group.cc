@@ -1,9 +1,8 @@
-// Implementation of comm/gloo_group.h: the worker pool, failure handling and
-// the glue between at::Tensor arguments and comm/gloo_collectives.h.
-#include "comm/gloo_group.h"
+// Implementation of comm/cpu_group.h: the worker pool, failure handling and
+// the glue between at::Tensor arguments and the transport.
+#include "comm/cpu_group.h"
 
 #include <ATen/ATen.h>
-#include <gloo/rendezvous/context.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,9 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "comm/collective_args.h"
 #include "comm/collective_label.h"
-#include "comm/gloo_collectives.h"
-#include "comm/gloo_device.h"
-#include "comm/gloo_store.h"
+#include "comm/connect_transport.h"
+#include "comm/gloo_transport.h"
 #include "comm/heartbeat.h"
 #include "comm/single_group.h"
 #include "comm/sub_group.h"
@@ -34,19 +32,10 @@
 namespace zt::comm {
 namespace {
 
-// gloo prefixes messages with "[/path/to/file.cc:123] "; keep the text.
-std::string CleanGlooMessage(const std::string& what) {
-  std::string msg = what;
-  if (!msg.empty() && msg.front() == '[') {
-    size_t close = msg.find("] ");
-    if (close != std::string::npos) msg = msg.substr(close + 2);
-  }
-  size_t newline = msg.find('\n');
-  if (newline != std::string::npos) msg = msg.substr(0, newline);
-  return msg;
-}
-
-absl::StatusCode ClassifyGlooError(const std::string& msg) {
+// A transport's exception as a status code: TransportError says; gloo's
+// say it in their text.
+absl::StatusCode ClassifyTransportError(const std::exception& e, const std::string& msg) {
+  if (const auto* t = dynamic_cast<const TransportError*>(&e)) return t->code();
   return absl::StrContains(msg, "Timed out") || absl::StrContains(msg, "timed out")
              ? absl::StatusCode::kDeadlineExceeded
              : absl::StatusCode::kUnavailable;
@@ -91,15 +80,14 @@ std::vector<int> AllRanks(int n) {
 
 }  // namespace
 
-class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
+class CpuGroup::Impl : public std::enable_shared_from_this<Impl> {
  public:
-  using Fn = std::function<void(const GlooCall&, WireBytes&)>;
+  using Fn = std::function<void(Transport&, uint32_t tag, WireBytes&)>;
 
   // `world_ranks`: the members' world ranks (empty: this is the world);
   // `heartbeat`: the world's, for a sub-group (null: start one of our own).
-  Impl(const StoreHandle& store, const GroupOptions& options, GlooDevice device,
-       std::shared_ptr<::gloo::rendezvous::Context> context, std::vector<int> world_ranks,
-       std::shared_ptr<Heartbeat> heartbeat)
+  Impl(const StoreHandle& store, const GroupOptions& options, std::unique_ptr<Transport> transport,
+       std::vector<int> world_ranks, std::shared_ptr<Heartbeat> heartbeat)
       : rank_(store.env.rank),
         size_(store.env.world_size),
         world_ranks_(world_ranks.empty() ? AllRanks(store.env.world_size) : std::move(world_ranks)),
@@ -107,8 +95,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         owns_heartbeat_(heartbeat == nullptr),
         options_(options),
         store_(store),
-        device_(std::move(device)),
-        context_(std::move(context)),
+        transport_(std::move(transport)),
         heartbeat_(std::move(heartbeat)) {}
 
   ~Impl() {
@@ -131,7 +118,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void StartWorkers() ABSL_LOCKS_EXCLUDED(mu_) {
-    const int n = std::max(1, options_.worker_threads);
+    const int n = std::max(1, std::min(options_.worker_threads, transport_->max_concurrent()));
     {
       StdMutexLock lock(&mu_);  // no worker runs yet; the lock is for the analysis
       live_workers_ = n;
@@ -249,8 +236,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   std::atomic<int> sub_groups_{0};      // NewSubGroup calls so far: numbers their key prefixes
   GroupOptions options_;
   StoreHandle store_;
-  GlooDevice device_;
-  std::shared_ptr<::gloo::rendezvous::Context> context_;
+  const std::unique_ptr<Transport> transport_;
   // The world's heartbeat, shared with its sub-groups (each keeps it alive).
   std::shared_ptr<Heartbeat> heartbeat_;
 
@@ -293,19 +279,20 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
         StdMutexLock lock(&mu_);
         status = NotStarted(info);
       } else {
-        const GlooCall call{context_, info.seq, options_.timeout};
         try {
-          absl::Status agreed = options_.check_agreement && size_ > 1 ? CheckAgreement(call, info) : absl::OkStatus();
+          absl::Status agreed =
+              options_.check_agreement && size_ > 1 ? CheckAgreement(info.seq, info) : absl::OkStatus();
           if (!agreed.ok()) {
             Fail(task.state, std::string(agreed.message()), agreed, /*diagnose=*/false);
           } else {
-            task.fn(call, wire);
+            task.fn(*transport_, info.seq, wire);
           }
           status = task.state->IsCompleted() ? task.state->status() : absl::OkStatus();
         } catch (const std::exception& e) {
-          const std::string cause = CleanGlooMessage(e.what());
+          const std::string cause = absl::StrCat(transport_->name(), ": ", CleanGlooMessage(e.what()));
           const std::string headline = absl::StrCat(info.Describe(), " failed on rank ", world_rank_);
-          Fail(task.state, headline, absl::Status(ClassifyGlooError(cause), absl::StrCat(headline, ": gloo: ", cause)),
+          Fail(task.state, headline,
+               absl::Status(ClassifyTransportError(e, cause), absl::StrCat(headline, ": ", cause)),
                /*diagnose=*/true, cause);
           status = task.state->status();
         }
@@ -331,7 +318,7 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   // Exchanges (seq, kind, bytes, dtype) and the label's first 48 bytes with
   // every rank before any data moves; any difference is a named error naming
   // each rank's collective and what it was for.
-  absl::Status CheckAgreement(const GlooCall& call, const CollectiveInfo& info) {
+  absl::Status CheckAgreement(uint32_t tag, const CollectiveInfo& info) {
     constexpr int kWords = 4;
     constexpr int kLabelWords = 6;  // 48 bytes of the label; longer ones are cut for peers
     constexpr int kAll = kWords + kLabelWords;
@@ -339,7 +326,8 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
                           static_cast<int64_t>(info.dtype)};
     std::memcpy(&mine[kWords], info.label.data(), std::min(info.label.size(), sizeof(int64_t) * kLabelWords));
     std::vector<int64_t> all(static_cast<size_t>(size_) * kAll);
-    GlooExchangeHeaders(call, mine, all.data(), kAll);
+    static_assert(kAll <= Transport::kMaxHeaderWords);
+    transport_->ExchangeHeaders(tag, mine, all.data(), kAll);
     std::vector<std::string> differ;
     for (int r = 0; r < size_; ++r) {
       const int64_t* h = &all[static_cast<size_t>(r) * kAll];
@@ -366,10 +354,10 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   // Fails the group once. The first caller closes the connections (peers
   // notice at once), diagnoses which peer is gone, records the reason and
   // completes every pending Work; `state` (if any) gets `status` with the
-  // diagnosis inserted before the gloo cause. Later callers wait for that
-  // reason and complete their work as aborted because of it.
+  // diagnosis inserted before the transport's cause. Later callers wait for
+  // that reason and complete their work as aborted because of it.
   void Fail(const std::shared_ptr<WorkState>& state, const std::string& headline, absl::Status status, bool diagnose,
-            const std::string& gloo_cause = "") ABSL_LOCKS_EXCLUDED(mu_) {
+            const std::string& transport_cause = "") ABSL_LOCKS_EXCLUDED(mu_) {
     {
       StdMutexLock lock(&mu_);
       if (failing_) {
@@ -389,14 +377,14 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
       failing_ = true;
     }
     if (heartbeat_) heartbeat_->PostAbort(std::string(status.message()));
-    context_->closeConnections();
+    transport_->Abort(std::string(status.message()));
     if (diagnose && heartbeat_ && size_ > 1) {
       const Diagnosis d = heartbeat_->Diagnose(DiagnosisBudget(), world_ranks_);
       const std::string found = d.ToString(world_rank_);
       if (!found.empty()) {
         status = absl::Status(
             status.code(),
-            absl::StrCat(headline, ": ", found, gloo_cause.empty() ? "" : absl::StrCat("; gloo: ", gloo_cause)));
+            absl::StrCat(headline, ": ", found, transport_cause.empty() ? "" : absl::StrCat("; ", transport_cause)));
         heartbeat_->PostAbort(std::string(status.message()));
       }
     }
@@ -438,52 +426,35 @@ class GlooGroup::Impl : public std::enable_shared_from_this<Impl> {
   CommStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
-absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Create(const StoreHandle& store, const GroupOptions& options) {
+absl::StatusOr<std::shared_ptr<CpuGroup>> CpuGroup::Create(const StoreHandle& store, const GroupOptions& options) {
   return Connect(store, options, {}, nullptr);
 }
 
-absl::StatusOr<std::shared_ptr<GlooGroup>> GlooGroup::Connect(const StoreHandle& store, const GroupOptions& options,
-                                                              std::vector<int> world_ranks,
-                                                              std::shared_ptr<Heartbeat> heartbeat) {
-  const RankEnv& env = store.env;
-  const int world_rank = world_ranks.empty() ? env.rank : world_ranks[env.rank];
-  absl::StatusOr<GlooDevice> device = CreateGlooDevice(env);
-  if (!device.ok()) return device.status();
-
+absl::StatusOr<std::shared_ptr<CpuGroup>> CpuGroup::Connect(const StoreHandle& store, const GroupOptions& options,
+                                                            std::vector<int> world_ranks,
+                                                            std::shared_ptr<Heartbeat> heartbeat) {
+  const int world_rank = world_ranks.empty() ? store.env.rank : world_ranks[store.env.rank];
   if (!world_ranks.empty()) {
     if (absl::Status agreed = AgreeOnMembers(store, options.store_prefix, world_ranks, world_rank); !agreed.ok()) {
       return agreed;
     }
   }
-  auto context = std::make_shared<::gloo::rendezvous::Context>(env.rank, env.world_size);
-  context->setTimeout(options.rendezvous_timeout);
-  try {
-    GlooStoreAdapter adapter(c10::make_intrusive<c10d::PrefixStore>(options.store_prefix + "/gloo", store.store));
-    context->connectFullMesh(adapter, device->device);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", world_rank, " could not connect to its ", env.world_size - 1, " peers",
-        world_ranks.empty() ? std::string() : absl::StrCat(" of sub-group [", absl::StrJoin(world_ranks, ", "), "]"),
-        " through Gloo (listening on ", device->description, ", store ", store.address, ") within ",
-        FormatDuration(options.rendezvous_timeout), ": ", CleanGlooMessage(e.what()),
-        ". On several hosts, set GLOO_SOCKET_IFNAME to the interface that connects them"));
-  }
-  context->setTimeout(options.timeout);
-
-  auto impl = std::make_shared<Impl>(store, options, std::move(*device), std::move(context), std::move(world_ranks),
-                                     std::move(heartbeat));
+  absl::StatusOr<std::unique_ptr<Transport>> transport = ConnectTransport(store, options, world_ranks);
+  if (!transport.ok()) return transport.status();
+  auto impl =
+      std::make_shared<Impl>(store, options, *std::move(transport), std::move(world_ranks), std::move(heartbeat));
   if (absl::Status s = impl->StartHeartbeat(); !s.ok()) return s;
   impl->StartWorkers();
-  std::shared_ptr<GlooGroup> group(new GlooGroup(impl));
+  std::shared_ptr<CpuGroup> group(new CpuGroup(impl));
   absl::Status ready = group->Barrier()->Wait(options.rendezvous_timeout);
   if (!ready.ok()) return ready;
   group->ResetStats();
   return group;
 }
 
-std::vector<int> GlooGroup::world_ranks() const { return impl_->world_ranks_; }
+std::vector<int> CpuGroup::world_ranks() const { return impl_->world_ranks_; }
 
-absl::StatusOr<std::shared_ptr<ProcessGroup>> GlooGroup::NewSubGroup(const std::vector<int>& ranks) {
+absl::StatusOr<std::shared_ptr<ProcessGroup>> CpuGroup::NewSubGroup(const std::vector<int>& ranks) {
   if (absl::Status s = CheckSubGroupRanks(ranks, size()); !s.ok()) return s;
   const int n = impl_->sub_groups_++;  // every rank counts every call, members or not
   const auto me = std::find(ranks.begin(), ranks.end(), rank());
@@ -496,74 +467,69 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> GlooGroup::NewSubGroup(const std::
   store.env.world_size = static_cast<int>(ranks.size());
   GroupOptions options = impl_->options_;
   options.store_prefix = absl::StrCat(options.store_prefix, "/sub", n);
-  absl::StatusOr<std::shared_ptr<GlooGroup>> made = Connect(store, options, std::move(world), impl_->heartbeat_);
+  absl::StatusOr<std::shared_ptr<CpuGroup>> made = Connect(store, options, std::move(world), impl_->heartbeat_);
   if (!made.ok()) return made.status();
   return std::shared_ptr<ProcessGroup>(*std::move(made));
 }
 
-GlooGroup::~GlooGroup() { impl_->Shutdown(); }
+CpuGroup::~CpuGroup() { impl_->Shutdown(); }
 
-int GlooGroup::rank() const { return impl_->rank_; }
-int GlooGroup::size() const { return impl_->size_; }
-std::chrono::milliseconds GlooGroup::timeout() const { return impl_->options_.timeout; }
-const std::string& GlooGroup::device_description() const { return impl_->device_.description; }
-CommStats GlooGroup::stats() const { return impl_->stats(); }
-void GlooGroup::ResetStats() { impl_->ResetStats(); }
+int CpuGroup::rank() const { return impl_->rank_; }
+int CpuGroup::size() const { return impl_->size_; }
+std::chrono::milliseconds CpuGroup::timeout() const { return impl_->options_.timeout; }
+const std::string& CpuGroup::device_description() const { return impl_->transport_->description(); }
+std::string CpuGroup::backend_name() const { return impl_->transport_->name(); }
+CommStats CpuGroup::stats() const { return impl_->stats(); }
+void CpuGroup::ResetStats() { impl_->ResetStats(); }
 
-std::unique_ptr<Work> GlooGroup::AllGather(const at::Tensor& shard, const at::Tensor& flat) {
+std::unique_ptr<Work> CpuGroup::AllGather(const at::Tensor& shard, const at::Tensor& flat) {
   CollectiveInfo info{CollectiveKind::kAllGather, 0,
                       flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
                       flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   bool in_place = false;
   absl::Status ok = CheckAllGatherArgs(shard, flat, rank(), size(), c10::DeviceType::CPU, &in_place);
   if (!ok.ok()) return impl_->Reject(info, ok);
-  return impl_->Submit(info, [shard, flat, in_place](const GlooCall& call, WireBytes& wire) {
-    GlooAllGather(call, in_place ? nullptr : shard.data_ptr(), flat.data_ptr(), flat.numel(), flat.element_size(),
-                  wire);
+  return impl_->Submit(info, [shard, flat, in_place](Transport& t, uint32_t tag, WireBytes& wire) {
+    t.AllGather(tag, in_place ? nullptr : shard.data_ptr(), flat.data_ptr(), flat.numel(), flat.element_size(), wire);
   });
 }
 
-std::unique_ptr<Work> GlooGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) {
+std::unique_ptr<Work> CpuGroup::ReduceScatter(const at::Tensor& flat, const at::Tensor& shard, ReduceOp op) {
   CollectiveInfo info{CollectiveKind::kReduceScatter, 0,
                       flat.defined() ? flat.numel() * static_cast<int64_t>(flat.element_size()) : 0,
                       flat.defined() ? flat.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckReduceScatterArgs(flat, shard, op, rank(), size(), c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
-  const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
-  const int64_t segment_bytes = impl_->options_.segment_bytes;
-  return impl_->Submit(info, [flat, shard, op, algorithm, segment_bytes](const GlooCall& call, WireBytes& wire) {
-    GlooReduceScatter(call, algorithm, flat.data_ptr(), shard.data_ptr(), flat.numel(), flat.scalar_type(), op,
-                      segment_bytes, wire);
+  return impl_->Submit(info, [flat, shard, op](Transport& t, uint32_t tag, WireBytes& wire) {
+    t.ReduceScatter(tag, flat.data_ptr(), shard.data_ptr(), flat.numel(), flat.scalar_type(), op, wire);
   });
 }
 
-std::unique_ptr<Work> GlooGroup::AllReduce(const at::Tensor& tensor, ReduceOp op) {
+std::unique_ptr<Work> CpuGroup::AllReduce(const at::Tensor& tensor, ReduceOp op) {
   CollectiveInfo info{CollectiveKind::kAllReduce, 0,
                       tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
                       tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckAllReduceArgs(tensor, op, c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
-  const ReduceScatterAlgorithm algorithm = impl_->options_.reduce_scatter_algorithm;
-  const int64_t segment_bytes = impl_->options_.segment_bytes;
-  return impl_->Submit(info, [tensor, op, algorithm, segment_bytes](const GlooCall& call, WireBytes& wire) {
-    GlooAllReduce(call, algorithm, tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op, segment_bytes, wire);
+  return impl_->Submit(info, [tensor, op](Transport& t, uint32_t tag, WireBytes& wire) {
+    t.AllReduce(tag, tensor.data_ptr(), tensor.numel(), tensor.scalar_type(), op, wire);
   });
 }
 
-std::unique_ptr<Work> GlooGroup::Broadcast(const at::Tensor& tensor, int root) {
+std::unique_ptr<Work> CpuGroup::Broadcast(const at::Tensor& tensor, int root) {
   CollectiveInfo info{CollectiveKind::kBroadcast, 0,
                       tensor.defined() ? tensor.numel() * static_cast<int64_t>(tensor.element_size()) : 0,
                       tensor.defined() ? tensor.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
   absl::Status ok = CheckBroadcastArgs(tensor, root, size(), c10::DeviceType::CPU);
   if (!ok.ok()) return impl_->Reject(info, ok);
-  return impl_->Submit(info, [tensor, root](const GlooCall& call, WireBytes& wire) {
-    GlooBroadcast(call, tensor.data_ptr(), tensor.numel() * tensor.element_size(), root, wire);
+  return impl_->Submit(info, [tensor, root](Transport& t, uint32_t tag, WireBytes& wire) {
+    t.Broadcast(tag, tensor.data_ptr(), tensor.numel() * tensor.element_size(), root, wire);
   });
 }
 
-std::unique_ptr<Work> GlooGroup::Barrier() {
+std::unique_ptr<Work> CpuGroup::Barrier() {
   CollectiveInfo info{CollectiveKind::kBarrier, 0, 0, c10::ScalarType::Byte, CollectiveLabel::Current()};
-  return impl_->Submit(info, [](const GlooCall& call, WireBytes&) { GlooBarrier(call); });
+  return impl_->Submit(info, [](Transport& t, uint32_t tag, WireBytes&) { t.Barrier(tag); });
 }
 
 }  // namespace zt::comm
