@@ -19,12 +19,13 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 BIN=$BUILD_DIR/bin
 OUT=$BUILD_DIR/bench
-ALL=(collectives optimizer zero_stages activation_checkpoint generate checkpoint nvme offload)
+ALL=(collectives local_comm optimizer zero_stages activation_checkpoint generate checkpoint nvme offload)
 
 # The command of each benchmark, as the document shows it.
 command_of() {
   case "$1" in
     collectives) echo "$BIN/zt launch --nproc-per-node 2 -- $BIN/zt_bench_collectives --max-bytes 67108864" ;;
+    local_comm) echo "$BIN/zt_bench_local_comm --steps 10 --warmup 3 --rounds 2" ;;
     optimizer) echo "$BIN/zt_bench_optimizer --benchmark_repetitions=3 --benchmark_report_aggregates_only=true" ;;
     zero_stages) echo "WORLDS='1 2 3 4' ROUNDS=2 benchmarks/run_zero_stages.sh --global-batch 48 --stages torch,0,1,2,3,3-no-prefetch" ;;
     activation_checkpoint) echo "$BIN/zt_bench_activation_checkpoint --seq-lens 64,256,512 --rounds 2" ;;
@@ -64,7 +65,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   echo "scripts/bench.sh: no build in $BUILD_DIR; run scripts/setup.sh first (or set ZT_BUILD_DIR)" >&2
   exit 2
 fi
-cmake --build "$BUILD_DIR" --target zt zt_bench_report zt_bench_collectives zt_bench_optimizer \
+cmake --build "$BUILD_DIR" --target zt zt_bench_report zt_bench_collectives zt_bench_local_comm zt_bench_optimizer \
   zt_bench_zero_stages zt_bench_activation_checkpoint zt_bench_generate zt_bench_checkpoint zt_bench_nvme zt_bench_offload \
   zt_bench_multihost >/dev/null
 mkdir -p "$OUT"
