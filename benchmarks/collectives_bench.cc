@@ -1,6 +1,7 @@
 // Collectives sweep: our Gloo all-gather, reduce-scatter (both algorithms)
-// and all-reduce against c10d's ProcessGroupGloo all-reduce, measured in the
-// same run over the same store, fp32, message sizes 1 KiB .. 256 MiB.
+// and all-reduce against c10d's ProcessGroupGloo all-reduce, and the same
+// three over the shared-memory transport (ranks of one host), measured in
+// the same run over the same store, fp32, message sizes 1 KiB .. 256 MiB.
 // Prints time, algBw and busBw with the nccl-tests formulas, the ratio of
 // reduce-scatter to all-reduce bus bandwidth, and the bytes each all-reduce
 // puts on this rank's TCP sockets. A rank program: start it with
@@ -93,7 +94,7 @@ struct Settings {
 struct Groups {
   zt::comm::RankEnv env;
   zt::comm::StoreHandle store;
-  std::shared_ptr<zt::comm::CpuGroup> ours, ring;
+  std::shared_ptr<zt::comm::CpuGroup> ours, ring, shm;
   zt::comm::GlooDevice device;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> baseline;
 };
@@ -113,6 +114,10 @@ absl::StatusOr<Groups> Connect(int64_t segment_bytes) {
   options.store_prefix = "zt_ring";
   options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kRing;
   ZT_ASSIGN_OR_RETURN(g.ring, zt::comm::CpuGroup::Create(g.store, options));
+  options.store_prefix = "zt_shm";
+  options.reduce_scatter_algorithm = zt::comm::ReduceScatterAlgorithm::kAllToAll;
+  options.backend = zt::comm::BackendChoice::kShm;
+  ZT_ASSIGN_OR_RETURN(g.shm, zt::comm::CpuGroup::Create(g.store, options));
 
   // c10d's own Gloo process group, the baseline, under its own key prefix.
   ZT_ASSIGN_OR_RETURN(g.device, zt::comm::CreateGlooDevice(g.env));
@@ -130,11 +135,15 @@ void PrintHeader(const Groups& g, int rounds) {
       "world %d, fp32, intra-op threads %d, gloo on %s; time = slowest rank, best of %d rounds, GB/s = 1e9 B/s\n",
       g.env.world_size, at::get_num_threads(), g.ours->device_description().c_str(), rounds);
   std::printf("busBw (nccl-tests): all-reduce algBw*2(n-1)/n; all-gather, reduce-scatter algBw*(n-1)/n\n");
-  std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s\n", "", "all-gather", "reduce-scatter a2a",
-              "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)", "RS/AR", "RS/AR", "wire/S", "wire/S");
-  std::printf("%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s\n",
-              "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw",
-              "us", "algBw", "busBw", "ours", "c10d", "ours", "c10d");
+  std::printf("%10s | %21s | %21s | %21s | %21s | %21s | %7s %7s | %6s %6s | %21s | %21s | %21s\n", "", "all-gather",
+              "reduce-scatter a2a", "reduce-scatter ring", "all-reduce (ours)", "all-reduce (c10d)", "RS/AR", "RS/AR",
+              "wire/S", "wire/S", "all-gather shm", "reduce-scatter shm", "all-reduce shm");
+  std::printf(
+      "%10s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %8s %6s %6s | %7s %7s | %6s %6s | %8s %6s %6s | "
+      "%8s %6s %6s | %8s %6s %6s\n",
+      "bytes", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw", "busBw", "us",
+      "algBw", "busBw", "ours", "c10d", "ours", "c10d", "us", "algBw", "busBw", "us", "algBw", "busBw", "us", "algBw",
+      "busBw");
   std::fflush(stdout);
 }
 
@@ -142,6 +151,7 @@ void PrintHeader(const Groups& g, int rounds) {
 // the bytes one all-reduce put on this rank's sockets.
 struct SizeResult {
   double ag = 1e30, rs = 1e30, rs_ring = 1e30, ar = 1e30, c10d = 1e30;
+  double ag_shm = 1e30, rs_shm = 1e30, ar_shm = 1e30;  // the shared-memory transport
   int64_t wire_ours = 0, wire_c10d = 0;
 };
 
@@ -166,6 +176,9 @@ class SizeRun {
   absl::Status Rs() { return g_.ours->ReduceScatter(flat_, shard_, ReduceOp::kSum)->Wait(); }
   absl::Status RsRing() { return g_.ring->ReduceScatter(flat_, shard_, ReduceOp::kSum)->Wait(); }
   absl::Status Ar() { return g_.ours->AllReduce(reduced_, ReduceOp::kAvg)->Wait(); }
+  absl::Status AgShm() { return g_.shm->AllGather(gathered_.narrow(0, b_, len_), gathered_)->Wait(); }
+  absl::Status RsShm() { return g_.shm->ReduceScatter(flat_, shard_, ReduceOp::kSum)->Wait(); }
+  absl::Status ArShm() { return g_.shm->AllReduce(reduced_, ReduceOp::kAvg)->Wait(); }
   absl::Status C10dAr() {
     try {
       g_.baseline->allreduce(baseline_vec_)->wait();
@@ -186,7 +199,8 @@ absl::StatusOr<SizeResult> SizeRun::Measure(int warmup, int iters, int rounds) {
   ProcessGroup& ours = *g_.ours;
   const std::function<absl::Status()> ag = [this] { return Ag(); }, rs = [this] { return Rs(); },
                                       rs_ring = [this] { return RsRing(); }, ar = [this] { return Ar(); },
-                                      c10d_ar = [this] { return C10dAr(); };
+                                      c10d_ar = [this] { return C10dAr(); }, ag_shm = [this] { return AgShm(); },
+                                      rs_shm = [this] { return RsShm(); }, ar_shm = [this] { return ArShm(); };
   // The machine may be shared: interleave the ops over several rounds and
   // keep each op's best round, so a burst of load hits all ops alike.
   SizeResult t;
@@ -201,6 +215,14 @@ absl::StatusOr<SizeResult> SizeRun::Measure(int warmup, int iters, int rounds) {
     ZT_RETURN_IF_ERROR(Check(shard_, n_, "reduce-scatter (ring)"));
     ZT_ASSIGN_OR_RETURN(double d, TimeOp(ours, w, iters, ar));
     ZT_ASSIGN_OR_RETURN(double e, TimeOp(ours, w, iters, c10d_ar));
+    ZT_ASSIGN_OR_RETURN(double f, TimeOp(ours, w, iters, ag_shm));
+    shard_.zero_();
+    ZT_ASSIGN_OR_RETURN(double g2, TimeOp(ours, w, iters, rs_shm));
+    ZT_RETURN_IF_ERROR(Check(shard_, n_, "reduce-scatter (shared memory)"));
+    ZT_ASSIGN_OR_RETURN(double h, TimeOp(ours, w, iters, ar_shm));
+    t.ag_shm = std::min(t.ag_shm, f);
+    t.rs_shm = std::min(t.rs_shm, g2);
+    t.ar_shm = std::min(t.ar_shm, h);
     t.ag = std::min(t.ag, a);
     t.rs = std::min(t.rs, b2);
     t.rs_ring = std::min(t.rs_ring, c);
@@ -225,25 +247,32 @@ std::string PrintSize(int64_t S, int n, const SizeResult& t) {
   const Result rring = Bandwidth(t.rs_ring, S, ag_factor);
   const Result rar = Bandwidth(t.ar, S, ar_factor);
   const Result rc = Bandwidth(t.c10d, S, ar_factor);
+  const Result sag = Bandwidth(t.ag_shm, S, ag_factor);
+  const Result srs = Bandwidth(t.rs_shm, S, ag_factor);
+  const Result sar = Bandwidth(t.ar_shm, S, ar_factor);
   const double wire_ours = static_cast<double>(t.wire_ours) / S, wire_c10d = static_cast<double>(t.wire_c10d) / S;
   auto cell = [](const Result& x) { return absl::StrFormat("%8.1f %6.3f %6.3f", x.seconds * 1e6, x.alg_bw, x.bus_bw); };
-  std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f\n",
+  std::printf("%10s | %s | %s | %s | %s | %s | %7.2f %7.2f | %6.2f %6.2f | %s | %s | %s\n",
               zt::HumanBytes(static_cast<double>(S)).c_str(), cell(rag).c_str(), cell(rrs).c_str(), cell(rring).c_str(),
               cell(rar).c_str(), cell(rc).c_str(), rrs.bus_bw / rar.bus_bw, rrs.bus_bw / rc.bus_bw, wire_ours,
-              wire_c10d);
+              wire_c10d, cell(sag).c_str(), cell(srs).c_str(), cell(sar).c_str());
   std::printf(
       "RESULT bytes=%lld world=%d ag_us=%.1f ag_busbw=%.4f rs_us=%.1f rs_busbw=%.4f rs_ring_us=%.1f "
       "rs_ring_busbw=%.4f ar_us=%.1f ar_busbw=%.4f c10d_ar_us=%.1f c10d_ar_busbw=%.4f wire_ours=%.4f "
-      "wire_c10d=%.4f\n",
+      "wire_c10d=%.4f shm_ag_us=%.1f shm_ag_busbw=%.4f shm_rs_us=%.1f shm_rs_busbw=%.4f shm_ar_us=%.1f "
+      "shm_ar_busbw=%.4f\n",
       static_cast<long long>(S), n, rag.seconds * 1e6, rag.bus_bw, rrs.seconds * 1e6, rrs.bus_bw, rring.seconds * 1e6,
-      rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw, wire_ours, wire_c10d);
+      rring.bus_bw, rar.seconds * 1e6, rar.bus_bw, rc.seconds * 1e6, rc.bus_bw, wire_ours, wire_c10d, sag.seconds * 1e6,
+      sag.bus_bw, srs.seconds * 1e6, srs.bus_bw, sar.seconds * 1e6, sar.bus_bw);
   std::fflush(stdout);
   // The largest message decides the bandwidth a training step sees.
   return absl::StrFormat(
       "at %s on %d ranks: all-gather %.2f GB/s, reduce-scatter %.2f GB/s busBw = %.2fx our all-reduce, "
-      "%.2fx c10d's; an all-reduce sends %.2fx the buffer (optimum %.2f)",
+      "%.2fx c10d's; an all-reduce sends %.2fx the buffer (optimum %.2f); shared memory: all-gather %.2f GB/s "
+      "(%.1fx Gloo), reduce-scatter %.2f (%.1fx), all-reduce %.2f (%.1fx)",
       zt::HumanBytes(static_cast<double>(S)), n, rag.bus_bw, rrs.bus_bw, rrs.bus_bw / rar.bus_bw,
-      rrs.bus_bw / rc.bus_bw, wire_ours, ar_factor);
+      rrs.bus_bw / rc.bus_bw, wire_ours, ar_factor, sag.bus_bw, sag.bus_bw / rag.bus_bw, srs.bus_bw,
+      srs.bus_bw / rrs.bus_bw, sar.bus_bw, sar.bus_bw / rar.bus_bw);
 }
 
 absl::Status Run(const std::vector<std::string>& args) {
