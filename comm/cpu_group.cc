@@ -143,10 +143,12 @@ class CpuGroup::Impl : public std::enable_shared_from_this<Impl> {
     std::weak_ptr<Impl> weak = weak_from_this();
     // Wait() allows the transfer timeout plus the time a failure diagnosis
     // takes, so the worker's own, more specific error normally arrives first.
-    return std::make_unique<AsyncWork>(std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
-                                       [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
-                                         if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
-                                       });
+    return std::make_unique<AsyncWork>(
+        std::move(state), options_.timeout + DiagnosisBudget() + std::chrono::seconds(1),
+        [weak](const std::shared_ptr<WorkState>& s, std::chrono::milliseconds waited) {
+          if (auto impl = weak.lock()) impl->OnWaitTimeout(s, waited);
+        },
+        waited_);
   }
 
   // A call whose arguments are wrong fails the group: the other ranks are
@@ -221,11 +223,14 @@ class CpuGroup::Impl : public std::enable_shared_from_this<Impl> {
 
   CommStats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_) {
     StdMutexLock lock(&stats_mu_);
-    return stats_;
+    CommStats s = stats_;
+    s.wait_seconds = static_cast<double>(waited_->load(std::memory_order_relaxed)) * 1e-9;
+    return s;
   }
   void ResetStats() ABSL_LOCKS_EXCLUDED(stats_mu_) {
     StdMutexLock lock(&stats_mu_);
     stats_ = CommStats{};
+    waited_->store(0, std::memory_order_relaxed);
   }
 
   int rank_;
@@ -239,6 +244,8 @@ class CpuGroup::Impl : public std::enable_shared_from_this<Impl> {
   const std::unique_ptr<Transport> transport_;
   // The world's heartbeat, shared with its sub-groups (each keeps it alive).
   std::shared_ptr<Heartbeat> heartbeat_;
+  // Time callers blocked in Wait on this group's works (shared with them).
+  const std::shared_ptr<WaitClock> waited_ = std::make_shared<WaitClock>(0);
 
  private:
   struct Task {

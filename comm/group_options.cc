@@ -61,6 +61,14 @@ absl::Status ApplyEnvOverrides(GroupOptions& options) {
     }
     options.worker_threads = threads;
   }
+  if (const char* v = Env("ZT_COMM_SHM_SLOT_KIB")) {
+    int64_t kib = 0;
+    if (!absl::SimpleAtoi(v, &kib) || kib < 4 || kib > (int64_t{1} << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ZT_COMM_SHM_SLOT_KIB='", v, "' is not an integer number of KiB in [4, 1048576]"));
+    }
+    options.shm_slot_bytes = kib << 10;
+  }
   if (const char* v = Env("ZT_COMM_CHECK")) {
     const std::string c = absl::AsciiStrToLower(v);
     if (c == "1" || c == "true" || c == "on") {

@@ -14,7 +14,8 @@
 //    Status naming the collective and, when known, the peer rank. A dead or
 //    silent peer becomes an error within the group's timeout, never a hang.
 //  * Every backend counts payload bytes it sends and receives per collective
-//    kind (stats()), so benchmarks can compare against analytic volumes.
+//    kind (stats()), so benchmarks can compare against analytic volumes, and
+//    the time callers spent waiting for its collectives.
 //  * Sub-groups (NewSubGroup: node-local, cross-node, any rank list) keep
 //    this contract among their members, count their own bytes, and name
 //    ranks in errors by their world rank.
@@ -49,6 +50,10 @@ struct CollectiveCounters {
 
 struct CommStats {
   std::array<CollectiveCounters, kNumCollectiveKinds> by_kind{};
+  // Time callers spent blocked in Work::Wait on this group's collectives
+  // (from the call until completion, for works not complete when waited):
+  // what the communication of this group did not hide behind compute.
+  double wait_seconds = 0;
   const CollectiveCounters& operator[](CollectiveKind k) const { return by_kind[static_cast<int>(k)]; }
   int64_t total_bytes_sent() const;
   int64_t total_bytes_received() const;

@@ -118,17 +118,18 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(int ranks, int64_
     return absl::UnavailableError(
         absl::StrCat("could not create the shared-memory segment ", name, ": ", Errno(errno)));
   }
-  auto fail = [&](const std::string& what) {
+  auto fail = [&](const std::string& what, absl::StatusCode code = absl::StatusCode::kUnavailable) {
     ::close(fd);
     shm_unlink(name.c_str());
-    return absl::UnavailableError(what);
+    return absl::Status(code, what);
   };
   // posix_fallocate reserves the pages now: a tmpfs without room says so here
   // (ENOSPC) instead of killing a rank with SIGBUS at its first write.
   if (const int err = posix_fallocate(fd, 0, bytes); err != 0) {
     return fail(absl::StrCat("could not reserve ", bytes >> 20, " MiB of shared memory for ", ranks, " ranks (", name,
                              " in /dev/shm): ", Errno(err),
-                             "; enlarge /dev/shm (docker run --shm-size=1g) or set ZT_COMM_BACKEND=gloo"));
+                             "; enlarge /dev/shm (docker run --shm-size=1g) or set ZT_COMM_BACKEND=gloo"),
+                err == ENOSPC ? absl::StatusCode::kResourceExhausted : absl::StatusCode::kUnavailable);
   }
   void* base = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED)
@@ -142,6 +143,17 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(int ranks, int64_
   c->total_bytes = bytes;
   __atomic_store_n(&c->magic, kMagic, __ATOMIC_RELEASE);
   return seg;
+}
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::CreateFitting(int ranks, int64_t slot_bytes,
+                                                                      int64_t min_slot_bytes) {
+  absl::StatusOr<std::unique_ptr<ShmSegment>> made = Create(ranks, slot_bytes);
+  while (!made.ok() && made.status().code() == absl::StatusCode::kResourceExhausted &&
+         slot_bytes / 2 >= min_slot_bytes) {
+    slot_bytes /= 2;
+    made = Create(ranks, slot_bytes);
+  }
+  return made;
 }
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, uint64_t token, int ranks,

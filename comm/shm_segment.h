@@ -35,9 +35,13 @@ class ShmSegment {
   using Clock = std::chrono::steady_clock;
 
   // A new segment for `ranks` ranks (name "/zt-<pid>-<random>"); its memory
-  // is reserved at once, so a full /dev/shm is an error here (naming the size
-  // and what to change), never a SIGBUS later.
+  // is reserved at once, so a full /dev/shm is an error here (ResourceExhausted,
+  // naming the size and what to change), never a SIGBUS later.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(int ranks, int64_t slot_bytes);
+  // Create with `slot_bytes`, halved while /dev/shm has no room, down to
+  // `min_slot_bytes` (then Create's error); slot_bytes() says what it got.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> CreateFitting(int ranks, int64_t slot_bytes,
+                                                                   int64_t min_slot_bytes);
   // Maps the segment `name`; InvalidArgument unless its token, rank count and
   // slot size are the ones given.
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, uint64_t token, int ranks,

@@ -12,13 +12,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "comm/reduce_kernels.h"
 #include "comm/shm_segment.h"
+#include "util/log.h"
 
 namespace zt::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The smallest slot rank 0 falls back to on a /dev/shm without room.
+constexpr int64_t kMinSlotBytes = int64_t{256} << 10;
 
 class ShmTransport final : public Transport {
  public:
@@ -195,16 +200,25 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(const StoreHandle
   const int rank = store.env.rank;
   const int n = store.env.world_size;
   const std::vector<int> world_ranks = world_ranks_in.empty() ? ZeroToN(n) : world_ranks_in;
-  const int64_t slot = options.shm_slot_bytes;
+  int64_t slot = options.shm_slot_bytes;
   std::unique_ptr<ShmSegment> segment;
   std::string my_error;
   try {
     auto keys = c10::make_intrusive<c10d::PrefixStore>(options.store_prefix + "/shm", store.store);
     if (rank == 0) {
-      absl::StatusOr<std::unique_ptr<ShmSegment>> made = ShmSegment::Create(n, slot);
+      // A /dev/shm without room for the slots asked for (docker's default is
+      // 64 MiB) gets smaller ones, down to kMinSlotBytes: more rounds per
+      // collective, still no TCP.
+      absl::StatusOr<std::unique_ptr<ShmSegment>> made = ShmSegment::CreateFitting(n, slot, kMinSlotBytes);
+      if (made.ok()) slot = (*made)->slot_bytes();
+      if (made.ok() && slot != options.shm_slot_bytes) {
+        ZT_LOG(WARNING) << "/dev/shm has no room for " << (options.shm_slot_bytes >> 10) << " KiB slots for " << n
+                        << " ranks: using " << (slot >> 10)
+                        << " KiB slots (more rounds per collective; enlarge /dev/shm, e.g. docker run --shm-size=1g)";
+      }
       if (made.ok()) {
         segment = *std::move(made);
-        keys->set("segment", StoreBytes(absl::StrCat(segment->name(), " ", segment->token())));
+        keys->set("segment", StoreBytes(absl::StrCat(segment->name(), " ", segment->token(), " ", slot)));
       } else {
         my_error = std::string(made.status().message());
         keys->set("segment", StoreBytes("!"));
@@ -212,15 +226,16 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(const StoreHandle
     } else {
       const std::vector<uint8_t> v = keys->get("segment");
       const std::string announced(v.begin(), v.end());
-      const size_t space = announced.find(' ');
+      // "<name> <token> <slot bytes>"
+      const std::vector<std::string> fields = absl::StrSplit(announced, ' ');
       uint64_t token = 0;
       if (announced == "!") {
         my_error = "rank 0 could not create the segment";
-      } else if (space == std::string::npos || !absl::SimpleAtoi(announced.substr(space + 1), &token)) {
+      } else if (fields.size() != 3 || !absl::SimpleAtoi(fields[1], &token) || !absl::SimpleAtoi(fields[2], &slot) ||
+                 slot <= 0) {
         my_error = absl::StrCat("rank 0 announced a segment this rank cannot read ('", announced, "')");
       } else {
-        absl::StatusOr<std::unique_ptr<ShmSegment>> opened =
-            ShmSegment::Open(announced.substr(0, space), token, n, slot);
+        absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(fields[0], token, n, slot);
         if (opened.ok()) {
           segment = *std::move(opened);
         } else {

@@ -62,12 +62,22 @@ absl::Status WorkState::status() {
 }
 
 AsyncWork::AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout,
-                     WaitTimeoutHandler on_timeout)
-    : state_(std::move(state)), default_timeout_(default_timeout), on_timeout_(std::move(on_timeout)) {}
+                     WaitTimeoutHandler on_timeout, std::shared_ptr<WaitClock> waited)
+    : state_(std::move(state)),
+      default_timeout_(default_timeout),
+      on_timeout_(std::move(on_timeout)),
+      waited_(std::move(waited)) {}
 
 absl::Status AsyncWork::Wait(std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
-  if (!state_->WaitUntil(start + timeout)) {
+  const bool was_done = state_->IsCompleted();
+  const bool done = state_->WaitUntil(start + timeout);
+  if (waited_ && !was_done) {
+    waited_->fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
+        std::memory_order_relaxed);
+  }
+  if (!done) {
     if (on_timeout_) on_timeout_(state_, timeout);
     // The handler completes the work; if it could not (no handler), do it
     // here so the result is stable.

@@ -5,6 +5,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -61,10 +62,15 @@ class WorkState {
 using WaitTimeoutHandler =
     std::function<void(const std::shared_ptr<WorkState>& state, std::chrono::milliseconds waited)>;
 
+// Nanoseconds callers spent blocked in Wait, summed over a group's works.
+using WaitClock = std::atomic<int64_t>;
+
 // The Work implementation every backend returns.
 class AsyncWork : public Work {
  public:
-  AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout, WaitTimeoutHandler on_timeout);
+  // `waited` (may be null) accumulates the time Wait blocks.
+  AsyncWork(std::shared_ptr<WorkState> state, std::chrono::milliseconds default_timeout, WaitTimeoutHandler on_timeout,
+            std::shared_ptr<WaitClock> waited = nullptr);
 
   // Blocks until completion or `timeout`. On timeout the handler turns the
   // work into a DeadlineExceeded error (the group aborts), so a later Wait
@@ -79,6 +85,7 @@ class AsyncWork : public Work {
   std::shared_ptr<WorkState> state_;
   std::chrono::milliseconds default_timeout_;
   WaitTimeoutHandler on_timeout_;
+  std::shared_ptr<WaitClock> waited_;
 };
 
 // A Work that is already complete (single rank, argument errors, failed group).

@@ -52,21 +52,25 @@ CommTraffic EngineImpl::comm_traffic() const {
   const comm::CommStats shard = core_.shard_pg->stats();
   t.shard_sent = shard.total_bytes_sent();
   t.shard_received = shard.total_bytes_received();
+  t.shard_wait = shard.wait_seconds;
   if (core_.replica_pg) {
     t.hierarchical = true;
     const comm::CommStats replica = core_.replica_pg->stats();
     t.replica_sent = replica.total_bytes_sent();
     t.replica_received = replica.total_bytes_received();
+    t.replica_wait = replica.wait_seconds;
   }
   if (core_.hpz_pg) {
     const comm::CommStats hpz = core_.hpz_pg->stats();
     t.hpz_sent = hpz.total_bytes_sent();
     t.hpz_received = hpz.total_bytes_received();
+    t.hpz_wait = hpz.wait_seconds;
   }
   if (core_.shard_pg != core_.pg) {
     const comm::CommStats world = core_.pg->stats();
     t.world_sent = world.total_bytes_sent();
     t.world_received = world.total_bytes_received();
+    t.world_wait = world.wait_seconds;
   }
   return t;
 }
@@ -537,16 +541,26 @@ void EngineImpl::MaybeLog() {
     auto per_step = [n](int64_t now, int64_t then) {
       return HumanBytes(static_cast<double>(std::max<int64_t>(0, now - then)) / n);
     };
+    auto waited = [n](double now, double then) {
+      return absl::StrFormat("%.1f ms", 1e3 * std::max(0.0, now - then) / n);
+    };
     if (c.hierarchical) {
       absl::StrAppend(&line, absl::StrFormat(" | sent per step: %s in the shard group, %s across replicas, %s world",
                                              per_step(c.shard_sent, logged_comm_.shard_sent),
                                              per_step(c.replica_sent, logged_comm_.replica_sent),
                                              per_step(c.world_sent, logged_comm_.world_sent)));
+      absl::StrAppend(&line, absl::StrFormat(" | waited per step: %s in the shard group, %s across replicas, %s world",
+                                             waited(c.shard_wait, logged_comm_.shard_wait),
+                                             waited(c.replica_wait, logged_comm_.replica_wait),
+                                             waited(c.world_wait, logged_comm_.world_wait)));
     } else if (core_.hpz_pg) {
       absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent), ", hpZ ",
                       per_step(c.hpz_sent, logged_comm_.hpz_sent), " inside its group");
+      absl::StrAppend(&line, " | waited per step ", waited(c.shard_wait, logged_comm_.shard_wait), ", hpZ ",
+                      waited(c.hpz_wait, logged_comm_.hpz_wait));
     } else if (core_.pg->size() > 1) {
-      absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent));
+      absl::StrAppend(&line, " | sent per step ", per_step(c.shard_sent, logged_comm_.shard_sent), ", waited ",
+                      waited(c.shard_wait, logged_comm_.shard_wait));
     }
     logged_comm_ = c;
   }

@@ -90,6 +90,9 @@ struct CommTraffic {
   int64_t world_sent = 0, world_received = 0;
   // hpZ: gathers from the secondary shards, inside this rank's H ranks.
   int64_t hpz_sent = 0, hpz_received = 0;
+  // Seconds this rank blocked waiting for each group's collectives (what
+  // the communication did not hide behind compute; comm::CommStats).
+  double shard_wait = 0, replica_wait = 0, world_wait = 0, hpz_wait = 0;
 };
 
 // NVMe offload traffic since Engine::Create (zeros without it).

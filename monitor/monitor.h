@@ -28,6 +28,9 @@ inline constexpr char kStepTimeSec[] = "Train/Samples/step_time_sec";
 // sharding) and across replicas (hierarchical sharding only).
 inline constexpr char kCommShardBytes[] = "Train/Samples/comm_bytes_shard_group";
 inline constexpr char kCommAcrossBytes[] = "Train/Samples/comm_bytes_across_replicas";
+// Seconds rank 0 waited in the step for those groups' collectives.
+inline constexpr char kCommShardWaitSec[] = "Train/Samples/comm_wait_sec_shard_group";
+inline constexpr char kCommAcrossWaitSec[] = "Train/Samples/comm_wait_sec_across_replicas";
 inline constexpr char kEvalLoss[] = "Eval/Samples/eval_loss";
 }  // namespace tags
 

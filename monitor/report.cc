@@ -78,6 +78,10 @@ void ReportData::AddEvents(const std::vector<Event>& events) {
       Append(&sent_shard, e);
     } else if (e.tag == tags::kCommAcrossBytes) {
       Append(&sent_across, e);
+    } else if (e.tag == tags::kCommShardWaitSec) {
+      Append(&wait_shard, e);
+    } else if (e.tag == tags::kCommAcrossWaitSec) {
+      Append(&wait_across, e);
     }
   }
 }
@@ -175,6 +179,16 @@ std::string TrainingReportHtml(const ReportData& data) {
     }
     if (HasPoints(data.sent_across)) sent.push_back(Scaled(data.sent_across, double(1 << 20)));
     absl::StrAppend(&charts, Chart(sent, "Bytes sent per step (rank 0)", "MiB", /*y_from_zero=*/true));
+  }
+  if (HasPoints(data.wait_shard) || HasPoints(data.wait_across)) {
+    // The time those bytes cost rank 0 beyond what compute hid.
+    std::vector<Series> wait;
+    if (HasPoints(data.wait_shard)) {
+      wait.push_back(Scaled(data.wait_shard, 1e-3));
+      if (!HasPoints(data.wait_across)) wait.back().name = "all collectives";
+    }
+    if (HasPoints(data.wait_across)) wait.push_back(Scaled(data.wait_across, 1e-3));
+    absl::StrAppend(&charts, Chart(wait, "Time waiting on collectives per step (rank 0)", "ms", /*y_from_zero=*/true));
   }
   if (charts.empty()) {
     absl::StrAppend(&html, "<p>No metrics were recorded in this run.</p>\n");

@@ -37,6 +37,9 @@ struct ReportData {
   // sharding) and across replicas (hierarchical sharding).
   Series sent_shard{"in the shard group", {}, {}};
   Series sent_across{"across replicas", {}, {}};
+  // Seconds rank 0 blocked on those groups' collectives per step.
+  Series wait_shard{"in the shard group", {}, {}};
+  Series wait_across{"across replicas", {}, {}};
   // Text a language model generated from fixed prompts at each evaluation
   // (zt train --sample-prompts), shown as a table under the charts.
   struct TextSample {

@@ -52,6 +52,7 @@ struct ReportBuilder {
         {"memory_min", &RunHistory::memory_min_}, {"memory_max", &RunHistory::memory_max_},
         {"grad_norm", &RunHistory::grad_norm_},   {"step_time", &RunHistory::step_time_},
         {"sent_shard", &RunHistory::sent_shard_}, {"sent_across", &RunHistory::sent_across_},
+        {"wait_shard", &RunHistory::wait_shard_}, {"wait_across", &RunHistory::wait_across_},
     };
     return fields;
   }
@@ -69,6 +70,8 @@ void RunHistory::AddStep(const Step& s) {
   step_time_.push_back(s.step_sec);
   sent_shard_.push_back(s.sent_shard);
   sent_across_.push_back(s.sent_across);
+  wait_shard_.push_back(s.wait_shard);
+  wait_across_.push_back(s.wait_across);
 }
 
 void RunHistory::AddEval(int64_t step, double loss, double metric) {
@@ -152,6 +155,10 @@ absl::Status WriteReport(const std::string& path, const ReportInfo& info, const 
   d.sent_shard.y = h.sent_shard_;
   d.sent_across.x = h.step_;
   d.sent_across.y = h.sent_across_;
+  d.wait_shard.x = h.step_;
+  d.wait_shard.y = h.wait_shard_;
+  d.wait_across.x = h.step_;
+  d.wait_across.y = h.wait_across_;
   for (const RunHistory::Sample& s : h.samples_) d.samples.push_back({s.step, s.prompt, s.text});
   if (!h.loss_.empty()) {
     d.summary.emplace_back("final train loss",

@@ -27,7 +27,8 @@ class RunHistory {
   // over every rank. grad_norm: NaN where the run does not clip. sent_shard /
   // sent_across: the bytes rank 0 sent in this step inside its shard group
   // (the whole world under flat sharding) and across replicas
-  // (hierarchical sharding; else NaN); NaN on one rank.
+  // (hierarchical sharding; else NaN); NaN on one rank. wait_shard /
+  // wait_across: the seconds rank 0 blocked on those groups' collectives.
   struct Step {
     int64_t step = 0;
     double loss = 0, lr = 0, items_per_sec = 0;
@@ -35,6 +36,8 @@ class RunHistory {
     double grad_norm = 0, step_sec = 0;
     double sent_shard = std::numeric_limits<double>::quiet_NaN();
     double sent_across = std::numeric_limits<double>::quiet_NaN();
+    double wait_shard = std::numeric_limits<double>::quiet_NaN();
+    double wait_across = std::numeric_limits<double>::quiet_NaN();
   };
   void AddStep(const Step& s);
   void AddEval(int64_t step, double loss, double metric);  // metric: perplexity or accuracy
@@ -59,7 +62,8 @@ class RunHistory {
 
  private:
   std::vector<double> step_, loss_, lr_, rate_, memory_;
-  std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_, sent_shard_, sent_across_;
+  std::vector<double> memory_min_, memory_max_, grad_norm_, step_time_, sent_shard_, sent_across_, wait_shard_,
+      wait_across_;
   std::vector<double> eval_step_, eval_loss_, eval_metric_;
   struct Sample {
     int64_t step = 0;

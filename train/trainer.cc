@@ -285,6 +285,9 @@ class RankTrainer {
   // The last step's bytes sent in the shard group and across replicas (NaN: not measured).
   std::pair<double, double> last_sent_{std::numeric_limits<double>::quiet_NaN(),
                                        std::numeric_limits<double>::quiet_NaN()};
+  // And the seconds rank 0 waited on those groups' collectives in it.
+  std::pair<double, double> last_wait_{std::numeric_limits<double>::quiet_NaN(),
+                                       std::numeric_limits<double>::quiet_NaN()};
   std::unique_ptr<monitor::Monitor> monitors_;  // rank 0 only; null when none is enabled
   std::optional<monitor::ProgressBar> progress_;
   int64_t first_step_ = 0;  // the step this run started at (after a resume)
@@ -558,8 +561,11 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
     if (sent_after.hierarchical) {
       point.sent_across = static_cast<double>(sent_after.replica_sent - sent_before.replica_sent);
     }
+    point.wait_shard = sent_after.shard_wait - sent_before.shard_wait;
+    if (sent_after.hierarchical) point.wait_across = sent_after.replica_wait - sent_before.replica_wait;
   }
   last_sent_ = {point.sent_shard, point.sent_across};
+  last_wait_ = {point.wait_shard, point.wait_across};
   history_.AddStep(point);
   if (rank0_) ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
   if (o_.eval_interval > 0 && step % o_.eval_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(EvaluateAt(step));
@@ -592,6 +598,8 @@ absl::Status RankTrainer::ShowStep(int64_t step, double loss, double rate, int64
     if (engine_->last_grad_norm()) ev.push_back({monitor::tags::kGradNorm, *engine_->last_grad_norm(), step});
     if (std::isfinite(last_sent_.first)) ev.push_back({monitor::tags::kCommShardBytes, last_sent_.first, step});
     if (std::isfinite(last_sent_.second)) ev.push_back({monitor::tags::kCommAcrossBytes, last_sent_.second, step});
+    if (std::isfinite(last_wait_.first)) ev.push_back({monitor::tags::kCommShardWaitSec, last_wait_.first, step});
+    if (std::isfinite(last_wait_.second)) ev.push_back({monitor::tags::kCommAcrossWaitSec, last_wait_.second, step});
     ZT_RETURN_IF_ERROR(monitors_->Write(ev));
     if (config_.steps_per_print > 0 && step % config_.steps_per_print == 0) ZT_RETURN_IF_ERROR(monitors_->Flush());
   }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -384,6 +385,39 @@ TEST(Collectives, SharedMemoryMatchesGlooBitwise) {
       EXPECT_TRUE(gloo == ReadFile(absl::StrCat(dir, "/shm.rank", r))) << "world " << world << " rank " << r;
       EXPECT_TRUE(gloo == ReadFile(absl::StrCat(dir, "/shm256.rank", r))) << "world " << world << " rank " << r;
     }
+  }
+}
+
+// stats().wait_seconds: the time a caller blocked in Wait. Rank 1 joins an
+// all-reduce 300 ms late: rank 0 waits about that long, rank 1 (its peer
+// already there) much less; a work waited after it completed adds nothing;
+// ResetStats clears it.
+ZT_RANK_WORKER(wait_time) {
+  ZT_ASSIGN_OR_RETURN(Setup setup, MakeGroup(ctx.arg));
+  ProcessGroup& g = *setup.group;
+  at::Tensor t = at::ones({1000});
+  ZT_RETURN_IF_ERROR(g.Barrier()->Wait());
+  g.ResetStats();
+  if (g.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ZT_RETURN_IF_ERROR(g.AllReduce(t, ReduceOp::kSum)->Wait());
+  const double waited = g.stats().wait_seconds;
+  std::printf("rank %d waited %.3f s\n", g.rank(), waited);
+  if (g.rank() == 0 && waited < 0.25) return absl::InternalError(absl::StrCat("rank 0 waited only ", waited, " s"));
+  if (g.rank() == 1 && waited > 0.2) return absl::InternalError(absl::StrCat("rank 1 waited ", waited, " s"));
+  auto work = g.AllReduce(t, ReduceOp::kSum);
+  while (!work->IsCompleted()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double before = g.stats().wait_seconds;
+  ZT_RETURN_IF_ERROR(work->Wait());
+  if (g.stats().wait_seconds != before) return absl::InternalError("waiting on a completed work counted time");
+  g.ResetStats();
+  if (g.stats().wait_seconds != 0) return absl::InternalError("ResetStats left wait time");
+  return absl::OkStatus();
+}
+
+TEST(Collectives, WaitTimeIsTheCallersBlockedTime) {
+  for (const char* arg : {"backend=shm", "backend=gloo"}) {
+    auto result = zt::testing::RunRanks("wait_time", {.world_size = 2, .arg = arg});
+    EXPECT_TRUE(result.ok()) << arg << ": " << result.Summary();
   }
 }
 

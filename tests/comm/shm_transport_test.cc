@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,35 @@ bool PrivateDevShm(const char* size, std::string* why) {
     return false;
   }
   return true;
+}
+
+// Runs `body` in a child process (one thread, so it may enter a mount
+// namespace of its own) with a private /dev/shm of `size`. The child's
+// verdict: exit 0 passed, 1 failed, 2 no namespace (skip); `msg` its words.
+struct ChildResult {
+  int code = -1;
+  std::string msg;
+};
+ChildResult InPrivateDevShm(const char* size, const std::function<bool(std::string*)>& body) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return {};
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    std::string msg;
+    const int code = PrivateDevShm(size, &msg) ? (body(&msg) ? 0 : 1) : 2;
+    (void)!write(pipefd[1], msg.data(), msg.size());
+    _exit(code);
+  }
+  close(pipefd[1]);
+  ChildResult r;
+  char buf[512];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) r.msg.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 TEST(ShmSegment, WrongTokenIsRefused) {
@@ -167,38 +197,32 @@ TEST(ShmSegment, DeadPeerIsNamed) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
 }
 
-// In a child (one thread, so it may enter a mount namespace of its own):
 // /dev/shm of 64 KiB, a segment of a few MiB.
 TEST(ShmSegment, FullDevShmIsANamedError) {
-  int pipefd[2];
-  ASSERT_EQ(pipe(pipefd), 0);
-  const pid_t child = fork();
-  if (child == 0) {
-    close(pipefd[0]);
-    std::string why, msg;
-    int code = 2;  // 2: could not make the namespace (skip)
-    if (PrivateDevShm("64k", &why)) {
-      auto seg = ShmSegment::Create(2, int64_t{1} << 20);
-      msg = seg.ok() ? "created" : std::string(seg.status().message());
-      code = seg.ok() ? 1 : 0;
-    } else {
-      msg = why;
-    }
-    (void)!write(pipefd[1], msg.data(), msg.size());
-    _exit(code);
-  }
-  close(pipefd[1]);
-  std::string msg;
-  char buf[512];
-  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
-  close(pipefd[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 2) GTEST_SKIP() << "no private /dev/shm here (needs root): " << msg;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << msg;
-  EXPECT_TRUE(absl::StrContains(msg, "could not reserve 4 MiB of shared memory for 2 ranks")) << msg;
-  EXPECT_TRUE(absl::StrContains(msg, "--shm-size")) << msg;
+  const ChildResult r = InPrivateDevShm("64k", [](std::string* msg) {
+    auto seg = ShmSegment::Create(2, int64_t{1} << 20);
+    *msg = seg.ok() ? "created" : std::string(seg.status().message());
+    return !seg.ok() && seg.status().code() == absl::StatusCode::kResourceExhausted;
+  });
+  if (r.code == 2) GTEST_SKIP() << "no private /dev/shm here (needs root): " << r.msg;
+  EXPECT_EQ(r.code, 0) << r.msg;
+  EXPECT_TRUE(absl::StrContains(r.msg, "could not reserve 4 MiB of shared memory for 2 ranks")) << r.msg;
+  EXPECT_TRUE(absl::StrContains(r.msg, "--shm-size")) << r.msg;
+}
+
+// A /dev/shm of 3 MiB: 1 MiB slots for 2 ranks (4 MiB) do not fit, 512 KiB
+// ones (2 MiB) do; with a 1 MiB minimum the error stays.
+TEST(ShmSegment, SmallDevShmGetsSmallerSlots) {
+  const ChildResult r = InPrivateDevShm("3m", [](std::string* msg) {
+    auto fitted = ShmSegment::CreateFitting(2, int64_t{1} << 20, int64_t{256} << 10);
+    auto refused = ShmSegment::CreateFitting(2, int64_t{1} << 20, int64_t{1} << 20);
+    *msg = absl::StrCat(fitted.ok() ? (*fitted)->slot_bytes() : -1, " ",
+                        refused.ok() ? std::string("created") : std::string(refused.status().message()));
+    return fitted.ok() && !refused.ok();
+  });
+  if (r.code == 2) GTEST_SKIP() << "no private /dev/shm here (needs root): " << r.msg;
+  EXPECT_EQ(r.code, 0) << r.msg;
+  EXPECT_TRUE(absl::StartsWith(r.msg, "524288 could not reserve")) << r.msg;
 }
 
 // Rank 1 mounts a /dev/shm of its own before joining; arg "shm" or "auto".

@@ -31,6 +31,8 @@ RunHistory TwoSteps() {
     p.step_sec = 0.25;
     p.sent_shard = 3.0 * (1 << 20);
     p.sent_across = 1.5 * (1 << 20);
+    p.wait_shard = 0.004;
+    p.wait_across = 0.012 * static_cast<double>(s);
     h.AddStep(p);
   }
   h.AddEval(2, 1.5, 4.48);
@@ -42,6 +44,7 @@ TEST(RunHistory, RoundTripsEveryCurve) {
   ASSERT_EQ(back.steps().size(), 2u);
   EXPECT_EQ(back.ToValue().AsDict().Find("memory_max")->AsList()[1].AsDouble(), 1.1e9 + 2);
   EXPECT_EQ(back.ToValue().AsDict().Find("grad_norm")->AsList()[0].AsDouble(), 0.5);
+  EXPECT_EQ(back.ToValue().AsDict().Find("wait_across")->AsList()[1].AsDouble(), 0.024);
   EXPECT_EQ(back.ToValue().AsDict().Find("sent_across")->AsList()[1].AsDouble(), 1.5 * (1 << 20));
 }
 
@@ -83,6 +86,8 @@ TEST(RunHistory, TheReportHasTheFinalLossesAndTheNewCharts) {
   EXPECT_NE(html.find(">Bytes sent per step (rank 0)</text>"), std::string::npos);
   EXPECT_NE(html.find(">in the shard group</text>"), std::string::npos);
   EXPECT_NE(html.find(">across replicas</text>"), std::string::npos);
+  // And the time waited on them.
+  EXPECT_NE(html.find(">Time waiting on collectives per step (rank 0)</text>"), std::string::npos);
 }
 
 // --sample-prompts' continuations travel with the checkpoint and are shown,
