@@ -25,7 +25,7 @@ ALL=(collectives local_comm optimizer zero_stages activation_checkpoint generate
 command_of() {
   case "$1" in
     collectives) echo "$BIN/zt launch --nproc-per-node 2 -- $BIN/zt_bench_collectives --max-bytes 67108864" ;;
-    local_comm) echo "$BIN/zt_bench_local_comm --steps 10 --warmup 3 --rounds 2" ;;
+    local_comm) echo "$BIN/zt_bench_local_comm --steps 10 --warmup 3 --rounds 3" ;;
     optimizer) echo "$BIN/zt_bench_optimizer --benchmark_repetitions=3 --benchmark_report_aggregates_only=true" ;;
     zero_stages) echo "WORLDS='1 2 3 4' ROUNDS=2 benchmarks/run_zero_stages.sh --global-batch 48 --stages torch,0,1,2,3,3-no-prefetch" ;;
     activation_checkpoint) echo "$BIN/zt_bench_activation_checkpoint --seq-lens 64,256,512 --rounds 2" ;;
