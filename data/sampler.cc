@@ -115,6 +115,19 @@ absl::Status SampleStream::SetPosition(StreamPosition position) {
   return absl::OkStatus();
 }
 
+StreamPosition PositionAtWorldSize(const StreamPosition& saved, int saved_world, const DistributedSampler& sampler,
+                                   int64_t* repeated) {
+  const int64_t world = sampler.options().world_size;
+  const int64_t consumed = saved.offset * saved_world;
+  StreamPosition pos{saved.epoch, consumed / world};
+  if (repeated != nullptr) *repeated = consumed - pos.offset * world;
+  if (pos.offset >= sampler.per_rank()) {
+    pos = StreamPosition{saved.epoch + 1, 0};
+    if (repeated != nullptr) *repeated = 0;
+  }
+  return pos;
+}
+
 // ------------------------------------------------------------------- EvalShard
 
 int64_t EvalBatch::num_valid() const { return std::count(valid.begin(), valid.end(), uint8_t{1}); }

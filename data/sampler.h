@@ -59,6 +59,20 @@ struct StreamPosition {
   bool operator==(const StreamPosition& o) const { return epoch == o.epoch && offset == o.offset; }
 };
 
+// Where a stream over `sampler` continues from `saved`, the position of a
+// stream over the same samples at `saved_world` ranks: the same point of the
+// epoch's global order. Offset k at W ranks consumed positions [0, kW) of the
+// epoch's order (rank r takes r, r + W, ...), so at W' ranks the stream goes
+// on at kW / W' per rank: exact (no sample repeated or skipped, and every
+// later step draws the same global batch as the uninterrupted run) when W'
+// divides kW, which it does whenever the global batch is unchanged; else
+// rounded down, and `*repeated` (when not null) says how many positions are
+// dealt again. Past the new world's last position of the epoch (its tail was
+// padding or dropped): the next epoch's start. The epoch's padding (or
+// truncation) to a multiple of the world size is the new world's from there.
+StreamPosition PositionAtWorldSize(const StreamPosition& saved, int saved_world, const DistributedSampler& sampler,
+                                   int64_t* repeated = nullptr);
+
 // Micro-batches of sample indices for one rank, epoch after epoch. Every rank
 // must call Next with the same batch sizes in the same order (lockstep).
 // Not thread-safe.

@@ -88,10 +88,10 @@ ckpt::Value ClientState(const data::SampleStream& stream, const RunHistory& hist
 }
 
 // Where this run's sampler continues. Saved at the same world size: exactly
-// where it stopped. At another world size: the same point of the epoch
-// (rank r takes positions r, r+W, ... of the epoch's permutation, so offset
-// k at W ranks consumed positions [0, kW): continue at kW / W' per rank,
-// rounded down -- a few samples may be seen twice, none skipped). On other
+// where it stopped. At another world size: the same point of the epoch's
+// global order (data::PositionAtWorldSize: exact when the global batch is
+// unchanged; else rounded down, a few samples seen twice, none skipped, and
+// a warning says how many). On other
 // data: the start of the saved epoch. A checkpoint without a position (not
 // written by zt train: DeepSpeed's own, or the C++ API's) continues this
 // run's sample order after the `global_samples` it says were trained on.
@@ -124,11 +124,17 @@ absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, co
     pos.offset = 0;
   } else if (world->AsInt() != now.world_size) {
     const int64_t consumed = pos.offset * world->AsInt();
-    pos.offset = std::min(consumed / now.world_size, stream.sampler().per_rank() - 1);
+    int64_t repeated = 0;
+    pos = data::PositionAtWorldSize(pos, static_cast<int>(world->AsInt()), stream.sampler(), &repeated);
     if (now.rank == 0) {
       ZT_LOG(INFO) << "resuming at " << now.world_size << " ranks from a checkpoint saved at " << world->AsInt() << ": "
-                   << consumed << " samples of epoch " << pos.epoch << " done, continuing at " << pos.offset
-                   << " per rank";
+                   << consumed << " samples of epoch " << epoch->AsInt() << " done, continuing at epoch " << pos.epoch
+                   << ", " << pos.offset << " per rank";
+      if (repeated > 0) {
+        ZT_LOG(WARNING) << consumed << " samples done is not a multiple of " << now.world_size
+                        << " ranks (the global batch changed): the last " << repeated
+                        << " of them are seen again; keep the global batch to resume exactly";
+      }
     }
   }
   return pos;

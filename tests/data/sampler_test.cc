@@ -246,5 +246,74 @@ TEST(EvalShardTest, RanksWithoutSamplesGetOnlyPadding) {
   EXPECT_FALSE(EvalShard(10, 0, 0, 4).ok());
 }
 
+// One step's global batch: every rank's next micro-batch, together.
+std::multiset<int64_t> GlobalStep(std::vector<SampleStream>& ranks, int64_t micro) {
+  std::multiset<int64_t> step;
+  for (SampleStream& s : ranks) {
+    for (int64_t i : s.Next(micro)) step.insert(i);
+  }
+  return step;
+}
+
+std::vector<SampleStream> Streams(int64_t n, int world, StreamPosition at) {
+  std::vector<SampleStream> ranks;
+  for (int r = 0; r < world; ++r) {
+    SampleStream s(DistributedSampler::Create({n, world, r, /*seed=*/7, true, false}).value());
+    EXPECT_TRUE(s.SetPosition(at).ok());
+    ranks.push_back(std::move(s));
+  }
+  return ranks;
+}
+
+// A run of 25 steps of global batch 6 over 60 samples (2.5 epochs) at 2
+// ranks, against the same run interrupted after 7 steps, resumed at 3 ranks,
+// interrupted after 9 more and resumed at 1: every step draws the same global
+// batch, so the multiset of samples seen is the uninterrupted run's.
+TEST(PositionAtWorldSize, ResumingAt2Then3Then1RanksDrawsTheSameBatches) {
+  const int64_t n = 60, batch = 6;
+  std::vector<SampleStream> straight = Streams(n, 2, {});
+  std::vector<std::multiset<int64_t>> want;
+  for (int s = 0; s < 25; ++s) want.push_back(GlobalStep(straight, batch / 2));
+
+  std::vector<std::multiset<int64_t>> got;
+  std::vector<SampleStream> two = Streams(n, 2, {});
+  for (int s = 0; s < 7; ++s) got.push_back(GlobalStep(two, batch / 2));
+  int64_t repeated = -1;
+  const StreamPosition at3 = PositionAtWorldSize(two[0].position(), 2, Streams(n, 3, {})[0].sampler(), &repeated);
+  EXPECT_EQ(repeated, 0);
+  std::vector<SampleStream> three = Streams(n, 3, at3);
+  for (int s = 0; s < 9; ++s) got.push_back(GlobalStep(three, batch / 3));
+  const StreamPosition at1 = PositionAtWorldSize(three[0].position(), 3, Streams(n, 1, {})[0].sampler(), &repeated);
+  EXPECT_EQ(repeated, 0);
+  std::vector<SampleStream> one = Streams(n, 1, at1);
+  for (int s = 0; s < 9; ++s) got.push_back(GlobalStep(one, batch));
+
+  ASSERT_EQ(got.size(), want.size());
+  std::multiset<int64_t> all_want, all_got;
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_EQ(got[s], want[s]) << "step " << s + 1;
+    all_want.insert(want[s].begin(), want[s].end());
+    all_got.insert(got[s].begin(), got[s].end());
+  }
+  EXPECT_EQ(all_got, all_want);
+}
+
+// A global batch that changes with the world: 3 steps of 2 x 3 consumed 9
+// per rank = 18 positions; at 4 ranks that is 4 per rank (16) and 2 dealt
+// again, said in `repeated`, none skipped. Past the new world's last
+// position of the epoch the stream moves to the next epoch.
+TEST(PositionAtWorldSize, RoundsDownAndSaysHowManyRepeat) {
+  const DistributedSampler four = DistributedSampler::Create({60, 4, 0, 7, true, false}).value();
+  int64_t repeated = -1;
+  const StreamPosition p = PositionAtWorldSize({1, 9}, 2, four, &repeated);
+  EXPECT_EQ(p, (StreamPosition{1, 4}));
+  EXPECT_EQ(repeated, 2);
+  // 7 samples over 2 ranks, offset 3: 6 positions consumed; with drop_last
+  // at 3 ranks the epoch has 6 positions (2 per rank), so it is over.
+  const DistributedSampler drop3 = DistributedSampler::Create({7, 3, 0, 7, true, true}).value();
+  EXPECT_EQ(PositionAtWorldSize({0, 3}, 2, drop3, &repeated), (StreamPosition{1, 0}));
+  EXPECT_EQ(repeated, 0);
+}
+
 }  // namespace
 }  // namespace zt::data
