@@ -51,7 +51,8 @@ struct ShmControl {
 // One per rank, a cache line each.
 struct alignas(64) ShmRankRecord {
   int32_t pid;
-  uint32_t entered;  // barriers this rank entered: who is missing, for messages
+  uint32_t entered;       // barriers this rank entered: who is missing, for messages
+  uint64_t signature[2];  // per parity: the collective this rank's round belongs to
 };
 
 namespace {
@@ -239,8 +240,27 @@ void ShmSegment::CheckPeers(int rank, const std::vector<int>& world_ranks, bool 
   }
 }
 
-void ShmSegment::Barrier(int rank, Clock::time_point deadline, const std::vector<int>& world_ranks,
-                         std::chrono::milliseconds budget) {
+void ShmSegment::Barrier(int rank, int parity, uint64_t signature, Clock::time_point deadline,
+                         const std::vector<int>& world_ranks, std::chrono::milliseconds budget) {
+  auto* recs = reinterpret_cast<ShmRankRecord*>(base_ + pid_offset_);
+  __atomic_store_n(&recs[rank].signature[parity], signature, __ATOMIC_RELAXED);
+  Wait(rank, deadline, world_ranks, budget);
+  // Every rank wrote its signature before arriving (the barrier orders it);
+  // none can write this parity's again before this rank's next barrier.
+  for (int r = 0; r < ranks_; ++r) {
+    const uint64_t theirs = __atomic_load_n(&recs[r].signature[parity], __ATOMIC_RELAXED);
+    if (theirs != signature) {
+      throw TransportError(absl::StatusCode::kFailedPrecondition,
+                           absl::StrCat("ranks disagree in shared memory: rank ", world_ranks[r], " is in collective #",
+                                        theirs >> 32, " while rank ", world_ranks[rank], " is in #", signature >> 32,
+                                        signature >> 32 == theirs >> 32 ? " of another kind or size" : "",
+                                        ": every rank must issue the same collectives in the same order"));
+    }
+  }
+}
+
+void ShmSegment::Wait(int rank, Clock::time_point deadline, const std::vector<int>& world_ranks,
+                      std::chrono::milliseconds budget) {
   ShmControl* c = control_;
   auto* recs = reinterpret_cast<ShmRankRecord*>(base_ + pid_offset_);
   const uint32_t gen = Load(&c->generation);

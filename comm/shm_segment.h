@@ -67,10 +67,15 @@ class ShmSegment {
 
   // Waits until every rank entered this barrier. Throws TransportError:
   // kUnavailable when a peer aborted (its reason) or its process is gone,
-  // kDeadlineExceeded at `deadline` (naming the ranks that had not arrived).
-  // `world_ranks[r]` names group rank r in messages.
-  void Barrier(int rank, Clock::time_point deadline, const std::vector<int>& world_ranks,
-               std::chrono::milliseconds budget);
+  // kDeadlineExceeded at `deadline` (naming the ranks that had not arrived),
+  // kFailedPrecondition when a peer entered it with another `signature`
+  // (the collective and its size: ranks in different collectives would
+  // otherwise read each other's slots as their own, silently). `parity`: the
+  // round's (a signature lives per parity, so a peer already in the next
+  // round cannot overwrite the one being compared). `world_ranks[r]` names
+  // group rank r in messages.
+  void Barrier(int rank, int parity, uint64_t signature, Clock::time_point deadline,
+               const std::vector<int>& world_ranks, std::chrono::milliseconds budget);
 
   // Raises the abort flag with `reason` (the first reason wins) and wakes
   // every waiter: their barriers throw at once. Thread-safe.
@@ -78,6 +83,9 @@ class ShmSegment {
 
  private:
   ShmSegment(std::string name, void* base, int64_t total_bytes, int ranks, int64_t slot_bytes, bool owner);
+  // The barrier itself, without the signature check.
+  void Wait(int rank, Clock::time_point deadline, const std::vector<int>& world_ranks,
+            std::chrono::milliseconds budget);
   // Throws when the flag is up or a peer's process is gone.
   void CheckPeers(int rank, const std::vector<int>& world_ranks, bool check_pids) const;
 

@@ -41,8 +41,9 @@ class ShmTransport final : public Transport {
   const std::string& description() const override { return description_; }
   int max_concurrent() const override { return 1; }
 
-  void AllGather(uint32_t, const void* shard, void* flat, int64_t numel, size_t es, WireBytes& wire) override {
+  void AllGather(uint32_t tag, const void* shard, void* flat, int64_t numel, size_t es, WireBytes& wire) override {
     if (numel == 0) return;
+    Begin(tag, 0, numel * static_cast<int64_t>(es));
     const std::vector<int64_t> bytes = ShardBytes(numel, n_, es);
     auto* out = static_cast<uint8_t*>(flat);
     const int64_t my_offset = ShardBegin(numel, n_, rank_) * static_cast<int64_t>(es);
@@ -53,17 +54,20 @@ class ShmTransport final : public Transport {
     wire.received += w.received;
   }
 
-  void ReduceScatter(uint32_t, const void* flat, void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
+  void ReduceScatter(uint32_t tag, const void* flat, void* shard, int64_t numel, c10::ScalarType dtype, ReduceOp op,
                      WireBytes& wire) override {
     if (numel == 0) return;
+    Begin(tag, 1, numel * static_cast<int64_t>(c10::elementSize(dtype)));
     ReduceScatterRounds(flat, shard, numel, dtype, op, Clock::now() + timeout_);
     const WireBytes w = ReduceScatterWireBytes(numel, n_, rank_, c10::elementSize(dtype));
     wire.sent += w.sent;
     wire.received += w.received;
   }
 
-  void AllReduce(uint32_t, void* data, int64_t numel, c10::ScalarType dtype, ReduceOp op, WireBytes& wire) override {
+  void AllReduce(uint32_t tag, void* data, int64_t numel, c10::ScalarType dtype, ReduceOp op,
+                 WireBytes& wire) override {
     if (numel == 0) return;
+    Begin(tag, 2, numel * static_cast<int64_t>(c10::elementSize(dtype)));
     const size_t es = c10::elementSize(dtype);
     const auto deadline = Clock::now() + timeout_;
     auto* bytes = static_cast<uint8_t*>(data);
@@ -88,8 +92,9 @@ class ShmTransport final : public Transport {
     wire.received += rs.received + ag.received;
   }
 
-  void Broadcast(uint32_t, void* data, int64_t bytes, int root, WireBytes& wire) override {
+  void Broadcast(uint32_t tag, void* data, int64_t bytes, int root, WireBytes& wire) override {
     if (bytes == 0) return;
+    Begin(tag, 3 + 8 * root, bytes);
     const auto deadline = Clock::now() + timeout_;
     auto* out = static_cast<uint8_t*>(data);
     const int64_t slot = segment_->slot_bytes();
@@ -105,10 +110,14 @@ class ShmTransport final : public Transport {
     wire.received += w.received;
   }
 
-  void Barrier(uint32_t) override { Sync(Clock::now() + timeout_); }
+  void Barrier(uint32_t tag) override {
+    Begin(tag, 4, 0);
+    Sync(Clock::now() + timeout_);
+  }
 
-  void ExchangeHeaders(uint32_t, const int64_t* mine, int64_t* all, int words) override {
+  void ExchangeHeaders(uint32_t tag, const int64_t* mine, int64_t* all, int words) override {
     const size_t bytes = static_cast<size_t>(words) * sizeof(int64_t);
+    Begin(tag, 5, words);
     const int p = Parity();
     std::memcpy(segment_->header(p, rank_), mine, bytes);
     Sync(Clock::now() + timeout_);
@@ -121,8 +130,14 @@ class ShmTransport final : public Transport {
   int Parity() const { return static_cast<int>(round_ & 1); }
   // Ends the current round: every rank has written its slot of this parity.
   void Sync(Clock::time_point deadline) {
-    segment_->Barrier(rank_, deadline, world_ranks_, timeout_);
+    segment_->Barrier(rank_, Parity(), signature_, deadline, world_ranks_, timeout_);
     ++round_;
+  }
+  // Names the collective every round of it carries: its tag (the group's
+  // sequence number), kind and size, so ranks in different collectives fail
+  // at their first round even with the agreement check off.
+  void Begin(uint32_t tag, int kind, int64_t bytes) {
+    signature_ = (uint64_t{tag} << 32) | ((static_cast<uint64_t>(bytes) * 0x9E3779B1u + kind) & 0xffffffffu);
   }
 
   // `flat` holds this rank's shard; afterwards every shard, in rounds of one
@@ -184,7 +199,8 @@ class ShmTransport final : public Transport {
   const std::vector<int> world_ranks_;
   const std::chrono::milliseconds timeout_;
   const std::string description_;
-  uint64_t round_ = 0;  // rounds so far: the same count on every rank, so the parities agree
+  uint64_t round_ = 0;      // rounds so far: the same count on every rank, so the parities agree
+  uint64_t signature_ = 0;  // the running collective's (Begin)
 };
 
 std::vector<int> ZeroToN(int n) {

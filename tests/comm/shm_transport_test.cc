@@ -116,7 +116,7 @@ TEST(ShmSegment, MissingRankBecomesANamedDeadline) {
   (*seg)->SetPid(0, getpid());
   const auto start = Clock::now();
   try {
-    (*seg)->Barrier(0, start + std::chrono::milliseconds(200), {10, 11, 12}, std::chrono::milliseconds(200));
+    (*seg)->Barrier(0, 0, 1, start + std::chrono::milliseconds(200), {10, 11, 12}, std::chrono::milliseconds(200));
     FAIL() << "the barrier passed with two ranks missing";
   } catch (const zt::comm::TransportError& e) {
     EXPECT_EQ(e.code(), absl::StatusCode::kDeadlineExceeded);
@@ -136,7 +136,7 @@ TEST(ShmSegment, AbortReachesAWaitingPeerAtOnce) {
   std::thread waiter([&] {
     const auto start = Clock::now();
     try {
-      s.Barrier(1, start + std::chrono::seconds(30), {0, 1}, std::chrono::seconds(30));
+      s.Barrier(1, 0, 1, start + std::chrono::seconds(30), {0, 1}, std::chrono::seconds(30));
     } catch (const zt::comm::TransportError& e) {
       what = e.what();
     }
@@ -164,7 +164,7 @@ TEST(ShmSegment, BarrierPassesManyRounds) {
     for (int round = 0; round < 2000; ++round) {
       const int p = round & 1;
       *reinterpret_cast<int*>(s.slot(p, rank)) = round;
-      s.Barrier(rank, deadline, {0, 1}, std::chrono::seconds(30));
+      s.Barrier(rank, p, round, deadline, {0, 1}, std::chrono::seconds(30));
       if (*reinterpret_cast<int*>(s.slot(p, 1 - rank)) != round) ++*errors;
       if (rank == 0 && round % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -174,6 +174,54 @@ TEST(ShmSegment, BarrierPassesManyRounds) {
   body(0, &e0);
   t1.join();
   EXPECT_EQ(e0 + e1, 0);
+}
+
+// Ranks in different collectives (a different signature) fail at their
+// first round on both sides instead of reading each other's slots.
+TEST(ShmSegment, DifferentCollectivesFailLoudly) {
+  auto seg = ShmSegment::Create(2, 4096);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ShmSegment& s = **seg;
+  s.SetPid(0, getpid());
+  s.SetPid(1, getpid());
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  std::string what[2];
+  auto body = [&](int rank) {
+    try {
+      s.Barrier(rank, 0, (uint64_t{7 + static_cast<uint64_t>(rank)} << 32) | 64, deadline, {0, 1},
+                std::chrono::seconds(30));
+    } catch (const zt::comm::TransportError& e) {
+      if (e.code() == absl::StatusCode::kFailedPrecondition) what[rank] = e.what();
+    }
+  };
+  std::thread t1(body, 1);
+  body(0);
+  t1.join();
+  EXPECT_TRUE(absl::StrContains(what[0], "rank 1 is in collective #8 while rank 0 is in #7")) << what[0];
+  EXPECT_TRUE(absl::StrContains(what[1], "rank 0 is in collective #7 while rank 1 is in #8")) << what[1];
+}
+
+// With the agreement check off (ZT_COMM_CHECK=0), ranks all-reducing
+// different sizes still fail on every rank, naming the disagreement.
+ZT_RANK_WORKER(different_sizes_unchecked) {
+  ZT_ASSIGN_OR_RETURN(zt::comm::RankEnv env, zt::comm::ReadRankEnv());
+  zt::comm::GroupOptions options;
+  options.backend = zt::comm::BackendChoice::kShm;
+  options.check_agreement = false;
+  options.timeout = std::chrono::seconds(20);
+  ZT_ASSIGN_OR_RETURN(auto g, zt::comm::InitProcessGroup(env, options));
+  at::Tensor t = at::ones({env.rank == 0 ? 64 : 128});
+  absl::Status st = g->AllReduce(t, zt::comm::ReduceOp::kSum)->Wait();
+  std::printf("rank %d: %s\n", env.rank, st.ToString().c_str());
+  if (st.ok() || !absl::StrContains(st.message(), "ranks disagree in shared memory")) {
+    return absl::InternalError(absl::StrCat("expected the disagreement, got ", st.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+TEST(ShmChoice, DifferentSizesFailWithTheCheckOff) {
+  auto result = zt::testing::RunRanks("different_sizes_unchecked", {.world_size = 2});
+  EXPECT_TRUE(result.ok()) << result.Summary();
 }
 
 TEST(ShmSegment, DeadPeerIsNamed) {
@@ -188,7 +236,7 @@ TEST(ShmSegment, DeadPeerIsNamed) {
   (*seg)->SetPid(1, child);
   const auto start = Clock::now();
   try {
-    (*seg)->Barrier(0, start + std::chrono::seconds(30), {4, 7}, std::chrono::seconds(30));
+    (*seg)->Barrier(0, 0, 1, start + std::chrono::seconds(30), {4, 7}, std::chrono::seconds(30));
     FAIL() << "the barrier passed without its peer";
   } catch (const zt::comm::TransportError& e) {
     EXPECT_EQ(e.code(), absl::StatusCode::kUnavailable);
