@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ConnectTransport(const StoreHandle& s
   }
   const bool try_shm = options.backend != BackendChoice::kGloo && local && !ring;
   if (try_shm) {
-    absl::StatusOr<std::unique_ptr<Transport>> shm = ConnectShmTransport(store, options, world_ranks);
+    absl::StatusOr<std::unique_ptr<Transport>> shm = ConnectShmTransport(store, options, members);
     if (shm.ok()) return shm;
     if (options.backend == BackendChoice::kShm) {
       return absl::Status(shm.status().code(),

@@ -203,19 +203,12 @@ class ShmTransport final : public Transport {
   uint64_t signature_ = 0;  // the running collective's (Begin)
 };
 
-std::vector<int> ZeroToN(int n) {
-  std::vector<int> r(n);
-  for (int i = 0; i < n; ++i) r[i] = i;
-  return r;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(const StoreHandle& store, const GroupOptions& options,
-                                                               const std::vector<int>& world_ranks_in) {
+                                                               const std::vector<int>& world_ranks) {
   const int rank = store.env.rank;
   const int n = store.env.world_size;
-  const std::vector<int> world_ranks = world_ranks_in.empty() ? ZeroToN(n) : world_ranks_in;
   int64_t slot = options.shm_slot_bytes;
   std::unique_ptr<ShmSegment> segment;
   std::string my_error;

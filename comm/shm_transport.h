@@ -24,8 +24,8 @@ namespace zt::comm {
 // "<options.store_prefix>/shm" in the store, the others map it, and every
 // rank publishes whether it could. Returns the transport when all could;
 // otherwise every rank returns the same error, naming each rank that could
-// not and why (so all of them fall back, or fail, together). `world_ranks`
-// names the members in messages (empty: the world itself).
+// not and why (so all of them fall back, or fail, together). `world_ranks`:
+// the members' world ranks, for messages (one per rank of store.env).
 absl::StatusOr<std::unique_ptr<Transport>> ConnectShmTransport(const StoreHandle& store, const GroupOptions& options,
                                                                const std::vector<int>& world_ranks);
 
