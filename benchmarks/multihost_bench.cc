@@ -5,7 +5,9 @@
 // (zero_hpz_partition_size = ranks per host). For each: steps/s, the
 // bytes each host sent across the link per step (the interface's counter)
 // beside the estimate's formula (estimate/step_traffic.h) and the engine's
-// own per-group counters, and the ranks' peak RSS.
+// own per-group counters, and the ranks' peak RSS. Beside them, PyTorch DDP
+// (benchmarks/ddp_gpt2.py under Debian's python3-torch: the same model shape,
+// micro-batch and AdamW step) in the same namespaces over the same link.
 //
 // Measured in the steady state: the benchmark polls host 0's log and the
 // link counters while the job runs and takes the interval between the first
@@ -52,8 +54,8 @@ constexpr const char* kModel =
 constexpr int kPort = 29631;
 
 struct Layout {
-  std::string name;  // flat_stage2, flat_stage3, hsdp_stage3, hpz_stage3
-  int stage = 3;
+  std::string name;           // flat_stage2, flat_stage3, hsdp_stage3, hpz_stage3, ddp
+  int stage = 3;              // 0 for ddp (its traffic is stage 0's all-reduce)
   bool hierarchical = false;  // mics_shard_size = ranks per host
   bool hpz = false;           // zero_hpz_partition_size = ranks per host
 };
@@ -106,6 +108,7 @@ int64_t PeakRss(const NetnsHosts& net) {
 Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, const std::string& precision, int steps,
                    bool regather, const std::string& dir) {
   Measured m;
+  const bool ddp = layout.name == "ddp";
   const std::string train = absl::StrCat(
       "train ", kModel, " --precision ", precision, " --stage ", layout.stage, " --steps ", steps,
       " --lr 1e-3 --eval-interval -1 --report none --no-progress --save-dir none --export none --output-dir ", dir,
@@ -115,10 +118,16 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
       regather && layout.stage == 3 ? " --set zero_optimization.stage3_max_reuse_distance=0" : "");
   std::vector<testing::HostProcess> procs;
   for (int h = 0; h < net.size(); ++h) {
+    // torch's Gloo takes the host name's address unless told the interface:
+    // in a namespace that is not the link's.
+    const std::string program =
+        ddp ? absl::StrCat("/usr/bin/python3 ", ZT_SOURCE_DIR, "/benchmarks/ddp_gpt2.py --steps ", steps,
+                           " --precision ", precision)
+            : absl::StrCat(ZT_BINARY_DIR, "/bin/zt ", train);
     const std::string cmd =
-        absl::StrCat("OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node ", ranks_per_host,
-                     " --nnodes ", net.size(), " --node-rank ", h, " --master-addr ", net.Address(0), " --master-port ",
-                     kPort, " -- ", ZT_BINARY_DIR, "/bin/zt ", train);
+        absl::StrCat("OMP_NUM_THREADS=1 ", ddp ? "GLOO_SOCKET_IFNAME=eth0 " : "", ZT_BINARY_DIR,
+                     "/bin/zt launch --nproc-per-node ", ranks_per_host, " --nnodes ", net.size(), " --node-rank ", h,
+                     " --master-addr ", net.Address(0), " --master-port ", kPort, " -- ", program);
     auto p = net.Start(h, cmd, absl::StrCat(dir, ".host", h, ".log"));
     if (!p.ok()) {
       m.error = std::string(p.status().message());
@@ -229,7 +238,8 @@ int Main(int argc, char** argv) {
       std::vector<Layout> layouts = {
           {"flat_stage2", 2, false, false}, {"flat_stage3", 3, false, false}, {"hsdp_stage3", 3, true, false}};
       if (l > 1) layouts.push_back({"hpz_stage3", 3, false, true});  // hpZ over one rank is off
-      double flat3 = 0, hsdp = 0, hpz = 0;
+      layouts.push_back({"ddp", 0, false, false});
+      double flat3 = 0, hsdp = 0, hpz = 0, ddp = 0;
       for (const Layout& layout : layouts) {
         const Measured m = RunLayout(net, layout, l, precision, steps, regather,
                                      absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
@@ -244,7 +254,8 @@ int Main(int argc, char** argv) {
         t.ranks_per_host = l;
         t.mics_shard_size = layout.hierarchical ? l : -1;
         t.hpz_partition_size = layout.hpz ? l : 1;
-        t.element_bytes = precision == "fp32" ? 4 : 2;
+        // DDP's gradients are fp32 under bf16 autocast too.
+        t.element_bytes = precision == "fp32" || layout.name == "ddp" ? 4 : 2;
         const absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
         // Stage 3's formula counts a forward and a backward gather; the
         // coordinator may keep a chunk gathered in between: the lower bound
@@ -260,7 +271,8 @@ int Main(int argc, char** argv) {
                                         : "?";
         std::printf("%-9s %-5s %-14s %9.3f %16s %16s %10s  %s\n", absl::StrCat("2 x ", l).c_str(), precision.c_str(),
                     layout.name.c_str(), m.steps_per_s, HumanBytes(m.host_across_per_step).c_str(), formula.c_str(),
-                    HumanBytes(static_cast<double>(m.peak_rss)).c_str(), m.engine_sent.c_str());
+                    HumanBytes(static_cast<double>(m.peak_rss)).c_str(),
+                    m.engine_sent.empty() ? "-" : m.engine_sent.c_str());
         ResultRow row;
         row.Set("hosts", 2)
             .Set("ranks_per_host", l)
@@ -275,11 +287,12 @@ int Main(int argc, char** argv) {
         if (layout.name == "flat_stage3") flat3 = m.steps_per_s;
         if (layout.name == "hsdp_stage3") hsdp = m.steps_per_s;
         if (layout.name == "hpz_stage3") hpz = m.steps_per_s;
+        if (layout.name == "ddp") ddp = m.steps_per_s;
       }
       absl::StrAppend(
           &summary, summary.empty() ? "" : "; ",
           absl::StrFormat("2 x %d %s at %s: HSDP %.2fx flat stage 3's steps/s", l, precision, rate, hsdp / flat3),
-          hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "");
+          hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "", absl::StrFormat(", DDP %.2fx", ddp / flat3));
     }
   }
   std::system(absl::StrCat("rm -rf ", dir, "_*").c_str());

@@ -34,7 +34,7 @@ command_of() {
     nvme) echo "$BIN/zt_bench_nvme --rounds 7 --no-sweep" ;;
     offload) echo "ROUNDS=1 STAGES=3 benchmarks/run_offload.sh" ;;
     # Needs root (network namespaces): not in the default list.
-    multihost) echo "$BIN/zt_bench_multihost --ranks-per-host 1,2 --steps 6 --rate 1gbit" ;;
+    multihost) echo "$BIN/zt_bench_multihost --ranks-per-host 1,2 --steps 6 --rate 1gbit --precisions fp32,bf16" ;;
     *) return 1 ;;
   esac
 }
