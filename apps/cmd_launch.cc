@@ -8,13 +8,14 @@
 #include "apps/commands.h"
 #include "cli/flags.h"
 #include "launch/launcher.h"
+#include "launch/restarts.h"
 
 namespace zt::cli {
 namespace {
 
 constexpr char kSynopsis[] =
     "--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] "
-    "[--timeout S] -- COMMAND ARGS...";
+    "[--timeout S] [--max-restarts K] -- COMMAND ARGS...";
 
 constexpr char kDescription[] =
     "\nStarts N ranks of COMMAND on this node with RANK, WORLD_SIZE, LOCAL_RANK,\n"
@@ -23,6 +24,10 @@ constexpr char kDescription[] =
     "prefixed with \"[rank R] \". SIGINT/SIGTERM are forwarded to the ranks. When a\n"
     "rank fails, the others are stopped and zt launch exits with that rank's code\n"
     "(128 + signal for a signal, 124 at --timeout).\n"
+    "\n--max-restarts K: after a rank fails, start all ranks again, up to K times, with\n"
+    "TORCHELASTIC_RESTART_COUNT set to the attempt (zt train then resumes from its\n"
+    "checkpoint's `latest`). Not restarted: a rank exiting with code 2 (a usage or\n"
+    "configuration error), --timeout, or zt launch itself interrupted. One node only.\n"
     "\nSeveral nodes: run zt launch on each node with the same --nnodes, --master-addr\n"
     "(an address of node 0) and --master-port, and --node-rank 0..M-1.\n";
 
@@ -30,7 +35,7 @@ absl::Status BadFlag(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("zt launch: ", message, "\nusage: zt launch ", kSynopsis));
 }
 
-absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
+absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::RestartOptions* restart) {
   if (!flags.positional().empty()) {
     return BadFlag(absl::StrCat("unexpected argument '", flags.positional().front(),
                                 "' before '--'; put the command to run after '--'"));
@@ -87,6 +92,17 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o) {
     o->timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(timeout * 1000.0)));
   }
   o->kill_grace = std::chrono::milliseconds(static_cast<long long>(std::ceil(grace * 1000.0)));
+  const long long restarts = flags.GetInt("max-restarts");
+  if (restarts < 0 || restarts > 100000) {
+    return BadFlag(absl::StrCat("--max-restarts must be in [0, 100000], got ", restarts));
+  }
+  if (restarts > 0 && nnodes > 1) {
+    return BadFlag(absl::StrCat("--max-restarts with --nnodes ", nnodes,
+                                ": restarts work on one node only for now (each node's launcher would restart on "
+                                "its own); restart the job on every node with zt train --resume instead"));
+  }
+  restart->max_restarts = static_cast<int>(restarts);
+  restart->who = "zt launch";
   return comm::ValidateLaunchOptions(*o);
 }
 
@@ -102,9 +118,11 @@ int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawn
   flags.Double("timeout", 0, "stop every rank after this many seconds and exit 124 (0: no limit)");
   flags.Double("kill-grace", 5, "seconds between SIGTERM and SIGKILL when stopping ranks");
   flags.Bool("no-prefix", "do not prefix output lines with [rank R]");
+  flags.Int("max-restarts", 0, "after a rank fails, start the job again up to this many times (one node)");
   if (std::optional<int> done = flags.ParseCommandLine(args, kSynopsis, kDescription)) return *done;
   comm::LaunchOptions options;
-  if (absl::Status st = ToOptions(flags, &options); !st.ok()) {
+  comm::RestartOptions restart;
+  if (absl::Status st = ToOptions(flags, &options, &restart); !st.ok()) {
     std::string message(st.message());
     if (message.rfind("zt launch: ", 0) != 0) message = absl::StrCat("zt launch: ", message);
     std::fprintf(stderr, "%s\n", message.c_str());
@@ -112,7 +130,9 @@ int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawn
   }
   options.spawn = spawn;
   std::fflush(stdout);  // nothing buffered may reach the ranks' output late
-  absl::StatusOr<comm::LaunchResult> result = comm::Launch(options);
+  absl::StatusOr<comm::RestartedLaunch> restarted = comm::LaunchWithRestarts(options, restart);
+  absl::StatusOr<comm::LaunchResult> result =
+      restarted.ok() ? absl::StatusOr<comm::LaunchResult>(restarted->last) : restarted.status();
   if (!result.ok()) {
     std::fprintf(stderr, "zt launch: %s\n", std::string(result.status().message()).c_str());
     // Shell conventions: 127 command not found, 126 found but not executable.

@@ -20,6 +20,7 @@
 #include "launch/fork_spawner.h"
 #include "launch/launcher.h"
 #include "launch/rank_env.h"
+#include "launch/restarts.h"
 #include "train/job/run_lock.h"
 #include "train/trainer.h"
 
@@ -63,7 +64,8 @@ int RunRank(const TrainJob& job, const std::string& who) {
 
 // Started by another launcher: rank 0 holds the output directory's lock (a
 // zt train parent that started us holds it already), then this rank runs.
-int RunUnderLauncher(const Flags& flags, const comm::RankEnv& env, const TrainJob& job, const std::string& output_dir) {
+int RunUnderLauncher(const Flags& flags, const comm::RankEnv& env, const TrainJob& job, const std::string& output_dir,
+                     bool started_by_zt_train) {
   std::optional<train::RunLock> run_lock;  // held until this rank ends
   const char* held = std::getenv(train::kRunLockHeldEnv);
   if (env.rank == 0 && (held == nullptr || std::string(held) != "1")) {
@@ -74,6 +76,12 @@ int RunUnderLauncher(const Flags& flags, const comm::RankEnv& env, const TrainJo
   if (flags.WasSet("nproc") && flags.GetInt("nproc") != env.world_size && env.rank == 0) {
     std::fprintf(stderr, "zt train: note: --nproc %lld ignored: the launcher started %d ranks (%s)\n",
                  flags.GetInt("nproc"), env.world_size, env.source.c_str());
+  }
+  if (job.options.max_restarts > 0 && env.rank == 0 && !started_by_zt_train) {
+    std::fprintf(stderr,
+                 "zt train: note: --max-restarts %d ignored: the launcher (%s) starts the ranks, so it restarts them "
+                 "(zt launch --max-restarts)\n",
+                 job.options.max_restarts, env.source.c_str());
   }
   return RunRank(job, absl::StrCat("zt train: rank ", env.rank));
 }
@@ -93,7 +101,8 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   }
   absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);  // held until we exit
   if (!lock.ok()) return FailTrain(lock.status());
-  if (*nproc == 1) return RunRank(job, "zt train");
+  // One rank runs here, unless it may need restarting: then in a child.
+  if (*nproc == 1 && job.options.max_restarts == 0) return RunRank(job, "zt train");
   comm::LaunchOptions lo;
   lo.nproc_per_node = *nproc;
   lo.extra_env[train::kRunLockHeldEnv] = "1";
@@ -106,10 +115,13 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   lo.prefix_output = false;
   lo.print_notes = false;
   std::fflush(stdout);
-  absl::StatusOr<comm::LaunchResult> result = comm::Launch(lo);
+  comm::RestartOptions restart;
+  restart.max_restarts = job.options.max_restarts;
+  restart.who = "zt train";
+  absl::StatusOr<comm::RestartedLaunch> result = comm::LaunchWithRestarts(lo, restart);
   if (!result.ok()) return FailTrain(result.status());
-  if (result->exit_code != 0) std::fprintf(stderr, "zt train: %s\n", result->failure.c_str());
-  return result->exit_code > 255 ? 255 : result->exit_code;
+  if (result->last.exit_code != 0) std::fprintf(stderr, "zt train: %s\n", result->last.failure.c_str());
+  return result->last.exit_code > 255 ? 255 : result->last.exit_code;
 }
 
 }  // namespace
@@ -149,8 +161,13 @@ int RunTrainCommand(const std::vector<std::string>& args) {
     for (const std::string& note : job.auto_notes) std::printf("zt train: note: %s\n", note.c_str());
     std::fflush(stdout);
   }
+  // A restarted attempt resumes from the last checkpoint (launch/restarts.h).
+  if (under_launcher && env->restart_count > 0) {
+    job.options.restart_count = env->restart_count;
+    if (job.options.save_dir != "none") job.options.resume = true;
+  }
   const std::string output_dir = train::ResolveOutputPaths(job.options).output_dir;
-  return under_launcher ? RunUnderLauncher(flags, *env, job, output_dir)
+  return under_launcher ? RunUnderLauncher(flags, *env, job, output_dir, started_by_zt_train)
                         : RunOwnRanks(flags, args, job, output_dir, front_checked);
 }
 

@@ -93,6 +93,10 @@ void Define(Flags& f) {
   f.String("save-format", "zerotorch",
            "zerotorch, or deepspeed: each checkpoint also written in DeepSpeed's format to <save-dir>/deepspeed");
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
+  f.Int("max-restarts", 0,
+        "after a rank fails, start the ranks again up to this many times, each resuming from <save-dir>/latest");
+  f.Bool("restart-from-scratch",
+         "with restarts: a failure before the first checkpoint trains again from step 0 (else it stops the job)");
   f.Repeated("sample-prompts",
              "language models: at each evaluation, print a greedy continuation of this prompt and show it in the "
              "report (may be given several times)");
@@ -167,6 +171,12 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   }
   o->save_deepspeed = save_format == "deepspeed";
   o->resume = f.GetBool("resume");
+  const long long restarts = f.GetInt("max-restarts");
+  if (restarts < 0 || restarts > 100000) {
+    return BadFlag(absl::StrCat("--max-restarts must be in [0, 100000], got ", restarts));
+  }
+  o->max_restarts = static_cast<int>(restarts);
+  o->restart_from_scratch = f.GetBool("restart-from-scratch");
   o->eval_only = f.GetBool("eval-only");
   o->sample_prompts = f.GetRepeated("sample-prompts");
   o->sample_tokens = f.GetInt("sample-tokens");
@@ -220,6 +230,11 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   o->progress = !f.GetBool("no-progress");
   o->threads = static_cast<int>(f.GetInt("threads"));
   if (o->resume && o->save_dir == "none") return BadFlag("--resume needs checkpoints: drop --save-dir none");
+  if (o->max_restarts > 0 && o->save_dir == "none" && !o->restart_from_scratch) {
+    return BadFlag(
+        "--max-restarts resumes each restart from a checkpoint, and --save-dir none turns them off: drop --save-dir "
+        "none (and set --save-interval), or add --restart-from-scratch to train again from step 0");
+  }
   if (o->save_deepspeed && o->save_dir == "none") {
     return BadFlag("--save-format deepspeed converts the checkpoints, and --save-dir none turns them off");
   }

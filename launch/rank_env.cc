@@ -106,6 +106,14 @@ absl::Status ReadMaster(const EnvLookup& getenv, RankEnv& env) {
   } else if (std::optional<std::string> run = Get(getenv, "TORCHELASTIC_RUN_ID"); run.has_value()) {
     env.job_id = *run;
   }
+  if (std::optional<std::string> count = Get(getenv, "TORCHELASTIC_RESTART_COUNT"); count && !count->empty()) {
+    ZT_ASSIGN_OR_RETURN(env.restart_count, ParseInt("TORCHELASTIC_RESTART_COUNT", *count, 0, 1 << 30,
+                                                    "it is the launcher's attempt number (0, 1, ...); unset it"));
+  }
+  if (std::optional<std::string> most = Get(getenv, "TORCHELASTIC_MAX_RESTARTS"); most && !most->empty()) {
+    ZT_ASSIGN_OR_RETURN(env.max_restarts, ParseInt("TORCHELASTIC_MAX_RESTARTS", *most, 0, 1 << 30,
+                                                   "it is the launcher's restart limit (>= 0); unset it"));
+  }
   return absl::OkStatus();
 }
 

@@ -32,6 +32,11 @@ struct RankEnv {
   // this process's command line). The rendezvous refuses a rank of another
   // job that found this job's store on the same MASTER_PORT.
   std::string job_id;
+  // Which attempt of a restarted job this is (TORCHELASTIC_RESTART_COUNT, set
+  // by zt launch --max-restarts and torchrun; 0 for the first) and how many
+  // restarts the job allows (TORCHELASTIC_MAX_RESTARTS; 0 when unset).
+  int restart_count = 0;
+  int max_restarts = 0;
 
   // "rank 1/4 (local 1/4) via torchrun, rendezvous 127.0.0.1:29500"
   std::string DebugString() const;

@@ -58,6 +58,7 @@
 #include "train/job/data_checks.h"
 #include "train/job/init_from.h"
 #include "train/job/job_check.h"
+#include "train/job/step_marker.h"
 #include "train/job/train_config.h"
 #include "train/run_history.h"
 #include "train/train_data.h"
@@ -262,6 +263,9 @@ class RankTrainer {
   absl::Status Report(const std::string& exported, const std::string& hf_config);
   std::string OptimizerSummary() const;
   std::string ScheduleSummary() const;
+  // A restarted attempt's line: the step it starts at and the steps the
+  // failure cost (from the step marker the failed attempt left).
+  std::string RestartLine(int64_t start_step) const;
 
   const models::ModelInfo& info() const { return model_->info(); }
 
@@ -295,6 +299,7 @@ class RankTrainer {
   std::pair<double, double> last_wait_{std::numeric_limits<double>::quiet_NaN(),
                                        std::numeric_limits<double>::quiet_NaN()};
   std::unique_ptr<monitor::Monitor> monitors_;  // rank 0 only; null when none is enabled
+  std::optional<StepMarker> step_marker_;       // rank 0 only: the last step reached, for restarts
   std::optional<monitor::ProgressBar> progress_;
   int64_t first_step_ = 0;  // the step this run started at (after a resume)
   Clock::time_point t_loop_;
@@ -422,6 +427,20 @@ absl::Status RankTrainer::CheckLoraMatches() const {
   return absl::OkStatus();
 }
 
+std::string RankTrainer::RestartLine(int64_t start_step) const {
+  const std::optional<int64_t> reached = ReadLastStep(paths_.output_dir);
+  std::string line = absl::StrCat(
+      "zt train: restart ", o_.restart_count, ": ",
+      start_step > 0 ? absl::StrCat("resumed at step ", start_step) : std::string("training again from step 0"));
+  if (reached) {
+    absl::StrAppend(&line, "; the failed attempt reached step ", *reached, ": ",
+                    std::max<int64_t>(0, *reached - start_step), " steps lost");
+  } else {
+    absl::StrAppend(&line, "; the failed attempt recorded no step");
+  }
+  return line;
+}
+
 absl::Status RankTrainer::ChooseStart() {
   data::SamplerOptions so;
   so.num_samples = data_->size(Split::kTrain);
@@ -443,7 +462,20 @@ absl::Status RankTrainer::ChooseStart() {
       std::printf("resumed from %s at step %lld (epoch %lld, sample %lld of this rank's shard)\n",
                   paths_.save_dir.c_str(), static_cast<long long>(engine_->global_steps()),
                   static_cast<long long>(pos.epoch), static_cast<long long>(pos.offset));
+      if (o_.restart_count > 0) std::fprintf(stderr, "%s\n", RestartLine(engine_->global_steps()).c_str());
     }
+  } else if (o_.restart_count > 0 && !o_.restart_from_scratch) {
+    // A restart with nothing to resume: redoing the work from step 0 is the
+    // user's call, not a silent default. Exit code 2 (InvalidArgument) tells
+    // the launcher not to try again (launch/restarts.h).
+    const std::optional<int64_t> reached = ReadLastStep(paths_.output_dir);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restart ", o_.restart_count, ": ",
+        paths_.save_dir.empty() ? std::string("checkpoints are off (--save-dir none)")
+                                : absl::StrCat("no checkpoint at ", paths_.save_dir, "/latest to resume from"),
+        reached ? absl::StrCat(" (the failed attempt reached step ", *reached, ")") : std::string(),
+        ". Add --restart-from-scratch to train again from step 0",
+        paths_.save_dir.empty() ? "" : ", or save earlier (--save-interval)"));
   } else if (o_.resume && !paths_.save_dir.empty()) {
     // No `latest`: a fresh start is right only where no checkpoint was ever
     // saved. Tags without `latest` mean it was lost or deleted; starting
@@ -459,7 +491,10 @@ absl::Status RankTrainer::ChooseStart() {
     // the buffered report lines after it.
     if (rank0_) {
       std::fprintf(stderr, "--resume: no checkpoint at %s/latest yet, training from step 0\n", paths_.save_dir.c_str());
+      if (o_.restart_count > 0) std::fprintf(stderr, "%s (--restart-from-scratch)\n", RestartLine(0).c_str());
     }
+  } else if (o_.restart_count > 0 && rank0_) {
+    std::fprintf(stderr, "%s (--restart-from-scratch)\n", RestartLine(0).c_str());
   }
   if (!resumed && !o_.init_from.empty()) {
     // A llama2.c file: converted once per host (its first rank), then loaded
@@ -491,6 +526,14 @@ absl::Status RankTrainer::OpenOutputs() {
       } else {
         st = m.status();
       }
+    }
+  }
+  if (st.ok() && rank0_) {
+    absl::StatusOr<StepMarker> marker = StepMarker::Open(paths_.output_dir);
+    if (marker.ok()) {
+      step_marker_.emplace(*std::move(marker));
+    } else {
+      st = marker.status();
     }
   }
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, st, "creating the output directory and monitors"));
@@ -573,7 +616,10 @@ absl::Status RankTrainer::TrainStep(double items_per_step) {
   last_sent_ = {point.sent_shard, point.sent_across};
   last_wait_ = {point.wait_shard, point.wait_across};
   history_.AddStep(point);
-  if (rank0_) ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
+  if (rank0_) {
+    ZT_RETURN_IF_ERROR(ShowStep(step, loss, rate, rss, step_sec));
+    ZT_RETURN_IF_ERROR(step_marker_->Record(step));
+  }
   if (o_.eval_interval > 0 && step % o_.eval_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(EvaluateAt(step));
   if (o_.save_interval > 0 && step % o_.save_interval == 0 && step < o_.steps) ZT_RETURN_IF_ERROR(Save());
   return absl::OkStatus();

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -32,6 +34,7 @@
 #include "launch/free_port.h"
 #include "launch/line_buffer.h"
 #include "launch/rank_env.h"
+#include "launch/restarts.h"
 #include "util/unique_fd.h"
 
 namespace zt::comm {
@@ -698,6 +701,116 @@ TEST(ZtLaunch, RanksDieWithAKilledLauncher) {
   ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
   EXPECT_EQ(child.Wait(), 128 + SIGKILL);
   ExpectNoSurvivors(token);
+}
+
+// ----------------------------------------------------------------------------
+// Restarts (launch/restarts.h).
+
+// The launcher's lines, written to a memory file.
+class ErrLines {
+ public:
+  ErrLines() : fd_(::memfd_create("restart-lines", 0)) {}
+  int fd() const { return fd_.get(); }
+  std::string Text() const {
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    off_t at = 0;
+    while ((n = ::pread(fd_.get(), buf, sizeof(buf), at)) > 0) {
+      text.append(buf, static_cast<size_t>(n));
+      at += n;
+    }
+    return text;
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+TEST(Restarts, RestartsUntilAnAttemptSucceeds) {
+  // Rank 1 fails in attempts 0 and 1; attempt 2 succeeds.
+  LaunchOptions o = ShOptions(2,
+                              "echo $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS; "
+                              "if [ $TORCHELASTIC_RESTART_COUNT -lt 2 ]; then if [ $RANK = 1 ]; then exit 3; fi; "
+                              "sleep 300; fi");
+  ErrLines err;
+  RestartOptions r;
+  r.max_restarts = 5;
+  r.who = "zt test";
+  r.err_fd = err.fd();
+  absl::StatusOr<RestartedLaunch> out = LaunchWithRestarts(o, r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->last.exit_code, 0) << out->last.failure;
+  EXPECT_EQ(out->restarts, 2);
+  EXPECT_EQ(out->last.ranks[0].output, "2 5\n");
+  const std::string text = err.Text();
+  EXPECT_TRUE(absl::StrContains(text, "zt test: restart 1 of 5 after ")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "s: rank 1 (pid ")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "zt test: restart 2 of 5 after ")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "restart 3")) << text;
+}
+
+TEST(Restarts, WhenTheyRunOutTheLastFailureIsTheResult) {
+  LaunchOptions o = ShOptions(2, "if [ $RANK = 0 ]; then exit 9; fi; sleep 300");
+  ErrLines err;
+  RestartOptions r;
+  r.max_restarts = 2;
+  r.err_fd = err.fd();
+  absl::StatusOr<RestartedLaunch> out = LaunchWithRestarts(o, r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->last.exit_code, 9);
+  EXPECT_EQ(out->restarts, 2);
+  EXPECT_TRUE(absl::StrContains(err.Text(),
+                                "zt launch: all 2 restarts used (--max-restarts); the last attempt "
+                                "failed: rank 0 (pid "))
+      << err.Text();
+}
+
+TEST(Restarts, UsageErrorsTimeoutsAndSeveralNodesAreNotRestarted) {
+  ErrLines err;
+  RestartOptions r;
+  r.max_restarts = 4;
+  r.err_fd = err.fd();
+  // Exit code 2: a usage or configuration error that a restart would repeat.
+  absl::StatusOr<RestartedLaunch> usage = LaunchWithRestarts(ShOptions(2, "exit 2"), r);
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->last.exit_code, 2);
+  EXPECT_EQ(usage->restarts, 0);
+  EXPECT_TRUE(absl::StrContains(err.Text(), "zt launch: not restarting: a rank exited with code 2")) << err.Text();
+  // The job's own time limit.
+  LaunchOptions slow = ShOptions(1, "sleep 300");
+  slow.timeout = milliseconds(300);
+  absl::StatusOr<RestartedLaunch> timed = LaunchWithRestarts(slow, r);
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_TRUE(timed->last.timed_out);
+  EXPECT_EQ(timed->restarts, 0);
+  EXPECT_TRUE(absl::StrContains(err.Text(), "not restarting: the job ran past its --timeout")) << err.Text();
+  // Several nodes: refused before anything starts.
+  LaunchOptions nodes = ShOptions(1, "true");
+  nodes.nnodes = 2;
+  nodes.master_port = 29999;
+  absl::StatusOr<RestartedLaunch> refused = LaunchWithRestarts(nodes, r);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "one node only")) << refused.status();
+  r.max_restarts = -1;
+  EXPECT_EQ(LaunchWithRestarts(ShOptions(1, "true"), r).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Restarts, TheRankEnvironmentCarriesTheAttempt) {
+  auto lookup = [](std::map<std::string, std::string> vars) {
+    return [vars](const std::string& k) -> std::optional<std::string> {
+      auto it = vars.find(k);
+      return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+  };
+  absl::StatusOr<RankEnv> env =
+      ReadRankEnv(lookup({{"TORCHELASTIC_RESTART_COUNT", "3"}, {"TORCHELASTIC_MAX_RESTARTS", "7"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->restart_count, 3);
+  EXPECT_EQ(env->max_restarts, 7);
+  absl::StatusOr<RankEnv> bad = ReadRankEnv(lookup({{"TORCHELASTIC_RESTART_COUNT", "x"}}));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "TORCHELASTIC_RESTART_COUNT")) << bad.status();
 }
 
 }  // namespace

@@ -68,6 +68,17 @@ struct TrainOptions {
   std::string save_dir;       // "" : <output_dir>/checkpoints; "none": no checkpoints
   int64_t save_interval = 0;  // 0: only at the end (when save_dir is set)
   bool resume = false;        // continue from save_dir/latest when present
+  // --max-restarts: zt train's own ranks are started again after a failure,
+  // up to this many times, each attempt resuming from save_dir/latest
+  // (launch/restarts.h). Under another launcher, that launcher's restarts.
+  int max_restarts = 0;
+  // A restarted attempt that finds no checkpoint (the failure came before the
+  // first save) trains from step 0 again only with this (--restart-from-scratch);
+  // else it stops with a named error instead of silently redoing the work.
+  bool restart_from_scratch = false;
+  // Set in the ranks of a restarted attempt (TORCHELASTIC_RESTART_COUNT > 0):
+  // the attempt number, which implies resume.
+  int restart_count = 0;
   // Evaluate the starting weights (--init-from, --resume's checkpoint, or the
   // initialization) and stop: no step, no checkpoint, no export.
   bool eval_only = false;

@@ -1,0 +1,315 @@
+// `zt train --max-restarts` end to end: ranks SIGKILLed at random moments
+// of a real run, which restarts from its checkpoints and must end exactly
+// where an uninterrupted run ends (the exported weights bitwise, every
+// logged loss equal to the uninterrupted run's at that step); a failure
+// before the first checkpoint stops the job unless --restart-from-scratch;
+// restarts that run out exit with the last failure's code. Plus the step
+// marker the restart lines read (train/job/step_marker.h).
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/testing/scratch_dir.h"
+#include "train/job/step_marker.h"
+
+extern char** environ;
+
+namespace zt::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using zt::testing::ScratchDir;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A `zt train` started in the background, its stdout+stderr in `log`.
+struct Job {
+  pid_t pid = -1;
+  std::string log;
+};
+
+Job StartZt(const std::string& args, const std::string& log) {
+  Job job;
+  job.log = log;
+  const std::string command =
+      absl::StrCat("exec env OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args, " > ", log, " 2>&1");
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  if (::posix_spawn(&job.pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) job.pid = -1;
+  return job;
+}
+
+// The exit code, or -1 while it runs; 128 + signal for a signal.
+int Poll(const Job& job, bool wait) {
+  int status = 0;
+  const pid_t r = ::waitpid(job.pid, &status, wait ? 0 : WNOHANG);
+  if (r == 0) return -1;
+  if (r < 0) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The processes whose parent is `parent` (zt train's ranks).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> kids;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return kids;
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    const std::string stat = ReadAll(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t close = stat.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::vector<std::string> f = absl::StrSplit(stat.substr(close + 2), ' ');
+    pid_t ppid = 0;
+    if (f.size() > 1 && absl::SimpleAtoi(f[1], &ppid) && ppid == parent && f[0] != "Z") kids.push_back(pid);
+  }
+  ::closedir(d);
+  std::sort(kids.begin(), kids.end());
+  return kids;
+}
+
+// The highest step rank 0 logged ("[zt r0 INFO] step N |"), 0 if none.
+int64_t LastLoggedStep(const std::string& log) {
+  int64_t last = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    constexpr absl::string_view kTag = "[zt r0 INFO] step ";
+    if (!absl::StartsWith(line, kTag)) continue;
+    line.remove_prefix(kTag.size());
+    int64_t n = 0;
+    if (absl::SimpleAtoi(line.substr(0, line.find(' ')), &n)) last = n;
+  }
+  return last;
+}
+
+// Every row of a csv_monitor file, in order: (step, the value as written).
+std::vector<std::pair<int64_t, std::string>> CsvRows(const std::string& path) {
+  std::vector<std::pair<int64_t, std::string>> rows;
+  bool header = true;
+  for (absl::string_view line : absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty())) {
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::vector<std::string> f = absl::StrSplit(line, ',');
+    int64_t step = 0;
+    if (f.size() == 2 && absl::SimpleAtoi(f[0], &step)) rows.emplace_back(step, f[1]);
+  }
+  return rows;
+}
+
+constexpr int kSteps = 300;
+constexpr int kSaveInterval = 10;
+
+// gpt2-mini at stage 3 on 2 ranks (micro-batch 4 keeps a step near 0.1 s here).
+std::string TrainArgs(const std::string& out, int steps, int save_interval) {
+  return absl::StrCat(
+      "train --model gpt2-mini --stage 3 --nproc 2 --micro-batch 4 --steps ", steps, " --save-interval ", save_interval,
+      " --seed 11 --eval-interval -1 --report none --no-progress --set steps_per_print=1 --output-dir ", out);
+}
+
+TEST(StepMarker, RecordsTheLastStepInPlace) {
+  ScratchDir dir("zt_step_marker");
+  EXPECT_EQ(ReadLastStep(dir.path()), std::nullopt);
+  absl::StatusOr<StepMarker> m = StepMarker::Open(dir.path());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->Record(123456).ok());
+  EXPECT_EQ(ReadLastStep(dir.path()), 123456);
+  ASSERT_TRUE(m->Record(7).ok());  // shorter: no digits of the old value left behind
+  EXPECT_EQ(ReadLastStep(dir.path()), 7);
+  // A torn or foreign file reads as no record, never as a wrong step.
+  std::ofstream(dir.File(kStepMarkerName)) << "step 12";
+  EXPECT_EQ(ReadLastStep(dir.path()), std::nullopt);
+  std::ofstream(dir.File(kStepMarkerName)) << "garbage garbage garbage\n";
+  EXPECT_EQ(ReadLastStep(dir.path()), std::nullopt);
+  EXPECT_FALSE(StepMarker::Open(dir.File("missing/dir")).ok());
+}
+
+// The campaign: 300 steps, a checkpoint every 10, a rank SIGKILLed
+// at 10 random moments (each after a random step of the current attempt, at
+// a random point within that step: in the forward, the collectives, a save
+// or the start-up of the next attempt).
+TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
+  ScratchDir dir("zt_restart");
+  const Job ref = StartZt(TrainArgs(dir.File("ref"), kSteps, kSaveInterval), dir.File("ref.log"));
+  ASSERT_GT(ref.pid, 0);
+  ASSERT_EQ(Poll(ref, true), 0) << ReadAll(ref.log);
+
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE(absl::StrCat("kill moments drawn with seed ", seed));
+  constexpr int kKills = 10;
+  std::vector<int64_t> at(kKills);
+  for (int64_t& s : at) s = std::uniform_int_distribution<int64_t>(kSaveInterval + 1, kSteps - 15)(rng);
+  std::sort(at.begin(), at.end());
+
+  const Job job = StartZt(absl::StrCat(TrainArgs(dir.File("run"), kSteps, kSaveInterval), " --max-restarts 20"),
+                          dir.File("run.log"));
+  ASSERT_GT(job.pid, 0);
+  const auto deadline = Clock::now() + std::chrono::minutes(8);
+  int kills = 0;
+  std::vector<double> recover_sec;  // a kill to the next attempt's first new step
+  int code = -1;
+  while (code == -1 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    code = Poll(job, false);
+    if (kills == kKills || code != -1) continue;
+    if (LastLoggedStep(ReadAll(job.log)) < at[static_cast<size_t>(kills)]) continue;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 150)(rng)));
+    const std::vector<pid_t> ranks = ChildrenOf(job.pid);
+    if (ranks.empty()) continue;  // between attempts
+    const pid_t victim = ranks[std::uniform_int_distribution<size_t>(0, ranks.size() - 1)(rng)];
+    if (::kill(victim, SIGKILL) != 0) continue;
+    ++kills;
+    // Time the recovery: until the log shows a step logged after the kill.
+    const auto killed = Clock::now();
+    const size_t mark = ReadAll(job.log).size();
+    while (Clock::now() < deadline && Poll(job, false) == -1) {
+      const std::string tail = ReadAll(job.log).substr(mark);
+      if (absl::StrContains(tail, "restart ") && absl::StrContains(tail, "lost") &&
+          LastLoggedStep(tail.substr(tail.rfind("lost"))) > 0) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    recover_sec.push_back(std::chrono::duration<double>(Clock::now() - killed).count());
+  }
+  if (code == -1) {
+    ::kill(job.pid, SIGKILL);
+    Poll(job, true);
+    FAIL() << "the restarted run did not finish in 8 minutes:\n" << ReadAll(job.log);
+  }
+  const std::string log = ReadAll(job.log);
+  ASSERT_EQ(code, 0) << log;
+  ASSERT_EQ(kills, kKills) << log;
+
+  // One launcher line per restart, and each attempt says where it resumed
+  // and what the failure cost (at most the save interval).
+  int lost_total = 0, restarts = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StartsWith(line, "zt train: restart ") && absl::StrContains(line, " of 20 after ")) ++restarts;
+    const size_t lost = line.find(" steps lost");
+    if (!absl::StartsWith(line, "zt train: restart ") || lost == std::string::npos) continue;
+    const size_t colon = line.rfind(": ", lost);
+    int n = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(line.substr(colon + 2, lost - colon - 2), &n)) << line;
+    EXPECT_GE(n, 0) << line;
+    EXPECT_LE(n, kSaveInterval) << line;
+    lost_total += n;
+  }
+  EXPECT_EQ(restarts, kKills) << log;
+
+  // Bitwise the same end, and every loss logged (the repeated steps after
+  // each resume too) equal to the uninterrupted run's at that step.
+  const std::string ref_weights = ReadAll(dir.File("ref/model.safetensors"));
+  ASSERT_GT(ref_weights.size(), 1000u);
+  EXPECT_TRUE(ReadAll(dir.File("run/model.safetensors")) == ref_weights) << "the exports differ";
+  std::map<int64_t, std::string> want;
+  for (const auto& [step, value] : CsvRows(dir.File("ref/gpt2-mini/Train_Samples_train_loss.csv"))) want[step] = value;
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  const auto got = CsvRows(dir.File("run/gpt2-mini/Train_Samples_train_loss.csv"));
+  std::map<int64_t, int> seen;
+  for (const auto& [step, value] : got) {
+    EXPECT_EQ(value, want[step]) << "step " << step;
+    ++seen[step];
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(got.size(), static_cast<size_t>(kSteps + lost_total)) << "every lost step is logged again once";
+  double mean = 0;
+  for (double s : recover_sec) mean += s / static_cast<double>(recover_sec.size());
+  std::printf(
+      "restarts: %d kills, %d steps lost in all (%.1f per failure), %.2f s from a kill to the next new step "
+      "on average (max %.2f)\n",
+      kills, lost_total, static_cast<double>(lost_total) / kills, mean,
+      *std::max_element(recover_sec.begin(), recover_sec.end()));
+}
+
+// Kills rank 1 once rank 0 has logged `step`; false if the job ended first.
+bool KillAtStep(const Job& job, int64_t step) {
+  const auto deadline = Clock::now() + std::chrono::minutes(3);
+  while (Clock::now() < deadline && Poll(job, false) == -1) {
+    if (LastLoggedStep(ReadAll(job.log)) >= step) {
+      const std::vector<pid_t> ranks = ChildrenOf(job.pid);
+      if (!ranks.empty()) return ::kill(ranks.back(), SIGKILL) == 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// A failure before the first checkpoint: redoing the work from step 0 is the
+// user's call (--restart-from-scratch); without it the restart stops the job
+// with exit 2 and says what to change, instead of retrying 20 times.
+TEST(Restarts, AFailureBeforeTheFirstCheckpointNeedsRestartFromScratch) {
+  ScratchDir dir("zt_restart_scratch");
+  const Job refused = StartZt(absl::StrCat(TrainArgs(dir.File("a"), 60, 0), " --max-restarts 20"), dir.File("a.log"));
+  ASSERT_TRUE(KillAtStep(refused, 5)) << ReadAll(refused.log);
+  EXPECT_EQ(Poll(refused, true), 2) << ReadAll(refused.log);
+  const std::string a = ReadAll(refused.log);
+  EXPECT_TRUE(absl::StrContains(a, "restart 1: no checkpoint at")) << a;
+  EXPECT_TRUE(absl::StrContains(a, "--restart-from-scratch")) << a;
+  EXPECT_TRUE(absl::StrContains(a, "not restarting after 1 restart")) << a;
+  EXPECT_FALSE(absl::StrContains(a, "restart 2 of 20")) << a;
+
+  const Job allowed = StartZt(
+      absl::StrCat(TrainArgs(dir.File("b"), 60, 0), " --max-restarts 20 --restart-from-scratch"), dir.File("b.log"));
+  ASSERT_TRUE(KillAtStep(allowed, 5)) << ReadAll(allowed.log);
+  EXPECT_EQ(Poll(allowed, true), 0) << ReadAll(allowed.log);
+  const std::string b = ReadAll(allowed.log);
+  EXPECT_TRUE(absl::StrContains(b, "restart 1: training again from step 0; the failed attempt reached step")) << b;
+  EXPECT_EQ(LastLoggedStep(b), 60) << b;
+}
+
+// Restarts that run out: the job exits with the last failure's code (SIGKILL's).
+TEST(Restarts, WhenTheRestartsRunOutTheLastFailureIsTheExitCode) {
+  ScratchDir dir("zt_restart_out");
+  const Job job = StartZt(absl::StrCat(TrainArgs(dir.File("a"), 200, 5), " --max-restarts 1"), dir.File("a.log"));
+  ASSERT_TRUE(KillAtStep(job, 8)) << ReadAll(job.log);
+  // The second attempt resumes at 5; kill it after it has passed its resume point.
+  const auto deadline = Clock::now() + std::chrono::minutes(3);
+  while (Clock::now() < deadline && !absl::StrContains(ReadAll(job.log), "steps lost")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(KillAtStep(job, 20)) << ReadAll(job.log);
+  EXPECT_EQ(Poll(job, true), 128 + SIGKILL) << ReadAll(job.log);
+  const std::string log = ReadAll(job.log);
+  EXPECT_TRUE(absl::StrContains(log, "zt train: restart 1 of 1 after")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "zt train: all 1 restarts used (--max-restarts); the last attempt failed: rank"))
+      << log;
+}
+
+// Flags that cannot work are refused before any rank starts.
+TEST(Restarts, CheckpointsOffNeedRestartFromScratch) {
+  ScratchDir dir("zt_restart_flags");
+  const Job job =
+      StartZt(absl::StrCat(TrainArgs(dir.File("a"), 10, 0), " --max-restarts 3 --save-dir none"), dir.File("a.log"));
+  EXPECT_EQ(Poll(job, true), 2);
+  EXPECT_TRUE(absl::StrContains(ReadAll(job.log), "--max-restarts resumes each restart from a checkpoint"))
+      << ReadAll(job.log);
+}
+
+}  // namespace
+}  // namespace zt::train
