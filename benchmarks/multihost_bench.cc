@@ -256,7 +256,13 @@ int Main(int argc, char** argv) {
         t.hpz_partition_size = layout.hpz ? l : 1;
         // DDP's gradients are fp32 under bf16 autocast too.
         t.element_bytes = precision == "fp32" || layout.name == "ddp" ? 4 : 2;
-        const absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
+        absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
+        if (layout.name == "ddp" && f.ok()) {
+          // torch's Gloo all-reduces in a ring over the ranks in order: each
+          // host has one link out of it, carrying 2(N-1)/N of the gradients.
+          const int n = 2 * l;
+          f->host_across = 2 * (n - 1) * m.numel * 4 / n;
+        }
         // Stage 3's formula counts a forward and a backward gather; the
         // coordinator may keep a chunk gathered in between: the lower bound
         // is stage 2's traffic.

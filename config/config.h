@@ -197,6 +197,7 @@ struct CheckpointConfig {
   TagValidation tag_validation = TagValidation::kWarn;
   bool load_universal = false;
   bool use_node_local_storage = false;
+  bool async_save = false;  // engine/background_save.h
 };
 
 struct MonitorConfig {

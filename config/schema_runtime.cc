@@ -71,6 +71,12 @@ void AddRuntimeKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& leg
       BoolKey("checkpoint.use_node_local_storage", ZT_FIELD(checkpoint.use_node_local_storage), false,
               "Each node writes its ranks' shards to its own local disk.")
           .IgnoredHere("every rank writes into the one checkpoint directory, which all nodes must share"));
+  add("checkpoint",
+      BoolKey("checkpoint.async_save", ZT_FIELD(checkpoint.async_save), false,
+              "Asynchronous saves (PyTorch DCP's async_save): a save copies this rank's shards into host staging "
+              "memory (one checkpoint's worth per rank, kept for the next save) and returns; a background thread "
+              "writes the files while training goes on, and `latest` moves when every rank's files are complete. "
+              "At most one save in flight: the next save, a load or an export waits for it."));
   add("checkpoint", FeatureBlock("checkpoint.parallel_write", "pipeline-stage parallel checkpoint writes",
                                  "zerotorch has no pipeline stages"));
 

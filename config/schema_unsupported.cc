@@ -35,8 +35,8 @@ void AddUnsupportedKeys(std::vector<KeySpec>& keys) {
       {"comet", "the Comet monitor", "use tensorboard or csv_monitor"},
       {"trackio", "the Trackio monitor", "use tensorboard or csv_monitor"},
       {"comms_logger", "the communication logger", "zerotorch counts collective bytes itself"},
-      {"nebula", "Nebula asynchronous checkpointing", ""},
-      {"datastates", "DataStates asynchronous checkpointing", ""},
+      {"nebula", "Nebula asynchronous checkpointing", "use checkpoint.async_save"},
+      {"datastates", "DataStates asynchronous checkpointing", "use checkpoint.async_save"},
       {"compile", "DeepCompile / torch.compile", ""},
       {"timers", "DeepSpeed's throughput timers", "use wall_clock_breakdown"},
   };

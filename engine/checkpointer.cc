@@ -119,7 +119,13 @@ void Checkpointer::CommitFrozenAndBuffers(Staged& staged) {
 // ---------------------------------------------------------------------------
 // Save
 
-absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_in, const ckpt::Value& client_state) {
+absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) {
+  ZT_ASSIGN_OR_RETURN(PreparedSave p, Prepare(dir, tag, client_state));
+  return Commit(p, p.replicas_agree.ok() ? WriteFiles(p) : p.replicas_agree);
+}
+
+absl::StatusOr<Checkpointer::PreparedSave> Checkpointer::Prepare(const std::string& dir, const std::string& tag_in,
+                                                                 const ckpt::Value& client_state) {
   const int64_t accumulation = core_.config.batch.accumulation_steps;
   if (core_.micro_steps % accumulation != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -131,65 +137,75 @@ absl::Status Checkpointer::Save(const std::string& dir, const std::string& tag_i
     return absl::InvalidArgumentError(
         "SaveCheckpoint: client_state must be a dict of numbers, strings, lists and dicts (no tensors)");
   }
-  const std::string tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
-  ZT_RETURN_IF_ERROR(CheckTagAgreement(tag));
-  const int rank = core_.pg->rank();
+  PreparedSave p;
+  p.dir = dir;
+  p.tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
+  ZT_RETURN_IF_ERROR(CheckTagAgreement(p.tag));
   // Files are numbered by the place in the shard group. Under hierarchical
   // sharding the replicas hold the same shards: the first shard group (its
   // replica rank 0) writes a checkpoint of shard-group size, which loads at
   // any world size and layout like any other; the others only agree.
-  const int file_rank = core_.shard_pg->rank();
-  const bool writes = core_.replica_pg == nullptr || core_.replica_pg->rank() == 0;
-  const std::string folder = dir + "/" + tag;
+  p.file_rank = core_.shard_pg->rank();
+  p.writes = core_.replica_pg == nullptr || core_.replica_pg->rank() == 0;
+  p.folder = dir + "/" + p.tag;
 
-  const ckpt::SavedLayout layout = CurrentLayout();
-  std::vector<at::Tensor> keep;  // copies the files reference until written
-  const ckpt::RankShards shards = CurrentShards(layout, &keep);
-  ckpt::TrainingState ts = CurrentTrainingState();
+  p.layout = CurrentLayout();
+  p.shards = CurrentShards(p.layout, &p.keep);
+  p.ts = CurrentTrainingState();
   // Nothing is created before this point, so every rank judges the same tree.
-  bool replacing = false;
-  ZT_RETURN_IF_ERROR(AgreeOnSaveId(folder, &ts, &replacing));
+  ZT_RETURN_IF_ERROR(AgreeOnSaveId(p.folder, &p.ts, &p.replacing));
   // A tag that exists (a second run into the same save dir, or a tag saved
   // twice) is written beside it and swapped in only once every rank's files
   // are complete: a save that fails on one rank leaves the old tag whole.
-  const std::string staging = replacing ? absl::StrFormat("%s.saving.%x", folder, ts.save_id) : folder;
+  p.staging = p.replacing ? absl::StrFormat("%s.saving.%x", p.folder, p.ts.save_id) : p.folder;
+  p.write_model_states = p.writes && (core_.sharding.parameters() || p.file_rank == 0);
+  if (p.write_model_states) p.module = ModuleStateDict(&p.keep, &p.buffer_names);
+  p.client_state = client_state;
+  if (p.writes && p.file_rank == 0) p.extra_files = core_.options.checkpoint_files;
+  p.replicas_agree = CheckReplicasAgree();
+  return p;
+}
 
-  std::vector<std::string> buffer_names;
-  const bool write_model_states = writes && (core_.sharding.parameters() || file_rank == 0);
-  const ckpt::Dict module = write_model_states ? ModuleStateDict(&keep, &buffer_names) : ckpt::Dict();
-
-  absl::Status local = CheckReplicasAgree();
-  if (local.ok() && writes) local = MakeDirs(staging);
-  if (local.ok() && writes) {
-    try {
-      local = ckpt::WritePtFile(staging + "/" + ckpt::OptimStatesFile(file_rank, layout.model_dtype),
-                                ckpt::MakeOptimStates(layout, file_rank, shards, ts));
-      if (local.ok() && write_model_states) {
-        local =
-            ckpt::WritePtFile(staging + "/" + ckpt::ModelStatesFile(core_.sharding.stage(), file_rank),
-                              ckpt::MakeModelStates(layout, file_rank, ts, module, buffer_names, shards, client_state));
-      }
-    } catch (const Error& e) {
-      local = e.status();
+absl::Status Checkpointer::WriteFiles(const PreparedSave& p) {
+  if (!p.writes) return absl::OkStatus();
+  ZT_RETURN_IF_ERROR(MakeDirs(p.staging));
+  try {
+    ZT_RETURN_IF_ERROR(ckpt::WritePtFile(p.staging + "/" + ckpt::OptimStatesFile(p.file_rank, p.layout.model_dtype),
+                                         ckpt::MakeOptimStates(p.layout, p.file_rank, p.shards, p.ts)));
+    if (p.write_model_states) {
+      ZT_RETURN_IF_ERROR(ckpt::WritePtFile(
+          p.staging + "/" + ckpt::ModelStatesFile(p.layout.stage, p.file_rank),
+          ckpt::MakeModelStates(p.layout, p.file_rank, p.ts, p.module, p.buffer_names, p.shards, p.client_state)));
     }
+    for (const auto& [name, contents] : p.extra_files) {
+      ZT_RETURN_IF_ERROR(WriteFileAtomically(p.staging + "/" + name, contents));
+    }
+  } catch (const Error& e) {
+    return e.status();
   }
+  return absl::OkStatus();
+}
+
+absl::Status Checkpointer::Commit(const PreparedSave& p, const absl::Status& local) {
+  const int rank = core_.pg->rank();
+  const std::string& folder = p.folder;
   if (!local.ok()) {
     ZT_LOG(ERROR) << "saving checkpoint '" << folder << "': " << local.message();
   }
   absl::Status agreed = comm::AgreeAcrossRanks(*core_.pg, local, absl::StrCat("saving checkpoint '", folder, "'"));
   if (!agreed.ok()) {
-    if (replacing && rank == 0) {
+    if (p.replacing && rank == 0) {
       std::error_code ec;
-      std::filesystem::remove_all(staging, ec);  // the old tag stays as it was
+      std::filesystem::remove_all(p.staging, ec);  // the old tag stays as it was
     }
     return agreed;
   }
 
   // Every rank's files are in place: only now does `latest` move.
-  const absl::Status done = rank == 0 ? Publish(dir, tag, staging, layout, ts.save_id) : absl::OkStatus();
+  const absl::Status done = rank == 0 ? Publish(p.dir, p.tag, p.staging, p.layout, p.ts.save_id) : absl::OkStatus();
   ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*core_.pg, done, absl::StrCat("finishing checkpoint '", folder, "'")));
   if (rank == 0) {
-    ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << core_.global_steps << ")";
+    ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << p.ts.global_steps << ")";
   }
   return absl::OkStatus();
 }

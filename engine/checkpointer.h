@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -38,7 +39,37 @@ class Checkpointer {
   explicit Checkpointer(EngineCore& core) : core_(core) {}
 
   // engine/engine.h's contracts: collective, at an accumulation boundary.
+  // Save = Prepare, WriteFiles, Commit.
   absl::Status Save(const std::string& dir, const std::string& tag, const ckpt::Value& client_state);
+
+  // A save split in three, so that the files can be written off the training
+  // thread (engine/background_save.h):
+  //  * Prepare (collective): checks, the save id, what this rank writes; the
+  //    references point at live state (or `keep`) until snapshotted;
+  //  * WriteFiles (this rank alone, any thread; no collective, no engine
+  //    state touched): the files into `staging`;
+  //  * Commit (collective): every rank's outcome agreed, then rank 0
+  //    publishes the tag and moves `latest`. A failure anywhere leaves the
+  //    previous checkpoint and `latest` as they were.
+  struct PreparedSave {
+    std::string dir, tag, folder, staging;
+    bool replacing = false;           // an existing tag is written beside it
+    bool writes = false;              // this rank writes files (replica 0)
+    bool write_model_states = false;  // ... and the model states file
+    int file_rank = 0;
+    ckpt::SavedLayout layout;
+    ckpt::RankShards shards;
+    ckpt::TrainingState ts;
+    ckpt::Dict module;
+    std::vector<std::string> buffer_names;
+    ckpt::Value client_state;
+    std::map<std::string, std::string> extra_files;  // EngineOptions::checkpoint_files (file rank 0)
+    std::vector<at::Tensor> keep;                    // copies the references point into
+    absl::Status replicas_agree;                     // hierarchical sharding's check, before any file
+  };
+  absl::StatusOr<PreparedSave> Prepare(const std::string& dir, const std::string& tag, const ckpt::Value& client_state);
+  static absl::Status WriteFiles(const PreparedSave& p);
+  absl::Status Commit(const PreparedSave& p, const absl::Status& local);
   absl::StatusOr<ckpt::Value> Load(const std::string& dir, const std::string& tag);
   absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters);
   // Save into a temporary folder beside `path`, rank 0 exports it

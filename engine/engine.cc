@@ -39,6 +39,18 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 EngineImpl::~EngineImpl() {
+  if (pending_save_) {
+    // Its files are finished, but publishing needs every rank: the previous
+    // checkpoint stays `latest`.
+    const absl::Status written = pending_save_->Join();
+    if (core_.pg->rank() == 0) {
+      ZT_LOG(WARNING) << "the engine was destroyed with the asynchronous save of '" << pending_save_->prepared().folder
+                      << "' in flight (" << (written.ok() ? "written" : written.message())
+                      << "); it was not published: `latest` names the previous checkpoint. Call "
+                         "WaitForPendingSave() before the end of training";
+    }
+    pending_save_.reset();
+  }
   if (monitors_) monitors_->Flush().IgnoreError();
   // Units outlive the engine (the user owns the model): detach them first, so
   // a later forward is a clear error instead of a dangling call.
@@ -226,6 +238,7 @@ void EngineImpl::PinChunks(const std::vector<int>& chunks) {
 }
 
 void EngineImpl::UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
+  if (modifier_rank.has_value()) WaitForStagedSave();
   if (core_.coordinator) {
     core_.coordinator->Unpin(chunks, modifier_rank);
   } else if (modifier_rank.has_value()) {
@@ -273,6 +286,7 @@ void EngineImpl::Backward(const at::Tensor& loss) {
 
   update_->ThrowIfFailed();
   RetainStepHeapOnce();
+  WaitForStagedSave();  // the update may start in this backward
   // This backward's reduction overwrites the gradients a pending update
   // still reads, and a unit the forward skipped was never updated.
   update_->Finish();
@@ -325,6 +339,7 @@ ops::StepHyper EngineImpl::StepHyperNow() const {
 
 void EngineImpl::Step() {
   update_->ThrowIfFailed();
+  WaitForStagedSave();
   const auto t0 = Clock::now();
   if (!IsAccumulationBoundary()) {
     ++core_.micro_steps;
@@ -355,6 +370,7 @@ void EngineImpl::Step() {
   OptimizerStep();
   ++core_.micro_steps;
   if (monitors_) WriteMonitorEvents(lr);
+  if (pending_save_) ThrowIfError(FinishPendingSave(/*wait=*/false));
   const auto t1 = Clock::now();
   timers_.step += Seconds(t0, t1);
   last_event_ = t1;
@@ -588,11 +604,51 @@ void EngineImpl::MaybeLog() {
 absl::Status EngineImpl::SaveCheckpoint(const std::string& dir, const std::string& tag,
                                         const ckpt::Value& client_state) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
-  return Checkpointer(core_).Save(dir, tag, client_state);
+  ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));  // at most one in flight
+  if (!core_.config.checkpoint.async_save) return Checkpointer(core_).Save(dir, tag, client_state);
+  ZT_ASSIGN_OR_RETURN(Checkpointer::PreparedSave prepared, Checkpointer(core_).Prepare(dir, tag, client_state));
+  const uint64_t arena_before = save_arena_.bytes();
+  pending_save_ = BackgroundSave::Start(std::move(prepared), save_arena_);
+  staged_wait_at_save_ = staged_wait_seconds_;
+  if (core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << absl::StrFormat(
+        "checkpoint '%s': %.3f s to stage, copying and writing in the background%s", pending_save_->prepared().folder,
+        pending_save_->snapshot_seconds(),
+        save_arena_.bytes() > arena_before
+            ? absl::StrCat(" (staging memory ", HumanBytes(static_cast<double>(save_arena_.bytes())),
+                           " per rank, kept for the next save)")
+            : std::string());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::WaitForPendingSave() { return FinishPendingSave(/*wait=*/true); }
+
+absl::Status EngineImpl::FinishPendingSave(bool wait) {
+  if (!pending_save_) return absl::OkStatus();
+  if (!wait && core_.pg->size() > 1) {
+    // Every rank decides the same: commit only when all writers are done.
+    at::Tensor done = at::full({1}, pending_save_->done() ? 1.0f : 0.0f, at::kFloat);
+    comm::CollectiveLabel label("the asynchronous checkpoint's progress");
+    ZT_RETURN_IF_ERROR(core_.pg->AllReduce(done, comm::ReduceOp::kMin)->Wait());
+    if (done.item<float>() < 1.0f) return absl::OkStatus();
+  } else if (!wait && !pending_save_->done()) {
+    return absl::OkStatus();
+  }
+  std::unique_ptr<BackgroundSave> save = std::move(pending_save_);
+  const absl::Status written = save->Join();
+  const absl::Status committed = Checkpointer(core_).Commit(save->prepared(), written);
+  if (committed.ok() && core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << absl::StrFormat(
+        "checkpoint '%s' written in the background in %.2f s (training waited %.3f s for its copy)",
+        save->prepared().folder, save->write_seconds(), staged_wait_seconds_ - staged_wait_at_save_);
+  }
+  return committed;
 }
 
 absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, const std::string& tag) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
   if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
   // The log's rates start over from the loaded step.
@@ -609,6 +665,7 @@ absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<
 
 absl::Status EngineImpl::ExportWeights(const std::string& path) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));
   return Checkpointer(core_).ExportWeights(path);
 }
 

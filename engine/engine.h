@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -159,6 +160,11 @@ struct EngineOptions {
   // forward faulting it in again. Process-wide; skipped where the
   // environment sets malloc's thresholds itself. Off: glibc's own policy.
   bool retain_step_heap = true;
+  // Small files (plain file name -> contents) that rank 0 writes into every
+  // checkpoint's folder as part of the save, published with it (e.g.
+  // transformers' config.json, as HF Trainer's checkpoint folders hold one).
+  // A name with a '/' or a reserved name is refused at Create.
+  std::map<std::string, std::string> checkpoint_files;
 };
 
 // The engine's interface. Create returns the one implementation
@@ -222,8 +228,21 @@ class Engine {
   // strings, lists and dicts (no tensors) returned by LoadCheckpoint.
   // LoadCheckpoint reads <dir>/<tag or latest> saved at any world size and
   // stage; nothing changes unless every rank read everything.
+  //
+  // With checkpoint.async_save, SaveCheckpoint returns once this rank's
+  // state is copied to host staging memory; the files are written in the
+  // background and the save is committed (`latest` moved, errors reported)
+  // at the first Step() after every rank's files are written, or by
+  // WaitForPendingSave(). A failed background save makes that Step() throw
+  // (zt::Error naming the checkpoint). SaveCheckpoint, LoadCheckpoint and
+  // ExportWeights first wait for a save in flight.
   virtual absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
                                       const ckpt::Value& client_state = ckpt::Value()) = 0;
+  // Waits for the asynchronous save in flight, if any, and commits it.
+  // Collective. Call it before the end of training: an engine destroyed with
+  // a save in flight finishes writing its files but cannot move `latest`
+  // (that needs every rank), so the previous checkpoint stays the latest.
+  virtual absl::Status WaitForPendingSave() = 0;
   virtual absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag = "") = 0;
   // Writes the consolidated weights (fp32 master values, Hugging Face names,
   // buffers; tied aliases listed in the metadata) to `path`: a file ending in

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/background_save.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/engine_tuning.h"
@@ -48,6 +49,7 @@ class EngineImpl final : public Engine {
   const std::vector<std::string>& param_names() const override { return core_.param_names; }
   const ResolvedParamGroups& param_groups() const override { return core_.param_groups; }
   absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag, const ckpt::Value& client_state) override;
+  absl::Status WaitForPendingSave() override;
   absl::StatusOr<ckpt::Value> LoadCheckpoint(const std::string& dir, const std::string& tag) override;
   absl::Status LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) override;
   absl::Status ExportWeights(const std::string& path) override;
@@ -100,6 +102,20 @@ class EngineImpl final : public Engine {
   void MaybeLog();
 
   EngineCore core_;
+  // checkpoint.async_save: the save being written, and the staging memory
+  // it was copied into (kept from save to save).
+  ckpt::SnapshotArena save_arena_;
+  std::unique_ptr<BackgroundSave> pending_save_;
+  // Commits the save in flight once every rank's writer is done (`wait`:
+  // blocks until then). Collective; a no-op without a save in flight.
+  absl::Status FinishPendingSave(bool wait);
+  // Before the engine changes parameters, master weights or optimizer
+  // state: waits until the save in flight has copied them.
+  void WaitForStagedSave() {
+    if (pending_save_) staged_wait_seconds_ += pending_save_->WaitUntilStaged();
+  }
+  double staged_wait_seconds_ = 0;  // summed over the run, for the log
+  double staged_wait_at_save_ = 0;  // ... when the save in flight started
   // The optimizer update's schedule and the update under way; made with the
   // optimizer, destroyed before the core.
   std::unique_ptr<UpdateInFlight> update_;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -143,6 +144,14 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   core_.module = std::move(model);
   core_.config = std::move(config);
   core_.pg = std::move(pg);
+  for (const auto& [name, contents] : options.checkpoint_files) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == ".." ||
+        absl::EndsWith(name, ".pt") || name == "latest") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("EngineOptions::checkpoint_files: '", name,
+                       "' is not a plain file name the checkpoint may hold (no '/', not a .pt file, not 'latest')"));
+    }
+  }
   core_.options = options;
   core_.tuning = tuning;
   core_.sharding = plan::StageSharding(core_.config.zero.stage);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "util/error.h"
+#include "util/status.h"
 
 namespace zt {
 

@@ -147,11 +147,10 @@ absl::StatusOr<data::StreamPosition> ResumePosition(const ckpt::Dict& client, co
 // config is already there (not ours to replace). Models without a
 // transformers counterpart get none. A classifier trained on named labels
 // gets them as id2label / label2id, as transformers' pipelines show them.
-absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::vector<std::string>& label_names,
-                           const std::string& export_path, std::string* written) {
+// The text of that config.json ("" for models without one).
+absl::StatusOr<std::string> HfConfigText(const models::ModelSpec& spec, const std::vector<std::string>& label_names) {
   ZT_ASSIGN_OR_RETURN(std::string json, models::HfConfigJson(spec));
-  if (json.empty()) return absl::OkStatus();
-  if (!label_names.empty()) {
+  if (!json.empty() && !label_names.empty()) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(json);
     nlohmann::ordered_json id2label = nlohmann::ordered_json::object(), label2id = nlohmann::ordered_json::object();
     for (size_t i = 0; i < label_names.size(); ++i) {
@@ -162,6 +161,13 @@ absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::vector<std:
     j["label2id"] = label2id;
     json = j.dump(2) + "\n";
   }
+  return json;
+}
+
+absl::Status WriteHfConfig(const models::ModelSpec& spec, const std::vector<std::string>& label_names,
+                           const std::string& export_path, std::string* written) {
+  ZT_ASSIGN_OR_RETURN(std::string json, HfConfigText(spec, label_names));
+  if (json.empty()) return absl::OkStatus();
   std::filesystem::path p(export_path);
   const bool is_file = p.extension() == ".safetensors";
   std::filesystem::path dir = is_file ? p.parent_path() : p;
@@ -249,7 +255,8 @@ class RankTrainer {
   // Rank 0: the step on the progress bar and in the monitors.
   absl::Status ShowStep(int64_t step, double loss, double rate, int64_t rss, double step_sec);
   absl::Status EvaluateAt(int64_t step);
-  absl::Status Save();
+  // `final_save`: the run's last, waited for (the export reads it).
+  absl::Status Save(bool final_save = false);
   // --sample-prompts: continuations at evaluation `step` (every rank).
   absl::Status Samples(int64_t step);
   absl::Status SaveDeepSpeedCopy(const std::string& tag);
@@ -387,6 +394,8 @@ absl::Status RankTrainer::BuildEngine() {
   if (o_.weight_decay_groups == "hf") {
     engine_options.param_groups = WeightDecayGroups(*model_->module(), config_.optimizer.weight_decay);
   }
+  ZT_ASSIGN_OR_RETURN(const std::string hf_config, HfConfigText(spec_, data_->label_names()));
+  if (!hf_config.empty()) engine_options.checkpoint_files["config.json"] = hf_config;
   ZT_ASSIGN_OR_RETURN(engine_, Engine::Create(model_->module(), config_, pg_, engine_options));
   if (rank0_ && engine_->param_groups().size() > 1) {
     std::printf("optimizer param groups: %s\n", ParamGroupsLine(engine_->param_groups()).c_str());
@@ -740,25 +749,24 @@ absl::Status RankTrainer::Samples(int64_t step) {
 
 // The checkpoint carries the sample stream's position and the history, so a
 // resumed run continues both.
-absl::Status RankTrainer::Save() {
+absl::Status RankTrainer::Save(bool final_save) {
   if (paths_.save_dir.empty()) return absl::OkStatus();
   const auto t0 = Clock::now();
   // The tag is named here (the engine's default name) so that the DeepSpeed
   // copy converts exactly the folder this save wrote.
   const std::string tag = absl::StrCat("global_step", engine_->global_steps());
+  // transformers' config.json goes into the tag's folder with the save, as
+  // the Trainer's checkpoint-N folders hold one: `zt generate --model`
+  // reads the architecture there (BuildEngine hands it to the engine).
   ZT_RETURN_IF_ERROR(engine_->SaveCheckpoint(paths_.save_dir, tag, ClientState(*stream_, history_, lora_)));
-  // transformers' config.json in the tag's folder, as the Trainer's
-  // checkpoint-N folders hold one: `zt generate --model` reads the
-  // architecture there.
-  absl::Status config_st;
-  if (rank0_) {
-    std::string written;
-    config_st = WriteHfConfig(spec_, data_->label_names(), paths_.save_dir + "/" + tag, &written);
-  }
-  ZT_RETURN_IF_ERROR(comm::AgreeAcrossRanks(*pg_, config_st, "writing config.json into the checkpoint"));
+  // The final save, and one the DeepSpeed copy is converted from, must be on
+  // disk before the next step; the others may finish in the background.
+  const bool async = config_.checkpoint.async_save;
+  if (async && (final_save || o_.save_deepspeed)) ZT_RETURN_IF_ERROR(engine_->WaitForPendingSave());
   if (rank0_) {
     if (progress_) progress_->Finish();
-    std::printf("saved checkpoint %s/%s (%.2f s)\n", paths_.save_dir.c_str(), tag.c_str(), Seconds(t0, Clock::now()));
+    std::printf("%s checkpoint %s/%s (%.2f s)\n", async && !final_save && !o_.save_deepspeed ? "staged" : "saved",
+                paths_.save_dir.c_str(), tag.c_str(), Seconds(t0, Clock::now()));
     std::fflush(stdout);
   }
   if (o_.save_deepspeed) ZT_RETURN_IF_ERROR(SaveDeepSpeedCopy(tag));
@@ -803,7 +811,7 @@ absl::Status RankTrainer::Finish() {
   }
   if (o_.eval_interval >= 0) ZT_RETURN_IF_ERROR(EvaluateAt(engine_->global_steps()));
   if (monitors_) ZT_RETURN_IF_ERROR(monitors_->Flush());
-  ZT_RETURN_IF_ERROR(Save());
+  ZT_RETURN_IF_ERROR(Save(/*final_save=*/true));
   std::string exported, hf_config;
   ZT_RETURN_IF_ERROR(Export(&exported, &hf_config));
   if (rank0_) ZT_RETURN_IF_ERROR(Report(exported, hf_config));
