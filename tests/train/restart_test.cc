@@ -317,16 +317,18 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
     resumes += absl::StrContains(line, "resumed at step");
     const size_t in = line.find("written in the background in ");
     double sec = 0;
-    if (in != absl::string_view::npos && absl::SimpleAtod(line.substr(in + 29, line.find(" s", in + 29) - in - 29), &sec)) {
+    if (in != absl::string_view::npos &&
+        absl::SimpleAtod(line.substr(in + 29, line.find(" s", in + 29) - in - 29), &sec)) {
       ++writes;
       write_sec.push_back(sec);
     }
   }
   EXPECT_EQ(resumes, kKills) << log;
   std::sort(write_sec.begin(), write_sec.end());
-  std::printf("async restarts: %d kills while a save was staged but not yet committed; %d saves committed, their "
-              "background writes took %.2f s (median)\n",
-              kills, writes, write_sec.empty() ? 0.0 : write_sec[write_sec.size() / 2]);
+  std::printf(
+      "async restarts: %d kills while a save was staged but not yet committed; %d saves committed, their "
+      "background writes took %.2f s (median)\n",
+      kills, writes, write_sec.empty() ? 0.0 : write_sec[write_sec.size() / 2]);
   // Every tag left in the save dir is whole (the interrupted ones were
   // saved again later), and the end is the synchronous run's, bitwise.
   std::error_code ec;
