@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "cli/flags.h"
@@ -28,6 +30,8 @@
 #include "comm/rendezvous.h"
 #include "comm/socket_counters.h"
 #include "launch/rank_env.h"
+#include "ops/kernels.h"
+#include "ops/quantize.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -275,6 +279,53 @@ std::string PrintSize(int64_t S, int n, const SizeResult& t) {
       srs.bus_bw / rrs.bus_bw, sar.bus_bw, sar.bus_bw / rar.bus_bw);
 }
 
+// Rank 0: block quantization (ops/quantize.h, the active ISA's kernels) of
+// `bytes` of fp32 against memcpy of the same bytes: quantize + dequantize
+// must keep up with at least half of memcpy's bandwidth, so that at 1-10
+// Gbit/s the wire, not the CPU, bounds a quantized collective. Best of 5.
+std::string QuantThroughput(int64_t bytes) {
+  const int64_t n = bytes / 4;
+  at::Tensor x = at::randn({n}, at::kFloat), y = at::empty({n}, at::kFloat), copy = at::empty({n}, at::kFloat);
+  const zt::ops::kernels::KernelTable& k = zt::ops::kernels::ActiveKernels();
+  auto best = [](const std::function<void()>& f) {
+    double t = 1e30;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      f();
+      t = std::min(t, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return t;
+  };
+  const float* src = x.data_ptr<float>();
+  const double t_copy = best([&] { std::memcpy(copy.data_ptr<float>(), src, static_cast<size_t>(n) * 4); });
+  std::string summary =
+      absl::StrFormat("block quantization of %s fp32 (%s kernels):", zt::HumanBytes(static_cast<double>(bytes)),
+                      zt::ops::kernels::IsaName(k.isa));
+  std::printf("\nblock quantization, %s of fp32, %s kernels, best of 5 (GB/s of fp32 input):\n",
+              zt::HumanBytes(static_cast<double>(bytes)).c_str(), zt::ops::kernels::IsaName(k.isa));
+  std::printf("  memcpy %.2f GB/s\n", bytes / t_copy / 1e9);
+  for (int bits : {8, 4}) {
+    const zt::ops::QuantFormat f{bits, 2048};
+    std::vector<float> scales(static_cast<size_t>(zt::ops::QuantScales(n, f)));
+    std::vector<uint8_t> q(static_cast<size_t>(zt::ops::QuantPayloadBytes(n, f)));
+    const double t_q = best([&] { k.quantize(src, n, f, scales.data(), q.data()); });
+    const double t_dq = best([&] { k.dequantize(q.data(), scales.data(), n, f, y.data_ptr<float>(), false); });
+    const double ratio = t_copy / (t_q + t_dq);
+    std::printf(
+        "  int%d, block 2048: quantize %.2f GB/s, dequantize %.2f GB/s, both %.2f GB/s = %.2fx memcpy; wire "
+        "%.3fx of fp32\n",
+        bits, bytes / t_q / 1e9, bytes / t_dq / 1e9, bytes / (t_q + t_dq) / 1e9, ratio,
+        static_cast<double>(zt::ops::QuantWireBytes(n, f)) / static_cast<double>(bytes));
+    std::printf(
+        "RESULT quant_bits=%d quant_block=2048 bytes=%lld memcpy_gbs=%.4f quantize_gbs=%.4f dequantize_gbs=%.4f "
+        "quant_roundtrip_vs_memcpy=%.4f\n",
+        bits, static_cast<long long>(bytes), bytes / t_copy / 1e9, bytes / t_q / 1e9, bytes / t_dq / 1e9, ratio);
+    absl::StrAppend(&summary, absl::StrFormat(" int%d quantize+dequantize %.2fx memcpy", bits, ratio));
+  }
+  std::fflush(stdout);
+  return summary;
+}
+
 absl::Status Run(const std::vector<std::string>& args) {
   zt::cli::Flags flags("zt_bench_collectives");
   flags.Int("min-bytes", 1024, "smallest message (bytes, fp32 elements = bytes / 4)");
@@ -315,7 +366,8 @@ absl::Status Run(const std::vector<std::string>& args) {
         "RS/AR: reduce-scatter (alltoall) busBw / all-reduce busBw (ours, c10d). wire/S: bytes rank 0's\n"
         "sockets sent during one all-reduce, over the buffer size (optimum 2(n-1)/n = %.2f).\n",
         2.0 * (n - 1) / n);
-    std::printf("SUMMARY: %s\n", summary.c_str());
+    const std::string quant = QuantThroughput(std::min<int64_t>(s.max_bytes, 64LL << 20));
+    std::printf("SUMMARY: %s; %s\n", summary.c_str(), quant.c_str());
   }
   return g.ours->Barrier()->Wait();
 }

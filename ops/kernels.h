@@ -137,6 +137,27 @@ struct LionCoeffs {
   double weight_decay = 0.0;
 };
 
+// Block-wise symmetric quantization (ZeRO++'s qwZ / qgZ wire formats): the
+// input is cut into blocks of `block` elements (the last may be shorter),
+// each with one float scale and `bits`-bit signed integers:
+//   qmax  = 127 (8 bits) or 7 (4 bits)
+//   amax  = max |x| over the block
+//   scale = amax / qmax, and the integers q = round(x * (qmax / amax)),
+//           rounded half to even, clamped to [-qmax, qmax];
+//   x ~ q * scale, with |x - q * scale| <= scale / 2 up to float rounding
+//   (the products and the two divisions: a relative 1e-4 of scale at most).
+// A block of zeros (or whose amax is below 2^-120, where qmax / amax would
+// overflow) has scale 0 and q 0; a block holding an infinity or NaN
+// has scale NaN and q 0, so dequantizing it gives NaN everywhere (a
+// non-finite value is never hidden). Payload: 8 bits, one int8 per element;
+// 4 bits, two per byte (the even element in the low nibble, two's
+// complement), `block` must be even, and an odd last block pads its last
+// nibble with 0. ops/quantize.h has the sizes and the scalar reference.
+struct QuantFormat {
+  int bits = 8;          // 8 or 4
+  int64_t block = 2048;  // elements per scale; >= 1 (even for 4 bits)
+};
+
 // The instruction sets the kernels are built for. kGeneric is the build
 // target's baseline (x86-64 with SSE2, or any other architecture); kAvx2 adds
 // AVX2, FMA and F16C (Haswell, Zen and newer); kAvx512 adds AVX-512
@@ -170,6 +191,13 @@ struct KernelTable {
   void (*adam_moments)(float* g_inc, double grad_scale, float* m, float* v, int64_t n, const AdamCoeffs& c);
   void (*lion_moments)(float* g_inc, double grad_scale, float* m, int64_t n, const LionCoeffs& c);
   void (*apply_increment)(float* p, const float* inc, int64_t n, double lr, double weight_decay);
+  // QuantFormat's quantization of x[0, n): ceil(n / block) scales and the
+  // payload (QuantPayloadBytes(n, f) bytes, ops/quantize.h). f must be valid
+  // (CheckQuantFormat).
+  void (*quantize)(const float* x, int64_t n, QuantFormat f, float* scales, uint8_t* payload);
+  // y[i] = q_i * scale (accumulate: y[i] += q_i * scale, the product rounded
+  // first: no fused multiply-add).
+  void (*dequantize)(const uint8_t* payload, const float* scales, int64_t n, QuantFormat f, float* y, bool accumulate);
 };
 
 // The variant for `isa`, or null when this build has no such variant (AVX2

@@ -8,13 +8,14 @@
 #define ZT_KERNEL_NS avx2
 #include "ops/kernel_loops.h"
 #include "ops/kernel_variants.h"
+#include "ops/quant_loops.h"
 
 namespace zt::ops::kernels::internal {
 
 const KernelTable& Avx2Kernels() {
-  static constexpr KernelTable kTable = {Isa::kAvx2,        avx2::AdamStep,      avx2::SgdStep, avx2::AdagradStep,
-                                         avx2::LionStep,    avx2::Widen,         avx2::Narrow,  avx2::AdamMoments,
-                                         avx2::LionMoments, avx2::ApplyIncrement};
+  static constexpr KernelTable kTable = {Isa::kAvx2,        avx2::AdamStep,       avx2::SgdStep,  avx2::AdagradStep,
+                                         avx2::LionStep,    avx2::Widen,          avx2::Narrow,   avx2::AdamMoments,
+                                         avx2::LionMoments, avx2::ApplyIncrement, avx2::Quantize, avx2::Dequantize};
   return kTable;
 }
 

@@ -9,13 +9,15 @@
 #define ZT_KERNEL_NS avx512
 #include "ops/kernel_loops.h"
 #include "ops/kernel_variants.h"
+#include "ops/quant_loops.h"
 
 namespace zt::ops::kernels::internal {
 
 const KernelTable& Avx512Kernels() {
-  static constexpr KernelTable kTable = {
-      Isa::kAvx512,  avx512::AdamStep, avx512::SgdStep,     avx512::AdagradStep, avx512::LionStep,
-      avx512::Widen, avx512::Narrow,   avx512::AdamMoments, avx512::LionMoments, avx512::ApplyIncrement};
+  static constexpr KernelTable kTable = {Isa::kAvx512,           avx512::AdamStep,    avx512::SgdStep,
+                                         avx512::AdagradStep,    avx512::LionStep,    avx512::Widen,
+                                         avx512::Narrow,         avx512::AdamMoments, avx512::LionMoments,
+                                         avx512::ApplyIncrement, avx512::Quantize,    avx512::Dequantize};
   return kTable;
 }
 

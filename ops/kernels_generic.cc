@@ -4,13 +4,15 @@
 #define ZT_KERNEL_NS generic
 #include "ops/kernel_loops.h"
 #include "ops/kernel_variants.h"
+#include "ops/quant_loops.h"
 
 namespace zt::ops::kernels::internal {
 
 const KernelTable& GenericKernels() {
-  static constexpr KernelTable kTable = {
-      Isa::kGeneric,  generic::AdamStep, generic::SgdStep,     generic::AdagradStep, generic::LionStep,
-      generic::Widen, generic::Narrow,   generic::AdamMoments, generic::LionMoments, generic::ApplyIncrement};
+  static constexpr KernelTable kTable = {Isa::kGeneric,           generic::AdamStep,    generic::SgdStep,
+                                         generic::AdagradStep,    generic::LionStep,    generic::Widen,
+                                         generic::Narrow,         generic::AdamMoments, generic::LionMoments,
+                                         generic::ApplyIncrement, generic::Quantize,    generic::Dequantize};
   return kTable;
 }
 
