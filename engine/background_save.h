@@ -7,8 +7,9 @@
 // weights and optimizer state change only when the optimizer updates them,
 // so the writer thread copies them first, while the next forward and
 // backward run, and the engine waits for that copy (WaitUntilStaged) before
-// anything can change them (the next Backward, which may start the update,
-// Step, a GatheredParameters modifier). What a forward changes (module
+// anything can change them (Step; a boundary Backward where the update
+// schedule starts the update during backward; a GatheredParameters
+// modifier). What a forward changes (module
 // buffers) and what is read through a source (state on NVMe, whose swap
 // buffers training keeps using) is copied before Start returns.
 //

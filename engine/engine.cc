@@ -286,11 +286,13 @@ void EngineImpl::Backward(const at::Tensor& loss) {
 
   update_->ThrowIfFailed();
   RetainStepHeapOnce();
-  WaitForStagedSave();  // the update may start in this backward
   // This backward's reduction overwrites the gradients a pending update
   // still reads, and a unit the forward skipped was never updated.
   update_->Finish();
   const bool boundary = IsAccumulationBoundary();
+  // Where the update starts in this backward, the save's copy must be done
+  // first; otherwise it may go on until Step.
+  if (boundary && plan::UpdatesDuringBackward(update_->schedule())) WaitForStagedSave();
   update_->CheckBackwardMayStart();
   core_.reducer->BeginBackward(boundary);
   update_->OpenInBackward(
