@@ -62,7 +62,7 @@ const InvalidCase kCases[] = {
      "belongs inside \"fp16\""},
     {"unknown_bf16_key", R"({"bf16": {"enabled": true, "enable": true}})", "bf16.enable", "did you mean \"enabled\""},
     {"unknown_small_block_key", R"({"checkpoint": {"tag": "x"}})", "checkpoint.tag",
-     "\"checkpoint\" takes load_universal, parallel_write, tag_validation, use_node_local_storage"},
+     "\"checkpoint\" takes async_save, load_universal, parallel_write, tag_validation, use_node_local_storage"},
     {"param_of_other_optimizer", R"({"optimizer": {"type": "Adam", "params": {"momentum": 0.9}}})",
      "optimizer.params.momentum", "not a parameter of Adam (it belongs to SGD)"},
     {"lion_has_no_eps", R"({"optimizer": {"type": "Lion", "params": {"eps": 1e-8}}})", "optimizer.params.eps",
