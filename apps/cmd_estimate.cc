@@ -390,23 +390,35 @@ void PrintTraffic(const Request& r) {
   std::printf("  %-34s %16s %16s %18s\n", "layout", "per rank inside", "per rank across", "busiest host across");
   for (size_t i = 0; i < r.options.size(); ++i) {
     const estimate::EstimateOptions& o = r.options[i];
-    // Flat, then hierarchical and hpZ where asked for: {mics_shard_size, hpZ size}.
-    std::vector<std::pair<int, int>> layouts = {{-1, 1}};
-    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back({r.mics_shard_size, 1});
-    if (o.stage == 3 && r.hpz_partition_size > 1) layouts.push_back({-1, r.hpz_partition_size});
-    for (const auto& [k, h] : layouts) {
+    // Flat, then hierarchical and hpZ where asked for: {mics_shard_size, hpZ size,
+    // two-hop gather}. At stage 3 a shard group spanning hosts also gets its
+    // row with mics_hierarchical_params_gather.
+    struct Layout {
+      int k, h;
+      bool two_hop;
+    };
+    std::vector<Layout> layouts = {{-1, 1, false}};
+    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back({r.mics_shard_size, 1, false});
+    if (o.stage == 3 && r.hpz_partition_size > 1) layouts.push_back({-1, r.hpz_partition_size, false});
+    if (o.stage == 3 && per_host < world) {
+      layouts.push_back({-1, 1, true});
+      if (r.mics_shard_size > per_host && r.mics_shard_size < world) layouts.push_back({r.mics_shard_size, 1, true});
+    }
+    for (const auto& [k, h, two_hop] : layouts) {
       estimate::TrafficOptions t;
       t.stage = o.stage;
       t.world_size = world;
       t.ranks_per_host = per_host;
       t.mics_shard_size = k;
       t.hpz_partition_size = h;
+      t.two_hop_gather = two_hop;
       t.element_bytes = o.precision == estimate::Precision::kFp32 ? 4 : 2;
       absl::StatusOr<estimate::StepTraffic> st = estimate::EstimateStepTraffic(trainable, frozen, t);
       if (!st.ok()) continue;  // the inputs were checked by ToRequest
-      const std::string label = k > 0   ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
-                                : h > 1 ? absl::StrFormat("stage %d, hpZ %d", o.stage, h)
-                                        : absl::StrFormat("stage %d, flat", o.stage);
+      const std::string label = absl::StrCat(k > 0   ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
+                                             : h > 1 ? absl::StrFormat("stage %d, hpZ %d", o.stage, h)
+                                                     : absl::StrFormat("stage %d, flat", o.stage),
+                                             two_hop ? ", 2-hop gather" : "");
       std::printf("  %-34s %16s %16s %18s\n", label.c_str(), HumanBytes(static_cast<double>(st->rank_inside)).c_str(),
                   HumanBytes(static_cast<double>(st->rank_across)).c_str(),
                   HumanBytes(static_cast<double>(st->host_across)).c_str());

@@ -68,11 +68,20 @@ void Parser::CheckZero() {
         absl::StrCat("hierarchical sharding (", z.mics_shard_size,
                      ") shards the optimizer state, gradients or parameters: it needs ZeRO stage 1, 2 or 3; ", stage));
   }
+  if (z.mics_hierarchical_params_gather && z.stage != 3) {
+    Error(Written("zero_optimization.mics_hierarchical_params_gather"),
+          absl::StrCat("the hierarchical gather is how stage 3 all-gathers its parameter shards: it needs ZeRO "
+                       "stage 3 (stages 1 and 2 gather the updated parameters once per step); ",
+                       stage));
+  }
   if (z.hpz_partition_size > 1) {
     if (z.stage != 3) {
       Error(Written("zero_optimization.zero_hpz_partition_size"),
             absl::StrCat("hpZ (", z.hpz_partition_size,
                          ") keeps secondary shards of stage 3's gathered parameters: it needs ZeRO stage 3; ", stage));
+    } else if (z.mics_hierarchical_params_gather) {
+      Error(Written("zero_optimization.zero_hpz_partition_size"),
+            "hpZ and mics_hierarchical_params_gather both reshape stage 3's gathers across hosts; choose one");
     } else if (z.mics_shard_size > 0) {
       Error(Written("zero_optimization.zero_hpz_partition_size"),
             "hpZ and mics_shard_size both keep gathers inside a host; choose one (mics_shard_size also keeps "

@@ -172,6 +172,9 @@ struct ZeroConfig {
   // chunk sharded over groups of H consecutive ranks (a host's, when H is
   // the ranks per host), so backward's re-gathers stay inside them; 1: off.
   int hpz_partition_size = 1;
+  // MiCS's hierarchical gather: at stage 3, a shard group that spans hosts
+  // gathers parameters in two hops (comm/two_hop_gather.h).
+  bool mics_hierarchical_params_gather = false;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 };

@@ -197,10 +197,12 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
           .Unsupported("leave it false"));
   add(BoolKey(z + "zero_quantized_gradients", {}, false, "ZeRO++ quantized gradient reduction (qgZ)")
           .Unsupported("leave it false"));
-  add(BoolKey(z + "mics_hierarchical_params_gather", {}, false,
-              "MiCS's two-hop all-gather for a shard group spanning hosts")
-          .Unsupported("leave it false: zerotorch gathers inside the shard group in one hop; choose mics_shard_size "
-                       "at most the ranks per host and the gather never leaves the host"));
+  add(BoolKey(z + "mics_hierarchical_params_gather", ZT_FIELD(zero.mics_hierarchical_params_gather), false,
+              "MiCS's hierarchical gather, stage 3: where the shard group spans hosts (mics_shard_size larger than "
+              "the ranks per host, or the flat world on several hosts), parameters are all-gathered in two hops, "
+              "first among the ranks with the same place on each host, then inside each host: each host sends "
+              "(hosts - 1) / hosts of a buffer across instead of every rank's shard to every other host's ranks. "
+              "Bitwise the one-hop gather. No effect where the shard group is inside a host."));
   add(BoolKey(z + "legacy_stage1", {}, false, "DeepSpeed's old stage-1 implementation").Unsupported("leave it false"));
   add(BoolKey(z + "pipeline_loading_checkpoint", {}, false, "loading checkpoints for pipeline parallelism")
           .Unsupported("leave it false"));

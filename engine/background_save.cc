@@ -7,11 +7,21 @@
 #include <unistd.h>
 
 #include <exception>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "util/clock.h"
 
 namespace zt {
+namespace {
+
+void SetWriterPolicy(pid_t tid, int policy) {
+  sched_param p{};
+  p.sched_priority = 0;
+  ::sched_setscheduler(tid, policy, &p);
+}
+
+}  // namespace
 
 std::unique_ptr<BackgroundSave> BackgroundSave::Start(Checkpointer::PreparedSave prepared, ckpt::SnapshotArena& arena) {
   std::unique_ptr<BackgroundSave> save(new BackgroundSave(std::move(prepared)));
@@ -33,25 +43,39 @@ std::unique_ptr<BackgroundSave> BackgroundSave::Start(Checkpointer::PreparedSave
   }
   BackgroundSave* self = save.get();
   ckpt::SnapshotArena* to = &arena;
-  self->writer_ = std::thread([self, to] {
-    // The copy at normal priority: the next optimizer update waits for it.
+  try {
+    self->writer_ = std::thread([self, to] {
+      // The copy at normal priority: the next optimizer update waits for it.
+      to->CopyDeferred();
+      self->prepared_.keep.clear();  // the copies are taken: the live tensors may change
+      self->staged_.Notify();
+      {
+        // SCHED_IDLE (Linux, per thread, inherited by the threads the writer
+        // starts): the write runs on CPU time training leaves idle, unless
+        // training already waits for it (Join).
+        absl::MutexLock lock(&self->priority_mu_);
+        self->writer_tid_ = static_cast<pid_t>(::syscall(SYS_gettid));
+        if (!self->urgent_) SetWriterPolicy(self->writer_tid_, SCHED_IDLE);
+      }
+      const auto w0 = SteadyClock::now();
+      try {
+        self->outcome_ = Checkpointer::WriteFiles(self->prepared_);
+      } catch (const std::exception& e) {  // an exception must not end the process from this thread
+        self->outcome_ = absl::InternalError(absl::StrCat("writing ", self->prepared_.folder, ": ", e.what()));
+      }
+      self->write_seconds_ = Seconds(w0, SteadyClock::now());
+      self->done_.store(true, std::memory_order_release);
+    });
+  } catch (const std::system_error& e) {
+    // No thread: the save fails here, on this rank, and every rank still
+    // reaches the same commit (which agrees on the failure).
     to->CopyDeferred();
-    self->prepared_.keep.clear();  // the copies are taken: the live tensors may change
-    self->staged_.Notify();
-    // SCHED_IDLE (Linux, per thread, inherited by the threads the writer
-    // starts): the write runs on CPU time training leaves idle.
-    sched_param none{};
-    none.sched_priority = 0;
-    ::sched_setscheduler(static_cast<pid_t>(::syscall(SYS_gettid)), SCHED_IDLE, &none);
-    const auto w0 = SteadyClock::now();
-    try {
-      self->outcome_ = Checkpointer::WriteFiles(self->prepared_);
-    } catch (const std::exception& e) {  // an exception must not end the process from this thread
-      self->outcome_ = absl::InternalError(absl::StrCat("writing ", self->prepared_.folder, ": ", e.what()));
-    }
-    self->write_seconds_ = Seconds(w0, SteadyClock::now());
-    self->done_.store(true, std::memory_order_release);
-  });
+    p.keep.clear();
+    save->outcome_ = absl::ResourceExhaustedError(
+        absl::StrCat("starting the background writer of checkpoint '", p.folder, "': ", e.what()));
+    save->staged_.Notify();
+    save->done_.store(true, std::memory_order_release);
+  }
   return save;
 }
 
@@ -67,6 +91,12 @@ double BackgroundSave::WaitUntilStaged() {
 }
 
 absl::Status BackgroundSave::Join() {
+  {
+    // Training now waits for the write: it runs at normal priority from here.
+    absl::MutexLock lock(&priority_mu_);
+    urgent_ = true;
+    if (writer_tid_ != 0 && !done()) SetWriterPolicy(writer_tid_, SCHED_OTHER);
+  }
   if (writer_.joinable()) writer_.join();
   return outcome_;
 }

@@ -31,6 +31,8 @@
 //  - Join() waits for the writer and returns its outcome; the destructor joins.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -39,6 +41,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "ckpt/save_snapshot.h"
 #include "engine/checkpointer.h"
@@ -70,7 +73,12 @@ class BackgroundSave {
   std::thread writer_;
   std::atomic<bool> done_{false};
   absl::Notification staged_;  // the deferred copies are done
-  absl::Status outcome_;       // written by the writer before done_, read after
+  // The writer's thread id once it runs under SCHED_IDLE, and whether Join
+  // wants it at normal priority.
+  absl::Mutex priority_mu_;
+  pid_t writer_tid_ ABSL_GUARDED_BY(priority_mu_) = 0;
+  bool urgent_ ABSL_GUARDED_BY(priority_mu_) = false;
+  absl::Status outcome_;  // written by the writer before done_, read after
   double snapshot_seconds_ = 0;
   double write_seconds_ = 0;
 };

@@ -65,6 +65,13 @@ CommTraffic EngineImpl::comm_traffic() const {
   t.shard_sent = shard.total_bytes_sent();
   t.shard_received = shard.total_bytes_received();
   t.shard_wait = shard.wait_seconds;
+  if (core_.two_hop) {
+    // The two hops of the shard group's gathers travel on sub-groups of it.
+    const comm::CommStats hops = core_.two_hop->stats();
+    t.shard_sent += hops.total_bytes_sent();
+    t.shard_received += hops.total_bytes_received();
+    t.shard_wait += hops.wait_seconds;
+  }
   if (core_.replica_pg) {
     t.hierarchical = true;
     const comm::CommStats replica = core_.replica_pg->stats();
@@ -234,11 +241,13 @@ std::vector<int> EngineImpl::ChunksOf(const std::vector<at::Tensor>& params) con
 
 void EngineImpl::PinChunks(const std::vector<int>& chunks) {
   update_->Finish();
+  // A modifier rank writes the live parameters inside the scope (before
+  // UnpinChunks): the save's copy of them must be done first.
+  WaitForStagedSave();
   if (core_.coordinator) core_.coordinator->Pin(chunks);
 }
 
 void EngineImpl::UnpinChunks(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
-  if (modifier_rank.has_value()) WaitForStagedSave();
   if (core_.coordinator) {
     core_.coordinator->Unpin(chunks, modifier_rank);
   } else if (modifier_rank.has_value()) {
@@ -341,7 +350,6 @@ ops::StepHyper EngineImpl::StepHyperNow() const {
 
 void EngineImpl::Step() {
   update_->ThrowIfFailed();
-  WaitForStagedSave();
   const auto t0 = Clock::now();
   if (!IsAccumulationBoundary()) {
     ++core_.micro_steps;
@@ -367,6 +375,7 @@ void EngineImpl::Step() {
       }
     }
   }
+  WaitForStagedSave();           // the update below changes what a save in flight still copies
   const double lr = this->lr();  // the rate this step applies
   update_->Finish();             // a no-op after Backward, which finished it
   OptimizerStep();
@@ -660,6 +669,7 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
 
 absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<std::string>& new_parameters) {
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
+  ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));
   const absl::Status loaded = Checkpointer(core_).LoadWeights(path, new_parameters);
   if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
   return loaded;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "comm/two_hop_gather.h"
 #include "config/config.h"
 #include "config/param_groups.h"
 #include "engine/engine.h"
@@ -55,6 +56,9 @@ struct EngineCore {
   // consecutive ranks, over which backward re-gathers the secondary shards
   // (ParamCoordinator::SetSecondaryGroup). Null: off.
   std::shared_ptr<comm::ProcessGroup> hpz_pg;
+  // mics_hierarchical_params_gather where the shard group spans hosts: the
+  // two-hop gather over it (its sub-groups come from shard_pg). Null: off.
+  std::shared_ptr<comm::TwoHopGather> two_hop;
   EngineOptions options;
   EngineTuning tuning;
   plan::StageSharding sharding;  // what the config's ZeRO stage shards

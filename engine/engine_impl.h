@@ -77,6 +77,9 @@ class EngineImpl final : public Engine {
   // zero_hpz_partition_size (comm/shard_groups.h); collective, after the
   // ranks agreed on the config. Errors name the key.
   absl::Status SetupShardGroups();
+  // core_.two_hop from mics_hierarchical_params_gather and the launch
+  // layout (stage 3, after the coordinator exists); collective.
+  absl::Status SetupTwoHopGather();
   // Offload: checks the config against this build, starts the I/O engine
   // for "nvme"; MakeOptimizer builds the sharded optimizer where the config
   // puts its state.

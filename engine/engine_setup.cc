@@ -18,7 +18,9 @@
 #include "comm/agreement.h"
 #include "comm/broadcast_in_place.h"
 #include "comm/shard_groups.h"
+#include "comm/two_hop_gather.h"
 #include "engine/engine_impl.h"
+#include "launch/rank_env.h"
 #include "monitor/from_config.h"
 #include "ops/kernels.h"
 #include "plan/layout.h"
@@ -203,6 +205,38 @@ absl::Status EngineImpl::Init(std::shared_ptr<torch::nn::Module> model, Config c
   return FinishSetup(dtype, summary);
 }
 
+absl::Status EngineImpl::SetupTwoHopGather() {
+  // Hosts from the launch layout (LOCAL_WORLD_SIZE); every rank must see the
+  // same, or the groups below would differ between ranks.
+  absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
+  const int per_host = env.ok() ? env->local_world_size : core_.pg->size();
+  ZT_RETURN_IF_ERROR(comm::AgreeOnDescription(*core_.pg,
+                                              {{"ranks per host (LOCAL_WORLD_SIZE)", absl::StrCat(per_host)}},
+                                              "launch layout, for mics_hierarchical_params_gather"));
+  const int k = core_.shard_pg->size();
+  if (per_host >= k) {
+    if (core_.pg->rank() == 0) {
+      ZT_LOG(INFO) << "engine: zero_optimization.mics_hierarchical_params_gather has no effect: the shard group of "
+                   << k << " ranks lies inside a host of " << per_host << " ranks";
+    }
+    return absl::OkStatus();
+  }
+  if (k % per_host != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero_optimization.mics_hierarchical_params_gather: the shard group of ", k,
+                     " ranks is not a whole number of hosts of ", per_host,
+                     " ranks (LOCAL_WORLD_SIZE); choose mics_shard_size as a multiple of the ranks per host"));
+  }
+  ZT_ASSIGN_OR_RETURN(core_.two_hop, comm::TwoHopGather::Create(core_.shard_pg, per_host));
+  core_.coordinator->SetTwoHopGather(core_.two_hop);
+  if (core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "engine: hierarchical gather (mics_hierarchical_params_gather): stage 3 gathers its shard group of "
+                 << k << " ranks in two hops, across " << k / per_host << " hosts, then inside each host of "
+                 << per_host;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status EngineImpl::SetupShardGroups() {
   const int k = core_.config.zero.mics_shard_size;
   if (k > 0 && k != core_.pg->size() && !core_.sharding.optimizer_state()) {
@@ -331,6 +365,7 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
   core_.coordinator = std::make_unique<zero::ParamCoordinator>(
       std::move(units), std::move(chunks), std::move(chunk_of_group), core_.shard_pg, core_.pg, limits);
   if (core_.config.zero.offload_param.device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(OffloadParamShards());
+  if (core_.config.zero.mics_hierarchical_params_gather) ZT_RETURN_IF_ERROR(SetupTwoHopGather());
   if (core_.hpz_pg) {
     core_.coordinator->SetSecondaryGroup(core_.hpz_pg);
     if (core_.pg->rank() == 0) {

@@ -105,7 +105,18 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
           on(Collective::kReduceScatter, shard, in_shard, grads, a);
           break;
         }
-        on(Collective::kAllGather, shard, in_shard, params, 2 * a);
+        if (o.two_hop_gather && k > o.ranks_per_host && k % o.ranks_per_host == 0) {
+          // Across: the hosts' ranks of this place, each host's shards once
+          // (a buffer of params / L); then the host's L ranks, the whole buffer.
+          const int l = o.ranks_per_host;
+          std::vector<int> column, host;
+          for (int m = g * k + r % l; m < g * k + k; m += l) column.push_back(m);
+          for (int m = r / l * l; m < r / l * l + l; ++m) host.push_back(m);
+          on(Collective::kAllGather, column, static_cast<size_t>((r - g * k) / l), params / l, 2 * a);
+          on(Collective::kAllGather, host, static_cast<size_t>(r % l), params, 2 * a);
+        } else {
+          on(Collective::kAllGather, shard, in_shard, params, 2 * a);
+        }
         on(Collective::kReduceScatter, shard, in_shard, grads, a);
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;

@@ -56,7 +56,11 @@ struct TrafficOptions {
   int ranks_per_host = 1;      // must divide world_size
   int mics_shard_size = -1;    // <= 0 or world_size: flat
   int hpz_partition_size = 1;  // stage 3, flat: backward's gather over groups of this many ranks (1: off)
-  int64_t element_bytes = 4;   // parameters and gradients (communication dtype)
+  // mics_hierarchical_params_gather: stage 3's parameter gathers over a
+  // shard group spanning hosts go across hosts among the ranks of one place,
+  // then inside each host (comm/two_hop_gather.h).
+  bool two_hop_gather = false;
+  int64_t element_bytes = 4;  // parameters and gradients (communication dtype)
   int64_t accumulation_steps = 1;
 };
 

@@ -56,6 +56,11 @@ absl::StatusOr<RestartedLaunch> LaunchWithRestarts(const LaunchOptions& options,
     o.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     o.extra_env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(restart.max_restarts);
     absl::StatusOr<LaunchResult> r = Launch(o);
+    if (!r.ok() && attempt > 0) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("restart ", attempt, " could not start: ", r.status().message(),
+                                       " (it followed: ", out.last.failure, ")"));
+    }
     if (!r.ok()) return r.status();
     out.last = *std::move(r);
     out.restarts = attempt;

@@ -490,7 +490,15 @@ absl::Status RankTrainer::ChooseStart() {
     // saved. Tags without `latest` mean it was lost or deleted; starting
     // fresh would overwrite them, so refuse and name them.
     ZT_ASSIGN_OR_RETURN(std::vector<std::string> tags, ListCheckpointTags(paths_.save_dir));
-    if (!tags.empty()) {
+    if (!tags.empty() && o_.restart_count > 0) {
+      // A restart allowed to start over (--restart-from-scratch), with no
+      // `latest`: the failed attempt's first save never got published. Its
+      // folders are replaced when those tags are saved again.
+      if (rank0_) {
+        std::fprintf(stderr, "restart %d: %s holds unpublished checkpoints (%s) of the failed attempt; ignored\n",
+                     o_.restart_count, paths_.save_dir.c_str(), absl::StrJoin(tags, ", ").c_str());
+      }
+    } else if (!tags.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "--resume: ", paths_.save_dir, " has checkpoints (", absl::StrJoin(tags, ", "),
           ") but no 'latest' file naming which to resume; write the tag to resume into ", paths_.save_dir,
@@ -538,7 +546,9 @@ absl::Status RankTrainer::OpenOutputs() {
     }
   }
   if (st.ok() && rank0_) {
-    absl::StatusOr<StepMarker> marker = StepMarker::Open(paths_.output_dir);
+    // A first attempt starts the record afresh (a previous job's last step
+    // is not this one's); a restart keeps the failed attempt's until it moves.
+    absl::StatusOr<StepMarker> marker = StepMarker::Open(paths_.output_dir, /*truncate=*/o_.restart_count == 0);
     if (marker.ok()) {
       step_marker_.emplace(*std::move(marker));
     } else {

@@ -124,7 +124,7 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     s.work = secondary_->AllGather(s.secondary, g.params);
     ++stats_.secondary_gathers;
   } else {
-    s.work = pg_->AllGather(g.param_shard, g.params);
+    s.work = two_hop_ ? two_hop_->AllGather(g.param_shard, g.params) : pg_->AllGather(g.param_shard, g.params);
   }
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
@@ -331,7 +331,8 @@ void ParamCoordinator::RefreshStaleLocked(const std::vector<int>* chunks) {
     --stale_chunks_;
     ++stats_.late_persistent_gathers;
     FlatGroup& g = *chunks_[static_cast<size_t>(c)].group;
-    works.emplace_back(c, pg_->AllGather(g.OwnedParams(), g.params));
+    works.emplace_back(
+        c, two_hop_ ? two_hop_->AllGather(g.OwnedParams(), g.params) : pg_->AllGather(g.OwnedParams(), g.params));
   }
   for (auto& [c, work] : works) {
     const absl::Status st = work->Wait();
@@ -492,6 +493,11 @@ void ParamCoordinator::Pin(const std::vector<int>& chunks) {
     WaitChunkLocked(c);
     ++chunk_state_[static_cast<size_t>(c)].pins;
   }
+}
+
+void ParamCoordinator::SetTwoHopGather(std::shared_ptr<comm::TwoHopGather> gather) {
+  absl::MutexLock lock(&mu_);
+  two_hop_ = std::move(gather);
 }
 
 void ParamCoordinator::SetSecondaryGroup(std::shared_ptr<comm::ProcessGroup> group) {

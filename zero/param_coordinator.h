@@ -61,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
+#include "comm/two_hop_gather.h"
 #include "config/config.h"
 #include "offload/io_engine.h"
 #include "offload/param_swapper.h"
@@ -204,6 +205,11 @@ class ParamCoordinator {
   // the same order, so all take the same path. Set once, before training;
   // not with parameter offload to NVMe.
   void SetSecondaryGroup(std::shared_ptr<comm::ProcessGroup> group) ABSL_LOCKS_EXCLUDED(mu_);
+  // MiCS's hierarchical gather (mics_hierarchical_params_gather): gathers
+  // from the primary shards go in two hops, across hosts then inside each
+  // (comm/two_hop_gather.h), bitwise the one-hop gather. Set once, before
+  // training.
+  void SetTwoHopGather(std::shared_ptr<comm::TwoHopGather> gather) ABSL_LOCKS_EXCLUDED(mu_);
   // The parameters changed (an optimizer step, a load): the secondary shards
   // are stale; the next gather of each chunk is from the primary shards.
   // Collective in effect (every rank calls it at the same point).
@@ -314,6 +320,7 @@ class ParamCoordinator {
   const char* phase_ ABSL_GUARDED_BY(mu_) = "forward";
   CoordinatorStats stats_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<comm::ProcessGroup> secondary_ ABSL_GUARDED_BY(mu_);  // hpZ's group; null: off
+  std::shared_ptr<comm::TwoHopGather> two_hop_ ABSL_GUARDED_BY(mu_);    // null: one-hop gathers
 
   // Parameter offload (null without it; the per-chunk part is in ChunkState).
   std::unique_ptr<offload::ParamSwapper> swapper_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/init.h"
 #include "comm/shard_groups.h"
+#include "comm/two_hop_gather.h"
 #include "gtest/gtest.h"
 #include "launch/rank_env.h"
 #include "tests/testing/ranks.h"
@@ -240,6 +241,49 @@ ZT_RANK_WORKER(shard_groups) {
                             absl::StrCat("shard size 3 of 4: ", bad.status().ToString())));
   // Still in step: the world works after the refusal (nothing was created).
   return CheckCollectives(*world, {0, 1, 2, 3}, me);
+}
+
+// The two-hop gather (comm/two_hop_gather.h) over 4 ranks as 2 hosts of 2:
+// bitwise the one-hop all-gather, in bf16 and fp32, with three gathers in
+// flight waited in reverse order (the second hops still go out in start
+// order on every rank), and uneven shards falling back to one hop.
+ZT_RANK_WORKER(two_hop_gather) {
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> world, World());
+  const int me = world->rank();
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<zt::comm::TwoHopGather> hops, zt::comm::TwoHopGather::Create(world, 2));
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    std::vector<at::Tensor> want, got, shards;
+    std::vector<std::unique_ptr<zt::comm::Work>> works;
+    for (int64_t s : {1, 5, 1000}) {
+      at::Tensor shard = (at::arange(s, at::kFloat) * 0.37f + 100.0f * me).to(dtype);
+      at::Tensor one = at::empty({4 * s}, dtype), two = at::full({4 * s}, -1.0f, at::TensorOptions().dtype(dtype));
+      ZT_RETURN_IF_ERROR(world->AllGather(shard, one)->Wait());
+      shards.push_back(shard);
+      want.push_back(one);
+      got.push_back(two);
+      works.push_back(hops->AllGather(shard, two));
+    }
+    for (size_t i = works.size(); i-- > 0;) ZT_RETURN_IF_ERROR(works[i]->Wait());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ZT_RETURN_IF_ERROR(Expect(at::equal(want[i], got[i]), absl::StrCat("two-hop gather ", i, " differs")));
+    }
+  }
+  // Uneven: 7 elements over 4 ranks (shards 2, 2, 2, 1): the one-hop path.
+  at::Tensor flat = at::zeros({7}, at::kFloat);
+  const int64_t b = zt::comm::ShardBegin(7, 4, me), e = zt::comm::ShardEnd(7, 4, me);
+  at::Tensor shard = at::full({e - b}, static_cast<float>(me + 1));
+  ZT_RETURN_IF_ERROR(hops->AllGather(shard, flat)->Wait());
+  ZT_RETURN_IF_ERROR(Expect(flat[6].item<float>() == 4.0f && flat[0].item<float>() == 1.0f, "uneven gather"));
+  ZT_RETURN_IF_ERROR(Expect(hops->stats().total_bytes_sent() > 0, "the hops counted no bytes"));
+  absl::StatusOr<std::shared_ptr<zt::comm::TwoHopGather>> bad = zt::comm::TwoHopGather::Create(world, 3);
+  ZT_RETURN_IF_ERROR(Expect(!bad.ok() && absl::StrContains(bad.status().message(), "to divide them"),
+                            absl::StrCat("3 ranks per host of 4: ", bad.status().ToString())));
+  return CheckCollectives(*world, {0, 1, 2, 3}, me);
+}
+
+TEST(TwoHopGather, EqualsTheOneHopGatherInAnyWaitOrder) {
+  auto result = zt::testing::RunRanks("two_hop_gather", {.world_size = 4});
+  EXPECT_TRUE(result.ok()) << result.Summary();
 }
 
 TEST(ShardGroups, ShardAndReplicaGroupsOfFourRanks) {

@@ -36,7 +36,7 @@ struct Run {
   int64_t gathers = 0;
 };
 
-absl::StatusOr<Run> Train(const std::shared_ptr<comm::ProcessGroup>& pg, int hpz, int64_t steps) {
+absl::StatusOr<Run> Train(const std::shared_ptr<comm::ProcessGroup>& pg, int hpz, int64_t steps, bool two_hop = false) {
   Config c = TestConfig(3, /*micro_batch=*/2, /*accumulation=*/2, OptimizerType::kAdamW, 1e-2);
   c.zero.reduce_bucket_size = 300;
   c.zero.param_persistence_threshold = 0;
@@ -45,6 +45,7 @@ absl::StatusOr<Run> Train(const std::shared_ptr<comm::ProcessGroup>& pg, int hpz
   c.zero.prefetch_bucket_size = 0;
   c.zero.overlap_comm = true;
   c.zero.hpz_partition_size = hpz;
+  c.zero.mics_hierarchical_params_gather = two_hop;
   TinyGptOptions o;
   torch::manual_seed(7);
   TinyGptHandle h = MakeTinyGpt(o, /*root_is_unit=*/false);
@@ -115,6 +116,51 @@ ZT_RANK_WORKER(hpz_bitwise) {
         static_cast<long long>(hpz.memory.hpz_secondary));
   }
   return absl::OkStatus();
+}
+
+// mics_hierarchical_params_gather on flat stage 3 across 2 "hosts" of 2
+// ranks (the launch layout says so: LOCAL_WORLD_SIZE 2): every gather goes
+// in two hops, across then inside, and training is bitwise flat stage 3's.
+ZT_RANK_WORKER(two_hop_bitwise) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  // The layout the engine reads for the hosts: ranks 0-1 and 2-3.
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  ::setenv("LOCAL_RANK", std::to_string(pg->rank() % 2).c_str(), 1);
+  constexpr int64_t kSteps = 4;
+  const int64_t world_gathers0 = pg->stats()[comm::CollectiveKind::kAllGather].calls;
+  ZT_ASSIGN_OR_RETURN(Run flat, Train(pg, 1, kSteps));
+  const int64_t world_gathers1 = pg->stats()[comm::CollectiveKind::kAllGather].calls;
+  ZT_ASSIGN_OR_RETURN(Run two_hop, Train(pg, 1, kSteps, /*two_hop=*/true));
+  const int64_t world_gathers2 = pg->stats()[comm::CollectiveKind::kAllGather].calls;
+  if (!torch::equal(flat.params, two_hop.params)) {
+    return absl::InternalError(
+        absl::StrFormat("the two-hop gather trained other weights than flat stage 3: max diff %g",
+                        (flat.params - two_hop.params).abs().max().item<double>()));
+  }
+  // The parameter gathers left the world group (the hops run on its
+  // sub-groups; set-up's agreement all-gathers stay), and the engine counts
+  // the hops' bytes as the shard group's.
+  const int64_t flat_gathers = world_gathers1 - world_gathers0, hop_gathers = world_gathers2 - world_gathers1;
+  if (flat_gathers - hop_gathers < two_hop.gathers || two_hop.traffic.shard_sent <= 0) {
+    return absl::InternalError(absl::StrCat("world all-gathers: flat run ", flat_gathers, ", two-hop run ", hop_gathers,
+                                            " (want ", two_hop.gathers, " fewer); two-hop bytes ",
+                                            two_hop.traffic.shard_sent));
+  }
+  if (pg->rank() == 0) {
+    std::printf("bitwise equal; %lld gathers, each in two hops; shard-group bytes %lld (flat) and %lld (two hops)\n",
+                static_cast<long long>(two_hop.gathers), static_cast<long long>(flat.traffic.shard_sent),
+                static_cast<long long>(two_hop.traffic.shard_sent));
+  }
+  return absl::OkStatus();
+}
+
+TEST(MicsHierarchicalGather, TrainsBitwiseAsFlatStage3InTwoHops) {
+  RankRunOptions o;
+  o.world_size = 4;
+  o.timeout = std::chrono::seconds(300);
+  RankRunResult r = RunRanks("two_hop_bitwise", o);
+  EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
 TEST(Hpz, TrainsBitwiseAsFlatStage3WithBackwardGathersInsideThePair) {

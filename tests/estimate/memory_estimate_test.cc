@@ -267,6 +267,29 @@ TEST(StepTraffic, CollectivesSplitByHost) {
 // = 2.5V across flat, and 2 ranks x V/2 (the replica all-reduce of V/2) = V
 // with mics_shard_size 2, which keeps the gathers and the reduce-scatter
 // inside the host (1.5V per rank).
+// mics_hierarchical_params_gather, same job: each gather crosses once per
+// rank with a quarter of V (the column hop of V/2 between 2 hosts), V/2 per
+// host instead of the ring's 3V/4: 2 x V/2 + V = 2V across, inside 2 x V/2
+// per rank more (the host hop) and the same reduce-scatter. With the shard
+// group inside a host it changes nothing.
+TEST(StepTraffic, TheTwoHopGatherCrossesOncePerHost) {
+  TrafficOptions o;
+  o.stage = 3;
+  o.world_size = 4;
+  o.ranks_per_host = 2;
+  o.two_hop_gather = true;
+  const StepTraffic hops = EstimateStepTraffic(1000, 0, o).value();
+  EXPECT_EQ(hops.host_across, 8000);
+  o.two_hop_gather = false;
+  const StepTraffic ring = EstimateStepTraffic(1000, 0, o).value();
+  EXPECT_EQ(ring.host_across, 10000);
+  // Per rank the gathers send what the ring sends (3V/4 each), split otherwise.
+  EXPECT_EQ(hops.rank_inside + hops.rank_across, ring.rank_inside + ring.rank_across);
+  o.two_hop_gather = true;
+  o.mics_shard_size = 2;
+  EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().host_across, 4000);
+}
+
 TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
   TrafficOptions o;
   o.stage = 3;

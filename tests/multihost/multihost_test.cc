@@ -212,6 +212,38 @@ TEST_F(MultiHost, HpzKeepsBackwardGathersInsideTheHost) {
   EXPECT_LT(crossed[1], crossed[0] * 8 / 10);
 }
 
+// mics_hierarchical_params_gather on flat stage 3 (the shard group is the
+// world, both hosts): each gather crosses once per host, in two hops; the
+// export is flat stage 3's bit for bit and the link carries less.
+TEST_F(MultiHost, TheHierarchicalGatherCrossesOncePerHost) {
+  const std::string regather = " --set zero_optimization.stage3_max_reuse_distance=0";
+  int64_t crossed[2] = {0, 0};  // one hop, two hops
+  std::string exports[2];
+  for (int layout = 0; layout < 2; ++layout) {
+    const std::string out = dir_ + (layout == 0 ? "/one_hop" : "/two_hops");
+    const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
+    const std::string train = TrainArgs(corpus_, out, kSteps) + regather +
+                              (layout == 0 ? "" : " --set zero_optimization.mics_hierarchical_params_gather=true");
+    const std::vector<int> codes = RunOnHosts(*net_, train, out, {}, "", 2);
+    for (int h = 0; h < net_->size(); ++h) {
+      EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
+      ExpectNoProcessLeft(h);
+    }
+    crossed[layout] = net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before;
+    exports[layout] = ReadFileBytes(out + "/model.safetensors");
+  }
+  EXPECT_FALSE(exports[0].empty());
+  EXPECT_TRUE(exports[0] == exports[1]) << "the two-hop gather exported other weights than flat stage 3";
+  EXPECT_TRUE(
+      absl::StrContains(ReadFileBytes(dir_ + "/two_hops.host0.log"), "gathers its shard group of 4 ranks in two hops"));
+  std::printf("bytes across the link, %d steps: flat stage 3 %lld, with the two-hop gather %lld (%.2fx)\n", kSteps,
+              static_cast<long long>(crossed[0]), static_cast<long long>(crossed[1]),
+              static_cast<double>(crossed[1]) / static_cast<double>(crossed[0]));
+  // Per host and step: 2.5 parameter-bytes flat, 2 with two hops (0.8x;
+  // estimate/step_traffic.h).
+  EXPECT_LT(crossed[1], crossed[0] * 87 / 100);
+}
+
 TEST_F(MultiHost, AHostThatStartsTenSecondsLateJoins) {
   const std::string reference = OneHostExport();
   const std::string out = dir_ + "/late";

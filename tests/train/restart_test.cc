@@ -146,6 +146,9 @@ TEST(StepMarker, RecordsTheLastStepInPlace) {
   std::ofstream(dir.File(kStepMarkerName)) << "garbage garbage garbage\n";
   EXPECT_EQ(ReadLastStep(dir.path()), std::nullopt);
   EXPECT_FALSE(StepMarker::Open(dir.File("missing/dir")).ok());
+  // A new job's first attempt starts the record afresh.
+  ASSERT_TRUE(StepMarker::Open(dir.path(), /*truncate=*/true).ok());
+  EXPECT_EQ(ReadLastStep(dir.path()), std::nullopt);
 }
 
 // The campaign: 300 steps, a checkpoint every 10, a rank SIGKILLed

@@ -24,9 +24,9 @@ std::string MarkerPath(const std::string& output_dir) { return absl::StrCat(outp
 
 }  // namespace
 
-absl::StatusOr<StepMarker> StepMarker::Open(const std::string& output_dir) {
+absl::StatusOr<StepMarker> StepMarker::Open(const std::string& output_dir, bool truncate) {
   const std::string path = MarkerPath(output_dir);
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644));
   if (!fd.valid()) {
     return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }

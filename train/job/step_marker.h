@@ -24,7 +24,8 @@ inline constexpr char kStepMarkerName[] = ".zt_last_step";
 class StepMarker {
  public:
   // Opens (creating) <output_dir>/.zt_last_step; the directory must exist.
-  static absl::StatusOr<StepMarker> Open(const std::string& output_dir);
+  // `truncate`: empty it (no record until the first Record).
+  static absl::StatusOr<StepMarker> Open(const std::string& output_dir, bool truncate = false);
 
   StepMarker(StepMarker&&) = default;
   StepMarker& operator=(StepMarker&&) = default;
