@@ -234,8 +234,12 @@ class Engine {
   // background and the save is committed (`latest` moved, errors reported)
   // at the first Step() after every rank's files are written, or by
   // WaitForPendingSave(). A failed background save makes that Step() throw
-  // (zt::Error naming the checkpoint). SaveCheckpoint, LoadCheckpoint and
-  // ExportWeights first wait for a save in flight.
+  // (zt::Error naming the checkpoint). SaveCheckpoint, LoadCheckpoint,
+  // LoadWeights and ExportWeights first wait for a save in flight. The
+  // parameters, master weights and optimizer state are copied after
+  // SaveCheckpoint returns, until the next Step (or GatheredParameters):
+  // a caller that writes parameters in place by other means in between
+  // (not through the engine) changes what the checkpoint holds.
   virtual absl::Status SaveCheckpoint(const std::string& dir, const std::string& tag = "",
                                       const ckpt::Value& client_state = ckpt::Value()) = 0;
   // Waits for the asynchronous save in flight, if any, and commits it.

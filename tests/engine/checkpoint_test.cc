@@ -253,15 +253,13 @@ RankRunResult RunWorker(const char* worker, int world, const std::string& arg, s
   return RunRanks(worker, o);
 }
 
-class ResumeTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
-
-TEST_P(ResumeTest, SaveLoadContinueIsBitwiseTheStraightRun) {
-  const auto [stage, fp16] = GetParam();
-  const std::string dir = TempDir(absl::StrCat("resume", stage, fp16));
-  const std::string base = absl::StrCat("stage=", stage, ";fp16=", fp16 ? 1 : 0, ";k=3;total=6;dir=", dir, "/ck");
+// The resume worker's three runs in `dir` (straight, save with `save_args`
+// added, resume) and the check that the resumed run ends bitwise where the
+// straight one does.
+void ExpectResumeIsBitwise(const std::string& dir, const std::string& base, const std::string& save_args) {
   RankRunResult r = RunWorker("resume", 2, base + ";mode=continuous;out=" + dir + "/straight.pt");
   ASSERT_TRUE(r.ok()) << r.Summary();
-  r = RunWorker("resume", 2, base + ";mode=save");
+  r = RunWorker("resume", 2, base + ";mode=save" + save_args);
   ASSERT_TRUE(r.ok()) << r.Summary();
   r = RunWorker("resume", 2, base + ";mode=resume;out=" + dir + "/resumed.pt");
   ASSERT_TRUE(r.ok()) << r.Summary();
@@ -269,6 +267,15 @@ TEST_P(ResumeTest, SaveLoadContinueIsBitwiseTheStraightRun) {
   torch::load(straight, dir + "/straight.pt");
   torch::load(resumed, dir + "/resumed.pt");
   EXPECT_TRUE(torch::equal(straight, resumed)) << "max diff " << (straight - resumed).abs().max().item<double>();
+}
+
+class ResumeTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(ResumeTest, SaveLoadContinueIsBitwiseTheStraightRun) {
+  const auto [stage, fp16] = GetParam();
+  const std::string dir = TempDir(absl::StrCat("resume", stage, fp16));
+  ExpectResumeIsBitwise(dir, absl::StrCat("stage=", stage, ";fp16=", fp16 ? 1 : 0, ";k=3;total=6;dir=", dir, "/ck"),
+                        "");
 }
 
 // checkpoint.async_save: the files are written by a background thread while
@@ -280,17 +287,8 @@ TEST(AsyncSave, SaveWhileTrainingThenResumeIsBitwiseTheStraightRun) {
   for (const auto& [stage, extra] : cases) {
     SCOPED_TRACE(absl::StrCat("stage ", stage, extra));
     const std::string dir = TempDir(absl::StrCat("async", stage, extra.empty() ? "" : "_nvme"));
-    const std::string base = absl::StrCat("stage=", stage, ";fp16=0;k=3;total=6;dir=", dir, "/ck");
-    RankRunResult r = RunWorker("resume", 2, base + ";mode=continuous;out=" + dir + "/straight.pt");
-    ASSERT_TRUE(r.ok()) << r.Summary();
-    r = RunWorker("resume", 2, base + ";mode=save;async=1" + extra);
-    ASSERT_TRUE(r.ok()) << r.Summary();
-    r = RunWorker("resume", 2, base + ";mode=resume;out=" + dir + "/resumed.pt");
-    ASSERT_TRUE(r.ok()) << r.Summary();
-    torch::Tensor straight, resumed;
-    torch::load(straight, dir + "/straight.pt");
-    torch::load(resumed, dir + "/resumed.pt");
-    EXPECT_TRUE(torch::equal(straight, resumed)) << "max diff " << (straight - resumed).abs().max().item<double>();
+    ExpectResumeIsBitwise(dir, absl::StrCat("stage=", stage, ";fp16=0;k=3;total=6;dir=", dir, "/ck"),
+                          ";async=1" + extra);
   }
 }
 

@@ -87,6 +87,14 @@ class MultiHost : public ::testing::Test {
     }
     EXPECT_TRUE(net_->Pids(h).empty()) << "processes left on host " << h;
   }
+  // One job on every host, 2 ranks each, into dir_/<name> with `extra`
+  // flags: every host exits 0 and leaves no process. What both hosts put on
+  // the link during it, and the export.
+  struct LinkRun {
+    int64_t crossed = 0;
+    std::string exported;
+  };
+  LinkRun RunWithLinkBytes(const std::string& name, const std::string& extra);
   // The reference: the same job on one host (this machine's loopback), 2 ranks.
   std::string OneHostExport() {
     const std::string out = dir_ + "/one_host";
@@ -121,6 +129,17 @@ std::vector<int> RunOnHosts(NetnsHosts& net, const std::string& train, const std
   return codes;
 }
 
+MultiHost::LinkRun MultiHost::RunWithLinkBytes(const std::string& name, const std::string& extra) {
+  const std::string out = dir_ + "/" + name;
+  const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
+  const std::vector<int> codes = RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps) + extra, out, {}, "", 2);
+  for (int h = 0; h < net_->size(); ++h) {
+    EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
+    ExpectNoProcessLeft(h);
+  }
+  return {net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before, ReadFileBytes(out + "/model.safetensors")};
+}
+
 TEST_F(MultiHost, TwoHostsExportTheWeightsOfOneHost) {
   const std::string reference = OneHostExport();
   ASSERT_FALSE(reference.empty());
@@ -153,22 +172,12 @@ TEST_F(MultiHost, HierarchicalShardingKeepsGathersInsideTheHost) {
   const std::string reference = ReadFileBytes(one + "/model.safetensors");
   ASSERT_FALSE(reference.empty());
   int64_t crossed[2] = {0, 0};  // bytes both hosts sent on the link: flat, hierarchical
-  for (int layout = 0; layout < 2; ++layout) {
-    const std::string out = dir_ + (layout == 0 ? "/flat" : "/mics");
-    const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
-    const std::vector<int> codes =
-        RunOnHosts(*net_, TrainArgs(corpus_, out, kSteps) + (layout == 0 ? "" : mics), out, {}, "", 2);
-    for (int h = 0; h < net_->size(); ++h) {
-      EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
-      ExpectNoProcessLeft(h);
-    }
-    crossed[layout] = net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before;
-    if (layout == 1) {
-      EXPECT_TRUE(ReadFileBytes(out + "/model.safetensors") == reference)
-          << "2 hosts x 2 ranks with mics_shard_size 2 exported other weights than 1 host x 4 ranks";
-      EXPECT_TRUE(absl::StrContains(ReadFileBytes(out + ".host0.log"), "hierarchical sharding (mics_shard_size 2)"));
-    }
-  }
+  crossed[0] = RunWithLinkBytes("flat", "").crossed;
+  const LinkRun hierarchical = RunWithLinkBytes("mics", mics);
+  crossed[1] = hierarchical.crossed;
+  EXPECT_TRUE(hierarchical.exported == reference)
+      << "2 hosts x 2 ranks with mics_shard_size 2 exported other weights than 1 host x 4 ranks";
+  EXPECT_TRUE(absl::StrContains(ReadFileBytes(dir_ + "/mics.host0.log"), "hierarchical sharding (mics_shard_size 2)"));
   std::printf("bytes across the link, %d steps: flat stage 3 %lld, mics_shard_size 2 %lld (%.2fx)\n", kSteps,
               static_cast<long long>(crossed[0]), static_cast<long long>(crossed[1]),
               static_cast<double>(crossed[1]) / static_cast<double>(crossed[0]));
@@ -188,19 +197,12 @@ TEST_F(MultiHost, HpzKeepsBackwardGathersInsideTheHost) {
   const std::string regather = " --set zero_optimization.stage3_max_reuse_distance=0";
   int64_t crossed[2] = {0, 0};  // flat, hpZ
   std::string exports[2];
-  for (int layout = 0; layout < 2; ++layout) {
-    const std::string out = dir_ + (layout == 0 ? "/flat" : "/hpz");
-    const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
-    const std::string train = TrainArgs(corpus_, out, kSteps) + regather +
-                              (layout == 0 ? "" : " --set zero_optimization.zero_hpz_partition_size=2");
-    const std::vector<int> codes = RunOnHosts(*net_, train, out, {}, "", 2);
-    for (int h = 0; h < net_->size(); ++h) {
-      EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
-      ExpectNoProcessLeft(h);
-    }
-    crossed[layout] = net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before;
-    exports[layout] = ReadFileBytes(out + "/model.safetensors");
-  }
+  const LinkRun flat = RunWithLinkBytes("flat", regather);
+  const LinkRun hpz = RunWithLinkBytes("hpz", regather + " --set zero_optimization.zero_hpz_partition_size=2");
+  crossed[0] = flat.crossed;
+  crossed[1] = hpz.crossed;
+  exports[0] = flat.exported;
+  exports[1] = hpz.exported;
   EXPECT_FALSE(exports[0].empty());
   EXPECT_TRUE(exports[0] == exports[1]) << "hpZ exported other weights than flat stage 3";
   EXPECT_TRUE(absl::StrContains(ReadFileBytes(dir_ + "/hpz.host0.log"), "hpZ (zero_hpz_partition_size 2)"));
@@ -219,19 +221,13 @@ TEST_F(MultiHost, TheHierarchicalGatherCrossesOncePerHost) {
   const std::string regather = " --set zero_optimization.stage3_max_reuse_distance=0";
   int64_t crossed[2] = {0, 0};  // one hop, two hops
   std::string exports[2];
-  for (int layout = 0; layout < 2; ++layout) {
-    const std::string out = dir_ + (layout == 0 ? "/one_hop" : "/two_hops");
-    const int64_t before = net_->TxBytes(0, 0) + net_->TxBytes(1, 0);
-    const std::string train = TrainArgs(corpus_, out, kSteps) + regather +
-                              (layout == 0 ? "" : " --set zero_optimization.mics_hierarchical_params_gather=true");
-    const std::vector<int> codes = RunOnHosts(*net_, train, out, {}, "", 2);
-    for (int h = 0; h < net_->size(); ++h) {
-      EXPECT_EQ(codes[h], 0) << ReadFileBytes(absl::StrCat(out, ".host", h, ".log"));
-      ExpectNoProcessLeft(h);
-    }
-    crossed[layout] = net_->TxBytes(0, 0) + net_->TxBytes(1, 0) - before;
-    exports[layout] = ReadFileBytes(out + "/model.safetensors");
-  }
+  const LinkRun one = RunWithLinkBytes("one_hop", regather);
+  const LinkRun two =
+      RunWithLinkBytes("two_hops", regather + " --set zero_optimization.mics_hierarchical_params_gather=true");
+  crossed[0] = one.crossed;
+  crossed[1] = two.crossed;
+  exports[0] = one.exported;
+  exports[1] = two.exported;
   EXPECT_FALSE(exports[0].empty());
   EXPECT_TRUE(exports[0] == exports[1]) << "the two-hop gather exported other weights than flat stage 3";
   EXPECT_TRUE(

@@ -38,14 +38,8 @@ namespace zt::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using zt::testing::ReadFileBytes;
 using zt::testing::ScratchDir;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A `zt train` started in the background, its stdout+stderr in `log`.
 struct Job {
@@ -80,7 +74,7 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
   while (dirent* e = ::readdir(d)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    const std::string stat = ReadAll(absl::StrCat("/proc/", pid, "/stat"));
+    const std::string stat = ReadFileBytes(absl::StrCat("/proc/", pid, "/stat"));
     const size_t close = stat.rfind(')');  // the command name may hold spaces
     if (close == std::string::npos) continue;
     std::vector<std::string> f = absl::StrSplit(stat.substr(close + 2), ' ');
@@ -109,7 +103,7 @@ int64_t LastLoggedStep(const std::string& log) {
 std::vector<std::pair<int64_t, std::string>> CsvRows(const std::string& path) {
   std::vector<std::pair<int64_t, std::string>> rows;
   bool header = true;
-  for (absl::string_view line : absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty())) {
+  for (absl::string_view line : absl::StrSplit(ReadFileBytes(path), '\n', absl::SkipEmpty())) {
     if (header) {
       header = false;
       continue;
@@ -159,7 +153,7 @@ TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
   ScratchDir dir("zt_restart");
   const Job ref = StartZt(TrainArgs(dir.File("ref"), kSteps, kSaveInterval), dir.File("ref.log"));
   ASSERT_GT(ref.pid, 0);
-  ASSERT_EQ(Poll(ref, true), 0) << ReadAll(ref.log);
+  ASSERT_EQ(Poll(ref, true), 0) << ReadFileBytes(ref.log);
 
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
@@ -180,7 +174,7 @@ TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     code = Poll(job, false);
     if (kills == kKills || code != -1) continue;
-    if (LastLoggedStep(ReadAll(job.log)) < at[static_cast<size_t>(kills)]) continue;
+    if (LastLoggedStep(ReadFileBytes(job.log)) < at[static_cast<size_t>(kills)]) continue;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 150)(rng)));
     const std::vector<pid_t> ranks = ChildrenOf(job.pid);
     if (ranks.empty()) continue;  // between attempts
@@ -189,9 +183,9 @@ TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
     ++kills;
     // Time the recovery: until the log shows a step logged after the kill.
     const auto killed = Clock::now();
-    const size_t mark = ReadAll(job.log).size();
+    const size_t mark = ReadFileBytes(job.log).size();
     while (Clock::now() < deadline && Poll(job, false) == -1) {
-      const std::string tail = ReadAll(job.log).substr(mark);
+      const std::string tail = ReadFileBytes(job.log).substr(mark);
       if (absl::StrContains(tail, "restart ") && absl::StrContains(tail, "lost") &&
           LastLoggedStep(tail.substr(tail.rfind("lost"))) > 0) {
         break;
@@ -203,9 +197,9 @@ TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
   if (code == -1) {
     ::kill(job.pid, SIGKILL);
     Poll(job, true);
-    FAIL() << "the restarted run did not finish in 8 minutes:\n" << ReadAll(job.log);
+    FAIL() << "the restarted run did not finish in 8 minutes:\n" << ReadFileBytes(job.log);
   }
-  const std::string log = ReadAll(job.log);
+  const std::string log = ReadFileBytes(job.log);
   ASSERT_EQ(code, 0) << log;
   ASSERT_EQ(kills, kKills) << log;
 
@@ -227,9 +221,9 @@ TEST(Restarts, TenRandomKillsEndBitwiseWhereAnUninterruptedRunEnds) {
 
   // Bitwise the same end, and every loss logged (the repeated steps after
   // each resume too) equal to the uninterrupted run's at that step.
-  const std::string ref_weights = ReadAll(dir.File("ref/model.safetensors"));
+  const std::string ref_weights = ReadFileBytes(dir.File("ref/model.safetensors"));
   ASSERT_GT(ref_weights.size(), 1000u);
-  EXPECT_TRUE(ReadAll(dir.File("run/model.safetensors")) == ref_weights) << "the exports differ";
+  EXPECT_TRUE(ReadFileBytes(dir.File("run/model.safetensors")) == ref_weights) << "the exports differ";
   std::map<int64_t, std::string> want;
   for (const auto& [step, value] : CsvRows(dir.File("ref/gpt2-mini/Train_Samples_train_loss.csv"))) want[step] = value;
   ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
@@ -265,7 +259,7 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
       "--eval-interval -1 --report none --no-progress --set steps_per_print=1 --output-dir ";
   const Job ref = StartZt(model + dir.File("ref"), dir.File("ref.log"));
   ASSERT_GT(ref.pid, 0);
-  ASSERT_EQ(Poll(ref, true), 0) << ReadAll(ref.log);
+  ASSERT_EQ(Poll(ref, true), 0) << ReadFileBytes(ref.log);
 
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
@@ -284,7 +278,7 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
     if (kills == kKills || code != -1) continue;
     // A background write in flight: its "staged" line, and no "written" line
     // for it yet; not before the first save is published (a restart needs one).
-    const std::string log = ReadAll(job.log);
+    const std::string log = ReadFileBytes(job.log);
     if (log.find("written in the background") == std::string::npos) continue;
     const size_t staged = log.find("copying and writing in the background", scanned);
     if (staged == std::string::npos) continue;
@@ -297,7 +291,7 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 40)(rng)));
     const std::vector<pid_t> ranks = ChildrenOf(job.pid);
     if (ranks.empty()) continue;
-    const std::string before = ReadAll(job.log);
+    const std::string before = ReadFileBytes(job.log);
     if (absl::StrContains(before.substr(staged), absl::StrCat("checkpoint '", folder, "' written"))) {
       scanned = staged + 1;
       continue;
@@ -309,9 +303,9 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
   if (code == -1) {
     ::kill(job.pid, SIGKILL);
     Poll(job, true);
-    FAIL() << "the run did not finish in 8 minutes:\n" << ReadAll(job.log);
+    FAIL() << "the run did not finish in 8 minutes:\n" << ReadFileBytes(job.log);
   }
-  const std::string log = ReadAll(job.log);
+  const std::string log = ReadFileBytes(job.log);
   ASSERT_EQ(code, 0) << log;
   ASSERT_EQ(kills, kKills) << log;
   int resumes = 0, writes = 0;
@@ -342,16 +336,16 @@ TEST(Restarts, KillsDuringBackgroundWritesAlwaysResumeFromACompleteCheckpoint) {
                                             " --tag ", tag, " --verify > /dev/null 2>&1");
     EXPECT_EQ(std::system(verify.c_str()), 0) << tag << " does not verify";
   }
-  const std::string ref_weights = ReadAll(dir.File("ref/model.safetensors"));
+  const std::string ref_weights = ReadFileBytes(dir.File("ref/model.safetensors"));
   ASSERT_GT(ref_weights.size(), 1000u);
-  EXPECT_TRUE(ReadAll(dir.File("run/model.safetensors")) == ref_weights) << "the exports differ";
+  EXPECT_TRUE(ReadFileBytes(dir.File("run/model.safetensors")) == ref_weights) << "the exports differ";
 }
 
 // Kills rank 1 once rank 0 has logged `step`; false if the job ended first.
 bool KillAtStep(const Job& job, int64_t step) {
   const auto deadline = Clock::now() + std::chrono::minutes(3);
   while (Clock::now() < deadline && Poll(job, false) == -1) {
-    if (LastLoggedStep(ReadAll(job.log)) >= step) {
+    if (LastLoggedStep(ReadFileBytes(job.log)) >= step) {
       const std::vector<pid_t> ranks = ChildrenOf(job.pid);
       if (!ranks.empty()) return ::kill(ranks.back(), SIGKILL) == 0;
     }
@@ -366,9 +360,9 @@ bool KillAtStep(const Job& job, int64_t step) {
 TEST(Restarts, AFailureBeforeTheFirstCheckpointNeedsRestartFromScratch) {
   ScratchDir dir("zt_restart_scratch");
   const Job refused = StartZt(absl::StrCat(TrainArgs(dir.File("a"), 60, 0), " --max-restarts 20"), dir.File("a.log"));
-  ASSERT_TRUE(KillAtStep(refused, 5)) << ReadAll(refused.log);
-  EXPECT_EQ(Poll(refused, true), 2) << ReadAll(refused.log);
-  const std::string a = ReadAll(refused.log);
+  ASSERT_TRUE(KillAtStep(refused, 5)) << ReadFileBytes(refused.log);
+  EXPECT_EQ(Poll(refused, true), 2) << ReadFileBytes(refused.log);
+  const std::string a = ReadFileBytes(refused.log);
   EXPECT_TRUE(absl::StrContains(a, "restart 1: no checkpoint at")) << a;
   EXPECT_TRUE(absl::StrContains(a, "--restart-from-scratch")) << a;
   EXPECT_TRUE(absl::StrContains(a, "not restarting after 1 restart")) << a;
@@ -376,9 +370,9 @@ TEST(Restarts, AFailureBeforeTheFirstCheckpointNeedsRestartFromScratch) {
 
   const Job allowed = StartZt(
       absl::StrCat(TrainArgs(dir.File("b"), 60, 0), " --max-restarts 20 --restart-from-scratch"), dir.File("b.log"));
-  ASSERT_TRUE(KillAtStep(allowed, 5)) << ReadAll(allowed.log);
-  EXPECT_EQ(Poll(allowed, true), 0) << ReadAll(allowed.log);
-  const std::string b = ReadAll(allowed.log);
+  ASSERT_TRUE(KillAtStep(allowed, 5)) << ReadFileBytes(allowed.log);
+  EXPECT_EQ(Poll(allowed, true), 0) << ReadFileBytes(allowed.log);
+  const std::string b = ReadFileBytes(allowed.log);
   EXPECT_TRUE(absl::StrContains(b, "restart 1: training again from step 0; the failed attempt reached step")) << b;
   EXPECT_EQ(LastLoggedStep(b), 60) << b;
 }
@@ -387,15 +381,15 @@ TEST(Restarts, AFailureBeforeTheFirstCheckpointNeedsRestartFromScratch) {
 TEST(Restarts, WhenTheRestartsRunOutTheLastFailureIsTheExitCode) {
   ScratchDir dir("zt_restart_out");
   const Job job = StartZt(absl::StrCat(TrainArgs(dir.File("a"), 200, 5), " --max-restarts 1"), dir.File("a.log"));
-  ASSERT_TRUE(KillAtStep(job, 8)) << ReadAll(job.log);
+  ASSERT_TRUE(KillAtStep(job, 8)) << ReadFileBytes(job.log);
   // The second attempt resumes at 5; kill it after it has passed its resume point.
   const auto deadline = Clock::now() + std::chrono::minutes(3);
-  while (Clock::now() < deadline && !absl::StrContains(ReadAll(job.log), "steps lost")) {
+  while (Clock::now() < deadline && !absl::StrContains(ReadFileBytes(job.log), "steps lost")) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_TRUE(KillAtStep(job, 20)) << ReadAll(job.log);
-  EXPECT_EQ(Poll(job, true), 128 + SIGKILL) << ReadAll(job.log);
-  const std::string log = ReadAll(job.log);
+  ASSERT_TRUE(KillAtStep(job, 20)) << ReadFileBytes(job.log);
+  EXPECT_EQ(Poll(job, true), 128 + SIGKILL) << ReadFileBytes(job.log);
+  const std::string log = ReadFileBytes(job.log);
   EXPECT_TRUE(absl::StrContains(log, "zt train: restart 1 of 1 after")) << log;
   EXPECT_TRUE(absl::StrContains(log, "zt train: all 1 restarts used (--max-restarts); the last attempt failed: rank"))
       << log;
@@ -407,8 +401,8 @@ TEST(Restarts, CheckpointsOffNeedRestartFromScratch) {
   const Job job =
       StartZt(absl::StrCat(TrainArgs(dir.File("a"), 10, 0), " --max-restarts 3 --save-dir none"), dir.File("a.log"));
   EXPECT_EQ(Poll(job, true), 2);
-  EXPECT_TRUE(absl::StrContains(ReadAll(job.log), "--max-restarts resumes each restart from a checkpoint"))
-      << ReadAll(job.log);
+  EXPECT_TRUE(absl::StrContains(ReadFileBytes(job.log), "--max-restarts resumes each restart from a checkpoint"))
+      << ReadFileBytes(job.log);
 }
 
 }  // namespace
