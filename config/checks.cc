@@ -2,6 +2,7 @@
 // and scheduler consistency) and batch-size resolution. Each error names the
 // key to change, as the user wrote it, and the values involved.
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "config/parser.h"
@@ -73,6 +74,15 @@ void Parser::CheckZero() {
           absl::StrCat("the hierarchical gather is how stage 3 all-gathers its parameter shards: it needs ZeRO "
                        "stage 3 (stages 1 and 2 gather the updated parameters once per step); ",
                        stage));
+  }
+  for (const auto& [on, key] : {std::pair<bool, const char*>{z.quantized_weights, "zero_quantized_weights"},
+                                {z.quantized_nontrainable_weights, "zero_quantized_nontrainable_weights"}}) {
+    if (on && z.stage != 3) {
+      Error(Written(absl::StrCat("zero_optimization.", key)),
+            absl::StrCat("quantized weights (ZeRO++ qwZ) are how stage 3 all-gathers its parameter shards: they need "
+                         "ZeRO stage 3 (stages 1 and 2 gather the updated parameters once per step, exactly); ",
+                         stage));
+    }
   }
   if (z.hpz_partition_size > 1) {
     if (z.stage != 3) {

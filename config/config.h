@@ -175,6 +175,11 @@ struct ZeroConfig {
   // MiCS's hierarchical gather: at stage 3, a shard group that spans hosts
   // gathers parameters in two hops (comm/two_hop_gather.h).
   bool mics_hierarchical_params_gather = false;
+  // ZeRO++ qwZ at stage 3: parameter gathers send int8 blocks with scales
+  // (zero/quantized_weights.h), for every non-persistent chunk / for the
+  // frozen ones, quantized once.
+  bool quantized_weights = false;
+  bool quantized_nontrainable_weights = false;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 };

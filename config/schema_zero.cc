@@ -190,11 +190,19 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
              "counted in Engine::memory()). Must divide the world size. 1: off.")
           .AtLeast(1));
 
+  add(BoolKey(z + "zero_quantized_weights", ZT_FIELD(zero.quantized_weights), false,
+              "ZeRO++ qwZ, stage 3: parameter all-gathers (forward, backward, evaluation, and hpZ's secondary "
+              "gathers) send int8 blocks of 2048 elements with a float scale each instead of the model dtype, and "
+              "every rank dequantizes them: about 1/4 of fp32's bytes, 1/2 of bf16's. Each gathered value is within "
+              "half a scale (1/254 of its block's largest magnitude) of the shard's; master weights, optimizer "
+              "state, checkpoints and GatheredParameters stay exact. Persistent parameters "
+              "(stage3_param_persistence_threshold) are gathered in full precision."));
+  add(BoolKey(z + "zero_quantized_nontrainable_weights", ZT_FIELD(zero.quantized_nontrainable_weights), false,
+              "ZeRO++, stage 3: frozen parameters (requires_grad false: LoRA's base) are gathered as int8 blocks "
+              "quantized once, at their first gather (again after a load), since they never change; the records "
+              "take about 1/4 of the frozen shards' fp32 memory beside them (counted in Engine::memory())."));
+
   // DeepSpeed features zerotorch does not implement: only the "off" value.
-  add(BoolKey(z + "zero_quantized_weights", {}, false, "ZeRO++ quantized weight all-gather (qwZ)")
-          .Unsupported("leave it false"));
-  add(BoolKey(z + "zero_quantized_nontrainable_weights", {}, false, "ZeRO++ quantized frozen weights")
-          .Unsupported("leave it false"));
   add(BoolKey(z + "zero_quantized_gradients", {}, false, "ZeRO++ quantized gradient reduction (qgZ)")
           .Unsupported("leave it false"));
   add(BoolKey(z + "mics_hierarchical_params_gather", ZT_FIELD(zero.mics_hierarchical_params_gather), false,

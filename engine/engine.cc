@@ -430,7 +430,7 @@ void EngineImpl::OptimizerStep() {
           core_.global_steps + 1, old_scale, core_.scaler.scale(), core_.skipped_steps);
     }
   } else {
-    if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();  // the step changes the parameters
+    if (core_.hpz_pg) core_.coordinator->InvalidateCopies(/*frozen_too=*/false);  // the step changes the parameters
     const bool deferred = update_->RunStep([this] { return GradMultiplier(); }, StepHyperNow());
     if (core_.sharding.optimizer_state() && core_.shard_pg->size() > 1) core_.GatherParams();
     update_->AfterStepGather(deferred);
@@ -483,6 +483,7 @@ ModelStateBytes EngineImpl::memory() const {
     const zero::CoordinatorStats s = core_.coordinator->stats();
     m.peak_gathered = s.peak_gathered_bytes;
     m.hpz_secondary = s.secondary_bytes;
+    m.quantized_frozen = s.frozen_record_bytes;
     m.gather_cache = s.cached_bytes;
     // Swapped shards keep their tensors' shapes but no memory.
     m.params -= s.swapped_shard_bytes;
@@ -661,7 +662,7 @@ absl::StatusOr<ckpt::Value> EngineImpl::LoadCheckpoint(const std::string& dir, c
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
   ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));
   absl::StatusOr<ckpt::Value> client = Checkpointer(core_).Load(dir, tag);
-  if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
+  if (core_.coordinator) core_.coordinator->InvalidateCopies(/*frozen_too=*/true);
   // The log's rates start over from the loaded step.
   if (client.ok()) log_window_start_ = last_event_ = Clock::now();
   return client;
@@ -671,7 +672,7 @@ absl::Status EngineImpl::LoadWeights(const std::string& path, const std::vector<
   ZT_RETURN_IF_ERROR(update_->FinishStatus());
   ZT_RETURN_IF_ERROR(FinishPendingSave(/*wait=*/true));
   const absl::Status loaded = Checkpointer(core_).LoadWeights(path, new_parameters);
-  if (core_.hpz_pg) core_.coordinator->InvalidateSecondary();
+  if (core_.coordinator) core_.coordinator->InvalidateCopies(/*frozen_too=*/true);
   return loaded;
 }
 

@@ -60,20 +60,21 @@ class ProcessGroup;
 
 // Bytes of model state this rank holds (what the ZeRO formulas count).
 struct ModelStateBytes {
-  int64_t params = 0;           // flat parameter buffers (model dtype, padding included); stage 3:
-                                // the shards, plus persistent chunks in full
-  int64_t grads = 0;            // full flat gradients (stages 0/1) or the local shard (stages 2/3)
-  int64_t master = 0;           // fp32 master copy (0 when it aliases fp32 parameters)
-  int64_t optimizer_state = 0;  // exp_avg, exp_avg_sq, ...
-  int64_t peak_buckets = 0;     // reduction scratch kept across steps (most ever in use at once)
-  int64_t peak_gathered = 0;    // stage 3: most gathered (non-persistent) parameter bytes at once
-  int64_t gather_cache = 0;     // stage 3: idle gather buffers kept for reuse (<= peak_gathered)
-  int64_t nvme = 0;             // NVMe offload: optimizer state and parameter shards in swap files
-                                // (not in memory, so not in the fields above)
-  int64_t swap_buffers = 0;     // NVMe offload: host buffers of the swap pools (fixed by the config)
-  int64_t hpz_secondary = 0;    // stage 3 with hpZ: the secondary shards (allocated at a chunk's first gather)
+  int64_t params = 0;            // flat parameter buffers (model dtype, padding included); stage 3:
+                                 // the shards, plus persistent chunks in full
+  int64_t grads = 0;             // full flat gradients (stages 0/1) or the local shard (stages 2/3)
+  int64_t master = 0;            // fp32 master copy (0 when it aliases fp32 parameters)
+  int64_t optimizer_state = 0;   // exp_avg, exp_avg_sq, ...
+  int64_t peak_buckets = 0;      // reduction scratch kept across steps (most ever in use at once)
+  int64_t peak_gathered = 0;     // stage 3: most gathered (non-persistent) parameter bytes at once
+  int64_t gather_cache = 0;      // stage 3: idle gather buffers kept for reuse (<= peak_gathered)
+  int64_t nvme = 0;              // NVMe offload: optimizer state and parameter shards in swap files
+                                 // (not in memory, so not in the fields above)
+  int64_t swap_buffers = 0;      // NVMe offload: host buffers of the swap pools (fixed by the config)
+  int64_t hpz_secondary = 0;     // stage 3 with hpZ: the secondary shards (allocated at a chunk's first gather)
+  int64_t quantized_frozen = 0;  // stage 3 with zero_quantized_nontrainable_weights: frozen chunks' int8 records
   // Model states in host memory (the ZeRO papers' per-rank figure).
-  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary; }
+  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary + quantized_frozen; }
 };
 
 // Collective payload this rank sent and received, by group (the comm/

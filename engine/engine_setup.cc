@@ -366,6 +366,19 @@ absl::Status EngineImpl::SetupStage3(at::ScalarType dtype, SetupSummary* summary
       std::move(units), std::move(chunks), std::move(chunk_of_group), core_.shard_pg, core_.pg, limits);
   if (core_.config.zero.offload_param.device == OffloadDevice::kNvme) ZT_RETURN_IF_ERROR(OffloadParamShards());
   if (core_.config.zero.mics_hierarchical_params_gather) ZT_RETURN_IF_ERROR(SetupTwoHopGather());
+  if (core_.config.zero.quantized_weights || core_.config.zero.quantized_nontrainable_weights) {
+    zero::WeightQuantization q;
+    q.all = core_.config.zero.quantized_weights;
+    q.frozen = core_.config.zero.quantized_nontrainable_weights;
+    core_.coordinator->SetWeightQuantization(q);
+    if (core_.pg->rank() == 0) {
+      ZT_LOG(INFO) << "engine: quantized weights (ZeRO++ qwZ): stage 3 gathers "
+                   << (q.all ? "every non-persistent parameter chunk" : "the frozen parameter chunks")
+                   << " as int8 blocks of " << q.format.block << " elements with a scale each"
+                   << (q.frozen ? " (frozen chunks quantized once)" : "")
+                   << "; master weights, optimizer state and checkpoints stay exact";
+    }
+  }
   if (core_.hpz_pg) {
     core_.coordinator->SetSecondaryGroup(core_.hpz_pg);
     if (core_.pg->rank() == 0) {

@@ -24,6 +24,9 @@ struct CoordinatorStats {
   int64_t late_persistent_gathers = 0;  // persistent chunks all-gathered again after the update at gather
   int64_t secondary_bytes = 0;          // hpZ: secondary shards held (allocated once, kept)
   int64_t secondary_gathers = 0;        // hpZ: gathers served from the secondary shards
+  int64_t quantized_gathers = 0;        // qwZ: gathers that sent int8 records
+  int64_t exact_regathers = 0;          // qwZ: chunks gathered again exactly for GatheredParameters
+  int64_t frozen_record_bytes = 0;      // qwZ: frozen chunks' records kept (zero_quantized_nontrainable_weights)
   offload::ParamSwapStats swap;         // zeros without parameter offload
 };
 

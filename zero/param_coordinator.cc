@@ -116,16 +116,45 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
     s.gather_hold = ++gather_seq_;
   }
   pool_.Fill(g.params);
-  const bool secondary = secondary_ != nullptr && s.secondary_valid;
+  // GatheredParameters gathers exactly, from the primary shards or an
+  // unquantized secondary shard; every other gather of a quantized chunk
+  // sends records. All of it follows from the config and the order of
+  // calls, so every rank takes the same path.
+  const bool exact = std::strcmp(phase_, "GatheredParameters") == 0;
+  const bool quantized = !exact && QuantizedLocked(chunk);
+  const bool secondary = secondary_ != nullptr && s.secondary_valid && (!exact || s.secondary_exact);
+  // Records cross the wire: quantized from the shard, or kept by hpZ.
+  const bool records = secondary ? s.secondary_records : quantized;
   comm::CollectiveLabel label(absl::StrCat(
       "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
-      "' (", phase_, secondary ? ", from the hpZ secondary shards" : "", ")"));
-  if (secondary) {
+      "' (", phase_, secondary ? ", from the hpZ secondary shards" : "", records ? ", int8" : "", ")"));
+  if (records) {
+    const int ranks = pg_->size();
+    s.wire =
+        at::empty({ranks * QuantRecordBytes(g.layout.shard_numel, quant_.format)}, g.params.options().dtype(at::kByte));
+    s.wire_ranks = ranks;
+    if (secondary) {
+      s.work = secondary_->AllGather(s.secondary, s.wire);
+      ++stats_.secondary_gathers;
+    } else {
+      const at::Tensor record = OwnRecordLocked(chunk);
+      // The record is all the gather reads: a swapped shard's buffer can go
+      // back at once.
+      if (s.gather_hold > 0) {
+        s.gather_hold = 0;
+        ReleaseShardLocked(chunk, /*dirty=*/false);
+      }
+      s.work = two_hop_ ? two_hop_->AllGather(record, s.wire) : pg_->AllGather(record, s.wire);
+    }
+    ++stats_.quantized_gathers;
+    stats_.gathered_bytes += static_cast<int64_t>(s.wire.nbytes());
+  } else if (secondary) {
     s.work = secondary_->AllGather(s.secondary, g.params);
     ++stats_.secondary_gathers;
   } else {
     s.work = two_hop_ ? two_hop_->AllGather(g.param_shard, g.params) : pg_->AllGather(g.param_shard, g.params);
   }
+  s.dequantized = secondary ? !s.secondary_exact : quantized;
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
   stats_.gathered_bytes += static_cast<int64_t>(g.params.nbytes());
@@ -148,12 +177,91 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
   }
   if (!st.ok()) {
     const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+    if (s.wire.defined()) {
+      stats_.gathered_bytes -= static_cast<int64_t>(s.wire.nbytes());
+      s.wire.reset();
+    }
     throw Error(absl::Status(
         st.code(), absl::StrFormat("all-gathering the parameters of unit '%s' (chunk %d, %d elements) failed: %s",
                                    UnitLabel(units_[static_cast<size_t>(c.unit)].name), chunk,
                                    c.group->layout.padded_numel, st.message())));
   }
+  if (s.wire.defined()) {
+    // qwZ: the records landed; every rank dequantizes all of them.
+    FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+    DequantizeRecords(s.wire, s.wire_ranks, g.layout.shard_numel, quant_.format, g.params);
+    // hpZ: this rank's slice of ranks keeps its records, so backward's
+    // gather sends them again instead of quantizing the rounded values.
+    // Needs whole records per slice (the hpZ group divides the shard group).
+    if (secondary_ != nullptr && !s.secondary_valid && s.wire_ranks % secondary_->size() == 0) {
+      const int64_t per = s.wire.numel() / secondary_->size();
+      KeepSecondaryLocked(s, s.wire.narrow(0, per * secondary_->rank(), per));
+      s.secondary_valid = true;
+      s.secondary_records = true;
+      s.secondary_exact = false;
+    }
+    stats_.gathered_bytes -= static_cast<int64_t>(s.wire.nbytes());
+    s.wire.reset();
+  }
   s.state = State::kReady;
+}
+
+bool ParamCoordinator::QuantizedLocked(int chunk) const {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  if (c.persistent) return false;
+  return quant_.all || (quant_.frozen && !c.trainable);
+}
+
+at::Tensor ParamCoordinator::OwnRecordLocked(int chunk) {
+  const Chunk& c = chunks_[static_cast<size_t>(chunk)];
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  const bool keep = quant_.frozen && !c.trainable;
+  if (keep && s.frozen_record.defined()) return s.frozen_record;
+  FlatGroup& g = *c.group;
+  at::Tensor record =
+      at::empty({QuantRecordBytes(g.layout.shard_numel, quant_.format)}, g.param_shard.options().dtype(at::kByte));
+  // GatherChunkLocked acquired a swapped shard for the gather.
+  QuantizeRecord(g.param_shard, quant_.format, record);
+  if (keep) {
+    s.frozen_record = record;
+    stats_.frozen_record_bytes += static_cast<int64_t>(record.nbytes());
+  }
+  return record;
+}
+
+void ParamCoordinator::KeepSecondaryLocked(ChunkState& s, const at::Tensor& src) {
+  if (!s.secondary.defined() || s.secondary.numel() != src.numel() || s.secondary.scalar_type() != src.scalar_type()) {
+    if (s.secondary.defined()) stats_.secondary_bytes -= static_cast<int64_t>(s.secondary.nbytes());
+    s.secondary = at::empty({src.numel()}, src.options());
+    stats_.secondary_bytes += static_cast<int64_t>(s.secondary.nbytes());
+  }
+  s.secondary.copy_(src);
+}
+
+void ParamCoordinator::RegatherExactLocked(int chunk) {
+  ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
+  FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
+  const bool from_secondary = secondary_ != nullptr && s.secondary_valid && s.secondary_exact;
+  comm::CollectiveLabel label(absl::StrCat(
+      "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
+      "' (GatheredParameters, exact values in place of the int8 gather's)"));
+  absl::Status st;
+  if (from_secondary) {
+    st = secondary_->AllGather(s.secondary, g.params)->Wait();
+  } else {
+    const at::Tensor shard = AcquireShardLocked(chunk, offload::ParamSwapper::Access::kRead);
+    st = (two_hop_ ? two_hop_->AllGather(shard, g.params) : pg_->AllGather(shard, g.params))->Wait();
+    ReleaseShardLocked(chunk, /*dirty=*/false);
+  }
+  if (!st.ok()) {
+    throw Error(absl::Status(
+        st.code(),
+        absl::StrFormat("all-gathering the exact parameters of unit '%s' for GatheredParameters failed: %s",
+                        UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
+                        st.message())));
+  }
+  s.dequantized = false;
+  ++stats_.exact_regathers;
 }
 
 void ParamCoordinator::ReleaseChunkLocked(int chunk) {
@@ -163,14 +271,13 @@ void ParamCoordinator::ReleaseChunkLocked(int chunk) {
   // Never free memory a collective may still write into.
   WaitChunkLocked(chunk);
   if (secondary_ != nullptr && !s.secondary_valid) {
-    // hpZ: keep this rank's slice of the full values for the next gathers.
+    // hpZ: keep this rank's slice of the full values for the next gathers
+    // (a quantized gather kept its records when it landed instead).
     const int64_t n = c.group->layout.padded_numel / secondary_->size();
-    if (!s.secondary.defined()) {
-      s.secondary = at::empty({n}, c.group->params.options());
-      stats_.secondary_bytes += static_cast<int64_t>(s.secondary.nbytes());
-    }
-    s.secondary.copy_(c.group->params.narrow(0, n * secondary_->rank(), n));
+    KeepSecondaryLocked(s, c.group->params.narrow(0, n * secondary_->rank(), n));
     s.secondary_valid = true;
+    s.secondary_records = false;
+    s.secondary_exact = !s.dequantized;
   }
   pool_.Drain(c.group->params);
   s.state = State::kReleased;
@@ -491,8 +598,18 @@ void ParamCoordinator::Pin(const std::vector<int>& chunks) {
   for (int c : chunks) GatherChunkLocked(c);
   for (int c : chunks) {
     WaitChunkLocked(c);
+    // Gathered earlier by a quantized gather (the unit is running, or the
+    // reuse distance kept it): the caller gets the exact values.
+    if (chunk_state_[static_cast<size_t>(c)].dequantized) RegatherExactLocked(c);
     ++chunk_state_[static_cast<size_t>(c)].pins;
   }
+}
+
+void ParamCoordinator::SetWeightQuantization(const WeightQuantization& q) {
+  absl::MutexLock lock(&mu_);
+  const std::string bad = ops::CheckQuantFormat(q.format);
+  if (!bad.empty()) throw Error(absl::InvalidArgumentError(absl::StrCat("qwZ: ", bad)));
+  quant_ = q;
 }
 
 void ParamCoordinator::SetTwoHopGather(std::shared_ptr<comm::TwoHopGather> gather) {
@@ -510,16 +627,30 @@ void ParamCoordinator::SetSecondaryGroup(std::shared_ptr<comm::ProcessGroup> gro
   secondary_ = std::move(group);
 }
 
-void ParamCoordinator::InvalidateSecondary() {
+void ParamCoordinator::InvalidateCopies(bool frozen_too) {
   absl::MutexLock lock(&mu_);
-  for (ChunkState& s : chunk_state_) s.secondary_valid = false;
+  for (ChunkState& s : chunk_state_) {
+    s.secondary_valid = false;
+    if (frozen_too && s.frozen_record.defined()) {
+      stats_.frozen_record_bytes -= static_cast<int64_t>(s.frozen_record.nbytes());
+      s.frozen_record.reset();
+    }
+  }
 }
 
 void ParamCoordinator::Unpin(const std::vector<int>& chunks, std::optional<int> modifier_rank) {
   absl::MutexLock lock(&mu_);
   if (modifier_rank.has_value()) {
-    // The modifier's values replace everyone's: the secondary slices of these chunks are stale.
-    for (int c : chunks) chunk_state_[static_cast<size_t>(c)].secondary_valid = false;
+    // The modifier's values replace everyone's: the secondary slices and
+    // kept records of these chunks are stale.
+    for (int c : chunks) {
+      ChunkState& s = chunk_state_[static_cast<size_t>(c)];
+      s.secondary_valid = false;
+      if (s.frozen_record.defined()) {
+        stats_.frozen_record_bytes -= static_cast<int64_t>(s.frozen_record.nbytes());
+        s.frozen_record.reset();
+      }
+    }
     at::NoGradGuard no_grad;
     std::vector<std::unique_ptr<comm::Work>> works;
     comm::CollectiveLabel label("modified parameters (GatheredParameters)");

@@ -71,6 +71,7 @@
 #include "zero/flat_group.h"
 #include "zero/param_shard_access.h"
 #include "zero/pending_update.h"
+#include "zero/quantized_weights.h"
 #include "zero/storage.h"
 
 namespace zt::zero {
@@ -83,6 +84,20 @@ struct ParamOffloadOptions {
   std::string file_name;  // the swap file under param.nvme_path
   // aio.block_size: smaller shards stay in memory (plan/param_swap.h).
   int64_t min_swap_bytes = AioConfig().block_size;
+};
+
+// ZeRO++ qwZ (zero/quantized_weights.h): which gathers send int8 records.
+// Persistent chunks (below stage3_param_persistence_threshold) are gathered
+// after each step in full precision: they are small, and always exact.
+struct WeightQuantization {
+  // zero_quantized_weights: every non-persistent chunk's gathers in forward,
+  // backward and evaluation, quantized from the shard at each gather.
+  bool all = false;
+  // zero_quantized_nontrainable_weights: frozen chunks' gathers, from a
+  // record quantized once (at the first gather, again after a load), as
+  // frozen parameters never change in a step.
+  bool frozen = false;
+  ops::QuantFormat format = kWeightQuantFormat;
 };
 
 // Where OffloadShards put the non-persistent chunks' shards.
@@ -210,10 +225,24 @@ class ParamCoordinator {
   // (comm/two_hop_gather.h), bitwise the one-hop gather. Set once, before
   // training.
   void SetTwoHopGather(std::shared_ptr<comm::TwoHopGather> gather) ABSL_LOCKS_EXCLUDED(mu_);
-  // The parameters changed (an optimizer step, a load): the secondary shards
-  // are stale; the next gather of each chunk is from the primary shards.
-  // Collective in effect (every rank calls it at the same point).
-  void InvalidateSecondary() ABSL_LOCKS_EXCLUDED(mu_);
+  // ZeRO++ qwZ: the gathers `q` names all-gather int8 records
+  // (zero/quantized_weights.h) instead of the shards, and every rank
+  // dequantizes them into the parameters, so the compute copy is rounded
+  // (within the format's bound) and the shards are not. With hpZ, a chunk's
+  // secondary shard keeps the records of its slice of ranks, so backward's
+  // gathers send the same records again (values bitwise those of forward's
+  // gather). GatheredParameters (Pin) always gathers exactly: a chunk whose
+  // parameters hold dequantized values is gathered again in full precision
+  // before Pin returns, so a modifier never writes rounded values back.
+  // Set once, before training; composes with the two-hop gather and
+  // parameter offload.
+  void SetWeightQuantization(const WeightQuantization& q) ABSL_LOCKS_EXCLUDED(mu_);
+  // The parameters changed: after an optimizer step (`frozen_too` false)
+  // the hpZ secondary shards are stale; after a load (`frozen_too` true)
+  // the frozen chunks' quantized records too. The next gather of each
+  // chunk is from the primary shards. Collective in effect (every rank
+  // calls it at the same point).
+  void InvalidateCopies(bool frozen_too) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Chunks of all units, in chunk order.
   const std::vector<Chunk>& chunks() const { return chunks_; }
@@ -239,8 +268,22 @@ class ParamCoordinator {
     bool stale_full = false;
     // hpZ: this rank's 1/H slice of the gathered parameters, and whether it
     // holds the current values.
+    // With qwZ it holds the records of those ranks (uint8) instead
+    // (secondary_records), or rounded values (a release after a quantized
+    // gather that kept no records): secondary_exact says whether an exact
+    // gather may use it.
     at::Tensor secondary;
     bool secondary_valid = false;
+    bool secondary_records = false;
+    bool secondary_exact = true;
+    // qwZ: the records a quantized gather fills while kInFlight (the
+    // parameters get their values when it lands), whether the parameters
+    // hold dequantized values now, and a frozen chunk's own record
+    // (WeightQuantization::frozen), kept from gather to gather.
+    at::Tensor wire;
+    int wire_ranks = 0;
+    bool dequantized = false;
+    at::Tensor frozen_record;
   };
   // What changes about one unit (units_ holds what does not), per unit.
   struct UnitState {
@@ -266,6 +309,16 @@ class ParamCoordinator {
   // returns the chunks it issued.
   std::vector<int> GatherUnitLocked(int unit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GatherChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // qwZ: whether the gathers of `chunk` are quantized; this rank's record
+  // of it (quantized now, or the frozen chunk's kept one).
+  bool QuantizedLocked(int chunk) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  at::Tensor OwnRecordLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // GatheredParameters: all-gathers a ready chunk's parameters again in
+  // full precision (synchronously; collective).
+  void RegatherExactLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // hpZ: makes `s.secondary` a copy of `src` (reallocated when its size or
+  // dtype changes, with secondary_bytes kept current).
+  void KeepSecondaryLocked(ChunkState& s, const at::Tensor& src) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WaitChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseChunkLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool UnitGatheredLocked(int unit) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -321,6 +374,7 @@ class ParamCoordinator {
   CoordinatorStats stats_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<comm::ProcessGroup> secondary_ ABSL_GUARDED_BY(mu_);  // hpZ's group; null: off
   std::shared_ptr<comm::TwoHopGather> two_hop_ ABSL_GUARDED_BY(mu_);    // null: one-hop gathers
+  WeightQuantization quant_ ABSL_GUARDED_BY(mu_);                       // qwZ; off by default
 
   // Parameter offload (null without it; the per-chunk part is in ChunkState).
   std::unique_ptr<offload::ParamSwapper> swapper_ ABSL_GUARDED_BY(mu_);
