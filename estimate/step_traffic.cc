@@ -66,6 +66,12 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
   const int64_t a = std::max<int64_t>(1, o.accumulation_steps);
   const int64_t grads = trainable_numel * o.element_bytes;
   const int64_t params = (trainable_numel + (o.stage == 3 ? frozen_numel : 0)) * o.element_bytes;
+  // What stage 3's gathers carry: the parameters, or with qwZ their int8
+  // records (a byte each and a float per block of 2048).
+  // (zero/quantized_weights.h's kWeightQuantFormat; estimate/ links no ops/).
+  const int64_t quantized_numel = trainable_numel + frozen_numel;
+  const int64_t gathered =
+      o.stage == 3 && o.quantized_weights ? quantized_numel + (quantized_numel + 2047) / 2048 * 4 : params;
 
   std::vector<LinkBytes> per_rank(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -100,8 +106,8 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
           const int h = o.hpz_partition_size;
           std::vector<int> node;
           for (int m = r / h * h; m < r / h * h + h; ++m) node.push_back(m);
-          on(Collective::kAllGather, shard, in_shard, params, a);
-          on(Collective::kAllGather, node, static_cast<size_t>(r % h), params, a);
+          on(Collective::kAllGather, shard, in_shard, gathered, a);
+          on(Collective::kAllGather, node, static_cast<size_t>(r % h), gathered, a);
           on(Collective::kReduceScatter, shard, in_shard, grads, a);
           break;
         }
@@ -112,10 +118,10 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
           std::vector<int> column, host;
           for (int m = g * k + r % l; m < g * k + k; m += l) column.push_back(m);
           for (int m = r / l * l; m < r / l * l + l; ++m) host.push_back(m);
-          on(Collective::kAllGather, column, static_cast<size_t>((r - g * k) / l), params / l, 2 * a);
-          on(Collective::kAllGather, host, static_cast<size_t>(r % l), params, 2 * a);
+          on(Collective::kAllGather, column, static_cast<size_t>((r - g * k) / l), gathered / l, 2 * a);
+          on(Collective::kAllGather, host, static_cast<size_t>(r % l), gathered, 2 * a);
         } else {
-          on(Collective::kAllGather, shard, in_shard, params, 2 * a);
+          on(Collective::kAllGather, shard, in_shard, gathered, 2 * a);
         }
         on(Collective::kReduceScatter, shard, in_shard, grads, a);
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);

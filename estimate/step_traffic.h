@@ -23,6 +23,8 @@
 //            distance is under stage3_max_reuse_distance and the live total
 //            under stage3_max_live_parameters, so a model that fits gathers
 //            once per step (stage 2's traffic: the lower bound)
+//   qwZ (stage 3, zero_quantized_weights): the gathers above at 1 + 4/2048
+//            bytes per element (int8 and the block scales)
 //   hpZ (stage 3, zero_hpz_partition_size H): as flat, with backward's
 //            gather over H consecutive ranks (the secondary shards)
 //   hierarchical (stages 1-3): the same over the shard group, plus an
@@ -60,6 +62,10 @@ struct TrafficOptions {
   // shard group spanning hosts go across hosts among the ranks of one place,
   // then inside each host (comm/two_hop_gather.h).
   bool two_hop_gather = false;
+  // ZeRO++ qwZ (zero_quantized_weights): stage 3's parameter gathers carry
+  // int8 records, a byte per element plus a float scale per 2048 elements
+  // (zero/quantized_weights.h), whatever element_bytes is.
+  bool quantized_weights = false;
   int64_t element_bytes = 4;  // parameters and gradients (communication dtype)
   int64_t accumulation_steps = 1;
 };

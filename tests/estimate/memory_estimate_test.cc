@@ -290,6 +290,31 @@ TEST(StepTraffic, TheTwoHopGatherCrossesOncePerHost) {
   EXPECT_EQ(EstimateStepTraffic(1000, 0, o).value().host_across, 4000);
 }
 
+// qwZ: stage 3's two gathers carry a byte per element and a float per 2048
+// (8192 fp32 elements: 8192 + 4 x 4 = 8208 bytes, the size of 2052 fp32
+// elements), the reduce-scatter stays fp32. Per step stage 3 sends
+// 2 AG(n) + RS(n) and stage 2 AG(n) + RS(n), so AG = s3 - s2 and
+// RS = 2 s2 - s3, and the qwZ step must send 2 AG(2052) + RS(8192).
+TEST(StepTraffic, QuantizedWeightsShrinkOnlyTheGathers) {
+  TrafficOptions o;
+  o.world_size = 4;
+  o.ranks_per_host = 2;
+  auto across = [&](int stage, int64_t n) {
+    o.stage = stage;
+    return EstimateStepTraffic(n, 0, o).value().host_across;
+  };
+  const int64_t gather_small = across(3, 2052) - across(2, 2052);
+  const int64_t reduce_big = 2 * across(2, 8192) - across(3, 8192);
+  o.quantized_weights = true;
+  EXPECT_EQ(across(3, 8192), 2 * gather_small + reduce_big);
+  // Frozen parameters are gathered too (quantized alike), not reduced.
+  EXPECT_GT(EstimateStepTraffic(8192, 4096, o).value().host_across, across(3, 8192));
+  // Stages 1 and 2 gather once per step, exactly: no effect.
+  const int64_t s2 = across(2, 8192);
+  o.quantized_weights = false;
+  EXPECT_EQ(s2, across(2, 8192));
+}
+
 TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
   TrafficOptions o;
   o.stage = 3;
