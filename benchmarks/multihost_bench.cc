@@ -2,7 +2,8 @@
 // a rate-capped link, tests/multihost/netns_hosts.h), one `zt launch` per
 // host, per layout: flat stage 2, flat stage 3, hierarchical sharding
 // (mics_shard_size = ranks per host, FSDP2's HSDP) and ZeRO++ hpZ
-// (zero_hpz_partition_size = ranks per host). For each: steps/s, the
+// (zero_hpz_partition_size = ranks per host), the stage-3 layouts again with
+// ZeRO++ qwZ (zero_quantized_weights: int8 gathers). For each: steps/s, the
 // bytes each host sent across the link per step (the interface's counter)
 // beside the estimate's formula (estimate/step_traffic.h) and the engine's
 // own per-group counters, and the ranks' peak RSS. Beside them, PyTorch DDP
@@ -58,6 +59,7 @@ struct Layout {
   int stage = 3;              // 0 for ddp (its traffic is stage 0's all-reduce)
   bool hierarchical = false;  // mics_shard_size = ranks per host
   bool hpz = false;           // zero_hpz_partition_size = ranks per host
+  bool qwz = false;           // zero_quantized_weights
 };
 
 struct Measured {
@@ -115,6 +117,7 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
       " --set steps_per_print=1",
       layout.hierarchical ? absl::StrCat(" --set zero_optimization.mics_shard_size=", ranks_per_host) : "",
       layout.hpz ? absl::StrCat(" --set zero_optimization.zero_hpz_partition_size=", ranks_per_host) : "",
+      layout.qwz ? " --set zero_optimization.zero_quantized_weights=true" : "",
       regather && layout.stage == 3 ? " --set zero_optimization.stage3_max_reuse_distance=0" : "");
   std::vector<testing::HostProcess> procs;
   for (int h = 0; h < net.size(); ++h) {
@@ -169,11 +172,17 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
     if (code != 0 && m.error.empty()) m.error = absl::StrCat("a host exited with ", code, ": see ", p.log);
   }
   const std::string log = ReadFile(log0);
-  const size_t el = log.find(" elements");
-  if (el != std::string::npos) {
-    const size_t open = log.rfind('(', el);
-    absl::SimpleAtoi(log.substr(open + 1, el - open - 1), &m.numel);
+  // The model's elements: "(E elements" in the engine's start-up line
+  // (after " parameters (" at stage 3, whose later lines say "elements"
+  // too) or the DDP script's.
+  size_t el = std::string::npos, from = 0;
+  if (const size_t p = log.find(" parameters ("); p != std::string::npos) {
+    from = p + std::string(" parameters (").size();
+    el = log.find(" elements", from);
+  } else if ((el = log.find(" elements")) != std::string::npos) {
+    from = log.rfind('(', el) + 1;
   }
+  if (el != std::string::npos) absl::SimpleAtoi(log.substr(from, el - from), &m.numel);
   const size_t sent = log.rfind("sent per step");
   if (sent != std::string::npos) m.engine_sent = log.substr(sent, log.find('\n', sent) - sent);
   if (m.error.empty() && seen - first_step >= 2) {
@@ -238,8 +247,11 @@ int Main(int argc, char** argv) {
       std::vector<Layout> layouts = {
           {"flat_stage2", 2, false, false}, {"flat_stage3", 3, false, false}, {"hsdp_stage3", 3, true, false}};
       if (l > 1) layouts.push_back({"hpz_stage3", 3, false, true});  // hpZ over one rank is off
+      layouts.push_back({"flat_stage3_qwz", 3, false, false, true});
+      layouts.push_back({"hsdp_stage3_qwz", 3, true, false, true});
+      if (l > 1) layouts.push_back({"hpz_stage3_qwz", 3, false, true, true});
       layouts.push_back({"ddp", 0, false, false});
-      double flat3 = 0, hsdp = 0, hpz = 0, ddp = 0;
+      double flat3 = 0, hsdp = 0, hpz = 0, ddp = 0, flat3_qwz = 0, flat3_bytes = 0, flat3_qwz_bytes = 0;
       for (const Layout& layout : layouts) {
         const Measured m = RunLayout(net, layout, l, precision, steps, regather,
                                      absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
@@ -254,6 +266,7 @@ int Main(int argc, char** argv) {
         t.ranks_per_host = l;
         t.mics_shard_size = layout.hierarchical ? l : -1;
         t.hpz_partition_size = layout.hpz ? l : 1;
+        t.quantized_weights = layout.qwz;
         // DDP's gradients are fp32 under bf16 autocast too.
         t.element_bytes = precision == "fp32" || layout.name == "ddp" ? 4 : 2;
         absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
@@ -266,9 +279,21 @@ int Main(int argc, char** argv) {
         // Stage 3's formula counts a forward and a backward gather; the
         // coordinator may keep a chunk gathered in between: the lower bound
         // is stage 2's traffic.
-        t.stage = layout.stage == 3 ? 2 : layout.stage;
+        // With qwZ that one gather is quantized: stage 3 flat sends
+        // 2 AG + RS and stage 2 AG + RS, so the bound is stage 2's less the
+        // fp32 gather (s3 - s2) plus the quantized one ((s3q - RS) / 2).
         t.hpz_partition_size = 1;
-        const absl::StatusOr<estimate::StepTraffic> least = estimate::EstimateStepTraffic(m.numel, 0, t);
+        t.quantized_weights = false;
+        const absl::StatusOr<estimate::StepTraffic> flat_f = estimate::EstimateStepTraffic(m.numel, 0, t);
+        t.quantized_weights = layout.qwz;
+        const absl::StatusOr<estimate::StepTraffic> flat_q = estimate::EstimateStepTraffic(m.numel, 0, t);
+        t.stage = layout.stage == 3 ? 2 : layout.stage;
+        absl::StatusOr<estimate::StepTraffic> least = estimate::EstimateStepTraffic(m.numel, 0, t);
+        if (layout.qwz && least.ok() && flat_f.ok() && flat_q.ok()) {
+          const int64_t gather = flat_f->host_across - least->host_across;
+          const int64_t reduce = least->host_across - gather;
+          least->host_across = reduce + (flat_q->host_across - reduce) / 2;
+        }
         const std::string formula = f.ok() && least.ok()
                                         ? (layout.stage == 3 && least->host_across != f->host_across
                                                ? absl::StrCat(HumanBytes(static_cast<double>(least->host_across)), "-",
@@ -290,7 +315,14 @@ int Main(int argc, char** argv) {
             .Set("formula_lower_bytes", least.ok() ? static_cast<double>(least->host_across) : 0.0)
             .Set("peak_rss", m.peak_rss);
         results.Add(row);
-        if (layout.name == "flat_stage3") flat3 = m.steps_per_s;
+        if (layout.name == "flat_stage3") {
+          flat3 = m.steps_per_s;
+          flat3_bytes = m.host_across_per_step;
+        }
+        if (layout.name == "flat_stage3_qwz") {
+          flat3_qwz = m.steps_per_s;
+          flat3_qwz_bytes = m.host_across_per_step;
+        }
         if (layout.name == "hsdp_stage3") hsdp = m.steps_per_s;
         if (layout.name == "hpz_stage3") hpz = m.steps_per_s;
         if (layout.name == "ddp") ddp = m.steps_per_s;
@@ -298,7 +330,9 @@ int Main(int argc, char** argv) {
       absl::StrAppend(
           &summary, summary.empty() ? "" : "; ",
           absl::StrFormat("2 x %d %s at %s: HSDP %.2fx flat stage 3's steps/s", l, precision, rate, hsdp / flat3),
-          hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "", absl::StrFormat(", DDP %.2fx", ddp / flat3));
+          hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "",
+          absl::StrFormat(", qwZ %.2fx (%.2fx the bytes across)", flat3_qwz / flat3, flat3_qwz_bytes / flat3_bytes),
+          absl::StrFormat(", DDP %.2fx", ddp / flat3));
     }
   }
   std::system(absl::StrCat("rm -rf ", dir, "_*").c_str());
