@@ -108,14 +108,6 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   ZT_CHECK_MSG(pending_ == nullptr || !pending_->open() ||
                    group_of_chunk_[static_cast<size_t>(chunk)] < pending_->updated_groups(),
                "stage 3: a gather of parameters whose deferred update is still pending");
-  if (SwappedLocked(chunk)) {
-    // The shard lives on NVMe: into a swap buffer for the gather's input,
-    // given back once the gather has landed (WaitChunkLocked). The gather
-    // only reads it, so a write-back still running need not finish first.
-    AcquireShardLocked(chunk, offload::ParamSwapper::Access::kRead);
-    s.gather_hold = ++gather_seq_;
-  }
-  pool_.Fill(g.params);
   // GatheredParameters gathers exactly, from the primary shards or an
   // unquantized secondary shard; every other gather of a quantized chunk
   // sends records. All of it follows from the config and the order of
@@ -125,6 +117,18 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   const bool secondary = secondary_ != nullptr && s.secondary_valid && (!exact || s.secondary_exact);
   // Records cross the wire: quantized from the shard, or kept by hpZ.
   const bool records = secondary ? s.secondary_records : quantized;
+  // A frozen chunk's kept record needs no shard (hpZ, the other source
+  // without one, is refused with NVMe offload).
+  const bool needs_shard = !secondary && !(records && s.frozen_record.defined());
+  if (needs_shard && SwappedLocked(chunk)) {
+    // The shard lives on NVMe: into a swap buffer for the gather's input,
+    // given back once the gather has landed (WaitChunkLocked), or once it
+    // is quantized. The gather only reads it, so a write-back still running
+    // need not finish first.
+    AcquireShardLocked(chunk, offload::ParamSwapper::Access::kRead);
+    s.gather_hold = ++gather_seq_;
+  }
+  pool_.Fill(g.params);
   comm::CollectiveLabel label(absl::StrCat(
       "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
       "' (", phase_, secondary ? ", from the hpZ secondary shards" : "", records ? ", int8" : "", ")"));

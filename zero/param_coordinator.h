@@ -234,6 +234,11 @@ class ParamCoordinator {
   // gather). GatheredParameters (Pin) always gathers exactly: a chunk whose
   // parameters hold dequantized values is gathered again in full precision
   // before Pin returns, so a modifier never writes rounded values back.
+  // (Outside GatheredParameters' contract, a Pin while the chunk's unit is
+  // between its forward and backward changes the values backward sees from
+  // the rounded ones to the exact ones.) A frozen chunk's kept record is
+  // gathered without reading its shard (with NVMe offload: no disk read;
+  // the read-ahead still brings such shards in, a cost, not a result).
   // Set once, before training; composes with the two-hop gather and
   // parameter offload.
   void SetWeightQuantization(const WeightQuantization& q) ABSL_LOCKS_EXCLUDED(mu_);

@@ -26,7 +26,7 @@ int64_t QuantRecordBytes(int64_t shard_numel, const ops::QuantFormat& f) {
 }
 
 void QuantizeRecord(const at::Tensor& shard, const ops::QuantFormat& f, const at::Tensor& record) {
-  CheckFloating(shard, "qwZ: a shard to quantize must be contiguous fp32 or bf16");
+  CheckFloating(shard, "qwZ: a shard to quantize must be contiguous fp32, bf16 or fp16");
   const int64_t n = shard.numel();
   ZT_CHECK_MSG(record.is_contiguous() && record.scalar_type() == at::kByte && record.numel() == QuantRecordBytes(n, f),
                "qwZ: the record buffer does not match the shard");
@@ -42,7 +42,7 @@ void QuantizeRecord(const at::Tensor& shard, const ops::QuantFormat& f, const at
 
 void DequantizeRecords(const at::Tensor& wire, int ranks, int64_t shard_numel, const ops::QuantFormat& f,
                        const at::Tensor& flat) {
-  CheckFloating(flat, "qwZ: the gathered parameters must be contiguous fp32 or bf16");
+  CheckFloating(flat, "qwZ: the gathered parameters must be contiguous fp32, bf16 or fp16");
   const int64_t record = QuantRecordBytes(shard_numel, f);
   ZT_CHECK_MSG(wire.is_contiguous() && wire.scalar_type() == at::kByte && wire.numel() == ranks * record &&
                    flat.numel() == ranks * shard_numel,

@@ -18,7 +18,11 @@
 //
 // Error: every gathered element is within QuantErrorBound(scale) of the
 // shard's value, scale being amax / 127 of its block (8 bits), i.e. at most
-// 1/254 of the largest magnitude in its block of 2048 elements.
+// 1/254 of the largest magnitude in its block of 2048 elements; a bf16 or
+// fp16 model adds the rounding of the dequantized value to its dtype (half
+// a unit in its last place). Those go through fp32 copies (the shard's, and
+// the gathered chunk's while it is dequantized): transient memory that
+// Engine::memory() does not count.
 #pragma once
 
 #include <ATen/core/Tensor.h>

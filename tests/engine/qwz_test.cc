@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -201,13 +202,22 @@ ZT_RANK_WORKER(qwz_gather) {
   return absl::OkStatus();
 }
 
-ZT_RANK_WORKER(qwz_frozen) {
-  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+// Frozen records with the shards in memory, then with every shard in an
+// NVMe swap file (a kept record is gathered without reading its shard).
+absl::Status FrozenRecords(const std::shared_ptr<comm::ProcessGroup>& pg, const std::string& dir, bool nvme) {
   const torch::Tensor x = torch::randn({2, 37}, torch::Generator(at::detail::createCPUGenerator(5)));
   torch::manual_seed(3);
   ProbeNet net;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(net.ptr(), ProbeConfig(false, true), pg));
+  Config c = ProbeConfig(false, true);
+  if (nvme) {
+    c.zero.offload_param.device = OffloadDevice::kNvme;
+    c.zero.offload_param.nvme_path = dir + "/swap";
+    c.zero.offload_param.buffer_count = 2;
+    c.zero.offload_param.buffer_size = 8192;
+    c.aio.block_size = 1;  // every shard goes to the swap file
+    std::filesystem::create_directories(c.zero.offload_param.nvme_path);
+  }
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(net.ptr(), c, pg));
   auto forward_and_check = [&](const char* when) -> absl::Status {
     const std::vector<torch::Tensor> exact = ExactValues(*engine, net);
     {
@@ -240,11 +250,20 @@ ZT_RANK_WORKER(qwz_frozen) {
   }
   ZT_RETURN_IF_ERROR(forward_and_check("after GatheredParameters changed the frozen unit"));
   // A load replaces every value: the records go until the next gather.
-  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ctx.arg));
-  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(ctx.arg).status());
+  const std::string ckpt = dir + (nvme ? "/ckpt_nvme" : "/ckpt");
+  ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(ckpt));
+  ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(ckpt).status());
   if (engine->stage3_stats()->frozen_record_bytes != 0) return absl::InternalError("frozen records kept over a load");
   ZT_RETURN_IF_ERROR(forward_and_check("after a load"));
+  if (nvme && engine->stage3_stats()->swapped_shards == 0) return absl::InternalError("no shard went to the swap file");
   return absl::OkStatus();
+}
+
+ZT_RANK_WORKER(qwz_frozen) {
+  ZT_ASSIGN_OR_RETURN(comm::RankEnv env, comm::ReadRankEnv());
+  ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> pg, comm::InitProcessGroup(env, {}));
+  ZT_RETURN_IF_ERROR(FrozenRecords(pg, ctx.arg, /*nvme=*/false));
+  return FrozenRecords(pg, ctx.arg, /*nvme=*/true);
 }
 
 // A training run of the tiny GPT (tied embedding, frozen adapter) at stage 3.
