@@ -182,7 +182,10 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
   } else if ((el = log.find(" elements")) != std::string::npos) {
     from = log.rfind('(', el) + 1;
   }
-  if (el != std::string::npos) absl::SimpleAtoi(log.substr(from, el - from), &m.numel);
+  if (el == std::string::npos || !absl::SimpleAtoi(log.substr(from, el - from), &m.numel) || m.numel <= 0) {
+    // Without it every formula would read 0 B beside a real measurement.
+    if (m.error.empty()) m.error = absl::StrCat("no model size (\"(N elements\") in host 0's log ", log0);
+  }
   const size_t sent = log.rfind("sent per step");
   if (sent != std::string::npos) m.engine_sent = log.substr(sent, log.find('\n', sent) - sent);
   if (m.error.empty() && seen - first_step >= 2) {

@@ -114,9 +114,10 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   // calls, so every rank takes the same path.
   const bool exact = std::strcmp(phase_, "GatheredParameters") == 0;
   const bool quantized = !exact && QuantizedLocked(chunk);
-  const bool secondary = secondary_ != nullptr && s.secondary_valid && (!exact || s.secondary_exact);
+  const bool secondary =
+      secondary_ != nullptr && s.secondary_valid && (!exact || s.secondary_form == SecondaryForm::kValues);
   // Records cross the wire: quantized from the shard, or kept by hpZ.
-  const bool records = secondary ? s.secondary_records : quantized;
+  const bool records = secondary ? s.secondary_form == SecondaryForm::kRecords : quantized;
   // A frozen chunk's kept record needs no shard (hpZ, the other source
   // without one, is refused with NVMe offload).
   const bool needs_shard = !secondary && !(records && s.frozen_record.defined());
@@ -158,7 +159,7 @@ void ParamCoordinator::GatherChunkLocked(int chunk) {
   } else {
     s.work = two_hop_ ? two_hop_->AllGather(g.param_shard, g.params) : pg_->AllGather(g.param_shard, g.params);
   }
-  s.dequantized = secondary ? !s.secondary_exact : quantized;
+  s.dequantized = secondary ? s.secondary_form != SecondaryForm::kValues : quantized;
   s.state = State::kInFlight;
   live_numel_ += g.layout.padded_numel;
   stats_.gathered_bytes += static_cast<int64_t>(g.params.nbytes());
@@ -201,8 +202,7 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
       const int64_t per = s.wire.numel() / secondary_->size();
       KeepSecondaryLocked(s, s.wire.narrow(0, per * secondary_->rank(), per));
       s.secondary_valid = true;
-      s.secondary_records = true;
-      s.secondary_exact = false;
+      s.secondary_form = SecondaryForm::kRecords;
     }
     stats_.gathered_bytes -= static_cast<int64_t>(s.wire.nbytes());
     s.wire.reset();
@@ -245,7 +245,7 @@ void ParamCoordinator::KeepSecondaryLocked(ChunkState& s, const at::Tensor& src)
 void ParamCoordinator::RegatherExactLocked(int chunk) {
   ChunkState& s = chunk_state_[static_cast<size_t>(chunk)];
   FlatGroup& g = *chunks_[static_cast<size_t>(chunk)].group;
-  const bool from_secondary = secondary_ != nullptr && s.secondary_valid && s.secondary_exact;
+  const bool from_secondary = secondary_ != nullptr && s.secondary_valid && s.secondary_form == SecondaryForm::kValues;
   comm::CollectiveLabel label(absl::StrCat(
       "parameters of unit '", UnitLabel(units_[static_cast<size_t>(chunks_[static_cast<size_t>(chunk)].unit)].name),
       "' (GatheredParameters, exact values in place of the int8 gather's)"));
@@ -280,8 +280,7 @@ void ParamCoordinator::ReleaseChunkLocked(int chunk) {
     const int64_t n = c.group->layout.padded_numel / secondary_->size();
     KeepSecondaryLocked(s, c.group->params.narrow(0, n * secondary_->rank(), n));
     s.secondary_valid = true;
-    s.secondary_records = false;
-    s.secondary_exact = !s.dequantized;
+    s.secondary_form = s.dequantized ? SecondaryForm::kRoundedValues : SecondaryForm::kValues;
   }
   pool_.Drain(c.group->params);
   s.state = State::kReleased;

@@ -260,6 +260,7 @@ class ParamCoordinator {
  private:
   // A chunk's gathered parameters (`params` of its group).
   enum class State { kReleased, kInFlight, kReady };
+  enum class SecondaryForm { kValues, kRoundedValues, kRecords };
   // What changes about one chunk (chunks_ holds what does not), per chunk.
   struct ChunkState {
     State state = State::kReleased;
@@ -273,14 +274,12 @@ class ParamCoordinator {
     bool stale_full = false;
     // hpZ: this rank's 1/H slice of the gathered parameters, and whether it
     // holds the current values.
-    // With qwZ it holds the records of those ranks (uint8) instead
-    // (secondary_records), or rounded values (a release after a quantized
-    // gather that kept no records): secondary_exact says whether an exact
-    // gather may use it.
+    // What `secondary` holds: the exact values; values rounded by a
+    // quantized gather that kept no records (an exact gather must not use
+    // them); or, with qwZ, the records of those ranks (uint8).
     at::Tensor secondary;
     bool secondary_valid = false;
-    bool secondary_records = false;
-    bool secondary_exact = true;
+    SecondaryForm secondary_form = SecondaryForm::kValues;
     // qwZ: the records a quantized gather fills while kInFlight (the
     // parameters get their values when it lands), whether the parameters
     // hold dequantized values now, and a frozen chunk's own record

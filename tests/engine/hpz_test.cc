@@ -156,18 +156,12 @@ ZT_RANK_WORKER(two_hop_bitwise) {
 }
 
 TEST(MicsHierarchicalGather, TrainsBitwiseAsFlatStage3InTwoHops) {
-  RankRunOptions o;
-  o.world_size = 4;
-  o.timeout = std::chrono::seconds(300);
-  RankRunResult r = RunRanks("two_hop_bitwise", o);
+  RankRunResult r = RunRanks("two_hop_bitwise", 4, std::chrono::seconds(300));
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
 TEST(Hpz, TrainsBitwiseAsFlatStage3WithBackwardGathersInsideThePair) {
-  RankRunOptions o;
-  o.world_size = 4;
-  o.timeout = std::chrono::seconds(300);
-  RankRunResult r = RunRanks("hpz_bitwise", o);
+  RankRunResult r = RunRanks("hpz_bitwise", 4, std::chrono::seconds(300));
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 

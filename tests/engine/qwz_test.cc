@@ -364,30 +364,19 @@ ZT_RANK_WORKER(qwz_training) {
 }
 
 TEST(Qwz, GathersEveryRankTheSameValuesWithinTheBoundInAQuarterOfTheBytes) {
-  RankRunOptions o;
-  o.world_size = 4;
-  o.timeout = std::chrono::seconds(300);
-  RankRunResult r = RunRanks("qwz_gather", o);
+  RankRunResult r = RunRanks("qwz_gather", 4, std::chrono::seconds(300));
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
 TEST(Qwz, FrozenRecordsAreQuantizedOnceAndRefreshedWhenTheValuesChange) {
-  RankRunOptions o;
-  o.world_size = 3;
-  o.timeout = std::chrono::seconds(300);
   ScratchDir dir("zt_qwz_frozen");
-  o.arg = dir.path();
-  RankRunResult r = RunRanks("qwz_frozen", o);
+  RankRunResult r = RunRanks("qwz_frozen", 3, std::chrono::seconds(300), dir.path());
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
 TEST(Qwz, HpzAndTwoHopCarryTheSameRecordsAndCheckpointsStayExact) {
-  RankRunOptions o;
-  o.world_size = 4;
-  o.timeout = std::chrono::seconds(300);
   ScratchDir dir("zt_qwz_training");
-  o.arg = dir.path();
-  RankRunResult r = RunRanks("qwz_training", o);
+  RankRunResult r = RunRanks("qwz_training", 4, std::chrono::seconds(300), dir.path());
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 

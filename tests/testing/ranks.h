@@ -89,6 +89,16 @@ struct RankRunResult {
 };
 
 RankRunResult RunRanks(const std::string& worker, const RankRunOptions& options);
+// The common case: `world_size` ranks within `timeout`, `arg` passed
+// through, every other option at its default.
+inline RankRunResult RunRanks(const std::string& worker, int world_size, std::chrono::seconds timeout,
+                              const std::string& arg = "") {
+  RankRunOptions o;
+  o.world_size = world_size;
+  o.timeout = timeout;
+  o.arg = arg;
+  return RunRanks(worker, o);
+}
 
 // Inside a worker: runs `run(name)` for each of `names` in turn, in these
 // same ranks (starting a LibTorch process costs more than a small check). A
