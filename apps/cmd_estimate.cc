@@ -393,25 +393,28 @@ void PrintTraffic(const Request& r) {
     // Flat, then hierarchical and hpZ where asked for: {mics_shard_size, hpZ size,
     // two-hop gather}. At stage 3 a shard group spanning hosts also gets its
     // row with mics_hierarchical_params_gather.
-    // At stage 3 each row also comes with qwZ (zero_quantized_weights).
+    // At stage 3 each row also comes with qwZ (zero_quantized_weights), and
+    // with qwZ + qgZ (zero_quantized_gradients, int8).
     struct Layout {
       int k, h;
-      bool two_hop, qwz;
+      bool two_hop, qwz, qgz;
     };
-    std::vector<Layout> layouts = {{-1, 1, false, false}};
-    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back({r.mics_shard_size, 1, false, false});
-    if (o.stage == 3 && r.hpz_partition_size > 1) layouts.push_back({-1, r.hpz_partition_size, false, false});
+    std::vector<Layout> layouts = {{-1, 1, false, false, false}};
+    if (o.stage >= 1 && r.mics_shard_size > 0) layouts.push_back({r.mics_shard_size, 1, false, false, false});
+    if (o.stage == 3 && r.hpz_partition_size > 1) layouts.push_back({-1, r.hpz_partition_size, false, false, false});
     if (o.stage == 3 && per_host < world) {
-      layouts.push_back({-1, 1, true, false});
+      layouts.push_back({-1, 1, true, false, false});
       if (r.mics_shard_size > per_host && r.mics_shard_size < world) {
-        layouts.push_back({r.mics_shard_size, 1, true, false});
+        layouts.push_back({r.mics_shard_size, 1, true, false, false});
       }
     }
     if (o.stage == 3) {
       const size_t n = layouts.size();
-      for (size_t j = 0; j < n; ++j) layouts.push_back({layouts[j].k, layouts[j].h, layouts[j].two_hop, true});
+      for (bool qgz : {false, true}) {
+        for (size_t j = 0; j < n; ++j) layouts.push_back({layouts[j].k, layouts[j].h, layouts[j].two_hop, true, qgz});
+      }
     }
-    for (const auto& [k, h, two_hop, qwz] : layouts) {
+    for (const auto& [k, h, two_hop, qwz, qgz] : layouts) {
       estimate::TrafficOptions t;
       t.stage = o.stage;
       t.world_size = world;
@@ -420,13 +423,14 @@ void PrintTraffic(const Request& r) {
       t.hpz_partition_size = h;
       t.two_hop_gather = two_hop;
       t.quantized_weights = qwz;
+      t.quantized_gradient_bits = qgz ? 8 : 0;
       t.element_bytes = o.precision == estimate::Precision::kFp32 ? 4 : 2;
       absl::StatusOr<estimate::StepTraffic> st = estimate::EstimateStepTraffic(trainable, frozen, t);
       if (!st.ok()) continue;  // the inputs were checked by ToRequest
       const std::string label = absl::StrCat(k > 0   ? absl::StrFormat("stage %d, mics_shard_size %d", o.stage, k)
                                              : h > 1 ? absl::StrFormat("stage %d, hpZ %d", o.stage, h)
                                                      : absl::StrFormat("stage %d, flat", o.stage),
-                                             two_hop ? ", 2-hop gather" : "", qwz ? ", qwZ" : "");
+                                             two_hop ? ", 2-hop gather" : "", qwz ? ", qwZ" : "", qgz ? " + qgZ" : "");
       std::printf("  %-34s %16s %16s %18s\n", label.c_str(), HumanBytes(static_cast<double>(st->rank_inside)).c_str(),
                   HumanBytes(static_cast<double>(st->rank_across)).c_str(),
                   HumanBytes(static_cast<double>(st->host_across)).c_str());

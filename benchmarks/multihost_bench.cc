@@ -3,7 +3,8 @@
 // host, per layout: flat stage 2, flat stage 3, hierarchical sharding
 // (mics_shard_size = ranks per host, FSDP2's HSDP) and ZeRO++ hpZ
 // (zero_hpz_partition_size = ranks per host), the stage-3 layouts again with
-// ZeRO++ qwZ (zero_quantized_weights: int8 gathers). For each: steps/s, the
+// ZeRO++ qwZ (zero_quantized_weights: int8 gathers), and with qwZ + qgZ
+// (zero_quantized_gradients: int8 reduce-scatter slices). For each: steps/s, the
 // bytes each host sent across the link per step (the interface's counter)
 // beside the estimate's formula (estimate/step_traffic.h) and the engine's
 // own per-group counters, and the ranks' peak RSS. Beside them, PyTorch DDP
@@ -60,6 +61,7 @@ struct Layout {
   bool hierarchical = false;  // mics_shard_size = ranks per host
   bool hpz = false;           // zero_hpz_partition_size = ranks per host
   bool qwz = false;           // zero_quantized_weights
+  bool qgz = false;           // zero_quantized_gradients (int8)
 };
 
 struct Measured {
@@ -118,6 +120,7 @@ Measured RunLayout(NetnsHosts& net, const Layout& layout, int ranks_per_host, co
       layout.hierarchical ? absl::StrCat(" --set zero_optimization.mics_shard_size=", ranks_per_host) : "",
       layout.hpz ? absl::StrCat(" --set zero_optimization.zero_hpz_partition_size=", ranks_per_host) : "",
       layout.qwz ? " --set zero_optimization.zero_quantized_weights=true" : "",
+      layout.qgz ? " --set zero_optimization.zero_quantized_gradients=true" : "",
       regather && layout.stage == 3 ? " --set zero_optimization.stage3_max_reuse_distance=0" : "");
   std::vector<testing::HostProcess> procs;
   for (int h = 0; h < net.size(); ++h) {
@@ -242,7 +245,7 @@ int Main(int argc, char** argv) {
               regather ? "; stage 3 with stage3_max_reuse_distance 0 (backward gathers again, as for a model too "
                          "large to keep gathered)"
                        : "");
-  std::printf("%-9s %-5s %-14s %9s %16s %16s %10s  %s\n", "hosts", "dtype", "layout", "steps/s", "across/step",
+  std::printf("%-9s %-5s %-19s %9s %16s %16s %10s  %s\n", "hosts", "dtype", "layout", "steps/s", "across/step",
               "formula", "peak RSS", "engine (rank 0)");
   std::string summary;
   for (const std::string& precision : precisions) {
@@ -253,8 +256,12 @@ int Main(int argc, char** argv) {
       layouts.push_back({"flat_stage3_qwz", 3, false, false, true});
       layouts.push_back({"hsdp_stage3_qwz", 3, true, false, true});
       if (l > 1) layouts.push_back({"hpz_stage3_qwz", 3, false, true, true});
+      layouts.push_back({"flat_stage3_qwz_qgz", 3, false, false, true, true});
+      layouts.push_back({"hsdp_stage3_qwz_qgz", 3, true, false, true, true});
+      if (l > 1) layouts.push_back({"hpz_stage3_qwz_qgz", 3, false, true, true, true});
       layouts.push_back({"ddp", 0, false, false});
       double flat3 = 0, hsdp = 0, hpz = 0, ddp = 0, flat3_qwz = 0, flat3_bytes = 0, flat3_qwz_bytes = 0;
+      double flat3_qq = 0, flat3_qq_bytes = 0, hpz_qq = 0;
       for (const Layout& layout : layouts) {
         const Measured m = RunLayout(net, layout, l, precision, steps, regather,
                                      absl::StrCat(dir, "_", precision, "_", l, "_", layout.name));
@@ -270,6 +277,7 @@ int Main(int argc, char** argv) {
         t.mics_shard_size = layout.hierarchical ? l : -1;
         t.hpz_partition_size = layout.hpz ? l : 1;
         t.quantized_weights = layout.qwz;
+        t.quantized_gradient_bits = layout.qgz ? 8 : 0;
         // DDP's gradients are fp32 under bf16 autocast too.
         t.element_bytes = precision == "fp32" || layout.name == "ddp" ? 4 : 2;
         absl::StatusOr<estimate::StepTraffic> f = estimate::EstimateStepTraffic(m.numel, 0, t);
@@ -285,17 +293,22 @@ int Main(int argc, char** argv) {
         // With qwZ that one gather is quantized: stage 3 flat sends
         // 2 AG + RS and stage 2 AG + RS, so the bound is stage 2's less the
         // fp32 gather (s3 - s2) plus the quantized one ((s3q - RS) / 2).
+        // With qgZ the reduce-scatter is quantized too: it shrinks by what
+        // qgZ saves on the flat layout (s3q - s3qg).
         t.hpz_partition_size = 1;
         t.quantized_weights = false;
+        t.quantized_gradient_bits = 0;
         const absl::StatusOr<estimate::StepTraffic> flat_f = estimate::EstimateStepTraffic(m.numel, 0, t);
         t.quantized_weights = layout.qwz;
         const absl::StatusOr<estimate::StepTraffic> flat_q = estimate::EstimateStepTraffic(m.numel, 0, t);
+        t.quantized_gradient_bits = layout.qgz ? 8 : 0;
+        const absl::StatusOr<estimate::StepTraffic> flat_qg = estimate::EstimateStepTraffic(m.numel, 0, t);
         t.stage = layout.stage == 3 ? 2 : layout.stage;
         absl::StatusOr<estimate::StepTraffic> least = estimate::EstimateStepTraffic(m.numel, 0, t);
-        if (layout.qwz && least.ok() && flat_f.ok() && flat_q.ok()) {
+        if (layout.qwz && least.ok() && flat_f.ok() && flat_q.ok() && flat_qg.ok()) {
           const int64_t gather = flat_f->host_across - least->host_across;
-          const int64_t reduce = least->host_across - gather;
-          least->host_across = reduce + (flat_q->host_across - reduce) / 2;
+          const int64_t reduce = least->host_across - gather - (flat_q->host_across - flat_qg->host_across);
+          least->host_across = reduce + (flat_qg->host_across - reduce) / 2;
         }
         const std::string formula = f.ok() && least.ok()
                                         ? (layout.stage == 3 && least->host_across != f->host_across
@@ -303,7 +316,7 @@ int Main(int argc, char** argv) {
                                                               HumanBytes(static_cast<double>(f->host_across)))
                                                : HumanBytes(static_cast<double>(f->host_across)))
                                         : "?";
-        std::printf("%-9s %-5s %-14s %9.3f %16s %16s %10s  %s\n", absl::StrCat("2 x ", l).c_str(), precision.c_str(),
+        std::printf("%-9s %-5s %-19s %9.3f %16s %16s %10s  %s\n", absl::StrCat("2 x ", l).c_str(), precision.c_str(),
                     layout.name.c_str(), m.steps_per_s, HumanBytes(m.host_across_per_step).c_str(), formula.c_str(),
                     HumanBytes(static_cast<double>(m.peak_rss)).c_str(),
                     m.engine_sent.empty() ? "-" : m.engine_sent.c_str());
@@ -326,6 +339,11 @@ int Main(int argc, char** argv) {
           flat3_qwz = m.steps_per_s;
           flat3_qwz_bytes = m.host_across_per_step;
         }
+        if (layout.name == "flat_stage3_qwz_qgz") {
+          flat3_qq = m.steps_per_s;
+          flat3_qq_bytes = m.host_across_per_step;
+        }
+        if (layout.name == "hpz_stage3_qwz_qgz") hpz_qq = m.steps_per_s;
         if (layout.name == "hsdp_stage3") hsdp = m.steps_per_s;
         if (layout.name == "hpz_stage3") hpz = m.steps_per_s;
         if (layout.name == "ddp") ddp = m.steps_per_s;
@@ -335,6 +353,8 @@ int Main(int argc, char** argv) {
           absl::StrFormat("2 x %d %s at %s: HSDP %.2fx flat stage 3's steps/s", l, precision, rate, hsdp / flat3),
           hpz > 0 ? absl::StrFormat(", hpZ %.2fx", hpz / flat3) : "",
           absl::StrFormat(", qwZ %.2fx (%.2fx the bytes across)", flat3_qwz / flat3, flat3_qwz_bytes / flat3_bytes),
+          absl::StrFormat(", qwZ + qgZ %.2fx (%.2fx the bytes across)", flat3_qq / flat3, flat3_qq_bytes / flat3_bytes),
+          hpz_qq > 0 ? absl::StrFormat(", hpZ + qwZ + qgZ %.2fx", hpz_qq / flat3) : "",
           absl::StrFormat(", DDP %.2fx", ddp / flat3));
     }
   }

@@ -131,4 +131,20 @@ absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world, R
   return absl::OkStatus();
 }
 
+absl::Status CheckAllToAllArgs(const at::Tensor& input, const at::Tensor& output, int world, RequiredDevice device) {
+  const char* what = "all_to_all";
+  if (auto s = CheckTensor(what, "input", input, device); !s.ok()) return s;
+  if (auto s = CheckTensor(what, "output", output, device); !s.ok()) return s;
+  if (auto s = SameKind(what, input, "input", output, "output"); !s.ok()) return s;
+  if (input.numel() != output.numel() || input.numel() % world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": `input` has ", input.numel(), " elements and `output` ",
+                                                   output.numel(), "; both need the same count, a multiple of the ",
+                                                   world, " ranks (one equal block per rank: pad shorter ones)"));
+  }
+  if (input.numel() > 0 && Overlap(BytesOf(input), BytesOf(output))) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": `input` and `output` overlap: pass separate buffers"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zt::comm

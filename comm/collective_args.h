@@ -29,4 +29,7 @@ absl::Status CheckAllReduceArgs(const at::Tensor& tensor, ReduceOp op, RequiredD
 
 absl::Status CheckBroadcastArgs(const at::Tensor& tensor, int root, int world, RequiredDevice device);
 
+// Same dtype and numel, numel divisible by `world`, no overlap.
+absl::Status CheckAllToAllArgs(const at::Tensor& input, const at::Tensor& output, int world, RequiredDevice device);
+
 }  // namespace zt::comm

@@ -539,4 +539,16 @@ std::unique_ptr<Work> CpuGroup::Barrier() {
   return impl_->Submit(info, [](Transport& t, uint32_t tag, WireBytes&) { t.Barrier(tag); });
 }
 
+std::unique_ptr<Work> CpuGroup::AllToAll(const at::Tensor& input, const at::Tensor& output) {
+  CollectiveInfo info{CollectiveKind::kAllToAll, 0,
+                      input.defined() ? input.numel() * static_cast<int64_t>(input.element_size()) : 0,
+                      input.defined() ? input.scalar_type() : c10::ScalarType::Byte, CollectiveLabel::Current()};
+  absl::Status ok = CheckAllToAllArgs(input, output, size(), c10::DeviceType::CPU);
+  if (!ok.ok()) return impl_->Reject(info, ok);
+  const int64_t block_bytes = input.numel() / size() * static_cast<int64_t>(input.element_size());
+  return impl_->Submit(info, [input, output, block_bytes](Transport& t, uint32_t tag, WireBytes& wire) {
+    t.AllToAll(tag, input.data_ptr(), output.data_ptr(), block_bytes, wire);
+  });
+}
+
 }  // namespace zt::comm

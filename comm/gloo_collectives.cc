@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 // Slot prefixes for our own algorithms; gloo's use 0x01..0x08.
 constexpr uint64_t kAllToAllReduceScatterPrefix = 0x5A;
 constexpr uint64_t kRingReduceScatterPrefix = 0x5B;
+constexpr uint64_t kAllToAllPrefix = 0x5C;
 
 // gloo slots are prefix:8 | tag:32 | delta:24; the delta numbers segments.
 uint64_t MakeSlot(uint64_t prefix, uint32_t tag, uint64_t delta) {
@@ -347,6 +348,34 @@ void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, Wi
   opts.setTimeout(call.timeout);
   ::gloo::broadcast(opts);
   WireBytes w = BroadcastWireBytes(n, call.context->rank, root, bytes);
+  wire.sent += w.sent;
+  wire.received += w.received;
+}
+
+void GlooAllToAll(const GlooCall& call, const void* input, void* output, int64_t block_bytes, WireBytes& wire) {
+  ::gloo::Context& ctx = *call.context;
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  const auto block = static_cast<size_t>(block_bytes);
+  auto* out = static_cast<uint8_t*>(output);
+  if (block == 0) return;
+  std::memcpy(out + r * block, static_cast<const uint8_t*>(input) + r * block, block);
+  if (n == 1) return;
+  const Deadline deadline(call.timeout);
+  auto in_buf = ctx.createUnboundBuffer(const_cast<void*>(input), block * n);
+  auto out_buf = ctx.createUnboundBuffer(output, block * n);
+  const uint64_t slot = MakeSlot(kAllToAllPrefix, call.tag, 0);
+  for (int i = 1; i < n; ++i) {
+    const int src = (r - i + n) % n;
+    out_buf->recv(src, slot, src * block, block);
+  }
+  for (int i = 1; i < n; ++i) {
+    const int dst = (r + i) % n;
+    in_buf->send(dst, slot, dst * block, block);
+  }
+  WaitRecvs(*out_buf, n - 1, deadline);
+  WaitSends(*in_buf, n - 1, deadline);
+  const WireBytes w = AllToAllWireBytes(n, block_bytes);
   wire.sent += w.sent;
   wire.received += w.received;
 }

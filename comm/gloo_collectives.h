@@ -58,6 +58,11 @@ void GlooAllReduce(const GlooCall& call, ReduceScatterAlgorithm algorithm, void*
 // Broadcast in place from `root` with gloo::broadcast (binomial tree).
 void GlooBroadcast(const GlooCall& call, void* data, int64_t bytes, int root, WireBytes& wire);
 
+// All-to-all of `block_bytes` per rank (ProcessGroup::AllToAll): one
+// message to and from every peer, all posted at once; the own block is
+// copied. `input` and `output` do not overlap.
+void GlooAllToAll(const GlooCall& call, const void* input, void* output, int64_t block_bytes, WireBytes& wire);
+
 // gloo::barrier (no payload).
 void GlooBarrier(const GlooCall& call);
 

@@ -44,6 +44,9 @@ class GlooTransport final : public Transport {
     GlooBroadcast(Call(tag), data, bytes, root, wire);
   }
   void Barrier(uint32_t tag) override { GlooBarrier(Call(tag)); }
+  void AllToAll(uint32_t tag, const void* input, void* output, int64_t block_bytes, WireBytes& wire) override {
+    GlooAllToAll(Call(tag), input, output, block_bytes, wire);
+  }
   void ExchangeHeaders(uint32_t tag, const int64_t* mine, int64_t* all, int words) override {
     GlooExchangeHeaders(Call(tag), mine, all, words);
   }

@@ -11,6 +11,7 @@ const char* ToString(CollectiveKind kind) {
     case CollectiveKind::kAllReduce: return "all_reduce";
     case CollectiveKind::kBroadcast: return "broadcast";
     case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllToAll: return "all_to_all";
   }
   return "unknown_collective";
 }

@@ -37,8 +37,8 @@ namespace zt::comm {
 
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 
-enum class CollectiveKind { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
-inline constexpr int kNumCollectiveKinds = 5;
+enum class CollectiveKind { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier, kAllToAll };
+inline constexpr int kNumCollectiveKinds = 6;
 const char* ToString(CollectiveKind kind);  // "all_gather", "reduce_scatter", ...
 const char* ToString(ReduceOp op);          // "sum", "avg", "max", "min"
 
@@ -112,6 +112,14 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) = 0;
 
   virtual std::unique_ptr<Work> Barrier() = 0;
+
+  // `input` and `output` hold size() equal blocks of numel / size() elements
+  // (numel divisible by size(), the same on every rank): block j of `input`
+  // goes to rank j, and block i of `output` receives rank i's block for this
+  // rank (this rank's own block is copied). Any dtype; the two tensors share
+  // it and must not overlap. Equal blocks let every rank plan the transfer
+  // alone (callers pad shorter pieces, e.g. qgZ's records of uneven shards).
+  virtual std::unique_ptr<Work> AllToAll(const at::Tensor& input, const at::Tensor& output) = 0;
 
   // Snapshot of this rank's counters since creation or the last ResetStats().
   virtual CommStats stats() const = 0;

@@ -115,6 +115,35 @@ class ShmTransport final : public Transport {
     Sync(Clock::now() + timeout_);
   }
 
+  // Rounds of slot_bytes / n per pair: rank r writes the next piece of each
+  // peer's block into its own slot (at that peer's position) and copies its
+  // own pieces out of every peer's slot.
+  void AllToAll(uint32_t tag, const void* input, void* output, int64_t block_bytes, WireBytes& wire) override {
+    if (block_bytes == 0) return;
+    Begin(tag, 6, block_bytes * n_);
+    const auto deadline = Clock::now() + timeout_;
+    const auto* in = static_cast<const uint8_t*>(input);
+    auto* out = static_cast<uint8_t*>(output);
+    std::memcpy(out + rank_ * block_bytes, in + rank_ * block_bytes, static_cast<size_t>(block_bytes));
+    const int64_t sub = std::max<int64_t>(1, segment_->slot_bytes() / n_);
+    for (int64_t off = 0; off < block_bytes && n_ > 1; off += sub) {
+      const int64_t len = std::min(sub, block_bytes - off);
+      const int p = Parity();
+      uint8_t* mine = segment_->slot(p, rank_);
+      for (int d = 0; d < n_; ++d) {
+        if (d != rank_) std::memcpy(mine + d * sub, in + d * block_bytes + off, static_cast<size_t>(len));
+      }
+      Sync(deadline);
+      for (int j = 0; j < n_; ++j) {
+        if (j != rank_)
+          std::memcpy(out + j * block_bytes + off, segment_->slot(p, j) + rank_ * sub, static_cast<size_t>(len));
+      }
+    }
+    const WireBytes w = AllToAllWireBytes(n_, block_bytes);
+    wire.sent += w.sent;
+    wire.received += w.received;
+  }
+
   void ExchangeHeaders(uint32_t tag, const int64_t* mine, int64_t* all, int words) override {
     const size_t bytes = static_cast<size_t>(words) * sizeof(int64_t);
     Begin(tag, 5, words);

@@ -31,6 +31,7 @@ class SingleGroup final : public ProcessGroup {
   std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
   std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
   std::unique_ptr<Work> Barrier() override;
+  std::unique_ptr<Work> AllToAll(const at::Tensor& input, const at::Tensor& output) override;
 
   CommStats stats() const override ABSL_LOCKS_EXCLUDED(mu_);
   void ResetStats() override ABSL_LOCKS_EXCLUDED(mu_);

@@ -58,6 +58,9 @@ class Transport {
                          WireBytes& wire) = 0;
   virtual void Broadcast(uint32_t tag, void* data, int64_t bytes, int root, WireBytes& wire) = 0;
   virtual void Barrier(uint32_t tag) = 0;
+  // ProcessGroup::AllToAll on raw memory: `block_bytes` per rank, this
+  // rank's own block copied from `input` to `output` (which do not overlap).
+  virtual void AllToAll(uint32_t tag, const void* input, void* output, int64_t block_bytes, WireBytes& wire) = 0;
   // Every rank's `words` int64 values into `all` (rank-major); control
   // traffic, not counted. `words` is at most kMaxHeaderWords.
   virtual void ExchangeHeaders(uint32_t tag, const int64_t* mine, int64_t* all, int words) = 0;

@@ -43,6 +43,10 @@ WireBytes ReduceScatterWireBytes(int64_t numel, int world, int rank, size_t elem
   return w;
 }
 
+WireBytes AllToAllWireBytes(int world, int64_t block_bytes) {
+  return WireBytes{(world - 1) * block_bytes, (world - 1) * block_bytes};
+}
+
 std::vector<int64_t> ShardBytes(int64_t numel, int world, size_t elem_size) {
   std::vector<int64_t> bytes(world);
   for (int r = 0; r < world; ++r) {

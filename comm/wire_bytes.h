@@ -25,6 +25,8 @@ WireBytes BroadcastWireBytes(int world, int rank, int root, int64_t bytes);
 // All-to-all reduce-scatter of `numel` elements: each peer's slice goes to
 // that peer, this rank's slice comes from every peer.
 WireBytes ReduceScatterWireBytes(int64_t numel, int world, int rank, size_t elem_size);
+// All-to-all of `block_bytes` per rank: (world - 1) blocks each way.
+WireBytes AllToAllWireBytes(int world, int64_t block_bytes);
 // Shard sizes in bytes of `numel` elements of `elem_size` over `world` ranks.
 std::vector<int64_t> ShardBytes(int64_t numel, int world, size_t elem_size);
 

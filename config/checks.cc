@@ -84,6 +84,23 @@ void Parser::CheckZero() {
                          stage));
     }
   }
+  config_.zero.loco = IsExplicit("zero_optimization.zeropp_loco_param.err_beta") ||
+                      IsExplicit("zero_optimization.zeropp_loco_param.reset_T");
+  if (z.quantized_gradients && z.stage != 3) {
+    Error(Written("zero_optimization.zero_quantized_gradients"),
+          absl::StrCat("quantized gradients (ZeRO++ qgZ) are how stage 3 reduce-scatters its gradient buckets: they "
+                       "need ZeRO stage 3 (as in DeepSpeed); ",
+                       stage));
+  }
+  if (z.quantized_gradients_bits != 8 && z.quantized_gradients_bits != 4 &&
+      !Failed("zero_optimization.zero_quantized_gradients_bits")) {
+    Error(Written("zero_optimization.zero_quantized_gradients_bits"),
+          absl::StrCat(z.quantized_gradients_bits, " is not a block width qgZ has: use 8 or 4"));
+  }
+  if (config_.zero.loco && !z.quantized_gradients) {
+    Error(Written("zero_optimization.zeropp_loco_param"),
+          "LoCo feeds back qgZ's rounding: it needs zero_quantized_gradients true (or drop zeropp_loco_param)");
+  }
   if (z.hpz_partition_size > 1) {
     if (z.stage != 3) {
       Error(Written("zero_optimization.zero_hpz_partition_size"),

@@ -180,6 +180,15 @@ struct ZeroConfig {
   // frozen ones, quantized once.
   bool quantized_weights = false;
   bool quantized_nontrainable_weights = false;
+  // ZeRO++ qgZ at stage 3: gradient buckets reduced by one all-to-all of
+  // quantized slices (zero/quantized_gradients.h), int8 by default.
+  bool quantized_gradients = false;
+  int quantized_gradients_bits = 8;
+  // LoCo error feedback for qgZ (zeropp_loco_param): on when the block sets
+  // err_beta or reset_T.
+  bool loco = false;
+  double loco_err_beta = 0.8;
+  int64_t loco_reset_t = 1024;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 };

@@ -202,9 +202,20 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
               "quantized once, at their first gather (again after a load), since they never change; the records "
               "take about 1/4 of the frozen shards' fp32 memory beside them (counted in Engine::memory())."));
 
-  // DeepSpeed features zerotorch does not implement: only the "off" value.
-  add(BoolKey(z + "zero_quantized_gradients", {}, false, "ZeRO++ quantized gradient reduction (qgZ)")
-          .Unsupported("leave it false"));
+  add(BoolKey(z + "zero_quantized_gradients", ZT_FIELD(zero.quantized_gradients), false,
+              "ZeRO++ qgZ, stage 3: each gradient bucket is reduced by one all-to-all in which every rank sends "
+              "each peer that peer's slice quantized (int8 blocks of 2048 elements with a float scale each, about "
+              "1/4 of fp32's bytes), and each rank sums what it receives in fp32 with its own slice exact. No "
+              "partial sum is quantized again: the averaged gradient is within the mean of the senders' half-scales "
+              "of the exact one, whatever the number of ranks. With mics_shard_size the all-reduce across the "
+              "replicas stays exact. DeepSpeed's qgZ sends 4 bits in two hops: see "
+              "zero_quantized_gradients_bits."));
+  add(IntKey(z + "zero_quantized_gradients_bits", ZT_FIELD(zero.quantized_gradients_bits), 8,
+             "zerotorch's own key (DeepSpeed's qgZ always sends 4 bits): bits of qgZ's gradient blocks, 8 or 4 (4 "
+             "halves the bytes again and doubles the "
+             "rounding's share of each block's largest magnitude from 1/254 to 1/14; zeropp_loco_param feeds the "
+             "rounding back).")
+          .Range(4, 8));
   add(BoolKey(z + "mics_hierarchical_params_gather", ZT_FIELD(zero.mics_hierarchical_params_gather), false,
               "MiCS's hierarchical gather, stage 3: where the shard group spans hosts (mics_shard_size larger than "
               "the ranks per host, or the flat world on several hosts), parameters are all-gathered in two hops, "
@@ -224,8 +235,17 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
   add(BoolKey(z + "stage3_allgather_sequential", {}, false, "per-parameter all-gather without buckets")
           .Alias("allgather_sequential")
           .Unsupported("leave it false"));
-  add(FeatureBlock(z + "zeropp_loco_param", "LoCo error feedback for ZeRO++ quantized gradients",
-                   "zerotorch does not quantize gradients"));
+  add(ObjectKey(z + "zeropp_loco_param",
+                "LoCo error feedback for qgZ (zero_quantized_gradients): each rank keeps what rounding lost on "
+                "each peer slice (as int8, about 1/4 of the gradients' fp32 bytes per rank, counted in "
+                "Engine::memory()) and adds it to the next reduction's slice. On when the block sets err_beta or "
+                "reset_T; {} or null: off."));
+  add(FloatKey(z + "zeropp_loco_param.err_beta", ZT_FIELD(zero.loco_err_beta), 0.8,
+               "LoCo: the stored error becomes err_beta * error + (1 - err_beta) * this reduction's rounding.")
+          .Range(0, 1));
+  add(IntKey(z + "zeropp_loco_param.reset_T", ZT_FIELD(zero.loco_reset_t), 1024,
+             "LoCo: reductions of a bucket after which its stored error is cleared.")
+          .AtLeast(1));
   add(FeatureBlock(z + "zenflow", "ZenFlow asynchronous offloaded updates",
                    "use offload_optimizer with device \"cpu\""));
   add(FeatureBlock(z + "leaf_module", "modules gathered as one stage-3 unit",

@@ -20,6 +20,9 @@ bool Included(const KeySpec& spec, const Config& config) {
     if (config.scheduler.type == SchedulerType::kNone) return false;
     return spec.applies_to == 0 || (spec.applies_to & TypeBit(config.scheduler.type)) != 0;
   }
+  // LoCo is on exactly when its block is written (DeepSpeed's None/dict).
+  constexpr std::string_view kLoco = "zero_optimization.zeropp_loco_param.";
+  if (path.substr(0, kLoco.size()) == kLoco) return config.zero.loco;
   return true;
 }
 

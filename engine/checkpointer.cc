@@ -558,6 +558,7 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   }
   if (rng.defined()) SetCpuRngState(rng);
   core_.reducer->ZeroGrads();
+  core_.reducer->ClearErrorFeedback();  // LoCo's errors belong to the gradients before the load (never saved)
   if (core_.pg->rank() == 0) {
     ZT_LOG(INFO) << "loaded checkpoint '" << dir << "/" << ck->tag() << "' (step " << ts.global_steps << ", saved by "
                  << ck->layout().world_size << " ranks at stage " << ck->layout().stage << ")";

@@ -423,6 +423,7 @@ void EngineImpl::OptimizerStep() {
     const double old_scale = core_.scaler.scale();
     ++core_.skipped_steps;
     core_.reducer->ZeroGrads();
+    core_.reducer->ClearErrorFeedback();  // LoCo's errors hold this backward's non-finite values
     ThrowIfError(core_.scaler.Update(true));
     if (core_.pg->rank() == 0) {
       ZT_LOG(WARNING) << absl::StrFormat(
@@ -436,7 +437,10 @@ void EngineImpl::OptimizerStep() {
     update_->AfterStepGather(deferred);
     // Pending groups keep their gradients until they are updated.
     core_.reducer->ZeroGrads(deferred ? core_.optimizer->updated_groups() : -1);
+    const double old_scale = core_.scaler.scale();
     ThrowIfError(core_.scaler.Update(false));
+    // LoCo's errors are in loss-scaled units: they follow the scale.
+    if (core_.scaler.scale() != old_scale) core_.reducer->ScaleErrorFeedback(core_.scaler.scale() / old_scale);
   }
   ++core_.global_steps;
   core_.global_samples += core_.config.batch.train_batch;
@@ -478,7 +482,10 @@ ModelStateBytes EngineImpl::memory() const {
     m.nvme += core_.optimizer->disk_bytes();
     m.swap_buffers += core_.optimizer->buffer_bytes();
   }
-  if (core_.reducer) m.peak_buckets = core_.reducer->peak_bucket_bytes();
+  if (core_.reducer) {
+    m.peak_buckets = core_.reducer->peak_bucket_bytes();
+    m.error_feedback = core_.reducer->error_feedback_bytes();
+  }
   if (core_.coordinator) {
     const zero::CoordinatorStats s = core_.coordinator->stats();
     m.peak_gathered = s.peak_gathered_bytes;

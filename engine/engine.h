@@ -73,8 +73,11 @@ struct ModelStateBytes {
   int64_t swap_buffers = 0;      // NVMe offload: host buffers of the swap pools (fixed by the config)
   int64_t hpz_secondary = 0;     // stage 3 with hpZ: the secondary shards (allocated at a chunk's first gather)
   int64_t quantized_frozen = 0;  // stage 3 with zero_quantized_nontrainable_weights: frozen chunks' int8 records
+  int64_t error_feedback = 0;    // stage 3 with qgZ and zeropp_loco_param: LoCo's int8 error records
   // Model states in host memory (the ZeRO papers' per-rank figure).
-  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary + quantized_frozen; }
+  int64_t model_states() const {
+    return params + grads + master + optimizer_state + hpz_secondary + quantized_frozen + error_feedback;
+  }
 };
 
 // Collective payload this rank sent and received, by group (the comm/

@@ -31,6 +31,7 @@
 #include "util/strings.h"
 #include "util/system_info.h"
 #include "zero/activation_checkpoint.h"
+#include "zero/quantized_gradients.h"
 #include "zero/sharded_init.h"
 #include "zero/stage3_setup.h"
 #include "zero/unit.h"
@@ -495,6 +496,15 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   }
   ro.replica = core_.replica_pg;
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.shard_pg, ro);
+  if (ro.quantized_gradients && core_.pg->rank() == 0) {
+    ZT_LOG(INFO) << "engine: quantized gradients (ZeRO++ qgZ): each gradient bucket is reduced over "
+                 << core_.shard_pg->size() << " ranks by one all-to-all of int" << ro.quantized_gradients->bits
+                 << " blocks of " << ro.quantized_gradients->block << " elements with a scale each, summed in fp32"
+                 << (core_.replica_pg ? ", then all-reduced exactly across the replicas" : "")
+                 << (ro.error_feedback ? absl::StrFormat("; LoCo error feedback (err_beta %g, reset_T %d)",
+                                                         ro.error_feedback->err_beta, ro.error_feedback->reset_t)
+                                       : std::string());
+  }
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();
   last_event_ = log_window_start_ = std::chrono::steady_clock::now();
@@ -541,6 +551,11 @@ zero::GradReducerOptions EngineImpl::ReducerOptions() const {
   ro.prescale_gradients = core_.config.prescale_gradients;
   ro.gradient_predivide_factor = core_.config.gradient_predivide_factor;
   ro.comm_dtype = ToScalarType(core_.config.communication_data_type);
+  const ZeroConfig& z = core_.config.zero;
+  if (z.quantized_gradients) {
+    ro.quantized_gradients = ops::QuantFormat{z.quantized_gradients_bits, zero::kGradientQuantFormat.block};
+    if (z.loco) ro.error_feedback = zero::ErrorFeedbackOptions{z.loco_err_beta, z.loco_reset_t};
+  }
   return ro;
 }
 

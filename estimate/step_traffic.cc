@@ -62,6 +62,10 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
     return absl::InvalidArgumentError(
         absl::StrCat("zero_hpz_partition_size ", o.hpz_partition_size, " does not divide the world size ", n));
   }
+  if (o.quantized_gradient_bits != 0 && o.quantized_gradient_bits != 4 && o.quantized_gradient_bits != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantized gradient bits must be 0 (off), 4 or 8, got ", o.quantized_gradient_bits));
+  }
   const int k = hierarchical ? o.mics_shard_size : n;
   const int64_t a = std::max<int64_t>(1, o.accumulation_steps);
   const int64_t grads = trainable_numel * o.element_bytes;
@@ -72,6 +76,14 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
   const int64_t quantized_numel = trainable_numel + frozen_numel;
   const int64_t gathered =
       o.stage == 3 && o.quantized_weights ? quantized_numel + (quantized_numel + 2047) / 2048 * 4 : params;
+  // What stage 3's reduce-scatter carries: the gradients, or with qgZ one
+  // record per destination slice (payload, block scales, padding to 4 bytes).
+  int64_t reduced = grads;
+  if (o.stage == 3 && o.quantized_gradient_bits > 0) {
+    const int64_t slice = (trainable_numel + k - 1) / k;
+    const int64_t payload = o.quantized_gradient_bits == 8 ? slice : (slice + 1) / 2;
+    reduced = k * ((payload + (slice + 2047) / 2048 * 4 + 3) / 4 * 4);
+  }
 
   std::vector<LinkBytes> per_rank(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
@@ -108,7 +120,7 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
           for (int m = r / h * h; m < r / h * h + h; ++m) node.push_back(m);
           on(Collective::kAllGather, shard, in_shard, gathered, a);
           on(Collective::kAllGather, node, static_cast<size_t>(r % h), gathered, a);
-          on(Collective::kReduceScatter, shard, in_shard, grads, a);
+          on(Collective::kReduceScatter, shard, in_shard, reduced, a);
           break;
         }
         if (o.two_hop_gather && k > o.ranks_per_host && k % o.ranks_per_host == 0) {
@@ -123,7 +135,7 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
         } else {
           on(Collective::kAllGather, shard, in_shard, gathered, 2 * a);
         }
-        on(Collective::kReduceScatter, shard, in_shard, grads, a);
+        on(Collective::kReduceScatter, shard, in_shard, reduced, a);
         if (hierarchical) on(Collective::kAllReduce, replica, in_replica, grads / k, 1);
         break;
     }

@@ -25,6 +25,10 @@
 //            once per step (stage 2's traffic: the lower bound)
 //   qwZ (stage 3, zero_quantized_weights): the gathers above at 1 + 4/2048
 //            bytes per element (int8 and the block scales)
+//   qgZ (stage 3, zero_quantized_gradients): the reduce-scatter's slices
+//            as records of b-bit integers and a float per 2048 elements
+//            (one all-to-all: the same destinations); the all-reduce across
+//            replicas stays exact
 //   hpZ (stage 3, zero_hpz_partition_size H): as flat, with backward's
 //            gather over H consecutive ranks (the secondary shards)
 //   hierarchical (stages 1-3): the same over the shard group, plus an
@@ -66,6 +70,10 @@ struct TrafficOptions {
   // int8 records, a byte per element plus a float scale per 2048 elements
   // (zero/quantized_weights.h), whatever element_bytes is.
   bool quantized_weights = false;
+  // ZeRO++ qgZ (zero_quantized_gradients): stage 3's reduce-scatter sends
+  // each destination its slice as a record of this many bits per element
+  // plus a float per 2048 (zero/quantized_gradients.h); 0: off.
+  int quantized_gradient_bits = 0;
   int64_t element_bytes = 4;  // parameters and gradients (communication dtype)
   int64_t accumulation_steps = 1;
 };

@@ -202,7 +202,13 @@ void GradReducer::LaunchLocked(int group_index) {
   state.launched = true;
 
   at::Tensor input = buckets() ? EnsureBucketLocked(group_index) : group.grads;
-  if (options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
+  const bool quantized = options_.quantized_gradients && buckets() && pg_->size() > 1;
+  if (quantized && input.scalar_type() != at::kFloat) {
+    // qgZ quantizes fp32 values and sums in fp32, whatever the model dtype.
+    at::Tensor cast = scratch_.Acquire(input.numel(), input.options().dtype(at::kFloat), /*zeroed=*/false);
+    cast.copy_(input);
+    input = cast;
+  } else if (!quantized && options_.comm_dtype && *options_.comm_dtype != input.scalar_type()) {
     at::Tensor cast = scratch_.Acquire(input.numel(), input.options().dtype(*options_.comm_dtype),
                                        /*zeroed=*/false);
     cast.copy_(input);
@@ -218,7 +224,21 @@ void GradReducer::LaunchLocked(int group_index) {
   f.group = group_index;
   f.input = input;
   comm::CollectiveLabel label(absl::StrCat("gradient bucket ", group_index, " of ", groups_.size()));
-  if (reduction_ == Reduction::kAllReduce) {
+  if (quantized) {
+    const QuantizedReduction plan(input.numel(), pg_->size(), pg_->rank(), *options_.quantized_gradients);
+    ErrorFeedback* feedback = nullptr;
+    if (options_.error_feedback) {
+      if (!state.feedback.defined())
+        state.feedback = ErrorFeedback(input.numel(), pg_->size(), *options_.error_feedback);
+      feedback = &state.feedback;
+    }
+    const auto bytes = input.options().dtype(at::kByte);
+    f.wire_send = scratch_.Acquire(plan.wire_numel(), bytes, /*zeroed=*/false);
+    f.wire_recv = scratch_.Acquire(plan.wire_numel(), bytes, /*zeroed=*/false);
+    plan.QuantizeForPeers(input, f.wire_send, feedback);
+    f.output = shard_scratch_.Acquire(group.layout.shard_numel, input.options(), /*zeroed=*/false);
+    f.work = pg_->AllToAll(f.wire_send, f.wire_recv);
+  } else if (reduction_ == Reduction::kAllReduce) {
     f.output = input;
     f.work = pg_->AllReduce(input, comm::ReduceOp::kSum);
   } else {
@@ -246,6 +266,12 @@ void GradReducer::FinalizeOldestLocked() {
                                                         f.group, group.layout.slots.size(), st.message())));
   }
   at::NoGradGuard no_grad;
+  if (f.wire_recv.defined()) {
+    const QuantizedReduction plan(f.input.numel(), pg_->size(), pg_->rank(), *options_.quantized_gradients);
+    plan.DequantizeSum(f.wire_recv, f.input, f.output);
+    scratch_.Release(f.wire_send);
+    scratch_.Release(f.wire_recv);
+  }
   const int world = WorldSize();
   if (!options_.prescale_gradients && options_.gradient_predivide_factor != world) {
     f.output.mul_(options_.gradient_predivide_factor / static_cast<double>(world));
@@ -334,6 +360,23 @@ void GradReducer::ZeroGrads(int first_kept) {
   }
   for (GroupState& s : group_state_) s.shard_has_data = false;
   outside_backward_param_ = -1;
+}
+
+void GradReducer::ScaleErrorFeedback(double factor) {
+  absl::MutexLock lock(&mu_);
+  for (GroupState& s : group_state_) s.feedback.Scale(factor);
+}
+
+void GradReducer::ClearErrorFeedback() {
+  absl::MutexLock lock(&mu_);
+  for (GroupState& s : group_state_) s.feedback.Clear();
+}
+
+int64_t GradReducer::error_feedback_bytes() const {
+  absl::MutexLock lock(&mu_);
+  int64_t total = 0;
+  for (const GroupState& s : group_state_) total += s.feedback.bytes();
+  return total;
 }
 
 std::optional<std::string> GradReducer::GradientOutsideBackward() const {

@@ -59,7 +59,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "comm/process_group.h"
+#include "ops/quantize.h"
 #include "zero/flat_group.h"
+#include "zero/quantized_gradients.h"
 #include "zero/scratch_pool.h"
 
 namespace zt::zero {
@@ -94,6 +96,13 @@ struct GradReducerOptions {
   // accumulated shard over these ranks, so the average is over
   // pg->size() * replica->size() ranks. Null: `pg` is the whole world.
   std::shared_ptr<comm::ProcessGroup> replica;
+  // ZeRO++ qgZ (zero/quantized_gradients.h), stages 2/3: each bucket is
+  // reduced over `pg` by one all-to-all of quantized slices, summed in fp32
+  // (comm_dtype does not apply; the replicas' all-reduce stays exact).
+  // nullopt: exact reduce-scatter.
+  std::optional<ops::QuantFormat> quantized_gradients;
+  // LoCo error feedback for qgZ (zeropp_loco_param); needs quantized_gradients.
+  std::optional<ErrorFeedbackOptions> error_feedback;
 };
 
 class GradReducer {
@@ -132,6 +141,14 @@ class GradReducer {
   // outputs, casts): the most that was ever in use at once.
   int64_t peak_bucket_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // LoCo's error buffers (GradReducerOptions::error_feedback): the loss
+  // scale changed by `factor` / an overflow made them non-finite. Call
+  // between backwards.
+  void ScaleErrorFeedback(double factor) ABSL_LOCKS_EXCLUDED(mu_);
+  void ClearErrorFeedback() ABSL_LOCKS_EXCLUDED(mu_);
+  // Bytes the error buffers hold (kept across steps).
+  int64_t error_feedback_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Every rank the average is over: the shard group's, times the replicas'.
   int WorldSize() const { return pg_->size() * (options_.replica ? options_.replica->size() : 1); }
@@ -156,6 +173,7 @@ class GradReducer {
     bool launched = false;        // its collective was issued
     at::Tensor bucket;            // stages 2/3: flat copy of the gradients (scratch) until reduced
     bool shard_has_data = false;  // stages 2/3: grad_shard holds earlier micro-steps (reset by ZeroGrads)
+    ErrorFeedback feedback;       // qgZ with LoCo: kept across steps, made at the first reduction
   };
   // One per parameter.
   struct ParamState {
@@ -168,6 +186,10 @@ class GradReducer {
     std::unique_ptr<comm::Work> work;
     at::Tensor input;   // what was sent (may be a temporary)
     at::Tensor output;  // where the reduced values landed
+    // qgZ: the all-to-all's quantized slices (scratch); `input` is the fp32
+    // bucket whose own slice joins the sum.
+    at::Tensor wire_send;
+    at::Tensor wire_recv;
   };
   struct HookState;
   class PostHook;

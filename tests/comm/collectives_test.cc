@@ -150,6 +150,16 @@ absl::Status CheckAll(const Setup& s, at::ScalarType dtype, int64_t numel, uint6
     ZT_RETURN_IF_ERROR(g.Broadcast(t, root)->Wait());
     ZT_RETURN_IF_ERROR(Compare(t, inputs[root], Where(absl::StrCat("broadcast root ", root).c_str(), dtype, numel)));
   }
+  // All-to-all with blocks of `numel` elements: block j of rank i's input
+  // lands in block i of rank j's output.
+  {
+    auto inputs = AllInputs(n, numel * n, dtype, ++seed);
+    at::Tensor out = at::full({numel * n}, 7, inputs[0].options());
+    ZT_RETURN_IF_ERROR(g.AllToAll(inputs[r], out)->Wait());
+    std::vector<at::Tensor> blocks;
+    for (int i = 0; i < n; ++i) blocks.push_back(inputs[i].narrow(0, r * numel, numel));
+    ZT_RETURN_IF_ERROR(Compare(out, at::cat(blocks), Where("all_to_all", dtype, numel)));
+  }
   return absl::OkStatus();
 }
 
@@ -248,11 +258,14 @@ absl::Status CheckCounters(const Setup& s) {
   ZT_RETURN_IF_ERROR(g.ReduceScatter(flat, shard, ReduceOp::kSum)->Wait());
   ZT_RETURN_IF_ERROR(g.AllReduce(flat, ReduceOp::kSum)->Wait());
   ZT_RETURN_IF_ERROR(g.Broadcast(flat, 0)->Wait());
+  at::Tensor exchanged = at::empty({numel});
+  ZT_RETURN_IF_ERROR(g.AllToAll(flat, exchanged)->Wait());
   zt::comm::CommStats st = g.stats();
   const int64_t one_way = single ? 0 : (n - 1) * S / n;
   ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kAllGather, 1, one_way, one_way, "all_gather"));
   ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kReduceScatter, 1, one_way, one_way, "reduce_scatter"));
   ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kAllReduce, 1, 2 * one_way, 2 * one_way, "all_reduce"));
+  ZT_RETURN_IF_ERROR(ExpectCounter(st, CollectiveKind::kAllToAll, 1, one_way, one_way, "all_to_all"));
   int log2n = 0;
   while ((1 << log2n) < n) ++log2n;
   if (r == 0) {
@@ -352,6 +365,10 @@ ZT_RANK_WORKER(record_results) {
         ZT_RETURN_IF_ERROR(g.Broadcast(t, root)->Wait());
         record(t);
       }
+      at::Tensor sent = at::cat(std::vector<at::Tensor>(n, inputs[r]));
+      at::Tensor exchanged = at::empty_like(sent);
+      ZT_RETURN_IF_ERROR(g.AllToAll(sent, exchanged)->Wait());
+      record(exchanged);
     }
   }
   out.close();

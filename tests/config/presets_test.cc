@@ -148,17 +148,29 @@ TEST(RealWorldConfigs, UnsupportedFeaturesInRealConfigsAreNamed) {
   ASSERT_EQ(r.errors.size(), 1u) << testing::ErrorsText(r);
   EXPECT_EQ(r.errors[0].path, "fp16.fp16_master_weights_and_grads");
 
-  // The ZeRO++ tutorial's config: hpZ and qwZ are accepted (a world of 16
-  // or more ranks in multiples of 16 is checked when the engine starts), the
-  // quantized gradients are not, reported.
+  // The ZeRO++ tutorial's config: hpZ, qwZ and qgZ are all accepted (a
+  // world of 16 or more ranks in multiples of 16 is checked when the engine
+  // starts); with LoCo's block as DeepSpeed documents it.
   ParseResult zeropp = testing::Parse(R"({"train_batch_size": 8, "zero_optimization": {
       "stage": 3, "reduce_bucket_size": 10000000, "reduce_scatter": false,
       "zero_quantized_weights": true, "zero_hpz_partition_size": 16, "zero_quantized_gradients": true,
+      "zeropp_loco_param": {"err_beta": 0.8, "reset_T": 1024},
       "contiguous_gradients": true, "overlap_comm": true}})");
-  std::vector<std::string> paths;
-  for (const ConfigError& e : zeropp.errors) paths.push_back(e.path);
-  EXPECT_EQ(paths, (std::vector<std::string>{"zero_optimization.zero_quantized_gradients"}))
-      << testing::ErrorsText(zeropp);
+  ASSERT_TRUE(zeropp.errors.empty()) << testing::ErrorsText(zeropp);
+  ASSERT_TRUE(zeropp.config.has_value());
+  const ZeroConfig& z = zeropp.config->zero;
+  EXPECT_TRUE(z.quantized_weights);
+  EXPECT_TRUE(z.quantized_gradients);
+  EXPECT_EQ(z.quantized_gradients_bits, 8);
+  EXPECT_EQ(z.hpz_partition_size, 16);
+  EXPECT_TRUE(z.loco);
+  EXPECT_DOUBLE_EQ(z.loco_err_beta, 0.8);
+  EXPECT_EQ(z.loco_reset_t, 1024);
+  // An empty block leaves LoCo off (DeepSpeed would fail on it at its first reduction).
+  ParseResult empty = testing::Parse(
+      R"({"train_batch_size": 8, "zero_optimization": {"stage": 3, "zero_quantized_gradients": true, "zeropp_loco_param": {}}})");
+  ASSERT_TRUE(empty.errors.empty()) << testing::ErrorsText(empty);
+  EXPECT_FALSE(empty.config->zero.loco);
 }
 
 TEST(Reference, CommittedDocMatchesTheKeyTable) {

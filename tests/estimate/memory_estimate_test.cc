@@ -315,6 +315,42 @@ TEST(StepTraffic, QuantizedWeightsShrinkOnlyTheGathers) {
   EXPECT_EQ(s2, across(2, 8192));
 }
 
+// qgZ: the reduce-scatter's slices become records. 2 hosts x 2 ranks,
+// 8192 fp32 gradients: each rank sends 2 slices of 2048 across, so a host
+// sends 4 records of 2048 int8 + 1 scale (2052 bytes) or 1024 + 4 (1028) at
+// 4 bits, instead of 4 x 8192 bytes; the gathers are untouched.
+TEST(StepTraffic, QuantizedGradientsShrinkOnlyTheReduceScatter) {
+  TrafficOptions o;
+  o.world_size = 4;
+  o.ranks_per_host = 2;
+  auto across = [&](int stage) {
+    o.stage = stage;
+    return EstimateStepTraffic(8192, 0, o).value().host_across;
+  };
+  const int64_t reduce = 2 * across(2) - across(3);
+  ASSERT_EQ(reduce, 4 * 8192);
+  const int64_t gathers = across(3) - reduce;
+  o.quantized_gradient_bits = 8;
+  EXPECT_EQ(across(3), gathers + 4 * 2052);
+  o.quantized_gradient_bits = 4;
+  EXPECT_EQ(across(3), gathers + 4 * 1028);
+  o.quantized_weights = true;
+  o.quantized_gradient_bits = 0;
+  const int64_t qwz = across(3);
+  o.quantized_gradient_bits = 8;
+  EXPECT_EQ(across(3), qwz - reduce + 4 * 2052);
+  // Stage 2 is exact; HSDP's cross-host all-reduce stays exact too.
+  const int64_t s2 = across(2);
+  o.quantized_gradient_bits = 0;
+  EXPECT_EQ(across(2), s2);
+  o.mics_shard_size = 2;
+  const int64_t hsdp = across(3);
+  o.quantized_gradient_bits = 8;
+  EXPECT_EQ(across(3), hsdp);
+  o.quantized_gradient_bits = 5;
+  EXPECT_TRUE(absl::StrContains(EstimateStepTraffic(8192, 0, o).status().message(), "4 or 8"));
+}
+
 TEST(StepTraffic, HierarchicalShardingKeepsGathersInsideTheHost) {
   TrafficOptions o;
   o.stage = 3;
