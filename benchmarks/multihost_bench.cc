@@ -209,6 +209,7 @@ int Main(int argc, char** argv) {
   int steps = 8;
   bool regather = true;
   std::string rate = "1gbit";
+  std::vector<std::string> only;  // --layouts: run just these (default: all)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--ranks-per-host") {
@@ -222,6 +223,8 @@ int Main(int argc, char** argv) {
       precisions = absl::StrSplit(value, ',');
     } else if (flag == "--regather") {
       regather = value != "0";
+    } else if (flag == "--layouts") {
+      only = absl::StrSplit(value, ',');
     } else {
       std::fprintf(stderr, "zt_bench_multihost: unknown flag %s\n", flag.c_str());
       return 2;
@@ -260,6 +263,15 @@ int Main(int argc, char** argv) {
       layouts.push_back({"hsdp_stage3_qwz_qgz", 3, true, false, true, true});
       if (l > 1) layouts.push_back({"hpz_stage3_qwz_qgz", 3, false, true, true, true});
       layouts.push_back({"ddp", 0, false, false});
+      if (!only.empty()) {
+        // flat_stage3 always runs: every ratio is against it.
+        layouts.erase(std::remove_if(layouts.begin(), layouts.end(),
+                                     [&](const Layout& x) {
+                                       return x.name != "flat_stage3" &&
+                                              std::find(only.begin(), only.end(), x.name) == only.end();
+                                     }),
+                      layouts.end());
+      }
       double flat3 = 0, hsdp = 0, hpz = 0, ddp = 0, flat3_qwz = 0, flat3_bytes = 0, flat3_qwz_bytes = 0;
       double flat3_qq = 0, flat3_qq_bytes = 0, hpz_qq = 0;
       for (const Layout& layout : layouts) {
