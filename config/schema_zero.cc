@@ -211,11 +211,9 @@ void AddZeroKeys(std::vector<KeySpec>& keys, std::vector<LegacySpelling>& legacy
               "replicas stays exact. DeepSpeed's qgZ sends 4 bits in two hops: see "
               "zero_quantized_gradients_bits."));
   add(IntKey(z + "zero_quantized_gradients_bits", ZT_FIELD(zero.quantized_gradients_bits), 8,
-             "zerotorch's own key (DeepSpeed's qgZ always sends 4 bits): bits of qgZ's gradient blocks, 8 or 4 (4 "
-             "halves the bytes again and doubles the "
-             "rounding's share of each block's largest magnitude from 1/254 to 1/14; zeropp_loco_param feeds the "
-             "rounding back).")
-          .Range(4, 8));
+             "zerotorch's own key (DeepSpeed's qgZ always sends 4 bits): bits of qgZ's gradient blocks, 8 or 4. "
+             "4 halves the bytes again and raises the rounding from 1/254 of each block's largest magnitude to "
+             "1/14 (about 18x); zeropp_loco_param feeds the rounding back."));
   add(BoolKey(z + "mics_hierarchical_params_gather", ZT_FIELD(zero.mics_hierarchical_params_gather), false,
               "MiCS's hierarchical gather, stage 3: where the shard group spans hosts (mics_shard_size larger than "
               "the ranks per host, or the flat world on several hosts), parameters are all-gathered in two hops, "

@@ -496,7 +496,7 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
   }
   ro.replica = core_.replica_pg;
   core_.reducer = std::make_unique<zero::GradReducer>(core_.groups, core_.params, core_.shard_pg, ro);
-  if (ro.quantized_gradients && core_.pg->rank() == 0) {
+  if (ro.quantized_gradients && core_.shard_pg->size() > 1 && core_.pg->rank() == 0) {
     ZT_LOG(INFO) << "engine: quantized gradients (ZeRO++ qgZ): each gradient bucket is reduced over "
                  << core_.shard_pg->size() << " ranks by one all-to-all of int" << ro.quantized_gradients->bits
                  << " blocks of " << ro.quantized_gradients->block << " elements with a scale each, summed in fp32"

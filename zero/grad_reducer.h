@@ -96,7 +96,8 @@ struct GradReducerOptions {
   // accumulated shard over these ranks, so the average is over
   // pg->size() * replica->size() ranks. Null: `pg` is the whole world.
   std::shared_ptr<comm::ProcessGroup> replica;
-  // ZeRO++ qgZ (zero/quantized_gradients.h), stages 2/3: each bucket is
+  // ZeRO++ qgZ (zero/quantized_gradients.h), buckets (stages 2/3; the
+  // config allows stage 3, as DeepSpeed): each bucket is
   // reduced over `pg` by one all-to-all of quantized slices, summed in fp32
   // (comm_dtype does not apply; the replicas' all-reduce stays exact).
   // nullopt: exact reduce-scatter.

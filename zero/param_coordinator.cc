@@ -186,6 +186,14 @@ void ParamCoordinator::WaitChunkLocked(int chunk) {
       stats_.gathered_bytes -= static_cast<int64_t>(s.wire.nbytes());
       s.wire.reset();
     }
+    // The chunk holds nothing usable: back to released (the failed group
+    // writes no buffer after the error), so a later call neither waits on a
+    // work that is gone nor computes with a half-gathered buffer.
+    pool_.Drain(c.group->params);
+    s.state = State::kReleased;
+    s.dequantized = false;
+    live_numel_ -= c.group->layout.padded_numel;
+    stats_.gathered_bytes -= static_cast<int64_t>(c.group->params.nbytes());
     throw Error(absl::Status(
         st.code(), absl::StrFormat("all-gathering the parameters of unit '%s' (chunk %d, %d elements) failed: %s",
                                    UnitLabel(units_[static_cast<size_t>(c.unit)].name), chunk,
@@ -359,6 +367,9 @@ void ParamCoordinator::ReadAheadLocked(size_t position) {
     for (int c : units_[static_cast<size_t>(order[i])].chunks) {
       const ChunkState& s = chunk_state_[static_cast<size_t>(c)];
       if (s.swap_slot < 0) continue;
+      // A frozen chunk's kept record is what its gathers send: its shard is
+      // read only by GatheredParameters, which reads it when it comes.
+      if (s.frozen_record.defined() && QuantizedLocked(c)) continue;
       if (s.state == State::kReleased) {
         // A shard already here is kept for its gather. The swapper keeps a
         // buffer for a gather that was not foreseen.
@@ -598,13 +609,29 @@ void ParamCoordinator::EndBackward() {
 void ParamCoordinator::Pin(const std::vector<int>& chunks) {
   absl::MutexLock lock(&mu_);
   phase_ = "GatheredParameters";
-  for (int c : chunks) GatherChunkLocked(c);
-  for (int c : chunks) {
-    WaitChunkLocked(c);
-    // Gathered earlier by a quantized gather (the unit is running, or the
-    // reuse distance kept it): the caller gets the exact values.
-    if (chunk_state_[static_cast<size_t>(c)].dequantized) RegatherExactLocked(c);
-    ++chunk_state_[static_cast<size_t>(c)].pins;
+  size_t pinned = 0;
+  try {
+    for (int c : chunks) GatherChunkLocked(c);
+    for (int c : chunks) {
+      WaitChunkLocked(c);
+      // Gathered earlier by a quantized gather (the unit is running, or the
+      // reuse distance kept it): the caller gets the exact values.
+      if (chunk_state_[static_cast<size_t>(c)].dequantized) RegatherExactLocked(c);
+      ++chunk_state_[static_cast<size_t>(c)].pins;
+      ++pinned;
+    }
+  } catch (...) {
+    // A failed gather (the group is gone): give back the pins this call took
+    // and settle the gathers still in flight, so nothing stays pinned or
+    // waits on a dead collective; the first error goes to the caller.
+    for (size_t i = 0; i < pinned; ++i) --chunk_state_[static_cast<size_t>(chunks[i])].pins;
+    for (int c : chunks) {
+      try {
+        WaitChunkLocked(c);
+      } catch (...) {  // the same failure, already reported
+      }
+    }
+    throw;
   }
 }
 

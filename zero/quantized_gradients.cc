@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "comm/process_group.h"
 #include "ops/kernels.h"
@@ -52,7 +53,8 @@ void ErrorFeedback::Scale(double factor) {
 
 QuantizedReduction::QuantizedReduction(int64_t numel, int world, int rank, ops::QuantFormat format)
     : numel_(numel), world_(world), rank_(rank), format_(format) {
-  ZT_CHECK_MSG(ops::CheckQuantFormat(format).empty(), ops::CheckQuantFormat(format).c_str());
+  const std::string bad = ops::CheckQuantFormat(format);
+  ZT_CHECK_MSG(bad.empty(), "qgZ: %s", bad.c_str());
   record_bytes_ = QuantRecordBytes(comm::ShardSize(numel, world), format);
 }
 
@@ -69,7 +71,10 @@ void QuantizedReduction::QuantizeForPeers(const at::Tensor& bucket, const at::Te
                "qgZ: the send buffer does not match the bucket");
   const bool loco = feedback != nullptr && feedback->defined();
   if (loco) {
-    ZT_CHECK_MSG(static_cast<int>(feedback->lengths_.size()) == world_, "qgZ: the error feedback is another bucket's");
+    bool same = static_cast<int>(feedback->lengths_.size()) == world_ &&
+                feedback->record_bytes_ == QuantRecordBytes(comm::ShardSize(numel_, world_), kFeedbackQuantFormat);
+    for (int d = 0; same && d < world_; ++d) same = feedback->lengths_[d] == SliceLength(d);
+    ZT_CHECK_MSG(same, "qgZ: the error feedback is another bucket's");
     if (feedback->uses_ >= feedback->options_.reset_t) feedback->valid_ = false;
     if (!feedback->valid_) feedback->uses_ = 0;
   }

@@ -49,7 +49,10 @@ struct ErrorFeedbackOptions {
 };
 
 // LoCo's state for one bucket: the error of every peer slice, as int8
-// records (this rank's own slice is exact and keeps none).
+// records, one per rank's slice so that slice d's record sits at d (this
+// rank's own slice is exact: its record stays zero, 1/world of the bytes).
+// Per rank and unsharded: about a byte per trainable element, which
+// Engine::memory() counts (error_feedback) and `zt estimate` does not.
 class ErrorFeedback {
  public:
   ErrorFeedback() = default;

@@ -365,7 +365,8 @@ ZT_RANK_WORKER(record_results) {
         ZT_RETURN_IF_ERROR(g.Broadcast(t, root)->Wait());
         record(t);
       }
-      at::Tensor sent = at::cat(std::vector<at::Tensor>(n, inputs[r]));
+      // Distinct blocks, so a block sent to the wrong rank shows.
+      at::Tensor sent = AllInputs(n, numel * n, dtype, ++seed)[r];
       at::Tensor exchanged = at::empty_like(sent);
       ZT_RETURN_IF_ERROR(g.AllToAll(sent, exchanged)->Wait());
       record(exchanged);

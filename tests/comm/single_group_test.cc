@@ -113,6 +113,31 @@ TEST(SingleGroup, ShardOverlappingFlatElsewhereIsRejected) {
   EXPECT_THAT(std::string(bad.message()), HasSubstr("overlaps `flat` but is not rank 1's slice"));
 }
 
+// All-to-all over one rank is a copy; the shared argument checks refuse
+// blocks that do not divide, mismatched sizes and overlapping buffers.
+TEST(SingleGroup, AllToAllCopiesAndRefusesBadBuffers) {
+  {
+    SingleGroup g;
+    at::Tensor in = at::arange(6, at::kFloat), out = at::zeros({6});
+    EXPECT_TRUE(g.AllToAll(in, out)->Wait().ok());
+    EXPECT_TRUE(at::equal(in, out));
+    EXPECT_EQ(g.stats()[CollectiveKind::kAllToAll].calls, 1);
+  }
+  {
+    SingleGroup g;
+    absl::Status st = g.AllToAll(at::zeros({6}), at::zeros({5}))->Wait();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(st.message()), HasSubstr("all_to_all"));
+  }
+  at::Tensor buf = at::zeros({8});
+  EXPECT_THAT(std::string(zt::comm::CheckAllToAllArgs(buf, buf, 1, std::nullopt).message()), HasSubstr("overlap"));
+  EXPECT_THAT(std::string(zt::comm::CheckAllToAllArgs(at::zeros({7}), at::zeros({7}), 2, std::nullopt).message()),
+              HasSubstr("a multiple of the 2 ranks"));
+  EXPECT_THAT(
+      std::string(zt::comm::CheckAllToAllArgs(at::zeros({8}), at::zeros({8}, at::kByte), 2, std::nullopt).message()),
+      HasSubstr("`input` is fp32 but `output` is"));
+}
+
 TEST(InitProcessGroup, OneRankIsSingleUnlessGlooIsForced) {
   zt::comm::RankEnv env;  // defaults: rank 0 of 1
   auto g = zt::comm::InitProcessGroup(env, {});

@@ -190,9 +190,13 @@ TEST(Qgz, ErrorFeedbackIsClearedEveryResetTReductions) {
   const at::Tensor second = send(fb);
   EXPECT_FALSE(at::equal(first, second)) << "the feedback changed nothing";
   EXPECT_TRUE(at::equal(send(fb), first)) << "reset_T 2: the third reduction must start afresh";
-  (void)send(fb);
-  fb.Clear();
-  EXPECT_TRUE(at::equal(send(fb), first)) << "Clear must forget the errors";
+  // One reduction into the new period (reset_T not reached): only Clear can
+  // make the next one start afresh.
+  ErrorFeedback long_period(numel, 2, {0.5, 1000});
+  (void)send(long_period);
+  EXPECT_FALSE(at::equal(send(long_period), first));
+  long_period.Clear();
+  EXPECT_TRUE(at::equal(send(long_period), first)) << "Clear must forget the errors";
   EXPECT_GT(fb.bytes(), 0);
 }
 
