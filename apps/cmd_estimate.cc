@@ -2,6 +2,7 @@
 // side, from a built-in model (or a bare parameter count), a world size and a
 // DeepSpeed config (estimate/memory_estimate.h). Exit codes: 0 success,
 // 2 bad input.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -297,6 +298,9 @@ void PrintTable(const Request& r, const std::vector<estimate::MemoryEstimate>& e
   row("fp32 master", [](const E& e) { return Cell(e.master); });
   row("optimizer state", [](const E& e) { return Cell(e.optimizer_state); });
   if (r.hpz_partition_size > 1) row("hpZ secondary", [](const E& e) { return Cell(e.hpz_secondary); });
+  if (std::any_of(est.begin(), est.end(), [](const E& e) { return e.error_feedback > 0; })) {
+    row("LoCo error records", [](const E& e) { return Cell(e.error_feedback); });
+  }
   row("model states", [](const E& e) { return Cell(e.model_states()); });
   row("reduce buckets", [](const E& e) { return Cell(e.buckets); });
   row("gathered (stage 3)", [](const E& e) { return Cell(e.gathered); });

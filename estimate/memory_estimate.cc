@@ -199,6 +199,7 @@ EstimateOptions OptionsFromConfig(const Config& config, int world_size) {
   o.stage = config.zero.stage;
   o.mics_shard_size = config.zero.mics_shard_size;
   o.hpz_partition_size = config.zero.hpz_partition_size;
+  o.error_feedback = config.zero.stage == 3 && config.zero.quantized_gradients && config.zero.loco;
   o.precision = config.fp16.enabled ? Precision::kFp16 : config.bf16.enabled ? Precision::kBf16 : Precision::kFp32;
   switch (config.zero.offload_optimizer.device) {
     case OffloadDevice::kNone: o.offload = Offload::kNone; break;
@@ -346,6 +347,13 @@ absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOp
       e.hpz_secondary += c.padded / o.hpz_partition_size * p;
     }
     if (!c.trainable) continue;
+    // LoCo keeps one int8 record (a byte per element, a float per 2048,
+    // padded to 4 bytes) per shard-group rank's slice of every trainable
+    // chunk (zero/quantized_gradients.h; estimate/ links no zero/).
+    if (o.error_feedback && o.stage == 3 && o.shard_ranks() > 1) {
+      const int64_t slice = (c.padded + o.shard_ranks() - 1) / o.shard_ranks();
+      e.error_feedback += o.shard_ranks() * ((slice + (slice + 2047) / 2048 * 4 + 3) / 4 * 4);
+    }
     owned += c.shard;
     bucket_sizes.push_back(c.padded);
     ++unit_chunk_count[static_cast<size_t>(c.unit)];

@@ -84,6 +84,9 @@ struct EstimateOptions {
   // zero_hpz_partition_size (stage 3): secondary shards over groups of this
   // many ranks; 1: off.
   int hpz_partition_size = 1;
+  // zero_quantized_gradients with zeropp_loco_param (stage 3): LoCo's error
+  // records (zero/quantized_gradients.h).
+  bool error_feedback = false;
   int shard_ranks() const { return mics_shard_size > 0 && mics_shard_size < world_size ? mics_shard_size : world_size; }
   Precision precision = Precision::kFp32;
   Offload offload = Offload::kNone;  // offload_optimizer.device
@@ -137,7 +140,10 @@ struct MemoryEstimate {
   int64_t param_nvme = 0, param_swap_buffers = 0;
   int64_t owned_numel = 0;    // elements this rank updates (its shard; everything at stage 0)
   int64_t hpz_secondary = 0;  // stage 3 with hpZ: the secondary shards (Engine::memory().hpz_secondary)
-  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary; }
+  // Stage 3 with qgZ and LoCo: the int8 error records of every trainable
+  // chunk's slices, per rank and unsharded (Engine::memory().error_feedback).
+  int64_t error_feedback = 0;
+  int64_t model_states() const { return params + grads + master + optimizer_state + hpz_secondary + error_feedback; }
   // Accelerator bytes: model states + buckets + gathered + activations +
   // swap buffers.
   int64_t total() const;

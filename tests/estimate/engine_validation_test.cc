@@ -307,6 +307,40 @@ absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm:
   return absl::OkStatus();
 }
 
+// qgZ with LoCo at world 4, stage 3: the error records the reducer keeps
+// after two steps are the estimate's, to the byte, and so are the model
+// states that include them.
+absl::Status CheckLoco(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
+  const std::string where = absl::StrFormat("%s, stage 3, world %d, qgZ + LoCo", model_name, pg->size());
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 2;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 1000;
+  c.optimizer.present = true;
+  c.zero.stage = 3;
+  c.zero.overlap_comm = true;
+  c.zero.quantized_gradients = true;
+  c.zero.loco = true;
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
+  for (int step = 0; step < 2; ++step) {
+    engine->Backward(Loss(*model, false, 2, 16));
+    engine->Step();
+  }
+  const ModelStateBytes m = engine->memory();
+  ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
+                      estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
+  if (m.error_feedback <= 0) return absl::InternalError(absl::StrCat(where, ": no error records were kept"));
+  ZT_RETURN_IF_ERROR(Within(where, "LoCo error records", m.error_feedback, e.error_feedback, 0.0));
+  ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.0));
+  if (pg->rank() == 0) {
+    std::printf("%s: error records %lld = estimate; model states %lld = estimate\n", where.c_str(),
+                static_cast<long long>(m.error_feedback), static_cast<long long>(m.model_states()));
+  }
+  return absl::OkStatus();
+}
+
 // Runs `check` for each model named in `models` (comma-separated) in the same
 // ranks (RunEachInTheseRanks: the error lists every model that failed).
 absl::Status ForEachModel(
@@ -326,11 +360,12 @@ ZT_RANK_WORKER(estimate_vs_engine_offload) { return ForEachModel(ctx.arg, CheckN
 ZT_RANK_WORKER(estimate_vs_engine_hierarchical) {
   return ForEachModel(ctx.arg, [](const std::string& model, const std::shared_ptr<comm::ProcessGroup>& pg) {
     ZT_RETURN_IF_ERROR(CheckHierarchical(model, pg));
-    return CheckHpz(model, pg);
+    ZT_RETURN_IF_ERROR(CheckHpz(model, pg));
+    return CheckLoco(model, pg);
   });
 }
 
-TEST(EstimateVsEngine, HierarchicalShardingAndHpzMatchEngineAccounting) {
+TEST(EstimateVsEngine, HierarchicalShardingHpzAndLocoMatchEngineAccounting) {
   RankRunOptions o;
   o.world_size = 4;
   o.arg = "gpt2-tiny,llama-tiny";
