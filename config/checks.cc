@@ -97,6 +97,11 @@ void Parser::CheckZero() {
     Error(Written("zero_optimization.zero_quantized_gradients_bits"),
           absl::StrCat(z.quantized_gradients_bits, " is not a block width qgZ has: use 8 or 4"));
   }
+  if (z.quantized_gradients_bits != 8 && !z.quantized_gradients &&
+      !Failed("zero_optimization.zero_quantized_gradients_bits")) {
+    Error(Written("zero_optimization.zero_quantized_gradients_bits"),
+          "sets the bits of qgZ's gradient blocks, which are off: set zero_quantized_gradients true (or drop it)");
+  }
   if (config_.zero.loco && !z.quantized_gradients) {
     Error(Written("zero_optimization.zeropp_loco_param"),
           "LoCo feeds back qgZ's rounding: it needs zero_quantized_gradients true (or drop zeropp_loco_param)");

@@ -503,7 +503,10 @@ absl::Status EngineImpl::FinishSetup(at::ScalarType dtype, const SetupSummary& s
                  << (core_.replica_pg ? ", then all-reduced exactly across the replicas" : "")
                  << (ro.error_feedback ? absl::StrFormat("; LoCo error feedback (err_beta %g, reset_T %d)",
                                                          ro.error_feedback->err_beta, ro.error_feedback->reset_t)
-                                       : std::string());
+                                       : std::string())
+                 << (ro.comm_dtype ? "; communication_data_type does not apply to these buckets (int8 on the wire, "
+                                     "summed in fp32)"
+                                   : "");
   }
   core_.scheduler = MakeLrScheduler(core_.config.scheduler, core_.config.optimizer.lr);
   core_.scaler = core_.config.fp16.enabled ? LossScaler(core_.config.fp16) : LossScaler::Disabled();

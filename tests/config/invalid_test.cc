@@ -224,6 +224,8 @@ const InvalidCase kCases[] = {
     {"zeropp_quantized_gradient_bits",
      R"({"zero_optimization": {"stage": 3, "zero_quantized_gradients": true, "zero_quantized_gradients_bits": 5}})",
      "zero_optimization.zero_quantized_gradients_bits", "use 8 or 4"},
+    {"zeropp_gradient_bits_without_qgz", R"({"zero_optimization": {"stage": 3, "zero_quantized_gradients_bits": 4}})",
+     "zero_optimization.zero_quantized_gradients_bits", "set zero_quantized_gradients true"},
     {"zeropp_loco_without_qgz", R"({"zero_optimization": {"stage": 3, "zeropp_loco_param": {"err_beta": 0.8}}})",
      "zero_optimization.zeropp_loco_param", "needs zero_quantized_gradients true"},
     {"zeropp_loco_beta_range",
