@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "estimate/step_traffic.h"
 #include "plan/layout.h"
 #include "plan/param_swap.h"
 #include "plan/prefetch_policy.h"
@@ -349,10 +350,9 @@ absl::StatusOr<int64_t> EstimateChunks(const ModelShape& shape, const EstimateOp
     if (!c.trainable) continue;
     // LoCo keeps one int8 record (a byte per element, a float per 2048,
     // padded to 4 bytes) per shard-group rank's slice of every trainable
-    // chunk (zero/quantized_gradients.h; estimate/ links no zero/).
+    // chunk (zero/quantized_gradients.h).
     if (o.error_feedback && o.stage == 3 && o.shard_ranks() > 1) {
-      const int64_t slice = (c.padded + o.shard_ranks() - 1) / o.shard_ranks();
-      e.error_feedback += o.shard_ranks() * ((slice + (slice + 2047) / 2048 * 4 + 3) / 4 * 4);
+      e.error_feedback += o.shard_ranks() * QuantizedRecordBytes((c.padded + o.shard_ranks() - 1) / o.shard_ranks(), 8);
     }
     owned += c.shard;
     bucket_sizes.push_back(c.padded);

@@ -35,6 +35,11 @@ LinkBytes MemberSends(Collective kind, const std::vector<int>& members, size_t i
 
 }  // namespace
 
+int64_t QuantizedRecordBytes(int64_t n, int bits) {
+  const int64_t payload = bits == 8 ? n : (n + 1) / 2;
+  return (payload + (n + 2047) / 2048 * 4 + 3) / 4 * 4;
+}
+
 std::vector<LinkBytes> CollectiveLinkBytes(Collective kind, const std::vector<int>& members, int64_t bytes,
                                            int ranks_per_host) {
   std::vector<LinkBytes> out;
@@ -80,9 +85,7 @@ absl::StatusOr<StepTraffic> EstimateStepTraffic(int64_t trainable_numel, int64_t
   // record per destination slice (payload, block scales, padding to 4 bytes).
   int64_t reduced = grads;
   if (o.stage == 3 && o.quantized_gradient_bits > 0) {
-    const int64_t slice = (trainable_numel + k - 1) / k;
-    const int64_t payload = o.quantized_gradient_bits == 8 ? slice : (slice + 1) / 2;
-    reduced = k * ((payload + (slice + 2047) / 2048 * 4 + 3) / 4 * 4);
+    reduced = k * QuantizedRecordBytes((trainable_numel + k - 1) / k, o.quantized_gradient_bits);
   }
 
   std::vector<LinkBytes> per_rank(static_cast<size_t>(n));

@@ -86,6 +86,11 @@ struct StepTraffic {
   int64_t host_across = 0;
 };
 
+// Bytes of one quantized record of `n` elements at `bits` (8 or 4): the
+// payload, a float scale per 2048 elements, padded to 4 bytes
+// (zero/quantized_weights.h's layout; estimate/ links no zero/).
+int64_t QuantizedRecordBytes(int64_t n, int bits);
+
 // InvalidArgument naming the option for a world < 1, ranks_per_host, a shard
 // size or an hpZ size that does not divide it, a stage outside 0..3, or
 // hierarchical sharding at stage 0.

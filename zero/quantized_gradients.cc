@@ -15,22 +15,7 @@
 namespace zt::zero {
 namespace {
 
-// Record views: the scales first, then the payload.
 float* RecordScales(uint8_t* record) { return reinterpret_cast<float*>(record); }
-const float* RecordScales(const uint8_t* record) { return reinterpret_cast<const float*>(record); }
-int64_t ScaleBytes(int64_t n, const ops::QuantFormat& f) {
-  return ops::QuantScales(n, f) * static_cast<int64_t>(sizeof(float));
-}
-
-void Quantize(const float* x, int64_t n, const ops::QuantFormat& f, uint8_t* record) {
-  if (n > 0) ops::kernels::ActiveKernels().quantize(x, n, f, RecordScales(record), record + ScaleBytes(n, f));
-}
-void Dequantize(const uint8_t* record, int64_t n, const ops::QuantFormat& f, float* y, bool accumulate) {
-  if (n > 0) {
-    ops::kernels::ActiveKernels().dequantize(record + ScaleBytes(n, f), RecordScales(record), n, f, y, accumulate);
-  }
-}
-
 }  // namespace
 
 ErrorFeedback::ErrorFeedback(int64_t numel, int world, ErrorFeedbackOptions options)
@@ -80,9 +65,9 @@ void QuantizedReduction::QuantizeForPeers(const at::Tensor& bucket, const at::Te
   }
   const float* x = bucket.data_ptr<float>();
   auto* out = send.data_ptr<uint8_t>();
-  // Padding and this rank's own block travel or sit in the buffer: zero them
-  // so the wire never carries stale memory.
-  std::memset(out, 0, static_cast<size_t>(wire_numel()));
+  // This rank's own block sits in the buffer unsent: zero it, so the buffer
+  // never holds stale memory (each record zeroes its own padding).
+  std::memset(out + rank_ * record_bytes_, 0, static_cast<size_t>(record_bytes_));
   at::Tensor c;
   at::Tensor e;
   at::Tensor lost;
@@ -93,7 +78,7 @@ void QuantizedReduction::QuantizeForPeers(const at::Tensor& bucket, const at::Te
     uint8_t* record = out + d * record_bytes_;
     const float* slice = x + SliceBegin(d);
     if (!loco) {
-      Quantize(slice, n, format_, record);
+      QuantizeRecordInto(slice, n, format_, record, record_bytes_);
       continue;
     }
     // c = g + e; send c rounded; e <- beta e + (1 - beta) (c - rounded c).
@@ -107,16 +92,16 @@ void QuantizedReduction::QuantizeForPeers(const at::Tensor& bucket, const at::Te
     float* lp = lost.data_ptr<float>();
     uint8_t* fb = feedback->records_.data_ptr<uint8_t>() + d * feedback->record_bytes_;
     if (feedback->valid_) {
-      Dequantize(fb, n, kFeedbackQuantFormat, ep, /*accumulate=*/false);
+      DequantizeRecordFrom(fb, n, kFeedbackQuantFormat, ep, /*accumulate=*/false);
     } else {
       std::fill(ep, ep + n, 0.0f);
     }
     for (int64_t i = 0; i < n; ++i) cp[i] = slice[i] + ep[i];
-    Quantize(cp, n, format_, record);
-    Dequantize(record, n, format_, lp, /*accumulate=*/false);
+    QuantizeRecordInto(cp, n, format_, record, record_bytes_);
+    DequantizeRecordFrom(record, n, format_, lp, /*accumulate=*/false);
     const auto beta = static_cast<float>(feedback->options_.err_beta);
     for (int64_t i = 0; i < n; ++i) ep[i] = beta * ep[i] + (1.0f - beta) * (cp[i] - lp[i]);
-    Quantize(ep, n, kFeedbackQuantFormat, fb);
+    QuantizeRecordInto(ep, n, kFeedbackQuantFormat, fb, feedback->record_bytes_);
   }
   if (loco) {
     feedback->valid_ = true;
@@ -145,7 +130,7 @@ void QuantizedReduction::DequantizeSum(const at::Tensor& received, const at::Ten
         for (int64_t i = 0; i < n; ++i) y[i] += own[i];
       }
     } else {
-      Dequantize(in + j * record_bytes_, n, format_, y, /*accumulate=*/j != 0);
+      DequantizeRecordFrom(in + j * record_bytes_, n, format_, y, /*accumulate=*/j != 0);
     }
   }
 }

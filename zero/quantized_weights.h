@@ -40,6 +40,13 @@ inline constexpr ops::QuantFormat kWeightQuantFormat{8, 2048};
 // Bytes of one rank's record for a shard of `shard_numel` elements.
 int64_t QuantRecordBytes(int64_t shard_numel, const ops::QuantFormat& f);
 
+// The record layout on raw memory, shared with qgZ (zero/quantized_gradients.h):
+// writes the scales and payload of x[0, n) at `record` and zeroes its padding
+// up to `record_bytes` (>= QuantRecordBytes(n)); reads them back into y
+// (added to y when `accumulate`).
+void QuantizeRecordInto(const float* x, int64_t n, const ops::QuantFormat& f, uint8_t* record, int64_t record_bytes);
+void DequantizeRecordFrom(const uint8_t* record, int64_t n, const ops::QuantFormat& f, float* y, bool accumulate);
+
 // Quantizes `shard` (contiguous fp32, bf16 or fp16; the 16-bit types
 // through an fp32 copy)
 // into `record` (contiguous uint8 of QuantRecordBytes(shard.numel())).

@@ -273,12 +273,8 @@ absl::Status CheckHierarchical(const std::string& model_name, const std::shared_
   return absl::OkStatus();
 }
 
-// hpZ at world 4 (zero_hpz_partition_size 2), stage 3, every chunk sharded:
-// the secondary shards the engine allocates are the estimate's, to the
-// byte, and so are the model states that include them.
-absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
-  const std::string where = absl::StrFormat("%s, stage 3, world %d, hpZ 2", model_name, pg->size());
+// A stage-3 config of two steps for the accounting checks below.
+Config StageThreeConfig() {
   Config c;
   c.batch.train_micro_batch_size_per_gpu = 2;
   c.batch.gradient_accumulation_steps = 1;
@@ -286,8 +282,18 @@ absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm:
   c.optimizer.present = true;
   c.zero.stage = 3;
   c.zero.overlap_comm = true;
-  c.zero.param_persistence_threshold = 0;
-  c.zero.hpz_partition_size = 2;
+  return c;
+}
+
+// Two steps of `model_name` under `c`, then the engine's accounting and the
+// estimate's for the same config; `field` picks the part under test, which
+// must be kept (> 0) and equal to the byte, and so must the model states
+// that include it.
+absl::Status CheckAccountedPart(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg,
+                                const Config& c, const std::string& what, int64_t ModelStateBytes::*engine_field,
+                                int64_t estimate::MemoryEstimate::*estimate_field) {
+  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
+  const std::string where = absl::StrFormat("%s, stage 3, world %d, %s", model_name, pg->size(), what);
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
   ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
   for (int step = 0; step < 2; ++step) {
@@ -297,48 +303,36 @@ absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm:
   const ModelStateBytes m = engine->memory();
   ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
                       estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
-  if (m.hpz_secondary <= 0) return absl::InternalError(absl::StrCat(where, ": no secondary shards were kept"));
-  ZT_RETURN_IF_ERROR(Within(where, "hpZ secondary shards", m.hpz_secondary, e.hpz_secondary, 0.0));
+  if (m.*engine_field <= 0) return absl::InternalError(absl::StrCat(where, ": the engine kept none"));
+  ZT_RETURN_IF_ERROR(Within(where, what.c_str(), m.*engine_field, e.*estimate_field, 0.0));
   ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.0));
   if (pg->rank() == 0) {
-    std::printf("%s: secondary shards %lld = estimate; model states %lld = estimate\n", where.c_str(),
-                static_cast<long long>(m.hpz_secondary), static_cast<long long>(m.model_states()));
+    std::printf("%s: %lld = estimate; model states %lld = estimate\n", where.c_str(),
+                static_cast<long long>(m.*engine_field), static_cast<long long>(m.model_states()));
   }
   return absl::OkStatus();
+}
+
+// hpZ at world 4 (zero_hpz_partition_size 2), stage 3, every chunk sharded:
+// the secondary shards the engine allocates are the estimate's, to the
+// byte, and so are the model states that include them.
+absl::Status CheckHpz(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
+  Config c = StageThreeConfig();
+  c.zero.param_persistence_threshold = 0;
+  c.zero.hpz_partition_size = 2;
+  return CheckAccountedPart(model_name, pg, c, "hpZ secondary shards", &ModelStateBytes::hpz_secondary,
+                            &estimate::MemoryEstimate::hpz_secondary);
 }
 
 // qgZ with LoCo at world 4, stage 3: the error records the reducer keeps
 // after two steps are the estimate's, to the byte, and so are the model
 // states that include them.
 absl::Status CheckLoco(const std::string& model_name, const std::shared_ptr<comm::ProcessGroup>& pg) {
-  ZT_ASSIGN_OR_RETURN(estimate::ModelShape shape, estimate::BuiltinModelShape(SpecOf(model_name)));
-  const std::string where = absl::StrFormat("%s, stage 3, world %d, qgZ + LoCo", model_name, pg->size());
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 2;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 1000;
-  c.optimizer.present = true;
-  c.zero.stage = 3;
-  c.zero.overlap_comm = true;
+  Config c = StageThreeConfig();
   c.zero.quantized_gradients = true;
   c.zero.loco = true;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::CreateModel(SpecOf(model_name)));
-  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model->module(), c, pg));
-  for (int step = 0; step < 2; ++step) {
-    engine->Backward(Loss(*model, false, 2, 16));
-    engine->Step();
-  }
-  const ModelStateBytes m = engine->memory();
-  ZT_ASSIGN_OR_RETURN(estimate::MemoryEstimate e,
-                      estimate::EstimateMemory(shape, estimate::OptionsFromConfig(c, pg->size())));
-  if (m.error_feedback <= 0) return absl::InternalError(absl::StrCat(where, ": no error records were kept"));
-  ZT_RETURN_IF_ERROR(Within(where, "LoCo error records", m.error_feedback, e.error_feedback, 0.0));
-  ZT_RETURN_IF_ERROR(Within(where, "model states", m.model_states(), e.model_states(), 0.0));
-  if (pg->rank() == 0) {
-    std::printf("%s: error records %lld = estimate; model states %lld = estimate\n", where.c_str(),
-                static_cast<long long>(m.error_feedback), static_cast<long long>(m.model_states()));
-  }
-  return absl::OkStatus();
+  return CheckAccountedPart(model_name, pg, c, "LoCo error records", &ModelStateBytes::error_feedback,
+                            &estimate::MemoryEstimate::error_feedback);
 }
 
 // Runs `check` for each model named in `models` (comma-separated) in the same
