@@ -8,14 +8,15 @@
 #include "apps/commands.h"
 #include "cli/flags.h"
 #include "launch/launcher.h"
+#include "launch/node_rounds.h"
 #include "launch/restarts.h"
 
 namespace zt::cli {
 namespace {
 
 constexpr char kSynopsis[] =
-    "--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P] "
-    "[--timeout S] [--max-restarts K] -- COMMAND ARGS...";
+    "--nproc-per-node N [--nnodes M|MIN:MAX --node-rank R --master-addr A --master-port P] "
+    "[--timeout S] [--max-restarts K] [--join-timeout S] [--last-call S] -- COMMAND ARGS...";
 
 constexpr char kDescription[] =
     "\nStarts N ranks of COMMAND on this node with RANK, WORLD_SIZE, LOCAL_RANK,\n"
@@ -27,15 +28,28 @@ constexpr char kDescription[] =
     "\n--max-restarts K: after a rank fails, start all ranks again, up to K times, with\n"
     "TORCHELASTIC_RESTART_COUNT set to the attempt (zt train then resumes from its\n"
     "checkpoint's `latest`). Not restarted: a rank exiting with code 2 (a usage or\n"
-    "configuration error), --timeout, or zt launch itself interrupted. One node only.\n"
+    "configuration error), --timeout, or zt launch itself interrupted.\n"
     "\nSeveral nodes: run zt launch on each node with the same --nnodes, --master-addr\n"
-    "(an address of node 0) and --master-port, and --node-rank 0..M-1.\n";
+    "(an address of node 0) and --master-port, and --node-rank 0..M-1. With\n"
+    "--max-restarts or --nnodes MIN:MAX the launchers agree on every attempt through\n"
+    "node 0's store at --master-addr:--master-port: a failure on one node stops every\n"
+    "node's ranks and all restart together; with MIN:MAX, the nodes that come back\n"
+    "within --last-call seconds (once MIN have) go on at the world size they make,\n"
+    "and a node that comes later joins at the next restart. Node 0 must stay up.\n";
 
 absl::Status BadFlag(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("zt launch: ", message, "\nusage: zt launch ", kSynopsis));
 }
 
-absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::RestartOptions* restart) {
+// Whether the launchers of several nodes must agree on each attempt
+// (launch/node_rounds.h): restarts or an elastic range across nodes.
+struct NodeAgreement {
+  bool needed = false;
+  comm::NodeRoundOptions rounds;
+};
+
+absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::RestartOptions* restart,
+                       NodeAgreement* agreement) {
   if (!flags.positional().empty()) {
     return BadFlag(absl::StrCat("unexpected argument '", flags.positional().front(),
                                 "' before '--'; put the command to run after '--'"));
@@ -44,17 +58,21 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::Restart
     return BadFlag("missing the command to run: end the options with '--' and give the command after it");
   }
   long long nproc = flags.GetInt("nproc-per-node");
-  long long nnodes = flags.GetInt("nnodes");
+  int min_nodes = 1, max_nodes = 1;
+  if (absl::Status st = comm::ParseNodeRange(flags.GetString("nnodes"), &min_nodes, &max_nodes); !st.ok()) {
+    return BadFlag(std::string(st.message()));
+  }
+  const long long nnodes = max_nodes;
+  const bool elastic = min_nodes < max_nodes;
   long long node_rank = flags.GetInt("node-rank");
   long long port = flags.GetInt("master-port");
   if (!flags.WasSet("nproc-per-node")) {
     return BadFlag("--nproc-per-node N is required: the number of ranks to start on this node");
   }
   if (nproc < 1 || nproc > 4096) return BadFlag(absl::StrCat("--nproc-per-node must be in [1, 4096], got ", nproc));
-  if (nnodes < 1 || nnodes > 65536) return BadFlag(absl::StrCat("--nnodes must be in [1, 65536], got ", nnodes));
   if (node_rank < 0 || node_rank >= nnodes) {
-    return BadFlag(
-        absl::StrCat("--node-rank must be in [0, ", nnodes - 1, "] with --nnodes ", nnodes, ", got ", node_rank));
+    return BadFlag(absl::StrCat("--node-rank must be in [0, ", nnodes - 1, "] with --nnodes ",
+                                flags.GetString("nnodes"), ", got ", node_rank));
   }
   if (flags.WasSet("master-port") && (port < 1 || port > 65535)) {
     return BadFlag(absl::StrCat("--master-port must be in [1, 65535], got ", port,
@@ -96,41 +114,63 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::Restart
   if (restarts < 0 || restarts > 100000) {
     return BadFlag(absl::StrCat("--max-restarts must be in [0, 100000], got ", restarts));
   }
-  if (restarts > 0 && nnodes > 1) {
-    return BadFlag(absl::StrCat("--max-restarts with --nnodes ", nnodes,
-                                ": restarts work on one node only for now (each node's launcher would restart on "
-                                "its own); restart the job on every node with zt train --resume instead"));
-  }
   restart->max_restarts = static_cast<int>(restarts);
   restart->who = "zt launch";
+  agreement->needed = nnodes > 1 && (restarts > 0 || elastic);
+  agreement->rounds.min_nodes = min_nodes;
+  agreement->rounds.max_nodes = max_nodes;
+  agreement->rounds.max_restarts = static_cast<int>(restarts);
+  for (const char* name : {"join-timeout", "last-call"}) {
+    const double seconds = flags.GetDouble(name);
+    if (!(seconds > 0 && seconds <= 1e6)) {
+      return BadFlag(absl::StrCat("--", name, " must be a number of seconds in (0, 1e6], got ", seconds));
+    }
+    if (flags.WasSet(name) && !agreement->needed) {
+      return BadFlag(absl::StrCat("--", name,
+                                  " applies only where the launchers of several nodes agree on each attempt "
+                                  "(--nnodes > 1 with --max-restarts, or --nnodes MIN:MAX)"));
+    }
+    const auto ms = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
+    (std::string(name) == "join-timeout" ? agreement->rounds.join_timeout : agreement->rounds.last_call) = ms;
+  }
   return comm::ValidateLaunchOptions(*o);
 }
 
 }  // namespace
 
-int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawner& spawn) {
+int RunLaunchCommand(const std::vector<std::string>& args, const LaunchBackends& backends) {
   Flags flags("zt launch");
   flags.Int("nproc-per-node", 0, "ranks to start on this node; required");
-  flags.Int("nnodes", 1, "number of nodes, each running zt launch");
+  flags.String("nnodes", "1", "number of nodes, each running zt launch; MIN:MAX goes on with fewer nodes");
   flags.Int("node-rank", 0, "this node's index in [0, nnodes)");
   flags.String("master-addr", "", "address of node 0, where rank 0 hosts the rendezvous (default 127.0.0.1)");
   flags.Int("master-port", 0, "TCP port on node 0 for the rendezvous; 0 picks a free one (single node only)");
   flags.Double("timeout", 0, "stop every rank after this many seconds and exit 124 (0: no limit)");
   flags.Double("kill-grace", 5, "seconds between SIGTERM and SIGKILL when stopping ranks");
   flags.Bool("no-prefix", "do not prefix output lines with [rank R]");
-  flags.Int("max-restarts", 0, "after a rank fails, start the job again up to this many times (one node)");
+  flags.Int("max-restarts", 0, "after a rank fails, start the job again up to this many times");
+  flags.Double("join-timeout", 600, "several nodes with restarts: seconds to wait for MIN nodes to join an attempt");
+  flags.Double("last-call", 30, "several nodes with restarts: once MIN have joined, seconds to wait for the rest");
   if (std::optional<int> done = flags.ParseCommandLine(args, kSynopsis, kDescription)) return *done;
   comm::LaunchOptions options;
   comm::RestartOptions restart;
-  if (absl::Status st = ToOptions(flags, &options, &restart); !st.ok()) {
+  NodeAgreement agreement;
+  if (absl::Status st = ToOptions(flags, &options, &restart, &agreement); !st.ok()) {
     std::string message(st.message());
     if (message.rfind("zt launch: ", 0) != 0) message = absl::StrCat("zt launch: ", message);
     std::fprintf(stderr, "%s\n", message.c_str());
     return 2;
   }
-  options.spawn = spawn;
+  if (agreement.needed && !backends.store) {
+    if (backends.run_in_torch_program) return backends.run_in_torch_program();
+    std::fprintf(stderr, "zt launch: restarts across nodes need the launchers' store, which this program lacks\n");
+    return 1;
+  }
+  options.spawn = backends.spawn;
   std::fflush(stdout);  // nothing buffered may reach the ranks' output late
-  absl::StatusOr<comm::RestartedLaunch> restarted = comm::LaunchWithRestarts(options, restart);
+  absl::StatusOr<comm::RestartedLaunch> restarted =
+      agreement.needed ? comm::LaunchNodeRounds(options, agreement.rounds, backends.store)
+                       : comm::LaunchWithRestarts(options, restart);
   absl::StatusOr<comm::LaunchResult> result =
       restarted.ok() ? absl::StatusOr<comm::LaunchResult>(restarted->last) : restarted.status();
   if (!result.ok()) {

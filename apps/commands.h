@@ -5,16 +5,26 @@
 // (zt_torch.cc) runs train, generate and launch (cli/programs.h says why).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "launch/kv_store.h"
 #include "launch/launcher.h"
 
 namespace zt::cli {
 
 int RunConfigCommand(const std::vector<std::string>& args);
-// `spawn` starts ranks without exec where it can (empty: exec every rank).
-int RunLaunchCommand(const std::vector<std::string>& args, const comm::RankSpawner& spawn);
+// What `zt launch` runs on, which depends on the program it runs in.
+struct LaunchBackends {
+  comm::RankSpawner spawn;  // starts ranks without exec where it can (empty: exec every rank)
+  // The launchers' store for restarts and elastic membership across nodes
+  // (c10d's TCPStore: zt-torch only; empty in zt).
+  comm::KeyValueStoreOpener store;
+  // Without `store`: runs this command line in zt-torch instead (execs it).
+  std::function<int()> run_in_torch_program;
+};
+int RunLaunchCommand(const std::vector<std::string>& args, const LaunchBackends& backends);
 int RunCkptCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 int RunEstimateCommand(const std::vector<std::string>& args);

@@ -26,7 +26,9 @@ int RunLaunch(const std::vector<std::string>& args, char** argv) {
     }
   }
   if (zt::cli::RunsThisProgramsTrain(command)) return zt::cli::ExecTorchProgram(argv);
-  return zt::cli::RunLaunchCommand(args, /*spawn=*/{});
+  zt::cli::LaunchBackends backends;  // no store here: restarts across nodes run in zt-torch
+  backends.run_in_torch_program = [argv] { return zt::cli::ExecTorchProgram(argv); };
+  return zt::cli::RunLaunchCommand(args, backends);
 }
 
 struct Command {

@@ -7,11 +7,15 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "comm/launcher_store.h"
 
 namespace {
 
 int RunLaunch(const std::vector<std::string>& args) {
-  return zt::cli::RunLaunchCommand(args, zt::cli::TrainRankSpawner());  // `zt train` ranks fork; others exec
+  zt::cli::LaunchBackends backends;
+  backends.spawn = zt::cli::TrainRankSpawner();  // `zt train` ranks fork; others exec
+  backends.store = zt::comm::TcpKeyValueStoreOpener();
+  return zt::cli::RunLaunchCommand(args, backends);
 }
 
 struct Command {

@@ -61,6 +61,11 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitProcessGroup(const RankEnv& en
   if (env.world_size == 1 && opts.backend != BackendChoice::kGloo) {
     return std::shared_ptr<ProcessGroup>(std::make_shared<SingleGroup>(opts.timeout));
   }
+  // An agent's store outlives the attempts of a restarted job (torchrun's,
+  // or node 0's zt launch across nodes: launch/node_rounds.h), so each
+  // attempt keys its rendezvous and groups apart, as torchrun's workers use
+  // "/worker/attempt_<n>": no rank of attempt n meets a key of attempt n - 1.
+  if (env.agent_hosts_store) opts.store_prefix = absl::StrCat(opts.store_prefix, "/attempt_", env.restart_count);
   ZT_ASSIGN_OR_RETURN(StoreHandle store, Rendezvous(env, opts.rendezvous_timeout, opts.store_prefix));
   ZT_ASSIGN_OR_RETURN(std::shared_ptr<CpuGroup> group, CpuGroup::Create(store, opts));
   ZT_LOG(DEBUG) << "process group ready: " << group->backend_name() << ", " << env.DebugString() << ", over "

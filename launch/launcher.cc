@@ -439,6 +439,9 @@ void DescribeOutcome(const LaunchOptions& options, const std::vector<int>& stopp
   } else if (result.timed_out) {
     result.exit_code = kTimeoutExitCode;
     result.failure = absl::StrCat("timed out after ", SecondsText(*options.timeout), stopped_text, sigkill_text);
+  } else if (!result.stopped_for.empty()) {
+    result.exit_code = kStoppedExitCode;
+    result.failure = absl::StrCat("stopped: ", result.stopped_for, stopped_text, sigkill_text);
   }
 }
 
@@ -549,7 +552,8 @@ absl::Status StartRanks(const LaunchOptions& options, const SpawnSpec& spawn,
 // Where the supervisor is in stopping the ranks. It only moves forward:
 //   kRunning  -> kStopping  on the first of: a rank outside may_fail_ranks
 //                           fails, the timeout passes with ranks running,
-//                           SIGINT/SIGTERM reaches the launcher, or every rank
+//                           SIGINT/SIGTERM reaches the launcher, stop_check
+//                           returns a reason, or every rank
 //                           has exited while something it started still holds
 //                           an output pipe. Every rank's process group gets
 //                           SIGTERM (the received signal for an interrupt);
@@ -562,7 +566,7 @@ absl::Status StartRanks(const LaunchOptions& options, const SpawnSpec& spawn,
 //                           only processes outside the ranks' groups can still
 //                           hold the pipes, which are then abandoned.
 // Why the stop began is not state but outcome, each set at most once in
-// LaunchResult (failed_local_rank, timed_out, interrupted_by) for
+// LaunchResult (failed_local_rank, timed_out, interrupted_by, stopped_for) for
 // DescribeOutcome. After the stop began, a failing rank or the timeout is no
 // longer taken as a cause; the first interrupt still is, and is forwarded.
 enum class SupervisorState { kRunning, kStopping, kKilling, kDone };
@@ -604,6 +608,13 @@ class Supervisor {
       BeginStop(SIGTERM);
     }
     const Clock::time_point now = Clock::now();
+    if (options_.stop_check && state_ == SupervisorState::kRunning && now >= next_stop_check_) {
+      next_stop_check_ = now + std::chrono::milliseconds(200);
+      if (std::optional<std::string> why = options_.stop_check(); why.has_value()) {
+        result_.stopped_for = why->empty() ? std::string("asked to stop") : *why;
+        BeginStop(SIGTERM);
+      }
+    }
     if (now >= deadline_ && state_ == SupervisorState::kRunning && set_.AnyRunning()) {
       result_.timed_out = true;
       for (Rank& rank : set_.ranks()) rank.result.timed_out = rank.running;
@@ -731,6 +742,7 @@ class Supervisor {
   SupervisorState state_ = SupervisorState::kRunning;
   Clock::time_point kill_at_{};                              // kStopping: when SIGKILL follows
   Clock::time_point give_up_at_ = Clock::time_point::max();  // kKilling: when the pipes are abandoned
+  Clock::time_point next_stop_check_{};                      // kRunning: when stop_check is asked next
   std::vector<int> stopped_ranks_;
   std::vector<int> needed_sigkill_;
   std::vector<struct pollfd> fds_;                // the self-pipe, then the open rank pipes

@@ -97,6 +97,12 @@ struct LaunchOptions {
   std::chrono::milliseconds kill_grace{5000};        // SIGTERM -> SIGKILL delay
   int out_fd = STDOUT_FILENO;
   int err_fd = STDERR_FILENO;
+  // Polled while the ranks run, at most every 200 ms: a reason returned
+  // stops every rank as a failing rank would (SIGTERM, then SIGKILL after
+  // kill_grace), and LaunchResult::stopped_for says why. Multi-node
+  // restarts (launch/node_rounds.h) stop a node's ranks with it when another
+  // node's ranks failed. It must return quickly (bounded store calls).
+  std::function<std::optional<std::string>()> stop_check;
   // When set, asked first to start each rank (ForkSpawner in
   // launch/fork_spawner.h for `zt train`, the test harness's fork server in
   // tests/testing/ranks.cc); supervision, output and the outcome are the same
@@ -121,12 +127,14 @@ struct LaunchResult {
   std::vector<RankResult> ranks;  // this node's ranks, by local rank
   int master_port = 0;            // the port the ranks were given
   // 0 when every rank exited 0. Otherwise the first failing rank's exit code
-  // (128 + signal for a signal), kTimeoutExitCode at the timeout, or
-  // 128 + signal when the launcher was interrupted.
+  // (128 + signal for a signal), kTimeoutExitCode at the timeout,
+  // 128 + signal when the launcher was interrupted, or kStoppedExitCode
+  // when stop_check stopped the ranks.
   int exit_code = 0;
   int failed_local_rank = -1;  // the first failing rank, -1 if none
   bool timed_out = false;
-  int interrupted_by = 0;  // SIGINT/SIGTERM the launcher received, 0 if none
+  int interrupted_by = 0;   // SIGINT/SIGTERM the launcher received, 0 if none
+  std::string stopped_for;  // what LaunchOptions::stop_check returned, empty if it never stopped the ranks
   // One line saying what went wrong, e.g. "rank 1 (pid 4242) exited with code 3;
   // stopped ranks 0, 2, 3". Empty on success.
   std::string failure;
@@ -134,6 +142,7 @@ struct LaunchResult {
 };
 
 inline constexpr int kTimeoutExitCode = 124;  // as timeout(1)
+inline constexpr int kStoppedExitCode = 1;    // stopped for another node's failure (stop_check)
 
 // Starts the ranks and waits for all of them. Errors (InvalidArgument for bad
 // options, NotFound/PermissionDenied for a command that cannot be executed,

@@ -46,9 +46,8 @@ absl::StatusOr<RestartedLaunch> LaunchWithRestarts(const LaunchOptions& options,
   if (restart.max_restarts > 0 && options.nnodes > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-restarts with --nnodes ", options.nnodes,
-        ": restarts are supported on one node only (each node's launcher would restart on its own, and their "
-        "attempts could pair up wrongly); drop --max-restarts and restart the job on every node, resuming from "
-        "the checkpoint (zt train --resume)"));
+        ": each node's launcher would restart on its own, and their attempts could pair up wrongly; restarts "
+        "across nodes go through LaunchNodeRounds (launch/node_rounds.h), whose launchers agree on each attempt"));
   }
   RestartedLaunch out;
   for (int attempt = 0;; ++attempt) {

@@ -22,7 +22,8 @@
 //    exit code is the last failure's.
 //  - Several nodes: refused (InvalidArgument) — each node's launcher would
 //    restart on its own and their attempts could pair up wrongly; restarts
-//    across nodes need the launchers to agree on an attempt number first.
+//    across nodes are LaunchNodeRounds (launch/node_rounds.h), whose
+//    launchers agree on each attempt first.
 #pragma once
 
 #include <string>

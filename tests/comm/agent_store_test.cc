@@ -48,6 +48,26 @@ TEST(AgentStore, RanksJoinTheAgentsStore) {
   EXPECT_TRUE(r.ok()) << r.Summary();
 }
 
+// The agent's store outlives the attempts of a restarted job (node 0's zt
+// launch across nodes keeps it for the whole job): each attempt keys its
+// rendezvous and groups under "zt/attempt_<n>", so the ranks of attempt 1
+// meet each other and not the keys attempt 0 left.
+TEST(AgentStore, EachAttemptMeetsOnlyItsOwnRanks) {
+  auto store = HostAgentStore();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    RankRunOptions o;
+    o.world_size = attempt == 0 ? 3 : 2;  // a restart at a smaller world, as an elastic job's
+    o.timeout = std::chrono::seconds(120);
+    o.extra_env = {{"MASTER_PORT", std::to_string(store->getPort())},
+                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                   {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)}};
+    RankRunResult r = RunRanks("agent_store_sum", o);
+    EXPECT_TRUE(r.ok()) << "attempt " << attempt << ": " << r.Summary();
+    EXPECT_TRUE(store->check({absl::StrCat("zt/attempt_", attempt, "/rdzv/0")})) << "attempt " << attempt;
+  }
+  EXPECT_FALSE(store->check({"zt/attempt_1/rdzv/2"})) << "attempt 1 had 2 ranks";
+}
+
 TEST(AgentStore, WithoutTheVariableRankZeroReportsThePortInUse) {
   auto store = HostAgentStore();
   RankRunOptions o;

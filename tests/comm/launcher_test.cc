@@ -552,6 +552,34 @@ TEST(Launcher, TimeoutStopsEveryRank) {
   ExpectNoSurvivors(token);
 }
 
+// stop_check (multi-node restarts stop a node's ranks with it when another
+// node failed): asked while the ranks run; its reason stops every rank.
+TEST(Launcher, StopCheckStopsEveryRankWithItsReason) {
+  const std::string token = NewToken();
+  LaunchOptions o = ShOptions(2, "sleep 300");
+  o.extra_env["ZT_TEST_TOKEN"] = token;
+  int asked = 0;
+  o.stop_check = [&asked]() -> std::optional<std::string> {
+    return ++asked < 3 ? std::nullopt : std::optional<std::string>("node 1 failed (rank 2 exited with code 3)");
+  };
+  absl::StatusOr<LaunchResult> r = Launch(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(asked, 3) << "not asked again once the stop began";
+  EXPECT_EQ(r->exit_code, kStoppedExitCode);
+  EXPECT_EQ(r->failed_local_rank, -1);
+  EXPECT_EQ(r->stopped_for, "node 1 failed (rank 2 exited with code 3)");
+  for (const RankResult& rank : r->ranks) EXPECT_TRUE(rank.stopped);
+  EXPECT_EQ(r->failure, "stopped: node 1 failed (rank 2 exited with code 3); stopped ranks 0, 1");
+  ExpectNoSurvivors(token);
+  // Ranks that all exit 0 before it says anything: a success.
+  LaunchOptions quick = ShOptions(2, "true");
+  quick.stop_check = [] { return std::optional<std::string>(); };
+  absl::StatusOr<LaunchResult> ok = Launch(quick);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->exit_code, 0);
+  EXPECT_TRUE(ok->stopped_for.empty());
+}
+
 TEST(Launcher, MayFailRanksDoNotStopTheOthers) {
   LaunchOptions o = ShOptions(3, "if [ $RANK = 0 ]; then exit 9; fi; sleep 0.5; echo done");
   o.may_fail_ranks = {0};
@@ -624,6 +652,16 @@ TEST(ZtLaunch, RejectsBadFlagsWithClearErrors) {
       {{"--nproc-per-node", "2", "--timeout", "-3", "--", "true"}, "--timeout must be a number of seconds >= 0"},
       {{"--nproc-per-node", "2", "true"}, "unexpected argument 'true' before '--'"},
       {{"--nproc-per-nod", "2", "--", "true"}, "did you mean --nproc-per-node?"},
+      {{"--nproc-per-node", "2", "--nnodes", "2:1", "--", "true"}, "--nnodes takes N or MIN:MAX"},
+      {{"--nproc-per-node", "2", "--nnodes", "1:two", "--", "true"}, "--nnodes takes N or MIN:MAX"},
+      {{"--nproc-per-node", "2", "--nnodes", "0", "--", "true"}, "--nnodes takes N or MIN:MAX"},
+      {{"--nproc-per-node", "2", "--nnodes", "1:2", "--node-rank", "2", "--master-addr", "h", "--master-port", "1",
+        "--", "true"},
+       "--node-rank must be in [0, 1] with --nnodes 1:2, got 2"},
+      {{"--nproc-per-node", "2", "--join-timeout", "5", "--", "true"}, "--join-timeout applies only where"},
+      {{"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "h", "--master-port", "1", "--max-restarts", "1",
+        "--last-call", "0", "--", "true"},
+       "--last-call must be a number of seconds in (0, 1e6]"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {kZt, "launch"};
@@ -791,7 +829,7 @@ TEST(Restarts, UsageErrorsTimeoutsAndSeveralNodesAreNotRestarted) {
   nodes.master_port = 29999;
   absl::StatusOr<RestartedLaunch> refused = LaunchWithRestarts(nodes, r);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), "one node only")) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "LaunchNodeRounds")) << refused.status();
   r.max_restarts = -1;
   EXPECT_EQ(LaunchWithRestarts(ShOptions(1, "true"), r).status().code(), absl::StatusCode::kInvalidArgument);
 }

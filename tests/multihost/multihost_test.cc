@@ -22,14 +22,19 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/multihost/netns_hosts.h"
 #include "tests/testing/scratch_dir.h"
 #include "tests/testing/word_corpus.h"
@@ -347,6 +352,104 @@ TEST_F(MultiHost, AFrozenHostIsNamedByTheOther) {
   ExpectFailsNaming(run, 0, "peer rank 1", fault);
   ExpectNoProcessLeft(0);
   net_->Signal(1, SIGKILL);  // the frozen host cannot act; the fixture's teardown ends it anyway
+}
+
+// Every row of a csv_monitor file: step -> the value as written (a step
+// logged twice, before a failure and again after the resume, keeps the last).
+std::map<int64_t, std::string> LossRows(const std::string& path) {
+  std::map<int64_t, std::string> rows;
+  for (absl::string_view line : absl::StrSplit(ReadFileBytes(path), '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ',');
+    int64_t step = 0;
+    if (f.size() == 2 && absl::SimpleAtoi(f[0], &step)) rows[step] = f[1];
+  }
+  return rows;
+}
+
+// Elastic hosts (`zt launch --nnodes 1:2`): host 1 is killed mid-run (every
+// process on it, launcher included: the host is gone). Host 0 stops its
+// rank, waits --last-call for host 1 to come back, and restarts alone at
+// world 1 from `latest`, keeping the global batch (8: micro 4 x 2 ranks
+// before, micro 4 x 2 accumulation steps after). What it trains must be
+// what a user gets by hand: the uninterrupted 2-rank run up to the resumed
+// step (its checkpoint there), then a 1-rank `zt train --resume` from that
+// checkpoint: the export bitwise, every logged loss equal, and the data
+// position continued exactly (samples done = step x 8, none seen again).
+TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
+  constexpr int kElasticSteps = 40;
+  const std::string job = absl::StrCat(TrainArgs(corpus_, "OUT", kElasticSteps), " --save-interval 5 --global-batch 8");
+  auto with_out = [&](const std::string& out) {
+    std::string args = job;
+    args.replace(args.find("OUT"), 3, out);
+    return args;
+  };
+  // The uninterrupted 2-rank run, a checkpoint every 5 steps.
+  const std::string ref = dir_ + "/ref";
+  ZtRun a = RunZt(with_out(ref) + " --nproc 2", HostEnv());
+  ASSERT_EQ(a.code, 0) << a.output;
+
+  const std::string out = dir_ + "/elastic";
+  std::vector<HostProcess> procs;
+  for (int h = 0; h < 2; ++h) {
+    const std::string launch = absl::StrCat(
+        HostEnv(), ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node 1 --nnodes 1:2 --max-restarts 3 --last-call 5",
+        " --node-rank ", h, " --master-addr ", net_->Address(0), " --master-port ", kMasterPort, " --timeout 600 -- ",
+        ZT_BINARY_DIR, "/bin/zt ", with_out(out));
+    auto p = net_->Start(h, launch, absl::StrCat(out, ".host", h, ".log"));
+    ASSERT_TRUE(p.ok()) << p.status();
+    procs.push_back(*p);
+  }
+  const std::string log0 = out + ".host0.log";
+  const auto deadline = Clock::now() + std::chrono::minutes(3);
+  while (Clock::now() < deadline && !absl::StrContains(ReadFileBytes(log0), "step 12 |")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(absl::StrContains(ReadFileBytes(log0), "step 12 |")) << ReadFileBytes(log0);
+  const auto fault = Clock::now();
+  net_->Signal(1, SIGKILL);
+  const int code = WaitExit(procs[0], std::chrono::minutes(3));
+  const double took = std::chrono::duration<double>(Clock::now() - fault).count();
+  const std::string log = ReadFileBytes(log0);
+  ASSERT_EQ(code, 0) << log;
+  ExpectNoProcessLeft(0);
+  ExpectNoProcessLeft(1);
+  EXPECT_TRUE(absl::StrContains(log, "now node 0 (world size 1, was 2 on nodes 0, 1)")) << log;
+  // Where it resumed, as zt train's restart line says.
+  const size_t at = log.find("zt train: restart 1: resumed at step ");
+  ASSERT_NE(at, std::string::npos) << log;
+  int64_t resumed = 0;
+  const std::string rest = log.substr(at + std::strlen("zt train: restart 1: resumed at step "));
+  ASSERT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find(';')), &resumed)) << rest;
+  ASSERT_GT(resumed, 0);
+  ASSERT_EQ(resumed % 5, 0);
+  EXPECT_TRUE(absl::StrContains(
+      log, absl::StrCat("resuming at 1 ranks from a checkpoint saved at 2: ", resumed * 8, " samples of epoch 0 done")))
+      << log;
+  EXPECT_FALSE(absl::StrContains(log, "seen again")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "batch 8 = micro 4 x accumulation 2 x ranks 1")) << log;
+  std::printf("host 1 killed after step 12: resumed at step %lld on 1 rank; host 0 finished %.1f s after the kill\n",
+              static_cast<long long>(resumed), took);
+
+  // By hand: the uninterrupted run's checkpoint at that step, resumed on 1 rank.
+  const std::string by_hand = dir_ + "/by_hand";
+  const std::string tag = absl::StrCat("global_step", resumed);
+  std::filesystem::create_directories(by_hand + "/checkpoints");
+  std::filesystem::copy(ref + "/checkpoints/" + tag, by_hand + "/checkpoints/" + tag,
+                        std::filesystem::copy_options::recursive);
+  std::ofstream(by_hand + "/checkpoints/latest") << tag;
+  ZtRun b = RunZt(with_out(by_hand) + " --nproc 1 --resume", HostEnv());
+  ASSERT_EQ(b.code, 0) << b.output;
+  const std::string elastic_weights = ReadFileBytes(out + "/model.safetensors");
+  ASSERT_GT(elastic_weights.size(), 1000u);
+  EXPECT_TRUE(elastic_weights == ReadFileBytes(by_hand + "/model.safetensors"))
+      << "the elastic run's export differs from the by-hand resume at world 1";
+  const auto got = LossRows(out + "/gpt2-tiny/Train_Samples_train_loss.csv");
+  const auto before = LossRows(ref + "/gpt2-tiny/Train_Samples_train_loss.csv");
+  const auto after = LossRows(by_hand + "/gpt2-tiny/Train_Samples_train_loss.csv");
+  ASSERT_EQ(got.size(), static_cast<size_t>(kElasticSteps));
+  for (const auto& [step, value] : got) {
+    EXPECT_EQ(value, step <= resumed ? before.at(step) : after.at(step)) << "step " << step;
+  }
 }
 
 class FourHosts : public MultiHost {
