@@ -212,7 +212,10 @@ class CpuGroup::Impl : public std::enable_shared_from_this<Impl> {
     workers_.clear();
     if (heartbeat_ && owns_heartbeat_) {
       heartbeat_->AnnounceLeaving(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(2)));
-      if (rank_ == 0 && size_ > 1) {
+      // Rank 0's process hosts the store: it stays until the others have
+      // left. Under an agent's store (torchrun's, or node 0's zt launch
+      // across nodes) the store outlives every rank, and rank 0 need not wait.
+      if (rank_ == 0 && size_ > 1 && !store_.env.agent_hosts_store) {
         heartbeat_->WaitUntilOthersLeft(std::min<std::chrono::milliseconds>(
             options_.timeout,
             std::max<std::chrono::milliseconds>(std::chrono::seconds(10), options_.heartbeat_interval * 5)));

@@ -20,12 +20,13 @@ if [ "$LABELS" = all ]; then
   select_args=()
 else
   # The suites' binaries (their names start with the label). Not
-  # comm_launcher_test: it runs the built `zt launch`, and `zt` needs the
+  # comm_launcher_test and comm_node_rounds_test: they run the built
+  # `zt launch`, and `zt` needs the
   # whole tree (models, data, training) built under the sanitizer too, about
   # a third more to compile; it runs in the plain pass, and
   # ZT_SANITIZE_LABELS=all covers it here.
   targets=$(cmake --build "$DIR" --target help |
-            sed -n "s/^\(\(${LABELS//|/\\|}\)_[a-z0-9_]*_test\):.*/\1/p" | grep -vx comm_launcher_test | sort -u)
+            sed -n "s/^\(\(${LABELS//|/\\|}\)_[a-z0-9_]*_test\):.*/\1/p" | grep -vxE 'comm_launcher_test|comm_node_rounds_test' | sort -u)
   cmake --build "$DIR" -j "${ZT_JOBS:-$(nproc)}" --target $targets
   # Exactly those binaries' entries (a label alone would also pick, say,
   # engine_offload_test, which is not built here).
