@@ -229,7 +229,8 @@ class NodeAgent {
   // Waits for the launchers joining `round`; the members, or why the job stops.
   struct Gathered {
     std::vector<int> members;
-    std::vector<int> heard;  // every node that joined the round, a stopping one too
+    std::vector<int> heard;    // every node that joined the round and waits for its plan
+    std::vector<int> leaving;  // nodes that joined only to say they stop, and exited
     bool stop = false;
     int code = 1;
     std::string why;
@@ -262,7 +263,7 @@ absl::StatusOr<NodeAgent::Gathered> NodeAgent::Gather(int round) {
     for (int n = 1; n < rounds_.max_nodes; ++n) {
       ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> hello, FindFields(RoundKey(round, "hello", n)));
       if (!hello.has_value()) continue;
-      if (Field(*hello, "leaving") != "1") g.heard.push_back(n);  // it waits for the plan
+      (Field(*hello, "leaving") == "1" ? g.leaving : g.heard).push_back(n);
       if (g.stop) continue;
       if (Field(*hello, "verdict") == "stop") {
         g.stop = true;
@@ -400,8 +401,12 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
       } else {
         Say(said);
       }
-      std::vector<int> readers = previous;  // who waits for this plan
-      readers.insert(readers.end(), g.heard.begin(), g.heard.end());
+      std::vector<int> readers;  // who waits for this plan
+      for (const std::vector<int>* nodes : {&previous, &g.heard}) {
+        for (int n : *nodes) {
+          if (std::find(g.leaving.begin(), g.leaving.end(), n) == g.leaving.end()) readers.push_back(n);
+        }
+      }
       return EndJob(round, g.code, readers, std::move(out));
     }
     std::string note;
@@ -426,8 +431,14 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
     previous = g.members;
     absl::StatusOr<LaunchResult> r = RunAttempt(round, g.members);
     if (!r.ok()) {
-      // Nothing started on this node: the others must not wait for it.
-      (void)MarkFailed(round, 1, absl::StrCat("node 0 could not start its ranks: ", r.status().message()));
+      // Nothing started on this node, and a restart would fail the same way:
+      // the others stop their ranks, read why and end (EndJob keeps the store
+      // up until they have).
+      const std::string why = absl::StrCat("node 0 could not start its ranks: ", r.status().message());
+      (void)MarkFailed(round, 1, why);
+      (void)SetFields(RoundKey(round, "outcome"), {{"action", "failed"}, {"why", why}});
+      (void)SetFields(RoundKey(round + 1, "plan"), {{"action", "stop"}, {"code", "1"}, {"why", why}});
+      (void)EndJob(round + 1, 1, g.members, out);
       return r.status();
     }
     ZT_RETURN_IF_ERROR(Report(round, *r));
@@ -548,7 +559,14 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
     previous = members;
     absl::StatusOr<LaunchResult> r = RunAttempt(round, members);
     if (!r.ok()) {
-      (void)MarkFailed(round, 1, absl::StrCat("node ", node_, " could not start its ranks: ", r.status().message()));
+      // Said to node 0 as this node's verdict on the round, so that it stops
+      // the job naming the cause instead of waiting for this node to rejoin.
+      const std::string why = absl::StrCat("node ", node_, " could not start its ranks: ", r.status().message());
+      (void)MarkFailed(round, 1, why);
+      verdict_stop_ = true;
+      verdict_why_ = why;
+      last_.exit_code = 1;
+      (void)Hello(round + 1, /*leaving=*/true);
       return r.status();
     }
     ZT_RETURN_IF_ERROR(Report(round, *r));

@@ -286,6 +286,28 @@ TEST_F(NodeRounds, TwoLaunchersWithOneNodeRankAreRefused) {
   EXPECT_TRUE(absl::StrContains(log, "(missing: 2)")) << log;
 }
 
+// A node whose ranks cannot start (here: its command is missing) ends the
+// job on every node, naming it, instead of the others waiting for it to
+// rejoin or reading a lost store.
+TEST_F(NodeRounds, ANodeThatCannotStartItsRanksEndsTheJobNamingIt) {
+  const std::string script = Script("job.sh", "sleep 300");
+  // The same arguments (the job's identity leaves argv[0] out), a path that does not exist.
+  const std::string missing = dir_->File("missing/job.sh");
+  for (int bad : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("node ", bad, " cannot start"));
+    nodes_.clear();
+    const std::string flags = "--nnodes 2 --max-restarts 3";
+    Node& zero = Start(0, flags, bad == 0 ? missing : script);
+    Node& one = Start(1, flags, bad == 1 ? missing : script);
+    EXPECT_NE(Wait(zero, kBound), 0);
+    EXPECT_NE(Wait(one, kBound), 0);
+    const std::string other = ReadFileBytes((bad == 0 ? one : zero).log);
+    EXPECT_TRUE(absl::StrContains(other, absl::StrCat("node ", bad, " could not start its ranks: cannot execute")))
+        << other;
+    EXPECT_FALSE(absl::StrContains(other, "lost the job's rendezvous store")) << other;
+  }
+}
+
 TEST_F(NodeRounds, LosingNodeZeroEndsTheOtherNodesNamingIt) {
   const std::string script = Script("job.sh", "sleep 300");
   const std::string flags = "--nnodes 2 --max-restarts 3";
