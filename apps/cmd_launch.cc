@@ -176,11 +176,17 @@ int RunLaunchCommand(const std::vector<std::string>& args, const LaunchBackends&
   if (!result.ok()) {
     std::fprintf(stderr, "zt launch: %s\n", std::string(result.status().message()).c_str());
     // Shell conventions: 127 command not found, 126 found but not executable.
-    switch (result.status().code()) {
+    // Across nodes a lost or silent node 0 is a failure (1), not a usage error.
+    const absl::StatusCode code = result.status().code();
+    if (agreement.needed && (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded)) {
+      return 1;
+    }
+    switch (code) {
       case absl::StatusCode::kNotFound: return 127;
       case absl::StatusCode::kPermissionDenied:
       case absl::StatusCode::kFailedPrecondition: return 126;
       case absl::StatusCode::kInvalidArgument:
+      case absl::StatusCode::kAlreadyExists:
       case absl::StatusCode::kUnavailable: return 2;
       default: return 1;
     }

@@ -62,8 +62,8 @@ class TcpKeyValueStore : public KeyValueStore {
 }  // namespace
 
 KeyValueStoreOpener TcpKeyValueStoreOpener() {
-  return [](const std::string& host, int port, bool host_it,
-            std::chrono::milliseconds timeout) -> absl::StatusOr<std::unique_ptr<KeyValueStore>> {
+  return [](const std::string& host, int port, bool host_it, std::chrono::milliseconds timeout,
+            std::chrono::milliseconds operation_timeout) -> absl::StatusOr<std::unique_ptr<KeyValueStore>> {
     const std::string address = absl::StrCat(host, ":", port);
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(port);
@@ -87,7 +87,7 @@ KeyValueStoreOpener TcpKeyValueStoreOpener() {
                                                  ". Check that zt launch runs on node 0 with the same --master-port, "
                                                  "and that this host can reach that address"));
     }
-    if (!host_it) BoundStoreSocket(before, port, timeout);
+    if (!host_it) BoundStoreSocket(before, port, operation_timeout);
     return std::unique_ptr<KeyValueStore>(std::make_unique<TcpKeyValueStore>(store, address));
   };
 }

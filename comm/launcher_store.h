@@ -9,9 +9,10 @@
 namespace zt::comm {
 
 // A KeyValueStoreOpener over c10d::TCPStore. Hosting: the port must be free
-// (Unavailable names it otherwise). Connecting: retried until the timeout,
-// which then bounds every operation (comm/store_socket.h), so a node 0 that
-// is gone or frozen is an error naming its address, not a hang.
+// (Unavailable names it otherwise). Connecting: retried until the connect
+// timeout; the operation timeout then bounds every operation
+// (comm/store_socket.h), so a node 0 that is gone or frozen is an error
+// naming its address, not a hang.
 KeyValueStoreOpener TcpKeyValueStoreOpener();
 
 }  // namespace zt::comm

@@ -35,9 +35,10 @@ class KeyValueStore {
 };
 
 // Hosts (host_it: listening on `port`, any interface) or connects to the
-// store at host:port, retrying a connection for up to `timeout`, which also
-// bounds every later operation.
+// store at host:port, retrying a connection for up to `connect_timeout`;
+// `operation_timeout` bounds every later operation.
 using KeyValueStoreOpener = std::function<absl::StatusOr<std::unique_ptr<KeyValueStore>>(
-    const std::string& host, int port, bool host_it, std::chrono::milliseconds timeout)>;
+    const std::string& host, int port, bool host_it, std::chrono::milliseconds connect_timeout,
+    std::chrono::milliseconds operation_timeout)>;
 
 }  // namespace zt::comm

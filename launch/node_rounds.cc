@@ -8,13 +8,17 @@
 //   r<r>/nfailed, r<r>/failed  counter, and the first failure of round r
 //   r<r>/result/<node>       a member's ranks ended (exit code, failure)
 //   r<r>/outcome             node 0: done or failed
-//   r<r>/bye/<node>          a member read the job's end; node 0 may take the store down
+//   r<r>/alive/<node>        a member's launcher beats while its ranks run and until the outcome
+//   bye/<node>               a launcher read the job's end; node 0 may take the store down
 //   end                      node 0: the job is over (exit code)
 // Values are "key=value" lines. Every wait polls Find (kv_store.h).
 #include "launch/node_rounds.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -36,8 +40,17 @@ using Clock = std::chrono::steady_clock;
 using FieldMap = std::map<std::string, std::string>;
 
 constexpr auto kPollPeriod = std::chrono::milliseconds(50);
-// How long node 0 keeps the store up for members to read the job's end.
+// How long node 0 keeps the store up for members to read the job's end,
+// beyond the time their ranks may take to stop (kill_grace).
 constexpr auto kByeTimeout = std::chrono::seconds(10);
+// A member's launcher beats this often while its ranks run and until the
+// round's outcome; node 0 takes one silent for kLauncherSilence as gone
+// (killed, frozen, its host down), whatever its ranks were doing.
+constexpr auto kBeatPeriod = std::chrono::milliseconds(500);
+constexpr auto kLauncherSilence = std::chrono::seconds(5);
+// Every store operation's deadline: a node 0 that is frozen or cut off is
+// an error after this long, not after --join-timeout.
+constexpr std::chrono::milliseconds kStoreOperationTimeout = std::chrono::seconds(30);
 
 std::string OneLine(std::string text) {
   std::replace(text.begin(), text.end(), '\n', ' ');
@@ -109,6 +122,71 @@ std::string GivenJobId(const LaunchOptions& o) {
   }
   return "";
 }
+
+// While this node's ranks run (Launch, on the calling thread): watches the
+// round's "failed" record, so that stop_check answers at once from what it
+// last saw instead of blocking the launcher's loop on the store, and, on a
+// member, beats. The store is used only by this thread until it is joined.
+class RoundWatcher {
+ public:
+  using Lost = std::function<std::string(const absl::Status&)>;
+  using Describe = std::function<std::string(const FieldMap&)>;
+  RoundWatcher(KeyValueStore& store, std::string failed_key, std::string beat_key, Lost lost, Describe describe)
+      : store_(store),
+        failed_key_(std::move(failed_key)),
+        beat_key_(std::move(beat_key)),
+        lost_(std::move(lost)),
+        describe_(std::move(describe)),
+        thread_([this] { Loop(); }) {}
+  ~RoundWatcher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  std::optional<std::string> reason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+  }
+
+ private:
+  void Loop() {
+    int64_t beats = 0;
+    Clock::time_point next_beat = Clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_ && !reason_.has_value()) {
+      lock.unlock();
+      std::optional<std::string> found;
+      if (!beat_key_.empty() && Clock::now() >= next_beat) {
+        if (absl::Status s = store_.Set(beat_key_, std::to_string(++beats)); !s.ok()) found = lost_(s);
+        next_beat = Clock::now() + kBeatPeriod;
+      }
+      if (!found.has_value()) {
+        absl::StatusOr<std::optional<std::string>> failed = store_.Find(failed_key_);
+        if (!failed.ok()) {
+          found = lost_(failed.status());
+        } else if (failed->has_value()) {
+          found = describe_(DecodeFields(**failed));
+        }
+      }
+      lock.lock();
+      if (found.has_value()) reason_ = found;
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_; });
+    }
+  }
+
+  KeyValueStore& store_;
+  const std::string failed_key_, beat_key_;
+  const Lost lost_;
+  const Describe describe_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::optional<std::string> reason_;
+  std::thread thread_;  // last: starts once the rest is built
+};
 
 // One node's launcher across the rounds of one job.
 class NodeAgent {
@@ -197,13 +275,10 @@ class NodeAgent {
     o.extra_env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(round);
     o.extra_env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(rounds_.max_restarts);
     o.extra_env["ZT_JOB_ID"] = job_id_;
-    const std::string failed_key = RoundKey(round, "failed");
-    o.stop_check = [this, failed_key]() -> std::optional<std::string> {
-      absl::StatusOr<std::optional<FieldMap>> failed = FindFields(failed_key);
-      if (!failed.ok()) return std::string(failed.status().message());
-      if (!failed->has_value()) return std::nullopt;
-      return StopReason(**failed);
-    };
+    RoundWatcher watcher(
+        *store_, RoundKey(round, "failed"), node_ == 0 ? std::string() : RoundKey(round, "alive", node_),
+        [this](const absl::Status& s) { return std::string(Lost(s).message()); }, &NodeAgent::StopReason);
+    o.stop_check = [&watcher] { return watcher.reason(); };
     absl::StatusOr<LaunchResult> r = Launch(o);
     if (r.ok()) attempts_seconds_ = r->seconds;
     return r;
@@ -304,34 +379,55 @@ absl::StatusOr<NodeAgent::Gathered> NodeAgent::Gather(int round) {
 }
 
 // After node 0's ranks of `round` ended: true when every member's ended with
-// 0, false (with `why`) at the first failure.
+// 0, false (with `why`) at the first failure: a "failed" record, a non-zero
+// result (a node whose ranks were stopped for a store error writes one
+// without "failed"), or a member whose launcher stopped beating before its
+// result came (its host is gone) -- not a member whose ranks merely run
+// longer than node 0's.
 absl::StatusOr<bool> NodeAgent::DecideOutcome(int round, const std::vector<int>& members, std::string* why) {
-  const Clock::time_point deadline = Clock::now() + rounds_.join_timeout;
+  struct Beat {
+    std::string value;
+    Clock::time_point changed;
+  };
+  std::map<int, Beat> beats;
+  for (int n : members) beats[n] = {"", Clock::now()};
   while (true) {
     ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> failed, FindFields(RoundKey(round, "failed")));
     if (failed.has_value()) {
       *why = Field(*failed, "failure");
       return false;
     }
-    std::vector<int> missing;
+    std::vector<int> missing, silent;
     for (int n : members) {
       ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> result, FindFields(RoundKey(round, "result", n)));
-      if (!result.has_value()) missing.push_back(n);
+      if (result.has_value()) {
+        if (IntField(*result, "code", 1) != 0) {
+          *why = absl::StrCat("node ", n, ": ", Field(*result, "failure"));
+          return false;
+        }
+        continue;
+      }
+      missing.push_back(n);
+      if (n == 0) continue;
+      ZT_ASSIGN_OR_RETURN(std::optional<std::string> beat, store_->Find(RoundKey(round, "alive", n)));
+      Beat& b = beats[n];
+      const std::string now_value = beat.value_or("");
+      if (now_value != b.value) b = {now_value, Clock::now()};
+      if (Clock::now() - b.changed >= kLauncherSilence) silent.push_back(n);
     }
     if (missing.empty()) {
-      // Every result is in and none failed: a failure publishes "failed" before its result.
+      // Every result is in and each is 0; a failure publishes "failed" before its result.
       ZT_ASSIGN_OR_RETURN(failed, FindFields(RoundKey(round, "failed")));
       if (!failed.has_value()) return true;
       continue;
     }
-    if (Clock::now() >= deadline) {
-      const std::string text = absl::StrCat(
-          NodesText(missing), " reported no result within ",
-          absl::StrFormat("%g s", rounds_.join_timeout.count() / 1000.0),
-          " (--join-timeout) after node 0's ranks ended",
-          missing.size() == 1 ? ": its launcher or host may be gone" : ": their launchers or hosts may be gone");
-      ZT_RETURN_IF_ERROR(MarkFailed(round, 1, text));
-      continue;
+    if (!silent.empty()) {
+      *why = absl::StrCat(NodesText(silent), "'s launcher stopped answering for ",
+                          absl::StrFormat("%g s", std::chrono::duration<double>(kLauncherSilence).count()),
+                          " before reporting its ranks' end: ", silent.size() == 1 ? "its" : "their",
+                          " launcher or host is gone");
+      ZT_RETURN_IF_ERROR(MarkFailed(round, 1, *why));
+      return false;
     }
     std::this_thread::sleep_for(kPollPeriod);
   }
@@ -340,16 +436,27 @@ absl::StatusOr<bool> NodeAgent::DecideOutcome(int round, const std::vector<int>&
 absl::StatusOr<RestartedLaunch> NodeAgent::EndJob(int round, int code, const std::vector<int>& members,
                                                   RestartedLaunch out) {
   ZT_RETURN_IF_ERROR(SetFields(JobKey("end"), {{"code", std::to_string(code)}, {"round", std::to_string(round)}}));
-  // Keep the store up until the members read the end (bounded: a member that
-  // is gone does not hold node 0).
-  const Clock::time_point deadline = Clock::now() + kByeTimeout;
-  for (int n : members) {
-    if (n == 0) continue;
-    while (Clock::now() < deadline) {
-      ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> bye, FindFields(RoundKey(round, "bye", n)));
-      if (bye.has_value()) break;
-      std::this_thread::sleep_for(kPollPeriod);
+  // Keep the store up until every launcher that waits on it has read the
+  // end: the members, and nodes waiting to be taken in at the next round
+  // (re-read on every pass: one may come meanwhile). Bounded: a launcher that
+  // is gone does not hold node 0; the members may still be stopping ranks.
+  const Clock::time_point deadline = Clock::now() + kByeTimeout + options_.kill_grace;
+  while (Clock::now() < deadline) {
+    std::vector<int> readers;
+    for (int n : members) {
+      if (n != 0) readers.push_back(n);
     }
+    for (int n = 1; n < rounds_.max_nodes; ++n) {
+      ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> hello, FindFields(RoundKey(round + 1, "hello", n)));
+      if (hello.has_value() && Field(*hello, "leaving") != "1") readers.push_back(n);
+    }
+    bool all_read = true;
+    for (int n : readers) {
+      ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> bye, FindFields(JobKey(absl::StrCat("bye/", n))));
+      all_read = all_read && bye.has_value();
+    }
+    if (all_read) break;
+    std::this_thread::sleep_for(kPollPeriod);
   }
   return out;
 }
@@ -368,6 +475,13 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
                                                {"restarts", std::to_string(rounds_.max_restarts)},
                                                {"command", CommandDigest(options_)},
                                                {"given_job", given_job ? "1" : "0"}}));
+  // A rank started without this agreement (its node's zt launch given
+  // neither --max-restarts nor MIN:MAX) that reaches this store finds this
+  // instead of a rank 0's job, and its rendezvous error says what to fix.
+  ZT_RETURN_IF_ERROR(
+      Lost(store_->Set("zt/rdzv/job",
+                       "zt-launch-store (node 0's zt launch agrees on restarts across nodes here: start every node's "
+                       "zt launch with the same --nnodes and --max-restarts)")));
   RestartedLaunch out;
   std::vector<int> previous;
   std::string last_failure;
@@ -382,7 +496,7 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
       g.members = previous;
     } else if (round > rounds_.max_restarts) {
       g.stop = true;
-      g.code = last_.exit_code != 0 ? last_.exit_code : 1;
+      g.code = std::max(1, out.last.exit_code);  // the round's failure's code (set below from its record)
       g.why = absl::StrCat("all ", rounds_.max_restarts,
                            " restarts used (--max-restarts); the last round failed: ", last_failure);
       g.members = previous;
@@ -475,13 +589,13 @@ absl::Status NodeAgent::CheckJob(const FieldMap& job) const {
   const std::string given = GivenJobId(options_);
   if (!given.empty() || Field(job, "given_job") == "1") {
     if (given != Field(job, "job")) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           "node ", node_, " has job id ", given.empty() ? std::string("(none)") : given, " but the launcher at ",
           store_->address(), " runs job ", Field(job, "job"),
           ": two jobs use the same --master-addr:--master-port, or the nodes were given different ZT_JOB_IDs"));
     }
   } else if (Field(job, "command") != CommandDigest(options_)) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "node ", node_, "'s command differs from node 0's (the launcher at ", store_->address(),
         "): two jobs use the same --master-addr:--master-port, or the nodes run different commands; give each job "
         "its own --master-port, or set the same ZT_JOB_ID on every node when the commands differ on purpose"));
@@ -492,9 +606,11 @@ absl::Status NodeAgent::CheckJob(const FieldMap& job) const {
 absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
   ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> job, AwaitFields(JobKey("job"), rounds_.join_timeout));
   if (!job.has_value()) {
-    return absl::DeadlineExceededError(absl::StrCat("node 0's launcher at ", store_->address(),
-                                                    " published no job within ", rounds_.join_timeout.count() / 1000.0,
-                                                    " s (--join-timeout)"));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the store at ", store_->address(), " holds no job of node 0's launcher after ",
+        absl::StrFormat("%g s", rounds_.join_timeout.count() / 1000.0),
+        " (--join-timeout): node 0 may run zt launch without --max-restarts or --nnodes MIN:MAX (then its rank 0 "
+        "hosts the store); give every node the same --nnodes and --max-restarts"));
   }
   job_id_ = Field(*job, "job");
   ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> open, AwaitFields(JobKey("open"), rounds_.join_timeout));
@@ -509,6 +625,14 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
   }
   {
     ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> plan, FindFields(RoundKey(round, "plan")));
+    if (plan.has_value() && Field(*plan, "action") == "stop") {
+      // The job is ending: nothing to join.
+      RestartedLaunch ended;
+      ended.last.exit_code = std::max(1, IntField(*plan, "code", 1));
+      ended.last.failure = absl::StrCat("the job is ending without this node: ", Field(*plan, "why"));
+      (void)SetFields(JobKey(absl::StrCat("bye/", node_)), {{"read", "stop"}});
+      return ended;
+    }
     if (plan.has_value()) {
       ++round;
       Say(absl::StrCat("node ", node_, ": the job is running without this node; it joins at the next restart"));
@@ -525,14 +649,21 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
       if (plan.has_value()) break;
       ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> end, FindFields(JobKey("end")));
       if (end.has_value()) {
-        Say(absl::StrCat("node ", node_, ": the job ended before this node was taken in"));
+        (void)SetFields(JobKey(absl::StrCat("bye/", node_)), {{"read", "end"}});
         out.last.exit_code = IntField(*end, "code", 1);
+        const std::string text = absl::StrCat("node ", node_, ": the job ended (exit code ", out.last.exit_code,
+                                              ") before this node was taken in");
+        if (out.last.exit_code == 0) {
+          Say(text);
+        } else {
+          out.last.failure = text;
+        }
         return out;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (Field(*plan, "action") == "stop") {
-      (void)SetFields(RoundKey(round, "bye", node_), {{"read", "stop"}});
+      (void)SetFields(JobKey(absl::StrCat("bye/", node_)), {{"read", "stop"}});
       const std::string said = absl::StrCat(round > 0 ? "not restarting: " : "not starting: ", Field(*plan, "why"));
       out.restarts = std::max(0, round - 1);
       if (out.last.exit_code == 0 || !out.last.stopped_for.empty()) {
@@ -572,14 +703,21 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
     ZT_RETURN_IF_ERROR(Report(round, *r));
     out.last = *r;
     out.restarts = round;
+    // Beating on (node 0 tells a member that is slow to report from one that is gone).
     std::optional<FieldMap> outcome;
+    int64_t beats = 0;
+    Clock::time_point next_beat = Clock::now();
     while (true) {
       ZT_ASSIGN_OR_RETURN(outcome, FindFields(RoundKey(round, "outcome")));
       if (outcome.has_value()) break;
+      if (Clock::now() >= next_beat) {
+        ZT_RETURN_IF_ERROR(SetFields(RoundKey(round, "alive", node_), {{"after", std::to_string(++beats)}}));
+        next_beat = Clock::now() + kBeatPeriod;
+      }
       std::this_thread::sleep_for(kPollPeriod);
     }
     if (Field(*outcome, "action") == "done") {
-      (void)SetFields(RoundKey(round, "bye", node_), {{"read", "done"}});
+      (void)SetFields(JobKey(absl::StrCat("bye/", node_)), {{"read", "done"}});
       return out;
     }
     if (out.last.exit_code == 0 || !out.last.stopped_for.empty()) {
@@ -621,7 +759,7 @@ absl::StatusOr<RestartedLaunch> LaunchNodeRounds(const LaunchOptions& options, c
                                                    ", got ", options.node_rank));
   }
   if (options.master_port <= 0) {
-    return absl::InvalidArgumentError("restarts across nodes need --master-port, the same on every node");
+    return absl::InvalidArgumentError("several nodes need --master-port, the same on every node");
   }
   if (rounds.max_restarts < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-restarts must be >= 0, got ", rounds.max_restarts));
@@ -631,7 +769,8 @@ absl::StatusOr<RestartedLaunch> LaunchNodeRounds(const LaunchOptions& options, c
   checked.nnodes = rounds.max_nodes;
   ZT_RETURN_IF_ERROR(ValidateLaunchOptions(checked));
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<KeyValueStore> store,
-                      open(options.master_addr, options.master_port, options.node_rank == 0, rounds.join_timeout));
+                      open(options.master_addr, options.master_port, options.node_rank == 0, rounds.join_timeout,
+                           kStoreOperationTimeout));
   NodeAgent agent(options, rounds, std::move(store));
   return agent.Run();
 }

@@ -19,15 +19,21 @@
 //    member stops its ranks within 200 ms of seeing it (stop_check) instead
 //    of waiting for its collectives to time out. Node 0 decides the round's
 //    outcome: done when every member's ranks exited 0, failed otherwise
-//    (also when a member reports nothing within join_timeout after node 0's
-//    ranks finished: its host is gone).
+//    (also when a member's launcher goes silent before reporting: its host
+//    is gone).
 //  - A failed round is followed by round r + 1 while r < max_restarts and no
 //    member's failure is one a restart would repeat (WorthRestarting: exit
 //    code 2, an interrupted launcher, --timeout): the members that come back
 //    within the join rules form it, at the world size they give. One line
 //    per restart on err_fd says why and, when the membership changed, how.
 //  - A launcher that comes when a round already runs waits and is taken in
-//    at the next restart; when the job ends first, it exits 0 saying so.
+//    at the next restart; when the job ends first, it ends with the job's
+//    exit code, saying so. Node 0 keeps the store up until every launcher
+//    waiting on it has read the end (bounded).
+//  - Node 0 takes a member as gone when its launcher, which beats while its
+//    ranks run and until the round's outcome, is silent for 5 s before
+//    reporting its ranks' end; a member whose ranks merely run longer than
+//    node 0's is waited for.
 //  - Node 0 is the job's rendezvous host, as torchrun's --rdzv-endpoint host:
 //    if it is lost, every other launcher stops its ranks and exits non-zero
 //    naming it. Every node must give the same --nproc-per-node, --nnodes,

@@ -390,14 +390,15 @@ TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
 
   const std::string out = dir_ + "/elastic";
   std::vector<HostProcess> procs;
-  for (int h = 0; h < 2; ++h) {
+  // Host 1 first: its launcher waits for host 0's store, so both are in the first round.
+  for (int h : {1, 0}) {
     const std::string launch = absl::StrCat(
         HostEnv(), ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node 1 --nnodes 1:2 --max-restarts 3 --last-call 5",
         " --node-rank ", h, " --master-addr ", net_->Address(0), " --master-port ", kMasterPort, " --timeout 600 -- ",
         ZT_BINARY_DIR, "/bin/zt ", with_out(out));
     auto p = net_->Start(h, launch, absl::StrCat(out, ".host", h, ".log"));
     ASSERT_TRUE(p.ok()) << p.status();
-    procs.push_back(*p);
+    procs.insert(procs.begin() + (h == 0 ? 0 : static_cast<long>(procs.size())), *p);
   }
   const std::string log0 = out + ".host0.log";
   const auto deadline = Clock::now() + std::chrono::minutes(3);
@@ -416,7 +417,9 @@ TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
     const size_t restart_at = now_log.find("zt launch: restart 1 of 3");
     if (restart_at != std::string::npos && to_restart < 0) to_restart = t;
     const size_t resumed_at = now_log.find("zt train: restart 1: resumed");
-    if (resumed_at != std::string::npos && now_log.find(" step ", resumed_at) != std::string::npos) to_first_step = t;
+    if (resumed_at != std::string::npos && now_log.find("INFO] step ", resumed_at) != std::string::npos) {
+      to_first_step = t;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const int code = WaitExit(procs[0], std::chrono::minutes(3));
