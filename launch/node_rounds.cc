@@ -15,10 +15,8 @@
 #include "launch/node_rounds.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -32,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "launch/rank_env.h"
 #include "util/status.h"
+#include "util/std_mutex.h"
 
 namespace zt::comm {
 namespace {
@@ -140,40 +139,43 @@ class RoundWatcher {
         thread_([this] { Loop(); }) {}
   ~RoundWatcher() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      StdMutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
   std::optional<std::string> reason() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    StdMutexLock lock(&mu_);
     return reason_;
   }
 
  private:
+  bool Done() const {
+    StdMutexLock lock(&mu_);
+    return stopping_ || reason_.has_value();
+  }
+
+  // One look at the store (and a beat when one is due), without the lock.
+  std::optional<std::string> Poll() {
+    if (!beat_key_.empty() && Clock::now() >= next_beat_) {
+      if (absl::Status s = store_.Set(beat_key_, std::to_string(++beats_)); !s.ok()) return lost_(s);
+      next_beat_ = Clock::now() + kBeatPeriod;
+    }
+    absl::StatusOr<std::optional<std::string>> failed = store_.Find(failed_key_);
+    if (!failed.ok()) return lost_(failed.status());
+    if (failed->has_value()) return describe_(DecodeFields(**failed));
+    return std::nullopt;
+  }
+
   void Loop() {
-    int64_t beats = 0;
-    Clock::time_point next_beat = Clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_ && !reason_.has_value()) {
-      lock.unlock();
-      std::optional<std::string> found;
-      if (!beat_key_.empty() && Clock::now() >= next_beat) {
-        if (absl::Status s = store_.Set(beat_key_, std::to_string(++beats)); !s.ok()) found = lost_(s);
-        next_beat = Clock::now() + kBeatPeriod;
+    while (!Done()) {
+      std::optional<std::string> found = Poll();
+      StdMutexLock lock(&mu_);
+      if (found.has_value()) reason_ = std::move(found);
+      const Clock::time_point until = Clock::now() + std::chrono::milliseconds(100);
+      while (!stopping_ && cv_.WaitUntil(&mu_, until)) {
       }
-      if (!found.has_value()) {
-        absl::StatusOr<std::optional<std::string>> failed = store_.Find(failed_key_);
-        if (!failed.ok()) {
-          found = lost_(failed.status());
-        } else if (failed->has_value()) {
-          found = describe_(DecodeFields(**failed));
-        }
-      }
-      lock.lock();
-      if (found.has_value()) reason_ = found;
-      cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_; });
     }
   }
 
@@ -181,10 +183,12 @@ class RoundWatcher {
   const std::string failed_key_, beat_key_;
   const Lost lost_;
   const Describe describe_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::optional<std::string> reason_;
+  int64_t beats_ = 0;                           // the thread's own
+  Clock::time_point next_beat_ = Clock::now();  // the thread's own
+  mutable StdMutex mu_;
+  StdCondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<std::string> reason_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once the rest is built
 };
 
