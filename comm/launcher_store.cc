@@ -2,21 +2,13 @@
 #include "comm/launcher_store.h"
 
 #include <exception>
-#include <set>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "comm/rendezvous.h"
-#include "comm/store_socket.h"
 
 namespace zt::comm {
 namespace {
-
-std::string FirstLineOf(const char* what) {
-  std::string line(what);
-  line = line.substr(0, line.find('\n'));
-  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
-}
 
 class TcpKeyValueStore : public KeyValueStore {
  public:
@@ -52,7 +44,7 @@ class TcpKeyValueStore : public KeyValueStore {
  private:
   absl::Status Failed(const char* op, const std::string& key, const std::exception& e) const {
     return absl::UnavailableError(
-        absl::StrCat("could not ", op, " ", key, " in the store at ", address_, ": ", FirstLineOf(e.what())));
+        absl::StrCat("could not ", op, " ", key, " in the store at ", address_, ": ", ErrorFirstLine(e.what())));
   }
 
   c10::intrusive_ptr<c10d::TCPStore> store_;
@@ -65,30 +57,22 @@ KeyValueStoreOpener TcpKeyValueStoreOpener() {
   return [](const std::string& host, int port, bool host_it, std::chrono::milliseconds timeout,
             std::chrono::milliseconds operation_timeout) -> absl::StatusOr<std::unique_ptr<KeyValueStore>> {
     const std::string address = absl::StrCat(host, ":", port);
-    c10d::TCPStoreOptions opts;
-    opts.port = static_cast<std::uint16_t>(port);
-    opts.isServer = host_it;
-    opts.numWorkers = c10::nullopt;
-    opts.waitWorkers = false;
-    opts.timeout = timeout;
-    const std::set<int> before = host_it ? std::set<int>() : SocketFds();
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    try {
-      store = c10::make_intrusive<c10d::TCPStore>(host, opts);
-    } catch (const std::exception& e) {
-      if (host_it) {
-        return absl::UnavailableError(absl::StrCat("node 0 could not host the job's rendezvous store on port ", port,
-                                                   " (--master-port): ", FirstLineOf(e.what()),
-                                                   ". Another process may hold the port: choose a free --master-port"));
-      }
+    std::string error;
+    absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> store =
+        OpenTcpStore(host, port, host_it, timeout, operation_timeout, &error);
+    if (!store.ok() && host_it) {
+      return absl::UnavailableError(absl::StrCat("node 0 could not host the job's rendezvous store on port ", port,
+                                                 " (--master-port): ", error,
+                                                 ". Another process may hold the port: choose a free --master-port"));
+    }
+    if (!store.ok()) {
       return absl::UnavailableError(absl::StrCat("could not reach node 0's launcher at ", address,
                                                  " (--master-addr:--master-port) within ", FormatDuration(timeout),
-                                                 ": ", FirstLineOf(e.what()),
+                                                 ": ", error,
                                                  ". Check that zt launch runs on node 0 with the same --master-port, "
                                                  "and that this host can reach that address"));
     }
-    if (!host_it) BoundStoreSocket(before, port, operation_timeout);
-    return std::unique_ptr<KeyValueStore>(std::make_unique<TcpKeyValueStore>(store, address));
+    return std::unique_ptr<KeyValueStore>(std::make_unique<TcpKeyValueStore>(*store, address));
   };
 }
 

@@ -27,12 +27,6 @@
 namespace zt::comm {
 namespace {
 
-std::string FirstLine(const std::string& text) {
-  std::string line = text.substr(0, text.find('\n'));
-  while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
-  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
-}
-
 // Parses "world=4 host=h pid=123" into its world size (-1 when malformed).
 int AnnouncedWorld(const std::vector<uint8_t>& value) {
   std::string s(value.begin(), value.end());
@@ -73,41 +67,29 @@ void WaitForListener(const std::string& host, int port, std::chrono::millisecond
 
 // Connects to (rank 0 without a torchrun agent: hosts) the TCPStore at
 // MASTER_ADDR:MASTER_PORT. Errors name the rank, the address and the
-// variables to check.
+// variables to check. Every later store operation of this rank gets the
+// rendezvous deadline, so a store host that stops answering ends the
+// rendezvous (and the gloo connect after it) with an error instead of a
+// wait without end.
 absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> ConnectStore(const RankEnv& env, std::chrono::milliseconds timeout) {
   const int rank = env.rank;
   const std::string wanted = absl::StrCat(env.master_addr, ":", env.master_port);
-  c10::intrusive_ptr<c10d::TCPStore> tcp;
-  c10d::TCPStoreOptions opts;
-  opts.port = static_cast<std::uint16_t>(env.master_port);
   const bool hosts_store = rank == 0 && !env.agent_hosts_store;
-  opts.isServer = hosts_store;
-  opts.numWorkers = c10::nullopt;  // we count ranks ourselves, to name the missing ones
-  opts.waitWorkers = false;
-  opts.timeout = timeout;
-  if (!hosts_store) WaitForListener(env.master_addr, env.master_port, timeout);
-  const std::set<int> sockets_before = hosts_store ? std::set<int>() : SocketFds();
-  try {
-    tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-  } catch (const std::exception& e) {
-    if (hosts_store) {
-      return absl::UnavailableError(absl::StrCat("rank 0 could not host the rendezvous store on port ", env.master_port,
-                                                 " (MASTER_PORT) for ", env.master_addr,
-                                                 " (MASTER_ADDR): ", FirstLine(e.what()),
-                                                 ". Another process may hold the port: choose a free MASTER_PORT"));
-    }
-    return absl::UnavailableError(
-        absl::StrCat("rank ", rank, " could not reach the rendezvous store of ",
-                     env.agent_hosts_store ? "the torchrun agent" : "rank 0", " at ", wanted,
-                     " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", FirstLine(e.what()),
-                     ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
-                     "MASTER_PORT, and that this host can reach that address"));
+  std::string error;
+  absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> tcp =
+      OpenTcpStore(env.master_addr, env.master_port, hosts_store, timeout, timeout, &error);
+  if (tcp.ok()) return tcp;
+  if (hosts_store) {
+    return absl::UnavailableError(absl::StrCat("rank 0 could not host the rendezvous store on port ", env.master_port,
+                                               " (MASTER_PORT) for ", env.master_addr, " (MASTER_ADDR): ", error,
+                                               ". Another process may hold the port: choose a free MASTER_PORT"));
   }
-  // Every later store operation of this rank gets the rendezvous deadline,
-  // so a store host that stops answering ends the rendezvous (and the
-  // gloo connect after it) with an error instead of a wait without end.
-  if (!hosts_store) BoundStoreSocket(sockets_before, tcp->getPort(), timeout);
-  return tcp;
+  return absl::UnavailableError(
+      absl::StrCat("rank ", rank, " could not reach the rendezvous store of ",
+                   env.agent_hosts_store ? "the torchrun agent" : "rank 0", " at ", wanted,
+                   " (MASTER_ADDR:MASTER_PORT) within ", FormatDuration(timeout), ": ", error,
+                   ". Check that rank 0 is running, that every rank has the same MASTER_ADDR and "
+                   "MASTER_PORT, and that this host can reach that address"));
 }
 
 // One rank's rendezvous over a connected store: the steps after the
@@ -149,7 +131,7 @@ class RendezvousSteps {
 // The error for a store operation that threw: the store stopped answering
 // within the timeout, or the connection broke.
 absl::Status RendezvousSteps::Lost(const std::exception& e) const {
-  const std::string what = FirstLine(e.what());
+  const std::string what = ErrorFirstLine(e.what());
   if (absl::StrContains(what, "Socket Timeout") || absl::StrContains(what, "timed out")) {
     return absl::UnavailableError(
         absl::StrCat("rank ", rank_, ": the rendezvous store at ", address_, " (hosted by ", host_,
@@ -259,7 +241,7 @@ absl::Status RendezvousSteps::ReportMissing(const std::exception& wait_error) {
   }
   if (missing.empty()) {
     return absl::UnavailableError(absl::StrCat("rank ", rank_, " failed waiting for the rendezvous at ", address_, ": ",
-                                               FirstLine(wait_error.what())));
+                                               ErrorFirstLine(wait_error.what())));
   }
   return absl::DeadlineExceededError(
       absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", FormatRankList(missing), " of ", world_,
@@ -288,6 +270,35 @@ absl::Status RendezvousSteps::CheckAgreement() {
 }
 
 }  // namespace
+
+std::string ErrorFirstLine(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '.' || line.back() == ' ')) line.pop_back();
+  return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> OpenTcpStore(const std::string& host, int port, bool host_it,
+                                                                std::chrono::milliseconds connect_timeout,
+                                                                std::chrono::milliseconds operation_timeout,
+                                                                std::string* error) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = host_it;
+  opts.numWorkers = c10::nullopt;  // callers count their members themselves, to name the missing ones
+  opts.waitWorkers = false;
+  opts.timeout = connect_timeout;
+  if (!host_it) WaitForListener(host, port, connect_timeout);
+  const std::set<int> sockets_before = host_it ? std::set<int>() : SocketFds();
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(host, opts);
+  } catch (const std::exception& e) {
+    *error = ErrorFirstLine(e.what());
+    return absl::UnavailableError(*error);
+  }
+  if (!host_it) BoundStoreSocket(sockets_before, tcp->getPort(), operation_timeout);
+  return tcp;
+}
 
 std::string FormatDuration(std::chrono::milliseconds d) {
   const int64_t ms = d.count();

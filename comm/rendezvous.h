@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,21 @@ struct StoreHandle {
 //   "rank 0 could not host the rendezvous store on port 29500 (MASTER_PORT): ..."
 absl::StatusOr<StoreHandle> Rendezvous(const RankEnv& env, std::chrono::milliseconds timeout,
                                        const std::string& prefix = "zt");
+
+// Hosts (`host_it`: listening on `port`) or connects to c10d's TCPStore at
+// host:port. A client first waits for the port to accept connections (LibTorch
+// 1.13's client sleeps a whole second after a refused connect), retries for
+// `connect_timeout`, and then has `operation_timeout` on every read and write
+// of its connection (comm/store_socket.h). On failure, the exception's first
+// line (`error`) for the caller's message; the rendezvous and the launchers'
+// store (comm/launcher_store.h) both open their stores here.
+absl::StatusOr<c10::intrusive_ptr<c10d::TCPStore>> OpenTcpStore(const std::string& host, int port, bool host_it,
+                                                                std::chrono::milliseconds connect_timeout,
+                                                                std::chrono::milliseconds operation_timeout,
+                                                                std::string* error);
+
+// The first line of an exception's text, trimmed and at most 300 characters.
+std::string ErrorFirstLine(const std::string& text);
 
 // "30 s", "1.5 s", "250 ms": durations in messages.
 std::string FormatDuration(std::chrono::milliseconds d);

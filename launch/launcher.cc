@@ -16,7 +16,6 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -481,8 +480,7 @@ absl::StatusOr<JobEnvironment> PrepareJobEnvironment(const LaunchOptions& option
   // (launch/fork_spawner.h) reads the launcher's own command line as its
   // /proc/self/cmdline, and that differs between nodes (--node-rank).
   if (options.nnodes == 1) {
-    std::random_device rd;
-    env["ZT_JOB_ID"] = absl::StrFormat("%08x%08x-%d", rd(), rd(), getpid());
+    env["ZT_JOB_ID"] = NewJobId();
   } else if (auto given = env.find("ZT_JOB_ID"); (given == env.end() || given->second.empty()) &&
                                                  !env.count("TORCHELASTIC_RUN_ID") &&
                                                  !options.extra_env.count("ZT_JOB_ID")) {

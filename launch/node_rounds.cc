@@ -18,7 +18,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <random>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -122,6 +121,24 @@ std::string GivenJobId(const LaunchOptions& o) {
   return "";
 }
 
+// A member launcher's beat (r<r>/alive/<node>): a counter written at most
+// every kBeatPeriod, so node 0 can tell a slow member from a gone one.
+class LauncherBeat {
+ public:
+  explicit LauncherBeat(std::string key) : key_(std::move(key)) {}
+  // Writes the next beat when one is due.
+  absl::Status MaybeBeat(KeyValueStore& store) {
+    if (key_.empty() || Clock::now() < next_) return absl::OkStatus();
+    next_ = Clock::now() + kBeatPeriod;
+    return store.Set(key_, std::to_string(++count_));
+  }
+
+ private:
+  std::string key_;  // empty: node 0, which does not beat
+  int64_t count_ = 0;
+  Clock::time_point next_ = Clock::now();
+};
+
 // While this node's ranks run (Launch, on the calling thread): watches the
 // round's "failed" record, so that stop_check answers at once from what it
 // last saw instead of blocking the launcher's loop on the store, and, on a
@@ -130,10 +147,10 @@ class RoundWatcher {
  public:
   using Lost = std::function<std::string(const absl::Status&)>;
   using Describe = std::function<std::string(const FieldMap&)>;
-  RoundWatcher(KeyValueStore& store, std::string failed_key, std::string beat_key, Lost lost, Describe describe)
+  RoundWatcher(KeyValueStore& store, std::string failed_key, LauncherBeat& beat, Lost lost, Describe describe)
       : store_(store),
         failed_key_(std::move(failed_key)),
-        beat_key_(std::move(beat_key)),
+        beat_(beat),
         lost_(std::move(lost)),
         describe_(std::move(describe)),
         thread_([this] { Loop(); }) {}
@@ -158,10 +175,7 @@ class RoundWatcher {
 
   // One look at the store (and a beat when one is due), without the lock.
   std::optional<std::string> Poll() {
-    if (!beat_key_.empty() && Clock::now() >= next_beat_) {
-      if (absl::Status s = store_.Set(beat_key_, std::to_string(++beats_)); !s.ok()) return lost_(s);
-      next_beat_ = Clock::now() + kBeatPeriod;
-    }
+    if (absl::Status s = beat_.MaybeBeat(store_); !s.ok()) return lost_(s);
     absl::StatusOr<std::optional<std::string>> failed = store_.Find(failed_key_);
     if (!failed.ok()) return lost_(failed.status());
     if (failed->has_value()) return describe_(DecodeFields(**failed));
@@ -180,11 +194,10 @@ class RoundWatcher {
   }
 
   KeyValueStore& store_;
-  const std::string failed_key_, beat_key_;
+  const std::string failed_key_;
+  LauncherBeat& beat_;  // this thread's alone until it is joined
   const Lost lost_;
   const Describe describe_;
-  int64_t beats_ = 0;                           // the thread's own
-  Clock::time_point next_beat_ = Clock::now();  // the thread's own
   mutable StdMutex mu_;
   StdCondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -270,8 +283,8 @@ class NodeAgent {
     return text;
   }
 
-  // Runs this node's ranks as group rank `group_rank` of `members`.
-  absl::StatusOr<LaunchResult> RunAttempt(int round, const std::vector<int>& members) {
+  // Runs this node's ranks as its group rank among `members`, beating with `beat`.
+  absl::StatusOr<LaunchResult> RunAttempt(int round, const std::vector<int>& members, LauncherBeat* beat) {
     LaunchOptions o = options_;
     o.nnodes = static_cast<int>(members.size());
     o.node_rank = static_cast<int>(std::find(members.begin(), members.end(), node_) - members.begin());
@@ -280,7 +293,7 @@ class NodeAgent {
     o.extra_env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(rounds_.max_restarts);
     o.extra_env["ZT_JOB_ID"] = job_id_;
     RoundWatcher watcher(
-        *store_, RoundKey(round, "failed"), node_ == 0 ? std::string() : RoundKey(round, "alive", node_),
+        *store_, RoundKey(round, "failed"), *beat,
         [this](const absl::Status& s) { return std::string(Lost(s).message()); }, &NodeAgent::StopReason);
     o.stop_check = [&watcher] { return watcher.reason(); };
     absl::StatusOr<LaunchResult> r = Launch(o);
@@ -302,6 +315,11 @@ class NodeAgent {
   }
 
   void Say(const std::string& text) const { WriteLine(rounds_.err_fd, absl::StrCat(rounds_.who, ": ", text)); }
+  // The line every node prints for restart `round`: why, and how the membership changed.
+  void SayRestart(int round, const std::string& failure, const std::string& note) const {
+    Say(absl::StrFormat("restart %d of %d after %.1f s: %s%s", round, rounds_.max_restarts, attempts_seconds_, failure,
+                        note.empty() ? "" : absl::StrCat("; now ", note)));
+  }
 
   // --- node 0 ---
   absl::StatusOr<RestartedLaunch> RunCoordinator();
@@ -468,10 +486,7 @@ absl::StatusOr<RestartedLaunch> NodeAgent::EndJob(int round, int code, const std
 absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
   job_id_ = GivenJobId(options_);
   const bool given_job = !job_id_.empty();
-  if (!given_job) {
-    std::random_device rd;
-    job_id_ = absl::StrFormat("%08x%08x-%d", rd(), rd(), ::getpid());
-  }
+  if (!given_job) job_id_ = NewJobId();
   ZT_RETURN_IF_ERROR(SetFields(JobKey("job"), {{"job", job_id_},
                                                {"nproc", std::to_string(options_.nproc_per_node)},
                                                {"min", std::to_string(rounds_.min_nodes)},
@@ -541,13 +556,13 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
     ZT_RETURN_IF_ERROR(SetFields(RoundKey(round, "plan"),
                                  {{"action", "go"}, {"nodes", absl::StrJoin(g.members, ",")}, {"note", note}}));
     if (round > 0) {
-      Say(absl::StrFormat("restart %d of %d after %.1f s: %s%s", round, rounds_.max_restarts, attempts_seconds_,
-                          last_failure, note.empty() ? "" : absl::StrCat("; now ", note)));
+      SayRestart(round, last_failure, note);
     } else if (!note.empty()) {
       Say(note);
     }
     previous = g.members;
-    absl::StatusOr<LaunchResult> r = RunAttempt(round, g.members);
+    LauncherBeat no_beat("");  // node 0's liveness is its store's
+    absl::StatusOr<LaunchResult> r = RunAttempt(round, g.members, &no_beat);
     if (!r.ok()) {
       // Nothing started on this node, and a restart would fail the same way:
       // the others stop their ranks, read why and end (EndJob keeps the store
@@ -686,13 +701,12 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
     }
     if (round > 0 && !previous.empty()) {
       ZT_ASSIGN_OR_RETURN(std::optional<FieldMap> failed, FindFields(RoundKey(round - 1, "failed")));
-      const std::string note = Field(*plan, "note");
-      Say(absl::StrFormat("restart %d of %d after %.1f s: %s%s", round, rounds_.max_restarts, attempts_seconds_,
-                          failed.has_value() ? Field(*failed, "failure") : std::string("the last round failed"),
-                          note.empty() ? "" : absl::StrCat("; now ", note)));
+      SayRestart(round, failed.has_value() ? Field(*failed, "failure") : std::string("the last round failed"),
+                 Field(*plan, "note"));
     }
     previous = members;
-    absl::StatusOr<LaunchResult> r = RunAttempt(round, members);
+    LauncherBeat beat(RoundKey(round, "alive", node_));
+    absl::StatusOr<LaunchResult> r = RunAttempt(round, members, &beat);
     if (!r.ok()) {
       // Said to node 0 as this node's verdict on the round, so that it stops
       // the job naming the cause instead of waiting for this node to rejoin.
@@ -709,15 +723,10 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunMember() {
     out.restarts = round;
     // Beating on (node 0 tells a member that is slow to report from one that is gone).
     std::optional<FieldMap> outcome;
-    int64_t beats = 0;
-    Clock::time_point next_beat = Clock::now();
     while (true) {
       ZT_ASSIGN_OR_RETURN(outcome, FindFields(RoundKey(round, "outcome")));
       if (outcome.has_value()) break;
-      if (Clock::now() >= next_beat) {
-        ZT_RETURN_IF_ERROR(SetFields(RoundKey(round, "alive", node_), {{"after", std::to_string(++beats)}}));
-        next_beat = Clock::now() + kBeatPeriod;
-      }
+      if (absl::Status s = beat.MaybeBeat(*store_); !s.ok()) return Lost(s);
       std::this_thread::sleep_for(kPollPeriod);
     }
     if (Field(*outcome, "action") == "done") {

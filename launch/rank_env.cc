@@ -3,14 +3,17 @@
 #include "launch/rank_env.h"
 
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "util/fnv1a.h"
 #include "util/status.h"
@@ -236,6 +239,11 @@ absl::StatusOr<RankEnv> ReadRankEnv(const EnvLookup& getenv) {
   RankEnv env;
   ZT_RETURN_IF_ERROR(ReadMaster(getenv, env));
   return env;
+}
+
+std::string NewJobId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x-%d", rd(), rd(), ::getpid());
 }
 
 std::string CommandLineJobId(const std::vector<std::string>& argv) {

@@ -65,6 +65,11 @@ absl::StatusOr<RankEnv> ReadRankEnv();  // from this process's environment
 inline constexpr char kCommandLineJobPrefix[] = "command-line-";
 std::string CommandLineJobId(const std::vector<std::string>& argv);
 
+// A fresh job id for one launch: 64 random bits and this process's pid
+// ("1ebae33f7bfd4f31-10157"); the one-node launcher's and node 0's across
+// nodes (launch/node_rounds.h).
+std::string NewJobId();
+
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool IsLoopbackHost(const std::string& host);
 

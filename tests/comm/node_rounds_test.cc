@@ -8,7 +8,6 @@
 // no process is left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,9 +23,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "launch/free_port.h"
+#include "tests/testing/background_shell.h"
 #include "tests/testing/scratch_dir.h"
-
-extern char** environ;
 
 namespace zt::comm {
 namespace {
@@ -34,6 +32,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using zt::testing::ReadFileBytes;
 using zt::testing::ScratchDir;
+
+constexpr auto kBound = std::chrono::seconds(60);  // every case ends well within this
 
 // One node's `zt launch`, its output in `log`.
 struct Node {
@@ -81,24 +81,24 @@ class NodeRounds : public ::testing::Test {
         absl::StrCat("exec env OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node ", nproc,
                      " --master-addr 127.0.0.1 --master-port ", port_, " --node-rank ", rank, " ", flags, " -- ",
                      script, " > ", node.log, " 2>&1");
-    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-    EXPECT_EQ(::posix_spawn(&node.pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    node.pid = zt::testing::StartShell(command);
+    EXPECT_GT(node.pid, 0) << command;
     nodes_.push_back(node);
     return nodes_.back();
   }
 
   // The exit code (128 + signal), or -1 while it still runs after `timeout`.
   static int Wait(Node& node, std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    while (true) {
-      int status = 0;
-      const pid_t r = ::waitpid(node.pid, &status, WNOHANG);
-      if (r == node.pid) {
-        node.pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      if (r < 0 || Clock::now() >= deadline) return r < 0 ? -2 : -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int code = zt::testing::WaitShell(node.pid, timeout);
+    if (code >= 0) node.pid = -1;  // reaped
+    return code;
+  }
+
+  // Every node started so far exits with `code` within kBound and says `text`.
+  void ExpectEveryNodeEnds(int code, const std::string& text) {
+    for (Node& n : nodes_) {
+      EXPECT_EQ(Wait(n, kBound), code) << ReadFileBytes(n.log);
+      EXPECT_TRUE(absl::StrContains(ReadFileBytes(n.log), text)) << ReadFileBytes(n.log);
     }
   }
 
@@ -127,8 +127,6 @@ class NodeRounds : public ::testing::Test {
 
 // Fields of Env(): rank, attempt, world, group rank, job id, agent store, port.
 enum { kRank, kAttempt, kWorld, kGroup, kJob, kAgent, kPort };
-
-constexpr auto kBound = std::chrono::seconds(60);  // every case ends well within this
 
 TEST_F(NodeRounds, AFailureOnOneNodeRestartsEveryNodeTogether) {
   // Rank 2 (node 1) fails in the first attempt; node 0's ranks would sleep
@@ -250,11 +248,7 @@ TEST_F(NodeRounds, AUsageErrorOnOneNodeStopsEveryNodeWithItsCode) {
   const std::string flags = "--nnodes 2 --max-restarts 3";
   Start(0, flags, script);
   Start(1, flags, script);
-  for (Node& n : nodes_) {
-    EXPECT_EQ(Wait(n, kBound), 2) << ReadFileBytes(n.log);
-    EXPECT_TRUE(absl::StrContains(ReadFileBytes(n.log), "not restarting: node 1: a rank exited with code 2"))
-        << ReadFileBytes(n.log);
-  }
+  ExpectEveryNodeEnds(2, "not restarting: node 1: a rank exited with code 2");
   EXPECT_FALSE(Ran(0, 1));
 }
 
@@ -264,11 +258,7 @@ TEST_F(NodeRounds, WhenTheRestartsRunOutEveryNodeExitsWithTheFailuresCode) {
   const std::string flags = "--nnodes 2 --max-restarts 1";
   Start(0, flags, script);
   Start(1, flags, script);
-  for (Node& n : nodes_) {
-    EXPECT_EQ(Wait(n, kBound), 5) << ReadFileBytes(n.log);
-    EXPECT_TRUE(absl::StrContains(ReadFileBytes(n.log), "all 1 restarts used (--max-restarts)"))
-        << ReadFileBytes(n.log);
-  }
+  ExpectEveryNodeEnds(5, "all 1 restarts used (--max-restarts)");
   for (const Node& n : nodes_) {
     EXPECT_TRUE(absl::StrContains(ReadFileBytes(n.log), "restart 1 of 1 after ")) << ReadFileBytes(n.log);
   }
@@ -279,11 +269,7 @@ TEST_F(NodeRounds, NodesThatDisagreeAreNamedOnEveryNode) {
   const std::string script = Script("job.sh", "sleep 1");
   Start(0, "--nnodes 2 --max-restarts 1", script, 2);
   Start(1, "--nnodes 2 --max-restarts 1", script, 1);
-  for (Node& n : nodes_) {
-    EXPECT_EQ(Wait(n, kBound), 2) << ReadFileBytes(n.log);
-    EXPECT_TRUE(absl::StrContains(ReadFileBytes(n.log), "node 1 runs --nproc-per-node 1 but node 0 runs 2"))
-        << ReadFileBytes(n.log);
-  }
+  ExpectEveryNodeEnds(2, "node 1 runs --nproc-per-node 1 but node 0 runs 2");
   EXPECT_FALSE(Ran(0, 0)) << "no rank starts in a job whose nodes disagree";
 }
 

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,10 +28,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/testing/background_shell.h"
 #include "tests/testing/scratch_dir.h"
 #include "train/job/step_marker.h"
-
-extern char** environ;
 
 namespace zt::train {
 namespace {
@@ -50,20 +48,14 @@ struct Job {
 Job StartZt(const std::string& args, const std::string& log) {
   Job job;
   job.log = log;
-  const std::string command =
-      absl::StrCat("exec env OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args, " > ", log, " 2>&1");
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  if (::posix_spawn(&job.pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) job.pid = -1;
+  job.pid = zt::testing::StartShell(
+      absl::StrCat("exec env OMP_NUM_THREADS=1 ", ZT_BINARY_DIR, "/bin/zt ", args, " > ", log, " 2>&1"));
   return job;
 }
 
 // The exit code, or -1 while it runs; 128 + signal for a signal.
 int Poll(const Job& job, bool wait) {
-  int status = 0;
-  const pid_t r = ::waitpid(job.pid, &status, wait ? 0 : WNOHANG);
-  if (r == 0) return -1;
-  if (r < 0) return -2;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return zt::testing::WaitShell(job.pid, wait ? std::nullopt : std::optional(std::chrono::milliseconds(0)));
 }
 
 // The processes whose parent is `parent` (zt train's ranks).
