@@ -63,7 +63,11 @@ bool ParseFlags(Flags& flags, const std::vector<std::string>& args, const std::s
 
 // The tools below read a checkpoint once, front to back, and write
 // gigabytes once: O_DIRECT both ways (util/direct_io.h says why).
-constexpr ckpt::CheckpointReadOptions kReadOnce{/*direct_io=*/true};
+ckpt::CheckpointReadOptions ReadOnce() {
+  ckpt::CheckpointReadOptions o;
+  o.direct_io = true;
+  return o;
+}
 
 int RunInspect(const std::vector<std::string>& args) {
   Flags flags("zt ckpt inspect");
@@ -157,7 +161,7 @@ int RunConsolidate(const std::vector<std::string>& args) {
   options.direct_io = true;
   options.tied_copies = flags.GetBool("tied-copies");
   const auto t0 = SteadyClock::now();
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), kReadOnce);
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), ReadOnce());
   if (!ck.ok()) return Fail("consolidate", ck.status());
   const std::string lora = flags.GetString("lora");
   std::optional<LoraRecord> record;
@@ -224,7 +228,7 @@ int RunReshard(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt ckpt reshard: --world-size must be a positive integer (got %lld)\n", world);
     return 2;
   }
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), kReadOnce);
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("tag"), ReadOnce());
   if (!ck.ok()) return Fail("reshard", ck.status());
   absl::Status st = ckpt::Reshard(**ck, flags.positional()[1], static_cast<int>(world));
   if (!st.ok()) return Fail("reshard", st);
@@ -287,7 +291,7 @@ int RunConvert(const std::vector<std::string>& args) {
     return 2;
   }
   const auto t0 = SteadyClock::now();
-  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"), kReadOnce);
+  auto ck = ckpt::ZeroCheckpoint::Open(flags.positional()[0], flags.GetString("source-tag"), ReadOnce());
   if (!ck.ok()) return Fail("convert", ck.status());
   ckpt::ConvertOptions options;
   options.to = *to;

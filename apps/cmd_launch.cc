@@ -3,11 +3,14 @@
 // process starts; the launcher library does the process work.
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
+#include "ckpt/memory_copies.h"
 #include "cli/flags.h"
 #include "launch/launcher.h"
+#include "launch/memory_copies_dir.h"
 #include "launch/node_rounds.h"
 #include "launch/restarts.h"
 
@@ -16,7 +19,7 @@ namespace {
 
 constexpr char kSynopsis[] =
     "--nproc-per-node N [--nnodes M|MIN:MAX --node-rank R --master-addr A --master-port P] "
-    "[--timeout S] [--max-restarts K] [--join-timeout S] [--last-call S] -- COMMAND ARGS...";
+    "[--timeout S] [--max-restarts K] [--memory-copies] [--join-timeout S] [--last-call S] -- COMMAND ARGS...";
 
 constexpr char kDescription[] =
     "\nStarts N ranks of COMMAND on this node with RANK, WORLD_SIZE, LOCAL_RANK,\n"
@@ -29,6 +32,10 @@ constexpr char kDescription[] =
     "TORCHELASTIC_RESTART_COUNT set to the attempt (zt train then resumes from its\n"
     "checkpoint's `latest`). Not restarted: a rank exiting with code 2 (a usage or\n"
     "configuration error), --timeout, or zt launch itself interrupted.\n"
+    "\n--memory-copies: the ranks keep their last checkpoint's files in this node's\n"
+    "memory (/dev/shm), and on several nodes each rank also one neighbour's (the same\n"
+    "local rank on the next node), so a restart reads them from memory and reads the\n"
+    "disk only for what no copy holds (docs/checkpoints.md). Removed at the job's end.\n"
     "\nSeveral nodes: run zt launch on each node with the same --nnodes, --master-addr\n"
     "(an address of node 0) and --master-port, and --node-rank 0..M-1. With\n"
     "--max-restarts or --nnodes MIN:MAX the launchers agree on every attempt through\n"
@@ -120,6 +127,11 @@ absl::Status ToOptions(const Flags& flags, comm::LaunchOptions* o, comm::Restart
   agreement->rounds.min_nodes = min_nodes;
   agreement->rounds.max_nodes = max_nodes;
   agreement->rounds.max_restarts = static_cast<int>(restarts);
+  agreement->rounds.memory_copies = flags.GetBool("memory-copies");
+  if (flags.GetBool("memory-copies") && restarts == 0 && !elastic) {
+    return BadFlag(
+        "--memory-copies serves restarts (the copies go when the job ends): add --max-restarts K or --nnodes MIN:MAX");
+  }
   for (const char* name : {"join-timeout", "last-call"}) {
     const double seconds = flags.GetDouble(name);
     if (!(seconds > 0 && seconds <= 1e6)) {
@@ -149,6 +161,7 @@ int RunLaunchCommand(const std::vector<std::string>& args, const LaunchBackends&
   flags.Double("kill-grace", 5, "seconds between SIGTERM and SIGKILL when stopping ranks");
   flags.Bool("no-prefix", "do not prefix output lines with [rank R]");
   flags.Int("max-restarts", 0, "after a rank fails, start the job again up to this many times");
+  flags.Bool("memory-copies", "keep the last checkpoint's files in memory too, for restarts (see above)");
   flags.Double("join-timeout", 600, "several nodes with restarts: seconds to wait for MIN nodes to join an attempt");
   flags.Double("last-call", 30, "several nodes with restarts: once MIN have joined, seconds to wait for the rest");
   if (std::optional<int> done = flags.ParseCommandLine(args, kSynopsis, kDescription)) return *done;
@@ -167,6 +180,16 @@ int RunLaunchCommand(const std::vector<std::string>& args, const LaunchBackends&
     return 1;
   }
   options.spawn = backends.spawn;
+  std::unique_ptr<comm::MemoryCopiesDir> copies;  // removed when this returns
+  if (flags.GetBool("memory-copies")) {
+    absl::StatusOr<std::unique_ptr<comm::MemoryCopiesDir>> made = comm::MemoryCopiesDir::Create(options.node_rank);
+    if (!made.ok()) {
+      std::fprintf(stderr, "zt launch: %s\n", std::string(made.status().message()).c_str());
+      return 2;
+    }
+    copies = std::move(*made);
+    options.extra_env[ckpt::kMemoryCopiesEnv] = copies->path();
+  }
   std::fflush(stdout);  // nothing buffered may reach the ranks' output late
   absl::StatusOr<comm::RestartedLaunch> restarted =
       agreement.needed ? comm::LaunchNodeRounds(options, agreement.rounds, backends.store)

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
@@ -14,11 +15,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/commands.h"
+#include "ckpt/memory_copies.h"
 #include "cli/flags.h"
 #include "cli/programs.h"
 #include "cli/train_job.h"
 #include "launch/fork_spawner.h"
 #include "launch/launcher.h"
+#include "launch/memory_copies_dir.h"
 #include "launch/rank_env.h"
 #include "launch/restarts.h"
 #include "train/job/run_lock.h"
@@ -101,8 +104,9 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   }
   absl::StatusOr<train::RunLock> lock = train::RunLock::Acquire(output_dir);  // held until we exit
   if (!lock.ok()) return FailTrain(lock.status());
-  // One rank runs here, unless it may need restarting: then in a child.
-  if (*nproc == 1 && job.options.max_restarts == 0) return RunRank(job, "zt train");
+  // One rank runs here, unless it may need restarting (or keeps memory
+  // copies, which outlive it in the folder this process owns): then in a child.
+  if (*nproc == 1 && job.options.max_restarts == 0 && !job.options.memory_copies) return RunRank(job, "zt train");
   comm::LaunchOptions lo;
   lo.nproc_per_node = *nproc;
   lo.extra_env[train::kRunLockHeldEnv] = "1";
@@ -115,6 +119,13 @@ int RunOwnRanks(const Flags& flags, const std::vector<std::string>& args, const 
   lo.prefix_output = false;
   lo.print_notes = false;
   std::fflush(stdout);
+  std::unique_ptr<comm::MemoryCopiesDir> copies;  // removed when this returns
+  if (job.options.memory_copies) {
+    absl::StatusOr<std::unique_ptr<comm::MemoryCopiesDir>> made = comm::MemoryCopiesDir::Create(0);
+    if (!made.ok()) return FailTrain(made.status());
+    copies = std::move(*made);
+    lo.extra_env[ckpt::kMemoryCopiesEnv] = copies->path();
+  }
   comm::RestartOptions restart;
   restart.max_restarts = job.options.max_restarts;
   restart.who = "zt train";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "absl/strings/ascii.h"
@@ -187,9 +188,10 @@ struct FirstModelStates {
 // Opens rank 0's model states in `folder`, trying stage 0-2's name before
 // stage 3's. Only NotFound moves on to the next name: any other error (a
 // damaged file) is returned as it is. The root must be a dict.
-absl::StatusOr<FirstModelStates> OpenFirstModelStates(const std::string& folder, const ReadFileOptions& options) {
+absl::StatusOr<FirstModelStates> OpenFirstModelStates(const std::string& folder, const ReadFileOptions& options,
+                                                      const std::function<std::string(const std::string&)>& path_of) {
   for (int stage : {0, 3}) {
-    const std::string path = JoinPath(folder, ModelStatesFile(stage, 0));
+    const std::string path = path_of(ModelStatesFile(stage, 0));
     auto r = PtReader::Open(path, options);
     if (r.ok()) {
       if (!(*r)->root().is_dict()) return NotADict(path);
@@ -379,8 +381,17 @@ absl::Status CheckRankShares(const SavedLayout& l, const std::vector<std::vector
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PtReader>> ZeroCheckpoint::OpenFile(const std::string& path) const {
-  return PtReader::Open(path, read_options_);
+std::string ZeroCheckpoint::PathOf(const std::string& folder, const std::string& name) const {
+  if (locate_) {
+    std::string located = locate_(name);
+    if (!located.empty()) return located;
+  }
+  return JoinPath(folder, name);
+}
+
+absl::StatusOr<std::unique_ptr<PtReader>> ZeroCheckpoint::OpenFile(const std::string& folder,
+                                                                   const std::string& name) const {
+  return PtReader::Open(PathOf(folder, name), read_options_);
 }
 
 absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::string& dir, const std::string& tag,
@@ -388,10 +399,13 @@ absl::StatusOr<std::unique_ptr<ZeroCheckpoint>> ZeroCheckpoint::Open(const std::
   std::unique_ptr<ZeroCheckpoint> c(new ZeroCheckpoint());
   c->dir_ = dir;
   c->read_options_.direct_min = options.direct_io ? kStreamingDirectMin : 0;
+  c->locate_ = options.locate;
   ZT_ASSIGN_OR_RETURN(c->tag_, ResolveTag(dir, tag));
   const std::string folder = JoinPath(dir, c->tag_);
   // Rank 0's model states name the writer, the stage and the world size; the rest follows.
-  ZT_ASSIGN_OR_RETURN(FirstModelStates first, OpenFirstModelStates(folder, c->read_options_));
+  ZT_ASSIGN_OR_RETURN(
+      FirstModelStates first,
+      OpenFirstModelStates(folder, c->read_options_, [&](const std::string& name) { return c->PathOf(folder, name); }));
   if (WrittenByDeepSpeed(first.file->root().AsDict())) {
     ZT_RETURN_IF_ERROR(c->OpenDeepSpeed(folder, std::move(first.file), first.file_stage));
   } else {
@@ -406,12 +420,12 @@ absl::Status ZeroCheckpoint::OpenZerotorch(const std::string& folder, std::uniqu
   model_.push_back(std::move(first));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(JoinPath(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(folder, ModelStatesFile(3, r)));
       model_.push_back(std::move(m));
     }
   }
   for (int r = 0; r < l.world_size; ++r) {
-    ZT_ASSIGN_OR_RETURN(auto o, OpenFile(JoinPath(folder, OptimStatesFile(r, l.model_dtype))));
+    ZT_ASSIGN_OR_RETURN(auto o, OpenFile(folder, OptimStatesFile(r, l.model_dtype)));
     optim_.push_back(std::move(o));
   }
   ZT_RETURN_IF_ERROR(CheckFilesOfOneSave(model_, optim_, l, ts_.save_id));

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,6 +95,12 @@ struct CheckpointReadOptions {
   // tools that read a checkpoint once (consolidate, convert, reshard). The
   // engine's resume reads through the cache.
   bool direct_io = false;
+  // Where the checkpoint's file `name` is read from instead of
+  // `<dir>/<tag>/<name>`: a path, or empty for that default. A restart
+  // points it at node-local memory copies (ckpt/memory_copies.h). Every
+  // check still applies to whichever file is read (CRCs, one save id, each
+  // rank's own names), so a wrong or stale copy is refused, never used.
+  std::function<std::string(const std::string& name)> locate;
 };
 
 class ZeroCheckpoint {
@@ -159,9 +166,12 @@ class ZeroCheckpoint {
   // checks they are of one save and under their own rank's names, and that
   // each rank holds exactly its share of every group (zero_checkpoint.cc).
   absl::Status OpenZerotorch(const std::string& folder, std::unique_ptr<PtReader> first);
+  // File `name` of the checkpoint's `folder`, where CheckpointReadOptions::locate says.
+  std::string PathOf(const std::string& folder, const std::string& name) const;
   // One of the checkpoint's files, with the reads Open was asked for.
-  absl::StatusOr<std::unique_ptr<PtReader>> OpenFile(const std::string& path) const;
+  absl::StatusOr<std::unique_ptr<PtReader>> OpenFile(const std::string& folder, const std::string& name) const;
   ReadFileOptions read_options_;
+  std::function<std::string(const std::string&)> locate_;
   // Fills this checkpoint from DeepSpeed's files; `first` is rank 0's model
   // states (found as the file of `file_stage`'s naming), which carry no zt_layout.
   absl::Status OpenDeepSpeed(const std::string& folder, std::unique_ptr<PtReader> first, int file_stage);

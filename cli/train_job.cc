@@ -95,6 +95,8 @@ void Define(Flags& f) {
   f.Bool("resume", "continue from <save-dir>/latest when it exists");
   f.Int("max-restarts", 0,
         "after a rank fails, start the ranks again up to this many times, each resuming from <save-dir>/latest");
+  f.Bool("memory-copies",
+         "keep each rank's last checkpoint files in memory (/dev/shm) too, so a restart reads them from there");
   f.Bool("restart-from-scratch",
          "with restarts: a failure before the first checkpoint trains again from step 0 (else it stops the job)");
   f.Repeated("sample-prompts",
@@ -177,6 +179,13 @@ absl::Status ReadRunOptions(const Flags& f, train::TrainOptions* o) {
   }
   o->max_restarts = static_cast<int>(restarts);
   o->restart_from_scratch = f.GetBool("restart-from-scratch");
+  o->memory_copies = f.GetBool("memory-copies");
+  if (o->memory_copies && o->save_dir == "none") {
+    return BadFlag("--memory-copies keeps copies of the checkpoints, and --save-dir none turns them off");
+  }
+  if (o->memory_copies && o->max_restarts == 0) {
+    return BadFlag("--memory-copies serves restarts (the copies go when the job ends): add --max-restarts K");
+  }
   o->eval_only = f.GetBool("eval-only");
   o->sample_prompts = f.GetRepeated("sample-prompts");
   o->sample_tokens = f.GetInt("sample-tokens");

@@ -5,10 +5,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,6 +27,7 @@
 #include "comm/collective_label.h"
 #include "config/lora_options.h"
 #include "engine/tensor_ref.h"
+#include "launch/rank_env.h"
 #include "plan/layout.h"
 #include "util/error.h"
 #include "util/file_io.h"
@@ -141,6 +145,7 @@ absl::StatusOr<Checkpointer::PreparedSave> Checkpointer::Prepare(const std::stri
   p.dir = dir;
   p.tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
   ZT_RETURN_IF_ERROR(CheckTagAgreement(p.tag));
+  if (NeighbourCopies* copies = Copies()) copies->BeforeSave(p.tag);
   // Files are numbered by the place in the shard group. Under hierarchical
   // sharding the replicas hold the same shards: the first shard group (its
   // replica rank 0) writes a checkpoint of shard-group size, which loads at
@@ -207,7 +212,45 @@ absl::Status Checkpointer::Commit(const PreparedSave& p, const absl::Status& loc
   if (rank == 0) {
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << p.ts.global_steps << ")";
   }
+  if (NeighbourCopies* copies = Copies()) {
+    // The save stands whatever happens here: without a copy a restart reads the disk.
+    const auto started = std::chrono::steady_clock::now();
+    absl::Status kept = copies->KeepSaved(folder, p.tag, OwnFiles(p));
+    if (kept.ok() && rank == 0) {
+      ZT_LOG(INFO) << "memory copies of checkpoint '" << folder << "' kept in "
+                   << absl::StrFormat("%.3f",
+                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count())
+                   << " s" << (copies->several_nodes() ? " (this node's files, and the previous node's)" : "");
+    }
+    if (!kept.ok()) {
+      ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but this rank keeps no complete memory copy of it ("
+                      << kept.message() << "); a restart reads what is missing from the disk";
+    }
+  }
   return absl::OkStatus();
+}
+
+std::vector<std::string> Checkpointer::OwnFiles(const PreparedSave& p) {
+  std::vector<std::string> own;
+  if (!p.writes) return own;
+  own.push_back(ckpt::OptimStatesFile(p.file_rank, p.layout.model_dtype));
+  if (p.write_model_states) own.push_back(ckpt::ModelStatesFile(p.layout.stage, p.file_rank));
+  for (const auto& [name, contents] : p.extra_files) own.push_back(name);
+  return own;
+}
+
+NeighbourCopies* Checkpointer::Copies() {
+  if (!copies_checked_) {
+    copies_checked_ = true;
+    std::optional<ckpt::MemoryCopies> memory = ckpt::MemoryCopies::FromEnv(core_.pg->rank());
+    if (memory) {
+      // Nodes are LOCAL_WORLD_SIZE ranks each; without it, one node.
+      absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
+      const int local = env.ok() ? env->local_world_size : core_.pg->size();
+      copies_ = std::make_unique<NeighbourCopies>(*core_.pg, local, std::move(*memory));
+    }
+  }
+  return copies_.get();
 }
 
 ckpt::Dict Checkpointer::ModuleStateDict(std::vector<at::Tensor>* keep, std::vector<std::string>* buffer_names) {
@@ -496,28 +539,71 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   Staged staged;
   at::Tensor rng;
   std::optional<ResolvedParamGroups> adopt_groups;
+  // Memory copies first (engine/neighbour_copies.h): a rank whose own copy
+  // is gone gets it from its neighbour, then every file a copy on this node
+  // holds is read from there, the rest from `dir`.
+  ckpt::CheckpointReadOptions read_options;
+  int fetched = 0;
+  NeighbourCopies* copies = Copies();
+  if (copies != nullptr) {
+    absl::StatusOr<std::string> resolved = tag.empty() ? ckpt::ReadLatestTag(dir) : absl::StatusOr<std::string>(tag);
+    const std::string wanted = resolved.ok() ? *resolved : std::string();  // "" still takes part
+    absl::StatusOr<int> got = copies->FetchMissing(wanted);
+    if (got.ok()) {
+      fetched = *got;
+    } else {
+      ZT_LOG(WARNING) << "memory copies: could not fetch this rank's copy from its neighbour ("
+                      << got.status().message() << "); reading it from '" << dir << "'";
+    }
+    if (!wanted.empty()) read_options = ckpt::ReadFromCopies(copies->memory(), wanted);
+  }
+  auto read = [&]() -> absl::Status {
+    ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag, read_options));
+    const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
+    // What saves killed mid-write left beside the complete files.
+    if (core_.pg->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
+    ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where, &adopt_groups));
+    ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
+    ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
+    // The RNG stream: world rank r saved as file r % W, replica r / W
+    // (W the saved files; replicas exist under hierarchical sharding,
+    // whose replica groups are strided), so each rank gets its own back
+    // when the world size matches, in either layout; else a saved rank's.
+    std::vector<uint8_t> bytes;
+    const int saved = ck->layout().world_size, rank = core_.pg->rank();
+    if (ck->ReadRngState(rank % saved, &bytes, rank / saved).ok() || ck->ReadRngState(rank % saved, &bytes).ok()) {
+      rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+      std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
+    }
+    return absl::OkStatus();
+  };
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
-        ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag));
-        const std::string where = absl::StrCat("checkpoint '", dir, "/", ck->tag(), "'");
-        // What saves killed mid-write left beside the complete files.
-        if (core_.pg->rank() == 0) RemoveStaleTemporaries(dir + "/" + ck->tag());
-        ZT_RETURN_IF_ERROR(CheckSameModel(*ck, where, &adopt_groups));
-        ZT_RETURN_IF_ERROR(ReadCheckpointState(*ck, where, &optimizer_state, &staged));
-        ZT_RETURN_IF_ERROR(ck->VerifyRead());  // records read in pieces, checked before the commit
-        // The RNG stream: world rank r saved as file r % W, replica r / W
-        // (W the saved files; replicas exist under hierarchical sharding,
-        // whose replica groups are strided), so each rank gets its own back
-        // when the world size matches, in either layout; else a saved rank's.
-        std::vector<uint8_t> bytes;
-        const int saved = ck->layout().world_size, rank = core_.pg->rank();
-        if (ck->ReadRngState(rank % saved, &bytes, rank / saved).ok() || ck->ReadRngState(rank % saved, &bytes).ok()) {
-          rng = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-          std::memcpy(rng.data_ptr(), bytes.data(), bytes.size());
-        }
-        return absl::OkStatus();
+        absl::Status st = read();
+        if (st.ok() || !read_options.locate) return st;
+        // A copy that fails any check (CRC, save id, names) is not used:
+        // the whole read starts again from the save directory.
+        ZT_LOG(WARNING) << "loading from memory copies failed (" << st.message() << "); reading '" << dir
+                        << "' instead";
+        read_options.locate = nullptr;
+        ck.reset();
+        optimizer_state.reset();
+        staged = Staged();
+        rng = at::Tensor();
+        adopt_groups.reset();
+        return read();
       },
       absl::StrCat("loading checkpoint from '", dir, "'")));
+  if (copies != nullptr) {
+    const std::vector<std::string> files = ck->files();
+    const std::string& root = copies->memory().root();
+    const int64_t from_memory = std::count_if(
+        files.begin(), files.end(), [&](const std::string& f) { return f.compare(0, root.size(), root) == 0; });
+    ZT_LOG(INFO) << "checkpoint '" << dir << "/" << ck->tag() << "': " << from_memory << " of " << files.size()
+                 << " files read from memory copies"
+                 << (fetched > 0 ? absl::StrCat(" (", fetched, " fetched from the neighbouring node)") : std::string())
+                 << ", " << (files.size() - static_cast<size_t>(from_memory)) << " from disk";
+  }
 
   // Everyone read everything: commit.
   const ckpt::TrainingState& ts = ck->training_state();

@@ -31,6 +31,7 @@
 #include "ckpt/format/value.h"
 #include "ckpt/zero_checkpoint.h"
 #include "engine/engine_core.h"
+#include "engine/neighbour_copies.h"
 
 namespace zt {
 
@@ -187,7 +188,17 @@ class Checkpointer {
   absl::Status ReadCheckpointState(const ckpt::ZeroCheckpoint& ck, const std::string& where,
                                    std::unique_ptr<zero::OptimizerState>* optimizer_state, Staged* staged);
 
+  // In-memory copies of the checkpoints (ZT_MEMORY_COPIES_DIR, which the
+  // launcher sets on every rank or none: zt launch --memory-copies; compared
+  // across nodes by the launchers' agreement); nullptr when off. Made on
+  // first use.
+  NeighbourCopies* Copies();
+  // The files this rank wrote for save `p` (names in its folder).
+  static std::vector<std::string> OwnFiles(const PreparedSave& p);
+
   EngineCore& core_;
+  bool copies_checked_ = false;
+  std::unique_ptr<NeighbourCopies> copies_;
 };
 
 }  // namespace zt

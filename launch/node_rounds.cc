@@ -492,6 +492,7 @@ absl::StatusOr<RestartedLaunch> NodeAgent::RunCoordinator() {
                                                {"min", std::to_string(rounds_.min_nodes)},
                                                {"max", std::to_string(rounds_.max_nodes)},
                                                {"restarts", std::to_string(rounds_.max_restarts)},
+                                               {"memory_copies", rounds_.memory_copies ? "on" : "off"},
                                                {"command", CommandDigest(options_)},
                                                {"given_job", given_job ? "1" : "0"}}));
   // A rank started without this agreement (its node's zt launch given
@@ -597,10 +598,11 @@ absl::Status NodeAgent::CheckJob(const FieldMap& job) const {
       {"--nproc-per-node", std::to_string(options_.nproc_per_node)},
       {"--nnodes", absl::StrCat(rounds_.min_nodes, ":", rounds_.max_nodes)},
       {"--max-restarts", std::to_string(rounds_.max_restarts)},
+      {"--memory-copies", rounds_.memory_copies ? "on" : "off"},
   };
   const std::string theirs[] = {Field(job, "nproc"), absl::StrCat(Field(job, "min"), ":", Field(job, "max")),
-                                Field(job, "restarts")};
-  for (size_t i = 0; i < 3; ++i) {
+                                Field(job, "restarts"), Field(job, "memory_copies")};
+  for (size_t i = 0; i < 4; ++i) {
     if (theirs[i] == ours[i].second) continue;
     return absl::InvalidArgumentError(absl::StrCat("node ", node_, " runs ", ours[i].first, " ", ours[i].second,
                                                    " but node 0 runs ", theirs[i], ": give every node the same"));

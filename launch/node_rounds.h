@@ -57,6 +57,9 @@ struct NodeRoundOptions {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  // --memory-copies: compared like the rest, since the ranks of every node
+  // must agree on exchanging copies (engine/neighbour_copies.h).
+  bool memory_copies = false;
   std::chrono::milliseconds join_timeout{600000};  // for min_nodes to join a round (torchrun's join_timeout)
   std::chrono::milliseconds last_call{30000};      // then for the rest, up to max_nodes (its last_call_timeout)
   std::string who = "zt launch";

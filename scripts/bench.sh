@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${ZT_BUILD_DIR:-build}
 BIN=$BUILD_DIR/bin
 OUT=$BUILD_DIR/bench
-ALL=(collectives local_comm optimizer zero_stages activation_checkpoint generate checkpoint async_save nvme offload)
+ALL=(collectives local_comm optimizer zero_stages activation_checkpoint generate checkpoint async_save memory_copies nvme offload)
 
 # The command of each benchmark, as the document shows it.
 command_of() {
@@ -32,6 +32,7 @@ command_of() {
     generate) echo "$BIN/zt_bench_generate --rounds 3" ;;
     checkpoint) echo "$BIN/zt_bench_checkpoint --rounds 2" ;;
     async_save) echo "$BIN/zt_bench_async_save --saves 4" ;;
+    memory_copies) echo "$BIN/zt_bench_memory_copies --loads 3" ;;
     nvme) echo "$BIN/zt_bench_nvme --rounds 7 --no-sweep" ;;
     offload) echo "ROUNDS=1 STAGES=3 benchmarks/run_offload.sh" ;;
     # Needs root (network namespaces): not in the default list.
@@ -67,7 +68,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   exit 2
 fi
 cmake --build "$BUILD_DIR" --target zt zt_bench_report zt_bench_collectives zt_bench_local_comm zt_bench_optimizer \
-  zt_bench_zero_stages zt_bench_activation_checkpoint zt_bench_generate zt_bench_checkpoint zt_bench_async_save zt_bench_nvme zt_bench_offload \
+  zt_bench_zero_stages zt_bench_activation_checkpoint zt_bench_generate zt_bench_checkpoint zt_bench_async_save zt_bench_memory_copies zt_bench_nvme zt_bench_offload \
   zt_bench_multihost >/dev/null
 mkdir -p "$OUT"
 

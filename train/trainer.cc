@@ -33,6 +33,7 @@
 #include "ckpt/deepspeed/writer.h"
 #include "ckpt/export.h"
 #include "ckpt/lora_record.h"
+#include "ckpt/memory_copies.h"
 #include "ckpt/zero_checkpoint.h"
 #include "comm/agreement.h"
 #include "comm/collective_label.h"
@@ -409,7 +410,18 @@ absl::Status RankTrainer::BuildEngine() {
 // holds none: named here with the flags to pass, before the engine's load
 // would fail on the first parameter whose trainability differs.
 absl::Status RankTrainer::CheckLoraMatches() const {
-  ZT_ASSIGN_OR_RETURN(auto ck, ckpt::ZeroCheckpoint::Open(paths_.save_dir));
+  // With memory copies (a restart under --memory-copies) the files are read
+  // where the copies are; where this fails (a replaced node's copies come
+  // from its neighbour only in the engine's load), the load itself says
+  // what is wrong.
+  std::optional<ckpt::MemoryCopies> copies = ckpt::MemoryCopies::FromEnv(pg_->rank());
+  absl::StatusOr<std::string> tag = ckpt::ReadLatestTag(paths_.save_dir);
+  const ckpt::CheckpointReadOptions options =
+      copies && tag.ok() ? ckpt::ReadFromCopies(*copies, *tag) : ckpt::CheckpointReadOptions();
+  absl::StatusOr<std::unique_ptr<ckpt::ZeroCheckpoint>> opened =
+      ckpt::ZeroCheckpoint::Open(paths_.save_dir, "", options);
+  if (!opened.ok() && copies) return absl::OkStatus();
+  ZT_ASSIGN_OR_RETURN(auto ck, std::move(opened));
   const ckpt::Value* client = ck->client_state();
   ZT_ASSIGN_OR_RETURN(
       std::optional<LoraRecord> saved,

@@ -621,7 +621,7 @@ absl::Status ZeroCheckpoint::OpenDeepSpeed(const std::string& folder, std::uniqu
   ZT_ASSIGN_OR_RETURN(l.stage, ReadDsStage(*optim_[0], model_[0]->path(), file_stage));
   if (l.stage == 3) {
     for (int r = 1; r < l.world_size; ++r) {
-      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(JoinPath(folder, ModelStatesFile(3, r))));
+      ZT_ASSIGN_OR_RETURN(auto m, OpenFile(folder, ModelStatesFile(3, r)));
       model_.push_back(std::move(m));
     }
   }

@@ -662,6 +662,7 @@ TEST(ZtLaunch, RejectsBadFlagsWithClearErrors) {
       {{"--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "h", "--master-port", "1", "--max-restarts", "1",
         "--last-call", "0", "--", "true"},
        "--last-call must be a number of seconds in (0, 1e6]"},
+      {{"--nproc-per-node", "2", "--memory-copies", "--", "true"}, "--memory-copies serves restarts"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {kZt, "launch"};

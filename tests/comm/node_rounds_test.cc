@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -271,6 +272,35 @@ TEST_F(NodeRounds, NodesThatDisagreeAreNamedOnEveryNode) {
   Start(1, "--nnodes 2 --max-restarts 1", script, 1);
   ExpectEveryNodeEnds(2, "node 1 runs --nproc-per-node 1 but node 0 runs 2");
   EXPECT_FALSE(Ran(0, 0)) << "no rank starts in a job whose nodes disagree";
+}
+
+// --memory-copies is compared like the rest: the ranks of every node must
+// agree on exchanging checkpoint copies (engine/neighbour_copies.h).
+TEST_F(NodeRounds, NodesThatDisagreeOnMemoryCopiesAreNamed) {
+  const std::string script = Script("job.sh", "sleep 1");
+  Start(0, "--nnodes 2 --max-restarts 1 --memory-copies", script, 1);
+  Start(1, "--nnodes 2 --max-restarts 1", script, 1);
+  ExpectEveryNodeEnds(2, "node 1 runs --memory-copies off but node 0 runs on");
+  EXPECT_FALSE(Ran(0, 0));
+}
+
+// Where every node gives it, each node's ranks get a memory folder of their
+// node's own (two nodes may share one tmpfs, as here), gone with the job.
+TEST_F(NodeRounds, EachNodeLendsItsRanksAMemoryFolderOfItsOwn) {
+  const std::string script =
+      Script("job.sh", absl::StrCat("echo \"$ZT_MEMORY_COPIES_DIR\" > ", dir_->path(),
+                                    "/copies.$RANK && test -d \"$ZT_MEMORY_COPIES_DIR\" && sleep 1"));
+  Start(0, "--nnodes 2 --max-restarts 1 --memory-copies", script, 1);
+  Start(1, "--nnodes 2 --max-restarts 1 --memory-copies", script, 1);
+  ExpectEveryNodeEnds(0, "");
+  std::string folders[2];
+  for (int rank : {0, 1}) {
+    folders[rank] = std::string(absl::StripAsciiWhitespace(ReadFileBytes(dir_->File(absl::StrCat("copies.", rank)))));
+    EXPECT_TRUE(absl::StartsWith(folders[rank], "/dev/shm/zt-copies-")) << folders[rank];
+    EXPECT_TRUE(absl::EndsWith(folders[rank], absl::StrCat("-node", rank))) << folders[rank];
+    EXPECT_FALSE(std::filesystem::exists(folders[rank])) << "outlived the job";
+  }
+  EXPECT_NE(folders[0], folders[1]);
 }
 
 TEST_F(NodeRounds, TwoLaunchersWithOneNodeRankAreRefused) {

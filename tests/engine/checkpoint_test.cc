@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -32,6 +34,7 @@
 #include "ckpt/export.h"
 #include "ckpt/format/pt_file.h"
 #include "ckpt/format/safetensors.h"
+#include "ckpt/memory_copies.h"
 #include "ckpt/zero_checkpoint.h"
 #include "comm/init.h"
 #include "engine/engine.h"
@@ -173,6 +176,14 @@ ZT_RANK_WORKER(resume) {
     c.zero.offload_optimizer.nvme_path = dir + ".swap";
     c.zero.offload_optimizer.buffer_count = 3;
     c.zero.sub_group_size = 1024;
+  }
+  if (a.count("copies")) {
+    // copies=<folder>: in-memory checkpoint copies, each rank a node of its
+    // own (LOCAL_WORLD_SIZE 1) with its own memory folder, as the launchers
+    // of two hosts would set them.
+    ::setenv("LOCAL_WORLD_SIZE", "1", 1);
+    ::setenv("LOCAL_RANK", "0", 1);
+    ::setenv(ckpt::kMemoryCopiesEnv, absl::StrCat(a.at("copies"), "/node", pg->rank()).c_str(), 1);
   }
   Model m = MakeModel(fp16, /*root_unit=*/stage == 3, mode == "resume" ? 777 : 1);
   // groups=hf: HF Trainer's param groups (weight decay 0.1 and 0.0; the
@@ -1122,6 +1133,111 @@ TEST(CheckpointFaults, FilesOfDifferentSavesAreRefused) {
     EXPECT_TRUE(absl::StrContains(r.outputs[0], "is named for rank")) << r.outputs[0];
     EXPECT_TRUE(absl::StrContains(r.outputs[0], "belongs to another save")) << r.outputs[0];
   }
+}
+
+// In-memory checkpoint copies (engine/neighbour_copies.h) on two nodes of
+// one rank each. After a save, each node holds its own rank's files and the
+// other's. Then, with the save directory's files of the tag removed:
+//  * node 1 replaced (its memory gone): the resume fetches node 1's files
+//    back from node 0 and ends bitwise where the straight run ends;
+//  * both copies gone: the same resume from the disk;
+//  * a damaged copy: refused by its CRC, the disk is read instead;
+//  * neither: a named error, nothing loaded.
+TEST(MemoryCopies, AReplacedNodeResumesFromItsNeighboursCopyWithoutTheDisk) {
+  namespace fs = std::filesystem;
+  const std::string dir = TempDir("memory_copies");
+  const std::string copies = dir + "/shm", saved = dir + "/ckpt", tag = "global_step3";
+  const std::string base = absl::StrCat("stage=3;fp16=0;k=3;total=6;dir=", saved, ";copies=", copies);
+  RankRunResult r = RunWorker("resume", 2, base + ";mode=continuous;out=" + dir + "/straight.pt");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  r = RunWorker("resume", 2, base + ";mode=save");
+  ASSERT_TRUE(r.ok()) << r.Summary();
+  torch::Tensor straight;
+  torch::load(straight, dir + "/straight.pt");
+  auto resume_equals_straight = [&](const std::string& name) {
+    RankRunResult run = RunWorker("resume", 2, base + ";mode=resume;out=" + dir + "/" + name);
+    if (!run.ok()) return ::testing::AssertionFailure() << run.Summary();
+    torch::Tensor resumed;
+    torch::load(resumed, dir + "/" + name);
+    if (!torch::equal(straight, resumed)) return ::testing::AssertionFailure() << name << " differs";
+    return ::testing::AssertionSuccess() << run.outputs[0] << run.outputs[1];
+  };
+  // Each node holds its rank's two files (model and optimizer states) and the other rank's.
+  for (int node : {0, 1}) {
+    std::optional<ckpt::HeldCopy> held = ckpt::MemoryCopies(absl::StrCat(copies, "/node", node), node).Held();
+    ASSERT_TRUE(held.has_value()) << node;
+    EXPECT_EQ(held->tag, tag);
+    EXPECT_EQ(held->neighbour, 1 - node);
+    ASSERT_EQ(held->own.size(), 2u);
+    ASSERT_EQ(held->neighbour_files.size(), 2u);
+    for (const auto* names : {&held->own, &held->neighbour_files}) {
+      for (const std::string& f : *names) {
+        EXPECT_EQ(ReadAll(held->folder + "/" + f), ReadAll(saved + "/" + tag + "/" + f)) << f;
+      }
+    }
+  }
+  const std::string backup = dir + "/backup";
+  fs::copy(saved + "/" + tag, backup, fs::copy_options::recursive);
+  auto remove_disk_files = [&] {
+    for (const auto& e : fs::directory_iterator(saved + "/" + tag)) fs::remove_all(e.path());
+  };
+
+  remove_disk_files();
+  fs::remove_all(copies + "/node1");
+  ::testing::AssertionResult first = resume_equals_straight("from_memory.pt");
+  ASSERT_TRUE(first) << first.message();
+  EXPECT_TRUE(absl::StrContains(first.message(),
+                                "4 of 4 files read from memory copies (4 fetched from the "
+                                "neighbouring node), 0 from disk"))
+      << first.message();
+  std::optional<ckpt::HeldCopy> back = ckpt::MemoryCopies(copies + "/node1", 1).Held();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->own.size(), 2u);
+  EXPECT_EQ(back->neighbour_files.size(), 2u);
+
+  fs::remove_all(copies);
+  for (const auto& e : fs::directory_iterator(backup))
+    fs::copy(e.path(), saved + "/" + tag + "/" + e.path().filename().string());
+  ::testing::AssertionResult from_disk = resume_equals_straight("from_disk.pt");
+  ASSERT_TRUE(from_disk) << from_disk.message();
+  EXPECT_TRUE(absl::StrContains(from_disk.message(), "0 of 4 files read from memory copies, 4 from disk"))
+      << from_disk.message();
+
+  // A copy of rank 0's optimizer states with bytes changed across it: its
+  // checks (CRCs, the zip structure) refuse it and the whole read goes to the disk.
+  {
+    const ckpt::MemoryCopies m(copies + "/node0", 0);
+    ASSERT_TRUE(m.Begin().ok());
+    ckpt::HeldCopy h;
+    h.tag = tag;
+    h.world_size = 2;
+    h.local_world_size = 1;
+    for (const auto& e : fs::directory_iterator(backup)) {
+      const std::string name = e.path().filename().string();
+      std::string bytes = ReadFileBytes(e.path().string());
+      if (absl::StrContains(name, "optim_states") && absl::StrContains(name, "rank_0_")) {
+        // Bytes across the middle half (a single byte may fall in padding no load reads).
+        for (size_t i = bytes.size() / 4; i < bytes.size() * 3 / 4; i += 512) bytes[i] ^= 0x5a;
+      }
+      WriteFileBytes(m.Incoming(name), bytes);
+      h.own.push_back(name);
+    }
+    ASSERT_TRUE(m.Promote(h).ok());
+  }
+  ::testing::AssertionResult damaged = resume_equals_straight("damaged_copy.pt");
+  ASSERT_TRUE(damaged) << damaged.message();
+  EXPECT_TRUE(absl::StrContains(damaged.message(), "loading from memory copies failed")) << damaged.message();
+  // The error names the damaged copy.
+  EXPECT_TRUE(absl::StrContains(damaged.message(), "shm/node0/rank0/current/zero_pp_rank_0_mp_rank_00_optim_states.pt"))
+      << damaged.message();
+
+  // Neither copy: the resume fails and says which file is missing.
+  fs::remove_all(copies);
+  remove_disk_files();
+  r = RunWorker("resume", 2, base + ";mode=resume;out=" + dir + "/none.pt");
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.Summary(), "has no model states file")) << r.Summary();
+  fs::remove_all(dir);
 }
 
 // Python: torch.load opens every file of a saved checkpoint; the export

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +36,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "launch/memory_copies_dir.h"
 #include "tests/multihost/netns_hosts.h"
 #include "tests/testing/scratch_dir.h"
 #include "tests/testing/word_corpus.h"
@@ -392,10 +394,11 @@ TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
   std::vector<HostProcess> procs;
   // Host 1 first: its launcher waits for host 0's store, so both are in the first round.
   for (int h : {1, 0}) {
-    const std::string launch = absl::StrCat(
-        HostEnv(), ZT_BINARY_DIR, "/bin/zt launch --nproc-per-node 1 --nnodes 1:2 --max-restarts 3 --last-call 5",
-        " --node-rank ", h, " --master-addr ", net_->Address(0), " --master-port ", kMasterPort, " --timeout 600 -- ",
-        ZT_BINARY_DIR, "/bin/zt ", with_out(out));
+    const std::string launch =
+        absl::StrCat(HostEnv(), ZT_BINARY_DIR,
+                     "/bin/zt launch --nproc-per-node 1 --nnodes 1:2 --max-restarts 3 --last-call 5 --memory-copies",
+                     " --node-rank ", h, " --master-addr ", net_->Address(0), " --master-port ", kMasterPort,
+                     " --timeout 600 -- ", ZT_BINARY_DIR, "/bin/zt ", with_out(out));
     auto p = net_->Start(h, launch, absl::StrCat(out, ".host", h, ".log"));
     ASSERT_TRUE(p.ok()) << p.status();
     procs.insert(procs.begin() + (h == 0 ? 0 : static_cast<long>(procs.size())), *p);
@@ -442,10 +445,33 @@ TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
       << log;
   EXPECT_FALSE(absl::StrContains(log, "seen again")) << log;
   EXPECT_TRUE(absl::StrContains(log, "batch 8 = micro 4 x accumulation 2 x ranks 1")) << log;
+  // --memory-copies: host 0 kept host 1's files as well as its own (the
+  // neighbour copy), so the resume at world 1 read no checkpoint file from disk.
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("checkpoint '", out, "/checkpoints/global_step", resumed,
+                                                  "': 4 of 4 files read from memory copies, 0 from disk")))
+      << log;
+  // Host 1's launcher was killed outright: its memory folder is swept as
+  // the next launcher would; host 0's went with its job.
+  comm::SweepStaleMemoryCopies();
   std::printf(
       "host 1 killed after step 12: host 0 restarted %.1f s later (--last-call 5 s included), logged its first new "
       "step at %.1f s (resumed at step %lld on 1 rank) and finished at %.1f s\n",
       to_restart, to_first_step, static_cast<long long>(resumed), took);
+  // What keeping the copies cost each save at world 2 (the files to memory
+  // and the exchange with the other host), as host 0's rank logged it.
+  double kept_max = 0;
+  int kept_count = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    const size_t at_kept = line.find("' kept in ");
+    double seconds = 0;
+    if (at_kept == absl::string_view::npos || !absl::StrContains(line, "and the previous node's")) continue;
+    absl::string_view number = line.substr(at_kept + std::strlen("' kept in "));
+    if (!absl::SimpleAtod(number.substr(0, number.find(' ')), &seconds)) continue;
+    kept_max = std::max(kept_max, seconds);
+    ++kept_count;
+  }
+  EXPECT_GT(kept_count, 0) << log;
+  std::printf("memory copies kept at %d saves on 2 hosts, at most %.3f s each\n", kept_count, kept_max);
 
   // By hand: the uninterrupted run's checkpoint at that step, resumed on 1 rank.
   const std::string by_hand = dir_ + "/by_hand";

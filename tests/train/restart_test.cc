@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -395,6 +396,65 @@ TEST(Restarts, CheckpointsOffNeedRestartFromScratch) {
   EXPECT_EQ(Poll(job, true), 2);
   EXPECT_TRUE(absl::StrContains(ReadFileBytes(job.log), "--max-restarts resumes each restart from a checkpoint"))
       << ReadFileBytes(job.log);
+}
+
+// --memory-copies: a restart reads the checkpoint from the ranks' memory
+// copies (/dev/shm). Both ranks are frozen (SIGSTOP) once the save at step
+// 20 has been committed, the files of the tag `latest` names are removed
+// from the disk, one rank is SIGKILLed and the other let go: the restart
+// must load from memory alone and end bitwise where an uninterrupted run
+// ends. Then the same with the memory copies removed instead: it loads from
+// the disk. Neither job leaves its memory folder behind. Flags: without
+// --max-restarts the copies serve nothing and are refused.
+TEST(Restarts, MemoryCopiesServeARestartWithoutTheDisk) {
+  namespace fs = std::filesystem;
+  ScratchDir dir("zt_restart_memory");
+  constexpr int kShort = 40;
+  const Job ref = StartZt(TrainArgs(dir.File("ref"), kShort, kSaveInterval), dir.File("ref.log"));
+  ASSERT_EQ(Poll(ref, true), 0) << ReadFileBytes(ref.log);
+  const std::string ref_weights = ReadFileBytes(dir.File("ref/model.safetensors"));
+  ASSERT_GT(ref_weights.size(), 1000u);
+  for (const bool disk_gone : {true, false}) {
+    SCOPED_TRACE(disk_gone ? "the disk's files removed" : "the memory copies removed");
+    const std::string out = dir.File(disk_gone ? "memory" : "disk");
+    const Job job =
+        StartZt(absl::StrCat(TrainArgs(out, kShort, kSaveInterval), " --max-restarts 2 --memory-copies"), out + ".log");
+    ASSERT_GT(job.pid, 0);
+    const std::string copies = absl::StrCat("/dev/shm/zt-copies-", job.pid, "-node0");
+    const auto deadline = Clock::now() + std::chrono::minutes(3);
+    while (Clock::now() < deadline && Poll(job, false) == -1 && LastLoggedStep(ReadFileBytes(job.log)) < 25) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const std::vector<pid_t> ranks = ChildrenOf(job.pid);
+    ASSERT_EQ(ranks.size(), 2u) << ReadFileBytes(job.log);
+    for (pid_t p : ranks) ASSERT_EQ(::kill(p, SIGSTOP), 0);
+    const std::string tag(absl::StripAsciiWhitespace(ReadFileBytes(out + "/checkpoints/latest")));
+    ASSERT_FALSE(tag.empty());
+    const std::string folder = out + "/checkpoints/" + tag;
+    int removed = 0;
+    if (disk_gone) {
+      for (const auto& e : fs::directory_iterator(folder)) removed += static_cast<int>(fs::remove_all(e.path()));
+    } else {
+      for (const auto& e : fs::directory_iterator(copies)) removed += static_cast<int>(fs::remove_all(e.path()));
+    }
+    EXPECT_GE(removed, 4);
+    ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
+    ASSERT_EQ(::kill(ranks.front(), SIGCONT), 0);
+    const int code = Poll(job, true);
+    const std::string log = ReadFileBytes(job.log);
+    ASSERT_EQ(code, 0) << log;
+    EXPECT_TRUE(absl::StrContains(log, "zt train: restart 1 of 2 after")) << log;
+    EXPECT_TRUE(absl::StrContains(log, absl::StrCat("checkpoint '", out, "/checkpoints/", tag, "': ",
+                                                    disk_gone ? "4 of 4 files read from memory copies, 0 from disk"
+                                                              : "0 of 4 files read from memory copies, 4 from disk")))
+        << log;
+    EXPECT_FALSE(fs::exists(copies)) << "the job's memory folder outlived it";
+    EXPECT_TRUE(ReadFileBytes(out + "/model.safetensors") == ref_weights) << "the exports differ";
+  }
+  const Job refused = StartZt(absl::StrCat(TrainArgs(dir.File("x"), 10, 5), " --memory-copies"), dir.File("x.log"));
+  EXPECT_EQ(Poll(refused, true), 2);
+  EXPECT_TRUE(absl::StrContains(ReadFileBytes(refused.log), "--memory-copies serves restarts"))
+      << ReadFileBytes(refused.log);
 }
 
 }  // namespace

@@ -76,6 +76,10 @@ struct TrainOptions {
   // first save) trains from step 0 again only with this (--restart-from-scratch);
   // else it stops with a named error instead of silently redoing the work.
   bool restart_from_scratch = false;
+  // --memory-copies: the ranks also keep their last checkpoint's files in
+  // node memory, which a restart reads first (ckpt/memory_copies.h). zt
+  // train's own ranks only; under zt launch, its --memory-copies.
+  bool memory_copies = false;
   // Set in the ranks of a restarted attempt (TORCHELASTIC_RESTART_COUNT > 0):
   // the attempt number, which implies resume.
   int restart_count = 0;

@@ -1,0 +1,201 @@
+// What in-memory checkpoint copies (`--memory-copies`, ckpt/memory_copies.h)
+// cost a save and save a restart's load, on a model whose checkpoint is
+// >= 1 GiB: the save's stall with and without the copies, and a load
+// (what a restarted rank does first) from the save directory with a cold
+// page cache, with a warm one, and from the memory copies.
+//
+//   build/bin/zt_bench_memory_copies [--dir /tmp/zt_memory_copies_bench] [--params 75497472] [--loads 3]
+//
+// One process, one rank (stage 1 on the single-rank group), AdamW: 16 bytes
+// of checkpoint per parameter. A cold cache is made by dropping the
+// checkpoint files' pages (posix_fadvise DONTNEED, after the save's fsync),
+// so the load reads the disk as a restarted rank on a fresh node would. One
+// node only: the neighbour exchange between nodes (a broadcast of the
+// files over the link) is not in this number; the two-host test logs it
+// (`memory copies of checkpoint ... kept in`).
+#include <fcntl.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "benchmarks/median.h"
+#include "benchmarks/results.h"
+#include "ckpt/memory_copies.h"
+#include "cli/flags.h"
+#include "comm/single_group.h"
+#include "engine/engine.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/file_io.h"
+#include "util/log.h"
+#include "util/status.h"
+#include "util/strings.h"
+#include "util/system_info.h"
+
+namespace zt {
+namespace {
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t width, int64_t depth) {
+    for (int64_t i = 0; i < depth; ++i)
+      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& l : layers) x = torch::gelu(l->forward(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(Mlp);
+
+Config BenchConfig() {
+  Config c;
+  c.batch.train_micro_batch_size_per_gpu = 32;
+  c.batch.gradient_accumulation_steps = 1;
+  c.steps_per_print = 0;
+  c.optimizer.present = true;
+  c.optimizer.type = OptimizerType::kAdamW;
+  c.zero.stage = 1;
+  return c;
+}
+
+// Drops the page cache's copy of every file under `dir` (they are fsynced).
+uint64_t DropCachedPages(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator f(dir, ec), end; !ec && f != end; f.increment(ec)) {
+    std::error_code e;
+    if (!f->is_regular_file(e)) continue;
+    const int fd = ::open(f->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    bytes += f->file_size(e);
+  }
+  return bytes;
+}
+
+struct Measured {
+  std::vector<double> stall, cold, warm, memory;
+  uint64_t checkpoint_bytes = 0;
+};
+
+// `copies`: the memory folder (empty: no copies).
+absl::Status Run(const std::string& copies, int64_t width, int64_t depth, int loads, const std::string& dir,
+                 Measured* m) {
+  if (copies.empty()) {
+    ::unsetenv(ckpt::kMemoryCopiesEnv);
+  } else {
+    ::setenv(ckpt::kMemoryCopiesEnv, copies.c_str(), 1);
+  }
+  torch::manual_seed(1);
+  Mlp model(width, depth);
+  ZT_ASSIGN_OR_RETURN(auto engine, Engine::Create(model, BenchConfig(), std::make_shared<comm::SingleGroup>()));
+  const torch::Tensor x = torch::randn({32, width});
+  auto step = [&] {
+    engine->Backward(model->forward(x).pow(2).mean());
+    engine->Step();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  for (int s = 0; s < loads; ++s) {
+    const std::string tag = absl::StrCat("save", s);
+    const auto t0 = SteadyClock::now();
+    ZT_RETURN_IF_ERROR(engine->SaveCheckpoint(dir, tag));
+    m->stall.push_back(Seconds(t0, SteadyClock::now()));
+    m->checkpoint_bytes = DropCachedPages(dir + "/" + tag);
+    auto timed_load = [&](std::vector<double>* into) -> absl::Status {
+      const auto l0 = SteadyClock::now();
+      ZT_RETURN_IF_ERROR(engine->LoadCheckpoint(dir).status());
+      into->push_back(Seconds(l0, SteadyClock::now()));
+      return absl::OkStatus();
+    };
+    if (copies.empty()) {
+      ZT_RETURN_IF_ERROR(timed_load(&m->cold));  // the disk, nothing cached
+      ZT_RETURN_IF_ERROR(timed_load(&m->warm));  // the same files, now in the page cache
+    } else {
+      ZT_RETURN_IF_ERROR(timed_load(&m->memory));
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir + "/" + tag, ec);  // one checkpoint on disk at a time
+    step();
+  }
+  ::unsetenv(ckpt::kMemoryCopiesEnv);
+  return absl::OkStatus();
+}
+
+absl::Status Main(int argc, char** argv) {
+  cli::Flags flags("zt_bench_memory_copies");
+  flags.String("dir", "/tmp/zt_memory_copies_bench", "scratch directory for the checkpoints (removed afterwards)");
+  flags.Int("params", 72 << 20, "model parameters (16 bytes of checkpoint each; the default: a 1.06 GiB checkpoint)");
+  flags.Int("loads", 3, "saves and loads per mode");
+  flags.Int("threads", 2, "intra-op threads");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::optional<int> done = flags.ParseCommandLine(args, "[flags]", "")) {
+    return *done == 0 ? absl::OkStatus() : absl::InvalidArgumentError("bad flags");
+  }
+  const int64_t width = 2048;
+  const int64_t depth = std::max<int64_t>(1, flags.GetInt("params") / (width * width + width));
+  const int loads = static_cast<int>(std::max<long long>(1, flags.GetInt("loads")));
+  const std::string dir = flags.GetString("dir");
+  const std::string copies = absl::StrCat("/dev/shm/zt_bench_memory_copies_", ::getpid());
+  at::set_num_threads(static_cast<int>(flags.GetInt("threads")));
+  SetMinLogLevel(LogLevel::kWarning);
+  ZT_RETURN_IF_ERROR(MakeDirs(dir));
+  bench::ResultLog results("memory_copies", "", std::cout);
+  results.Machine(SystemInfoLine());
+  std::cout << SystemInfoLine() << "\n";
+  std::cout << absl::StrFormat("model: %d x Linear(%d, %d), %.1f M parameters; AdamW, stage 1, 1 rank, %d threads\n",
+                               depth, width, width, static_cast<double>(depth * (width * width + width)) / 1e6,
+                               at::get_num_threads());
+  Measured disk, memory;
+  absl::Status st = Run("", width, depth, loads, dir, &disk);
+  if (st.ok()) st = Run(copies, width, depth, loads, dir, &memory);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove_all(copies, ec);
+  ZT_RETURN_IF_ERROR(st);
+
+  const double stall = bench::Median(disk.stall), stall_copies = bench::Median(memory.stall);
+  const double cold = bench::Median(disk.cold), warm = bench::Median(disk.warm), mem = bench::Median(memory.memory);
+  std::cout << absl::StrFormat("checkpoint: %s per save\n", HumanBytes(static_cast<double>(disk.checkpoint_bytes)));
+  std::cout << absl::StrFormat("save: %.3f s without memory copies, %.3f s with them (medians of %d)\n", stall,
+                               stall_copies, loads);
+  std::cout << absl::StrFormat(
+      "load: %.3f s from the disk with a cold page cache, %.3f s with a warm one, %.3f s from the memory copies\n",
+      cold, warm, mem);
+  bench::ResultRow row;
+  row.Set("checkpoint_bytes", static_cast<int64_t>(disk.checkpoint_bytes))
+      .Set("save_sec", stall)
+      .Set("save_with_copies_sec", stall_copies)
+      .Set("load_cold_disk_sec", cold)
+      .Set("load_warm_disk_sec", warm)
+      .Set("load_memory_sec", mem);
+  results.Add(row);
+  const std::string summary = absl::StrFormat(
+      "a restart's load from memory copies %.2fx the load from a cold disk (%.2fx a warm page cache's); a save "
+      "with copies %.2fx one without; %s checkpoint",
+      mem / cold, mem / warm, stall_copies / stall, HumanBytes(static_cast<double>(disk.checkpoint_bytes)));
+  return results.Finish(summary);
+}
+
+}  // namespace
+}  // namespace zt
+
+int main(int argc, char** argv) {
+  const absl::Status st = zt::Main(argc, argv);
+  if (!st.ok()) {
+    std::fprintf(stderr, "zt_bench_memory_copies: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

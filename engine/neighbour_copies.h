@@ -1,0 +1,79 @@
+// The ranks' side of in-memory checkpoint copies (ckpt/memory_copies.h):
+// after a committed save each rank copies its files into its node's memory
+// folder and, on several nodes, sends them to its neighbour, the rank with
+// its LOCAL_RANK on the next node (world rank r + L mod W, L ranks per
+// node), keeping the previous node's in return. Before a load, a rank whose
+// own copy is gone (its node was replaced) gets it back from that neighbour.
+// Internal to zt_engine.
+//
+// Contract
+//  - Every method is collective over the world group and must be called by
+//    every rank in the same order (the engine's saves and loads are); which
+//    transfers happen is decided from an all-reduce of every rank's facts,
+//    so all ranks agree on it.
+//  - Transfers run over two-rank sub-groups (one per neighbouring pair,
+//    made on first use); each rank runs its (at most two) transfers in the
+//    order of the sending rank, one total order for all ranks, so no cycle
+//    of ranks can wait on each other.
+//  - A problem on this rank's side (tmpfs full, a file that cannot be
+//    read) leaves this rank without a copy and is returned for the caller
+//    to log: the save on disk stands, and a restart without the copy reads
+//    the disk. A failed transfer is an error of the pair's group.
+//  - One node (W <= L): no neighbours; the node's own copies are all there
+//    is, and FetchMissing has nothing to do.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ckpt/memory_copies.h"
+#include "comm/process_group.h"
+
+namespace zt {
+
+class NeighbourCopies {
+ public:
+  // `local_world`: ranks per node (LOCAL_WORLD_SIZE).
+  NeighbourCopies(comm::ProcessGroup& world, int local_world, ckpt::MemoryCopies memory);
+
+  const ckpt::MemoryCopies& memory() const { return memory_; }
+  // Whether the world spans several nodes of `local_world` ranks.
+  bool several_nodes() const;
+
+  // Local, before a save of `tag`: a copy of that tag would be stale once
+  // the save lands, so it goes now.
+  void BeforeSave(const std::string& tag) const { memory_.Forget(tag); }
+  // After save `tag` committed: this rank's files (`own`, names in
+  // `folder`) into memory, and the neighbour exchange.
+  absl::Status KeepSaved(const std::string& folder, const std::string& tag, const std::vector<std::string>& own);
+  // Before a load of `tag` ("" when this rank could not tell which: it
+  // still takes part). Returns how many files this rank received.
+  absl::StatusOr<int> FetchMissing(const std::string& tag);
+
+ private:
+  int Next(int r) const { return (r + local_world_) % world_.size(); }
+  int Prev(int r) const { return (r - local_world_ + world_.size()) % world_.size(); }
+  // Makes the two-rank group of every rank s and Next(s), once: a
+  // collective of the world group, which every rank runs before any
+  // transfer.
+  absl::Status MakePairs();
+  // The group of rank s and Next(s) (made); this rank must be in it.
+  absl::StatusOr<comm::ProcessGroup*> PairOf(int s);
+  // Sends `files` (name, path) from `root` (a world rank of `group`).
+  absl::Status Send(comm::ProcessGroup& group, int root, const std::vector<std::pair<std::string, std::string>>& files);
+  // Receives what `root` sends into memory_'s incoming folder; the names.
+  absl::StatusOr<std::vector<std::string>> Receive(comm::ProcessGroup& group, int root);
+
+  comm::ProcessGroup& world_;
+  int local_world_;
+  ckpt::MemoryCopies memory_;
+  bool pairs_made_ = false;
+  std::map<std::pair<int, int>, std::shared_ptr<comm::ProcessGroup>> pairs_;  // (low, high) world ranks
+};
+
+}  // namespace zt
