@@ -16,8 +16,10 @@
 //
 // Contract
 //  - A copy is whole or absent: files go to incoming/, the manifest last,
-//    then incoming/ replaces current/ (current/ is removed first, so a crash
-//    in between leaves no copy, and the next load reads the disk).
+//    then incoming/ becomes current/. The previous copy is removed before
+//    the new one is written (it is of a tag `latest` no longer names, so it
+//    could serve no restart), which keeps one copy's memory, not two; a
+//    crash in between leaves no copy, and the next load reads the disk.
 //  - A copy holds the files of exactly one committed save: it is made after
 //    the save's commit (Checkpointer::Commit), and a save that is about to
 //    replace the tag a copy holds drops that copy first (Forget), so a copy
@@ -70,7 +72,9 @@ class MemoryCopies {
   std::optional<HeldCopy> HeldBy(int rank) const;
   // Drops this rank's copy when it holds `tag`.
   void Forget(const std::string& tag) const;
-  // An empty incoming/ folder for the next copy.
+  // An empty incoming/ folder for the next copy; this rank's held copy is
+  // removed (callers begin only once it can serve no restart: after a
+  // commit moved `latest` past it, or a load that fetches the one it lacks).
   absl::Status Begin() const;
   std::string Incoming(const std::string& name) const;
   // Writes `held`'s manifest into incoming/ and makes it this rank's copy.

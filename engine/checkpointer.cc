@@ -5,7 +5,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -213,18 +212,12 @@ absl::Status Checkpointer::Commit(const PreparedSave& p, const absl::Status& loc
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << p.ts.global_steps << ")";
   }
   if (NeighbourCopies* copies = Copies()) {
-    // The save stands whatever happens here: without a copy a restart reads the disk.
-    const auto started = std::chrono::steady_clock::now();
+    // The save stands whatever happens here: without a copy a restart reads
+    // the disk. The copy is made in the background (engine/neighbour_copies.h).
     absl::Status kept = copies->KeepSaved(folder, p.tag, OwnFiles(p));
-    if (kept.ok() && rank == 0) {
-      ZT_LOG(INFO) << "memory copies of checkpoint '" << folder << "' kept in "
-                   << absl::StrFormat("%.3f",
-                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count())
-                   << " s" << (copies->several_nodes() ? " (this node's files, and the previous node's)" : "");
-    }
     if (!kept.ok()) {
-      ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but this rank keeps no complete memory copy of it ("
-                      << kept.message() << "); a restart reads what is missing from the disk";
+      ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but no memory copy of it is kept (" << kept.message()
+                      << "); a restart reads it from the disk";
     }
   }
   return absl::OkStatus();
@@ -240,17 +233,17 @@ std::vector<std::string> Checkpointer::OwnFiles(const PreparedSave& p) {
 }
 
 NeighbourCopies* Checkpointer::Copies() {
-  if (!copies_checked_) {
-    copies_checked_ = true;
+  if (!core_.memory_copies_checked) {
+    core_.memory_copies_checked = true;
     std::optional<ckpt::MemoryCopies> memory = ckpt::MemoryCopies::FromEnv(core_.pg->rank());
     if (memory) {
       // Nodes are LOCAL_WORLD_SIZE ranks each; without it, one node.
       absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
       const int local = env.ok() ? env->local_world_size : core_.pg->size();
-      copies_ = std::make_unique<NeighbourCopies>(*core_.pg, local, std::move(*memory));
+      core_.memory_copies = std::make_shared<NeighbourCopies>(*core_.pg, local, std::move(*memory));
     }
   }
-  return copies_.get();
+  return core_.memory_copies.get();
 }
 
 ckpt::Dict Checkpointer::ModuleStateDict(std::vector<at::Tensor>* keep, std::vector<std::string>* buffer_names) {

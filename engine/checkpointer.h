@@ -191,14 +191,12 @@ class Checkpointer {
   // In-memory copies of the checkpoints (ZT_MEMORY_COPIES_DIR, which the
   // launcher sets on every rank or none: zt launch --memory-copies; compared
   // across nodes by the launchers' agreement); nullptr when off. Made on
-  // first use.
+  // first use, kept in EngineCore::memory_copies.
   NeighbourCopies* Copies();
   // The files this rank wrote for save `p` (names in its folder).
   static std::vector<std::string> OwnFiles(const PreparedSave& p);
 
   EngineCore& core_;
-  bool copies_checked_ = false;
-  std::unique_ptr<NeighbourCopies> copies_;
 };
 
 }  // namespace zt

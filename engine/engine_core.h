@@ -40,6 +40,8 @@
 
 namespace zt {
 
+class NeighbourCopies;  // engine/neighbour_copies.h
+
 struct EngineCore {
   // ---- Fixed at setup (engine/engine_setup.cc), never reassigned after ----
   std::shared_ptr<torch::nn::Module> module;
@@ -96,6 +98,15 @@ struct EngineCore {
   int64_t global_steps = 0;  // optimizer steps, skipped ones included
   int64_t global_samples = 0;
   int64_t skipped_steps = 0;
+
+  // ---- Made on first use by a checkpoint save or load ----
+  // In-memory checkpoint copies (ZT_MEMORY_COPIES_DIR, engine/neighbour_copies.h);
+  // null when off. Here, not in Checkpointer (whose objects live for one
+  // call), because its worker thread and pair groups outlive a save.
+  // Declared last: destroyed (its worker joined, its pair groups freed)
+  // before the groups above.
+  bool memory_copies_checked = false;
+  std::shared_ptr<NeighbourCopies> memory_copies;
 
   // All-gathers every group that holds this rank's updated range of a full
   // buffer (stages 1/2; stage 3's persistent chunks). Collective; throws

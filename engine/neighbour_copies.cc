@@ -8,11 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "util/file_io.h"
+#include "util/log.h"
 #include "util/status.h"
 #include "util/unique_fd.h"
 
@@ -204,8 +208,43 @@ absl::StatusOr<std::vector<std::string>> NeighbourCopies::Receive(comm::ProcessG
   return names;
 }
 
+NeighbourCopies::~NeighbourCopies() { Wait().IgnoreError(); }
+
+absl::Status NeighbourCopies::Wait() {
+  if (!worker_.joinable()) return absl::OkStatus();
+  worker_.join();
+  return std::exchange(worker_status_, absl::OkStatus());
+}
+
+void NeighbourCopies::BeforeSave(const std::string& tag) {
+  Wait().IgnoreError();  // reported by the worker itself
+  memory_.Forget(tag);
+}
+
 absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::string& tag,
                                         const std::vector<std::string>& own) {
+  Wait().IgnoreError();
+  // The pairs' groups need every rank (the world group), so they are made
+  // here; the copy and the exchange then use only this rank's folder and
+  // its pair groups, off the training thread.
+  if (several_nodes()) ZT_RETURN_IF_ERROR(MakePairs());
+  worker_ = std::thread([this, folder, tag, own] {
+    const auto started = std::chrono::steady_clock::now();
+    worker_status_ = KeepSavedNow(folder, tag, own);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!worker_status_.ok()) {
+      ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but this rank keeps no complete memory copy of it ("
+                      << worker_status_.message() << "); a restart reads what is missing from the disk";
+    } else if (world_.rank() == 0) {
+      ZT_LOG(INFO) << "memory copies of checkpoint '" << folder << "' kept in " << absl::StrFormat("%.3f", seconds)
+                   << " s" << (several_nodes() ? " (this node's files, and the previous node's)" : "");
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status NeighbourCopies::KeepSavedNow(const std::string& folder, const std::string& tag,
+                                           const std::vector<std::string>& own) {
   const int me = world_.rank();
   ckpt::HeldCopy held;
   held.tag = tag;
@@ -218,7 +257,6 @@ absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::st
   }
   if (local.ok()) held.own = own;
   if (several_nodes()) {
-    ZT_RETURN_IF_ERROR(MakePairs());
     std::vector<std::pair<std::string, std::string>> mine;
     for (const std::string& name : held.own) mine.emplace_back(name, memory_.Incoming(name));
     // This rank sends as sender `me` and receives as the pair of sender
@@ -249,6 +287,7 @@ absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::st
 }
 
 absl::StatusOr<int> NeighbourCopies::FetchMissing(const std::string& tag) {
+  Wait().IgnoreError();  // a copy still being made is part of what this load finds
   if (!several_nodes()) return 0;
   const int world = world_.size(), me = world_.rank();
   // Facts of every rank: [r] its own copy of `tag` is here; [world + r] it

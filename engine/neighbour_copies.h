@@ -15,10 +15,16 @@
 //    made on first use); each rank runs its (at most two) transfers in the
 //    order of the sending rank, one total order for all ranks, so no cycle
 //    of ranks can wait on each other.
+//  - KeepSaved makes the copy and runs the exchange on a thread of its own
+//    (the training thread only makes the pair groups, once): copying a
+//    rank's shards into tmpfs took 1.2 s per GiB here, which a save should
+//    not stall for. The next BeforeSave, KeepSaved or FetchMissing, and the
+//    destructor, wait for it; until it is done the new copy does not
+//    exist (a restart then reads the disk for it).
 //  - A problem on this rank's side (tmpfs full, a file that cannot be
-//    read) leaves this rank without a copy and is returned for the caller
-//    to log: the save on disk stands, and a restart without the copy reads
-//    the disk. A failed transfer is an error of the pair's group.
+//    read) leaves this rank without a copy and is logged as a warning: the
+//    save on disk stands, and a restart without the copy reads the disk. A
+//    failed transfer is an error of the pair's group.
 //  - One node (W <= L): no neighbours; the node's own copies are all there
 //    is, and FetchMissing has nothing to do.
 #pragma once
@@ -26,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -40,6 +47,9 @@ class NeighbourCopies {
  public:
   // `local_world`: ranks per node (LOCAL_WORLD_SIZE).
   NeighbourCopies(comm::ProcessGroup& world, int local_world, ckpt::MemoryCopies memory);
+  ~NeighbourCopies();
+  NeighbourCopies(const NeighbourCopies&) = delete;
+  NeighbourCopies& operator=(const NeighbourCopies&) = delete;
 
   const ckpt::MemoryCopies& memory() const { return memory_; }
   // Whether the world spans several nodes of `local_world` ranks.
@@ -47,10 +57,14 @@ class NeighbourCopies {
 
   // Local, before a save of `tag`: a copy of that tag would be stale once
   // the save lands, so it goes now.
-  void BeforeSave(const std::string& tag) const { memory_.Forget(tag); }
+  void BeforeSave(const std::string& tag);
   // After save `tag` committed: this rank's files (`own`, names in
-  // `folder`) into memory, and the neighbour exchange.
+  // `folder`) into memory, and the neighbour exchange, started in the
+  // background (see above); an error only where the pair groups could not
+  // be made.
   absl::Status KeepSaved(const std::string& folder, const std::string& tag, const std::vector<std::string>& own);
+  // Waits for the copy KeepSaved started; its outcome (already logged).
+  absl::Status Wait();
   // Before a load of `tag` ("" when this rank could not tell which: it
   // still takes part). Returns how many files this rank received.
   absl::StatusOr<int> FetchMissing(const std::string& tag);
@@ -69,11 +83,18 @@ class NeighbourCopies {
   // Receives what `root` sends into memory_'s incoming folder; the names.
   absl::StatusOr<std::vector<std::string>> Receive(comm::ProcessGroup& group, int root);
 
+  // KeepSaved's work, on the worker thread.
+  absl::Status KeepSavedNow(const std::string& folder, const std::string& tag, const std::vector<std::string>& own);
+
   comm::ProcessGroup& world_;
   int local_world_;
   ckpt::MemoryCopies memory_;
   bool pairs_made_ = false;
   std::map<std::pair<int, int>, std::shared_ptr<comm::ProcessGroup>> pairs_;  // (low, high) world ranks
+  // The copy in the background: worker_status_ is written by the worker
+  // and read only after joining it.
+  std::thread worker_;
+  absl::Status worker_status_;
 };
 
 }  // namespace zt

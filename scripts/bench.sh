@@ -32,7 +32,7 @@ command_of() {
     generate) echo "$BIN/zt_bench_generate --rounds 3" ;;
     checkpoint) echo "$BIN/zt_bench_checkpoint --rounds 2" ;;
     async_save) echo "$BIN/zt_bench_async_save --saves 4" ;;
-    memory_copies) echo "$BIN/zt_bench_memory_copies --loads 3" ;;
+    memory_copies) echo "$BIN/zt_bench_memory_copies --loads 6" ;;
     nvme) echo "$BIN/zt_bench_nvme --rounds 7 --no-sweep" ;;
     offload) echo "ROUNDS=1 STAGES=3 benchmarks/run_offload.sh" ;;
     # Needs root (network namespaces): not in the default list.

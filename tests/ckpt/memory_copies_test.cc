@@ -113,8 +113,11 @@ TEST(MemoryCopies, ACopyIsWholeOrAbsentAndFoundByName) {
   h.own = {"../a.pt"};
   EXPECT_FALSE(r1.Promote(h).ok());
 
-  // A new copy replaces the old one whole; a save of the held tag forgets it first.
+  // A new copy replaces the old one whole, which goes as the new one begins
+  // (one copy's memory at a time); a save of the held tag forgets it first.
   ASSERT_TRUE(r0.Begin().ok());
+  EXPECT_FALSE(r0.Held().has_value());
+  EXPECT_EQ(r1.Locate("t1").count("a.pt"), 0u);
   WriteFileBytes(r0.Incoming("a2.pt"), "A2");
   h.tag = "t2";
   h.own = {"a2.pt"};

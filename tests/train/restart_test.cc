@@ -427,8 +427,21 @@ TEST(Restarts, MemoryCopiesServeARestartWithoutTheDisk) {
     }
     const std::vector<pid_t> ranks = ChildrenOf(job.pid);
     ASSERT_EQ(ranks.size(), 2u) << ReadFileBytes(job.log);
-    for (pid_t p : ranks) ASSERT_EQ(::kill(p, SIGSTOP), 0);
-    const std::string tag(absl::StripAsciiWhitespace(ReadFileBytes(out + "/checkpoints/latest")));
+    // Frozen where both ranks' copies of the tag `latest` names are made
+    // (they are made in the background after each save's commit).
+    std::string tag;
+    for (int tries = 0; tries < 200; ++tries) {
+      for (pid_t p : ranks) ASSERT_EQ(::kill(p, SIGSTOP), 0);
+      tag = std::string(absl::StripAsciiWhitespace(ReadFileBytes(out + "/checkpoints/latest")));
+      bool both = !tag.empty();
+      for (int r : {0, 1}) {
+        both = both && absl::StrContains(ReadFileBytes(absl::StrCat(copies, "/rank", r, "/current/manifest")),
+                                         absl::StrCat("tag ", tag, "\n"));
+      }
+      if (both) break;
+      for (pid_t p : ranks) ::kill(p, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     ASSERT_FALSE(tag.empty());
     const std::string folder = out + "/checkpoints/" + tag;
     int removed = 0;
