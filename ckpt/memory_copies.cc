@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,7 +36,7 @@ bool PlainEntryName(const std::string& name) {
 }  // namespace
 
 std::string HeldCopy::ToText() const {
-  std::string s = absl::StrCat(kManifestHeader, "\ntag ", tag, "\nrank ", rank, "\nworld ", world_size,
+  std::string s = absl::StrCat(kManifestHeader, "\ndir ", dir, "\ntag ", tag, "\nrank ", rank, "\nworld ", world_size,
                                "\nlocal_world ", local_world_size, "\nneighbour ", neighbour, "\n");
   for (const std::string& f : own) absl::StrAppend(&s, "own ", f, "\n");
   for (const std::string& f : neighbour_files) absl::StrAppend(&s, "neighbour_file ", f, "\n");
@@ -49,7 +48,7 @@ std::optional<HeldCopy> HeldCopy::FromText(const std::string& text) {
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   if (lines.empty() || lines[0] != kManifestHeader) return std::nullopt;
   HeldCopy h;
-  bool ended = false, have_tag = false;
+  bool ended = false, have_tag = false, have_dir = false;
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string& line = lines[i];
     if (ended) {
@@ -64,7 +63,11 @@ std::optional<HeldCopy> HeldCopy::FromText(const std::string& text) {
     if (space == std::string::npos) return std::nullopt;
     const std::string key = line.substr(0, space), value = line.substr(space + 1);
     int n = 0;
-    if (key == "tag") {
+    if (key == "dir") {
+      if (value.empty() || value[0] != '/') return std::nullopt;
+      h.dir = value;
+      have_dir = true;
+    } else if (key == "tag") {
       if (!PlainEntryName(value)) return std::nullopt;
       h.tag = value;
       have_tag = true;
@@ -88,7 +91,7 @@ std::optional<HeldCopy> HeldCopy::FromText(const std::string& text) {
     }
   }
   // The manifest is written last and whole: a torn one lacks "end".
-  if (!ended || !have_tag || h.rank < 0 || h.world_size < 1 || h.local_world_size < 1) return std::nullopt;
+  if (!ended || !have_tag || !have_dir || h.rank < 0 || h.world_size < 1 || h.local_world_size < 1) return std::nullopt;
   return h;
 }
 
@@ -136,6 +139,9 @@ std::string MemoryCopies::Incoming(const std::string& name) const {
 
 absl::Status MemoryCopies::Promote(HeldCopy held) const {
   held.rank = rank_;
+  if (held.dir.empty() || held.dir[0] != '/' || held.dir.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("memory copies: '", held.dir, "' is not an absolute path"));
+  }
   const std::string folder = RankFolder(rank_);
   const std::string incoming = JoinPath(folder, "incoming"), current = JoinPath(folder, "current");
   for (const auto* names : {&held.own, &held.neighbour_files}) {
@@ -155,41 +161,50 @@ absl::Status MemoryCopies::Promote(HeldCopy held) const {
   return absl::OkStatus();
 }
 
-void MemoryCopies::RemoveRanksFrom(int world) const {
+std::vector<int> MemoryCopies::RanksWithFolders() const {
+  std::vector<int> ranks;
   DIR* d = ::opendir(root_.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> gone;
+  if (d == nullptr) return ranks;
   while (dirent* e = ::readdir(d)) {
     absl::string_view name = e->d_name;
     int r = 0;
-    if (absl::ConsumePrefix(&name, "rank") && absl::SimpleAtoi(name, &r) && r >= world) {
-      gone.push_back(JoinPath(root_, e->d_name));
+    if (absl::ConsumePrefix(&name, "rank") && absl::SimpleAtoi(name, &r) && r >= 0 &&
+        absl::StrCat("rank", r) == e->d_name) {
+      ranks.push_back(r);
     }
   }
   ::closedir(d);
-  for (const std::string& g : gone) {
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+void MemoryCopies::ForgetOthers(const std::string& tag, const std::vector<int>& keep) const {
+  for (int r : RanksWithFolders()) {
+    if (std::find(keep.begin(), keep.end(), r) != keep.end()) continue;
+    std::optional<HeldCopy> h = HeldBy(r);
+    if (!h || h->tag != tag) continue;
     std::error_code ec;
-    std::filesystem::remove_all(g, ec);
+    std::filesystem::remove_all(h->folder, ec);
   }
 }
 
-std::map<std::string, std::string> MemoryCopies::Locate(const std::string& tag) const {
+void MemoryCopies::RemoveRanksExcept(const std::vector<int>& keep) const {
+  for (int r : RanksWithFolders()) {
+    if (std::find(keep.begin(), keep.end(), r) != keep.end()) continue;
+    std::error_code ec;
+    std::filesystem::remove_all(RankFolder(r), ec);
+  }
+}
+
+std::map<std::string, std::string> MemoryCopies::Locate(const std::string& dir, const std::string& tag) const {
   std::vector<int> ranks{rank_};
-  DIR* d = ::opendir(root_.c_str());
-  if (d != nullptr) {
-    std::set<int> others;
-    while (dirent* e = ::readdir(d)) {
-      absl::string_view name = e->d_name;
-      int r = 0;
-      if (absl::ConsumePrefix(&name, "rank") && absl::SimpleAtoi(name, &r) && r >= 0 && r != rank_) others.insert(r);
-    }
-    ::closedir(d);
-    ranks.insert(ranks.end(), others.begin(), others.end());
+  for (int r : RanksWithFolders()) {
+    if (r != rank_) ranks.push_back(r);
   }
   std::map<std::string, std::string> found;
   for (int r : ranks) {
     std::optional<HeldCopy> h = HeldBy(r);
-    if (!h || h->tag != tag) continue;
+    if (!h || h->tag != tag || h->dir != dir) continue;
     for (const auto* names : {&h->own, &h->neighbour_files}) {
       for (const std::string& name : *names) found.emplace(name, JoinPath(h->folder, name));
     }
@@ -197,9 +212,15 @@ std::map<std::string, std::string> MemoryCopies::Locate(const std::string& tag) 
   return found;
 }
 
-CheckpointReadOptions ReadFromCopies(const MemoryCopies& copies, const std::string& tag) {
+std::string CanonicalSaveDir(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(dir, ec), ec);
+  return ec || p.empty() ? dir : p.string();
+}
+
+CheckpointReadOptions ReadFromCopies(const MemoryCopies& copies, const std::string& dir, const std::string& tag) {
   CheckpointReadOptions options;
-  auto located = std::make_shared<const std::map<std::string, std::string>>(copies.Locate(tag));
+  auto located = std::make_shared<const std::map<std::string, std::string>>(copies.Locate(dir, tag));
   if (located->empty()) return options;
   options.locate = [located](const std::string& name) {
     const auto it = located->find(name);

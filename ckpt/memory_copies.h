@@ -25,6 +25,9 @@
 //    replace the tag a copy holds drops that copy first (Forget), so a copy
 //    can never stand in for a newer save of the same tag. ZeroCheckpoint
 //    still checks every file's CRCs and that all files share one save id.
+//  - A copy names the save directory it copies (canonical path): a load
+//    uses only copies of its own directory and tag. With the folder being
+//    one launcher's, a copy of another job is never seen.
 //  - The manifest is parsed as untrusted input: file names must be plain
 //    entry names; a manifest that does not parse counts as no copy.
 #pragma once
@@ -45,6 +48,7 @@ inline constexpr char kMemoryCopiesEnv[] = "ZT_MEMORY_COPIES_DIR";
 
 // What one rank's copy holds.
 struct HeldCopy {
+  std::string dir;  // the save directory, canonical (CanonicalSaveDir)
   std::string tag;
   int rank = -1;  // the rank that holds it
   int world_size = 0, local_world_size = 0;
@@ -72,6 +76,10 @@ class MemoryCopies {
   std::optional<HeldCopy> HeldBy(int rank) const;
   // Drops this rank's copy when it holds `tag`.
   void Forget(const std::string& tag) const;
+  // Drops the copies of `tag` in the folders of every rank not in `keep`
+  // (folders no rank of this node writes now: left by another numbering
+  // of the ranks before an elastic restart); best effort.
+  void ForgetOthers(const std::string& tag, const std::vector<int>& keep) const;
   // An empty incoming/ folder for the next copy; this rank's held copy is
   // removed (callers begin only once it can serve no restart: after a
   // commit moved `latest` past it, or a load that fetches the one it lacks).
@@ -79,23 +87,29 @@ class MemoryCopies {
   std::string Incoming(const std::string& name) const;
   // Writes `held`'s manifest into incoming/ and makes it this rank's copy.
   absl::Status Promote(HeldCopy held) const;
-  // Removes the folders of ranks >= `world` (left by a larger world before
-  // an elastic restart); best effort.
-  void RemoveRanksFrom(int world) const;
+  // Removes the folders of every rank not in `keep`; best effort.
+  void RemoveRanksExcept(const std::vector<int>& keep) const;
 
-  // Every file of `tag` that a copy on this node holds: file name -> path,
-  // this rank's own files first, then the other ranks' folders in rank order.
-  std::map<std::string, std::string> Locate(const std::string& tag) const;
+  // Every file of `dir`'s `tag` that a copy on this node holds: file name
+  // -> path, this rank's own files first, then the other ranks' folders in
+  // rank order. `dir` as CanonicalSaveDir gives it.
+  std::map<std::string, std::string> Locate(const std::string& dir, const std::string& tag) const;
 
  private:
   std::string RankFolder(int rank) const;
+  // The ranks that have a folder here.
+  std::vector<int> RanksWithFolders() const;
   std::string root_;
   int rank_;
 };
 
-// Read options that take every file of `tag` a copy on this node holds
-// (MemoryCopies::Locate) from there; without such files, the defaults.
-CheckpointReadOptions ReadFromCopies(const MemoryCopies& copies, const std::string& tag);
+// The save directory as copies record it: its canonical absolute path
+// (`dir` itself where it cannot be resolved).
+std::string CanonicalSaveDir(const std::string& dir);
+
+// Read options that take every file of `dir`'s `tag` a copy on this node
+// holds (MemoryCopies::Locate) from there; without such files, the defaults.
+CheckpointReadOptions ReadFromCopies(const MemoryCopies& copies, const std::string& dir, const std::string& tag);
 
 // Copies the file at `from` to `to` (created, or replaced).
 absl::Status CopyWholeFile(const std::string& from, const std::string& to);

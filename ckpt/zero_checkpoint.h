@@ -98,8 +98,11 @@ struct CheckpointReadOptions {
   // Where the checkpoint's file `name` is read from instead of
   // `<dir>/<tag>/<name>`: a path, or empty for that default. A restart
   // points it at node-local memory copies (ckpt/memory_copies.h). Every
-  // check still applies to whichever file is read (CRCs, one save id, each
-  // rank's own names), so a wrong or stale copy is refused, never used.
+  // check still applies to whichever file is read (CRCs, one save id
+  // across all the files, each rank's own names), so a damaged copy, or a
+  // copy mixed with files of another save, is refused. That a complete set
+  // of files is of the right save is the locator's to ensure
+  // (MemoryCopies::Locate takes only copies of this directory and tag).
   std::function<std::string(const std::string& name)> locate;
 };
 

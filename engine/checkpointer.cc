@@ -144,7 +144,7 @@ absl::StatusOr<Checkpointer::PreparedSave> Checkpointer::Prepare(const std::stri
   p.dir = dir;
   p.tag = tag_in.empty() ? absl::StrCat("global_step", core_.global_steps) : tag_in;
   ZT_RETURN_IF_ERROR(CheckTagAgreement(p.tag));
-  if (NeighbourCopies* copies = Copies()) copies->BeforeSave(p.tag);
+  if (NeighbourCopies* copies = keep_memory_copies_ ? Copies() : nullptr) copies->BeforeSave(p.tag);
   // Files are numbered by the place in the shard group. Under hierarchical
   // sharding the replicas hold the same shards: the first shard group (its
   // replica rank 0) writes a checkpoint of shard-group size, which loads at
@@ -211,10 +211,10 @@ absl::Status Checkpointer::Commit(const PreparedSave& p, const absl::Status& loc
   if (rank == 0) {
     ZT_LOG(INFO) << "saved checkpoint '" << folder << "' (step " << p.ts.global_steps << ")";
   }
-  if (NeighbourCopies* copies = Copies()) {
+  if (NeighbourCopies* copies = keep_memory_copies_ ? Copies() : nullptr) {
     // The save stands whatever happens here: without a copy a restart reads
     // the disk. The copy is made in the background (engine/neighbour_copies.h).
-    absl::Status kept = copies->KeepSaved(folder, p.tag, OwnFiles(p));
+    absl::Status kept = copies->KeepSaved(folder, ckpt::CanonicalSaveDir(p.dir), p.tag, OwnFiles(p));
     if (!kept.ok()) {
       ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but no memory copy of it is kept (" << kept.message()
                       << "); a restart reads it from the disk";
@@ -236,11 +236,27 @@ NeighbourCopies* Checkpointer::Copies() {
   if (!core_.memory_copies_checked) {
     core_.memory_copies_checked = true;
     std::optional<ckpt::MemoryCopies> memory = ckpt::MemoryCopies::FromEnv(core_.pg->rank());
-    if (memory) {
-      // Nodes are LOCAL_WORLD_SIZE ranks each; without it, one node.
-      absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
-      const int local = env.ok() ? env->local_world_size : core_.pg->size();
-      core_.memory_copies = std::make_shared<NeighbourCopies>(*core_.pg, local, std::move(*memory));
+    // Nodes are LOCAL_WORLD_SIZE ranks each; without it, one node.
+    absl::StatusOr<comm::RankEnv> env = comm::ReadRankEnv();
+    const int64_t local = env.ok() ? env->local_world_size : core_.pg->size();
+    // Every rank must agree (an exchange needs both of its pair): copies on
+    // everywhere or nowhere, with one node size. Max of (on, off, L, -L).
+    at::Tensor facts = at::tensor(std::vector<int64_t>{memory ? 1 : 0, memory ? 0 : 1, local, -local}, at::kLong);
+    absl::Status agreed;
+    {
+      comm::CollectiveLabel label("whether memory copies are on");
+      agreed = core_.pg->AllReduce(facts, comm::ReduceOp::kMax)->Wait();
+    }
+    const int64_t* f = facts.data_ptr<int64_t>();
+    const bool mixed = f[0] == 1 && f[1] == 1, sizes_differ = f[2] != -f[3];
+    if (memory && agreed.ok() && !mixed && !sizes_differ) {
+      core_.memory_copies = std::make_shared<NeighbourCopies>(*core_.pg, static_cast<int>(local), std::move(*memory));
+    } else if (memory || mixed) {
+      ZT_LOG(WARNING) << "memory copies are off: "
+                      << (!agreed.ok() ? std::string(agreed.message())
+                          : mixed      ? absl::StrCat(ckpt::kMemoryCopiesEnv, " is set on some ranks only")
+                                       : std::string("the ranks disagree on LOCAL_WORLD_SIZE"))
+                      << " (start every node's launcher with --memory-copies)";
     }
   }
   return core_.memory_copies.get();
@@ -541,14 +557,15 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   if (copies != nullptr) {
     absl::StatusOr<std::string> resolved = tag.empty() ? ckpt::ReadLatestTag(dir) : absl::StatusOr<std::string>(tag);
     const std::string wanted = resolved.ok() ? *resolved : std::string();  // "" still takes part
-    absl::StatusOr<int> got = copies->FetchMissing(wanted);
+    const std::string canonical = ckpt::CanonicalSaveDir(dir);
+    absl::StatusOr<int> got = copies->FetchMissing(canonical, wanted);
     if (got.ok()) {
       fetched = *got;
     } else {
       ZT_LOG(WARNING) << "memory copies: could not fetch this rank's copy from its neighbour ("
                       << got.status().message() << "); reading it from '" << dir << "'";
     }
-    if (!wanted.empty()) read_options = ckpt::ReadFromCopies(copies->memory(), wanted);
+    if (!wanted.empty()) read_options = ckpt::ReadFromCopies(copies->memory(), canonical, wanted);
   }
   auto read = [&]() -> absl::Status {
     ZT_ASSIGN_OR_RETURN(ck, ckpt::ZeroCheckpoint::Open(dir, tag, read_options));
@@ -572,8 +589,16 @@ absl::StatusOr<ckpt::Value> Checkpointer::Load(const std::string& dir, const std
   };
   ZT_RETURN_IF_ERROR(ReadAndAgree(
       [&]() -> absl::Status {
-        absl::Status st = read();
-        if (st.ok() || !read_options.locate) return st;
+        absl::Status st;
+        if (!read_options.locate) return read();
+        try {
+          st = read();
+        } catch (const Error& e) {
+          st = e.status();
+        } catch (const std::exception& e) {
+          st = absl::InternalError(e.what());
+        }
+        if (st.ok()) return st;
         // A copy that fails any check (CRC, save id, names) is not used:
         // the whole read starts again from the save directory.
         ZT_LOG(WARNING) << "loading from memory copies failed (" << st.message() << "); reading '" << dir
@@ -1095,6 +1120,7 @@ absl::Status Checkpointer::ExportWeights(const std::string& path) {
     ZT_RETURN_IF_ERROR(core_.pg->AllReduce(id, comm::ReduceOp::kMax)->Wait());
   }
   const std::string scratch = absl::StrFormat("%s/.zt_export.%x", parent, id[0].item<int64_t>());
+  keep_memory_copies_ = false;  // a scratch save, not one a restart resumes from
   absl::Status saved = Save(scratch, "export", ckpt::Value());
   absl::Status exported = saved;
   if (saved.ok() && core_.pg->rank() == 0) {

@@ -197,6 +197,8 @@ class Checkpointer {
   static std::vector<std::string> OwnFiles(const PreparedSave& p);
 
   EngineCore& core_;
+  // Whether this object's saves keep memory copies (not ExportWeights' scratch save).
+  bool keep_memory_copies_ = true;
 };
 
 }  // namespace zt

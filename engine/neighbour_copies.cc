@@ -52,18 +52,38 @@ bool NeighbourCopies::several_nodes() const {
 }
 
 absl::Status NeighbourCopies::MakePairs() {
+  if (broken_) return absl::FailedPreconditionError("memory copies are off: their pair groups could not be made");
   if (pairs_made_) return absl::OkStatus();
   // Every rank makes every pair's group, in the same order (NewSubGroup's
-  // contract); a rank keeps the (at most two) it belongs to.
+  // contract: the calls number the groups), even after one failed here, so
+  // the numbering stays in step; a rank keeps the (at most two) it is in.
   const int me = world_.rank();
+  absl::Status made;
   for (int r = 0; r < world_.size(); ++r) {
     const std::pair<int, int> key(std::min(r, Next(r)), std::max(r, Next(r)));
     if (pairs_.count(key) > 0) continue;
-    ZT_ASSIGN_OR_RETURN(std::shared_ptr<comm::ProcessGroup> g, world_.NewSubGroup({key.first, key.second}));
-    if (me != key.first && me != key.second) g.reset();
-    pairs_[key] = std::move(g);
+    absl::StatusOr<std::shared_ptr<comm::ProcessGroup>> g = world_.NewSubGroup({key.first, key.second});
+    if (!g.ok()) {
+      if (made.ok()) made = g.status();
+      pairs_[key] = nullptr;
+      continue;
+    }
+    if (me != key.first && me != key.second) g->reset();
+    pairs_[key] = *std::move(g);
   }
   pairs_made_ = true;
+  // Whether every rank has its pairs, agreed: where one has not, copies
+  // stay off on every rank for the rest of the run (one decision for all,
+  // so no rank waits in a transfer its pair will never start).
+  at::Tensor failed = at::full({1}, made.ok() ? 0 : 1, at::kLong);
+  absl::Status agreed = world_.AllReduce(failed, comm::ReduceOp::kMax)->Wait();
+  if (!agreed.ok() || failed.item<int64_t>() != 0) {
+    broken_ = true;
+    return absl::FailedPreconditionError(
+        absl::StrCat("memory copies are off for this run: the pair groups could not be made",
+                     made.ok() ? (agreed.ok() ? " on another rank" : absl::StrCat(" (", agreed.message(), ")"))
+                               : absl::StrCat(" (", made.message(), ")")));
+  }
   return absl::OkStatus();
 }
 
@@ -86,6 +106,13 @@ absl::Status NeighbourCopies::Send(comm::ProcessGroup& group, int root,
   std::string names;
   absl::Status problem;
   for (const auto& [name, path] : files) {
+    if (!PlainName(name) || name.find('\n') != std::string::npos) {
+      problem = absl::InvalidArgumentError(absl::StrCat("memory copies: '", name, "' is not a plain file name"));
+      fds.clear();
+      sizes.clear();
+      names.clear();
+      break;
+    }
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
     if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
@@ -157,12 +184,21 @@ absl::StatusOr<std::vector<std::string>> NeighbourCopies::Receive(comm::ProcessG
     sizes.assign(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + count);
     const std::string text(static_cast<const char*>(n.data_ptr()), static_cast<size_t>(name_bytes));
     names = absl::StrSplit(text, '\n', absl::SkipEmpty());
-    if (static_cast<int64_t>(names.size()) != count) {
-      return absl::DataLossError(
-          absl::StrCat("memory copies: rank ", root, " sent ", names.size(), " names for ", count, " files"));
-    }
   }
   absl::Status problem;
+  if (static_cast<int64_t>(names.size()) != count) {
+    // The sizes still say what follows: received, then dropped.
+    problem = absl::DataLossError(
+        absl::StrCat("memory copies: rank ", root, " sent ", names.size(), " names for ", count, " files"));
+    names.assign(static_cast<size_t>(count), std::string());
+  }
+  for (int64_t size : sizes) {
+    if (size < 0) {
+      return absl::DataLossError(absl::StrCat("memory copies: rank ", root,
+                                              " sent a negative size; the transfer is "
+                                              "out of step"));
+    }
+  }
   at::Tensor buffer;
   for (int64_t i = 0; i < count; ++i) {
     const std::string& name = names[static_cast<size_t>(i)];
@@ -177,7 +213,6 @@ absl::StatusOr<std::vector<std::string>> NeighbourCopies::Receive(comm::ProcessG
       if (!out.valid()) problem = ErrnoError(errno, absl::StrCat("memory copies: create '", path, "'"));
     }
     const int64_t size = sizes[static_cast<size_t>(i)];
-    if (size < 0) return absl::DataLossError(absl::StrCat("memory copies: rank ", root, " sent a negative size"));
     for (int64_t off = 0; off < size; off += kChunkBytes) {
       const int64_t len = std::min(kChunkBytes, size - off);
       if (!buffer.defined()) buffer = at::empty({kChunkBytes}, at::kByte);
@@ -219,18 +254,38 @@ absl::Status NeighbourCopies::Wait() {
 void NeighbourCopies::BeforeSave(const std::string& tag) {
   Wait().IgnoreError();  // reported by the worker itself
   memory_.Forget(tag);
+  if (world_.rank() % local_world_ == 0) {
+    // Copies of `tag` in folders no rank of this node writes now would
+    // outlive this save as an older save of the same tag: dropped too.
+    const int node = world_.rank() / local_world_;
+    std::vector<int> ours;
+    for (int r = node * local_world_; r < (node + 1) * local_world_; ++r) ours.push_back(r);
+    memory_.ForgetOthers(tag, ours);
+  }
 }
 
-absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::string& tag,
+absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::string& dir, const std::string& tag,
                                         const std::vector<std::string>& own) {
   Wait().IgnoreError();
   // The pairs' groups need every rank (the world group), so they are made
   // here; the copy and the exchange then use only this rank's folder and
   // its pair groups, off the training thread.
   if (several_nodes()) ZT_RETURN_IF_ERROR(MakePairs());
-  worker_ = std::thread([this, folder, tag, own] {
+  if (world_.rank() % local_world_ == 0) {
+    // Folders no rank of this node writes now (another numbering, before an
+    // elastic restart) hold tags `latest` has moved past.
+    const int node = world_.rank() / local_world_;
+    std::vector<int> ours;
+    for (int r = node * local_world_; r < (node + 1) * local_world_; ++r) ours.push_back(r);
+    memory_.RemoveRanksExcept(ours);
+  }
+  worker_ = std::thread([this, folder, dir, tag, own] {
     const auto started = std::chrono::steady_clock::now();
-    worker_status_ = KeepSavedNow(folder, tag, own);
+    try {
+      worker_status_ = KeepSavedNow(folder, dir, tag, own);
+    } catch (const std::exception& e) {  // an allocation, say: never std::terminate for a copy
+      worker_status_ = absl::InternalError(absl::StrCat("memory copies: ", e.what()));
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (!worker_status_.ok()) {
       ZT_LOG(WARNING) << "checkpoint '" << folder << "' is saved, but this rank keeps no complete memory copy of it ("
@@ -243,10 +298,11 @@ absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::st
   return absl::OkStatus();
 }
 
-absl::Status NeighbourCopies::KeepSavedNow(const std::string& folder, const std::string& tag,
+absl::Status NeighbourCopies::KeepSavedNow(const std::string& folder, const std::string& dir, const std::string& tag,
                                            const std::vector<std::string>& own) {
   const int me = world_.rank();
   ckpt::HeldCopy held;
+  held.dir = dir;
   held.tag = tag;
   held.world_size = world_.size();
   held.local_world_size = local_world_;
@@ -278,7 +334,6 @@ absl::Status NeighbourCopies::KeepSavedNow(const std::string& folder, const std:
       }
     }
   }
-  if (me % local_world_ == 0) memory_.RemoveRanksFrom(world_.size());
   // Without its own files the copy is not made at all: a copy that claims
   // the tag must hold them (FetchMissing trusts it).
   if (held.own.size() != own.size()) return local;
@@ -286,14 +341,14 @@ absl::Status NeighbourCopies::KeepSavedNow(const std::string& folder, const std:
   return local.ok() ? promoted : local;
 }
 
-absl::StatusOr<int> NeighbourCopies::FetchMissing(const std::string& tag) {
+absl::StatusOr<int> NeighbourCopies::FetchMissing(const std::string& dir, const std::string& tag) {
   Wait().IgnoreError();  // a copy still being made is part of what this load finds
-  if (!several_nodes()) return 0;
+  if (!several_nodes() || broken_) return 0;
   const int world = world_.size(), me = world_.rank();
   // Facts of every rank: [r] its own copy of `tag` is here; [world + r] it
   // holds Prev(r)'s files of `tag` for this same world layout.
   std::optional<ckpt::HeldCopy> held = memory_.Held();
-  const bool of_tag = held && !tag.empty() && held->tag == tag;
+  const bool of_tag = held && !tag.empty() && held->tag == tag && held->dir == dir;
   at::Tensor facts = at::zeros({2 * world}, at::kLong);
   facts[me] = of_tag ? 1 : 0;
   facts[world + me] = of_tag && held->world_size == world && held->local_world_size == local_world_ &&
@@ -332,6 +387,7 @@ absl::StatusOr<int> NeighbourCopies::FetchMissing(const std::string& tag) {
         continue;
       }
       ckpt::HeldCopy mine;
+      mine.dir = dir;
       mine.tag = tag;
       mine.world_size = world;
       mine.local_world_size = local_world_;
@@ -350,6 +406,9 @@ absl::StatusOr<int> NeighbourCopies::FetchMissing(const std::string& tag) {
       }
     }
   }
+  // The ranks of a node read each other's copies: none looks before every
+  // fetched copy is in place.
+  ZT_RETURN_IF_ERROR(world_.Barrier()->Wait());
   if (!local.ok()) return local;
   return received;
 }

@@ -25,6 +25,8 @@
 //    read) leaves this rank without a copy and is logged as a warning: the
 //    save on disk stands, and a restart without the copy reads the disk. A
 //    failed transfer is an error of the pair's group.
+//  - The pair groups are made once, and every rank agrees they were: where
+//    any rank could not make its pairs, copies stay off on every rank.
 //  - One node (W <= L): no neighbours; the node's own copies are all there
 //    is, and FetchMissing has nothing to do.
 #pragma once
@@ -62,12 +64,14 @@ class NeighbourCopies {
   // `folder`) into memory, and the neighbour exchange, started in the
   // background (see above); an error only where the pair groups could not
   // be made.
-  absl::Status KeepSaved(const std::string& folder, const std::string& tag, const std::vector<std::string>& own);
+  // `dir`: the save directory, as ckpt::CanonicalSaveDir gives it.
+  absl::Status KeepSaved(const std::string& folder, const std::string& dir, const std::string& tag,
+                         const std::vector<std::string>& own);
   // Waits for the copy KeepSaved started; its outcome (already logged).
   absl::Status Wait();
   // Before a load of `tag` ("" when this rank could not tell which: it
   // still takes part). Returns how many files this rank received.
-  absl::StatusOr<int> FetchMissing(const std::string& tag);
+  absl::StatusOr<int> FetchMissing(const std::string& dir, const std::string& tag);
 
  private:
   int Next(int r) const { return (r + local_world_) % world_.size(); }
@@ -84,12 +88,14 @@ class NeighbourCopies {
   absl::StatusOr<std::vector<std::string>> Receive(comm::ProcessGroup& group, int root);
 
   // KeepSaved's work, on the worker thread.
-  absl::Status KeepSavedNow(const std::string& folder, const std::string& tag, const std::vector<std::string>& own);
+  absl::Status KeepSavedNow(const std::string& folder, const std::string& dir, const std::string& tag,
+                            const std::vector<std::string>& own);
 
   comm::ProcessGroup& world_;
   int local_world_;
   ckpt::MemoryCopies memory_;
   bool pairs_made_ = false;
+  bool broken_ = false;  // a rank could not make its pairs (agreed): no exchange for the rest of the run
   std::map<std::pair<int, int>, std::shared_ptr<comm::ProcessGroup>> pairs_;  // (low, high) world ranks
   // The copy in the background: worker_status_ is written by the worker
   // and read only after joining it.

@@ -417,7 +417,8 @@ absl::Status RankTrainer::CheckLoraMatches() const {
   std::optional<ckpt::MemoryCopies> copies = ckpt::MemoryCopies::FromEnv(pg_->rank());
   absl::StatusOr<std::string> tag = ckpt::ReadLatestTag(paths_.save_dir);
   const ckpt::CheckpointReadOptions options =
-      copies && tag.ok() ? ckpt::ReadFromCopies(*copies, *tag) : ckpt::CheckpointReadOptions();
+      copies && tag.ok() ? ckpt::ReadFromCopies(*copies, ckpt::CanonicalSaveDir(paths_.save_dir), *tag)
+                         : ckpt::CheckpointReadOptions();
   absl::StatusOr<std::unique_ptr<ckpt::ZeroCheckpoint>> opened =
       ckpt::ZeroCheckpoint::Open(paths_.save_dir, "", options);
   if (!opened.ok() && copies) return absl::OkStatus();

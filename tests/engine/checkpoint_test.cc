@@ -181,9 +181,11 @@ ZT_RANK_WORKER(resume) {
     // copies=<folder>: in-memory checkpoint copies, each rank a node of its
     // own (LOCAL_WORLD_SIZE 1) with its own memory folder, as the launchers
     // of two hosts would set them.
-    ::setenv("LOCAL_WORLD_SIZE", "1", 1);
-    ::setenv("LOCAL_RANK", "0", 1);
-    ::setenv(ckpt::kMemoryCopiesEnv, absl::StrCat(a.at("copies"), "/node", pg->rank()).c_str(), 1);
+    // local=L: L ranks per node instead.
+    const int local = a.count("local") ? Int(a, "local") : 1;
+    ::setenv("LOCAL_WORLD_SIZE", std::to_string(local).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(pg->rank() % local).c_str(), 1);
+    ::setenv(ckpt::kMemoryCopiesEnv, absl::StrCat(a.at("copies"), "/node", pg->rank() / local).c_str(), 1);
   }
   Model m = MakeModel(fp16, /*root_unit=*/stage == 3, mode == "resume" ? 777 : 1);
   // groups=hf: HF Trainer's param groups (weight decay 0.1 and 0.0; the
@@ -1209,6 +1211,7 @@ TEST(MemoryCopies, AReplacedNodeResumesFromItsNeighboursCopyWithoutTheDisk) {
     const ckpt::MemoryCopies m(copies + "/node0", 0);
     ASSERT_TRUE(m.Begin().ok());
     ckpt::HeldCopy h;
+    h.dir = ckpt::CanonicalSaveDir(saved);
     h.tag = tag;
     h.world_size = 2;
     h.local_world_size = 1;
@@ -1238,6 +1241,61 @@ TEST(MemoryCopies, AReplacedNodeResumesFromItsNeighboursCopyWithoutTheDisk) {
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(absl::StrContains(r.Summary(), "has no model states file")) << r.Summary();
   fs::remove_all(dir);
+}
+
+// The same exchange on more nodes and with several ranks per node: 3 nodes
+// of 1 rank (a ring: each rank sends to the next node and receives from the
+// previous one, over two different pair groups) and 2 nodes of 2 ranks.
+// The second node's memory is wiped (a replaced node): its ranks fetch
+// their files back and the resume ends bitwise where the straight run
+// does. On 2 nodes the fetched files are all a rank needs, so the disk's
+// are removed too; on 3 a rank still reads the third node's files there.
+TEST(MemoryCopies, ReplacedNodesOfLargerWorldsFetchTheirFilesBack) {
+  namespace fs = std::filesystem;
+  for (const auto& [world, local] : {std::pair<int, int>{3, 1}, std::pair<int, int>{4, 2}}) {
+    SCOPED_TRACE(absl::StrCat(world, " ranks, ", local, " per node"));
+    const std::string dir = TempDir(absl::StrCat("memory_copies_", world));
+    const std::string copies = dir + "/shm", saved = dir + "/ckpt", tag = "global_step3";
+    const std::string base =
+        absl::StrCat("stage=3;fp16=0;k=3;total=6;dir=", saved, ";copies=", copies, ";local=", local,
+                     world == 4 ? ";gas=1" : "");  // the global batch of 12 over 4 ranks
+    RankRunResult r = RunWorker("resume", world, base + ";mode=continuous;out=" + dir + "/straight.pt");
+    ASSERT_TRUE(r.ok()) << r.Summary();
+    r = RunWorker("resume", world, base + ";mode=save");
+    ASSERT_TRUE(r.ok()) << r.Summary();
+    // Every rank holds its own two files and its previous node's rank's.
+    for (int rank = 0; rank < world; ++rank) {
+      std::optional<ckpt::HeldCopy> held = ckpt::MemoryCopies(absl::StrCat(copies, "/node", rank / local), rank).Held();
+      ASSERT_TRUE(held.has_value()) << rank;
+      EXPECT_EQ(held->own.size(), 2u) << rank;
+      EXPECT_EQ(held->neighbour, (rank - local + world) % world) << rank;
+      EXPECT_EQ(held->neighbour_files.size(), 2u) << rank;
+    }
+    fs::remove_all(copies + "/node1");
+    const bool two_nodes = world / local == 2;
+    if (two_nodes) {
+      for (const auto& e : fs::directory_iterator(saved + "/" + tag)) fs::remove_all(e.path());
+    }
+    r = RunWorker("resume", world, base + ";mode=resume;out=" + dir + "/resumed.pt");
+    ASSERT_TRUE(r.ok()) << r.Summary();
+    torch::Tensor straight, resumed;
+    torch::load(straight, dir + "/straight.pt");
+    torch::load(resumed, dir + "/resumed.pt");
+    EXPECT_TRUE(torch::equal(straight, resumed));
+    const int files = 2 * world;
+    for (int rank = local; rank < 2 * local; ++rank) {  // node 1's ranks
+      const std::string want = two_nodes
+                                   ? absl::StrCat(files, " of ", files,
+                                                  " files read from memory copies (4 fetched from the "
+                                                  "neighbouring node), 0 from disk")
+                                   : absl::StrCat("4 of ", files,
+                                                  " files read from memory copies (4 fetched from the neighbouring "
+                                                  "node), 2 from disk");
+      EXPECT_TRUE(absl::StrContains(r.outputs[static_cast<size_t>(rank)], want))
+          << r.outputs[static_cast<size_t>(rank)];
+    }
+    fs::remove_all(dir);
+  }
 }
 
 // Python: torch.load opens every file of a saved checkpoint; the export

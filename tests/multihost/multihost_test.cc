@@ -32,6 +32,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -405,17 +406,28 @@ TEST_F(MultiHost, ARemovedHostLeavesTheJobRunningAtWorldOne) {
   }
   const std::string log0 = out + ".host0.log";
   const auto deadline = Clock::now() + std::chrono::minutes(3);
-  // After step 12, once host 0 holds its copies of the save at step 10
-  // (made in the background after the save; the log says when).
-  const std::string kept = absl::StrCat("memory copies of checkpoint '", out, "/checkpoints/global_step10' kept in");
-  auto ready = [&] {
+  // After step 12, at a moment when host 0 holds its copies of the
+  // checkpoint `latest` names (they are made in the background after each
+  // save; the log says when): both hosts frozen there, then host 1 killed.
+  bool ready = false;
+  std::string frozen_at;
+  while (Clock::now() < deadline && !ready) {
+    net_->Signal(0, SIGSTOP);
+    net_->Signal(1, SIGSTOP);
     const std::string text = ReadFileBytes(log0);
-    return absl::StrContains(text, "step 12 |") && absl::StrContains(text, kept);
-  };
-  while (Clock::now() < deadline && !ready()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(ready()) << ReadFileBytes(log0);
+    frozen_at = std::string(absl::StripAsciiWhitespace(ReadFileBytes(out + "/checkpoints/latest")));
+    ready = absl::StrContains(text, "step 12 |") && !frozen_at.empty() &&
+            absl::StrContains(
+                text, absl::StrCat("memory copies of checkpoint '", out, "/checkpoints/", frozen_at, "' kept in"));
+    if (ready) break;
+    net_->Signal(0, SIGCONT);
+    net_->Signal(1, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(ready) << ReadFileBytes(log0);
   const auto fault = Clock::now();
   net_->Signal(1, SIGKILL);
+  net_->Signal(0, SIGCONT);
   // When host 0's launcher restarts, and when the resumed attempt logs its
   // first step: the restart's cost in seconds, for docs/multinode.md.
   double to_restart = -1, to_first_step = -1;

@@ -420,11 +420,19 @@ TEST(Restarts, MemoryCopiesServeARestartWithoutTheDisk) {
     const Job job =
         StartZt(absl::StrCat(TrainArgs(out, kShort, kSaveInterval), " --max-restarts 2 --memory-copies"), out + ".log");
     ASSERT_GT(job.pid, 0);
-    const std::string copies = absl::StrCat("/dev/shm/zt-copies-", job.pid, "-node0");
     const auto deadline = Clock::now() + std::chrono::minutes(3);
     while (Clock::now() < deadline && Poll(job, false) == -1 && LastLoggedStep(ReadFileBytes(job.log)) < 25) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // The launcher's memory folder: /dev/shm/zt-copies-<its pid>-<random>-node0.
+    std::string copies;
+    for (const auto& e : fs::directory_iterator("/dev/shm")) {
+      const std::string name = e.path().filename().string();
+      if (absl::StartsWith(name, absl::StrCat("zt-copies-", job.pid, "-")) && absl::EndsWith(name, "-node0")) {
+        copies = e.path().string();
+      }
+    }
+    ASSERT_FALSE(copies.empty()) << "no memory folder of zt train (pid " << job.pid << ") in /dev/shm";
     const std::vector<pid_t> ranks = ChildrenOf(job.pid);
     ASSERT_EQ(ranks.size(), 2u) << ReadFileBytes(job.log);
     // Frozen where both ranks' copies of the tag `latest` names are made
@@ -441,14 +449,18 @@ TEST(Restarts, MemoryCopiesServeARestartWithoutTheDisk) {
       if (both) break;
       for (pid_t p : ranks) ::kill(p, SIGCONT);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      tag.clear();
     }
-    ASSERT_FALSE(tag.empty());
+    ASSERT_FALSE(tag.empty()) << "no moment with both ranks' copies of `latest` made:\n" << ReadFileBytes(job.log);
     const std::string folder = out + "/checkpoints/" + tag;
     int removed = 0;
     if (disk_gone) {
       for (const auto& e : fs::directory_iterator(folder)) removed += static_cast<int>(fs::remove_all(e.path()));
     } else {
-      for (const auto& e : fs::directory_iterator(copies)) removed += static_cast<int>(fs::remove_all(e.path()));
+      for (const auto& e : fs::directory_iterator(copies)) {
+        if (absl::StartsWith(e.path().filename().string(), "rank"))
+          removed += static_cast<int>(fs::remove_all(e.path()));
+      }
     }
     EXPECT_GE(removed, 4);
     ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
