@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "benchmarks/median.h"
 #include "benchmarks/results.h"
+#include "benchmarks/save_bench_model.h"
 #include "ckpt/zero_checkpoint.h"
 #include "cli/flags.h"
 #include "comm/single_group.h"
@@ -39,27 +40,10 @@
 namespace zt {
 namespace {
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t width, int64_t depth) {
-    for (int64_t i = 0; i < depth; ++i)
-      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    for (auto& l : layers) x = torch::gelu(l->forward(x));
-    return x;
-  }
-  std::vector<torch::nn::Linear> layers;
-};
-TORCH_MODULE(Mlp);
+using Mlp = bench::SaveBenchMlp;
 
 Config BenchConfig(bool async) {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 32;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 0;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.zero.stage = 1;
+  Config c = bench::SaveBenchConfig();
   c.checkpoint.async_save = async;
   return c;
 }

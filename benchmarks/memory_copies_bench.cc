@@ -35,6 +35,7 @@
 #include "absl/strings/str_format.h"
 #include "benchmarks/median.h"
 #include "benchmarks/results.h"
+#include "benchmarks/save_bench_model.h"
 #include "ckpt/memory_copies.h"
 #include "cli/flags.h"
 #include "comm/single_group.h"
@@ -50,29 +51,7 @@
 namespace zt {
 namespace {
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t width, int64_t depth) {
-    for (int64_t i = 0; i < depth; ++i)
-      layers.push_back(register_module(absl::StrCat("fc", i), torch::nn::Linear(width, width)));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    for (auto& l : layers) x = torch::gelu(l->forward(x));
-    return x;
-  }
-  std::vector<torch::nn::Linear> layers;
-};
-TORCH_MODULE(Mlp);
-
-Config BenchConfig() {
-  Config c;
-  c.batch.train_micro_batch_size_per_gpu = 32;
-  c.batch.gradient_accumulation_steps = 1;
-  c.steps_per_print = 0;
-  c.optimizer.present = true;
-  c.optimizer.type = OptimizerType::kAdamW;
-  c.zero.stage = 1;
-  return c;
-}
+using Mlp = bench::SaveBenchMlp;
 
 // Drops the page cache's copy of every file under `dir` (they are fsynced).
 uint64_t DropCachedPages(const std::string& dir) {
@@ -114,7 +93,8 @@ absl::StatusOr<std::unique_ptr<Trainee>> MakeTrainee(int64_t width, int64_t dept
   auto t = std::make_unique<Trainee>();
   torch::manual_seed(1);
   t->model = Mlp(width, depth);
-  ZT_ASSIGN_OR_RETURN(t->engine, Engine::Create(t->model, BenchConfig(), std::make_shared<comm::SingleGroup>()));
+  ZT_ASSIGN_OR_RETURN(t->engine,
+                      Engine::Create(t->model, bench::SaveBenchConfig(), std::make_shared<comm::SingleGroup>()));
   t->x = torch::randn({32, width});
   t->copies = copies;
   for (int i = 0; i < 2; ++i) t->Step();

@@ -27,13 +27,12 @@ namespace {
 constexpr char kManifestName[] = "manifest";
 constexpr char kManifestHeader[] = "zt-memory-copy 1";
 
-// A name a manifest may list: a plain entry of the copy's folder.
-bool PlainEntryName(const std::string& name) {
+}  // namespace
+
+bool IsCopyFileName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name != kManifestName && name.find('/') == std::string::npos &&
          name.find('\0') == std::string::npos && name.find('\n') == std::string::npos;
 }
-
-}  // namespace
 
 std::string HeldCopy::ToText() const {
   std::string s = absl::StrCat(kManifestHeader, "\ndir ", dir, "\ntag ", tag, "\nrank ", rank, "\nworld ", world_size,
@@ -68,11 +67,11 @@ std::optional<HeldCopy> HeldCopy::FromText(const std::string& text) {
       h.dir = value;
       have_dir = true;
     } else if (key == "tag") {
-      if (!PlainEntryName(value)) return std::nullopt;
+      if (!IsCopyFileName(value)) return std::nullopt;
       h.tag = value;
       have_tag = true;
     } else if (key == "own" || key == "neighbour_file") {
-      if (!PlainEntryName(value)) return std::nullopt;
+      if (!IsCopyFileName(value)) return std::nullopt;
       (key == "own" ? h.own : h.neighbour_files).push_back(value);
     } else if (absl::SimpleAtoi(value, &n)) {
       if (key == "rank") {
@@ -146,7 +145,7 @@ absl::Status MemoryCopies::Promote(HeldCopy held) const {
   const std::string incoming = JoinPath(folder, "incoming"), current = JoinPath(folder, "current");
   for (const auto* names : {&held.own, &held.neighbour_files}) {
     for (const std::string& name : *names) {
-      if (!PlainEntryName(name)) {
+      if (!IsCopyFileName(name)) {
         return absl::InvalidArgumentError(absl::StrCat("memory copies: '", name, "' is not a plain file name"));
       }
     }

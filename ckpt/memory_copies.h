@@ -43,6 +43,11 @@
 
 namespace zt::ckpt {
 
+// Whether `name` may be a file of a copy: a plain entry of its folder (not
+// empty, no '/', NUL or newline, not ".", ".." or the manifest's name).
+// Manifests and names a peer sends are checked with it.
+bool IsCopyFileName(const std::string& name);
+
 // The variable the launcher sets for its ranks.
 inline constexpr char kMemoryCopiesEnv[] = "ZT_MEMORY_COPIES_DIR";
 

@@ -36,16 +36,17 @@ int GroupRankOf(const comm::ProcessGroup& group, int world_rank) {
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), world_rank) - ranks.begin());
 }
 
-// A name a peer may send: a plain entry of the copy's folder.
-bool PlainName(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name != "manifest" && name.find('/') == std::string::npos &&
-         name.find('\0') == std::string::npos;
-}
-
 }  // namespace
 
 NeighbourCopies::NeighbourCopies(comm::ProcessGroup& world, int local_world, ckpt::MemoryCopies memory)
     : world_(world), local_world_(std::max(1, local_world)), memory_(std::move(memory)) {}
+
+std::vector<int> NeighbourCopies::NodeRanks() const {
+  const int node = world_.rank() / local_world_;
+  std::vector<int> ranks;
+  for (int r = node * local_world_; r < (node + 1) * local_world_; ++r) ranks.push_back(r);
+  return ranks;
+}
 
 bool NeighbourCopies::several_nodes() const {
   return world_.size() > local_world_ && world_.size() % local_world_ == 0;
@@ -106,7 +107,7 @@ absl::Status NeighbourCopies::Send(comm::ProcessGroup& group, int root,
   std::string names;
   absl::Status problem;
   for (const auto& [name, path] : files) {
-    if (!PlainName(name) || name.find('\n') != std::string::npos) {
+    if (!ckpt::IsCopyFileName(name)) {
       problem = absl::InvalidArgumentError(absl::StrCat("memory copies: '", name, "' is not a plain file name"));
       fds.clear();
       sizes.clear();
@@ -204,7 +205,7 @@ absl::StatusOr<std::vector<std::string>> NeighbourCopies::Receive(comm::ProcessG
     const std::string& name = names[static_cast<size_t>(i)];
     const std::string path = memory_.Incoming(name);
     UniqueFd out;
-    if (problem.ok() && !PlainName(name)) {
+    if (problem.ok() && !ckpt::IsCopyFileName(name)) {
       problem = absl::DataLossError(
           absl::StrCat("memory copies: rank ", root, " sent a file named '", name, "', not a plain file name"));
     }
@@ -257,10 +258,7 @@ void NeighbourCopies::BeforeSave(const std::string& tag) {
   if (world_.rank() % local_world_ == 0) {
     // Copies of `tag` in folders no rank of this node writes now would
     // outlive this save as an older save of the same tag: dropped too.
-    const int node = world_.rank() / local_world_;
-    std::vector<int> ours;
-    for (int r = node * local_world_; r < (node + 1) * local_world_; ++r) ours.push_back(r);
-    memory_.ForgetOthers(tag, ours);
+    memory_.ForgetOthers(tag, NodeRanks());
   }
 }
 
@@ -274,10 +272,7 @@ absl::Status NeighbourCopies::KeepSaved(const std::string& folder, const std::st
   if (world_.rank() % local_world_ == 0) {
     // Folders no rank of this node writes now (another numbering, before an
     // elastic restart) hold tags `latest` has moved past.
-    const int node = world_.rank() / local_world_;
-    std::vector<int> ours;
-    for (int r = node * local_world_; r < (node + 1) * local_world_; ++r) ours.push_back(r);
-    memory_.RemoveRanksExcept(ours);
+    memory_.RemoveRanksExcept(NodeRanks());
   }
   worker_ = std::thread([this, folder, dir, tag, own] {
     const auto started = std::chrono::steady_clock::now();

@@ -74,6 +74,8 @@ class NeighbourCopies {
   absl::StatusOr<int> FetchMissing(const std::string& dir, const std::string& tag);
 
  private:
+  // The world ranks on this rank's node (contiguous, local_world_ of them).
+  std::vector<int> NodeRanks() const;
   int Next(int r) const { return (r + local_world_) % world_.size(); }
   int Prev(int r) const { return (r - local_world_ + world_.size()) % world_.size(); }
   // Makes the two-rank group of every rank s and Next(s), once: a
